@@ -1,0 +1,85 @@
+/*
+ * common.cl - definitions shared by every rumus kernel program.  The host
+ * builds each program as this file followed by one family's .cl file, and
+ * specialises it only through -D options, so the options string names the
+ * variant.  Every macro below has a default, so each file compiles alone.
+ *
+ * Storage and arithmetic: tensors are stored as `real_t` (RUMUS_STORAGE =
+ * 32: float, 16: IEEE half through vload_half / vstore_half, which are core
+ * OpenCL C and need no cl_khr_fp16).  Arithmetic is always float.
+ *
+ * Indexing: element offsets and extents arrive as ulong and index math is
+ * done in size_t, so tensors over 2^31 elements are addressed correctly.
+ */
+#ifndef RUMUS_COMMON_CL
+#define RUMUS_COMMON_CL
+
+#ifndef RUMUS_STORAGE
+#define RUMUS_STORAGE 32 /* storage bits of floating tensors: 32 or 16 */
+#endif
+
+#ifndef WG
+#define WG 256 /* work-group size of work-group (GPU) reduction kernels */
+#endif
+
+/* reqd_work_group_size lets compilers size local arrays and unroll
+ * reductions; RUMUS_RELAX_WG drops it for drivers that reject it. */
+#ifdef RUMUS_RELAX_WG
+#define RUMUS_WG_ATTR
+#else
+#define RUMUS_WG_ATTR __attribute__((reqd_work_group_size(WG, 1, 1)))
+#endif
+
+#if RUMUS_STORAGE == 32
+typedef float real_t;
+#define LOAD(p, i) ((p)[i])
+#define STORE(v, p, i) ((p)[i] = (v))
+#define LOAD4(p, i) vload4(0, (p) + (i))
+#define STORE4(v, p, i) vstore4((v), 0, (p) + (i))
+#define LOAD8(p, i) vload8(0, (p) + (i))
+#define STORE8(v, p, i) vstore8((v), 0, (p) + (i))
+#elif RUMUS_STORAGE == 16
+typedef half real_t;
+#define LOAD(p, i) vload_half((i), (p))
+#define STORE(v, p, i) vstore_half((v), (i), (p))
+#define LOAD4(p, i) vload_half4(0, (p) + (i))
+#define STORE4(v, p, i) vstore_half4((v), 0, (p) + (i))
+#define LOAD8(p, i) vload_half8(0, (p) + (i))
+#define STORE8(v, p, i) vstore_half8((v), 0, (p) + (i))
+#else
+#error "RUMUS_STORAGE must be 32 or 16"
+#endif
+
+/* Sum and max of the lanes of a float8 / float4. */
+inline float rumus_hsum8(float8 v) {
+  float4 a = v.lo + v.hi;
+  float2 b = a.lo + a.hi;
+  return b.lo + b.hi;
+}
+inline float rumus_hmax8(float8 v) {
+  float4 a = fmax(v.lo, v.hi);
+  float2 b = fmax(a.lo, a.hi);
+  return fmax(b.lo, b.hi);
+}
+inline float rumus_hsum4(float4 v) {
+  float2 b = v.lo + v.hi;
+  return b.lo + b.hi;
+}
+
+/* Rescales a partial softmax denominator s taken against max m to the
+ * larger max M; a partial of an all -INFINITY stretch contributes 0. */
+inline float rumus_rescale(float s, float m, float M) {
+  return (m == -INFINITY) ? 0.0f : s * exp(m - M);
+}
+
+/* Device-side error report: the first failing op stores its code, the bad
+ * value and its position; the host reads it at rumus_ctx_sync(). */
+inline void rumus_report(volatile global int *status, int code, int value,
+                         int where) {
+  if (atomic_cmpxchg(status, 0, code) == 0) {
+    status[1] = value;
+    status[2] = where;
+  }
+}
+
+#endif /* RUMUS_COMMON_CL */

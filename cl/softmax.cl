@@ -1,0 +1,262 @@
+/*
+ * softmax.cl - softmax and log-softmax over the last dimension, forward and
+ * backward.  A tensor [..., C] is `rows` rows of `cols` contiguous elements
+ * (row r starts at element off + r * cols).
+ *
+ *   softmax:         y = exp(x - m) / s,  m = max x,  s = sum exp(x - m)
+ *   log-softmax:     y = x - m - log(s)
+ *   softmax bwd:     dx = y * (dy - sum(dy * y))
+ *   log-softmax bwd: dx = dy - exp(y) * sum(dy)
+ *
+ * Two variants of each kernel:
+ *   *_wg   one work-group of WG work-items per row; each work-item walks
+ *          the row with stride WG, then a tree reduction in local memory.
+ *          The forward keeps an online (max, sum) pair per work-item, so the
+ *          row is read twice (GPU path).
+ *   *_row  one work-item per row, no barriers, float8 accumulators (CPU
+ *          path: PoCL turns barrier regions into loops over work-items, and
+ *          a row read again from L1/L2 costs little).
+ */
+
+/* ---- Work-group variant ------------------------------------------------ */
+
+/* Folds a (max, sum) pair held by every work-item into lm[0], ls[0]. */
+inline void wg_reduce_max_sum(local float *lm, local float *ls, float m,
+                              float s) {
+  const size_t lid = get_local_id(0);
+  lm[lid] = m;
+  ls[lid] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) {
+      float m2 = lm[lid + step], s2 = ls[lid + step];
+      float M = fmax(lm[lid], m2);
+      ls[lid] = rumus_rescale(ls[lid], lm[lid], M) + rumus_rescale(s2, m2, M);
+      lm[lid] = M;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* Folds a sum held by every work-item into ls[0]. */
+inline void wg_reduce_sum(local float *ls, float s) {
+  const size_t lid = get_local_id(0);
+  ls[lid] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) ls[lid] += ls[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* Online update of (m, s) with one value. */
+inline void online(float v, float *m, float *s) {
+  if (v > *m) {
+    *s = rumus_rescale(*s, *m, v) + 1.0f;
+    *m = v;
+  } else if (*m != -INFINITY) {
+    *s += exp(v - *m);
+  }
+}
+
+inline void softmax_fwd_wg_body(global const real_t *x, global real_t *y,
+                                ulong cols, int log_mode, local float *lm,
+                                local float *ls) {
+  const size_t lid = get_local_id(0);
+  const size_t n = (size_t)cols;
+  /* Work-item i takes the float4 groups i, i + WG, ...; the tail of fewer
+   * than 4 elements goes to the first work-items. */
+  const size_t n4 = n / 4;
+  float m = -INFINITY, s = 0.0f;
+  for (size_t q = lid; q < n4; q += WG) {
+    float4 v = LOAD4(x, q * 4);
+    online(v.x, &m, &s);
+    online(v.y, &m, &s);
+    online(v.z, &m, &s);
+    online(v.w, &m, &s);
+  }
+  for (size_t j = n4 * 4 + lid; j < n; j += WG) online(LOAD(x, j), &m, &s);
+  wg_reduce_max_sum(lm, ls, m, s);
+  const float M = lm[0], S = ls[0];
+  if (log_mode) {
+    /* (x - M) - log S, not x - (M + log S): the sum would round away the
+     * low bits of large logits. */
+    const float ls_ = log(S);
+    for (size_t q = lid; q < n4; q += WG)
+      STORE4((LOAD4(x, q * 4) - M) - ls_, y, q * 4);
+    for (size_t j = n4 * 4 + lid; j < n; j += WG)
+      STORE((LOAD(x, j) - M) - ls_, y, j);
+  } else {
+    const float inv = 1.0f / S;
+    for (size_t q = lid; q < n4; q += WG)
+      STORE4(exp(LOAD4(x, q * 4) - M) * inv, y, q * 4);
+    for (size_t j = n4 * 4 + lid; j < n; j += WG)
+      STORE(exp(LOAD(x, j) - M) * inv, y, j);
+  }
+}
+
+inline void softmax_bwd_wg_body(global const real_t *y, global const real_t *dy,
+                                global real_t *dx, ulong cols, int log_mode,
+                                local float *ls) {
+  const size_t lid = get_local_id(0);
+  const size_t n = (size_t)cols, n4 = n / 4;
+  float acc = 0.0f;
+  if (log_mode) {
+    for (size_t q = lid; q < n4; q += WG) acc += rumus_hsum4(LOAD4(dy, q * 4));
+    for (size_t j = n4 * 4 + lid; j < n; j += WG) acc += LOAD(dy, j);
+  } else {
+    for (size_t q = lid; q < n4; q += WG)
+      acc += dot(LOAD4(dy, q * 4), LOAD4(y, q * 4));
+    for (size_t j = n4 * 4 + lid; j < n; j += WG) acc += LOAD(dy, j) * LOAD(y, j);
+  }
+  wg_reduce_sum(ls, acc);
+  const float d = ls[0];
+  for (size_t q = lid; q < n4; q += WG) {
+    float4 yv = LOAD4(y, q * 4), gv = LOAD4(dy, q * 4);
+    STORE4(log_mode ? gv - exp(yv) * d : yv * (gv - d), dx, q * 4);
+  }
+  for (size_t j = n4 * 4 + lid; j < n; j += WG) {
+    float yv = LOAD(y, j), gv = LOAD(dy, j);
+    STORE(log_mode ? gv - exp(yv) * d : yv * (gv - d), dx, j);
+  }
+}
+
+#define ROW_BASE(p, off) ((p) + (size_t)(off) + (size_t)get_group_id(0) * (size_t)cols)
+
+__kernel RUMUS_WG_ATTR void softmax_fwd_wg(global const real_t *x, ulong x_off,
+                                           global real_t *y, ulong y_off,
+                                           ulong rows, ulong cols) {
+  local float lm[WG], ls[WG];
+  softmax_fwd_wg_body(ROW_BASE(x, x_off), ROW_BASE(y, y_off), cols, 0, lm, ls);
+}
+
+__kernel RUMUS_WG_ATTR void log_softmax_fwd_wg(global const real_t *x,
+                                               ulong x_off, global real_t *y,
+                                               ulong y_off, ulong rows,
+                                               ulong cols) {
+  local float lm[WG], ls[WG];
+  softmax_fwd_wg_body(ROW_BASE(x, x_off), ROW_BASE(y, y_off), cols, 1, lm, ls);
+}
+
+__kernel RUMUS_WG_ATTR void softmax_bwd_wg(global const real_t *y, ulong y_off,
+                                           global const real_t *dy,
+                                           ulong dy_off, global real_t *dx,
+                                           ulong dx_off, ulong rows,
+                                           ulong cols) {
+  local float ls[WG];
+  softmax_bwd_wg_body(ROW_BASE(y, y_off), ROW_BASE(dy, dy_off),
+                      ROW_BASE(dx, dx_off), cols, 0, ls);
+}
+
+__kernel RUMUS_WG_ATTR void log_softmax_bwd_wg(global const real_t *y,
+                                               ulong y_off,
+                                               global const real_t *dy,
+                                               ulong dy_off, global real_t *dx,
+                                               ulong dx_off, ulong rows,
+                                               ulong cols) {
+  local float ls[WG];
+  softmax_bwd_wg_body(ROW_BASE(y, y_off), ROW_BASE(dy, dy_off),
+                      ROW_BASE(dx, dx_off), cols, 1, ls);
+}
+
+/* ---- Row variant (one work-item per row) -------------------------------- */
+
+inline float row_max(global const real_t *x, size_t n) {
+  float8 m8 = (float8)(-INFINITY);
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) m8 = fmax(m8, LOAD8(x, j));
+  float m = rumus_hmax8(m8);
+  for (; j < n; j++) m = fmax(m, LOAD(x, j));
+  return m;
+}
+
+inline void softmax_fwd_row_body(global const real_t *x, global real_t *y,
+                                 size_t n, int log_mode) {
+  const float m = row_max(x, n);
+  float8 s8 = 0.0f;
+  float s = 0.0f;
+  size_t j = 0;
+  if (log_mode) {
+    for (; j + 8 <= n; j += 8) s8 += exp(LOAD8(x, j) - m);
+    for (; j < n; j++) s += exp(LOAD(x, j) - m);
+    const float ls_ = log(s + rumus_hsum8(s8)); /* (x - m) - log s, as above */
+    for (j = 0; j + 8 <= n; j += 8) STORE8((LOAD8(x, j) - m) - ls_, y, j);
+    for (; j < n; j++) STORE((LOAD(x, j) - m) - ls_, y, j);
+  } else {
+    /* y holds exp(x - m) until the sum is known: one exp per element. */
+    for (; j + 8 <= n; j += 8) {
+      float8 e = exp(LOAD8(x, j) - m);
+      s8 += e;
+      STORE8(e, y, j);
+    }
+    for (; j < n; j++) {
+      float e = exp(LOAD(x, j) - m);
+      s += e;
+      STORE(e, y, j);
+    }
+    const float inv = 1.0f / (s + rumus_hsum8(s8));
+    for (j = 0; j + 8 <= n; j += 8) STORE8(LOAD8(y, j) * inv, y, j);
+    for (; j < n; j++) STORE(LOAD(y, j) * inv, y, j);
+  }
+}
+
+inline void softmax_bwd_row_body(global const real_t *y, global const real_t *dy,
+                                 global real_t *dx, size_t n, int log_mode) {
+  float8 a8 = 0.0f;
+  float a = 0.0f;
+  size_t j = 0;
+  if (log_mode) {
+    for (; j + 8 <= n; j += 8) a8 += LOAD8(dy, j);
+    for (; j < n; j++) a += LOAD(dy, j);
+  } else {
+    for (; j + 8 <= n; j += 8) a8 += LOAD8(dy, j) * LOAD8(y, j);
+    for (; j < n; j++) a += LOAD(dy, j) * LOAD(y, j);
+  }
+  const float d = a + rumus_hsum8(a8);
+  for (j = 0; j + 8 <= n; j += 8) {
+    float8 yv = LOAD8(y, j), gv = LOAD8(dy, j);
+    STORE8(log_mode ? gv - exp(yv) * d : yv * (gv - d), dx, j);
+  }
+  for (; j < n; j++) {
+    float yv = LOAD(y, j), gv = LOAD(dy, j);
+    STORE(log_mode ? gv - exp(yv) * d : yv * (gv - d), dx, j);
+  }
+}
+
+#define ROW_PTR(p, off) ((p) + (size_t)(off) + r * (size_t)cols)
+
+__kernel void softmax_fwd_row(global const real_t *x, ulong x_off,
+                              global real_t *y, ulong y_off, ulong rows,
+                              ulong cols) {
+  const size_t r = get_global_id(0);
+  if (r >= rows) return;
+  softmax_fwd_row_body(ROW_PTR(x, x_off), ROW_PTR(y, y_off), cols, 0);
+}
+
+__kernel void log_softmax_fwd_row(global const real_t *x, ulong x_off,
+                                  global real_t *y, ulong y_off, ulong rows,
+                                  ulong cols) {
+  const size_t r = get_global_id(0);
+  if (r >= rows) return;
+  softmax_fwd_row_body(ROW_PTR(x, x_off), ROW_PTR(y, y_off), cols, 1);
+}
+
+__kernel void softmax_bwd_row(global const real_t *y, ulong y_off,
+                              global const real_t *dy, ulong dy_off,
+                              global real_t *dx, ulong dx_off, ulong rows,
+                              ulong cols) {
+  const size_t r = get_global_id(0);
+  if (r >= rows) return;
+  softmax_bwd_row_body(ROW_PTR(y, y_off), ROW_PTR(dy, dy_off),
+                       ROW_PTR(dx, dx_off), cols, 0);
+}
+
+__kernel void log_softmax_bwd_row(global const real_t *y, ulong y_off,
+                                  global const real_t *dy, ulong dy_off,
+                                  global real_t *dx, ulong dx_off, ulong rows,
+                                  ulong cols) {
+  const size_t r = get_global_id(0);
+  if (r >= rows) return;
+  softmax_bwd_row_body(ROW_PTR(y, y_off), ROW_PTR(dy, dy_off),
+                       ROW_PTR(dx, dx_off), cols, 1);
+}

@@ -1,0 +1,1 @@
+/* xent.cl - placeholder */

@@ -1,0 +1,531 @@
+/*
+ * rumus.h - OpenCL C kernels for training neural networks, with a C host runtime.
+ *
+ * rumus compiles its kernels at run time on whatever OpenCL 1.2+ device the
+ * machine has (a GPU, or the CPU through PoCL) and runs them on tensors that
+ * live in device memory.  This is the only public header.
+ *
+ * Objects
+ *   rumus_ctx     one OpenCL device, context and in-order command queue, plus
+ *                 the compiled kernel programs.  Create it on a device of your
+ *                 choice, or adopt the cl_context / cl_device_id /
+ *                 cl_command_queue your application already has.
+ *   rumus_tensor  a storage type, a shape of up to RUMUS_MAX_DIMS dimensions
+ *                 (row-major, last dimension contiguous) and a device buffer
+ *                 that the tensor owns or borrows (cl_mem + byte offset).
+ *
+ * Errors
+ *   Every function that can fail returns an int status: RUMUS_OK (0) or a
+ *   negative RUMUS_E* code.  rumus_strerror() gives the code's text;
+ *   rumus_ctx_errmsg() gives the details of the context's last failure (the
+ *   op, the shapes, the OpenCL error, a build log).  The library never
+ *   prints, aborts or exits.
+ *
+ * Execution
+ *   Ops check their arguments, enqueue kernels on the context's in-order
+ *   queue and return.  Call rumus_ctx_sync() to wait: it also reports errors
+ *   that only the device can see, such as a class index out of range.
+ *
+ * Threads
+ *   The program cache of a context is thread-safe, and so is launching
+ *   kernels from several threads on one context.  The last-error message is
+ *   per context: use one context per thread if you rely on it.
+ */
+#ifndef RUMUS_H
+#define RUMUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define RUMUS_API
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define RUMUS_API __attribute__((visibility("default")))
+#else
+#define RUMUS_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define RUMUS_VERSION_MAJOR 0
+#define RUMUS_VERSION_MINOR 1
+#define RUMUS_VERSION_PATCH 0
+#define RUMUS_VERSION_NUMBER \
+  (RUMUS_VERSION_MAJOR * 10000 + RUMUS_VERSION_MINOR * 100 + RUMUS_VERSION_PATCH)
+
+/*! rumus_version_number() : the RUMUS_VERSION_NUMBER the library was built as. */
+RUMUS_API unsigned rumus_version_number(void);
+/*! rumus_version_string() : "MAJOR.MINOR.PATCH", static storage. */
+RUMUS_API const char *rumus_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* The one list of status codes: the enum, rumus_strerror() and
+ * rumus_err_name() are generated from it.  Values are stable and grouped by
+ * tens: arguments 10s, shapes and types 20s, device 30s, build 40s,
+ * memory 50s, state 60s, files 70s. */
+#define RUMUS_ERRNO_MAP(XX)                                                   \
+  XX(OK, 0, "success")                                                        \
+  XX(EINVAL, -10, "invalid argument")                                         \
+  XX(ENULL, -11, "NULL handle or pointer")                                    \
+  XX(EOPTION, -12, "unknown option or option value out of range")             \
+  XX(EDTYPE, -20, "unsupported or mismatched storage type")                   \
+  XX(ESHAPE, -21, "shape mismatch")                                           \
+  XX(ESIZE, -22, "buffer too small for the bytes the op touches")             \
+  XX(EINDEX, -23, "index out of range (detected on the device)")              \
+  XX(ENODEVICE, -30, "no OpenCL device matches")                              \
+  XX(ECL, -31, "OpenCL call failed")                                          \
+  XX(EUNSUPPORTED, -32, "the device lacks a required feature")                \
+  XX(EBUILD, -40, "a kernel program failed to build")                         \
+  XX(ENOSOURCE, -41, "kernel source not found")                               \
+  XX(ENOMEM, -50, "out of host memory")                                       \
+  XX(EDEVMEM, -51, "out of device memory or resources")                       \
+  XX(EBUSY, -60, "the context still has live tensors")                        \
+  XX(EIO, -70, "a file could not be read or written")                         \
+  XX(EFORMAT, -71, "a file is malformed")
+
+typedef enum {
+#define RUMUS__ERRNO_ENUM(name, value, msg) RUMUS_##name = (value),
+  RUMUS_ERRNO_MAP(RUMUS__ERRNO_ENUM)
+#undef RUMUS__ERRNO_ENUM
+} rumus_status;
+
+/*! rumus_strerror() : the message of a status code, static storage.
+ *  Unknown codes give "unknown status". */
+RUMUS_API const char *rumus_strerror(int status);
+/*! rumus_err_name() : the name of a status code ("RUMUS_ESHAPE"), static
+ *  storage.  Unknown codes give "RUMUS_UNKNOWN". */
+RUMUS_API const char *rumus_err_name(int status);
+
+/* ------------------------------------------------------------------------ */
+/* Devices and contexts                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rumus_ctx rumus_ctx;
+
+/*! rumus_device_count() :
+ *  Counts the OpenCL devices of every platform, in the order used by device
+ *  indices.  @return RUMUS_OK or RUMUS_ECL; *count is 0 when there is no
+ *  platform. */
+RUMUS_API int rumus_device_count(int *count);
+
+/*! rumus_device_describe() :
+ *  Writes "platform / device (type, OpenCL C x.y, N compute units)" of
+ *  device `index` into buf (always NUL-terminated when len > 0).
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_ENODEVICE or RUMUS_ECL. */
+RUMUS_API int rumus_device_describe(int index, char *buf, size_t len);
+
+/* Flags of rumus_ctx_create(). */
+#define RUMUS_CTX_PROFILING 1u /* queue with CL_QUEUE_PROFILING_ENABLE */
+
+/*! rumus_ctx_create() :
+ *  Creates a context, a device and an in-order queue on one device.
+ *  `device` selects it: a decimal index (see rumus_device_count()) or a
+ *  case-insensitive substring of "platform / device name".  NULL means the
+ *  environment variable RUMUS_DEVICE if set, else the first GPU, else the
+ *  first device.  `flags` is 0 or RUMUS_CTX_PROFILING.
+ *  On success *out owns the new context; free it with rumus_ctx_free().
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (unknown flag),
+ *          RUMUS_ENODEVICE, RUMUS_EUNSUPPORTED (OpenCL C older than 1.1),
+ *          RUMUS_ECL, RUMUS_ENOMEM.  On failure *out is NULL and the
+ *          details can be read with rumus_last_create_error(). */
+RUMUS_API int rumus_ctx_create(rumus_ctx **out, const char *device,
+                               unsigned flags);
+
+/*! rumus_ctx_adopt() :
+ *  Creates a rumus context on an application's existing OpenCL objects.
+ *  The queue must be in-order and belong to `context` and `device`.  rumus
+ *  retains the three objects and releases them in rumus_ctx_free(); the
+ *  application keeps its own references.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (out-of-order queue, or a
+ *          queue of another context or device), RUMUS_EUNSUPPORTED,
+ *          RUMUS_ECL, RUMUS_ENOMEM. */
+RUMUS_API int rumus_ctx_adopt(rumus_ctx **out, cl_context context,
+                              cl_device_id device, cl_command_queue queue);
+
+/*! rumus_ctx_free() :
+ *  Waits for the queue, frees the programs and releases the OpenCL objects.
+ *  Freeing NULL is a no-op that returns RUMUS_OK.
+ *  @return RUMUS_OK, or RUMUS_EBUSY (nothing freed) while tensors created on
+ *          the context are alive. */
+RUMUS_API int rumus_ctx_free(rumus_ctx *ctx);
+
+/*! rumus_last_create_error() : details of the last failed
+ *  rumus_ctx_create() / rumus_ctx_adopt() of the calling thread, or "". */
+RUMUS_API const char *rumus_last_create_error(void);
+
+/*! rumus_ctx_sync() :
+ *  Waits until every command enqueued on the context's queue has finished,
+ *  then reports errors found on the device since the last sync (the first
+ *  one wins; the flag is then cleared).
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINDEX (with the op, the bad value
+ *          and its position in rumus_ctx_errmsg()), RUMUS_ECL. */
+RUMUS_API int rumus_ctx_sync(rumus_ctx *ctx);
+
+/*! rumus_ctx_errmsg() : the details of the context's last failure, owned by
+ *  the context and valid until its next failure; "" if none; a static
+ *  message for a NULL ctx. */
+RUMUS_API const char *rumus_ctx_errmsg(const rumus_ctx *ctx);
+/*! rumus_ctx_errcode() : the status of the context's last failure, or 0. */
+RUMUS_API int rumus_ctx_errcode(const rumus_ctx *ctx);
+/*! rumus_ctx_last_cl_error() : the raw cl_int of the last failed OpenCL call
+ *  (CL_SUCCESS if the last failure was not an OpenCL call). */
+RUMUS_API cl_int rumus_ctx_last_cl_error(const rumus_ctx *ctx);
+
+/* Options of a context (rumus_ctx_set_option / rumus_ctx_get_option). */
+typedef enum {
+  /* Which reduction kernels to run: RUMUS_VARIANT_AUTO (by device type, the
+   * default), RUMUS_VARIANT_GPU (work-group reductions in local memory) or
+   * RUMUS_VARIANT_CPU (barrier-free, one work-item per row, vector
+   * accumulators).  The environment variable RUMUS_VARIANT=gpu|cpu|auto
+   * sets the initial value. */
+  RUMUS_OPT_VARIANT = 1,
+  /* Work-group size of reduction kernels: 0 picks it from the device
+   * limits; otherwise a power of two from 16 to the device maximum. */
+  RUMUS_OPT_WORKGROUP_SIZE = 2
+} rumus_option;
+
+enum { RUMUS_VARIANT_AUTO = 0, RUMUS_VARIANT_GPU = 1, RUMUS_VARIANT_CPU = 2 };
+
+/*! rumus_ctx_set_option() : @return RUMUS_OK, RUMUS_ENULL, RUMUS_EOPTION. */
+RUMUS_API int rumus_ctx_set_option(rumus_ctx *ctx, rumus_option opt, int value);
+/*! rumus_ctx_get_option() : @return RUMUS_OK, RUMUS_ENULL, RUMUS_EOPTION. */
+RUMUS_API int rumus_ctx_get_option(const rumus_ctx *ctx, rumus_option opt,
+                                   int *value);
+
+/*! rumus_ctx_device_name() : "platform / device", owned by the context. */
+RUMUS_API const char *rumus_ctx_device_name(const rumus_ctx *ctx);
+/*! rumus_ctx_is_gpu() : 1 if the device reports CL_DEVICE_TYPE_GPU, else 0. */
+RUMUS_API int rumus_ctx_is_gpu(const rumus_ctx *ctx);
+/*! rumus_ctx_uses_gpu_variant() : 1 if reduction ops currently run their
+ *  work-group (GPU) variant, 0 for the CPU variant. */
+RUMUS_API int rumus_ctx_uses_gpu_variant(const rumus_ctx *ctx);
+
+/* The context's OpenCL objects, still owned by the context. */
+RUMUS_API cl_context rumus_ctx_cl_context(const rumus_ctx *ctx);
+RUMUS_API cl_device_id rumus_ctx_cl_device(const rumus_ctx *ctx);
+RUMUS_API cl_command_queue rumus_ctx_cl_queue(const rumus_ctx *ctx);
+
+/*! rumus_ctx_kernel_time() :
+ *  On a profiling queue (RUMUS_CTX_PROFILING, or an adopted queue created
+ *  with CL_QUEUE_PROFILING_ENABLE), the summed device time in nanoseconds
+ *  of the kernels launched since the previous call; it waits for them.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EUNSUPPORTED (no profiling queue),
+ *          RUMUS_ECL. */
+RUMUS_API int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns);
+
+/*! rumus_cache_fill() : builds every kernel program the current options
+ *  need, so later ops pay no compile time.  @return RUMUS_OK or the build
+ *  error (RUMUS_EBUILD with the log in rumus_ctx_errmsg()). */
+RUMUS_API int rumus_cache_fill(rumus_ctx *ctx);
+/*! rumus_cache_clear() : frees every compiled program of the context (after
+ *  waiting for the queue).  @return RUMUS_OK, RUMUS_ENULL, RUMUS_ECL. */
+RUMUS_API int rumus_cache_clear(rumus_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define RUMUS_MAX_DIMS 8
+
+/* Storage types.  Arithmetic is float for every floating storage type. */
+typedef enum {
+  RUMUS_F32 = 1,
+  RUMUS_F16 = 2,  /* IEEE half storage: reserved, no op accepts it yet */
+  RUMUS_BF16 = 3, /* bfloat16 storage: reserved, no op accepts it yet */
+  RUMUS_I32 = 4   /* class indices, token ids */
+} rumus_dtype;
+
+/*! rumus_dtype_size() : bytes of one element, 0 for an unknown type. */
+RUMUS_API size_t rumus_dtype_size(rumus_dtype dtype);
+
+typedef struct rumus_tensor rumus_tensor;
+
+/*! rumus_tensor_create() :
+ *  Creates a tensor that owns a new device buffer (contents undefined).
+ *  ndim is 0 (a scalar) to RUMUS_MAX_DIMS; a zero extent gives an empty
+ *  tensor, on which ops do nothing.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (ndim), RUMUS_EDTYPE,
+ *          RUMUS_ESIZE (byte count overflows size_t or exceeds the
+ *          device's largest allocation), RUMUS_EDEVMEM, RUMUS_ENOMEM. */
+RUMUS_API int rumus_tensor_create(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                                  const size_t *shape, rumus_tensor **out);
+
+/*! rumus_tensor_wrap() :
+ *  Creates a tensor that borrows `offset` bytes into the application's
+ *  buffer `buf` (of the context's cl_context).  rumus retains buf and
+ *  releases it in rumus_tensor_free(); it never frees the memory itself.
+ *  offset must be a multiple of the element size.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (ndim, misaligned offset),
+ *          RUMUS_EDTYPE, RUMUS_ESIZE (offset + bytes exceed the buffer),
+ *          RUMUS_ECL, RUMUS_ENOMEM. */
+RUMUS_API int rumus_tensor_wrap(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                                const size_t *shape, cl_mem buf, size_t offset,
+                                rumus_tensor **out);
+
+/*! rumus_tensor_free() : releases the tensor (and its buffer if owned).
+ *  Commands already enqueued on it still complete.  NULL is a no-op. */
+RUMUS_API void rumus_tensor_free(rumus_tensor *t);
+
+/*! rumus_tensor_upload() / rumus_tensor_download() :
+ *  Blocking copies between host memory and the whole tensor; nbytes must be
+ *  rumus_tensor_nbytes(t).  Download waits for the commands before it.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_ESIZE, RUMUS_ECL. */
+RUMUS_API int rumus_tensor_upload(rumus_tensor *t, const void *src,
+                                  size_t nbytes);
+RUMUS_API int rumus_tensor_download(const rumus_tensor *t, void *dst,
+                                    size_t nbytes);
+
+/*! rumus_tensor_fill() : enqueues t[i] = value for every element (I32
+ *  tensors get (int32_t)value).  @return RUMUS_OK, RUMUS_ENULL, RUMUS_ECL. */
+RUMUS_API int rumus_tensor_fill(rumus_tensor *t, float value);
+
+/*! rumus_tensor_copy() : enqueues a copy of src into dst (same type and
+ *  element count).  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE,
+ *  RUMUS_ESHAPE, RUMUS_ECL. */
+RUMUS_API int rumus_tensor_copy(rumus_tensor *dst, const rumus_tensor *src);
+
+/*! rumus_tensor_reshape() : gives t a new shape with the same element
+ *  count.  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL, RUMUS_ESHAPE. */
+RUMUS_API int rumus_tensor_reshape(rumus_tensor *t, int ndim,
+                                   const size_t *shape);
+
+RUMUS_API rumus_dtype rumus_tensor_dtype(const rumus_tensor *t);
+RUMUS_API int rumus_tensor_ndim(const rumus_tensor *t);
+/*! rumus_tensor_dim() : extent of dimension i (negative i counts from the
+ *  end); 0 when i is out of range. */
+RUMUS_API size_t rumus_tensor_dim(const rumus_tensor *t, int i);
+RUMUS_API size_t rumus_tensor_numel(const rumus_tensor *t);
+RUMUS_API size_t rumus_tensor_nbytes(const rumus_tensor *t);
+/*! rumus_tensor_cl_mem() : the buffer (still owned as before) and, if
+ *  offset is not NULL, the byte offset of element 0 in it.  An empty tensor
+ *  may have no buffer (NULL). */
+RUMUS_API cl_mem rumus_tensor_cl_mem(const rumus_tensor *t, size_t *offset);
+
+/* ------------------------------------------------------------------------ */
+/* Softmax and cross-entropy                                                 */
+/* ------------------------------------------------------------------------ */
+/* These ops work over the last dimension: a tensor of shape [..., C] is
+ * rows x C with rows the product of the other extents.  x and y may be the
+ * same tensor (in place).  A row whose entries are all -INFINITY gives NaN,
+ * as in PyTorch.  F32 only for now. */
+
+/*! rumus_softmax_fwd() : y = exp(x - max) / sum(exp(x - max)) per row.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE (x and y
+ *          differ in shape, or ndim 0), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_softmax_fwd(rumus_ctx *ctx, const rumus_tensor *x,
+                                rumus_tensor *y);
+/*! rumus_log_softmax_fwd() : y = x - max - log(sum(exp(x - max))) per row.
+ *  Errors as rumus_softmax_fwd(). */
+RUMUS_API int rumus_log_softmax_fwd(rumus_ctx *ctx, const rumus_tensor *x,
+                                    rumus_tensor *y);
+/*! rumus_softmax_bwd() : dx = y * (dy - sum(dy * y)) per row, with y the
+ *  softmax output.  dx may alias dy.  Errors as rumus_softmax_fwd(). */
+RUMUS_API int rumus_softmax_bwd(rumus_ctx *ctx, const rumus_tensor *y,
+                                const rumus_tensor *dy, rumus_tensor *dx);
+/*! rumus_log_softmax_bwd() : dx = dy - exp(y) * sum(dy) per row, with y the
+ *  log-softmax output.  dx may alias dy.  Errors as rumus_softmax_fwd(). */
+RUMUS_API int rumus_log_softmax_bwd(rumus_ctx *ctx, const rumus_tensor *y,
+                                    const rumus_tensor *dy, rumus_tensor *dx);
+
+typedef enum {
+  RUMUS_REDUCTION_MEAN = 0, /* sum over non-ignored rows / their count */
+  RUMUS_REDUCTION_SUM = 1,
+  RUMUS_REDUCTION_NONE = 2  /* one loss per row */
+} rumus_reduction;
+
+/* Parameters of rumus_cross_entropy(); RUMUS_XENT_DEFAULTS gives PyTorch's
+ * defaults. */
+typedef struct {
+  rumus_reduction reduction;
+  int32_t ignore_index;  /* rows with this target: zero loss and gradient */
+  float label_smoothing; /* in [0, 1] */
+  float grad_scale;      /* upstream gradient of the loss (1 for training) */
+} rumus_xent_params;
+
+#define RUMUS_XENT_DEFAULTS {RUMUS_REDUCTION_MEAN, -100, 0.0f, 1.0f}
+
+/*! rumus_cross_entropy() :
+ *  Fused cross-entropy of logits [..., C] against int32 class targets
+ *  [...] (the logits' shape without its last dimension).  One pass over
+ *  each row computes its log-sum-exp, its loss
+ *      (1 - s) * (lse - x[t]) + s * (lse - mean_j x[j])   (s = smoothing)
+ *  and, if grad is not NULL, the gradient
+ *      grad = (softmax(x) - (1 - s) * onehot(t) - s / C) * scale
+ *  where scale = grad_scale / (count of non-ignored rows) for MEAN and
+ *  grad_scale otherwise.  loss is a scalar (ndim 0, or one element) for
+ *  MEAN and SUM, and has the targets' shape for NONE.  A MEAN over zero
+ *  rows gives NaN, as in PyTorch.  The reduction runs on the device in a
+ *  fixed order (deterministic for any batch size).  params NULL means
+ *  RUMUS_XENT_DEFAULTS.
+ *  A target outside [0, C) that is not ignore_index is caught on the device:
+ *  nothing is read or written outside the buffers, that row's loss is NaN
+ *  and its gradient 0, and the next rumus_ctx_sync() returns RUMUS_EINDEX.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL
+ *          (reduction, label_smoothing), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_cross_entropy(rumus_ctx *ctx, const rumus_tensor *logits,
+                                  const rumus_tensor *targets,
+                                  rumus_tensor *loss, rumus_tensor *grad,
+                                  const rumus_xent_params *params);
+
+/* ------------------------------------------------------------------------ */
+/* GEMM                                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef enum { RUMUS_NO_TRANS = 0, RUMUS_TRANS = 1 } rumus_transpose;
+
+/*! rumus_gemm() :
+ *  C = alpha * op(A) * op(B) + beta * C on row-major tensors, op(X) = X or
+ *  X^T.  2-D: A is [M, K] ([K, M] if transposed), B is [K, N] ([N, K]),
+ *  C is [M, N].  3-D (batched): C is [batch, M, N] and A and B are either
+ *  [batch, ...] or 2-D (the same matrix for every batch).  With beta == 0
+ *  C is not read (NaN in C does not propagate).  K == 0 gives beta * C.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL,
+ *          RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
+                         float alpha, const rumus_tensor *A,
+                         const rumus_tensor *B, float beta, rumus_tensor *C);
+
+/* Strided-batch description for rumus_gemm_ex(): element offsets, leading
+ * sizes (row pitch, in elements) and batch strides (0 repeats a matrix). */
+typedef struct {
+  size_t m, n, k, batch;
+  size_t a_offset, lda, stride_a;
+  size_t b_offset, ldb, stride_b;
+  size_t c_offset, ldc, stride_c;
+} rumus_gemm_layout;
+
+/*! rumus_gemm_ex() :
+ *  Strided-batched GEMM on 1-D views of A, B and C: for each b < batch,
+ *  C_b = alpha * op(A_b) * op(B_b) + beta * C_b with A_b starting at
+ *  a_offset + b * stride_a, rows lda apart, and so on.  The leading sizes
+ *  must be at least the rows' lengths (lda >= K, or M if ta), and every
+ *  element touched must lie inside its tensor.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_EINVAL (leading size
+ *          too small), RUMUS_ESIZE (touches past a tensor), RUMUS_EBUILD,
+ *          RUMUS_ECL. */
+RUMUS_API int rumus_gemm_ex(rumus_ctx *ctx, rumus_transpose ta,
+                            rumus_transpose tb, float alpha,
+                            const rumus_tensor *A, const rumus_tensor *B,
+                            float beta, rumus_tensor *C,
+                            const rumus_gemm_layout *layout);
+
+/* ------------------------------------------------------------------------ */
+/* Bias, element-wise ops and activations                                    */
+/* ------------------------------------------------------------------------ */
+
+/*! rumus_bias_add() : y[r, j] += bias[j] for y of shape [..., F] and bias
+ *  [F].  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, ... */
+RUMUS_API int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y,
+                             const rumus_tensor *bias);
+/*! rumus_bias_grad() : dbias[j] = sum over rows r of dy[r, j] (for dy of
+ *  shape [..., F]); deterministic.  Errors as rumus_bias_add(). */
+RUMUS_API int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
+                              rumus_tensor *dbias);
+
+/*! Element-wise ops on tensors of equal element count (out may alias an
+ *  input): out = a + b, a - b, a * b; rumus_scale: out = alpha * x;
+ *  rumus_axpy: y = alpha * x + y.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, ... */
+RUMUS_API int rumus_add(rumus_ctx *ctx, const rumus_tensor *a,
+                        const rumus_tensor *b, rumus_tensor *out);
+RUMUS_API int rumus_sub(rumus_ctx *ctx, const rumus_tensor *a,
+                        const rumus_tensor *b, rumus_tensor *out);
+RUMUS_API int rumus_mul(rumus_ctx *ctx, const rumus_tensor *a,
+                        const rumus_tensor *b, rumus_tensor *out);
+RUMUS_API int rumus_scale(rumus_ctx *ctx, float alpha, const rumus_tensor *x,
+                          rumus_tensor *out);
+RUMUS_API int rumus_axpy(rumus_ctx *ctx, float alpha, const rumus_tensor *x,
+                         rumus_tensor *y);
+
+typedef enum {
+  RUMUS_ACT_RELU = 0,
+  RUMUS_ACT_LEAKY_RELU = 1, /* param = negative slope (PyTorch: 0.01) */
+  RUMUS_ACT_SIGMOID = 2,
+  RUMUS_ACT_TANH = 3,
+  RUMUS_ACT_GELU_TANH = 4, /* 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) */
+  RUMUS_ACT_GELU_ERF = 5   /* 0.5x(1 + erf(x / sqrt(2))) */
+} rumus_activation;
+
+/*! rumus_activation_fwd() : y = act(x) element-wise (y may alias x).
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (unknown act), RUMUS_EDTYPE,
+ *          RUMUS_ESHAPE, RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_activation_fwd(rumus_ctx *ctx, rumus_activation act,
+                                   float param, const rumus_tensor *x,
+                                   rumus_tensor *y);
+/*! rumus_activation_bwd() : dx = dy * act'(x), from the forward input x
+ *  (dx may alias dy).  Errors as rumus_activation_fwd(). */
+RUMUS_API int rumus_activation_bwd(rumus_ctx *ctx, rumus_activation act,
+                                   float param, const rumus_tensor *x,
+                                   const rumus_tensor *dy, rumus_tensor *dx);
+
+/* ------------------------------------------------------------------------ */
+/* Optimizers (PyTorch's update rules, in place on the device)               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+  float lr, momentum, dampening, weight_decay;
+  int nesterov;
+} rumus_sgd_params;
+
+/*! rumus_sgd_step() :
+ *  One torch.optim.SGD step on param with grad.  momentum_buf (same shape)
+ *  is needed when momentum != 0 and may be NULL otherwise; `step` counts
+ *  from 1 and the first step initialises the buffer to the gradient, as
+ *  PyTorch does.  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (nesterov
+ *  without momentum or with dampening, negative values), RUMUS_EDTYPE,
+ *  RUMUS_ESHAPE, ... */
+RUMUS_API int rumus_sgd_step(rumus_ctx *ctx, const rumus_sgd_params *p,
+                             long step, rumus_tensor *param,
+                             const rumus_tensor *grad,
+                             rumus_tensor *momentum_buf);
+
+typedef struct {
+  float lr, beta1, beta2, eps, weight_decay;
+  int decoupled; /* 0: Adam (L2 added to the gradient), 1: AdamW */
+} rumus_adam_params;
+
+/*! rumus_adam_step() :
+ *  One torch.optim.Adam / AdamW step (bias-corrected) on param with grad,
+ *  moments m and v (same shape, zero before step 1); step counts from 1.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL, RUMUS_EDTYPE, RUMUS_ESHAPE,
+ *          ... */
+RUMUS_API int rumus_adam_step(rumus_ctx *ctx, const rumus_adam_params *p,
+                              long step, rumus_tensor *param,
+                              const rumus_tensor *grad, rumus_tensor *m,
+                              rumus_tensor *v);
+
+/*! rumus_sum_squares() : acc[0] += sum of x[i]^2 (acc: one F32 element),
+ *  deterministic.  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE,
+ *  RUMUS_ESHAPE, ... */
+RUMUS_API int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
+                                rumus_tensor *acc);
+
+/*! rumus_clip_grad_norm() :
+ *  torch.nn.utils.clip_grad_norm_ on the device: total = sqrt(sum of
+ *  squares of all n gradients); every gradient is multiplied by
+ *  min(1, max_norm / (total + 1e-6)), with no host readback.  If total_norm
+ *  is not NULL (one F32 element) it receives total.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (n == 0, max_norm <= 0),
+ *          RUMUS_EDTYPE, ... */
+RUMUS_API int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads,
+                                   size_t n, float max_norm,
+                                   rumus_tensor *total_norm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RUMUS_H */

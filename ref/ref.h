@@ -1,0 +1,38 @@
+/*
+ * ref.h - plain-C float64 reference versions of the rumus ops, used by the
+ * tests and by rumus-info's self-check (BLIS's ref_kernels: the arithmetic
+ * without any OpenCL).  Inputs are the float data the device sees; results
+ * are double.  Row-major throughout.
+ */
+#ifndef RUMUS_REF_H
+#define RUMUS_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Softmax family over rows x cols (see rumus.h for the formulas). */
+void ref_softmax_fwd(const float *x, size_t rows, size_t cols, int log_mode,
+                     double *y);
+void ref_softmax_bwd(const float *y, const float *dy, size_t rows, size_t cols,
+                     int log_mode, double *dx);
+
+/* Cross-entropy: per-row losses (NaN for an out-of-range target) into
+ * row_loss, the reduced loss into *loss (MEAN: 0, SUM: 1, NONE: 2 leaves
+ * *loss untouched), and the gradient into grad if not NULL. */
+void ref_cross_entropy(const float *logits, const int32_t *targets,
+                       size_t rows, size_t cols, int reduction,
+                       int32_t ignore_index, double smoothing,
+                       double grad_scale, double *row_loss, double *loss,
+                       double *grad);
+
+/* C = alpha op(A) op(B) + beta C for one matrix (lda/ldb/ldc row pitches);
+ * beta == 0 ignores C's old values. */
+void ref_gemm(int ta, int tb, size_t m, size_t n, size_t k, double alpha,
+              const float *A, size_t lda, const float *B, size_t ldb,
+              double beta, const float *C_in, size_t ldc, double *C);
+
+/* Activation forward / derivative at x (act: rumus_activation values). */
+double ref_activation(int act, double param, double x);
+double ref_activation_grad(int act, double param, double x);
+
+#endif /* RUMUS_REF_H */

@@ -1,0 +1,2 @@
+/* xent.c - placeholder until the family lands. */
+#include "ref.h"

@@ -1,0 +1,181 @@
+/*
+ * internal.h - the framework shared by the host runtime and the ops:
+ * context and tensor structures, error helpers, program cache and launches.
+ * Internal names are prefixed rumus__.
+ */
+#ifndef RUMUS_INTERNAL_H
+#define RUMUS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+
+#include "rumus.h"
+
+#define RUMUS__HIDDEN __attribute__((visibility("hidden")))
+
+/* Codes of ops that check indices on the device; the status buffer's first
+ * word holds the code of the first op that found a bad index. */
+enum {
+  RUMUS__DEVERR_NONE = 0,
+  RUMUS__DEVERR_XENT_TARGET = 1
+};
+
+typedef struct rumus__program rumus__program;
+typedef struct rumus__event_node rumus__event_node;
+
+struct rumus_ctx {
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_context context;
+  cl_command_queue queue;
+  int adopted;
+
+  /* Device facts read once at creation. */
+  char name[512];       /* "platform / device" */
+  char cl_std[24];      /* "-cl-std=CL1.2" */
+  int is_gpu;
+  cl_uint compute_units;
+  size_t max_wg;        /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+  cl_ulong local_mem;   /* CL_DEVICE_LOCAL_MEM_SIZE */
+  cl_ulong max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+  int profiling;        /* the queue has CL_QUEUE_PROFILING_ENABLE */
+
+  /* Options. */
+  int opt_variant;
+  int opt_wg;
+
+  /* Guards the program cache, kernel arguments and launches, the event
+   * list and the counters below. */
+  pthread_mutex_t lock;
+  rumus__program *programs;
+  rumus__event_node *events;
+  size_t live_tensors;
+
+  /* Device-side status: [0] = RUMUS__DEVERR_* of the first failure,
+   * [1] = the bad value, [2] = its position (row). */
+  cl_mem status;
+
+  /* Last failure. */
+  int err;
+  cl_int cl_err;
+  char *errmsg;
+  size_t errmsg_cap;
+};
+
+struct rumus_tensor {
+  rumus_ctx *ctx;
+  rumus_dtype dtype;
+  int ndim;
+  size_t shape[RUMUS_MAX_DIMS];
+  size_t numel;
+  cl_mem mem;     /* NULL only for an empty owned tensor */
+  size_t offset;  /* in bytes; a multiple of the element size */
+  int owns;       /* 1: created by rumus; 0: wrapped (mem retained) */
+};
+
+/* ---- Errors ------------------------------------------------------------ */
+
+/* Records a failure in ctx (which may be NULL) and returns code. */
+RUMUS__HIDDEN int rumus__fail(rumus_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Records a failed OpenCL call: the code follows from clerr (device memory,
+ * host memory or RUMUS_ECL) and the message ends with the CL error name. */
+RUMUS__HIDDEN int rumus__fail_cl(rumus_ctx *ctx, cl_int clerr,
+                                 const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Appends text (a build log) to the context's current message. */
+RUMUS__HIDDEN void rumus__append_msg(rumus_ctx *ctx, const char *text);
+/* "CL_OUT_OF_RESOURCES" for -5, and so on. */
+RUMUS__HIDDEN const char *rumus__cl_error_name(cl_int err);
+/* Formats a tensor's shape as "[2, 3]" into buf. */
+RUMUS__HIDDEN const char *rumus__shape_str(const rumus_tensor *t, char *buf,
+                                           size_t len);
+
+#define RUMUS__SHAPE_BUF 128
+
+/* Return early with a status (zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR). */
+#define RUMUS__FAIL_IF(cond, ctx, code, ...)                                  \
+  do {                                                                        \
+    if (cond) return rumus__fail((ctx), (code), __VA_ARGS__);                 \
+  } while (0)
+#define RUMUS__FORWARD(expr)                                                  \
+  do {                                                                        \
+    int rumus__st = (expr);                                                   \
+    if (rumus__st != RUMUS_OK) return rumus__st;                              \
+  } while (0)
+
+/* ---- Argument checks shared by the ops --------------------------------- */
+
+/* t is not NULL, belongs to ctx and has dtype; names the op and argument. */
+RUMUS__HIDDEN int rumus__check_tensor(rumus_ctx *ctx, const char *op,
+                                      const char *arg, const rumus_tensor *t,
+                                      rumus_dtype dtype);
+/* a and b have the same shape. */
+RUMUS__HIDDEN int rumus__check_same_shape(rumus_ctx *ctx, const char *op,
+                                          const char *an, const rumus_tensor *a,
+                                          const char *bn,
+                                          const rumus_tensor *b);
+/* Splits [..., C] into rows x C; ndim must be >= 1. */
+RUMUS__HIDDEN void rumus__rows_cols(const rumus_tensor *t, size_t *rows,
+                                    size_t *cols);
+
+/* ---- Programs and launches -------------------------------------------- */
+
+/* Embedded kernel sources (src/kernels.c, generated from the cl/ folder). */
+typedef struct {
+  const char *name; /* "softmax.cl" */
+  const char *text;
+} rumus__source;
+extern RUMUS__HIDDEN const rumus__source rumus__sources[];
+extern RUMUS__HIDDEN const size_t rumus__source_count;
+
+/* One kernel launch: the program is common.cl followed by `file`, built with
+ * the context's -cl-std and `options`; the kernel is `kernel`. */
+typedef struct {
+  const char *file;
+  const char *options;
+  const char *kernel;
+} rumus__kernel_ref;
+
+/* A kernel argument: size and pointer as for clSetKernelArg. */
+typedef struct {
+  size_t size;
+  const void *value;
+} rumus__arg;
+#define RUMUS__ARG(x) ((rumus__arg){sizeof(x), &(x)})
+#define RUMUS__ARG_LOCAL(bytes) ((rumus__arg){(bytes), NULL})
+
+/* Builds (once, cached) the kernel, sets the arguments and enqueues it over
+ * `global` work-items, rounded up to a multiple of `local` in every
+ * dimension.  The kernel must ignore the padding work-items.  `op` names
+ * the public op in error messages. */
+RUMUS__HIDDEN int rumus__launch(rumus_ctx *ctx, const char *op,
+                                const rumus__kernel_ref *k, cl_uint dims,
+                                const size_t *global, const size_t *local,
+                                size_t nargs, const rumus__arg *args);
+
+/* Builds the program for (file, options) unless cached. */
+RUMUS__HIDDEN int rumus__program_get(rumus_ctx *ctx, const char *op,
+                                     const char *file, const char *options,
+                                     cl_program *out);
+/* Frees every cached program; the caller holds ctx->lock. */
+RUMUS__HIDDEN void rumus__programs_free(rumus_ctx *ctx);
+
+/* Work-group size of reduction kernels on this context. */
+RUMUS__HIDDEN size_t rumus__reduce_wg(const rumus_ctx *ctx);
+/* 1 if reductions use the work-group (GPU) variant. */
+RUMUS__HIDDEN int rumus__gpu_variant(const rumus_ctx *ctx);
+/* Element offset of a tensor, for kernel arguments. */
+static inline cl_ulong rumus__off(const rumus_tensor *t) {
+  return (cl_ulong)(t->offset / rumus_dtype_size(t->dtype));
+}
+/* Round n up to a multiple of m. */
+static inline size_t rumus__round_up(size_t n, size_t m) {
+  return (n + m - 1) / m * m;
+}
+
+/* A short-lived device scratch buffer (freed by the caller). */
+RUMUS__HIDDEN int rumus__scratch(rumus_ctx *ctx, const char *op, size_t bytes,
+                                 cl_mem *out);
+
+#endif /* RUMUS_INTERNAL_H */

@@ -1,0 +1,287 @@
+/*
+ * program.c - kernel sources, the per-context program cache and launches.
+ *
+ * A program is common.cl followed by one family's .cl, built with the
+ * device's -cl-std and the op's -D options; (file, options) is the cache
+ * key, so the options string names the variant.  Programs live as long as
+ * the context (or until rumus_cache_clear()).  No binary cache is added:
+ * PoCL and NVIDIA cache compiled kernels on disk already.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "ops/ops.h"
+
+typedef struct kernel_node {
+  char *name;
+  cl_kernel kernel;
+  struct kernel_node *next;
+} kernel_node;
+
+struct rumus__program {
+  char *file;
+  char *options;
+  cl_program program;
+  kernel_node *kernels;
+  rumus__program *next;
+};
+
+RUMUS__HIDDEN void rumus__record_event(rumus_ctx *ctx, cl_event ev);
+
+static char *dup_str(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+/* Reads `dir`/`file` for RUMUS_KERNEL_DIR (development: edit kernels
+ * without rebuilding the library).  Returns a malloc'ed string or NULL. */
+static char *read_source_file(const char *dir, const char *file) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  char *buf = NULL;
+  size_t len = 0, cap = 0, n;
+  char chunk[8192];
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (len + n + 1 > cap) {
+      cap = (len + n + 1) * 2;
+      char *p = realloc(buf, cap);
+      if (p == NULL) {
+        free(buf);
+        fclose(f);
+        return NULL;
+      }
+      buf = p;
+    }
+    memcpy(buf + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  if (buf) buf[len] = '\0';
+  return buf;
+}
+
+static const char *embedded_source(const char *file) {
+  for (size_t i = 0; i < rumus__source_count; i++)
+    if (strcmp(rumus__sources[i].name, file) == 0) return rumus__sources[i].text;
+  return NULL;
+}
+
+/* Gets the text of a kernel file; *owned is set when it must be freed. */
+static int get_source(rumus_ctx *ctx, const char *op, const char *file,
+                      const char **text, char **owned) {
+  *owned = NULL;
+  const char *dir = getenv("RUMUS_KERNEL_DIR");
+  if (dir && dir[0]) {
+    *owned = read_source_file(dir, file);
+    RUMUS__FAIL_IF(*owned == NULL, ctx, RUMUS_ENOSOURCE,
+                   "%s: RUMUS_KERNEL_DIR is set but %s/%s cannot be read", op,
+                   dir, file);
+    *text = *owned;
+    return RUMUS_OK;
+  }
+  *text = embedded_source(file);
+  RUMUS__FAIL_IF(*text == NULL, ctx, RUMUS_ENOSOURCE,
+                 "%s: no embedded kernel source named %s", op, file);
+  return RUMUS_OK;
+}
+
+static int build(rumus_ctx *ctx, const char *op, const char *file,
+                 const char *options, cl_program *out) {
+  const char *common, *body;
+  char *own_common, *own_body;
+  RUMUS__FORWARD(get_source(ctx, op, "common.cl", &common, &own_common));
+  int st = get_source(ctx, op, file, &body, &own_body);
+  if (st != RUMUS_OK) {
+    free(own_common);
+    return st;
+  }
+  const char *parts[2] = {common, body};
+  cl_int e;
+  cl_program prog = clCreateProgramWithSource(ctx->context, 2, parts, NULL, &e);
+  free(own_common);
+  free(own_body);
+  if (e != CL_SUCCESS)
+    return rumus__fail_cl(ctx, e, "%s: clCreateProgramWithSource(%s)", op,
+                          file);
+  size_t olen = strlen(ctx->cl_std) + strlen(options) + 2;
+  char *opts = malloc(olen);
+  if (opts == NULL) {
+    clReleaseProgram(prog);
+    return rumus__fail(ctx, RUMUS_ENOMEM, "out of host memory");
+  }
+  snprintf(opts, olen, "%s %s", ctx->cl_std, options);
+  e = clBuildProgram(prog, 1, &ctx->device, opts, NULL, NULL);
+  if (e != CL_SUCCESS) {
+    size_t loglen = 0;
+    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
+                          &loglen);
+    char *log = malloc(loglen + 1);
+    if (log) {
+      log[0] = '\0';
+      clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, loglen,
+                            log, NULL);
+      log[loglen] = '\0';
+    }
+    rumus__fail(ctx, RUMUS_EBUILD, "%s: building %s with \"%s\" failed (%s)",
+                op, file, opts, rumus__cl_error_name(e));
+    ctx->cl_err = e;
+    rumus__append_msg(ctx, "\nbuild log:\n");
+    rumus__append_msg(ctx, log ? log : "(unavailable)");
+    free(log);
+    free(opts);
+    clReleaseProgram(prog);
+    return RUMUS_EBUILD;
+  }
+  free(opts);
+  *out = prog;
+  return RUMUS_OK;
+}
+
+/* Finds or builds the cache entry; the caller holds ctx->lock. */
+static int program_entry(rumus_ctx *ctx, const char *op, const char *file,
+                         const char *options, rumus__program **out) {
+  for (rumus__program *p = ctx->programs; p; p = p->next)
+    if (strcmp(p->file, file) == 0 && strcmp(p->options, options) == 0) {
+      *out = p;
+      return RUMUS_OK;
+    }
+  rumus__program *p = calloc(1, sizeof *p);
+  if (p == NULL) return rumus__fail(ctx, RUMUS_ENOMEM, "out of host memory");
+  p->file = dup_str(file);
+  p->options = dup_str(options);
+  int st = (p->file && p->options)
+               ? build(ctx, op, file, options, &p->program)
+               : rumus__fail(ctx, RUMUS_ENOMEM, "out of host memory");
+  if (st != RUMUS_OK) {
+    free(p->file);
+    free(p->options);
+    free(p);
+    return st;
+  }
+  p->next = ctx->programs;
+  ctx->programs = p;
+  *out = p;
+  return RUMUS_OK;
+}
+
+int rumus__program_get(rumus_ctx *ctx, const char *op, const char *file,
+                       const char *options, cl_program *out) {
+  pthread_mutex_lock(&ctx->lock);
+  rumus__program *p;
+  int st = program_entry(ctx, op, file, options, &p);
+  pthread_mutex_unlock(&ctx->lock);
+  if (st == RUMUS_OK) *out = p->program;
+  return st;
+}
+
+static int kernel_get(rumus_ctx *ctx, const char *op, rumus__program *p,
+                      const char *name, cl_kernel *out) {
+  for (kernel_node *k = p->kernels; k; k = k->next)
+    if (strcmp(k->name, name) == 0) {
+      *out = k->kernel;
+      return RUMUS_OK;
+    }
+  kernel_node *k = calloc(1, sizeof *k);
+  if (k == NULL || (k->name = dup_str(name)) == NULL) {
+    free(k);
+    return rumus__fail(ctx, RUMUS_ENOMEM, "out of host memory");
+  }
+  cl_int e;
+  k->kernel = clCreateKernel(p->program, name, &e);
+  if (e != CL_SUCCESS) {
+    free(k->name);
+    free(k);
+    return rumus__fail_cl(ctx, e, "%s: clCreateKernel(%s) in %s", op, name,
+                          p->file);
+  }
+  k->next = p->kernels;
+  p->kernels = k;
+  *out = k->kernel;
+  return RUMUS_OK;
+}
+
+void rumus__programs_free(rumus_ctx *ctx) {
+  while (ctx->programs) {
+    rumus__program *p = ctx->programs;
+    ctx->programs = p->next;
+    while (p->kernels) {
+      kernel_node *k = p->kernels;
+      p->kernels = k->next;
+      clReleaseKernel(k->kernel);
+      free(k->name);
+      free(k);
+    }
+    clReleaseProgram(p->program);
+    free(p->file);
+    free(p->options);
+    free(p);
+  }
+}
+
+int rumus__launch(rumus_ctx *ctx, const char *op, const rumus__kernel_ref *kr,
+                  cl_uint dims, const size_t *global, const size_t *local,
+                  size_t nargs, const rumus__arg *args) {
+  size_t padded[3];
+  for (cl_uint d = 0; d < dims; d++) {
+    if (global[d] == 0) return RUMUS_OK; /* nothing to do */
+    padded[d] = rumus__round_up(global[d], local[d]);
+  }
+  /* Kernel objects carry their arguments: set and enqueue under the lock so
+   * that threads sharing a context do not interleave. */
+  pthread_mutex_lock(&ctx->lock);
+  rumus__program *p;
+  cl_kernel k = NULL;
+  int st = program_entry(ctx, op, kr->file, kr->options, &p);
+  if (st == RUMUS_OK) st = kernel_get(ctx, op, p, kr->kernel, &k);
+  for (size_t i = 0; st == RUMUS_OK && i < nargs; i++) {
+    cl_int e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
+    if (e != CL_SUCCESS)
+      st = rumus__fail_cl(ctx, e, "%s: clSetKernelArg(%s, %zu)", op,
+                          kr->kernel, i);
+  }
+  if (st == RUMUS_OK) {
+    cl_event ev = NULL;
+    cl_int e = clEnqueueNDRangeKernel(ctx->queue, k, dims, NULL, padded, local,
+                                      0, NULL, ctx->profiling ? &ev : NULL);
+    if (e != CL_SUCCESS)
+      st = rumus__fail_cl(ctx, e, "%s: clEnqueueNDRangeKernel(%s, global %zu, "
+                                  "local %zu)",
+                          op, kr->kernel, padded[0], local[0]);
+    else if (ev)
+      rumus__record_event(ctx, ev);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return st;
+}
+
+int rumus__scratch(rumus_ctx *ctx, const char *op, size_t bytes, cl_mem *out) {
+  cl_int e;
+  *out = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes ? bytes : 4,
+                        NULL, &e);
+  if (e != CL_SUCCESS)
+    return rumus__fail_cl(ctx, e, "%s: scratch buffer of %zu bytes", op, bytes);
+  return RUMUS_OK;
+}
+
+int rumus_cache_clear(rumus_ctx *ctx) {
+  if (ctx == NULL) return RUMUS_ENULL;
+  cl_int e = clFinish(ctx->queue);
+  if (e != CL_SUCCESS) return rumus__fail_cl(ctx, e, "rumus_cache_clear");
+  pthread_mutex_lock(&ctx->lock);
+  rumus__programs_free(ctx);
+  pthread_mutex_unlock(&ctx->lock);
+  return RUMUS_OK;
+}
+
+int rumus_cache_fill(rumus_ctx *ctx) {
+  if (ctx == NULL) return RUMUS_ENULL;
+  for (size_t i = 0; i < rumus__warmers_count; i++)
+    RUMUS__FORWARD(rumus__warmers[i](ctx));
+  return RUMUS_OK;
+}

@@ -1,0 +1,270 @@
+/*
+ * check_softmax.c - softmax / log-softmax forward and backward against the
+ * float64 reference, on both variants (work-group and row), over the
+ * issue's class and batch sizes, special rows, finite differences, guard
+ * bytes and bad input.
+ *
+ * Tolerances (|got - want| <= atol + rtol |want|):
+ *   softmax fwd       atol 1e-7, rtol 2e-5  (float exp and a float sum)
+ *   log-softmax fwd   atol 2e-5, rtol 2e-6  (values near -log C)
+ *   backward          atol 2e-6, rtol 2e-5
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static const size_t CLASSES[] = {1, 63, 64, 65, 1000, 50257};
+static const size_t BATCHES[] = {1, 7, 4097};
+#define NC (sizeof CLASSES / sizeof CLASSES[0])
+#define NB (sizeof BATCHES / sizeof BATCHES[0])
+/* 4097 x 50257 (823 MB of logits) is left to the benchmark. */
+#define MAX_ELEMS ((size_t)1 << 24)
+
+static void run_fwd(rumus_ctx *ctx, const float *x, size_t B, size_t C,
+                    int log_mode, const char *what) {
+  rumus_tensor *tx = tu_tensor_2d(ctx, B, C, x), *ty = tu_tensor_2d(ctx, B, C, NULL);
+  double *want = malloc(B * C * sizeof *want);
+  ref_softmax_fwd(x, B, C, log_mode, want);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, (log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd)(ctx, tx, ty));
+    TU_OK(ctx, rumus_ctx_sync(ctx));
+    float *got = tu_download(ctx, ty);
+    char name[128];
+    snprintf(name, sizeof name, "%s_%s_%s_%zux%zu", log_mode ? "log_softmax" : "softmax",
+             what, tu_variant_name(tu_variants[v]), B, C);
+    if (log_mode)
+      tu_check_close(name, got, want, B * C, 2e-5, 2e-6);
+    else
+      tu_check_close(name, got, want, B * C, 1e-7, 2e-5);
+    free(got);
+  }
+  free(want);
+  rumus_tensor_free(tx);
+  rumus_tensor_free(ty);
+}
+
+static void run_bwd(rumus_ctx *ctx, const float *y, const float *dy, size_t B,
+                    size_t C, int log_mode, const char *what) {
+  rumus_tensor *ty = tu_tensor_2d(ctx, B, C, y), *tdy = tu_tensor_2d(ctx, B, C, dy),
+               *tdx = tu_tensor_2d(ctx, B, C, NULL);
+  double *want = malloc(B * C * sizeof *want);
+  ref_softmax_bwd(y, dy, B, C, log_mode, want);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, (log_mode ? rumus_log_softmax_bwd : rumus_softmax_bwd)(ctx, ty, tdy, tdx));
+    float *got = tu_download(ctx, tdx);
+    char name[128];
+    snprintf(name, sizeof name, "%s_bwd_%s_%s_%zux%zu", log_mode ? "log_softmax" : "softmax",
+             what, tu_variant_name(tu_variants[v]), B, C);
+    tu_check_close(name, got, want, B * C, 2e-6, 2e-5);
+    free(got);
+  }
+  free(want);
+  rumus_tensor_free(ty);
+  rumus_tensor_free(tdy);
+  rumus_tensor_free(tdx);
+}
+
+/* Loop index -> (B, C), skipping shapes over MAX_ELEMS. */
+static int shape_of(int i, size_t *B, size_t *C) {
+  *B = BATCHES[i / NC];
+  *C = CLASSES[i % NC];
+  return *B * *C <= MAX_ELEMS;
+}
+
+START_TEST(fwd_random_shapes) {
+  size_t B, C;
+  if (!shape_of(_i, &B, &C)) return;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, (uint64_t)_i + 1);
+  float *x = malloc(B * C * sizeof *x);
+  tu_fill_uniform(&r, x, B * C, -8.0f, 8.0f);
+  run_fwd(ctx, x, B, C, 0, "uniform");
+  run_fwd(ctx, x, B, C, 1, "uniform");
+  free(x);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+START_TEST(bwd_random_shapes) {
+  size_t B, C;
+  if (!shape_of(_i, &B, &C)) return;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, (uint64_t)_i + 100);
+  float *x = malloc(B * C * sizeof *x), *y = malloc(B * C * sizeof *y),
+        *dy = malloc(B * C * sizeof *dy);
+  double *yd = malloc(B * C * sizeof *yd);
+  tu_fill_uniform(&r, x, B * C, -4.0f, 4.0f);
+  tu_fill_uniform(&r, dy, B * C, -1.0f, 1.0f);
+  for (int log_mode = 0; log_mode < 2; log_mode++) {
+    ref_softmax_fwd(x, B, C, log_mode, yd);
+    for (size_t i = 0; i < B * C; i++) y[i] = (float)yd[i];
+    run_bwd(ctx, y, dy, B, C, log_mode, "uniform");
+  }
+  free(x);
+  free(y);
+  free(dy);
+  free(yd);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Rows of +-1e4, of equal values, with -INFINITY entries, all -INFINITY. */
+START_TEST(fwd_special_rows) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t B = 6, C = 70;
+  float x[6 * 70];
+  tu_rng r;
+  tu_rng_seed(&r, 7);
+  for (size_t j = 0; j < C; j++) {
+    x[0 * C + j] = (j % 2) ? 1e4f : -1e4f;
+    x[1 * C + j] = 1e4f - (float)j;
+    x[2 * C + j] = 3.25f;
+    x[3 * C + j] = (j % 3 == 0) ? -INFINITY : tu_uniform(&r, -3, 3);
+    x[4 * C + j] = (j == 69) ? 0.5f : -INFINITY; /* one finite entry, last */
+    x[5 * C + j] = -INFINITY;                   /* NaN, as in PyTorch */
+  }
+  run_fwd(ctx, x, B, C, 0, "special");
+  run_fwd(ctx, x, B, C, 1, "special");
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Central finite differences of L = sum(g * f(x)) through the device's own
+ * forward, against the device's backward. */
+START_TEST(bwd_finite_differences) {
+  rumus_ctx *ctx = tu_ctx();
+  enum { B = 3, C = 9 };
+  const double h = 1e-2;
+  tu_rng r;
+  tu_rng_seed(&r, 42);
+  float x[B * C], g[B * C], xp[B * C];
+  tu_fill_uniform(&r, x, B * C, -2, 2);
+  tu_fill_uniform(&r, g, B * C, -1, 1);
+  rumus_tensor *tx = tu_tensor_2d(ctx, B, C, x), *ty = tu_tensor_2d(ctx, B, C, NULL),
+               *tg = tu_tensor_2d(ctx, B, C, g), *tdx = tu_tensor_2d(ctx, B, C, NULL);
+  for (int log_mode = 0; log_mode < 2; log_mode++) {
+    int (*fwd)(rumus_ctx *, const rumus_tensor *, rumus_tensor *) =
+        log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd;
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      TU_OK(ctx, rumus_tensor_upload(tx, x, sizeof x));
+      TU_OK(ctx, fwd(ctx, tx, ty));
+      TU_OK(ctx, (log_mode ? rumus_log_softmax_bwd : rumus_softmax_bwd)(ctx, ty, tg, tdx));
+      float *dx = tu_download(ctx, tdx);
+      double numeric[B * C];
+      for (size_t i = 0; i < B * C; i++) {
+        double l[2];
+        for (int s = 0; s < 2; s++) {
+          memcpy(xp, x, sizeof x);
+          xp[i] += (float)(s ? -h : h);
+          TU_OK(ctx, rumus_tensor_upload(tx, xp, sizeof xp));
+          TU_OK(ctx, fwd(ctx, tx, ty));
+          float *y = tu_download(ctx, ty);
+          l[s] = 0;
+          for (size_t j = 0; j < B * C; j++) l[s] += (double)g[j] * y[j];
+          free(y);
+        }
+        numeric[i] = (l[0] - l[1]) / (2 * h);
+      }
+      tu_check_close(log_mode ? "log_softmax_fd" : "softmax_fd", dx, numeric, B * C, 2e-3, 1e-2);
+      free(dx);
+    }
+  }
+  tu_free_all(ctx, tx, ty, tg, tdx, NULL);
+}
+END_TEST
+
+/* In place (y == x), borrowed buffers at an offset with guard bytes, 3-D. */
+START_TEST(fwd_in_place_and_guards) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t shape[3] = {3, 5, 67};
+  const size_t n = 3 * 5 * 67;
+  float *x = malloc(n * sizeof *x);
+  double *want = malloc(n * sizeof *want);
+  tu_rng r;
+  tu_rng_seed(&r, 3);
+  tu_fill_uniform(&r, x, n, -5, 5);
+  for (int log_mode = 0; log_mode < 2; log_mode++) {
+    ref_softmax_fwd(x, 15, 67, log_mode, want);
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      tu_guarded g = tu_guarded_tensor(ctx, RUMUS_F32, 3, shape, x);
+      TU_OK(ctx, (log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd)(ctx, g.t, g.t));
+      float *got = tu_download(ctx, g.t);
+      tu_check_close("in_place", got, want, n, 2e-5, 2e-5);
+      free(got);
+      /* Backward in place too (dx aliases dy), still inside the guards. */
+      tu_guarded gy = tu_guarded_tensor(ctx, RUMUS_F32, 3, shape, x);
+      TU_OK(ctx, (log_mode ? rumus_log_softmax_bwd : rumus_softmax_bwd)(ctx, g.t, gy.t, gy.t));
+      TU_OK(ctx, rumus_ctx_sync(ctx));
+      tu_guarded_check_free(ctx, &gy);
+      tu_guarded_check_free(ctx, &g);
+    }
+  }
+  free(x);
+  free(want);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+START_TEST(empty_tensors) {
+  rumus_ctx *ctx = tu_ctx();
+  size_t s0[2] = {0, 5}, s1[2] = {4, 0};
+  rumus_tensor *a = tu_tensor(ctx, RUMUS_F32, 2, s0, NULL), *b = tu_tensor(ctx, RUMUS_F32, 2, s1, NULL);
+  TU_OK(ctx, rumus_softmax_fwd(ctx, a, a));
+  TU_OK(ctx, rumus_log_softmax_bwd(ctx, b, b, b));
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_free_all(ctx, a, b, NULL);
+}
+END_TEST
+
+START_TEST(bad_input) {
+  rumus_ctx *ctx = tu_ctx();
+  size_t s[2] = {4, 8}, s2[2] = {4, 9};
+  rumus_tensor *x = tu_tensor(ctx, RUMUS_F32, 2, s, NULL), *y = tu_tensor(ctx, RUMUS_F32, 2, s, NULL),
+               *z = tu_tensor(ctx, RUMUS_F32, 2, s2, NULL), *i = tu_tensor(ctx, RUMUS_I32, 2, s, NULL),
+               *scalar = tu_tensor(ctx, RUMUS_F32, 0, NULL, NULL);
+  TU_STATUS(RUMUS_ENULL, rumus_softmax_fwd(NULL, x, y));
+  TU_STATUS(RUMUS_ENULL, rumus_softmax_fwd(ctx, NULL, y));
+  TU_STATUS(RUMUS_ENULL, rumus_log_softmax_fwd(ctx, x, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_softmax_bwd(ctx, x, NULL, y));
+  TU_STATUS(RUMUS_EDTYPE, rumus_softmax_fwd(ctx, i, y));
+  TU_STATUS(RUMUS_EDTYPE, rumus_log_softmax_bwd(ctx, x, y, i));
+  TU_STATUS(RUMUS_ESHAPE, rumus_softmax_fwd(ctx, x, z));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "[4, 8]") && strstr(rumus_ctx_errmsg(ctx), "[4, 9]"),
+                "message names the shapes: %s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_ESHAPE, rumus_softmax_bwd(ctx, x, y, z));
+  TU_STATUS(RUMUS_ESHAPE, rumus_softmax_fwd(ctx, scalar, scalar));
+  /* A tensor of another context. */
+  rumus_ctx *other = tu_ctx();
+  rumus_tensor *o = tu_tensor(other, RUMUS_F32, 2, s, NULL);
+  TU_STATUS(RUMUS_EINVAL, rumus_softmax_fwd(ctx, o, y));
+  rumus_tensor_free(o);
+  TU_OK(other, rumus_ctx_free(other));
+  tu_free_all(ctx, x, y, z, i, scalar, NULL);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("softmax");
+  TCase *core = tu_tcase("core");
+  tcase_add_loop_test(core, fwd_random_shapes, 0, (int)(NB * NC));
+  tcase_add_loop_test(core, bwd_random_shapes, 0, (int)(NB * NC));
+  tcase_add_test(core, bwd_finite_differences);
+  suite_add_tcase(s, core);
+  TCase *limits = tu_tcase("limits");
+  tcase_add_test(limits, fwd_special_rows);
+  tcase_add_test(limits, fwd_in_place_and_guards);
+  tcase_add_test(limits, empty_tensors);
+  suite_add_tcase(s, limits);
+  TCase *errors = tu_tcase("errors");
+  tcase_add_test(errors, bad_input);
+  suite_add_tcase(s, errors);
+  return tu_run(s);
+}

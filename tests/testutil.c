@@ -1,0 +1,160 @@
+/* testutil.c - see testutil.h. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const int tu_variants[2] = {RUMUS_VARIANT_GPU, RUMUS_VARIANT_CPU};
+
+const char *tu_variant_name(int v) {
+  return v == RUMUS_VARIANT_GPU ? "wg" : v == RUMUS_VARIANT_CPU ? "row" : "auto";
+}
+
+rumus_ctx *tu_ctx(void) {
+  rumus_ctx *ctx = NULL;
+  int st = rumus_ctx_create(&ctx, NULL, 0);
+  ck_assert_msg(st == RUMUS_OK, "rumus_ctx_create: %s: %s", rumus_err_name(st),
+                rumus_last_create_error());
+  return ctx;
+}
+
+void tu_free_all(rumus_ctx *ctx, ...) {
+  va_list ap;
+  va_start(ap, ctx);
+  rumus_tensor *t;
+  while ((t = va_arg(ap, rumus_tensor *)) != NULL) rumus_tensor_free(t);
+  va_end(ap);
+  TU_OK(ctx, rumus_ctx_free(ctx));
+}
+
+void tu_set_variant(rumus_ctx *ctx, int v) {
+  TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_VARIANT, v));
+}
+
+rumus_tensor *tu_tensor(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                        const size_t *shape, const void *data) {
+  rumus_tensor *t = NULL;
+  TU_OK(ctx, rumus_tensor_create(ctx, dtype, ndim, shape, &t));
+  if (data) TU_OK(ctx, rumus_tensor_upload(t, data, rumus_tensor_nbytes(t)));
+  return t;
+}
+
+rumus_tensor *tu_tensor_2d(rumus_ctx *ctx, size_t rows, size_t cols,
+                           const float *data) {
+  size_t shape[2] = {rows, cols};
+  return tu_tensor(ctx, RUMUS_F32, 2, shape, data);
+}
+
+float *tu_download(rumus_ctx *ctx, const rumus_tensor *t) {
+  size_t n = rumus_tensor_nbytes(t);
+  float *out = malloc(n ? n : 1);
+  ck_assert_ptr_nonnull(out);
+  TU_OK(ctx, rumus_tensor_download(t, out, n));
+  return out;
+}
+
+#define TU_GUARD_BYTE 0xA5
+
+tu_guarded tu_guarded_tensor(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                             const size_t *shape, const void *data) {
+  tu_guarded g = {0};
+  size_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  g.bytes = n * rumus_dtype_size(dtype);
+  g.guard = 4096;
+  size_t total = g.bytes + 2 * g.guard;
+  unsigned char *host = malloc(total);
+  ck_assert_ptr_nonnull(host);
+  memset(host, TU_GUARD_BYTE, total);
+  if (data) memcpy(host + g.guard, data, g.bytes);
+  cl_int e;
+  g.buf = clCreateBuffer(rumus_ctx_cl_context(ctx),
+                         CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, total, host,
+                         &e);
+  free(host);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  TU_OK(ctx, rumus_tensor_wrap(ctx, dtype, ndim, shape, g.buf, g.guard, &g.t));
+  return g;
+}
+
+void tu_guarded_check_free(rumus_ctx *ctx, tu_guarded *g) {
+  size_t total = g->bytes + 2 * g->guard;
+  unsigned char *host = malloc(total);
+  ck_assert_ptr_nonnull(host);
+  cl_int e = clEnqueueReadBuffer(rumus_ctx_cl_queue(ctx), g->buf, CL_TRUE, 0,
+                                 total, host, 0, NULL, NULL);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  for (size_t i = 0; i < g->guard; i++) {
+    ck_assert_msg(host[i] == TU_GUARD_BYTE, "guard byte %zu before the tensor "
+                  "was overwritten", g->guard - i);
+    ck_assert_msg(host[g->guard + g->bytes + i] == TU_GUARD_BYTE,
+                  "guard byte %zu after the tensor was overwritten", i);
+  }
+  free(host);
+  rumus_tensor_free(g->t);
+  clReleaseMemObject(g->buf);
+  g->t = NULL;
+  g->buf = NULL;
+}
+
+double tu_check_close(const char *what, const float *got, const double *want,
+                      size_t n, double atol, double rtol) {
+  double worst = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    double g = got[i], w = want[i];
+    if (isnan(w) || isnan(g)) {
+      ck_assert_msg(isnan(w) && isnan(g), "%s[%zu]: got %.9g, want %.9g", what,
+                    i, g, w);
+      continue;
+    }
+    if (isinf(w) || isinf(g)) {
+      ck_assert_msg(g == w, "%s[%zu]: got %.9g, want %.9g", what, i, g, w);
+      continue;
+    }
+    double err = fabs(g - w);
+    ck_assert_msg(err <= atol + rtol * fabs(w),
+                  "%s[%zu]: got %.9g, want %.9g (error %.3g > %.3g + %.3g*|want|)",
+                  what, i, g, w, err, atol, rtol);
+    if (err > worst) worst = err;
+  }
+  return worst;
+}
+
+void tu_rng_seed(tu_rng *r, uint64_t seed) {
+  r->s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  if (r->s == 0) r->s = 1;
+}
+
+uint32_t tu_rand_u32(tu_rng *r) {
+  uint64_t x = r->s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  r->s = x;
+  return (uint32_t)(x >> 32);
+}
+
+float tu_uniform(tu_rng *r, float lo, float hi) {
+  return lo + (hi - lo) * (float)((tu_rand_u32(r) >> 8) * (1.0 / 16777216.0));
+}
+
+void tu_fill_uniform(tu_rng *r, float *x, size_t n, float lo, float hi) {
+  for (size_t i = 0; i < n; i++) x[i] = tu_uniform(r, lo, hi);
+}
+
+TCase *tu_tcase(const char *name) {
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, 900);
+  return tc;
+}
+
+int tu_run(Suite *s) {
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

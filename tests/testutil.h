@@ -1,0 +1,89 @@
+/*
+ * testutil.h - helpers shared by the Check test programs: contexts,
+ * tensors from host data, guarded buffers, comparisons with stated
+ * tolerances against the float64 references in ref/, and a seeded RNG.
+ *
+ * Contexts are created inside each test (Check forks every test by default,
+ * and a PoCL context does not survive fork()).
+ */
+#ifndef RUMUS_TESTUTIL_H
+#define RUMUS_TESTUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rumus.h"
+#include "ref.h"
+
+/* Asserts that a rumus call returned RUMUS_OK, printing the context's
+ * message otherwise. */
+#define TU_OK(ctx, expr)                                                      \
+  do {                                                                        \
+    int tu_st_ = (expr);                                                      \
+    ck_assert_msg(tu_st_ == RUMUS_OK, "%s -> %s: %s", #expr,                  \
+                  rumus_err_name(tu_st_), rumus_ctx_errmsg(ctx));             \
+  } while (0)
+/* Asserts an exact status. */
+#define TU_STATUS(want, expr)                                                 \
+  do {                                                                        \
+    int tu_st_ = (expr);                                                      \
+    ck_assert_msg(tu_st_ == (want), "%s -> %s, expected %s", #expr,           \
+                  rumus_err_name(tu_st_), rumus_err_name(want));              \
+  } while (0)
+
+/* A context on the default device (RUMUS_DEVICE honoured); fails the test
+ * if none can be made. */
+rumus_ctx *tu_ctx(void);
+/* Frees every tensor given (NULL-terminated list), then the context, and
+ * asserts the context had no other live tensors. */
+void tu_free_all(rumus_ctx *ctx, ...);
+
+/* The variants each reduction test runs: the work-group (GPU) variant and
+ * the row (CPU) variant, both on whatever device the test has. */
+extern const int tu_variants[2];
+const char *tu_variant_name(int variant);
+void tu_set_variant(rumus_ctx *ctx, int variant);
+
+/* A tensor holding host data (data NULL: uninitialised). */
+rumus_tensor *tu_tensor(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                        const size_t *shape, const void *data);
+rumus_tensor *tu_tensor_2d(rumus_ctx *ctx, size_t rows, size_t cols,
+                           const float *data);
+/* Downloads a tensor into a new malloc'ed array. */
+float *tu_download(rumus_ctx *ctx, const rumus_tensor *t);
+
+/* A tensor borrowed from a larger buffer with guard bytes before and after
+ * it, to catch writes outside the tensor. */
+typedef struct {
+  rumus_tensor *t;
+  cl_mem buf;
+  size_t guard, bytes;
+} tu_guarded;
+tu_guarded tu_guarded_tensor(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                             const size_t *shape, const void *data);
+/* Asserts the guard bytes are intact, then frees tensor and buffer. */
+void tu_guarded_check_free(rumus_ctx *ctx, tu_guarded *g);
+
+/* Compares n results with a reference: passes when every element satisfies
+ * |got - want| <= atol + rtol * |want| (NaN and infinities must match
+ * exactly).  Fails with the first bad index.  Returns the largest
+ * |got - want| among finite pairs. */
+double tu_check_close(const char *what, const float *got, const double *want,
+                      size_t n, double atol, double rtol);
+
+/* Seeded xorshift RNG: uniform floats in [lo, hi). */
+typedef struct {
+  uint64_t s;
+} tu_rng;
+void tu_rng_seed(tu_rng *r, uint64_t seed);
+float tu_uniform(tu_rng *r, float lo, float hi);
+void tu_fill_uniform(tu_rng *r, float *x, size_t n, float lo, float hi);
+uint32_t tu_rand_u32(tu_rng *r);
+
+/* Runs a suite and returns the exit status for main(). */
+int tu_run(Suite *s);
+/* A TCase with a long timeout (kernel builds are slow on a cold cache). */
+TCase *tu_tcase(const char *name);
+
+#endif /* RUMUS_TESTUTIL_H */
