@@ -1,0 +1,2 @@
+/* elementwise.c - placeholder until the family lands. */
+#include "ref.h"

@@ -1,0 +1,2 @@
+/* optim.c - placeholder until the family lands. */
+#include "ref.h"

@@ -1,0 +1,52 @@
+/* common.c - helpers shared by rumus-info's self-checks. */
+#include <math.h>
+#include <stdio.h>
+
+#include "selfcheck.h"
+
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+
+float selfcheck_rand(float lo, float hi) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return lo + (hi - lo) * (float)((rng_state >> 40) * (1.0 / 16777216.0));
+}
+
+void selfcheck_report(selfcheck *sc, const char *kernel, int st, double err,
+                      double tol) {
+  if (st != RUMUS_OK) {
+    printf("  %-28s FAILED  %s: %s\n", kernel, rumus_err_name(st),
+           rumus_ctx_errmsg(sc->ctx));
+    sc->failures++;
+    return;
+  }
+  int ok = err <= tol;
+  printf("  %-28s %s  max error %.3e (tolerance %.1e)\n", kernel,
+         ok ? "ok    " : "FAILED", err, tol);
+  if (!ok) sc->failures++;
+}
+
+double selfcheck_max_err(const float *got, const double *want, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(want[i]) && isnan(got[i])) continue;
+    double e = fabs((double)got[i] - want[i]);
+    if (isnan(e)) return INFINITY;
+    if (e > m) m = e;
+  }
+  return m;
+}
+
+rumus_tensor *selfcheck_tensor(selfcheck *sc, size_t rows, size_t cols,
+                               const float *data) {
+  size_t shape[2] = {rows, cols};
+  rumus_tensor *t = NULL;
+  if (rumus_tensor_create(sc->ctx, RUMUS_F32, 2, shape, &t) != RUMUS_OK)
+    return NULL;
+  if (data && rumus_tensor_upload(t, data, rows * cols * sizeof(float)) != RUMUS_OK) {
+    rumus_tensor_free(t);
+    return NULL;
+  }
+  return t;
+}

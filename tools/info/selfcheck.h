@@ -1,0 +1,38 @@
+/*
+ * selfcheck.h - rumus-info's self-check of each kernel family against the
+ * float64 reference in ref/.  Each family has one file here with one entry
+ * point; main.c runs them all for both reduction variants.
+ */
+#ifndef RUMUS_SELFCHECK_H
+#define RUMUS_SELFCHECK_H
+
+#include <stddef.h>
+
+#include "ref.h"
+#include "rumus.h"
+
+typedef struct {
+  rumus_ctx *ctx;
+  int failures;
+} selfcheck;
+
+/* Prints one line for a kernel: the status, or the largest error against
+ * the tolerance; counts failures. */
+void selfcheck_report(selfcheck *sc, const char *kernel, int status,
+                      double err, double tol);
+/* Largest |got - want| (infinity if a NaN appears where want is finite). */
+double selfcheck_max_err(const float *got, const double *want, size_t n);
+/* Uniform float in [lo, hi) from a fixed-seed generator. */
+float selfcheck_rand(float lo, float hi);
+/* An F32 tensor of rows x cols holding data (NULL: uninitialised), or NULL
+ * on failure. */
+rumus_tensor *selfcheck_tensor(selfcheck *sc, size_t rows, size_t cols,
+                               const float *data);
+
+void selfcheck_softmax(selfcheck *sc);
+void selfcheck_xent(selfcheck *sc);
+void selfcheck_gemm(selfcheck *sc);
+void selfcheck_elementwise(selfcheck *sc);
+void selfcheck_optim(selfcheck *sc);
+
+#endif /* RUMUS_SELFCHECK_H */
