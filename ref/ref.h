@@ -35,4 +35,16 @@ void ref_gemm(int ta, int tb, size_t m, size_t n, size_t k, double alpha,
 double ref_activation(int act, double param, double x);
 double ref_activation_grad(int act, double param, double x);
 
+/* Bias gradient: db[j] = sum over rows of dy[r, j]. */
+void ref_bias_grad(const float *dy, size_t rows, size_t cols, double *db);
+
+/* One optimizer step in double, in place on param and the state buffers,
+ * with PyTorch's update rules (step counts from 1). */
+void ref_sgd_step(double lr, double momentum, double dampening,
+                  double weight_decay, int nesterov, long step, size_t n,
+                  double *param, const double *grad, double *momentum_buf);
+void ref_adam_step(double lr, double beta1, double beta2, double eps,
+                   double weight_decay, int decoupled, long step, size_t n,
+                   double *param, const double *grad, double *m, double *v);
+
 #endif /* RUMUS_REF_H */
