@@ -1,0 +1,62 @@
+#!/bin/sh
+# dev.sh - the two commands of the README.
+#
+#   scripts/dev.sh run [ARGS]  install what is missing, build, and train the
+#                              MLP on Fashion-MNIST with rumus-train on the
+#                              default device (ARGS go to rumus-train)
+#   scripts/dev.sh test        install what is missing, build, and run the
+#                              whole test suite: make check, the same suite
+#                              under AddressSanitizer + UndefinedBehavior-
+#                              Sanitizer, and make distcheck
+#
+# Builds go to build/ (and build-asan/) beside this script's parent, so the
+# source tree stays clean.  RUMUS_DEVICE picks the device (index or name).
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+jobs=$(nproc 2>/dev/null || echo 2)
+# Every build's tests share one PoCL kernel cache (same kernels, same device).
+RUMUS_TEST_POCL_CACHE=${RUMUS_TEST_POCL_CACHE:-$top/build/.pocl-cache}
+export RUMUS_TEST_POCL_CACHE
+
+"$top/scripts/setup-deps.sh"
+cd "$top"
+[ -x configure ] || ./autogen.sh >/dev/null
+
+configure_in() { # dir, configure args...
+  d=$1
+  shift
+  mkdir -p "$top/$d"
+  cd "$top/$d"
+  [ -f Makefile ] || "$top/configure" -q "$@"
+}
+
+case "$cmd" in
+  run)
+    configure_in build
+    make -s -j"$jobs"
+    ./rumus-info
+    exec ./rumus-train "$@"
+    ;;
+  test)
+    configure_in build
+    make -s -j"$jobs"
+    ./rumus-info -l
+    make -s -j"$jobs" check
+    echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer"
+    configure_in build-asan --disable-shared \
+      CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+    ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1" \
+      LSAN_OPTIONS="suppressions=$top/tests/lsan.supp:print_suppressions=0" \
+      UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+      make -s -j"$jobs" check
+    echo "== make distcheck"
+    cd "$top/build"
+    make -s -j"$jobs" distcheck
+    ;;
+  *)
+    echo "usage: scripts/dev.sh run [rumus-train args] | scripts/dev.sh test" >&2
+    exit 2
+    ;;
+esac
