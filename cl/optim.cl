@@ -1,1 +1,306 @@
-/* optim.cl - placeholder */
+/*
+ * optim.cl - optimizer steps (torch.optim.SGD, Adam, AdamW), sum of squares
+ * and gradient-norm clipping (torch.nn.utils.clip_grad_norm_, norm 2).
+ * Every tensor is a flat run of n elements starting at element `off` of its
+ * buffer; the state buffers (momentum, m, v) have the parameter's layout.
+ *
+ * Element-wise kernels (sgd_step, adam_step, clip_scale)
+ *   SGD:   d = g + wd p;  with momentum: b = d (first step) or
+ *          b = mom b + (1 - damp) d;  d = d + mom b (Nesterov) or d = b;
+ *          p = p - lr d
+ *   Adam:  Adam: g = g + wd p;  AdamW: p = p (1 - lr wd);
+ *          m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ *          p = p - step_size m / (sqrt(v) / sqrt(bc2) + eps)
+ *          (step_size = lr / bc1 and sqrt(bc2) come from the host, where
+ *          they are computed in double)
+ *   clip:  g = g * c, c read from device memory; c == 1 leaves g untouched.
+ *   Index scheme: vectors of 8 elements; work-group grp covers EW_ITEMS *
+ *   EW_WG consecutive vectors, work-item lid takes vectors
+ *   (grp * EW_ITEMS + k) * EW_WG + lid for k < EW_ITEMS (neighbouring
+ *   work-items touch neighbouring vectors).  A vector that runs past n is
+ *   loaded and stored element by element (the scalar tail); vectors at or
+ *   past n are skipped, so the padded global size is harmless.
+ *
+ * Sum of squares (deterministic, fixed order, float partial sums)
+ *   Stage 1 writes one partial per chunk of `chunk` consecutive elements
+ *   into a float scratch array part[p_off ...]:
+ *     *_row  one work-item per chunk, no barriers: blocks of SQ_BLOCK
+ *            elements are summed into a float8, block sums are added into a
+ *            float8 running sum, the lanes are folded pairwise (CPU path).
+ *     *_wg   one work-group per chunk: work-item lid sums the float4 groups
+ *            lid, lid + WG, ... of the chunk, then a tree in local memory
+ *            (GPU path).
+ *   Stage 2 (one work-item, or one work-group of WG) sums the P partials by
+ *   an in-place pairwise tree over the scratch array (level s adds
+ *   part[i + s] into part[i] for every i that is a multiple of 2s), so the
+ *   order is fixed by P alone.
+ *     sumsq_final:  acc[0] += sum
+ *     clip_final:   total = sqrt(sum); c = max_norm / (total + 1e-6),
+ *                   clamped to at most 1 (NaN stays NaN, as torch.clamp);
+ *                   part[P] = c for clip_scale; total into total_norm if
+ *                   has_total.
+ *   Error of a sum of squares (all terms >= 0): at most about
+ *   (SQ_BLOCK / 8 + chunk / SQ_BLOCK + 3 + log2 P) * 2^-24 relative for the
+ *   row variant, and (chunk / (4 WG) + 2 + log2 WG + log2 P) * 2^-24 for the
+ *   work-group variant, i.e. a few 1e-6 for the host's chunk sizes.
+ */
+
+#ifndef EW_WG
+#define EW_WG 256 /* work-group size of the element-wise kernels */
+#endif
+#ifndef EW_ITEMS
+#define EW_ITEMS 1 /* 8-element vectors per work-item in element-wise kernels */
+#endif
+#ifndef SQ_BLOCK
+#define SQ_BLOCK 256 /* elements per inner block of sumsq_partial_row */
+#endif
+
+#ifdef RUMUS_RELAX_WG
+#define EW_WG_ATTR
+#else
+#define EW_WG_ATTR __attribute__((reqd_work_group_size(EW_WG, 1, 1)))
+#endif
+
+/* ---- 8-element vectors with a scalar tail -------------------------------- */
+
+/* Loads cnt (1..8) elements from x + i; missing lanes are 0. */
+inline float8 ld8(global const real_t *x, size_t i, size_t cnt) {
+  if (cnt == 8) return LOAD8(x, i);
+  float t[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (size_t j = 0; j < cnt; j++) t[j] = LOAD(x, i + j);
+  return vload8(0, t);
+}
+
+/* Stores the first cnt (1..8) lanes of v at x + i. */
+inline void st8(float8 v, global real_t *x, size_t i, size_t cnt) {
+  if (cnt == 8) {
+    STORE8(v, x, i);
+    return;
+  }
+  float t[8];
+  vstore8(v, 0, t);
+  for (size_t j = 0; j < cnt; j++) STORE(t[j], x, i + j);
+}
+
+/* Element index of vector k of this work-item (see the banner). */
+inline size_t ew_index(size_t k) {
+  return (((size_t)get_group_id(0) * EW_ITEMS + k) * EW_WG +
+          (size_t)get_local_id(0)) * 8;
+}
+
+/* ---- SGD ------------------------------------------------------------------ */
+
+/* mode bits of sgd_step */
+#define SGD_MOMENTUM 1 /* a momentum buffer is used */
+#define SGD_FIRST 2    /* first step: the buffer is set to d */
+#define SGD_NESTEROV 4
+
+inline void sgd_vec(global real_t *p, global const real_t *g, global real_t *b,
+                    size_t i, size_t cnt, float lr, float mom, float damp1,
+                    float wd, int mode) {
+  float8 pv = ld8(p, i, cnt), d = ld8(g, i, cnt);
+  if (wd != 0.0f) d += wd * pv;
+  if (mode & SGD_MOMENTUM) {
+    float8 bv = (mode & SGD_FIRST) ? d : mom * ld8(b, i, cnt) + damp1 * d;
+    st8(bv, b, i, cnt);
+    d = (mode & SGD_NESTEROV) ? d + mom * bv : bv;
+  }
+  st8(pv - lr * d, p, i, cnt);
+}
+
+/* b may be any valid buffer when mode has no SGD_MOMENTUM (never touched).
+ * damp1 = 1 - dampening. */
+__kernel EW_WG_ATTR void sgd_step(global real_t *p, ulong p_off,
+                                  global const real_t *g, ulong g_off,
+                                  global real_t *b, ulong b_off, ulong n,
+                                  float lr, float mom, float damp1, float wd,
+                                  int mode) {
+  for (size_t k = 0; k < EW_ITEMS; k++) {
+    const size_t i = ew_index(k);
+    if (i >= n) return;
+    const size_t cnt = min((size_t)8, (size_t)n - i);
+    sgd_vec(p + p_off, g + g_off, b + b_off, i, cnt, lr, mom, damp1, wd, mode);
+  }
+}
+
+/* ---- Adam / AdamW --------------------------------------------------------- */
+
+/* l2: weight decay added to the gradient (Adam), 0 for AdamW; decay: the
+ * AdamW factor 1 - lr wd, 1 for Adam; omb1 = 1 - b1, omb2 = 1 - b2. */
+inline void adam_vec(global real_t *p, global const real_t *g, global real_t *m,
+                     global real_t *v, size_t i, size_t cnt, float l2,
+                     float decay, float b1, float omb1, float b2, float omb2,
+                     float step_size, float bc2_sqrt, float eps) {
+  float8 pv = ld8(p, i, cnt), gv = ld8(g, i, cnt);
+  if (l2 != 0.0f) gv += l2 * pv;
+  if (decay != 1.0f) pv *= decay;
+  const float8 mv = b1 * ld8(m, i, cnt) + omb1 * gv;
+  const float8 vv = b2 * ld8(v, i, cnt) + omb2 * (gv * gv);
+  st8(mv, m, i, cnt);
+  st8(vv, v, i, cnt);
+  const float8 denom = sqrt(vv) / bc2_sqrt + eps;
+  st8(pv - step_size * (mv / denom), p, i, cnt);
+}
+
+__kernel EW_WG_ATTR void adam_step(global real_t *p, ulong p_off,
+                                   global const real_t *g, ulong g_off,
+                                   global real_t *m, ulong m_off,
+                                   global real_t *v, ulong v_off, ulong n,
+                                   float l2, float decay, float b1, float omb1,
+                                   float b2, float omb2, float step_size,
+                                   float bc2_sqrt, float eps) {
+  for (size_t k = 0; k < EW_ITEMS; k++) {
+    const size_t i = ew_index(k);
+    if (i >= n) return;
+    const size_t cnt = min((size_t)8, (size_t)n - i);
+    adam_vec(p + p_off, g + g_off, m + m_off, v + v_off, i, cnt, l2, decay, b1,
+             omb1, b2, omb2, step_size, bc2_sqrt, eps);
+  }
+}
+
+/* ---- Gradient scaling by a device-side coefficient ------------------------ */
+
+__kernel EW_WG_ATTR void clip_scale(global real_t *g, ulong g_off, ulong n,
+                                    global const float *coef, ulong c_off) {
+  const float c = coef[c_off];
+  if (c == 1.0f) return; /* no clipping: gradients stay bit for bit */
+  for (size_t k = 0; k < EW_ITEMS; k++) {
+    const size_t i = ew_index(k);
+    if (i >= n) return;
+    const size_t cnt = min((size_t)8, (size_t)n - i);
+    st8(ld8(g + g_off, i, cnt) * c, g + g_off, i, cnt);
+  }
+}
+
+/* ---- Sum of squares, stage 1: partial sums --------------------------------- */
+
+/* Sum of squares of x[0 .. len) in one work-item. */
+inline float sumsq_range(global const real_t *x, size_t len) {
+  float8 acc = 0.0f;
+  size_t j = 0;
+  for (; j + SQ_BLOCK <= len; j += SQ_BLOCK) {
+    float8 b0 = 0.0f, b1 = 0.0f; /* two chains for more adds in flight */
+    for (size_t k = 0; k < SQ_BLOCK; k += 16) {
+      const float8 t0 = LOAD8(x, j + k), t1 = LOAD8(x, j + k + 8);
+      b0 += t0 * t0;
+      b1 += t1 * t1;
+    }
+    acc += b0 + b1;
+  }
+  float8 blk = 0.0f;
+  for (; j + 8 <= len; j += 8) {
+    const float8 t = LOAD8(x, j);
+    blk += t * t;
+  }
+  float tail = 0.0f;
+  for (; j < len; j++) {
+    const float t = LOAD(x, j);
+    tail += t * t;
+  }
+  return rumus_hsum8(acc + blk) + tail;
+}
+
+__kernel void sumsq_partial_row(global const real_t *x, ulong x_off, ulong n,
+                                ulong chunk, global float *part,
+                                ulong p_off) {
+  const size_t c = get_global_id(0);
+  const size_t start = c * (size_t)chunk;
+  if (start >= n) return;
+  const size_t len = min((size_t)chunk, (size_t)n - start);
+  part[p_off + c] = sumsq_range(x + x_off + start, len);
+}
+
+__kernel RUMUS_WG_ATTR void sumsq_partial_wg(global const real_t *x,
+                                             ulong x_off, ulong n, ulong chunk,
+                                             global float *part, ulong p_off) {
+  local float ls[WG];
+  const size_t lid = get_local_id(0), c = get_group_id(0);
+  const size_t start = c * (size_t)chunk;
+  /* No early return before the barriers: a group past n sums nothing. */
+  const size_t len = start < n ? min((size_t)chunk, (size_t)n - start) : 0;
+  global const real_t *xs = x + x_off + (start < n ? start : 0);
+  const size_t n4 = len / 4;
+  float4 a4 = 0.0f;
+  for (size_t q = lid; q < n4; q += WG) {
+    const float4 t = LOAD4(xs, q * 4);
+    a4 += t * t;
+  }
+  float a = rumus_hsum4(a4);
+  for (size_t j = n4 * 4 + lid; j < len; j += WG) {
+    const float t = LOAD(xs, j);
+    a += t * t;
+  }
+  ls[lid] = a;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) ls[lid] += ls[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0 && start < n) part[p_off + c] = ls[0];
+}
+
+/* ---- Stage 2: the fixed pairwise tree over the partials -------------------- */
+
+/* One level of the tree: work-item `first` of `nt` adds s[i + stride] into
+ * s[i] for i = 2 stride (first + t nt), t = 0, 1, ... */
+inline void tree_level(global float *s, size_t P, size_t stride, size_t first,
+                       size_t nt) {
+  for (size_t i = 2 * stride * first; i + stride < P; i += 2 * stride * nt)
+    s[i] += s[i + stride];
+}
+
+/* total = sqrt(sum); s[P] = min(1, max_norm / (total + 1e-6)); the float
+ * arithmetic of torch.nn.utils.clip_grad_norm_. */
+inline void clip_finish(global float *s, size_t P, float max_norm,
+                        global float *tn, ulong tn_off, int has_total) {
+  const float total = sqrt(P ? s[0] : 0.0f);
+  float c = max_norm / (total + 1e-6f);
+  if (c > 1.0f) c = 1.0f;
+  s[P] = c;
+  if (has_total) tn[tn_off] = total;
+}
+
+__kernel void sumsq_final_row(global float *part, ulong p_off, ulong P,
+                              global float *acc, ulong acc_off) {
+  if (get_global_id(0) != 0) return;
+  global float *s = part + p_off;
+  for (size_t stride = 1; stride < P; stride *= 2) tree_level(s, P, stride, 0, 1);
+  if (P) acc[acc_off] += s[0];
+}
+
+__kernel RUMUS_WG_ATTR void sumsq_final_wg(global float *part, ulong p_off,
+                                           ulong P, global float *acc,
+                                           ulong acc_off) {
+  const size_t lid = get_local_id(0);
+  const int mine = get_group_id(0) == 0; /* the host launches one group */
+  global float *s = part + p_off;
+  for (size_t stride = 1; stride < P; stride *= 2) {
+    if (mine) tree_level(s, P, stride, lid, WG);
+    barrier(CLK_GLOBAL_MEM_FENCE);
+  }
+  if (lid == 0 && mine && P) acc[acc_off] += s[0];
+}
+
+__kernel void clip_final_row(global float *part, ulong p_off, ulong P,
+                             float max_norm, global float *tn, ulong tn_off,
+                             int has_total) {
+  if (get_global_id(0) != 0) return;
+  global float *s = part + p_off;
+  for (size_t stride = 1; stride < P; stride *= 2) tree_level(s, P, stride, 0, 1);
+  clip_finish(s, P, max_norm, tn, tn_off, has_total);
+}
+
+__kernel RUMUS_WG_ATTR void clip_final_wg(global float *part, ulong p_off,
+                                          ulong P, float max_norm,
+                                          global float *tn, ulong tn_off,
+                                          int has_total) {
+  const size_t lid = get_local_id(0);
+  const int mine = get_group_id(0) == 0; /* the host launches one group */
+  global float *s = part + p_off;
+  for (size_t stride = 1; stride < P; stride *= 2) {
+    if (mine) tree_level(s, P, stride, lid, WG);
+    barrier(CLK_GLOBAL_MEM_FENCE);
+  }
+  if (lid == 0 && mine)
+    clip_finish(s, P, max_norm, tn, tn_off, has_total);
+}
