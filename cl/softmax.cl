@@ -8,17 +8,36 @@
  *   softmax bwd:     dx = y * (dy - sum(dy * y))
  *   log-softmax bwd: dx = dy - exp(y) * sum(dy)
  *
- * Two variants of each kernel:
- *   *_wg   one work-group of WG work-items per row; each work-item walks
- *          the row with stride WG, then a tree reduction in local memory.
- *          The forward keeps an online (max, sum) pair per work-item, so the
- *          row is read twice (GPU path).
+ * Three variants of each kernel:
+ *   *_wgc  one work-group of WG work-items per row, the row held in
+ *          registers (CACHE_V4 float4 per work-item), so it is read from
+ *          memory once; tree reductions in local memory (GPU path for rows
+ *          of up to 4 * WG * CACHE_V4 elements).
+ *   *_wg   the same without the register cache, for longer rows: each
+ *          work-item walks the row with stride WG; the forward keeps an
+ *          online (max, sum) pair per work-item, so the row is read twice.
  *   *_row  one work-item per row, no barriers, float8 accumulators (CPU
  *          path: PoCL turns barrier regions into loops over work-items, and
  *          a row read again from L1/L2 costs little).
  */
 
-/* ---- Work-group variant ------------------------------------------------ */
+#ifndef CACHE_V4
+#define CACHE_V4 8 /* float4 per work-item held in registers by *_wgc */
+#endif
+
+/* ---- Work-group variants ------------------------------------------------ */
+
+/* Folds a max held by every work-item into lm[0]. */
+inline float wg_reduce_max(local float *lm, float m) {
+  const size_t lid = get_local_id(0);
+  lm[lid] = m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) lm[lid] = fmax(lm[lid], lm[lid + step]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return lm[0];
+}
 
 /* Folds a (max, sum) pair held by every work-item into lm[0], ls[0]. */
 inline void wg_reduce_max_sum(local float *lm, local float *ls, float m,
@@ -121,6 +140,74 @@ inline void softmax_bwd_wg_body(global const real_t *y, global const real_t *dy,
   }
 }
 
+/* Float4 group q of a row of n elements; lanes past the end hold `fill`. */
+inline float4 load4_fill(global const real_t *p, size_t q, size_t n,
+                         float fill) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) return LOAD4(p, j);
+  float4 v = (float4)(fill);
+  if (j < n) v.x = LOAD(p, j);
+  if (j + 1 < n) v.y = LOAD(p, j + 1);
+  if (j + 2 < n) v.z = LOAD(p, j + 2);
+  return v;
+}
+
+/* Stores the lanes of group q that lie inside a row of n elements. */
+inline void store4_part(float4 v, global real_t *p, size_t q, size_t n) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) {
+    STORE4(v, p, j);
+    return;
+  }
+  if (j < n) STORE(v.x, p, j);
+  if (j + 1 < n) STORE(v.y, p, j + 1);
+  if (j + 2 < n) STORE(v.z, p, j + 2);
+}
+
+inline void softmax_fwd_wgc_body(global const real_t *x, global real_t *y,
+                                 ulong cols, int log_mode, local float *lm,
+                                 local float *ls) {
+  const size_t lid = get_local_id(0), n = (size_t)cols;
+  float4 v[CACHE_V4];
+  float m = -INFINITY;
+  for (int k = 0; k < CACHE_V4; k++) {
+    v[k] = load4_fill(x, lid + (size_t)k * WG, n, -INFINITY);
+    m = fmax(m, fmax(fmax(v[k].x, v[k].y), fmax(v[k].z, v[k].w)));
+  }
+  const float M = wg_reduce_max(lm, m);
+  float s = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++) {
+    float4 e = exp(v[k] - M); /* padding lanes: exp(-inf) = 0 */
+    s += rumus_hsum4(e);
+    if (!log_mode) v[k] = e;
+  }
+  wg_reduce_sum(ls, s); /* lm and ls differ: no barrier needed between */
+  const float S = ls[0];
+  const float inv = 1.0f / S, lsum = log(S);
+  for (int k = 0; k < CACHE_V4; k++)
+    store4_part(log_mode ? (v[k] - M) - lsum : v[k] * inv, y,
+                lid + (size_t)k * WG, n);
+}
+
+inline void softmax_bwd_wgc_body(global const real_t *y,
+                                 global const real_t *dy, global real_t *dx,
+                                 ulong cols, int log_mode, local float *ls) {
+  const size_t lid = get_local_id(0), n = (size_t)cols;
+  float4 yv[CACHE_V4], gv[CACHE_V4];
+  float acc = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lid + (size_t)k * WG;
+    gv[k] = load4_fill(dy, q, n, 0.0f);
+    yv[k] = load4_fill(y, q, n, 0.0f);
+    acc += log_mode ? rumus_hsum4(gv[k]) : dot(gv[k], yv[k]);
+  }
+  wg_reduce_sum(ls, acc);
+  const float d = ls[0];
+  for (int k = 0; k < CACHE_V4; k++)
+    store4_part(log_mode ? gv[k] - exp(yv[k]) * d : yv[k] * (gv[k] - d), dx,
+                lid + (size_t)k * WG, n);
+}
+
 #define ROW_BASE(p, off) ((p) + (size_t)(off) + (size_t)get_group_id(0) * (size_t)cols)
 
 __kernel RUMUS_WG_ATTR void softmax_fwd_wg(global const real_t *x, ulong x_off,
@@ -157,6 +244,47 @@ __kernel RUMUS_WG_ATTR void log_softmax_bwd_wg(global const real_t *y,
   local float ls[WG];
   softmax_bwd_wg_body(ROW_BASE(y, y_off), ROW_BASE(dy, dy_off),
                       ROW_BASE(dx, dx_off), cols, 1, ls);
+}
+
+__kernel RUMUS_WG_ATTR void softmax_fwd_wgc(global const real_t *x,
+                                            ulong x_off, global real_t *y,
+                                            ulong y_off, ulong rows,
+                                            ulong cols) {
+  local float lm[WG], ls[WG];
+  softmax_fwd_wgc_body(ROW_BASE(x, x_off), ROW_BASE(y, y_off), cols, 0, lm,
+                       ls);
+}
+
+__kernel RUMUS_WG_ATTR void log_softmax_fwd_wgc(global const real_t *x,
+                                                ulong x_off, global real_t *y,
+                                                ulong y_off, ulong rows,
+                                                ulong cols) {
+  local float lm[WG], ls[WG];
+  softmax_fwd_wgc_body(ROW_BASE(x, x_off), ROW_BASE(y, y_off), cols, 1, lm,
+                       ls);
+}
+
+__kernel RUMUS_WG_ATTR void softmax_bwd_wgc(global const real_t *y,
+                                            ulong y_off,
+                                            global const real_t *dy,
+                                            ulong dy_off, global real_t *dx,
+                                            ulong dx_off, ulong rows,
+                                            ulong cols) {
+  local float ls[WG];
+  softmax_bwd_wgc_body(ROW_BASE(y, y_off), ROW_BASE(dy, dy_off),
+                       ROW_BASE(dx, dx_off), cols, 0, ls);
+}
+
+__kernel RUMUS_WG_ATTR void log_softmax_bwd_wgc(global const real_t *y,
+                                                ulong y_off,
+                                                global const real_t *dy,
+                                                ulong dy_off,
+                                                global real_t *dx,
+                                                ulong dx_off, ulong rows,
+                                                ulong cols) {
+  local float ls[WG];
+  softmax_bwd_wgc_body(ROW_BASE(y, y_off), ROW_BASE(dy, dy_off),
+                       ROW_BASE(dx, dx_off), cols, 1, ls);
 }
 
 /* ---- Row variant (one work-item per row) -------------------------------- */

@@ -8,15 +8,28 @@
 
 static const char *const FILE_CL = "softmax.cl";
 
+/* float4 groups per work-item that the *_wgc kernels keep in registers
+ * (cl/softmax.cl): rows of up to 4 * WG * CACHE_V4 elements are read from
+ * memory once.  8 keeps the backward's two cached rows within 64 registers. */
+enum { CACHE_V4 = 8 };
+
+static void program_options(const rumus_ctx *ctx, char *buf, size_t len) {
+  char base[96];
+  rumus__base_options(ctx, base, sizeof base);
+  snprintf(buf, len, "%s -DCACHE_V4=%d", base, CACHE_V4);
+}
+
 /* Launches `base`_wg or `base`_row over rows x cols; args are the tensors'
  * (buffer, element offset) pairs in kernel order. */
 static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
                     const rumus_tensor *const *ts, int nt, size_t rows,
                     size_t cols) {
-  char opts[96], kname[64];
-  rumus__base_options(ctx, opts, sizeof opts);
+  char opts[128], kname[64];
+  program_options(ctx, opts, sizeof opts);
   const int wg_variant = rumus__gpu_variant(ctx);
-  snprintf(kname, sizeof kname, "%s_%s", base, wg_variant ? "wg" : "row");
+  const int cached = wg_variant && cols <= 4 * rumus__reduce_wg(ctx) * CACHE_V4;
+  snprintf(kname, sizeof kname, "%s_%s", base,
+           !wg_variant ? "row" : cached ? "wgc" : "wg");
   const rumus__kernel_ref k = {FILE_CL, opts, kname};
   const size_t chunk = wg_variant ? RUMUS__MAX_WG_ROWS : ((size_t)1 << 30);
   for (size_t r0 = 0; r0 < rows; r0 += chunk) {
@@ -99,8 +112,8 @@ int rumus_log_softmax_bwd(rumus_ctx *ctx, const rumus_tensor *y,
 }
 
 int rumus__softmax_warm(rumus_ctx *ctx) {
-  char opts[96];
+  char opts[128];
   cl_program p;
-  rumus__base_options(ctx, opts, sizeof opts);
+  program_options(ctx, opts, sizeof opts);
   return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &p);
 }
