@@ -1,1 +1,423 @@
-/* xent.cl - placeholder */
+/*
+ * xent.cl - fused cross-entropy over the last dimension with int32 class
+ * targets: loss, gradient and the reduction of the losses, on the device.
+ *
+ * Layout: logits [..., C] are `rows` rows of `cols` = C contiguous elements
+ * (row r starts at element x_off + r * cols); targets, per-row losses and
+ * the gradient follow the same row order (grad has the logits' layout).
+ * Every tensor arrives as (buffer, ulong element offset); index math is
+ * size_t.  `row0` is the first row of this launch in the whole tensor (the
+ * host launches huge tensors in chunks), used only in error reports.
+ *
+ * Math, per row with target t and smoothing s (one pass over the logits for
+ * the log-sum-exp, one more for the gradient):
+ *   m     = max_j x[j]
+ *   S     = sum_j exp(x[j] - m)
+ *   d     = sum_j (m - x[j])            (every term >= 0: no cancellation)
+ *   loss  = (1 - s) * ((m - x[t]) + log S) + s * (d / C + log S)
+ *           that is (1 - s)(lse - x[t]) + s(lse - mean_j x[j]) without ever
+ *           forming lse = m + log S, whose rounding would eat the low bits of
+ *           large logits; the s term is left out when s == 0, so -INFINITY
+ *           entries give no 0 * inf
+ *   grad  = (exp(x[j] - m) / S - (1 - s) [j == t] - s / C) * scale
+ *           scale = grad_scale / count (MEAN) or grad_scale
+ * A row whose target is ignore_index has loss 0 and gradient 0.  A target
+ * outside [0, C) that is not ignore_index is never used as an index: the
+ * row gets loss NaN and gradient 0, and rumus_report() records the code
+ * DEVERR_XENT_TARGET, the target and its row in the context's status word.
+ * An all -INFINITY row gives NaN (exp(-inf - -inf)), as in PyTorch.
+ *
+ * Kernels:
+ *   xent_fwd_row, xent_fwd_bwd_row (CPU path)
+ *       one work-item per row, no barriers, float8 accumulators; pass 1
+ *       finds the max, pass 2 (from cache) sums exp(x - m) and m - x and
+ *       stores exp(x - m) in the gradient, pass 3 scales the gradient in
+ *       place (from cache): one exp per element.
+ *   xent_fwd_wg, xent_fwd_bwd_wg (GPU path)
+ *       one work-group of WG work-items per row; work-item i takes the
+ *       float4 groups i, i + WG, ... with an online (max, sum) pair, then a
+ *       tree reduction in local memory; a second strided pass sums m - x
+ *       and writes the gradient, and a second tree reduction gives d.
+ *   xent_fwd_wgl, xent_fwd_bwd_wgl
+ *       as _wg, for rows of at most XENT_LOCAL_FLOATS elements: the first
+ *       pass keeps the row in local memory, so the logits are read from
+ *       global memory once.
+ *   xent_count_part, xent_count_final
+ *       count of rows whose target is not ignore_index (the MEAN's
+ *       denominator), before the gradient is written: partial counts per
+ *       work-group, then one work-group adds them into cnt[nparts].
+ *   xent_sum_part, xent_sum_final
+ *       the reduced loss: work-group g adds the per-row losses
+ *       [g * SPAN, (g + 1) * SPAN), SPAN = WG * RED_ITEMS, each work-item
+ *       RED_ITEMS of them strided by WG, then a tree; one work-group adds the
+ *       partials (work-item i takes i, i + WG, ...) and divides by the count
+ *       for MEAN.  The order depends only on WG and RED_ITEMS: the result
+ *       is the same bits on every run, for any batch size.
+ */
+
+#ifndef DEVERR_XENT_TARGET
+#define DEVERR_XENT_TARGET 1 /* the host passes RUMUS__DEVERR_XENT_TARGET */
+#endif
+
+#ifndef XENT_LOCAL_FLOATS
+#define XENT_LOCAL_FLOATS 8192 /* row cache of the _wgl kernels (0: none) */
+#endif
+
+#ifndef RED_ITEMS
+#define RED_ITEMS 8 /* losses or targets per work-item in a first stage */
+#endif
+
+#define SPAN ((size_t)WG * RED_ITEMS)
+
+/* What a row's target asks for. */
+#define XENT_VALID 0
+#define XENT_IGNORED 1
+#define XENT_BAD 2    /* out of range: NaN loss, zero gradient, report */
+#define XENT_NO_ROW 3 /* a work-item past the last row: touches nothing */
+
+inline int xent_kind(int t, int ignore_index, size_t cols) {
+  if (t == ignore_index) return XENT_IGNORED;
+  if (t < 0 || (size_t)t >= cols) return XENT_BAD;
+  return XENT_VALID;
+}
+
+/* The loss of a valid row from m, log S, x[t] and d (see the banner). */
+inline float xent_loss(float m, float log_s, float xt, float d, float inv_c,
+                       float smooth) {
+  float loss = (1.0f - smooth) * ((m - xt) + log_s);
+  if (smooth > 0.0f) loss += smooth * (d * inv_c + log_s);
+  return loss;
+}
+
+inline float xent_scale(global const uint *cnt, int mean, float grad_scale) {
+  return mean ? grad_scale / (float)cnt[0] : grad_scale;
+}
+
+/* ---- Row variant (one work-item per row) -------------------------------- */
+
+inline float xent_row_body(global const real_t *x, size_t n, int t, int kind,
+                           float smooth, float scale, global real_t *g,
+                           int with_grad) {
+  size_t j;
+  if (kind != XENT_VALID) {
+    if (with_grad) {
+      for (j = 0; j + 8 <= n; j += 8) STORE8((float8)(0.0f), g, j);
+      for (; j < n; j++) STORE(0.0f, g, j);
+    }
+    return kind == XENT_IGNORED ? 0.0f : NAN;
+  }
+  /* Pass 1: the max. */
+  float8 m8 = (float8)(-INFINITY);
+  for (j = 0; j + 8 <= n; j += 8) m8 = fmax(m8, LOAD8(x, j));
+  float m = rumus_hmax8(m8);
+  for (; j < n; j++) m = fmax(m, LOAD(x, j));
+  /* Pass 2: S and d; with a gradient, g holds exp(x - m) until S is known
+   * (one exp per element).  x[t] is read first, so that g may even alias
+   * the logits.  A NaN entry makes S NaN (fmax skipped it above). */
+  const float xt = LOAD(x, t);
+  float8 s8 = 0.0f, d8 = 0.0f;
+  float s = 0.0f, d = 0.0f;
+  for (j = 0; j + 8 <= n; j += 8) {
+    const float8 v = LOAD8(x, j), e = exp(v - m);
+    s8 += e;
+    d8 += m - v;
+    if (with_grad) STORE8(e, g, j);
+  }
+  for (; j < n; j++) {
+    const float v = LOAD(x, j), e = exp(v - m);
+    s += e;
+    d += m - v;
+    if (with_grad) STORE(e, g, j);
+  }
+  s += rumus_hsum8(s8);
+  d += rumus_hsum8(d8);
+  const float log_s = log(s), inv_c = 1.0f / (float)n;
+  if (with_grad) {
+    /* Pass 3 (over g, in cache): the gradient; then the target's entry
+     * again, by the same work-item. */
+    const float inv = 1.0f / s, sub = smooth * inv_c;
+    for (j = 0; j + 8 <= n; j += 8) STORE8((LOAD8(g, j) * inv - sub) * scale, g, j);
+    for (; j < n; j++) STORE((LOAD(g, j) * inv - sub) * scale, g, j);
+    STORE((exp(xt - m) * inv - (1.0f - smooth) - sub) * scale, g, t);
+  }
+  return xent_loss(m, log_s, xt, d, inv_c, smooth);
+}
+
+inline void xent_row_entry(global const real_t *x, ulong x_off,
+                           global const int *tg, ulong t_off,
+                           global real_t *lrow, ulong l_off, global real_t *g,
+                           ulong g_off, global const uint *cnt, ulong c_off,
+                           ulong rows, ulong cols, ulong row0, int ignore_index,
+                           float smooth, float grad_scale, int mean,
+                           volatile global int *status, int with_grad) {
+  const size_t r = get_global_id(0);
+  if (r >= rows) return;
+  const size_t n = (size_t)cols;
+  const int t = tg[(size_t)t_off + r];
+  const int kind = xent_kind(t, ignore_index, n);
+  if (kind == XENT_BAD)
+    rumus_report(status, DEVERR_XENT_TARGET, t, (int)((size_t)row0 + r));
+  const float scale =
+      (with_grad && kind == XENT_VALID)
+          ? xent_scale(cnt + (size_t)c_off, mean, grad_scale)
+          : 0.0f;
+  const float loss = xent_row_body(
+      x + (size_t)x_off + r * n, n, t, kind, smooth, scale,
+      with_grad ? g + (size_t)g_off + r * n : g, with_grad);
+  STORE(loss, lrow, (size_t)l_off + r);
+}
+
+/* One signature for every row-loss kernel; the _fwd entries ignore g, cnt,
+ * grad_scale and mean (the host may pass NULL buffers there). */
+#define XENT_ROW_ARGS                                                       \
+  global const real_t *x, ulong x_off, global const int *tg, ulong t_off,   \
+      global real_t *lrow, ulong l_off, global real_t *g, ulong g_off,      \
+      global const uint *cnt, ulong c_off, ulong rows, ulong cols,          \
+      ulong row0, int ignore_index, float smooth, float grad_scale,         \
+      int mean, volatile global int *status
+#define XENT_ROW_PASS                                                       \
+  x, x_off, tg, t_off, lrow, l_off, g, g_off, cnt, c_off, rows, cols, row0, \
+      ignore_index, smooth, grad_scale, mean, status
+
+__kernel void xent_fwd_row(XENT_ROW_ARGS) {
+  xent_row_entry(XENT_ROW_PASS, 0);
+}
+
+__kernel void xent_fwd_bwd_row(XENT_ROW_ARGS) {
+  xent_row_entry(XENT_ROW_PASS, 1);
+}
+
+/* ---- Work-group variant (one work-group per row) ----------------------- */
+
+/* Online update of a (max, sum of exp(x - max)) pair with one value.  -INF
+ * values add nothing; a NaN value turns the pair into (NaN, NaN), which the
+ * later updates and the tree keep. */
+inline void xent_online(float v, float *m, float *s) {
+  if (v > *m) {
+    *s = rumus_rescale(*s, *m, v) + 1.0f;
+    *m = v;
+  } else if (*m != -INFINITY) {
+    *s += exp(v - *m);
+  } else if (v != -INFINITY) { /* v is NaN */
+    *m = v;
+    *s = v;
+  }
+}
+
+/* Folds the (m, s) pairs of the work-group into lm[0], ls[0]. */
+inline void xent_wg_max_sum(local float *lm, local float *ls, float m,
+                            float s) {
+  const size_t lid = get_local_id(0);
+  lm[lid] = m;
+  ls[lid] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) {
+      const float m1 = lm[lid], m2 = lm[lid + step];
+      const float M = fmax(m1, m2);
+      ls[lid] = rumus_rescale(ls[lid], m1, M) + rumus_rescale(ls[lid + step], m2, M);
+      lm[lid] = isnan(m1) ? m1 : isnan(m2) ? m2 : M;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* Folds a float held by every work-item into la[0]. */
+inline void xent_wg_sum(local float *la, float a) {
+  const size_t lid = get_local_id(0);
+  la[lid] = a;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) la[lid] += la[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+inline void xent_wg_count(local uint *la, uint a) {
+  const size_t lid = get_local_id(0);
+  la[lid] = a;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) la[lid] += la[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* The row of one work-group.  Every work-item meets the same barriers: a
+ * row that is not valid runs the passes over 0 elements.  With use_cache,
+ * pass 1 stores the row in `cache` and pass 2 reads it from there (each
+ * work-item reads back only the elements it stored). */
+inline void xent_wg_body(global const real_t *x, size_t n, int t, int kind,
+                         float smooth, float scale, global real_t *g,
+                         int with_grad, local float *cache, int use_cache,
+                         local float *lm, local float *ls, local float *ld,
+                         float *loss_out) {
+  const size_t lid = get_local_id(0);
+  const size_t nv = kind == XENT_VALID ? n : 0; /* the same in the group */
+  const size_t n4 = nv / 4;
+  const float xt = kind == XENT_VALID ? LOAD(x, t) : 0.0f;
+  /* Pass 1: online (max, sum). */
+  float m = -INFINITY, s = 0.0f;
+  for (size_t q = lid; q < n4; q += WG) {
+    const float4 v = LOAD4(x, q * 4);
+    if (use_cache) vstore4(v, q, cache);
+    xent_online(v.x, &m, &s);
+    xent_online(v.y, &m, &s);
+    xent_online(v.z, &m, &s);
+    xent_online(v.w, &m, &s);
+  }
+  for (size_t j = n4 * 4 + lid; j < nv; j += WG) {
+    const float v = LOAD(x, j);
+    if (use_cache) cache[j] = v;
+    xent_online(v, &m, &s);
+  }
+  xent_wg_max_sum(lm, ls, m, s);
+  const float M = lm[0], S = ls[0];
+  /* Pass 2: d, and the gradient.  Only needed with a gradient or with
+   * smoothing; the loop bound is the same in the group either way. */
+  const size_t n2 = (with_grad || smooth > 0.0f) ? nv : 0, n24 = n2 / 4;
+  const float inv = 1.0f / S, sub = smooth / (float)n;
+  float d = 0.0f;
+  for (size_t q = lid; q < n24; q += WG) {
+    const float4 v = use_cache ? vload4(q, cache) : LOAD4(x, q * 4);
+    d += rumus_hsum4(M - v);
+    if (with_grad) STORE4((exp(v - M) * inv - sub) * scale, g, q * 4);
+  }
+  for (size_t j = n24 * 4 + lid; j < n2; j += WG) {
+    const float v = use_cache ? cache[j] : LOAD(x, j);
+    d += M - v;
+    if (with_grad) STORE((exp(v - M) * inv - sub) * scale, g, j);
+  }
+  if (with_grad && kind == XENT_VALID && n2 > 0) {
+    /* The work-item that wrote g[t] above overwrites it. */
+    const size_t ut = (size_t)t;
+    const size_t owner = ut < n24 * 4 ? (ut / 4) % WG : (ut - n24 * 4) % WG;
+    if (lid == owner)
+      STORE((exp(xt - M) * inv - (1.0f - smooth) - sub) * scale, g, ut);
+  }
+  if (with_grad && (kind == XENT_IGNORED || kind == XENT_BAD)) {
+    const size_t z4 = n / 4;
+    for (size_t q = lid; q < z4; q += WG) STORE4((float4)(0.0f), g, q * 4);
+    for (size_t j = z4 * 4 + lid; j < n; j += WG) STORE(0.0f, g, j);
+  }
+  xent_wg_sum(ld, d);
+  if (kind == XENT_VALID)
+    *loss_out = xent_loss(M, log(S), xt, ld[0], 1.0f / (float)n, smooth);
+  else
+    *loss_out = kind == XENT_IGNORED ? 0.0f : NAN;
+}
+
+inline void xent_wg_entry(global const real_t *x, ulong x_off,
+                          global const int *tg, ulong t_off,
+                          global real_t *lrow, ulong l_off, global real_t *g,
+                          ulong g_off, global const uint *cnt, ulong c_off,
+                          ulong rows, ulong cols, ulong row0, int ignore_index,
+                          float smooth, float grad_scale, int mean,
+                          volatile global int *status, int with_grad,
+                          local float *cache, int use_cache, local float *lm,
+                          local float *ls, local float *ld) {
+  const size_t r = get_group_id(0), lid = get_local_id(0);
+  const size_t n = (size_t)cols;
+  /* The host launches exactly `rows` work-groups; a group past them would
+   * still meet every barrier and touch nothing. */
+  const int t = r < rows ? tg[(size_t)t_off + r] : 0;
+  const int kind = r < rows ? xent_kind(t, ignore_index, n) : XENT_NO_ROW;
+  if (kind == XENT_BAD && lid == 0)
+    rumus_report(status, DEVERR_XENT_TARGET, t, (int)((size_t)row0 + r));
+  const float scale =
+      (with_grad && kind == XENT_VALID)
+          ? xent_scale(cnt + (size_t)c_off, mean, grad_scale)
+          : 0.0f;
+  float loss;
+  xent_wg_body(x + (size_t)x_off + r * n, n, t, kind, smooth, scale,
+               with_grad ? g + (size_t)g_off + r * n : g, with_grad, cache,
+               use_cache, lm, ls, ld, &loss);
+  if (lid == 0 && kind != XENT_NO_ROW) STORE(loss, lrow, (size_t)l_off + r);
+}
+
+__kernel RUMUS_WG_ATTR void xent_fwd_wg(XENT_ROW_ARGS) {
+  local float lm[WG], ls[WG], ld[WG];
+  xent_wg_entry(XENT_ROW_PASS, 0, NULL, 0, lm, ls, ld);
+}
+
+__kernel RUMUS_WG_ATTR void xent_fwd_bwd_wg(XENT_ROW_ARGS) {
+  local float lm[WG], ls[WG], ld[WG];
+  xent_wg_entry(XENT_ROW_PASS, 1, NULL, 0, lm, ls, ld);
+}
+
+#if XENT_LOCAL_FLOATS > 0
+__kernel RUMUS_WG_ATTR void xent_fwd_wgl(XENT_ROW_ARGS) {
+  local float lm[WG], ls[WG], ld[WG], cache[XENT_LOCAL_FLOATS];
+  xent_wg_entry(XENT_ROW_PASS, 0, cache, 1, lm, ls, ld);
+}
+
+__kernel RUMUS_WG_ATTR void xent_fwd_bwd_wgl(XENT_ROW_ARGS) {
+  local float lm[WG], ls[WG], ld[WG], cache[XENT_LOCAL_FLOATS];
+  xent_wg_entry(XENT_ROW_PASS, 1, cache, 1, lm, ls, ld);
+}
+#endif
+
+/* ---- Count of non-ignored rows and the reduced loss --------------------- */
+
+/* part[g] = rows of [g * SPAN, (g + 1) * SPAN) whose target is not
+ * ignore_index. */
+__kernel RUMUS_WG_ATTR void xent_count_part(global const int *tg, ulong t_off,
+                                            ulong n, int ignore_index,
+                                            global uint *part, ulong p_off) {
+  local uint la[WG];
+  const size_t lid = get_local_id(0), base = get_group_id(0) * SPAN;
+  uint a = 0;
+  for (size_t k = 0; k < RED_ITEMS; k++) {
+    const size_t i = base + k * WG + lid;
+    if (i < n) a += tg[(size_t)t_off + i] != ignore_index;
+  }
+  xent_wg_count(la, a);
+  if (lid == 0) part[(size_t)p_off + get_group_id(0)] = la[0];
+}
+
+/* cnt[nparts] = sum of cnt[0 .. nparts) (cnt = buffer + c_off); one
+ * work-group. */
+__kernel RUMUS_WG_ATTR void xent_count_final(global uint *cnt, ulong c_off,
+                                             ulong nparts) {
+  local uint la[WG];
+  const size_t lid = get_local_id(0);
+  cnt += (size_t)c_off;
+  uint a = 0;
+  for (size_t i = lid; i < nparts; i += WG) a += cnt[i];
+  xent_wg_count(la, a);
+  if (lid == 0 && get_group_id(0) == 0) cnt[nparts] = la[0];
+}
+
+/* part[g] = sum of the per-row losses [g * SPAN, (g + 1) * SPAN). */
+__kernel RUMUS_WG_ATTR void xent_sum_part(global const real_t *v, ulong v_off,
+                                          ulong n, global float *part,
+                                          ulong p_off) {
+  local float la[WG];
+  const size_t lid = get_local_id(0), base = get_group_id(0) * SPAN;
+  float a = 0.0f;
+  for (size_t k = 0; k < RED_ITEMS; k++) {
+    const size_t i = base + k * WG + lid;
+    if (i < n) a += LOAD(v, (size_t)v_off + i);
+  }
+  xent_wg_sum(la, a);
+  if (lid == 0) part[(size_t)p_off + get_group_id(0)] = la[0];
+}
+
+/* loss = sum of part[0 .. nparts), divided by cnt[0] for MEAN (0 / 0 gives
+ * NaN when every row is ignored); one work-group. */
+__kernel RUMUS_WG_ATTR void xent_sum_final(global const float *part,
+                                           ulong p_off, ulong nparts,
+                                           global const uint *cnt, ulong c_off,
+                                           int mean, global real_t *loss,
+                                           ulong loss_off) {
+  local float la[WG];
+  const size_t lid = get_local_id(0);
+  float a = 0.0f;
+  for (size_t i = lid; i < nparts; i += WG) a += part[(size_t)p_off + i];
+  xent_wg_sum(la, a);
+  if (lid == 0 && get_group_id(0) == 0) {
+    const float total = la[0];
+    STORE(mean ? total / (float)cnt[(size_t)c_off] : total, loss,
+          (size_t)loss_off);
+  }
+}

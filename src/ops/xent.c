@@ -1,8 +1,245 @@
-/* xent.c - placeholder until the cross-entropy family lands. */
+/*
+ * xent.c - fused cross-entropy with int32 class targets (kernels in
+ * cl/xent.cl): per-row log-sum-exp, loss and gradient in one kernel, the
+ * count of non-ignored rows and the reduced loss on the device.
+ *
+ * Launch order on the in-order queue (nothing waits on the host):
+ *   MEAN:       xent_count_part, xent_count_final  (the denominator, which
+ *               the gradient needs)
+ *   always:     xent_fwd[_bwd]_{wg,wgl,row}         (per-row losses, grad)
+ *   MEAN, SUM:  xent_sum_part, xent_sum_final      (the scalar loss)
+ * One scratch buffer holds the per-row losses (MEAN, SUM), the loss
+ * partials and the count partials plus the count; it is released after
+ * the launches (OpenCL keeps it alive until the kernels finish).
+ */
+#include <math.h>
+#include <stdio.h>
+
 #include "ops.h"
+
+static const char *const FILE_CL = "xent.cl";
+static const char *const OP = "rumus_cross_entropy";
+
+/* Losses or targets per work-item in a first reduction stage (RED_ITEMS). */
+#define RED_ITEMS 8
+/* Largest row the _wgl kernels keep in local memory, in bytes. */
+#define LOCAL_ROW_BYTES 32768
+
+/* Floats of the _wgl row cache on this device: LOCAL_ROW_BYTES, less if
+ * the device's local memory cannot also hold the three reduction arrays;
+ * 0 turns the cache off. */
+static size_t local_row_floats(const rumus_ctx *ctx) {
+  const size_t wg = rumus__reduce_wg(ctx);
+  const size_t reserved = 3 * wg * sizeof(float) + 1024;
+  if (ctx->local_mem <= reserved) return 0;
+  size_t bytes = (size_t)ctx->local_mem - reserved;
+  if (bytes > LOCAL_ROW_BYTES) bytes = LOCAL_ROW_BYTES;
+  bytes &= ~(size_t)15;
+  return bytes >= 1024 ? bytes / sizeof(float) : 0;
+}
+
+static void options(const rumus_ctx *ctx, char *buf, size_t len) {
+  char base[96];
+  rumus__base_options(ctx, base, sizeof base);
+  snprintf(buf, len, "%s -DDEVERR_XENT_TARGET=%d -DXENT_LOCAL_FLOATS=%zu "
+                     "-DRED_ITEMS=%d",
+           base, (int)RUMUS__DEVERR_XENT_TARGET, local_row_floats(ctx),
+           RED_ITEMS);
+}
+
+/* ---- Argument checks --------------------------------------------------- */
+
+static int is_scalar(const rumus_tensor *t) { return t->numel == 1; }
+
+static int check_args(rumus_ctx *ctx, const rumus_tensor *logits,
+                      const rumus_tensor *targets, const rumus_tensor *loss,
+                      const rumus_tensor *grad, const rumus_xent_params *p) {
+  char s1[RUMUS__SHAPE_BUF], s2[RUMUS__SHAPE_BUF];
+  RUMUS__FORWARD(rumus__check_tensor(ctx, OP, "logits", logits, RUMUS_F32));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, OP, "targets", targets, RUMUS_I32));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, OP, "loss", loss, RUMUS_F32));
+  if (grad) RUMUS__FORWARD(rumus__check_tensor(ctx, OP, "grad", grad, RUMUS_F32));
+  RUMUS__FAIL_IF(p->reduction != RUMUS_REDUCTION_MEAN &&
+                     p->reduction != RUMUS_REDUCTION_SUM &&
+                     p->reduction != RUMUS_REDUCTION_NONE,
+                 ctx, RUMUS_EINVAL,
+                 "%s: reduction %d is not MEAN (0), SUM (1) or NONE (2)", OP,
+                 (int)p->reduction);
+  RUMUS__FAIL_IF(!(p->label_smoothing >= 0.0f && p->label_smoothing <= 1.0f),
+                 ctx, RUMUS_EINVAL, "%s: label_smoothing %g is outside [0, 1]",
+                 OP, (double)p->label_smoothing);
+  RUMUS__FAIL_IF(logits->ndim < 1, ctx, RUMUS_ESHAPE,
+                 "%s: logits %s must have a class dimension", OP,
+                 rumus__shape_str(logits, s1, sizeof s1));
+  /* targets: the logits' shape without the last dimension; for logits [C]
+   * a scalar or [1]. */
+  int ok;
+  if (logits->ndim == 1) {
+    ok = targets->ndim == 0 || (targets->ndim == 1 && targets->shape[0] == 1);
+  } else {
+    ok = targets->ndim == logits->ndim - 1;
+    for (int i = 0; ok && i < targets->ndim; i++)
+      ok = targets->shape[i] == logits->shape[i];
+  }
+  RUMUS__FAIL_IF(!ok, ctx, RUMUS_ESHAPE,
+                 "%s: targets %s do not match logits %s (expected the logits' "
+                 "shape without its last dimension)",
+                 OP, rumus__shape_str(targets, s1, sizeof s1),
+                 rumus__shape_str(logits, s2, sizeof s2));
+  if (p->reduction == RUMUS_REDUCTION_NONE) {
+    if (logits->ndim == 1)
+      RUMUS__FAIL_IF(!is_scalar(loss) || loss->ndim > 1, ctx, RUMUS_ESHAPE,
+                     "%s: loss %s must have one element (reduction NONE, "
+                     "logits %s)",
+                     OP, rumus__shape_str(loss, s1, sizeof s1),
+                     rumus__shape_str(logits, s2, sizeof s2));
+    else
+      RUMUS__FORWARD(rumus__check_same_shape(ctx, OP, "loss", loss, "targets",
+                                             targets));
+  } else {
+    RUMUS__FAIL_IF(!is_scalar(loss), ctx, RUMUS_ESHAPE,
+                   "%s: loss %s must be a scalar (one element) for reduction "
+                   "%s",
+                   OP, rumus__shape_str(loss, s1, sizeof s1),
+                   p->reduction == RUMUS_REDUCTION_MEAN ? "MEAN" : "SUM");
+  }
+  if (grad)
+    RUMUS__FORWARD(rumus__check_same_shape(ctx, OP, "grad", grad, "logits",
+                                           logits));
+  return RUMUS_OK;
+}
+
+/* ---- Launches ---------------------------------------------------------- */
+
+static int launch_wg(rumus_ctx *ctx, const char *opts, const char *kernel,
+                     size_t groups, size_t nargs, const rumus__arg *args) {
+  const rumus__kernel_ref k = {FILE_CL, opts, kernel};
+  const size_t local = rumus__reduce_wg(ctx), global = groups * local;
+  return rumus__launch(ctx, OP, &k, 1, &global, &local, nargs, args);
+}
+
+/* The scratch layout, in 4-byte elements. */
+typedef struct {
+  size_t lrow;  /* per-row losses (MEAN, SUM): rows */
+  size_t lpart; /* loss partials: nparts */
+  size_t cpart; /* count partials: nparts, then the count */
+  size_t total;
+} scratch_layout;
+
+static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
+                   const rumus_tensor *targets, rumus_tensor *loss,
+                   rumus_tensor *grad, const rumus_xent_params *p, size_t rows,
+                   size_t cols) {
+  char opts[256];
+  options(ctx, opts, sizeof opts);
+  const int mean = p->reduction == RUMUS_REDUCTION_MEAN;
+  const int reduce = p->reduction != RUMUS_REDUCTION_NONE;
+  const size_t span = rumus__reduce_wg(ctx) * RED_ITEMS;
+  const size_t nparts = rows ? (rows + span - 1) / span : 1;
+
+  scratch_layout L = {0, 0, 0, 0};
+  if (reduce) {
+    L.lrow = 0;
+    L.lpart = rows;
+    L.cpart = L.lpart + nparts;
+    L.total = L.cpart + (mean ? nparts + 1 : 0);
+  }
+  cl_mem scratch = NULL;
+  if (L.total)
+    RUMUS__FORWARD(rumus__scratch(ctx, OP, L.total * sizeof(float), &scratch));
+
+  int st = RUMUS_OK;
+  const cl_ulong n_rows = rows, n_parts = nparts;
+  const cl_int ignore = p->ignore_index, mean_i = mean;
+  const cl_ulong t_off = rumus__off(targets);
+  const cl_ulong cpart_off = L.cpart, count_off = L.cpart + nparts;
+  const cl_ulong lpart_off = L.lpart;
+  const cl_mem no_mem = NULL;
+
+  /* 1. The count of non-ignored rows (MEAN). */
+  if (mean) {
+    const rumus__arg a1[] = {RUMUS__ARG(targets->mem), RUMUS__ARG(t_off),
+                             RUMUS__ARG(n_rows),       RUMUS__ARG(ignore),
+                             RUMUS__ARG(scratch),      RUMUS__ARG(cpart_off)};
+    st = launch_wg(ctx, opts, "xent_count_part", nparts, 6, a1);
+    const rumus__arg a2[] = {RUMUS__ARG(scratch), RUMUS__ARG(cpart_off),
+                             RUMUS__ARG(n_parts)};
+    if (st == RUMUS_OK) st = launch_wg(ctx, opts, "xent_count_final", 1, 3, a2);
+  }
+
+  /* 2. Per-row losses and the gradient. */
+  const int wg_variant = rumus__gpu_variant(ctx);
+  const int cached = wg_variant && cols <= local_row_floats(ctx);
+  char kname[32];
+  snprintf(kname, sizeof kname, "xent_%s_%s", grad ? "fwd_bwd" : "fwd",
+           !wg_variant ? "row" : cached ? "wgl" : "wg");
+  const rumus__kernel_ref k = {FILE_CL, opts, kname};
+  const size_t chunk = wg_variant ? RUMUS__MAX_WG_ROWS : ((size_t)1 << 30);
+  const cl_mem lrow_mem = reduce ? scratch : loss->mem;
+  const cl_mem g_mem = grad ? grad->mem : no_mem;
+  const cl_mem c_mem = mean ? scratch : no_mem;
+  const cl_float smooth = p->label_smoothing, gscale = p->grad_scale;
+  for (size_t r0 = 0; st == RUMUS_OK && r0 < rows; r0 += chunk) {
+    const cl_ulong nr = rows - r0 < chunk ? rows - r0 : chunk;
+    const cl_ulong x_off = rumus__off(logits) + (cl_ulong)(r0 * cols);
+    const cl_ulong tr_off = t_off + r0;
+    const cl_ulong l_off = (reduce ? L.lrow : rumus__off(loss)) + r0;
+    const cl_ulong g_off = grad ? rumus__off(grad) + (cl_ulong)(r0 * cols) : 0;
+    const cl_ulong c_off = count_off, ncols = cols, row0 = r0;
+    const rumus__arg a[] = {
+        RUMUS__ARG(logits->mem), RUMUS__ARG(x_off),  RUMUS__ARG(targets->mem),
+        RUMUS__ARG(tr_off),      RUMUS__ARG(lrow_mem), RUMUS__ARG(l_off),
+        RUMUS__ARG(g_mem),       RUMUS__ARG(g_off),  RUMUS__ARG(c_mem),
+        RUMUS__ARG(c_off),       RUMUS__ARG(nr),     RUMUS__ARG(ncols),
+        RUMUS__ARG(row0),        RUMUS__ARG(ignore), RUMUS__ARG(smooth),
+        RUMUS__ARG(gscale),      RUMUS__ARG(mean_i), RUMUS__ARG(ctx->status)};
+    size_t global, local;
+    if (wg_variant) {
+      local = rumus__reduce_wg(ctx);
+      global = (size_t)nr * local;
+    } else {
+      local = rumus__row_local(ctx, (size_t)nr);
+      global = (size_t)nr;
+    }
+    st = rumus__launch(ctx, OP, &k, 1, &global, &local,
+                       sizeof a / sizeof a[0], a);
+  }
+
+  /* 3. The reduced loss (MEAN, SUM). */
+  if (reduce && st == RUMUS_OK) {
+    const cl_ulong lrow_off = L.lrow;
+    const rumus__arg a1[] = {RUMUS__ARG(scratch), RUMUS__ARG(lrow_off),
+                             RUMUS__ARG(n_rows),  RUMUS__ARG(scratch),
+                             RUMUS__ARG(lpart_off)};
+    st = launch_wg(ctx, opts, "xent_sum_part", nparts, 5, a1);
+    const cl_ulong loss_off = rumus__off(loss), c_off = count_off;
+    const rumus__arg a2[] = {RUMUS__ARG(scratch), RUMUS__ARG(lpart_off),
+                             RUMUS__ARG(n_parts), RUMUS__ARG(c_mem),
+                             RUMUS__ARG(c_off),   RUMUS__ARG(mean_i),
+                             RUMUS__ARG(loss->mem), RUMUS__ARG(loss_off)};
+    if (st == RUMUS_OK) st = launch_wg(ctx, opts, "xent_sum_final", 1, 8, a2);
+  }
+  if (scratch) clReleaseMemObject(scratch);
+  return st;
+}
+
 int rumus_cross_entropy(rumus_ctx *ctx, const rumus_tensor *logits,
                         const rumus_tensor *targets, rumus_tensor *loss,
                         rumus_tensor *grad, const rumus_xent_params *params) {
-  return rumus__fail(ctx, RUMUS_EUNSUPPORTED, "rumus_cross_entropy: not built yet");
+  if (ctx == NULL) return RUMUS_ENULL;
+  const rumus_xent_params defaults = RUMUS_XENT_DEFAULTS;
+  const rumus_xent_params *p = params ? params : &defaults;
+  RUMUS__FORWARD(check_args(ctx, logits, targets, loss, grad, p));
+  size_t rows, cols;
+  rumus__rows_cols(logits, &rows, &cols);
+  /* An empty batch still gives the scalar (NaN for MEAN, 0 for SUM). */
+  if (rows == 0 && p->reduction == RUMUS_REDUCTION_NONE) return RUMUS_OK;
+  return enqueue(ctx, logits, targets, loss, grad, p, rows, cols);
 }
-int rumus__xent_warm(rumus_ctx *ctx) { return RUMUS_OK; }
+
+int rumus__xent_warm(rumus_ctx *ctx) {
+  char opts[256];
+  cl_program prog;
+  options(ctx, opts, sizeof opts);
+  return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog);
+}
