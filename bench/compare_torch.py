@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""compare_torch.py - rumus (OpenCL) against PyTorch (CUDA) on one GPU.
+
+    python3 bench/compare_torch.py RUMUS_BENCH [--out DIR] [--reps N]
+        [--warmup N] [--from-json FILE] [-- RUMUS_BENCH_ARGS...]
+
+Runs RUMUS_BENCH (the rumus-bench program) with --json, then times the
+PyTorch counterpart of every case it measured, on the same shapes, on the
+CUDA device, with CUDA events (median of N runs after a warm-up).  rumus's
+times are device times from OpenCL profiling; PyTorch's are CUDA event
+times around the call, so they include the gaps between the kernels of an
+op (which matter only for the smallest shapes).  The counterparts:
+
+  xent_fwd_bwd     F.cross_entropy forward + backward (autograd.grad)
+  softmax_fwd      torch.softmax          softmax_bwd      autograd of it
+  log_softmax_fwd  F.log_softmax          log_softmax_bwd  autograd of it
+  gemm             torch.mm (TF32 off: cuBLAS FP32), transposes as views
+  bias_add         y.add_(bias)           bias_grad        dy.sum(0)
+  add, mul         torch.add / torch.mul into a preallocated out
+  axpy             y.add_(x, alpha=0.5)
+  relu_fwd/bwd     F.relu and autograd    gelu_fwd/bwd     F.gelu and autograd
+  sgd_momentum     torch.optim.SGD(momentum=0.9, weight_decay=1e-4, fused)
+  adamw            torch.optim.AdamW(fused=True) step
+  sum_squares      torch.linalg.vector_norm (one reduction kernel)
+  copy             dst.copy_(src), the same bytes as rumus-bench's copy
+
+Writes into DIR (default .): rumus-bench.txt (its table), rumus.json,
+compare.md (the table of times and ratios rumus time / PyTorch time, and
+the targets judged by bench/targets.py) and compare.json; prints
+compare.md.  --from-json reuses a rumus-bench JSON instead of running it.
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import targets  # noqa: E402
+
+
+# Cycles of torch.cuda._sleep before each timed call (about 2.5 ms on an
+# H200): the GPU is busy while the host runs PyTorch's Python, dispatcher
+# and autograd code, so the events time the GPU's work, not host overhead.
+SLEEP_CYCLES = 5_000_000
+
+
+def cuda_time_us(fn, reps, warmup, budget_s=2.0):
+    """Median CUDA-event time of fn() in microseconds, and the reps used."""
+    for _ in range(max(warmup, 1)):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def once():
+        torch.cuda._sleep(SLEEP_CYCLES)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        return s.elapsed_time(e) * 1e3
+
+    one = once()
+    reps = max(5, min(reps, int(budget_s * 1e6 / max(one, 1.0))))
+    return statistics.median(once() for _ in range(reps)), reps
+
+
+def make_case(rec, dev):
+    """(callable, description) for one rumus-bench record, or None."""
+    op, d = rec["op"], rec["dims"]
+    g = torch.Generator(device=dev).manual_seed(1)
+
+    def rand(*shape, lo=-1.0, hi=1.0):
+        return torch.rand(*shape, device=dev, generator=g) * (hi - lo) + lo
+
+    def rows_cols():
+        cols = d[-1]
+        rows = 1
+        for x in d[:-1]:
+            rows *= x
+        return rows, cols
+
+    n = 1
+    for x in d:
+        n *= x
+    if op == "xent_fwd_bwd":
+        r, c = rows_cols()
+        x = rand(r, c, lo=-4, hi=4).requires_grad_()
+        t = torch.randint(0, c, (r,), device=dev, generator=g)
+
+        def fn():
+            loss = F.cross_entropy(x, t)
+            torch.autograd.grad(loss, x)
+        return fn, "F.cross_entropy fwd+bwd"
+    if op in ("softmax_fwd", "log_softmax_fwd"):
+        r, c = rows_cols()
+        x = rand(r, c, lo=-4, hi=4)
+        f = torch.softmax if op == "softmax_fwd" else F.log_softmax
+        return (lambda: f(x, -1)), f"{'torch.softmax' if op == 'softmax_fwd' else 'F.log_softmax'}"
+    if op in ("softmax_bwd", "log_softmax_bwd"):
+        r, c = rows_cols()
+        x = rand(r, c, lo=-4, hi=4).requires_grad_()
+        y = torch.softmax(x, -1) if op == "softmax_bwd" else F.log_softmax(x, -1)
+        dy = rand(r, c)
+        return (lambda: torch.autograd.grad(y, x, dy, retain_graph=True)), "autograd.grad"
+    if op == "gemm":
+        m, nn_, k = d
+        a = rand(k, m).t() if rec["trans_a"] else rand(m, k)
+        b = rand(nn_, k).t() if rec["trans_b"] else rand(k, nn_)
+        out = torch.empty(m, nn_, device=dev)
+        return (lambda: torch.mm(a, b, out=out)), "torch.mm FP32"
+    if op == "bias_add":
+        r, c = rows_cols()
+        y, b = rand(r, c), rand(c)
+        return (lambda: y.add_(b)), "y.add_(bias)"
+    if op == "bias_grad":
+        r, c = rows_cols()
+        dy, out = rand(r, c), torch.empty(c, device=dev)
+        return (lambda: torch.sum(dy, 0, out=out)), "dy.sum(0)"
+    if op in ("add", "mul"):
+        a, b, out = rand(n), rand(n), torch.empty(n, device=dev)
+        f = torch.add if op == "add" else torch.mul
+        return (lambda: f(a, b, out=out)), f"torch.{op}(out=)"
+    if op == "axpy":
+        x, y = rand(n), rand(n)
+        return (lambda: y.add_(x, alpha=0.5)), "y.add_(x, alpha)"
+    if op in ("relu_fwd", "gelu_fwd"):
+        x = rand(n, lo=-3, hi=3)
+        f = F.relu if op == "relu_fwd" else F.gelu
+        return (lambda: f(x)), f"F.{op[:4]}"
+    if op in ("relu_bwd", "gelu_bwd"):
+        x = rand(n, lo=-3, hi=3).requires_grad_()
+        y = (F.relu if op == "relu_bwd" else F.gelu)(x)
+        dy = rand(n)
+        return (lambda: torch.autograd.grad(y, x, dy, retain_graph=True)), "autograd.grad"
+    if op in ("sgd_momentum", "adamw"):
+        p = torch.nn.Parameter(rand(n))
+        p.grad = rand(n)
+        if op == "adamw":
+            opt = torch.optim.AdamW([p], lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                    weight_decay=0.01, fused=True)
+            what = "AdamW(fused=True).step"
+        else:
+            try:
+                opt = torch.optim.SGD([p], lr=0.01, momentum=0.9, weight_decay=1e-4, fused=True)
+                what = "SGD(fused=True).step"
+            except (TypeError, RuntimeError):
+                opt = torch.optim.SGD([p], lr=0.01, momentum=0.9, weight_decay=1e-4, foreach=True)
+                what = "SGD(foreach=True).step"
+        opt.step()  # creates the state: later steps are the steady state
+        return opt.step, what
+    if op == "sum_squares":
+        x = rand(n)
+        return (lambda: torch.linalg.vector_norm(x)), "linalg.vector_norm"
+    return None
+
+
+def fmt_rate(rec, us):
+    if rec["op"] == "gemm":
+        return f'{rec["flops"] / us / 1e3:.0f} GFLOP/s'
+    return f'{rec["bytes"] / us / 1e3:.0f} GB/s'
+
+
+def main():
+    argv = sys.argv[1:]
+    extra = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("rumus_bench", help="path of the rumus-bench program")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--from-json", help="use this rumus-bench JSON instead of running it")
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    rjson = os.path.join(a.out, "rumus.json")
+    if a.from_json:
+        rjson = a.from_json
+    else:
+        cmd = [a.rumus_bench, "--json", rjson] + extra
+        print("+ " + " ".join(cmd), flush=True)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+        with open(os.path.join(a.out, "rumus-bench.txt"), "w") as f:
+            f.write(p.stdout)
+        print(p.stdout, flush=True)
+        if p.returncode not in (0, 1) or not os.path.exists(rjson):
+            print(f"rumus-bench failed with status {p.returncode}", file=sys.stderr)
+            return 1
+    with open(rjson) as f:
+        run = json.load(f)
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    dev = torch.device("cuda")
+    gpu = torch.cuda.get_device_name(dev)
+
+    # Copy bandwidth: the same bytes as rumus-bench's copy kernel.
+    nf = run["copy_bytes"] // 4
+    src, dst = torch.rand(nf, device=dev), torch.empty(nf, device=dev)
+    copy_us, _ = cuda_time_us(lambda: dst.copy_(src), a.reps, a.warmup)
+    torch_copy_gbs = 2 * run["copy_bytes"] / copy_us / 1e3
+    del src, dst
+    torch.cuda.empty_cache()
+
+    rows = []
+    for rec in run["results"]:
+        row = {"op": rec["op"], "shape": rec["shape"], "torch_us": None, "torch_call": None}
+        case = make_case(rec, dev)
+        if case is not None:
+            fn, what = case
+            try:
+                us, reps = cuda_time_us(fn, max(a.reps, rec.get("reps") or 0), a.warmup)
+                row.update(torch_us=us, torch_call=what, torch_reps=reps)
+            except RuntimeError as e:  # out of memory, unsupported option
+                row["torch_call"] = f"failed: {str(e).splitlines()[0]}"
+            del fn
+        rows.append(row)
+        torch.cuda.empty_cache()
+        print(f'  torch {rec["op"]} {rec["shape"]}: {row["torch_us"]}', file=sys.stderr, flush=True)
+
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    md = [f"## rumus (OpenCL) against PyTorch (CUDA) on {gpu}", "",
+          f"- run: {date}; rumus-bench {run['version']} at {run['date']}; PyTorch {torch.__version__}, "
+          f"CUDA {torch.version.cuda}",
+          f"- OpenCL device: {run['device']} ({run['variant']} variant)",
+          f"- copy, 2 x {run['copy_bytes'] / 2**20:.0f} MiB: OpenCL copy kernel {run['copy_gbs']:.0f} GB/s; "
+          f"PyTorch `copy_` {torch_copy_gbs:.0f} GB/s",
+          "- times: median; rumus: OpenCL profiling (device time of the op's kernels); PyTorch: CUDA events "
+          "around the call, queued behind a 2.5 ms `torch.cuda._sleep` so that host overhead is hidden; "
+          "ratio = rumus time / PyTorch time (below 1: rumus is faster); % = of the same side's copy bandwidth",
+          ""]
+    failed = [r for r in run["results"] if r["status"] == "failed"]
+    for r in failed:
+        md.append(f'- rumus FAILED {r["op"]} {r["shape"]}: {r.get("note", "")}')
+    md += ["",
+          "| op | shape | rumus us | PyTorch us | rumus / PyTorch | rumus rate | PyTorch rate | PyTorch call |",
+          "|---|---|---:|---:|---:|---:|---:|---|"]
+    for rec, row in zip(run["results"], rows):
+        tu = row["torch_us"]
+        if rec["status"] != "ok":
+            ru, ratio, rrate = ("n/a" if rec["status"] == "n/a" else "FAILED"), "-", "-"
+        else:
+            ru = f'{rec["rumus_us"]:.1f}'
+            ratio = f'{rec["rumus_us"] / tu:.2f}' if tu else "-"
+            rrate = fmt_rate(rec, rec["rumus_us"])
+            if rec["memory_bound"]:
+                rrate += f' ({rec["pct_copy"]:.0f}%)'
+        trate = "-"
+        if tu:
+            trate = fmt_rate(rec, tu)
+            if rec["memory_bound"]:
+                trate += f' ({100 * rec["bytes"] / tu / 1e3 / torch_copy_gbs:.0f}%)'
+        md.append(f'| {rec["op"]} | {rec["shape"]} | {ru} | {f"{tu:.1f}" if tu else "-"} | {ratio} | '
+                  f'{rrate} | {trate} | {row["torch_call"] or "-"} |')
+    md += ["", "### Targets (H200)", "", targets.markdown(targets.gpu_targets(run, rows)), ""]
+    text = "\n".join(md)
+    with open(os.path.join(a.out, "compare.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(a.out, "compare.json"), "w") as f:
+        json.dump({"rumus": run, "torch": {"date": date, "gpu": gpu, "version": torch.__version__,
+                                           "cuda": torch.version.cuda, "copy_gbs": torch_copy_gbs,
+                                           "rows": rows}}, f, indent=1)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""targets.py - the issue's performance targets, judged from one run.
+
+    python3 bench/targets.py RUMUS_JSON [--torch COMPARE_JSON]
+
+RUMUS_JSON is the --json file of one rumus-bench run.  On a CPU device
+(PoCL) it judges the CPU targets against the host peers measured in the same
+run; with --torch (the compare.json that bench/compare_torch.py writes on a
+GPU) it judges the GPU targets against PyTorch measured in the same run.
+Prints a markdown table: target, case, measured value, threshold, verdict.
+
+Targets (ratios from one run; large = the op's compulsory bytes >= 256 MiB):
+  CPU (PoCL): memory-bound ops >= 60% of the host STREAM copy at large sizes;
+              GEMM >= 25% of OpenBLAS sgemm at 2048^3.
+  GPU (H200): memory-bound ops >= 90% of the copy kernel's bandwidth at
+              large sizes; softmax and log-softmax forward, bias add / grad
+              and GELU forward / backward no slower than PyTorch; softmax
+              backward <= 0.55x PyTorch's time; fused cross-entropy forward +
+              gradient <= 0.35x PyTorch's F.cross_entropy forward + backward
+              (<= 0.25x where a row fits in the 48 KiB of local memory of a
+              work-group); SGEMM >= 70% of cuBLAS FP32 (TF32 off) at 4096^3.
+"""
+import argparse
+import json
+import sys
+
+LARGE = 256 * 2**20
+ROW_ON_CHIP = 48 * 1024  # bytes of local memory per work-group (H200 OpenCL)
+
+
+def _ok(rec):
+    return rec.get("status") == "ok"
+
+
+def _large(run):
+    return [r for r in run["results"] if _ok(r) and r["memory_bound"] and r["bytes"] >= LARGE]
+
+
+def _ops(run, memory_bound=True):
+    seen = []
+    for r in run["results"]:
+        if r["memory_bound"] == memory_bound and r["op"] not in seen:
+            seen.append(r["op"])
+    return seen
+
+
+def _row(target, case, value, threshold, met, note=""):
+    return {"target": target, "case": case, "value": value, "threshold": threshold,
+            "met": met, "note": note}
+
+
+def _bandwidth_rows(run, key, limit, label):
+    """One row per memory-bound op: its worst large case against the limit."""
+    rows = []
+    large = _large(run)
+    for op in _ops(run):
+        cases = [r for r in large if r["op"] == op and r.get(key) is not None]
+        if not cases:
+            status = [r for r in run["results"] if r["op"] == op]
+            why = "n/a in the library" if status and all(r["status"] == "n/a" for r in status) \
+                else "no large case measured"
+            rows.append(_row(label, op, None, f">= {limit}%", None, why))
+            continue
+        worst = min(cases, key=lambda r: r[key])
+        rows.append(_row(label, f'{op} {worst["shape"]}', f'{worst[key]:.0f}% ({worst["gbs"]:.1f} GB/s)',
+                         f">= {limit}%", worst[key] >= limit))
+    return rows
+
+
+def cpu_targets(run):
+    rows = _bandwidth_rows(run, "pct_stream", 60,
+                           f'memory-bound >= 60% of STREAM copy ({run["stream_gbs"]:.1f} GB/s)')
+    g = [r for r in run["results"] if r["op"] == "gemm" and r["dims"] == [2048, 2048, 2048]
+         and not r["trans_a"] and not r["trans_b"]]
+    if g and _ok(g[0]) and g[0].get("speed_vs_peer") is not None:
+        r = g[0]
+        peer = r["gflops"] * r["speed_vs_peer"]
+        rows.append(_row("GEMM >= 25% of OpenBLAS", "gemm 2048x2048x2048",
+                         f'{100 * r["speed_vs_peer"]:.0f}% ({r["gflops"]:.1f} vs {peer:.1f} GFLOP/s)',
+                         ">= 25%", r["speed_vs_peer"] >= 0.25))
+    else:
+        rows.append(_row("GEMM >= 25% of OpenBLAS", "gemm 2048x2048x2048", None, ">= 25%", None,
+                         "not measured (gemm n/a, or no OpenBLAS)"))
+    return rows
+
+
+def gpu_targets(run, torch_rows):
+    rows = _bandwidth_rows(run, "pct_copy", 90,
+                           f'memory-bound >= 90% of copy ({run["copy_gbs"]:.0f} GB/s)')
+    by_case = {(t["op"], t["shape"]): t for t in torch_rows}
+
+    def ratio_rows(ops, limit, label, pick=lambda r: True, large_only=True):
+        out = []
+        for op in ops:
+            cases = [r for r in run["results"] if r["op"] == op and _ok(r) and pick(r)
+                     and (not large_only or r["bytes"] >= LARGE)]
+            pairs = []
+            for r in cases:
+                t = by_case.get((op, r["shape"]))
+                if t and t.get("torch_us"):
+                    pairs.append((r["rumus_us"] / t["torch_us"], r, t))
+            if not pairs:
+                out.append(_row(label, op, None, f"<= {limit}x", None, "not measured"))
+                continue
+            worst = max(pairs, key=lambda p: p[0])
+            q, r, t = worst
+            out.append(_row(label, f'{op} {r["shape"]}',
+                            f'{q:.2f}x ({r["rumus_us"]:.0f} vs {t["torch_us"]:.0f} us)',
+                            f"<= {limit}x", q <= limit))
+        return out
+
+    rows += ratio_rows(["softmax_fwd", "log_softmax_fwd", "bias_add", "bias_grad", "gelu_fwd",
+                        "gelu_bwd"], 1.0, "no slower than PyTorch (large sizes)")
+    rows += ratio_rows(["softmax_bwd"], 0.55, "softmax backward <= 0.55x PyTorch")
+    rows += ratio_rows(["xent_fwd_bwd"], 0.25, "cross-entropy <= 0.25x (row on chip)",
+                       pick=lambda r: r["dims"][-1] * 4 <= ROW_ON_CHIP)
+    rows += ratio_rows(["xent_fwd_bwd"], 0.35, "cross-entropy <= 0.35x (row off chip)",
+                       pick=lambda r: r["dims"][-1] * 4 > ROW_ON_CHIP)
+    g = [r for r in run["results"] if r["op"] == "gemm" and r["dims"] == [4096, 4096, 4096]
+         and not r["trans_a"] and not r["trans_b"]]
+    t = by_case.get(("gemm", g[0]["shape"])) if g else None
+    if g and _ok(g[0]) and t and t.get("torch_us"):
+        q = t["torch_us"] / g[0]["rumus_us"]
+        rows.append(_row("SGEMM >= 70% of cuBLAS FP32", "gemm 4096x4096x4096",
+                         f'{100 * q:.0f}% ({g[0]["gflops"]:.0f} vs {g[0]["flops"] / t["torch_us"] / 1e3:.0f} GFLOP/s)',
+                         ">= 70%", q >= 0.70))
+    else:
+        rows.append(_row("SGEMM >= 70% of cuBLAS FP32", "gemm 4096x4096x4096", None, ">= 70%", None,
+                         "not measured"))
+    return rows
+
+
+def markdown(rows):
+    out = ["| target | case (worst) | measured | threshold | verdict |",
+           "|---|---|---|---|---|"]
+    for r in rows:
+        verdict = "n/a" if r["met"] is None else ("met" if r["met"] else "NOT met")
+        value = r["value"] if r["value"] is not None else "-"
+        note = f' ({r["note"]})' if r["note"] else ""
+        out.append(f'| {r["target"]} | {r["case"]} | {value} | {r["threshold"]} | {verdict}{note} |')
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("rumus_json")
+    ap.add_argument("--torch", help="compare.json of bench/compare_torch.py")
+    a = ap.parse_args()
+    with open(a.rumus_json) as f:
+        run = json.load(f)
+    if a.torch:
+        with open(a.torch) as f:
+            rows = gpu_targets(run, json.load(f)["torch"]["rows"])
+    else:
+        rows = cpu_targets(run)
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

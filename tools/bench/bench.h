@@ -1,0 +1,114 @@
+/*
+ * bench.h - what the parts of rumus-bench share: the table of benchmarked
+ * ops (cases.c), one measured case (an op at one shape), the device copy
+ * kernel (devcopy.c) and the output writers (output.c).
+ */
+#ifndef RUMUS_BENCH_H
+#define RUMUS_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rumus.h"
+
+/* A shape as given on the command line: "4096x1024", "16777216", or for
+ * GEMM "MxNxK" with an optional ":TT" suffix (n or t for op(A), op(B)). */
+typedef struct {
+  int ndim;
+  size_t d[4];
+  int ta, tb;
+  char text[64];
+} bench_shape;
+
+enum { BT_IN = 0, BT_OUT = 1, BT_INOUT = 2 };
+
+#define BENCH_MAXT 5
+
+/* One tensor of a case: its role, type, shape and initial contents. */
+typedef struct {
+  const char *name;
+  int role;
+  rumus_dtype dtype;
+  int ndim;
+  size_t shape[3];
+  size_t n;      /* elements */
+  float lo, hi;  /* uniform initial values (I32: classes in [0, hi)) */
+} bench_tdesc;
+
+typedef struct bench_op bench_op;
+
+/* One op at one shape: device tensors, host copies and the measurements. */
+typedef struct {
+  const bench_op *op;
+  bench_shape shape;
+  rumus_ctx *ctx;
+  int nt;
+  bench_tdesc td[BENCH_MAXT];
+  rumus_tensor *t[BENCH_MAXT];
+  void *h[BENCH_MAXT]; /* initial contents */
+  void *p[BENCH_MAXT]; /* the peer's outputs and state (OUT / INOUT) */
+  long step, peer_step; /* optimizer step counters */
+  double bytes, flops;  /* the op's compulsory traffic and arithmetic */
+
+  /* Results. */
+  int status;           /* RUMUS_OK, or why the op is n/a */
+  char note[160];       /* reason for n/a, or a remark */
+  int reps, peer_reps;
+  double ns, wall_ns;   /* median device time, median host wall time */
+  double min_ns;        /* fastest device time */
+  double peer_ns;       /* median peer wall time, 0 if none */
+  double peer_min_ns;   /* fastest peer time */
+  const char *peer_name;
+  double check_err;     /* normwise relative error vs the peer, <0: none */
+} bench_case;
+
+struct bench_op {
+  const char *name;
+  const char *family;
+  const char *defaults;  /* default shapes, comma-separated */
+  const char *gpu_extra; /* more default shapes on a GPU, or NULL */
+  int memory_bound;
+  const char *model;     /* bytes and flops model, for --list and docs */
+  /* Fills td / nt / bytes / flops from the shape; returns NULL or why the
+   * shape does not fit the op. */
+  const char *(*describe)(bench_case *c);
+  int (*run)(bench_case *c);       /* enqueue the op once */
+  const char *(*peer)(bench_case *c); /* host peer once; returns its name */
+  /* Optional custom check (returns the error, <0 if none); NULL: compare
+   * every OUT / INOUT tensor with the peer's arrays. */
+  double (*check)(bench_case *c, void *const *got);
+};
+
+extern const bench_op bench_ops[];
+extern const size_t bench_nops;
+const bench_op *bench_find_op(const char *name);
+int bench_parse_shape(const char *s, bench_shape *out);
+
+/* Device copy bandwidth: a float4 copy kernel on the context's queue;
+ * returns GB/s (1e9 bytes, read + write) or a negative value on failure. */
+double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps,
+                         char *err, size_t errlen);
+
+/* The whole run, for the writers. */
+typedef struct {
+  const char *date;
+  const char *device;
+  int is_gpu, gpu_variant;
+  char host_cpu[128];
+  char load_start[64], load_end[64]; /* /proc/loadavg: 1, 5, 15 minutes */
+  int threads;
+  const char *blas;
+  double copy_gbs;   /* device copy kernel */
+  double stream_gbs; /* host STREAM copy */
+  size_t copy_bytes;
+  int warmup;
+  bench_case *cases;
+  size_t ncases;
+} bench_run;
+
+void bench_print_table(const bench_run *r, FILE *f);
+int bench_write_csv(const bench_run *r, const char *path);
+int bench_write_json(const bench_run *r, const char *path);
+
+#endif /* RUMUS_BENCH_H */

@@ -1,0 +1,425 @@
+/*
+ * cases.c - the ops rumus-bench measures: for each, its default shapes, the
+ * model of the bytes it must move and the flops it must do, its tensors,
+ * one call of the rumus op and one call of its host peer.
+ *
+ * Byte model: compulsory traffic only, every input read once and every
+ * output written once, 4 bytes a float or class index (an op that makes
+ * more passes over memory than that shows it as a lower GB/s).  Flop
+ * model: the arithmetic of the formula, counting exp, log, erf and sqrt
+ * as one flop each; per element unless said otherwise.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "peer.h"
+
+#define F4 4.0
+
+/* ---- Shapes -------------------------------------------------------------- */
+
+int bench_parse_shape(const char *s, bench_shape *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->text, sizeof out->text, "%s", s);
+  const char *p = s;
+  while (*p && *p != ':') {
+    if (out->ndim == 4) return -1;
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p || v == 0) return -1;
+    out->d[out->ndim++] = (size_t)v;
+    p = end;
+    if (*p == 'x' || *p == 'X') {
+      p++;
+      if (*p == '\0' || *p == ':') return -1;
+    } else if (*p != '\0' && *p != ':') {
+      return -1;
+    }
+  }
+  if (*p == ':') {
+    if (strlen(p) != 3) return -1;
+    for (int i = 0; i < 2; i++) {
+      char ch = p[1 + i];
+      if (ch != 'n' && ch != 't' && ch != 'N' && ch != 'T') return -1;
+      *(i ? &out->tb : &out->ta) = ch == 't' || ch == 'T';
+    }
+  }
+  return out->ndim > 0 ? 0 : -1;
+}
+
+static size_t numel(const bench_case *c) {
+  size_t n = 1;
+  for (int i = 0; i < c->shape.ndim; i++) n *= c->shape.d[i];
+  return n;
+}
+
+/* rows x cols of a shape with at least two dimensions (leading ones are
+ * rows); NULL or the reason it does not fit. */
+static const char *rows_cols(const bench_case *c, size_t *rows, size_t *cols) {
+  if (c->shape.ndim < 2 || c->shape.ta || c->shape.tb)
+    return "needs a shape ROWSxCOLS";
+  *cols = c->shape.d[c->shape.ndim - 1];
+  *rows = numel(c) / *cols;
+  return NULL;
+}
+
+static void tensor(bench_case *c, const char *name, int role, rumus_dtype dt,
+                   int ndim, size_t d0, size_t d1, float lo, float hi) {
+  bench_tdesc *t = &c->td[c->nt++];
+  t->name = name;
+  t->role = role;
+  t->dtype = dt;
+  t->ndim = ndim;
+  t->shape[0] = d0;
+  t->shape[1] = d1;
+  t->n = ndim == 0 ? 1 : ndim == 1 ? d0 : d0 * d1;
+  t->lo = lo;
+  t->hi = hi;
+}
+
+#define T(i) (c->t[i])
+#define H(i) ((float *)c->h[i])
+#define P(i) ((float *)c->p[i])
+
+/* ---- Softmax family ------------------------------------------------------ */
+
+#define ROWS_DESCRIBE(fn, flop_per_elem, ntensor_bytes, ...)                 \
+  static const char *fn(bench_case *c) {                                     \
+    size_t r, k;                                                             \
+    const char *why = rows_cols(c, &r, &k);                                  \
+    if (why) return why;                                                     \
+    __VA_ARGS__;                                                             \
+    c->bytes = (ntensor_bytes) * F4 * (double)r * (double)k;                 \
+    c->flops = (flop_per_elem) * (double)r * (double)k;                      \
+    return NULL;                                                             \
+  }
+
+/* softmax / log-softmax forward: read x, write y; max, sub, exp, add, and
+ * a multiply (softmax) or subtract (log-softmax): 5 flops. */
+ROWS_DESCRIBE(describe_sm_fwd, 5, 2,
+              tensor(c, "x", BT_IN, RUMUS_F32, 2, r, k, -4, 4);
+              tensor(c, "y", BT_OUT, RUMUS_F32, 2, r, k, 0, 0))
+/* softmax backward: read y and dy, write dx; dot (2) and y*(dy-dot) (2). */
+ROWS_DESCRIBE(describe_sm_bwd, 4, 3,
+              tensor(c, "y", BT_IN, RUMUS_F32, 2, r, k, 0, 2.0f / (float)k);
+              tensor(c, "dy", BT_IN, RUMUS_F32, 2, r, k, -1, 1);
+              tensor(c, "dx", BT_OUT, RUMUS_F32, 2, r, k, 0, 0))
+/* log-softmax backward: read y and dy, write dx; sum (1), dy - exp(y)*s (3). */
+ROWS_DESCRIBE(describe_lsm_bwd, 4, 3,
+              tensor(c, "y", BT_IN, RUMUS_F32, 2, r, k, -8, -6);
+              tensor(c, "dy", BT_IN, RUMUS_F32, 2, r, k, -1, 1);
+              tensor(c, "dx", BT_OUT, RUMUS_F32, 2, r, k, 0, 0))
+
+static int run_sm_fwd(bench_case *c) { return rumus_softmax_fwd(c->ctx, T(0), T(1)); }
+static int run_lsm_fwd(bench_case *c) { return rumus_log_softmax_fwd(c->ctx, T(0), T(1)); }
+static int run_sm_bwd(bench_case *c) { return rumus_softmax_bwd(c->ctx, T(0), T(1), T(2)); }
+static int run_lsm_bwd(bench_case *c) { return rumus_log_softmax_bwd(c->ctx, T(0), T(1), T(2)); }
+
+static const char *peer_sm_fwd(bench_case *c) {
+  peer_softmax_fwd(H(0), P(1), c->td[0].shape[0], c->td[0].shape[1]);
+  return "omp";
+}
+static const char *peer_lsm_fwd(bench_case *c) {
+  peer_log_softmax_fwd(H(0), P(1), c->td[0].shape[0], c->td[0].shape[1]);
+  return "omp";
+}
+static const char *peer_sm_bwd(bench_case *c) {
+  peer_softmax_bwd(H(0), H(1), P(2), c->td[0].shape[0], c->td[0].shape[1]);
+  return "omp";
+}
+static const char *peer_lsm_bwd(bench_case *c) {
+  peer_log_softmax_bwd(H(0), H(1), P(2), c->td[0].shape[0], c->td[0].shape[1]);
+  return "omp";
+}
+
+/* ---- Cross-entropy ------------------------------------------------------- */
+
+/* Fused forward + gradient, mean reduction: read logits and targets, write
+ * grad and the loss; max (1), sub + exp + add (3), gradient exp((x - lse))
+ * * scale with the one-hot term (3): 7 flops. */
+static const char *describe_xent(bench_case *c) {
+  size_t r, k;
+  const char *why = rows_cols(c, &r, &k);
+  if (why) return why;
+  tensor(c, "logits", BT_IN, RUMUS_F32, 2, r, k, -4, 4);
+  tensor(c, "targets", BT_IN, RUMUS_I32, 1, r, 0, 0, (float)k);
+  tensor(c, "loss", BT_OUT, RUMUS_F32, 0, 0, 0, 0, 0);
+  tensor(c, "grad", BT_OUT, RUMUS_F32, 2, r, k, 0, 0);
+  c->bytes = F4 * (2.0 * (double)r * (double)k + (double)r + 1.0);
+  c->flops = 7.0 * (double)r * (double)k;
+  return NULL;
+}
+static int run_xent(bench_case *c) {
+  return rumus_cross_entropy(c->ctx, T(0), T(1), T(2), T(3), NULL);
+}
+static const char *peer_xent_(bench_case *c) {
+  peer_xent(H(0), (const int32_t *)c->h[1], P(2), P(3), c->td[0].shape[0],
+            c->td[0].shape[1]);
+  return "omp";
+}
+
+/* ---- GEMM ---------------------------------------------------------------- */
+
+/* C = op(A) op(B), alpha 1, beta 0 (C not read): read A and B, write C;
+ * 2 M N K flops. */
+static const char *describe_gemm(bench_case *c) {
+  if (c->shape.ndim != 3) return "needs a shape MxNxK[:TT]";
+  size_t m = c->shape.d[0], n = c->shape.d[1], k = c->shape.d[2];
+  if (c->shape.ta) tensor(c, "A", BT_IN, RUMUS_F32, 2, k, m, -1, 1);
+  else tensor(c, "A", BT_IN, RUMUS_F32, 2, m, k, -1, 1);
+  if (c->shape.tb) tensor(c, "B", BT_IN, RUMUS_F32, 2, n, k, -1, 1);
+  else tensor(c, "B", BT_IN, RUMUS_F32, 2, k, n, -1, 1);
+  tensor(c, "C", BT_OUT, RUMUS_F32, 2, m, n, 0, 0);
+  c->bytes = F4 * ((double)m * k + (double)k * n + (double)m * n);
+  c->flops = 2.0 * (double)m * (double)n * (double)k;
+  return NULL;
+}
+static int run_gemm(bench_case *c) {
+  return rumus_gemm(c->ctx, c->shape.ta ? RUMUS_TRANS : RUMUS_NO_TRANS,
+                    c->shape.tb ? RUMUS_TRANS : RUMUS_NO_TRANS, 1.0f, T(0),
+                    T(1), 0.0f, T(2));
+}
+static const char *peer_gemm(bench_case *c) {
+  size_t m = c->shape.d[0], n = c->shape.d[1], k = c->shape.d[2];
+  return peer_sgemm(c->shape.ta, c->shape.tb, m, n, k, H(0), H(1), P(2))
+             ? "openblas"
+             : NULL;
+}
+/* Checks 4096 sampled entries of C against a float64 dot product: the
+ * whole product on the host would cost more than the benchmark. */
+static double check_gemm(bench_case *c, void *const *got) {
+  size_t m = c->shape.d[0], n = c->shape.d[1], k = c->shape.d[2];
+  const float *a = H(0), *b = H(1), *cc = got[2];
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  double maxerr = 0, maxval = 1e-30;
+  for (int t = 0; t < 4096; t++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    size_t i = (size_t)(s % m), j = (size_t)((s >> 32) % n);
+    double acc = 0;
+    for (size_t p = 0; p < k; p++) {
+      double av = c->shape.ta ? a[p * m + i] : a[i * k + p];
+      double bv = c->shape.tb ? b[j * k + p] : b[p * n + j];
+      acc += av * bv;
+    }
+    double e = cc[i * n + j] - acc;
+    if (e < 0) e = -e;
+    if (!(e <= maxerr)) maxerr = e; /* NaN sticks */
+    if (acc > maxval) maxval = acc;
+    if (-acc > maxval) maxval = -acc;
+  }
+  return maxerr / maxval;
+}
+
+/* ---- Bias ---------------------------------------------------------------- */
+
+/* bias add: y += bias per row: read y and bias, write y; 1 flop. */
+static const char *describe_bias_add(bench_case *c) {
+  size_t r, k;
+  const char *why = rows_cols(c, &r, &k);
+  if (why) return why;
+  tensor(c, "y", BT_INOUT, RUMUS_F32, 2, r, k, -1, 1);
+  tensor(c, "bias", BT_IN, RUMUS_F32, 1, k, 0, -1, 1);
+  c->bytes = F4 * (2.0 * (double)r * (double)k + (double)k);
+  c->flops = (double)r * (double)k;
+  return NULL;
+}
+/* bias grad: dbias = column sums of dy: read dy, write dbias; 1 flop. */
+static const char *describe_bias_grad(bench_case *c) {
+  size_t r, k;
+  const char *why = rows_cols(c, &r, &k);
+  if (why) return why;
+  tensor(c, "dy", BT_IN, RUMUS_F32, 2, r, k, -1, 1);
+  tensor(c, "dbias", BT_OUT, RUMUS_F32, 1, k, 0, 0, 0);
+  c->bytes = F4 * ((double)r * (double)k + (double)k);
+  c->flops = (double)r * (double)k;
+  return NULL;
+}
+static int run_bias_add(bench_case *c) { return rumus_bias_add(c->ctx, T(0), T(1)); }
+static int run_bias_grad(bench_case *c) { return rumus_bias_grad(c->ctx, T(0), T(1)); }
+static const char *peer_bias_add_(bench_case *c) {
+  peer_bias_add(P(0), H(1), c->td[0].shape[0], c->td[0].shape[1]);
+  return "omp";
+}
+static const char *peer_bias_grad_(bench_case *c) {
+  peer_bias_grad(H(0), P(1), c->td[0].shape[0], c->td[0].shape[1]);
+  return "omp";
+}
+
+/* ---- Element-wise and activations ---------------------------------------- */
+
+/* Any shape: the element count is what matters. */
+#define N_DESCRIBE(fn, flop_per_elem, nbytes, ...)                           \
+  static const char *fn(bench_case *c) {                                     \
+    if (c->shape.ta || c->shape.tb) return "takes no transpose suffix";      \
+    size_t n = numel(c);                                                     \
+    __VA_ARGS__;                                                             \
+    c->bytes = (nbytes) * F4 * (double)n;                                    \
+    c->flops = (flop_per_elem) * (double)n;                                  \
+    return NULL;                                                             \
+  }
+
+/* add / mul: read a and b, write out; 1 flop. */
+N_DESCRIBE(describe_binary, 1, 3,
+           tensor(c, "a", BT_IN, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "b", BT_IN, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "out", BT_OUT, RUMUS_F32, 1, n, 0, 0, 0))
+/* axpy: read x and y, write y; 2 flops. */
+N_DESCRIBE(describe_axpy, 2, 3,
+           tensor(c, "x", BT_IN, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "y", BT_INOUT, RUMUS_F32, 1, n, 0, -1, 1))
+/* ReLU forward: read x, write y; 1 flop.  GELU (erf) forward: 5 flops. */
+N_DESCRIBE(describe_relu_fwd, 1, 2,
+           tensor(c, "x", BT_IN, RUMUS_F32, 1, n, 0, -3, 3);
+           tensor(c, "y", BT_OUT, RUMUS_F32, 1, n, 0, 0, 0))
+N_DESCRIBE(describe_gelu_fwd, 5, 2,
+           tensor(c, "x", BT_IN, RUMUS_F32, 1, n, 0, -3, 3);
+           tensor(c, "y", BT_OUT, RUMUS_F32, 1, n, 0, 0, 0))
+/* Activation backward: read x and dy, write dx; ReLU 1 flop, GELU (erf)
+ * 11 flops (cdf 4, pdf 4, dy * (cdf + x pdf) 3). */
+N_DESCRIBE(describe_relu_bwd, 1, 3,
+           tensor(c, "x", BT_IN, RUMUS_F32, 1, n, 0, -3, 3);
+           tensor(c, "dy", BT_IN, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "dx", BT_OUT, RUMUS_F32, 1, n, 0, 0, 0))
+N_DESCRIBE(describe_gelu_bwd, 11, 3,
+           tensor(c, "x", BT_IN, RUMUS_F32, 1, n, 0, -3, 3);
+           tensor(c, "dy", BT_IN, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "dx", BT_OUT, RUMUS_F32, 1, n, 0, 0, 0))
+
+#define AXPY_ALPHA 0.5f
+static int run_add(bench_case *c) { return rumus_add(c->ctx, T(0), T(1), T(2)); }
+static int run_mul(bench_case *c) { return rumus_mul(c->ctx, T(0), T(1), T(2)); }
+static int run_axpy(bench_case *c) { return rumus_axpy(c->ctx, AXPY_ALPHA, T(0), T(1)); }
+static int run_relu_fwd(bench_case *c) {
+  return rumus_activation_fwd(c->ctx, RUMUS_ACT_RELU, 0.0f, T(0), T(1));
+}
+static int run_relu_bwd(bench_case *c) {
+  return rumus_activation_bwd(c->ctx, RUMUS_ACT_RELU, 0.0f, T(0), T(1), T(2));
+}
+static int run_gelu_fwd(bench_case *c) {
+  return rumus_activation_fwd(c->ctx, RUMUS_ACT_GELU_ERF, 0.0f, T(0), T(1));
+}
+static int run_gelu_bwd(bench_case *c) {
+  return rumus_activation_bwd(c->ctx, RUMUS_ACT_GELU_ERF, 0.0f, T(0), T(1),
+                              T(2));
+}
+static const char *peer_add_(bench_case *c) { peer_add(H(0), H(1), P(2), c->td[0].n); return "omp"; }
+static const char *peer_mul_(bench_case *c) { peer_mul(H(0), H(1), P(2), c->td[0].n); return "omp"; }
+static const char *peer_axpy_(bench_case *c) { peer_axpy(AXPY_ALPHA, H(0), P(1), c->td[0].n); return "omp"; }
+static const char *peer_relu_fwd_(bench_case *c) { peer_relu_fwd(H(0), P(1), c->td[0].n); return "omp"; }
+static const char *peer_relu_bwd_(bench_case *c) { peer_relu_bwd(H(0), H(1), P(2), c->td[0].n); return "omp"; }
+static const char *peer_gelu_fwd_(bench_case *c) { peer_gelu_fwd(H(0), P(1), c->td[0].n); return "omp"; }
+static const char *peer_gelu_bwd_(bench_case *c) { peer_gelu_bwd(H(0), H(1), P(2), c->td[0].n); return "omp"; }
+
+/* ---- Optimizers ---------------------------------------------------------- */
+
+static const rumus_sgd_params SGD = {0.01f, 0.9f, 0.0f, 1e-4f, 0};
+static const rumus_adam_params ADAMW = {1e-3f, 0.9f, 0.999f, 1e-8f, 1e-2f, 1};
+
+/* SGD with momentum and weight decay: read param, grad and the momentum
+ * buffer, write param and the buffer; 6 flops. */
+N_DESCRIBE(describe_sgd, 6, 5,
+           tensor(c, "param", BT_INOUT, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "grad", BT_IN, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "momentum", BT_INOUT, RUMUS_F32, 1, n, 0, 0, 0))
+/* AdamW: read param, grad, m and v, write param, m and v; 16 flops
+ * (decay 1, m 3, v 4, sqrt, scale, eps, divide, step 2, update 2). */
+N_DESCRIBE(describe_adamw, 16, 7,
+           tensor(c, "param", BT_INOUT, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "grad", BT_IN, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "m", BT_INOUT, RUMUS_F32, 1, n, 0, 0, 0);
+           tensor(c, "v", BT_INOUT, RUMUS_F32, 1, n, 0, 0, 0))
+/* Sum of squares into one accumulator: read x; 2 flops. */
+N_DESCRIBE(describe_sumsq, 2, 1,
+           tensor(c, "x", BT_IN, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "acc", BT_INOUT, RUMUS_F32, 1, 1, 0, 0, 0))
+
+static int run_sgd(bench_case *c) {
+  return rumus_sgd_step(c->ctx, &SGD, ++c->step, T(0), T(1), T(2));
+}
+static int run_adamw(bench_case *c) {
+  return rumus_adam_step(c->ctx, &ADAMW, ++c->step, T(0), T(1), T(2), T(3));
+}
+static int run_sumsq(bench_case *c) { return rumus_sum_squares(c->ctx, T(0), T(1)); }
+static const char *peer_sgd_(bench_case *c) {
+  peer_sgd(P(0), H(1), P(2), c->td[0].n, SGD.lr, SGD.momentum,
+           SGD.weight_decay, ++c->peer_step);
+  return "omp";
+}
+static const char *peer_adamw_(bench_case *c) {
+  peer_adamw(P(0), H(1), P(2), P(3), c->td[0].n, ADAMW.lr, ADAMW.beta1,
+             ADAMW.beta2, ADAMW.eps, ADAMW.weight_decay, ++c->peer_step);
+  return "omp";
+}
+static const char *peer_sumsq_(bench_case *c) {
+  P(1)[0] += peer_sum_squares(H(0), c->td[0].n);
+  return "omp";
+}
+
+/* ---- The table ----------------------------------------------------------- */
+
+#define ROWS_DEFAULT "128x10,1024x1024,4096x4096,65536x1024"
+#define N_DEFAULT "65536,1048576,16777216,67108864"
+#define GEMM_DEFAULT                                                          \
+  "256x256x256,512x512x512,1024x1024x1024,2048x2048x2048,"                    \
+  "128x256x784:nt,128x784x256:nn,256x784x128:tn,"                             \
+  "128x128x256:nt,128x256x128:nn,128x256x128:tn,"                             \
+  "128x10x128:nt,128x128x10:nn,10x128x128:tn"
+
+const bench_op bench_ops[] = {
+    {"xent_fwd_bwd", "xent",
+     "128x10,4096x1024,65536x1024,16384x8192,8192x32000", NULL, 1,
+     "rumus_cross_entropy with grad, mean: bytes 4(2RC + R + 1), flops 7RC",
+     describe_xent, run_xent, peer_xent_, NULL},
+    {"softmax_fwd", "softmax", ROWS_DEFAULT, "8192x32000", 1,
+     "bytes 4(2RC), flops 5RC", describe_sm_fwd, run_sm_fwd, peer_sm_fwd, NULL},
+    {"log_softmax_fwd", "softmax", ROWS_DEFAULT, "8192x32000", 1,
+     "bytes 4(2RC), flops 5RC", describe_sm_fwd, run_lsm_fwd, peer_lsm_fwd,
+     NULL},
+    {"softmax_bwd", "softmax", ROWS_DEFAULT, "8192x32000", 1,
+     "bytes 4(3RC), flops 4RC", describe_sm_bwd, run_sm_bwd, peer_sm_bwd, NULL},
+    {"log_softmax_bwd", "softmax", ROWS_DEFAULT, "8192x32000", 1,
+     "bytes 4(3RC), flops 4RC", describe_lsm_bwd, run_lsm_bwd, peer_lsm_bwd,
+     NULL},
+    {"gemm", "gemm", GEMM_DEFAULT, "4096x4096x4096", 0,
+     "MxNxK[:op(A)op(B)], beta 0: bytes 4(MK + KN + MN), flops 2MNK",
+     describe_gemm, run_gemm, peer_gemm, check_gemm},
+    {"bias_add", "elementwise", "128x256,1024x1024,4096x4096,65536x1024", NULL,
+     1, "y[R,C] += bias[C]: bytes 4(2RC + C), flops RC", describe_bias_add,
+     run_bias_add, peer_bias_add_, NULL},
+    {"bias_grad", "elementwise", "128x256,1024x1024,4096x4096,65536x1024",
+     NULL, 1, "dbias[C] = sum_r dy[r,C]: bytes 4(RC + C), flops RC",
+     describe_bias_grad, run_bias_grad, peer_bias_grad_, NULL},
+    {"add", "elementwise", N_DEFAULT, NULL, 1, "bytes 4(3N), flops N",
+     describe_binary, run_add, peer_add_, NULL},
+    {"mul", "elementwise", N_DEFAULT, NULL, 1, "bytes 4(3N), flops N",
+     describe_binary, run_mul, peer_mul_, NULL},
+    {"axpy", "elementwise", N_DEFAULT, NULL, 1, "bytes 4(3N), flops 2N",
+     describe_axpy, run_axpy, peer_axpy_, NULL},
+    {"relu_fwd", "elementwise", N_DEFAULT, NULL, 1, "bytes 4(2N), flops N",
+     describe_relu_fwd, run_relu_fwd, peer_relu_fwd_, NULL},
+    {"relu_bwd", "elementwise", N_DEFAULT, NULL, 1, "bytes 4(3N), flops N",
+     describe_relu_bwd, run_relu_bwd, peer_relu_bwd_, NULL},
+    {"gelu_fwd", "elementwise", N_DEFAULT, NULL, 1,
+     "GELU (erf): bytes 4(2N), flops 5N", describe_gelu_fwd, run_gelu_fwd,
+     peer_gelu_fwd_, NULL},
+    {"gelu_bwd", "elementwise", N_DEFAULT, NULL, 1,
+     "GELU (erf): bytes 4(3N), flops 11N", describe_gelu_bwd, run_gelu_bwd,
+     peer_gelu_bwd_, NULL},
+    {"sgd_momentum", "optim", N_DEFAULT, NULL, 1,
+     "lr 0.01, momentum 0.9, wd 1e-4: bytes 4(5N), flops 6N", describe_sgd,
+     run_sgd, peer_sgd_, NULL},
+    {"adamw", "optim", N_DEFAULT, NULL, 1,
+     "lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0.01: bytes 4(7N), flops 16N",
+     describe_adamw, run_adamw, peer_adamw_, NULL},
+    {"sum_squares", "optim", N_DEFAULT, NULL, 1, "bytes 4N, flops 2N",
+     describe_sumsq, run_sumsq, peer_sumsq_, NULL},
+};
+const size_t bench_nops = sizeof bench_ops / sizeof bench_ops[0];
+
+const bench_op *bench_find_op(const char *name) {
+  for (size_t i = 0; i < bench_nops; i++)
+    if (strcmp(bench_ops[i].name, name) == 0) return &bench_ops[i];
+  return NULL;
+}

@@ -1,0 +1,196 @@
+/*
+ * output.c - rumus-bench's writers: the aligned table on stdout, CSV and
+ * JSON.  Times are in microseconds, rates in 1e9 bytes or flops per second.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+static int measured(const bench_case *c) { return c->status == RUMUS_OK && c->ns > 0; }
+static double gbs(const bench_case *c) { return c->bytes / c->ns; }
+static double gflops(const bench_case *c) { return c->flops / c->ns; }
+
+static const char *variant_text(const bench_run *r) {
+  return r->gpu_variant ? "work-group variant" : "row variant";
+}
+
+void bench_print_table(const bench_run *r, FILE *f) {
+  fprintf(f, "rumus-bench %s, %s\n", rumus_version_string(), r->date);
+  fprintf(f, "device: %s (%s, %s)\n", r->device, r->is_gpu ? "GPU" : "CPU",
+          variant_text(r));
+  fprintf(f, "host:   %s, %d OpenMP threads; BLAS: %s\n", r->host_cpu,
+          r->threads, r->blas ? r->blas : "none");
+  fprintf(f, "host load average (1, 5, 15 min): %s at the start, %s at the end\n",
+          r->load_start, r->load_end);
+  fprintf(f, "device copy kernel (float4, 2 x %.0f MiB): %.1f GB/s\n",
+          (double)r->copy_bytes / 1048576.0, r->copy_gbs);
+  fprintf(f, "host STREAM copy   (OpenMP, 2 x %.0f MiB): %.1f GB/s\n",
+          (double)r->copy_bytes / 1048576.0, r->stream_gbs);
+  fprintf(f, "\n%-16s %-20s %9s %4s %11s %8s %8s %6s", "op", "shape", "MB",
+          "reps", "rumus_us", "GB/s", "GFLOP/s", "%copy");
+  if (!r->is_gpu) fprintf(f, " %7s %-8s %11s %7s", "%stream", "peer", "peer_us", "vs_peer");
+  fprintf(f, " %8s\n", "check");
+  for (size_t i = 0; i < r->ncases; i++) {
+    const bench_case *c = &r->cases[i];
+    fprintf(f, "%-16s %-20s %9.3f ", c->op->name, c->shape.text, c->bytes / 1e6);
+    if (!measured(c)) {
+      if (c->status == RUMUS_EUNSUPPORTED)
+        fprintf(f, "   n/a  (not in the library yet)\n");
+      else if (c->status == RUMUS_ESHAPE && c->nt == 0)
+        fprintf(f, "   n/a  (%s)\n", c->note);
+      else
+        fprintf(f, "   FAILED  %s\n", c->note);
+      continue;
+    }
+    fprintf(f, "%4d %11.1f %8.1f %8.1f ", c->reps, c->ns / 1e3, gbs(c), gflops(c));
+    if (c->op->memory_bound && r->copy_gbs > 0)
+      fprintf(f, "%5.0f%%", 100.0 * gbs(c) / r->copy_gbs);
+    else
+      fprintf(f, "%6s", "-");
+    if (!r->is_gpu) {
+      if (c->op->memory_bound && r->stream_gbs > 0)
+        fprintf(f, " %6.0f%%", 100.0 * gbs(c) / r->stream_gbs);
+      else
+        fprintf(f, " %7s", "-");
+      if (c->peer_ns > 0)
+        fprintf(f, " %-8s %11.1f %6.2fx", c->peer_name, c->peer_ns / 1e3,
+                c->peer_ns / c->ns);
+      else
+        fprintf(f, " %-8s %11s %7s", "-", "-", "-");
+    }
+    if (c->check_err >= 0 || isnan(c->check_err))
+      fprintf(f, " %8.1e%s\n", c->check_err,
+              c->check_err > 1e-3 || isnan(c->check_err) ? " BAD" : "");
+    else
+      fprintf(f, " %8s\n", "-");
+  }
+  fprintf(f,
+          "\nrumus_us: median device time (OpenCL profiling, every kernel of the op)"
+          " after %d warm-up runs; MB, GB/s, GFLOP/s: the op's compulsory bytes"
+          " and flops (rumus-bench --list);\n%%copy: GB/s against the device copy"
+          " kernel",
+          r->warmup);
+  if (!r->is_gpu)
+    fprintf(f, "; %%stream: against the host STREAM copy; peer_us: median wall"
+               " time of the host peer (omp: OpenMP C loops, openblas: sgemm);"
+               "\nvs_peer: peer time / rumus time (above 1: rumus is faster)");
+  fprintf(f, "; check: normwise relative error against the peer (gemm: 4096"
+             " sampled entries against float64).\n");
+}
+
+static void csv_num(FILE *f, int ok, double v) {
+  if (ok) fprintf(f, ",%.6g", v);
+  else fputs(",", f);
+}
+
+int bench_write_csv(const bench_run *r, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return -1;
+  fprintf(f, "op,family,shape,bytes,flops,status,reps,rumus_us,rumus_min_us,"
+             "rumus_wall_us,gbs,gflops,pct_copy,pct_stream,peer,peer_reps,"
+             "peer_us,peer_min_us,"
+             "speed_vs_peer,check_err,copy_gbs,stream_gbs,device\n");
+  for (size_t i = 0; i < r->ncases; i++) {
+    const bench_case *c = &r->cases[i];
+    int m = measured(c), p = m && c->peer_ns > 0;
+    fprintf(f, "%s,%s,%s,%.0f,%.0f,%s", c->op->name, c->op->family,
+            c->shape.text, c->bytes, c->flops,
+            m ? "ok" : c->status == RUMUS_EUNSUPPORTED ? "n/a" : "failed");
+    if (m) fprintf(f, ",%d", c->reps);
+    else fputs(",", f);
+    csv_num(f, m, c->ns / 1e3);
+    csv_num(f, m, c->min_ns / 1e3);
+    csv_num(f, m, c->wall_ns / 1e3);
+    csv_num(f, m, m ? gbs(c) : 0);
+    csv_num(f, m, m ? gflops(c) : 0);
+    csv_num(f, m && c->op->memory_bound && r->copy_gbs > 0, m ? 100 * gbs(c) / r->copy_gbs : 0);
+    csv_num(f, m && c->op->memory_bound && r->stream_gbs > 0, m ? 100 * gbs(c) / r->stream_gbs : 0);
+    fprintf(f, ",%s", p ? c->peer_name : "");
+    if (p) fprintf(f, ",%d", c->peer_reps);
+    else fputs(",", f);
+    csv_num(f, p, c->peer_ns / 1e3);
+    csv_num(f, p, c->peer_min_ns / 1e3);
+    csv_num(f, p, p ? c->peer_ns / c->ns : 0);
+    csv_num(f, m && c->check_err >= 0, c->check_err);
+    fprintf(f, ",%.6g,%.6g,\"%s\"\n", r->copy_gbs, r->stream_gbs, r->device);
+  }
+  return fclose(f) == 0 ? 0 : -1;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+    else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+    else fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static void json_num(FILE *f, const char *key, int ok, double v) {
+  if (ok && isfinite(v)) fprintf(f, ", \"%s\": %.6g", key, v);
+  else fprintf(f, ", \"%s\": null", key);
+}
+
+int bench_write_json(const bench_run *r, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return -1;
+  fprintf(f, "{\n  \"tool\": \"rumus-bench\", \"version\": ");
+  json_str(f, rumus_version_string());
+  fprintf(f, ", \"date\": ");
+  json_str(f, r->date);
+  fprintf(f, ",\n  \"device\": ");
+  json_str(f, r->device);
+  fprintf(f, ", \"is_gpu\": %s, \"variant\": \"%s\",\n  \"host_cpu\": ",
+          r->is_gpu ? "true" : "false", r->gpu_variant ? "gpu" : "cpu");
+  json_str(f, r->host_cpu);
+  fprintf(f, ", \"threads\": %d, \"load_start\": \"%s\", \"load_end\": \"%s\", \"blas\": ",
+          r->threads, r->load_start, r->load_end);
+  if (r->blas) json_str(f, r->blas);
+  else fputs("null", f);
+  fprintf(f, ",\n  \"copy_bytes\": %zu, \"copy_gbs\": %.6g, \"stream_gbs\": %.6g, "
+             "\"warmup\": %d,\n  \"results\": [",
+          r->copy_bytes, r->copy_gbs, r->stream_gbs, r->warmup);
+  for (size_t i = 0; i < r->ncases; i++) {
+    const bench_case *c = &r->cases[i];
+    int m = measured(c), p = m && c->peer_ns > 0;
+    fprintf(f, "%s\n    {\"op\": \"%s\", \"family\": \"%s\", \"shape\": ",
+            i ? "," : "", c->op->name, c->op->family);
+    json_str(f, c->shape.text);
+    fprintf(f, ", \"dims\": [");
+    for (int d = 0; d < c->shape.ndim; d++)
+      fprintf(f, "%s%zu", d ? ", " : "", c->shape.d[d]);
+    fprintf(f, "], \"trans_a\": %d, \"trans_b\": %d, \"memory_bound\": %s",
+            c->shape.ta, c->shape.tb, c->op->memory_bound ? "true" : "false");
+    fprintf(f, ", \"bytes\": %.0f, \"flops\": %.0f, \"status\": \"%s\"",
+            c->bytes, c->flops,
+            m ? "ok" : c->status == RUMUS_EUNSUPPORTED ? "n/a" : "failed");
+    if (!m) {
+      fprintf(f, ", \"note\": ");
+      json_str(f, c->note);
+    }
+    fprintf(f, ", \"reps\": %d", m ? c->reps : 0);
+    json_num(f, "rumus_us", m, c->ns / 1e3);
+    json_num(f, "rumus_min_us", m, c->min_ns / 1e3);
+    json_num(f, "rumus_wall_us", m, c->wall_ns / 1e3);
+    json_num(f, "gbs", m, m ? gbs(c) : 0);
+    json_num(f, "gflops", m, m ? gflops(c) : 0);
+    json_num(f, "pct_copy", m && c->op->memory_bound && r->copy_gbs > 0,
+             m ? 100 * gbs(c) / r->copy_gbs : 0);
+    json_num(f, "pct_stream", m && c->op->memory_bound && r->stream_gbs > 0,
+             m ? 100 * gbs(c) / r->stream_gbs : 0);
+    fprintf(f, ", \"peer\": ");
+    if (p) json_str(f, c->peer_name);
+    else fputs("null", f);
+    json_num(f, "peer_us", p, c->peer_ns / 1e3);
+    json_num(f, "peer_min_us", p, c->peer_min_ns / 1e3);
+    json_num(f, "speed_vs_peer", p, p ? c->peer_ns / c->ns : 0);
+    json_num(f, "check_err", m && c->check_err >= 0, c->check_err);
+    fputc('}', f);
+  }
+  fprintf(f, "\n  ]\n}\n");
+  return fclose(f) == 0 ? 0 : -1;
+}

@@ -1,0 +1,62 @@
+/*
+ * peer.h - the host peers of rumus-bench: plain float32 C loops over the
+ * CPU's cores (OpenMP), a STREAM-style copy, and OpenBLAS sgemm when the
+ * build found it.  peer.c is compiled on its own with -O3 -march=native
+ * (Makefile.am, rumus_bench_march); nothing else in rumus is.
+ *
+ * Every tensor is row-major float32; the math is the one of the rumus op of
+ * the same name (include/rumus.h), written the straightforward way: one
+ * loop nest per op, rows or elements split statically over the threads,
+ * inner loops left to the compiler's vectoriser.
+ */
+#ifndef RUMUS_BENCH_PEER_H
+#define RUMUS_BENCH_PEER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Threads the OpenMP loops use (omp_get_max_threads(), 1 without OpenMP). */
+int peer_threads(void);
+/* "OpenBLAS 0.3.21 ..." when sgemm is available, else NULL. */
+const char *peer_blas_name(void);
+
+/* dst = src, n floats (STREAM "copy": counts 2 * 4 * n bytes). */
+void peer_copy(float *dst, const float *src, size_t n);
+
+void peer_softmax_fwd(const float *x, float *y, size_t rows, size_t cols);
+void peer_log_softmax_fwd(const float *x, float *y, size_t rows, size_t cols);
+void peer_softmax_bwd(const float *y, const float *dy, float *dx, size_t rows,
+                      size_t cols);
+void peer_log_softmax_bwd(const float *y, const float *dy, float *dx,
+                          size_t rows, size_t cols);
+/* Mean cross-entropy over rows whose target is not -100, and its gradient
+ * scaled by 1 / (count of those rows). */
+void peer_xent(const float *x, const int32_t *target, float *loss, float *grad,
+               size_t rows, size_t cols);
+
+/* C = op(A) op(B) (alpha 1, beta 0), row-major; returns 0 if no BLAS. */
+int peer_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k,
+               const float *a, const float *b, float *c);
+
+void peer_bias_add(float *y, const float *bias, size_t rows, size_t cols);
+void peer_bias_grad(const float *dy, float *dbias, size_t rows, size_t cols);
+void peer_add(const float *a, const float *b, float *out, size_t n);
+void peer_mul(const float *a, const float *b, float *out, size_t n);
+void peer_axpy(float alpha, const float *x, float *y, size_t n);
+void peer_relu_fwd(const float *x, float *y, size_t n);
+void peer_relu_bwd(const float *x, const float *dy, float *dx, size_t n);
+/* GELU with erf (PyTorch's default). */
+void peer_gelu_fwd(const float *x, float *y, size_t n);
+void peer_gelu_bwd(const float *x, const float *dy, float *dx, size_t n);
+
+/* torch.optim.SGD (dampening 0, no Nesterov); step counts from 1. */
+void peer_sgd(float *param, const float *grad, float *mom, size_t n, float lr,
+              float momentum, float weight_decay, long step);
+/* torch.optim.AdamW; step counts from 1. */
+void peer_adamw(float *param, const float *grad, float *m, float *v, size_t n,
+                float lr, float beta1, float beta2, float eps,
+                float weight_decay, long step);
+/* Sum of x[i]^2 (float accumulators, per thread and per vector lane). */
+float peer_sum_squares(const float *x, size_t n);
+
+#endif /* RUMUS_BENCH_PEER_H */
