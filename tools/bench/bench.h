@@ -85,10 +85,11 @@ extern const size_t bench_nops;
 const bench_op *bench_find_op(const char *name);
 int bench_parse_shape(const char *s, bench_shape *out);
 
-/* Device copy bandwidth: a float4 copy kernel on the context's queue;
- * returns GB/s (1e9 bytes, read + write) or a negative value on failure. */
+/* Device copy bandwidth: a float4 copy kernel on the context's queue in two
+ * forms (GB/s of each in forms); returns the faster, in GB/s (1e9 bytes,
+ * read + write), or a negative value on failure. */
 double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps,
-                         char *err, size_t errlen);
+                         double forms[2], char *err, size_t errlen);
 
 /* The whole run, for the writers. */
 typedef struct {
@@ -99,7 +100,8 @@ typedef struct {
   char load_start[64], load_end[64]; /* /proc/loadavg: 1, 5, 15 minutes */
   int threads;
   const char *blas;
-  double copy_gbs;   /* device copy kernel */
+  double copy_gbs;   /* device copy kernel: the faster of its two forms */
+  double copy_forms[2]; /* one float4 per work-item; strided grid */
   double stream_gbs; /* host STREAM copy */
   size_t copy_bytes;
   int warmup;

@@ -24,8 +24,10 @@ void bench_print_table(const bench_run *r, FILE *f) {
           r->threads, r->blas ? r->blas : "none");
   fprintf(f, "host load average (1, 5, 15 min): %s at the start, %s at the end\n",
           r->load_start, r->load_end);
-  fprintf(f, "device copy kernel (float4, 2 x %.0f MiB): %.1f GB/s\n",
-          (double)r->copy_bytes / 1048576.0, r->copy_gbs);
+  fprintf(f, "device copy kernel (float4, 2 x %.0f MiB): %.1f GB/s"
+             " (one float4 per work-item %.1f, strided grid %.1f)\n",
+          (double)r->copy_bytes / 1048576.0, r->copy_gbs, r->copy_forms[0],
+          r->copy_forms[1]);
   fprintf(f, "host STREAM copy   (OpenMP, 2 x %.0f MiB): %.1f GB/s\n",
           (double)r->copy_bytes / 1048576.0, r->stream_gbs);
   fprintf(f, "\n%-16s %-20s %9s %4s %11s %8s %8s %6s", "op", "shape", "MB",
@@ -151,9 +153,9 @@ int bench_write_json(const bench_run *r, const char *path) {
           r->threads, r->load_start, r->load_end);
   if (r->blas) json_str(f, r->blas);
   else fputs("null", f);
-  fprintf(f, ",\n  \"copy_bytes\": %zu, \"copy_gbs\": %.6g, \"stream_gbs\": %.6g, "
-             "\"warmup\": %d,\n  \"results\": [",
-          r->copy_bytes, r->copy_gbs, r->stream_gbs, r->warmup);
+  fprintf(f, ",\n  \"copy_bytes\": %zu, \"copy_gbs\": %.6g, \"copy_forms_gbs\": [%.6g, %.6g], "
+             "\"stream_gbs\": %.6g, \"warmup\": %d,\n  \"results\": [",
+          r->copy_bytes, r->copy_gbs, r->copy_forms[0], r->copy_forms[1], r->stream_gbs, r->warmup);
   for (size_t i = 0; i < r->ncases; i++) {
     const bench_case *c = &r->cases[i];
     int m = measured(c), p = m && c->peer_ns > 0;
