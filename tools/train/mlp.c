@@ -1,0 +1,862 @@
+/* mlp.c - see mlp.h. */
+#include "mlp.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define L_MAX MLP_MAX_LAYERS
+
+struct mlp {
+  rumus_ctx *ctx;
+  mlp_shape shape;
+  size_t max_batch;
+  rumus_adam_params adam;
+  long step;
+  float in_mean, in_std;
+
+  /* Parameters, gradients and AdamW moments. */
+  rumus_tensor *w[L_MAX], *b[L_MAX], *gw[L_MAX], *gb[L_MAX];
+  rumus_tensor *mw[L_MAX], *vw[L_MAX], *mb[L_MAX], *vb[L_MAX];
+
+  /* Activations at max_batch rows: x [B, sizes[0]], y [B] (int32),
+   * z[l] and dz[l] [B, sizes[l+1]], h[l] [B, sizes[l]] for l >= 1 (h[0] is
+   * x).  The loss is a scalar. */
+  rumus_tensor *x_full, *y_full, *z_full[L_MAX], *dz_full[L_MAX],
+      *h_full[L_MAX], *loss;
+
+  /* Views of the activations at cur_n rows: the full tensors themselves
+   * when cur_n == max_batch, else tensors wrapped on the same buffers. */
+  size_t cur_n;
+  int views_owned;
+  rumus_tensor *x, *y, *z[L_MAX], *dz[L_MAX], *h[L_MAX];
+
+  /* Host staging: one batch of inputs, labels, logits and indices. */
+  float *xbuf, *logits;
+  int32_t *ybuf;
+  uint32_t *idx;
+
+  char err[2048];
+};
+
+/* ---- Errors ----------------------------------------------------------- */
+
+static int fail_buf(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail_buf(char *err, size_t errlen, int code, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+/* A failed rumus call: "WHAT: RUMUS_E...: <the context's message>". */
+static int rfail(mlp *m, int st, const char *what, int layer) {
+  char where[160];
+  if (layer >= 0)
+    snprintf(where, sizeof where, "%s (layer %d)", what, layer);
+  else
+    snprintf(where, sizeof where, "%s", what);
+  const char *detail = rumus_ctx_errmsg(m->ctx);
+  snprintf(m->err, sizeof m->err, "%s: %s: %s", where, rumus_err_name(st),
+           detail && *detail ? detail : rumus_strerror(st));
+  return st;
+}
+
+#define RCALL(m, what, layer, expr)                                           \
+  do {                                                                        \
+    int rc_st_ = (expr);                                                      \
+    if (rc_st_ != RUMUS_OK) return rfail((m), rc_st_, (what), (layer));       \
+  } while (0)
+
+const char *mlp_errmsg(const mlp *m) { return m ? m->err : "NULL model"; }
+const mlp_shape *mlp_get_shape(const mlp *m) { return &m->shape; }
+long mlp_steps(const mlp *m) { return m->step; }
+
+/* ---- RNG -------------------------------------------------------------- */
+
+void mlp_rng_seed(mlp_rng *r, uint64_t seed) { r->s = seed; }
+
+uint64_t mlp_rng_next(mlp_rng *r) {
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint32_t mlp_rng_below(mlp_rng *r, uint32_t n) {
+  /* Lemire's multiply-shift with rejection of the biased low products. */
+  uint64_t prod = (mlp_rng_next(r) >> 32) * (uint64_t)n;
+  uint32_t low = (uint32_t)prod;
+  if (low < n) {
+    uint32_t threshold = (uint32_t)(-n) % n;
+    while (low < threshold) {
+      prod = (mlp_rng_next(r) >> 32) * (uint64_t)n;
+      low = (uint32_t)prod;
+    }
+  }
+  return (uint32_t)(prod >> 32);
+}
+
+float mlp_rng_uniform(mlp_rng *r, float lo, float hi) {
+  double u = (double)(mlp_rng_next(r) >> 40) * (1.0 / 16777216.0);
+  return (float)(lo + (hi - lo) * u);
+}
+
+void mlp_shuffle(mlp_rng *r, uint32_t *idx, size_t n) {
+  for (size_t i = n; i > 1; i--) {
+    size_t j = mlp_rng_below(r, (uint32_t)i);
+    uint32_t t = idx[i - 1];
+    idx[i - 1] = idx[j];
+    idx[j] = t;
+  }
+}
+
+/* ---- Shapes and host parameters --------------------------------------- */
+
+int mlp_shape_make(mlp_shape *s, size_t inputs, const size_t *hidden,
+                   int nhidden, size_t outputs) {
+  if (!s || nhidden < 0 || nhidden > MLP_MAX_LAYERS - 1 ||
+      (nhidden > 0 && !hidden))
+    return RUMUS_EINVAL;
+  memset(s, 0, sizeof *s);
+  s->nlayers = nhidden + 1;
+  s->sizes[0] = inputs;
+  for (int i = 0; i < nhidden; i++) s->sizes[i + 1] = hidden[i];
+  s->sizes[nhidden + 1] = outputs;
+  for (int i = 0; i <= s->nlayers; i++)
+    if (s->sizes[i] == 0 || s->sizes[i] > MLP_MAX_WIDTH) return RUMUS_EINVAL;
+  return RUMUS_OK;
+}
+
+void mlp_shape_str(const mlp_shape *s, char *buf, size_t len) {
+  size_t off = 0;
+  if (len) buf[0] = '\0';
+  for (int i = 0; i <= s->nlayers && off < len; i++) {
+    int w = snprintf(buf + off, len - off, "%s%zu", i ? "-" : "", s->sizes[i]);
+    if (w < 0) break;
+    off += (size_t)w;
+  }
+}
+
+size_t mlp_shape_params(const mlp_shape *s) {
+  size_t n = 0;
+  for (int l = 0; l < s->nlayers; l++)
+    n += s->sizes[l + 1] * s->sizes[l] + s->sizes[l + 1];
+  return n;
+}
+
+static int shape_valid(const mlp_shape *s) {
+  if (s->nlayers < 1 || s->nlayers > MLP_MAX_LAYERS) return 0;
+  for (int i = 0; i <= s->nlayers; i++)
+    if (s->sizes[i] == 0 || s->sizes[i] > MLP_MAX_WIDTH) return 0;
+  return 1;
+}
+
+static int shape_equal(const mlp_shape *a, const mlp_shape *b) {
+  if (a->nlayers != b->nlayers) return 0;
+  for (int i = 0; i <= a->nlayers; i++)
+    if (a->sizes[i] != b->sizes[i]) return 0;
+  return 1;
+}
+
+void mlp_params_free(mlp_params *p) {
+  if (!p) return;
+  for (int l = 0; l < MLP_MAX_LAYERS; l++) {
+    free(p->w[l]);
+    free(p->b[l]);
+  }
+  memset(p, 0, sizeof *p);
+}
+
+int mlp_params_alloc(mlp_params *p, const mlp_shape *s) {
+  if (!p || !s) return RUMUS_EINVAL;
+  memset(p, 0, sizeof *p);
+  if (!shape_valid(s)) return RUMUS_EINVAL;
+  p->shape = *s;
+  p->in_mean = 0.0f;
+  p->in_std = 1.0f;
+  for (int l = 0; l < s->nlayers; l++) {
+    p->w[l] = calloc(s->sizes[l + 1] * s->sizes[l], sizeof(float));
+    p->b[l] = calloc(s->sizes[l + 1], sizeof(float));
+    if (!p->w[l] || !p->b[l]) {
+      mlp_params_free(p);
+      return RUMUS_ENOMEM;
+    }
+  }
+  return RUMUS_OK;
+}
+
+void mlp_params_init(mlp_params *p, uint64_t seed) {
+  mlp_rng r;
+  mlp_rng_seed(&r, seed);
+  for (int l = 0; l < p->shape.nlayers; l++) {
+    size_t in = p->shape.sizes[l], out = p->shape.sizes[l + 1];
+    float k = (float)(1.0 / sqrt((double)in));
+    for (size_t i = 0; i < out * in; i++) p->w[l][i] = mlp_rng_uniform(&r, -k, k);
+    for (size_t i = 0; i < out; i++) p->b[l][i] = mlp_rng_uniform(&r, -k, k);
+  }
+}
+
+/* ---- Model files ------------------------------------------------------ */
+/* Layout (docs/TRAINING.md), all little-endian:
+ *   0   8  magic "RUMUSMLP"
+ *   8   4  version, 1
+ *   12  4  L, the number of Linear layers (1..MLP_MAX_LAYERS)
+ *   16  4  float32 in_mean
+ *   20  4  float32 in_std
+ *   24  4  x (L + 1) sizes: inputs, hidden widths, outputs
+ *   ..     per layer: float32 W [out, in] row-major, then float32 b [out]
+ *   end 4  CRC-32 (zlib's crc32) of every byte before it */
+
+static const unsigned char MODEL_MAGIC[8] = {'R', 'U', 'M', 'U',
+                                             'S', 'M', 'L', 'P'};
+#define MODEL_VERSION 1u
+#define MODEL_HEADER 24u
+
+static void put32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+  p[2] = (unsigned char)(v >> 16);
+  p[3] = (unsigned char)(v >> 24);
+}
+
+static uint32_t get32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+
+static void put_floats(unsigned char *p, const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], 4);
+    put32(p + 4 * i, u);
+  }
+}
+
+static void get_floats(float *x, const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = get32(p + 4 * i);
+    memcpy(&x[i], &u, 4);
+  }
+}
+
+static uint32_t crc_of(const unsigned char *p, size_t n) {
+  uLong c = crc32(0L, Z_NULL, 0);
+  while (n > 0) {
+    uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    c = crc32(c, p, chunk);
+    p += chunk;
+    n -= chunk;
+  }
+  return (uint32_t)c;
+}
+
+static size_t model_bytes(const mlp_shape *s) {
+  return MODEL_HEADER + 4 * ((size_t)s->nlayers + 1) +
+         4 * mlp_shape_params(s) + 4;
+}
+
+int mlp_params_save(const mlp_params *p, const char *path, char *err,
+                    size_t errlen) {
+  if (!p || !path || !shape_valid(&p->shape))
+    return fail_buf(err, errlen, RUMUS_EINVAL, "mlp_params_save: bad argument");
+  const mlp_shape *s = &p->shape;
+  size_t total = model_bytes(s);
+  unsigned char *buf = malloc(total);
+  if (!buf)
+    return fail_buf(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %zu bytes",
+                    path, total);
+  memcpy(buf, MODEL_MAGIC, 8);
+  put32(buf + 8, MODEL_VERSION);
+  put32(buf + 12, (uint32_t)s->nlayers);
+  put_floats(buf + 16, &p->in_mean, 1);
+  put_floats(buf + 20, &p->in_std, 1);
+  size_t off = MODEL_HEADER;
+  for (int i = 0; i <= s->nlayers; i++, off += 4)
+    put32(buf + off, (uint32_t)s->sizes[i]);
+  for (int l = 0; l < s->nlayers; l++) {
+    size_t nw = s->sizes[l + 1] * s->sizes[l], nb = s->sizes[l + 1];
+    put_floats(buf + off, p->w[l], nw);
+    off += 4 * nw;
+    put_floats(buf + off, p->b[l], nb);
+    off += 4 * nb;
+  }
+  put32(buf + off, crc_of(buf, off));
+
+  size_t tlen = strlen(path) + 5;
+  char *tmp = malloc(tlen);
+  if (!tmp) {
+    free(buf);
+    return fail_buf(err, errlen, RUMUS_ENOMEM, "%s: out of memory", path);
+  }
+  snprintf(tmp, tlen, "%s.tmp", path);
+  int st = RUMUS_OK;
+  errno = 0;
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    st = fail_buf(err, errlen, RUMUS_EIO, "%s: cannot create: %s", tmp,
+                  strerror(errno));
+  } else {
+    size_t wrote = fwrite(buf, 1, total, f);
+    int e1 = errno;
+    int closed = fclose(f);
+    if (wrote != total || closed != 0) {
+      st = fail_buf(err, errlen, RUMUS_EIO, "%s: write failed: %s", tmp,
+                    strerror(wrote != total ? e1 : errno));
+      remove(tmp);
+    } else if (rename(tmp, path) != 0) {
+      st = fail_buf(err, errlen, RUMUS_EIO, "%s: cannot rename %s to it: %s",
+                    path, tmp, strerror(errno));
+      remove(tmp);
+    }
+  }
+  free(tmp);
+  free(buf);
+  return st;
+}
+
+int mlp_params_load(mlp_params *p, const char *path, char *err,
+                    size_t errlen) {
+  if (!p || !path)
+    return fail_buf(err, errlen, RUMUS_EINVAL, "mlp_params_load: NULL argument");
+  memset(p, 0, sizeof *p);
+  errno = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return fail_buf(err, errlen, RUMUS_EIO, "%s: cannot open: %s", path,
+                    strerror(errno));
+  int st = RUMUS_OK;
+  unsigned char *buf = NULL;
+  unsigned char hdr[MODEL_HEADER + 4 * (MLP_MAX_LAYERS + 1)];
+  size_t got = fread(hdr, 1, MODEL_HEADER, f);
+  if (ferror(f)) {
+    st = fail_buf(err, errlen, RUMUS_EIO, "%s: read error: %s", path,
+                  strerror(errno));
+    goto done;
+  }
+  if (got >= 8 && memcmp(hdr, MODEL_MAGIC, 8) != 0) {
+    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+                  "%s: bad magic: not a rumus model file (expected \"RUMUSMLP\")",
+                  path);
+    goto done;
+  }
+  if (got < MODEL_HEADER) {
+    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+                  "%s: truncated: %zu bytes, shorter than the %u-byte header",
+                  path, got, MODEL_HEADER);
+    goto done;
+  }
+  uint32_t version = get32(hdr + 8), nl = get32(hdr + 12);
+  if (version != MODEL_VERSION) {
+    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+                  "%s: unsupported model file version %u (this program reads "
+                  "version %u)",
+                  path, (unsigned)version, MODEL_VERSION);
+    goto done;
+  }
+  if (nl < 1 || nl > MLP_MAX_LAYERS) {
+    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+                  "%s: implausible layer count %u (expected 1 to %d)", path,
+                  (unsigned)nl, MLP_MAX_LAYERS);
+    goto done;
+  }
+  size_t nsizes = 4 * ((size_t)nl + 1);
+  got = fread(hdr + MODEL_HEADER, 1, nsizes, f);
+  if (got < nsizes) {
+    st = ferror(f) ? fail_buf(err, errlen, RUMUS_EIO, "%s: read error: %s",
+                              path, strerror(errno))
+                   : fail_buf(err, errlen, RUMUS_EFORMAT,
+                              "%s: truncated: the layer sizes end after %zu of "
+                              "%zu bytes",
+                              path, got, nsizes);
+    goto done;
+  }
+  float in_mean, in_std;
+  get_floats(&in_mean, hdr + 16, 1);
+  get_floats(&in_std, hdr + 20, 1);
+  if (!isfinite(in_mean) || !isfinite(in_std) || !(in_std > 0.0f)) {
+    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+                  "%s: implausible input normalisation: mean %g, std %g", path,
+                  (double)in_mean, (double)in_std);
+    goto done;
+  }
+  mlp_shape s;
+  memset(&s, 0, sizeof s);
+  s.nlayers = (int)nl;
+  size_t params = 0;
+  for (uint32_t i = 0; i <= nl; i++) {
+    uint32_t v = get32(hdr + MODEL_HEADER + 4 * i);
+    if (v == 0 || v > MLP_MAX_WIDTH) {
+      st = fail_buf(err, errlen, RUMUS_EFORMAT,
+                    "%s: implausible size %u of layer boundary %u (expected 1 "
+                    "to %zu)",
+                    path, (unsigned)v, (unsigned)i, MLP_MAX_WIDTH);
+      goto done;
+    }
+    s.sizes[i] = v;
+    if (i > 0) params += s.sizes[i] * s.sizes[i - 1] + s.sizes[i];
+    if (params > MLP_MAX_PARAMS) {
+      st = fail_buf(err, errlen, RUMUS_EFORMAT,
+                    "%s: implausible model: more than %zu parameters", path,
+                    MLP_MAX_PARAMS);
+      goto done;
+    }
+  }
+  size_t total = model_bytes(&s), head = MODEL_HEADER + nsizes;
+  buf = malloc(total);
+  if (!buf) {
+    st = fail_buf(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %zu bytes",
+                  path, total);
+    goto done;
+  }
+  memcpy(buf, hdr, head);
+  got = fread(buf + head, 1, total - head, f);
+  if (ferror(f)) {
+    st = fail_buf(err, errlen, RUMUS_EIO, "%s: read error: %s", path,
+                  strerror(errno));
+    goto done;
+  }
+  if (got < total - head) {
+    char s_str[256];
+    mlp_shape_str(&s, s_str, sizeof s_str);
+    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+                  "%s: truncated: %zu bytes, but a %s model file has %zu",
+                  path, head + got, s_str, total);
+    goto done;
+  }
+  if (fgetc(f) != EOF) {
+    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+                  "%s: trailing bytes after the %zu bytes of the model", path,
+                  total);
+    goto done;
+  }
+  uint32_t want = get32(buf + total - 4), have = crc_of(buf, total - 4);
+  if (want != have) {
+    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+                  "%s: checksum mismatch (stored CRC-32 0x%08x, contents give "
+                  "0x%08x): the file is corrupt",
+                  path, (unsigned)want, (unsigned)have);
+    goto done;
+  }
+  st = mlp_params_alloc(p, &s);
+  if (st != RUMUS_OK) {
+    st = fail_buf(err, errlen, st, "%s: out of memory for the parameters",
+                  path);
+    goto done;
+  }
+  p->in_mean = in_mean;
+  p->in_std = in_std;
+  size_t off = head;
+  for (int l = 0; l < s.nlayers; l++) {
+    size_t nw = s.sizes[l + 1] * s.sizes[l], nb = s.sizes[l + 1];
+    get_floats(p->w[l], buf + off, nw);
+    off += 4 * nw;
+    get_floats(p->b[l], buf + off, nb);
+    off += 4 * nb;
+  }
+done:
+  free(buf);
+  fclose(f);
+  return st;
+}
+
+/* ---- The model on the device ------------------------------------------ */
+
+static void free_views(mlp *m) {
+  if (m->views_owned) {
+    rumus_tensor_free(m->x);
+    rumus_tensor_free(m->y);
+    for (int l = 0; l < m->shape.nlayers; l++) {
+      rumus_tensor_free(m->z[l]);
+      rumus_tensor_free(m->dz[l]);
+      if (l > 0) rumus_tensor_free(m->h[l]);
+    }
+  }
+  m->views_owned = 0;
+  m->cur_n = 0;
+  m->x = m->y = NULL;
+  for (int l = 0; l < L_MAX; l++) m->z[l] = m->dz[l] = m->h[l] = NULL;
+}
+
+void mlp_free(mlp *m) {
+  if (!m) return;
+  free_views(m);
+  rumus_tensor *const all[] = {m->x_full, m->y_full, m->loss};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    rumus_tensor_free(all[i]);
+  for (int l = 0; l < L_MAX; l++) {
+    rumus_tensor_free(m->w[l]);
+    rumus_tensor_free(m->b[l]);
+    rumus_tensor_free(m->gw[l]);
+    rumus_tensor_free(m->gb[l]);
+    rumus_tensor_free(m->mw[l]);
+    rumus_tensor_free(m->vw[l]);
+    rumus_tensor_free(m->mb[l]);
+    rumus_tensor_free(m->vb[l]);
+    rumus_tensor_free(m->z_full[l]);
+    rumus_tensor_free(m->dz_full[l]);
+    rumus_tensor_free(m->h_full[l]);
+  }
+  free(m->xbuf);
+  free(m->ybuf);
+  free(m->logits);
+  free(m->idx);
+  free(m);
+}
+
+static int new_tensor(mlp *m, rumus_dtype dt, int ndim, size_t d0, size_t d1,
+                      rumus_tensor **out, const char *what, int layer) {
+  size_t shape[2] = {d0, d1};
+  RCALL(m, what, layer, rumus_tensor_create(m->ctx, dt, ndim, shape, out));
+  return RUMUS_OK;
+}
+
+/* A [rows, cols] view of the first rows of full. */
+static int view(mlp *m, rumus_tensor *full, size_t rows, int ndim,
+                rumus_tensor **out) {
+  size_t off = 0, shape[2] = {rows, ndim > 1 ? rumus_tensor_dim(full, 1) : 0};
+  cl_mem mem = rumus_tensor_cl_mem(full, &off);
+  RCALL(m, "rumus_tensor_wrap (batch view)", -1,
+        rumus_tensor_wrap(m->ctx, rumus_tensor_dtype(full), ndim, shape, mem,
+                          off, out));
+  return RUMUS_OK;
+}
+
+/* Points the activation views at n rows. */
+static int bind_rows(mlp *m, size_t n) {
+  if (n == m->cur_n) return RUMUS_OK;
+  free_views(m);
+  int L = m->shape.nlayers;
+  if (n == m->max_batch) {
+    m->x = m->x_full;
+    m->y = m->y_full;
+    for (int l = 0; l < L; l++) {
+      m->z[l] = m->z_full[l];
+      m->dz[l] = m->dz_full[l];
+      m->h[l] = l ? m->h_full[l] : m->x_full;
+    }
+    m->cur_n = n;
+    return RUMUS_OK;
+  }
+  m->views_owned = 1;
+  int st = view(m, m->x_full, n, 2, &m->x);
+  if (st == RUMUS_OK) st = view(m, m->y_full, n, 1, &m->y);
+  for (int l = 0; l < L && st == RUMUS_OK; l++) {
+    st = view(m, m->z_full[l], n, 2, &m->z[l]);
+    if (st == RUMUS_OK) st = view(m, m->dz_full[l], n, 2, &m->dz[l]);
+    if (st == RUMUS_OK && l > 0) st = view(m, m->h_full[l], n, 2, &m->h[l]);
+  }
+  if (st != RUMUS_OK) {
+    free_views(m);
+    return st;
+  }
+  m->h[0] = m->x;
+  m->cur_n = n;
+  return RUMUS_OK;
+}
+
+int mlp_create(rumus_ctx *ctx, const mlp_shape *s, size_t max_batch,
+               const rumus_adam_params *adam, mlp **out, char *err,
+               size_t errlen) {
+  if (!ctx || !s || !out)
+    return fail_buf(err, errlen, RUMUS_ENULL, "mlp_create: NULL argument");
+  *out = NULL;
+  if (!shape_valid(s))
+    return fail_buf(err, errlen, RUMUS_EINVAL, "mlp_create: invalid shape");
+  if (max_batch == 0 || max_batch > ((size_t)1 << 24))
+    return fail_buf(err, errlen, RUMUS_EINVAL,
+                    "mlp_create: batch size %zu is outside 1..%zu", max_batch,
+                    (size_t)1 << 24);
+  mlp *m = calloc(1, sizeof *m);
+  if (!m) return fail_buf(err, errlen, RUMUS_ENOMEM, "mlp_create: out of memory");
+  static const rumus_adam_params defaults = MLP_ADAMW_DEFAULTS;
+  m->ctx = ctx;
+  m->shape = *s;
+  m->max_batch = max_batch;
+  m->adam = adam ? *adam : defaults;
+  m->in_mean = 0.0f;
+  m->in_std = 1.0f;
+  int L = s->nlayers;
+  size_t B = max_batch, in0 = s->sizes[0], outL = s->sizes[L];
+  m->xbuf = malloc(B * in0 * sizeof *m->xbuf);
+  m->ybuf = malloc(B * sizeof *m->ybuf);
+  m->logits = malloc(B * outL * sizeof *m->logits);
+  m->idx = malloc(B * sizeof *m->idx);
+  int st = RUMUS_OK;
+  if (!m->xbuf || !m->ybuf || !m->logits || !m->idx) {
+    st = RUMUS_ENOMEM;
+    snprintf(m->err, sizeof m->err, "mlp_create: out of host memory");
+    goto done;
+  }
+  for (int l = 0; l < L && st == RUMUS_OK; l++) {
+    size_t in = s->sizes[l], o = s->sizes[l + 1];
+    rumus_tensor **pw[] = {&m->w[l], &m->gw[l], &m->mw[l], &m->vw[l]};
+    rumus_tensor **pb[] = {&m->b[l], &m->gb[l], &m->mb[l], &m->vb[l]};
+    for (int k = 0; k < 4 && st == RUMUS_OK; k++) {
+      st = new_tensor(m, RUMUS_F32, 2, o, in, pw[k], "rumus_tensor_create (weights)", l);
+      if (st == RUMUS_OK)
+        st = new_tensor(m, RUMUS_F32, 1, o, 0, pb[k], "rumus_tensor_create (biases)", l);
+    }
+    if (st == RUMUS_OK)
+      st = new_tensor(m, RUMUS_F32, 2, B, o, &m->z_full[l], "rumus_tensor_create (activations)", l);
+    if (st == RUMUS_OK)
+      st = new_tensor(m, RUMUS_F32, 2, B, o, &m->dz_full[l], "rumus_tensor_create (gradients)", l);
+    if (st == RUMUS_OK && l > 0)
+      st = new_tensor(m, RUMUS_F32, 2, B, in, &m->h_full[l], "rumus_tensor_create (activations)", l);
+  }
+  if (st == RUMUS_OK)
+    st = new_tensor(m, RUMUS_F32, 2, B, in0, &m->x_full, "rumus_tensor_create (inputs)", -1);
+  if (st == RUMUS_OK)
+    st = new_tensor(m, RUMUS_I32, 1, B, 0, &m->y_full, "rumus_tensor_create (labels)", -1);
+  if (st == RUMUS_OK)
+    st = new_tensor(m, RUMUS_F32, 0, 1, 0, &m->loss, "rumus_tensor_create (loss)", -1);
+  if (st == RUMUS_OK) st = bind_rows(m, B);
+done:
+  if (st != RUMUS_OK) {
+    fail_buf(err, errlen, st, "%s", m->err);
+    mlp_free(m);
+    return st;
+  }
+  *out = m;
+  return RUMUS_OK;
+}
+
+int mlp_set_params(mlp *m, const mlp_params *p) {
+  if (!shape_equal(&m->shape, &p->shape)) {
+    char a[256], b[256];
+    mlp_shape_str(&m->shape, a, sizeof a);
+    mlp_shape_str(&p->shape, b, sizeof b);
+    snprintf(m->err, sizeof m->err,
+             "mlp_set_params: the parameters are for a %s model, the model "
+             "is %s", b, a);
+    return RUMUS_ESHAPE;
+  }
+  if (!isfinite(p->in_mean) || !isfinite(p->in_std) || !(p->in_std > 0.0f)) {
+    snprintf(m->err, sizeof m->err,
+             "mlp_set_params: bad input normalisation: mean %g, std %g",
+             (double)p->in_mean, (double)p->in_std);
+    return RUMUS_EINVAL;
+  }
+  for (int l = 0; l < m->shape.nlayers; l++) {
+    RCALL(m, "upload weights", l,
+          rumus_tensor_upload(m->w[l], p->w[l], rumus_tensor_nbytes(m->w[l])));
+    RCALL(m, "upload biases", l,
+          rumus_tensor_upload(m->b[l], p->b[l], rumus_tensor_nbytes(m->b[l])));
+    rumus_tensor *zero[] = {m->mw[l], m->vw[l], m->mb[l], m->vb[l]};
+    for (int k = 0; k < 4; k++)
+      RCALL(m, "rumus_tensor_fill (AdamW moments)", l, rumus_tensor_fill(zero[k], 0.0f));
+  }
+  RCALL(m, "rumus_ctx_sync", -1, rumus_ctx_sync(m->ctx));
+  m->step = 0;
+  m->in_mean = p->in_mean;
+  m->in_std = p->in_std;
+  return RUMUS_OK;
+}
+
+int mlp_get_params(mlp *m, mlp_params *p) {
+  if (!p->w[0]) {
+    int st = mlp_params_alloc(p, &m->shape);
+    if (st != RUMUS_OK) {
+      snprintf(m->err, sizeof m->err, "mlp_get_params: out of host memory");
+      return st;
+    }
+  } else if (!shape_equal(&m->shape, &p->shape)) {
+    snprintf(m->err, sizeof m->err,
+             "mlp_get_params: the destination has another shape");
+    return RUMUS_ESHAPE;
+  }
+  p->in_mean = m->in_mean;
+  p->in_std = m->in_std;
+  for (int l = 0; l < m->shape.nlayers; l++) {
+    RCALL(m, "download weights", l,
+          rumus_tensor_download(m->w[l], p->w[l], rumus_tensor_nbytes(m->w[l])));
+    RCALL(m, "download biases", l,
+          rumus_tensor_download(m->b[l], p->b[l], rumus_tensor_nbytes(m->b[l])));
+  }
+  return RUMUS_OK;
+}
+
+static int check_rows(mlp *m, const char *op, size_t n) {
+  if (n == 0 || n > m->max_batch) {
+    snprintf(m->err, sizeof m->err, "%s: %zu rows, expected 1..%zu", op, n,
+             m->max_batch);
+    return RUMUS_EINVAL;
+  }
+  return RUMUS_OK;
+}
+
+/* Uploads n rows of x (and y if not NULL) and enqueues the forward pass. */
+static int forward(mlp *m, const float *x, const int32_t *y, size_t n) {
+  int st = bind_rows(m, n);
+  if (st != RUMUS_OK) return st;
+  RCALL(m, "upload inputs", -1,
+        rumus_tensor_upload(m->x, x, rumus_tensor_nbytes(m->x)));
+  if (y)
+    RCALL(m, "upload labels", -1,
+          rumus_tensor_upload(m->y, y, rumus_tensor_nbytes(m->y)));
+  int L = m->shape.nlayers;
+  for (int l = 0; l < L; l++) {
+    RCALL(m, "rumus_gemm (forward z = h W^T)", l,
+          rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, m->h[l], m->w[l],
+                     0.0f, m->z[l]));
+    RCALL(m, "rumus_bias_add", l, rumus_bias_add(m->ctx, m->z[l], m->b[l]));
+    if (l + 1 < L)
+      RCALL(m, "rumus_activation_fwd (ReLU)", l,
+            rumus_activation_fwd(m->ctx, RUMUS_ACT_RELU, 0.0f, m->z[l],
+                                 m->h[l + 1]));
+  }
+  return RUMUS_OK;
+}
+
+/* Counts rows whose first largest logit is at the label; a row with a NaN
+ * counts as wrong. */
+static size_t count_correct(const float *logits, const int32_t *y, size_t n,
+                            size_t classes) {
+  size_t ok = 0;
+  for (size_t r = 0; r < n; r++) {
+    const float *row = logits + r * classes;
+    size_t best = 0;
+    int nan = isnan(row[0]);
+    for (size_t c = 1; c < classes; c++) {
+      if (isnan(row[c])) nan = 1;
+      if (row[c] > row[best]) best = c;
+    }
+    if (!nan && (int32_t)best == y[r]) ok++;
+  }
+  return ok;
+}
+
+int mlp_train_step(mlp *m, const float *x, const int32_t *y, size_t n,
+                   double *loss, size_t *correct) {
+  int st = check_rows(m, "mlp_train_step", n);
+  if (st != RUMUS_OK) return st;
+  st = forward(m, x, y, n);
+  if (st != RUMUS_OK) return st;
+  int L = m->shape.nlayers;
+  RCALL(m, "rumus_cross_entropy", -1,
+        rumus_cross_entropy(m->ctx, m->z[L - 1], m->y, m->loss, m->dz[L - 1],
+                            NULL));
+  for (int l = L - 1; l >= 0; l--) {
+    RCALL(m, "rumus_gemm (backward dW = dz^T h)", l,
+          rumus_gemm(m->ctx, RUMUS_TRANS, RUMUS_NO_TRANS, 1.0f, m->dz[l], m->h[l],
+                     0.0f, m->gw[l]));
+    RCALL(m, "rumus_bias_grad", l, rumus_bias_grad(m->ctx, m->dz[l], m->gb[l]));
+    if (l > 0) {
+      RCALL(m, "rumus_gemm (backward dh = dz W)", l,
+            rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, m->dz[l],
+                       m->w[l], 0.0f, m->dz[l - 1]));
+      RCALL(m, "rumus_activation_bwd (ReLU)", l - 1,
+            rumus_activation_bwd(m->ctx, RUMUS_ACT_RELU, 0.0f, m->z[l - 1],
+                                 m->dz[l - 1], m->dz[l - 1]));
+    }
+  }
+  m->step++;
+  for (int l = 0; l < L; l++) {
+    RCALL(m, "rumus_adam_step (weights)", l,
+          rumus_adam_step(m->ctx, &m->adam, m->step, m->w[l], m->gw[l], m->mw[l],
+                          m->vw[l]));
+    RCALL(m, "rumus_adam_step (biases)", l,
+          rumus_adam_step(m->ctx, &m->adam, m->step, m->b[l], m->gb[l], m->mb[l],
+                          m->vb[l]));
+  }
+  /* The logits are not touched by the backward pass or the update. */
+  if (correct) {
+    RCALL(m, "download logits", -1,
+          rumus_tensor_download(m->z[L - 1], m->logits,
+                                rumus_tensor_nbytes(m->z[L - 1])));
+    *correct = count_correct(m->logits, y, n, m->shape.sizes[L]);
+  }
+  if (loss) {
+    float l32 = 0.0f;
+    RCALL(m, "download loss", -1, rumus_tensor_download(m->loss, &l32, sizeof l32));
+    *loss = l32;
+  }
+  RCALL(m, "rumus_ctx_sync (after a training step)", -1, rumus_ctx_sync(m->ctx));
+  return RUMUS_OK;
+}
+
+int mlp_logits(mlp *m, const float *x, size_t n, float *logits) {
+  int st = check_rows(m, "mlp_logits", n);
+  if (st != RUMUS_OK) return st;
+  st = forward(m, x, NULL, n);
+  if (st != RUMUS_OK) return st;
+  int L = m->shape.nlayers;
+  RCALL(m, "download logits", -1,
+        rumus_tensor_download(m->z[L - 1], logits, rumus_tensor_nbytes(m->z[L - 1])));
+  RCALL(m, "rumus_ctx_sync (after a forward pass)", -1, rumus_ctx_sync(m->ctx));
+  return RUMUS_OK;
+}
+
+static int check_set(mlp *m, const char *op, const mnist_set *set) {
+  int L = m->shape.nlayers;
+  if (!set || !set->images || !set->labels || set->count == 0 ||
+      m->shape.sizes[0] != MNIST_PIXELS || m->shape.sizes[L] != MNIST_CLASSES) {
+    snprintf(m->err, sizeof m->err,
+             "%s: needs a non-empty data set and a model with %d inputs and "
+             "%d outputs",
+             op, MNIST_PIXELS, MNIST_CLASSES);
+    return RUMUS_EINVAL;
+  }
+  if (set->count > UINT32_MAX) {
+    snprintf(m->err, sizeof m->err, "%s: too many images", op);
+    return RUMUS_EINVAL;
+  }
+  return RUMUS_OK;
+}
+
+int mlp_evaluate(mlp *m, const mnist_set *set, size_t count, size_t *correct) {
+  int st = check_set(m, "mlp_evaluate", set);
+  if (st != RUMUS_OK) return st;
+  if (count == 0 || count > set->count) count = set->count;
+  size_t ok = 0;
+  for (size_t start = 0; start < count; start += m->max_batch) {
+    size_t n = count - start < m->max_batch ? count - start : m->max_batch;
+    for (size_t i = 0; i < n; i++) m->idx[i] = (uint32_t)(start + i);
+    mnist_batch(set, m->idx, n, m->in_mean, m->in_std, m->xbuf, m->ybuf);
+    st = mlp_logits(m, m->xbuf, n, m->logits);
+    if (st != RUMUS_OK) return st;
+    ok += count_correct(m->logits, m->ybuf, n, MNIST_CLASSES);
+  }
+  *correct = ok;
+  return RUMUS_OK;
+}
+
+int mlp_train_epoch(mlp *m, const mnist_set *set, size_t count, mlp_rng *rng,
+                    mlp_progress_fn fn, void *user, mlp_progress *out) {
+  int st = check_set(m, "mlp_train_epoch", set);
+  if (st != RUMUS_OK) return st;
+  if (count == 0 || count > set->count) count = set->count;
+  uint32_t *perm = malloc(count * sizeof *perm);
+  if (!perm) {
+    snprintf(m->err, sizeof m->err, "mlp_train_epoch: out of host memory");
+    return RUMUS_ENOMEM;
+  }
+  for (size_t i = 0; i < count; i++) perm[i] = (uint32_t)i;
+  mlp_shuffle(rng, perm, count);
+  mlp_progress p = {0, (count + m->max_batch - 1) / m->max_batch, 0, 0.0, 0};
+  for (size_t start = 0; start < count; start += m->max_batch) {
+    size_t n = count - start < m->max_batch ? count - start : m->max_batch;
+    mnist_batch(set, perm + start, n, m->in_mean, m->in_std, m->xbuf,
+                m->ybuf);
+    double loss = 0.0;
+    size_t ok = 0;
+    st = mlp_train_step(m, m->xbuf, m->ybuf, n, &loss, &ok);
+    if (st != RUMUS_OK) break;
+    p.step++;
+    p.seen += n;
+    p.loss_sum += loss * (double)n;
+    p.correct += ok;
+    if (fn) fn(user, &p);
+  }
+  free(perm);
+  if (out) *out = p;
+  return st;
+}

@@ -1,0 +1,47 @@
+/*
+ * options.h - the command line of rumus-train (see docs/TRAINING.md).
+ */
+#ifndef RUMUS_TRAIN_OPTIONS_H
+#define RUMUS_TRAIN_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mlp.h"
+
+#define TRAIN_DEFAULT_EPOCHS 5
+#define TRAIN_DEFAULT_BATCH 128
+#define TRAIN_DEFAULT_LR 1e-3f
+#define TRAIN_DEFAULT_SEED 42u
+#define TRAIN_MAX_HIDDEN (MLP_MAX_LAYERS - 1)
+
+typedef struct {
+  int epochs;        /* --epochs N (>= 1) */
+  size_t batch;      /* --batch-size N */
+  float lr;          /* --lr X */
+  int nhidden;       /* --hidden W,W,... ("" or "none": no hidden layer) */
+  size_t hidden[TRAIN_MAX_HIDDEN];
+  int hidden_given;  /* --hidden was on the command line */
+  uint64_t seed;     /* --seed N */
+  const char *device; /* --device SEL (NULL: rumus's default choice) */
+  const char *data;   /* --data DIR (NULL: $RUMUS_FASHION_MNIST or default) */
+  const char *save;   /* --save FILE */
+  const char *load;   /* --load FILE */
+  int eval_only;     /* --eval-only (needs --load) */
+  int quiet;         /* --quiet: no progress display */
+  int no_normalize;  /* --no-normalize: inputs pixel / 255 only */
+  int help;          /* --help */
+} train_opts;
+
+/*! train_opts_parse() : fills o from argv (the defaults for what is not
+ *  given).  Both "--flag VALUE" and "--flag=VALUE" are accepted.
+ *  @return 0 on success (check o->help), -1 on a bad command line with the
+ *  reason in err. */
+int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
+                     size_t errlen);
+
+/*! train_usage() : prints the usage text to f. */
+void train_usage(FILE *f);
+
+#endif /* RUMUS_TRAIN_OPTIONS_H */
