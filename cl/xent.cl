@@ -41,7 +41,8 @@
  *   xent_fwd_wgl, xent_fwd_bwd_wgl
  *       as _wg, for rows of at most XENT_LOCAL_FLOATS elements: the first
  *       pass keeps the row in local memory, so the logits are read from
- *       global memory once.
+ *       global memory once (the host picks them when there is a second
+ *       pass: with a gradient or with smoothing).
  *   xent_count_part, xent_count_final
  *       count of rows whose target is not ignore_index (the MEAN's
  *       denominator), before the gradient is written: partial counts per

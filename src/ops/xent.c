@@ -169,7 +169,10 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
 
   /* 2. Per-row losses and the gradient. */
   const int wg_variant = rumus__gpu_variant(ctx);
-  const int cached = wg_variant && cols <= local_row_floats(ctx);
+  /* The row cache pays off when the row is read twice: with a gradient or
+   * with smoothing. */
+  const int cached = wg_variant && (grad || p->label_smoothing > 0.0f) &&
+                     cols <= local_row_floats(ctx);
   char kname[32];
   snprintf(kname, sizeof kname, "xent_%s_%s", grad ? "fwd_bwd" : "fwd",
            !wg_variant ? "row" : cached ? "wgl" : "wg");
