@@ -152,7 +152,10 @@ static void check_all_modes(rumus_ctx *ctx, rumus_tensor *tx, rumus_tensor *tt,
         snprintf(name, sizeof name, "%s_%s_%s_%s_%zux%zu", what,
                  tu_variant_name(tu_variants[v]), red_name(p.reduction),
                  with_grad ? "grad" : "fwd", B, C);
+        /* Sentinels, so that a call that writes nothing cannot pass on the
+         * previous call's results. */
         TU_OK(ctx, rumus_tensor_fill(tl, -7.0f));
+        if (with_grad) TU_OK(ctx, rumus_tensor_fill(tg, -7.0f));
         TU_OK(ctx, rumus_cross_entropy(ctx, tx, tt, tl, with_grad ? tg : NULL, &p));
         TU_OK(ctx, rumus_ctx_sync(ctx));
         compare(ctx, name, p.reduction, tl, with_grad ? tg : NULL, &want, B, C, scale);
