@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "mlp.h"
@@ -37,6 +38,16 @@ typedef struct {
   int drawn;        /* a bar is on the screen */
 } progress;
 
+/* The terminal's width, 80 if unknown. */
+static int terminal_columns(void) {
+#ifdef TIOCGWINSZ
+  struct winsize ws;
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
+    return ws.ws_col;
+#endif
+  return 80;
+}
+
 static void progress_cb(void *user, const mlp_progress *p) {
   progress *g = user;
   if (g->quiet) return;
@@ -48,13 +59,25 @@ static void progress_cb(void *user, const mlp_progress *p) {
   if (g->tty) {
     if (!last && t - g->last_draw < 0.1) return;
     g->last_draw = t;
-    enum { WIDTH = 24 };
-    char bar[WIDTH + 1];
-    size_t fill = p->nsteps ? p->step * WIDTH / p->nsteps : WIDTH;
-    for (size_t i = 0; i < WIDTH; i++) bar[i] = i < fill ? '#' : '.';
-    bar[WIDTH] = '\0';
-    printf("\r\033[Kepoch %d/%d [%s] %zu/%zu loss %.4f acc %.2f%% %.0f samples/s",
-           g->epoch, g->epochs, bar, p->step, p->nsteps, loss, acc, rate);
+    /* The bar takes what the text leaves of the line, so that the line
+     * never wraps (a wrapped line cannot be redrawn with \r). */
+    char head[64], tail[128], widest[128], bar[41];
+    snprintf(head, sizeof head, "epoch %d/%d", g->epoch, g->epochs);
+    snprintf(tail, sizeof tail, "%zu/%zu loss %.4f acc %.2f%% %.0f samples/s",
+             p->step, p->nsteps, loss, acc, rate);
+    /* The bar's width comes from the widest tail, so it does not jitter. */
+    snprintf(widest, sizeof widest, "%zu/%zu loss %.4f acc %.2f%% %.0f samples/s",
+             p->nsteps, p->nsteps, 99.9999, 100.0, 9999999.0);
+    int room = terminal_columns() - 1 - (int)strlen(head) - (int)strlen(widest) - 4;
+    if (room > 40) room = 40;
+    if (room >= 5) {
+      size_t w = (size_t)room, fill = p->nsteps ? p->step * w / p->nsteps : w;
+      for (size_t i = 0; i < w; i++) bar[i] = i < fill ? '#' : '.';
+      bar[w] = '\0';
+      printf("\r\033[K%s [%s] %s", head, bar, tail);
+    } else {
+      printf("\r\033[K%s %s", head, tail);
+    }
     fflush(stdout);
     g->drawn = 1;
     return;
@@ -144,24 +167,25 @@ int main(int argc, char **argv) {
       return cleanup(&r, 1);
     }
     const mlp_shape *s = &r.params.shape;
-    mlp_shape want;
-    int mismatch = s->sizes[0] != MNIST_PIXELS ||
-                   s->sizes[s->nlayers] != MNIST_CLASSES;
-    if (!mismatch && o.hidden_given) {
-      mlp_shape_make(&want, MNIST_PIXELS, o.hidden, o.nhidden, MNIST_CLASSES);
-      mismatch = want.nlayers != s->nlayers;
-      for (int i = 0; !mismatch && i <= s->nlayers; i++)
-        mismatch = want.sizes[i] != s->sizes[i];
-    }
+    char have[256], asked[256] = "";
+    mlp_shape_str(s, have, sizeof have);
+    int mismatch = s->sizes[0] != MNIST_PIXELS || s->sizes[s->nlayers] != MNIST_CLASSES;
     if (mismatch) {
-      char a[256];
-      mlp_shape_str(s, a, sizeof a);
       fprintf(stderr,
-              "rumus-train: %s: the model is %s, which does not match %d "
-              "inputs, %s and %d classes\n",
-              o.load, a, MNIST_PIXELS, o.hidden_given ? "--hidden" : "any hidden widths",
-              MNIST_CLASSES);
+              "rumus-train: %s: the model is %s, but Fashion-MNIST needs %d "
+              "inputs and %d outputs\n",
+              o.load, have, MNIST_PIXELS, MNIST_CLASSES);
       return cleanup(&r, 1);
+    }
+    if (o.hidden_given) {
+      mlp_shape want;
+      mlp_shape_make(&want, MNIST_PIXELS, o.hidden, o.nhidden, MNIST_CLASSES);
+      mlp_shape_str(&want, asked, sizeof asked);
+      if (strcmp(asked, have) != 0) {
+        fprintf(stderr, "rumus-train: %s: the model is %s, but --hidden asks for %s\n",
+                o.load, have, asked);
+        return cleanup(&r, 1);
+      }
     }
   } else {
     mlp_shape s;
@@ -222,12 +246,13 @@ int main(int argc, char **argv) {
   printf("model  : %s MLP, ReLU, %zu parameters, %s\n", shape_str,
          mlp_shape_params(&r.params.shape),
          o.load ? o.load : "nn.Linear initialisation");
-  if (!o.eval_only)
-    printf("train  : %d epoch%s, batch %zu, AdamW lr %g betas (%g, %g) eps %g "
-           "weight decay %g, seed %llu\n",
-           o.epochs, o.epochs == 1 ? "" : "s", o.batch, (double)adam.lr, (double)adam.beta1,
-           (double)adam.beta2, (double)adam.eps, (double)adam.weight_decay,
-           (unsigned long long)o.seed);
+  if (!o.eval_only) {
+    printf("train  : %d epoch%s, batch %zu (last batch of an epoch kept), seed %llu\n",
+           o.epochs, o.epochs == 1 ? "" : "s", o.batch, (unsigned long long)o.seed);
+    printf("optim  : AdamW lr %g, betas (%g, %g), eps %g, weight decay %g\n",
+           (double)adam.lr, (double)adam.beta1, (double)adam.beta2,
+           (double)adam.eps, (double)adam.weight_decay);
+  }
   printf("setup  : %.2f s (reading data %.2f s, device and kernels %.2f s)\n",
          t_ready - t_start, t_data - t_start, t_ready - t_data);
   fflush(stdout);
@@ -267,11 +292,10 @@ int main(int argc, char **argv) {
     train_time += t1 - g.t0;
     eval_time += t2 - t1;
     printf("epoch %d/%d: train loss %.4f acc %.2f%% | test acc %.2f%% | "
-           "%.2f s (%.0f samples/s), test pass %.2f s\n",
+           "%.2f s (test %.2f s)\n",
            e, o.epochs, p.loss_sum / (double)p.seen,
            100.0 * (double)p.correct / (double)p.seen,
-           100.0 * (double)correct / (double)r.test.count, t1 - g.t0,
-           (double)p.seen / (t1 - g.t0), t2 - t1);
+           100.0 * (double)correct / (double)r.test.count, t1 - g.t0, t2 - t1);
     fflush(stdout);
   }
 
@@ -291,8 +315,9 @@ int main(int argc, char **argv) {
   printf("summary: %d epoch%s in %.2f s total (setup %.2f s)\n", o.epochs,
          o.epochs == 1 ? "" : "s",
          t_end - t_start, t_ready - t_start);
-  printf("         per epoch %.2f s training + %.2f s test pass\n",
-         train_time / o.epochs, eval_time / o.epochs);
+  printf("         per epoch %.2f s training (%.0f samples/s) + %.2f s test pass\n",
+         train_time / o.epochs,
+         (double)r.train.count * o.epochs / train_time, eval_time / o.epochs);
   printf("         final test accuracy %.2f%% (%zu/%zu)\n",
          100.0 * (double)correct / (double)r.test.count, correct, r.test.count);
   printf("         device %s\n", device);
