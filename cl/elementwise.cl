@@ -1,1 +1,375 @@
-/* elementwise.cl - placeholder */
+/*
+ * elementwise.cl - bias add, bias gradient, element-wise arithmetic and
+ * activations (forward and backward).  Every tensor arrives as (buffer,
+ * ulong element offset); index math is size_t.
+ *
+ *   add / sub / mul   out[i] = a[i] + b[i], a[i] - b[i], a[i] * b[i]
+ *   scale             out[i] = alpha * x[i]
+ *   axpy              y[i]   = alpha * x[i] + y[i]
+ *   act fwd           y[i]   = act(x[i])
+ *   act bwd           dx[i]  = dy[i] * act'(x[i])     (x: forward input)
+ *   bias add          y[r, j] += bias[j]               (y: rows x F, row-major)
+ *   bias grad         db[j] = sum over r of dy[r, j]   (fixed order)
+ *
+ * Activations (p = the op's float parameter):
+ *   relu        x > 0 ? x : 0                 relu'(x) = x > 0 ? 1 : 0
+ *   leaky relu  x > 0 ? x : p x               x > 0 ? 1 : p   (PyTorch's 0)
+ *   sigmoid     1 / (1 + e^-x)                e / (1 + e)^2, e = e^-|x|
+ *   tanh        tanh x                        4e / (1 + e)^2, e = e^-2|x|
+ *   gelu tanh   0.5 x (1 + tanh u) = x s(2u), u = k (x + c x^3),
+ *               s = sigmoid, k = sqrt(2/pi), c = 0.044715
+ *               gelu' = s(2u) + x s'(2u) 2k (1 + 3c x^2)
+ *   gelu erf    0.5 x (1 + erf(x/sqrt2)) = 0.5 x erfc(-x/sqrt2)
+ *               gelu' = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
+ * The sigmoid and erfc forms avoid the cancellation of 1 + tanh / 1 + erf
+ * for negative x.  Derivatives are written in e^-|x| so that no inf * 0
+ * appears for large |x|; inputs beyond +-GELU_CLAMP (where every term has
+ * reached its float limit) are clamped inside the GELU derivatives.  NaN
+ * inputs give NaN (relu and leaky relu pass the NaN through explicitly);
+ * act(-inf) is the limit 0 for the GELUs and act'(+-inf) the limits 1 / 0.
+ *
+ * Index schemes.  Every work-item handles EW_NV contiguous vectors of
+ * EW_VW elements (float4 / float8 through LOAD4 / LOAD8, no alignment
+ * needed): work-item g of a flat kernel covers elements
+ * [g * EW_VW * EW_NV, (g + 1) * EW_VW * EW_NV).  A vector that would cross
+ * the end is handled lane by lane through a private array, so the math is
+ * written once, on vectors.  GPUs use EW_VW 4 and EW_NV 1 (neighbouring
+ * work-items read neighbouring 16-byte vectors: coalesced); PoCL uses float8
+ * and several vectors per work-item (one AVX stream per work-item and fewer
+ * work-items per byte).  Flat kernels run with local size EW_LS over a
+ * padded global size; padding work-items return at the bounds check.
+ *
+ * bias_add is 2-D: dimension 0 walks column blocks of EW_VW * EW_NV
+ * elements of one row, dimension 1 the rows (no division per element).
+ *
+ * Activations are picked by kernel name (act_fwd_relu, act_bwd_gelu_erf,
+ * ...): each thin entry passes a constant id to one inline body, so the
+ * switch folds at compile time, one program serves every activation, and
+ * PoCL compiles only the entries actually launched.
+ *
+ * bias_grad variants (rows are cut into chunks of `rc` rows; with more than
+ * one chunk each chunk writes a partial row part[chunk, F] and
+ * bias_grad_fold sums the chunks of each column in chunk order, so the
+ * result is the same on every run):
+ *   bias_grad_wg   GPU: a work-group of WG work-items covers BG_TC columns
+ *                  x (WG / BG_TC) row lanes of one chunk; lane t sums rows
+ *                  t, t + WG/BG_TC, ... (coalesced across columns), then a
+ *                  tree over the lanes in local memory.
+ *   bias_grad_row  CPU: one work-item per block of 16 columns of one chunk,
+ *                  walking its rows with two float8 accumulators, no
+ *                  barriers.
+ */
+
+#ifndef EW_VW
+#define EW_VW 8 /* elements per vector: 4 (float4) or 8 (float8) */
+#endif
+#ifndef EW_NV
+#define EW_NV 4 /* contiguous vectors per work-item */
+#endif
+#ifndef EW_LS
+#define EW_LS 64 /* local size of the flat kernels */
+#endif
+#ifndef BG_TC
+#define BG_TC (WG >= 32 ? 32 : WG) /* columns per work-group, bias_grad_wg */
+#endif
+#define BG_TR (WG / BG_TC)         /* row lanes per work-group */
+#ifndef BG_COLS
+#define BG_COLS 16 /* columns per work-item of bias_grad_row: 8, 16, ... */
+#endif
+
+#define EW_SPAN (EW_VW * EW_NV) /* elements per work-item */
+
+#if EW_VW == 8
+typedef float8 vec_t;
+typedef int8 ivec_t;
+#define VLOAD(p, i) LOAD8(p, i)
+#define VSTORE(v, p, i) STORE8(v, p, i)
+#define VLOAD_PRIV(a) vload8(0, a)
+#define VSTORE_PRIV(v, a) vstore8(v, 0, a)
+#elif EW_VW == 4
+typedef float4 vec_t;
+typedef int4 ivec_t;
+#define VLOAD(p, i) LOAD4(p, i)
+#define VSTORE(v, p, i) STORE4(v, p, i)
+#define VLOAD_PRIV(a) vload4(0, a)
+#define VSTORE_PRIV(v, a) vstore4(v, 0, a)
+#else
+#error "EW_VW must be 4 or 8"
+#endif
+
+#ifdef RUMUS_RELAX_WG
+#define EW_ATTR
+#else
+#define EW_ATTR __attribute__((reqd_work_group_size(EW_LS, 1, 1)))
+#endif
+
+/* ---- The math, on vectors --------------------------------------------- */
+
+enum {
+  OP_ADD = 0, OP_SUB, OP_MUL, OP_SCALE, OP_AXPY, /* out = f(a, b) */
+  OP_FWD, /* out = act(a) */
+  OP_BWD  /* out = b * act'(a), a = x, b = dy */
+};
+/* Activation ids: rumus_activation's values. */
+enum {
+  ACT_RELU = 0, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU_TANH,
+  ACT_GELU_ERF
+};
+
+#define GELU_K2 1.5957691216057308f  /* 2 sqrt(2 / pi) */
+#define GELU_K2C 0.0713548162726f    /* 2 sqrt(2 / pi) * 0.044715 */
+#define GELU_K2C3 0.2140644488178f   /* 3 * GELU_K2C */
+#define INV_SQRT2 0.70710678118654752f
+#define INV_SQRT2PI 0.39894228040143268f
+#define GELU_CLAMP 20.0f /* |x| beyond which the GELU derivatives are 0 or 1 */
+
+/* sigmoid'(z) = e / (1 + e)^2 with e = exp(-|z|): finite for every z. */
+inline vec_t dsigmoid(vec_t z) {
+  const vec_t e = exp(-fabs(z));
+  const vec_t d = 1.0f + e;
+  return e / (d * d);
+}
+
+inline vec_t act_fwd(vec_t x, float p, int act) {
+  switch (act) {
+  case ACT_RELU:
+    return select(x, (vec_t)0.0f, x <= 0.0f); /* NaN: x <= 0 is false */
+  case ACT_LEAKY_RELU:
+    return select(x, x * p, x <= 0.0f);
+  case ACT_SIGMOID:
+    return 1.0f / (1.0f + exp(-x)); /* exp(+big) = inf gives 0: stable */
+  case ACT_TANH:
+    return tanh(x);
+  case ACT_GELU_TANH: {
+    const vec_t z = x * (GELU_K2 + GELU_K2C * (x * x)); /* 2u */
+    const vec_t s = 1.0f / (1.0f + exp(-z));
+    return select(x * s, (vec_t)0.0f, s == 0.0f); /* -inf * 0 -> 0 */
+  }
+  default: { /* ACT_GELU_ERF */
+    const vec_t t = erfc(-x * INV_SQRT2); /* 2 Phi(x) */
+    return select(0.5f * x * t, (vec_t)0.0f, t == 0.0f);
+  }
+  }
+}
+
+inline vec_t act_bwd(vec_t x, vec_t dy, float p, int act) {
+  switch (act) {
+  case ACT_RELU: /* PyTorch's threshold: x <= 0 gives 0, even for NaN dy */
+    return select(select(dy, (vec_t)0.0f, x <= 0.0f), x, isnan(x));
+  case ACT_LEAKY_RELU:
+    return select(select(dy, dy * p, x <= 0.0f), x, isnan(x));
+  case ACT_SIGMOID:
+    return dy * dsigmoid(x);
+  case ACT_TANH:
+    return dy * (4.0f * dsigmoid(2.0f * x));
+  case ACT_GELU_TANH: {
+    const vec_t xc = clamp(x, -GELU_CLAMP, GELU_CLAMP);
+    const vec_t x2 = xc * xc;
+    const vec_t z = xc * (GELU_K2 + GELU_K2C * x2);
+    const vec_t s = 1.0f / (1.0f + exp(-z));
+    const vec_t g = s + xc * dsigmoid(z) * (GELU_K2 + GELU_K2C3 * x2);
+    return select(dy * g, x, isnan(x)); /* clamp drops NaN */
+  }
+  default: { /* ACT_GELU_ERF */
+    const vec_t xc = clamp(x, -GELU_CLAMP, GELU_CLAMP);
+    const vec_t g = 0.5f * erfc(-xc * INV_SQRT2) +
+                    xc * (INV_SQRT2PI * exp(-0.5f * (xc * xc)));
+    return select(dy * g, x, isnan(x));
+  }
+  }
+}
+
+inline vec_t ew_apply(vec_t a, vec_t b, float alpha, int op, int act) {
+  switch (op) {
+  case OP_ADD: return a + b;
+  case OP_SUB: return a - b;
+  case OP_MUL: return a * b;
+  case OP_SCALE: return alpha * a;
+  case OP_AXPY: return alpha * a + b;
+  case OP_FWD: return act_fwd(a, alpha, act);
+  default: return act_bwd(a, b, alpha, act);
+  }
+}
+
+#define OP_READS_B(op) ((op) != OP_SCALE && (op) != OP_FWD)
+
+/* ---- Flat kernels ------------------------------------------------------ */
+
+/* Elements [i, i + n) with n < EW_VW, through private arrays. */
+inline void ew_tail(global const real_t *a, global const real_t *b,
+                    global real_t *out, size_t i, size_t n, float alpha,
+                    int op, int act) {
+  float pa[EW_VW], pb[EW_VW], po[EW_VW];
+  for (int k = 0; k < EW_VW; k++) {
+    pa[k] = (size_t)k < n ? LOAD(a, i + k) : 0.0f;
+    pb[k] = ((size_t)k < n && OP_READS_B(op)) ? LOAD(b, i + k) : 0.0f;
+  }
+  VSTORE_PRIV(ew_apply(VLOAD_PRIV(pa), VLOAD_PRIV(pb), alpha, op, act), po);
+  for (int k = 0; k < EW_VW; k++)
+    if ((size_t)k < n) STORE(po[k], out, i + k);
+}
+
+/* One work-item's EW_SPAN elements of n, starting at `base`. */
+inline void ew_span(global const real_t *a, global const real_t *b,
+                    global real_t *out, size_t base, size_t n, float alpha,
+                    int op, int act) {
+  if (base + EW_SPAN <= n) {
+    for (int v = 0; v < EW_NV; v++) {
+      const size_t i = base + (size_t)v * EW_VW;
+      const vec_t vb = OP_READS_B(op) ? VLOAD(b, i) : (vec_t)0.0f;
+      VSTORE(ew_apply(VLOAD(a, i), vb, alpha, op, act), out, i);
+    }
+  } else {
+    size_t i = base;
+    for (; i + EW_VW <= n; i += EW_VW) {
+      const vec_t vb = OP_READS_B(op) ? VLOAD(b, i) : (vec_t)0.0f;
+      VSTORE(ew_apply(VLOAD(a, i), vb, alpha, op, act), out, i);
+    }
+    if (i < n) ew_tail(a, b, out, i, n - i, alpha, op, act);
+  }
+}
+
+inline void ew_body(global const real_t *a, global const real_t *b,
+                    global real_t *out, ulong n, float alpha, int op,
+                    int act) {
+  const size_t base = get_global_id(0) * (size_t)EW_SPAN;
+  if (base >= (size_t)n) return;
+  ew_span(a, b, out, base, (size_t)n, alpha, op, act);
+}
+
+__kernel EW_ATTR void ew_add(global const real_t *a, ulong a_off,
+                             global const real_t *b, ulong b_off,
+                             global real_t *out, ulong out_off, ulong n) {
+  ew_body(a + a_off, b + b_off, out + out_off, n, 0.0f, OP_ADD, 0);
+}
+
+__kernel EW_ATTR void ew_sub(global const real_t *a, ulong a_off,
+                             global const real_t *b, ulong b_off,
+                             global real_t *out, ulong out_off, ulong n) {
+  ew_body(a + a_off, b + b_off, out + out_off, n, 0.0f, OP_SUB, 0);
+}
+
+__kernel EW_ATTR void ew_mul(global const real_t *a, ulong a_off,
+                             global const real_t *b, ulong b_off,
+                             global real_t *out, ulong out_off, ulong n) {
+  ew_body(a + a_off, b + b_off, out + out_off, n, 0.0f, OP_MUL, 0);
+}
+
+__kernel EW_ATTR void ew_scale(global const real_t *x, ulong x_off,
+                               global real_t *out, ulong out_off, ulong n,
+                               float alpha) {
+  ew_body(x + x_off, x + x_off, out + out_off, n, alpha, OP_SCALE, 0);
+}
+
+/* y = alpha x + y: y is read through b and written through out. */
+__kernel EW_ATTR void ew_axpy(global const real_t *x, ulong x_off,
+                              global real_t *y, ulong y_off, ulong n,
+                              float alpha) {
+  ew_body(x + x_off, y + y_off, y + y_off, n, alpha, OP_AXPY, 0);
+}
+
+/* act_fwd_NAME(x, x_off, y, y_off, n, param) and
+ * act_bwd_NAME(x, x_off, dy, dy_off, dx, dx_off, n, param). */
+#define ACT_KERNELS(name, id)                                                 \
+  __kernel EW_ATTR void act_fwd_##name(global const real_t *x, ulong x_off,   \
+                                       global real_t *y, ulong y_off,         \
+                                       ulong n, float param) {                \
+    ew_body(x + x_off, x + x_off, y + y_off, n, param, OP_FWD, id);           \
+  }                                                                           \
+  __kernel EW_ATTR void act_bwd_##name(                                       \
+      global const real_t *x, ulong x_off, global const real_t *dy,           \
+      ulong dy_off, global real_t *dx, ulong dx_off, ulong n, float param) {  \
+    ew_body(x + x_off, dy + dy_off, dx + dx_off, n, param, OP_BWD, id);       \
+  }
+
+ACT_KERNELS(relu, ACT_RELU)
+ACT_KERNELS(leaky_relu, ACT_LEAKY_RELU)
+ACT_KERNELS(sigmoid, ACT_SIGMOID)
+ACT_KERNELS(tanh, ACT_TANH)
+ACT_KERNELS(gelu_tanh, ACT_GELU_TANH)
+ACT_KERNELS(gelu_erf, ACT_GELU_ERF)
+
+/* ---- Bias add ---------------------------------------------------------- */
+
+/* Global (ceil(F / EW_SPAN), rows): work-item (c, r) adds bias[c * EW_SPAN
+ * ...] to the same columns of row r. */
+__kernel void bias_add(global real_t *y, ulong y_off, global const real_t *bias,
+                       ulong b_off, ulong rows, ulong cols) {
+  const size_t c0 = get_global_id(0) * (size_t)EW_SPAN;
+  const size_t r = get_global_id(1);
+  if (c0 >= (size_t)cols || r >= (size_t)rows) return;
+  global real_t *yr = y + (size_t)y_off + r * (size_t)cols;
+  ew_span(yr, bias + b_off, yr, c0, (size_t)cols, 0.0f, OP_ADD, 0);
+}
+
+/* ---- Bias gradient ------------------------------------------------------ */
+
+/* Global (ceil(F / BG_TC) * WG, chunks), local (WG, 1).  Writes the sums of
+ * rows [chunk * rc, (chunk + 1) * rc) to out[chunk * cols + j]. */
+__kernel RUMUS_WG_ATTR void bias_grad_wg(global const real_t *dy, ulong dy_off,
+                                         global real_t *out, ulong out_off,
+                                         ulong rows, ulong cols, ulong rc) {
+  local float acc[WG];
+  const size_t lid = get_local_id(0);
+  const size_t tx = lid % BG_TC, ty = lid / BG_TC;
+  const size_t col = get_group_id(0) * (size_t)BG_TC + tx;
+  const size_t chunk = get_group_id(1);
+  const size_t r0 = chunk * (size_t)rc;
+  const size_t r1 = min(r0 + (size_t)rc, (size_t)rows);
+  float s = 0.0f;
+  if (col < (size_t)cols) {
+    global const real_t *p = dy + (size_t)dy_off + col;
+    for (size_t r = r0 + ty; r < r1; r += BG_TR) s += LOAD(p, r * (size_t)cols);
+  }
+  /* Tree over the row lanes: lane ty folds lane ty + step (same column). */
+  acc[lid] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = BG_TR / 2; step > 0; step /= 2) {
+    if (ty < step) acc[lid] += acc[lid + step * BG_TC];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (ty == 0 && col < (size_t)cols)
+    STORE(acc[tx], out + (size_t)out_off, chunk * (size_t)cols + col);
+}
+
+/* Global (ceil(F / BG_COLS), chunks): work-item (b, chunk) sums columns
+ * [BG_COLS b, BG_COLS b + BG_COLS) of the chunk's rows into
+ * out[chunk * cols + j]. */
+__kernel void bias_grad_row(global const real_t *dy, ulong dy_off,
+                            global real_t *out, ulong out_off, ulong rows,
+                            ulong cols, ulong rc) {
+  const size_t c0 = get_global_id(0) * BG_COLS;
+  const size_t chunk = get_global_id(1);
+  const size_t n = (size_t)cols;
+  const size_t r0 = chunk * (size_t)rc;
+  if (c0 >= n || r0 >= (size_t)rows) return;
+  const size_t r1 = min(r0 + (size_t)rc, (size_t)rows);
+  global const real_t *p = dy + (size_t)dy_off + c0;
+  global real_t *o = out + (size_t)out_off + chunk * n + c0;
+  if (c0 + BG_COLS <= n) {
+    float8 a[BG_COLS / 8];
+    for (int k = 0; k < BG_COLS / 8; k++) a[k] = 0.0f;
+    for (size_t r = r0; r < r1; r++)
+      for (int k = 0; k < BG_COLS / 8; k++) a[k] += LOAD8(p, r * n + 8 * k);
+    for (int k = 0; k < BG_COLS / 8; k++) STORE8(a[k], o, 8 * k);
+  } else {
+    const size_t w = n - c0; /* 1 .. BG_COLS - 1 columns */
+    for (size_t j = 0; j < w; j++) {
+      float s = 0.0f;
+      for (size_t r = r0; r < r1; r++) s += LOAD(p, r * n + j);
+      STORE(s, o, j);
+    }
+  }
+}
+
+/* Global F: db[j] = sum over chunks k, in order, of part[k * cols + j]. */
+__kernel EW_ATTR void bias_grad_fold(global const real_t *part, ulong chunks,
+                                     global real_t *db, ulong db_off,
+                                     ulong cols) {
+  const size_t j = get_global_id(0);
+  if (j >= (size_t)cols) return;
+  float s = 0.0f;
+  for (size_t k = 0; k < (size_t)chunks; k++)
+    s += LOAD(part, k * (size_t)cols + j);
+  STORE(s, db + (size_t)db_off, j);
+}

@@ -1,11 +1,745 @@
-/* check_elementwise.c - placeholder until the family lands. */
+/*
+ * check_elementwise.c - bias add / bias gradient, add, sub, mul, scale,
+ * axpy and every activation (forward and backward) against float64
+ * references, on both variants (the GPU and CPU settings of the flat
+ * kernels, the work-group and row variants of bias_grad), over sizes that
+ * are and are not multiples of the vector widths, special inputs, finite
+ * differences, in-place calls, borrowed buffers at odd offsets, guard bytes
+ * and bad input.
+ *
+ * Tolerances (`want` is the double result of the float inputs):
+ *   add, sub, mul, scale, bias_add   1 ulp: |got - want| <= 2^-23 |want|
+ *                                    (one IEEE rounding is within half an ulp)
+ *   axpy                             |got - want| <= 2^-23 (|alpha x| + |y|)
+ *                                    (two roundings, or one if fused)
+ *   relu, leaky relu (fwd, bwd)      1 ulp as above (exact but for slope * x)
+ *   sigmoid, tanh, GELUs (fwd, bwd)  atol 1e-6, rtol 2e-6
+ *   bwd vs central differences of the double reference forward (h = 1e-4):
+ *                                    atol 2e-6, rtol 4e-6
+ *   bwd vs central differences of the device's own float forward
+ *   (h = 1/64):                      atol 1e-3, rtol 1e-2
+ *   bias_grad                        |got - want| <= 1e-5 * sum_r |dy[r, j]|
+ *                                    (float sums over row chunks, then over
+ *                                    the chunks; a missing or doubled row is
+ *                                    >= 1/rows of that sum)
+ * Infinities and NaN must match exactly (sign included).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "testutil.h"
-START_TEST(placeholder) { ck_assert_int_eq(0, 0); }
+
+#define ULP 1.1920928955078125e-7 /* 2^-23 */
+
+static const size_t SIZES[] = {1, 3, 7, 8, 9, 1023, 4097, ((size_t)1 << 20) + 3};
+#define NSIZES (sizeof SIZES / sizeof SIZES[0])
+static const size_t FEATS[] = {1, 10, 257};
+static const size_t ROWS[] = {1, 129, 4096};
+#define NACT 6
+static const char *const ACT_NAMES[NACT] = {"relu", "leaky_relu", "sigmoid",
+                                            "tanh", "gelu_tanh", "gelu_erf"};
+static const float SLOPE = 0.01f; /* the leaky ReLU parameter */
+
+/* Every |got - want| <= bound[i]; infinities and NaN must match exactly.
+ * Check's asserts write a checkpoint to a pipe each time they pass, so the
+ * loop tests plainly and only a failure reaches ck_abort_msg. */
+static void check_bound(const char *what, const float *got, const double *want,
+                        const double *bound, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    double g = got[i], w = want[i];
+    int ok;
+    if (isnan(w) || isnan(g))
+      ok = isnan(w) && isnan(g);
+    else if (isinf(w) || isinf(g))
+      ok = g == w;
+    else
+      ok = fabs(g - w) <= bound[i];
+    if (!ok)
+      ck_abort_msg("%s[%zu]: got %.9g, want %.9g (error %.3g, bound %.3g)", what, i, g, w,
+                   fabs(g - w), bound[i]);
+  }
+}
+
+/* check_bound with |got - want| <= atol + rtol |want|. */
+static void check_close(const char *what, const float *got, const double *want, size_t n,
+                        double atol, double rtol) {
+  double *bound = malloc((n ? n : 1) * sizeof *bound);
+  ck_assert_ptr_nonnull(bound);
+  for (size_t i = 0; i < n; i++) bound[i] = atol + rtol * fabs(want[i]);
+  check_bound(what, got, want, bound, n);
+  free(bound);
+}
+
+static rumus_tensor *tensor_1d(rumus_ctx *ctx, size_t n, const float *data) {
+  return tu_tensor(ctx, RUMUS_F32, 1, &n, data);
+}
+
+static void *xmalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  ck_assert_ptr_nonnull(p);
+  return p;
+}
+
+/* ---- Element-wise arithmetic ------------------------------------------- */
+
+enum { ADD, SUB, MUL, SCALE, AXPY, NOPS };
+static const char *const OP_NAMES[NOPS] = {"add", "sub", "mul", "scale", "axpy"};
+
+/* want and bound of one op on float inputs. */
+static void ref_op(int op, float alpha, const float *a, const float *b, size_t n,
+                   double *want, double *bound) {
+  for (size_t i = 0; i < n; i++) {
+    double x = a[i], y = b[i];
+    switch (op) {
+    case ADD: want[i] = x + y; break;
+    case SUB: want[i] = x - y; break;
+    case MUL: want[i] = x * y; break;
+    case SCALE: want[i] = (double)alpha * x; break;
+    default: want[i] = (double)alpha * x + y; break;
+    }
+    bound[i] = op == AXPY ? ULP * (fabs((double)alpha * x) + fabs(y)) : ULP * fabs(want[i]);
+  }
+}
+
+/* Runs op on (a, b) into out; axpy updates b. */
+static int run_op(rumus_ctx *ctx, int op, float alpha, const rumus_tensor *a, rumus_tensor *b,
+                  rumus_tensor *out) {
+  switch (op) {
+  case ADD: return rumus_add(ctx, a, b, out);
+  case SUB: return rumus_sub(ctx, a, b, out);
+  case MUL: return rumus_mul(ctx, a, b, out);
+  case SCALE: return rumus_scale(ctx, alpha, a, out);
+  default: return rumus_axpy(ctx, alpha, a, b);
+  }
+}
+
+START_TEST(binary_ops_sizes) {
+  const size_t n = SIZES[_i];
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 11 + (uint64_t)_i);
+  float *a = xmalloc(n * sizeof *a), *b = xmalloc(n * sizeof *b);
+  double *want = xmalloc(n * sizeof *want), *bound = xmalloc(n * sizeof *bound);
+  tu_fill_uniform(&r, a, n, -4, 4);
+  tu_fill_uniform(&r, b, n, -4, 4);
+  rumus_tensor *ta = tensor_1d(ctx, n, a), *tb = tensor_1d(ctx, n, NULL), *to = tensor_1d(ctx, n, NULL);
+  const float alpha = -1.75f;
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int op = 0; op < NOPS; op++) {
+      TU_OK(ctx, rumus_tensor_upload(tb, b, n * sizeof *b));
+      TU_OK(ctx, rumus_tensor_fill(to, NAN));
+      TU_OK(ctx, run_op(ctx, op, alpha, ta, tb, to));
+      float *got = tu_download(ctx, op == AXPY ? tb : to);
+      ref_op(op, alpha, a, b, n, want, bound);
+      char name[96];
+      snprintf(name, sizeof name, "%s_f32_%s_%zu", OP_NAMES[op], tu_variant_name(tu_variants[v]), n);
+      check_bound(name, got, want, bound, n);
+      free(got);
+    }
+  }
+  free(a);
+  free(b);
+  free(want);
+  free(bound);
+  tu_free_all(ctx, ta, tb, to, NULL);
+}
 END_TEST
+
+/* ---- Activations -------------------------------------------------------- */
+
+static int act_exact(int act) { return act <= RUMUS_ACT_LEAKY_RELU; }
+
+/* Compares act's forward and backward on the device with the reference. */
+static void check_act(rumus_ctx *ctx, int act, const float *x, const float *dy, size_t n,
+                      const char *what) {
+  double *want = xmalloc(n * sizeof *want), *bound = xmalloc(n * sizeof *bound);
+  rumus_tensor *tx = tensor_1d(ctx, n, x), *tdy = tensor_1d(ctx, n, dy), *ty = tensor_1d(ctx, n, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int bwd = 0; bwd < 2; bwd++) {
+      TU_OK(ctx, rumus_tensor_fill(ty, 12345.0f));
+      if (bwd)
+        TU_OK(ctx, rumus_activation_bwd(ctx, (rumus_activation)act, SLOPE, tx, tdy, ty));
+      else
+        TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, SLOPE, tx, ty));
+      float *got = tu_download(ctx, ty);
+      for (size_t i = 0; i < n; i++) {
+        want[i] = bwd ? (double)dy[i] * ref_activation_grad(act, SLOPE, x[i])
+                      : ref_activation(act, SLOPE, x[i]);
+        /* relu' = 0 at x <= 0 even for an infinite dy (PyTorch). */
+        if (bwd && act == RUMUS_ACT_RELU && x[i] <= 0) want[i] = 0.0;
+        bound[i] = act_exact(act) ? ULP * fabs(want[i]) : 1e-6 + 2e-6 * fabs(want[i]);
+      }
+      char name[128];
+      snprintf(name, sizeof name, "%s_%s_%s_%s_%zu", ACT_NAMES[act], bwd ? "bwd" : "fwd", what,
+               tu_variant_name(tu_variants[v]), n);
+      check_bound(name, got, want, bound, n);
+      free(got);
+    }
+  }
+  free(want);
+  free(bound);
+  rumus_tensor_free(tx);
+  rumus_tensor_free(tdy);
+  rumus_tensor_free(ty);
+}
+
+static const size_t ACT_SIZES[] = {1, 7, 9, 1023, 4097, ((size_t)1 << 20) + 3};
+#define NACT_SIZES (sizeof ACT_SIZES / sizeof ACT_SIZES[0])
+
+/* Loop index: activation _i % NACT, every size. */
+START_TEST(activation_random) {
+  const int act = _i;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 100 + (uint64_t)act);
+  for (size_t s = 0; s < NACT_SIZES; s++) {
+    const size_t n = ACT_SIZES[s];
+    float *x = xmalloc(n * sizeof *x), *dy = xmalloc(n * sizeof *dy);
+    tu_fill_uniform(&r, x, n, -8, 8);
+    tu_fill_uniform(&r, dy, n, -2, 2);
+    check_act(ctx, act, x, dy, n, "uniform");
+    free(x);
+    free(dy);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* 0, +-1e-8, +-3, +-20, +-1e4, +-inf, NaN and a few more, repeated at
+ * shifting positions so that each lands in vector lanes and in the tail. */
+START_TEST(activation_special_values) {
+  static const float SPECIAL[] = {0.0f, -0.0f, 1e-8f, -1e-8f, 3.0f, -3.0f, 20.0f, -20.0f,
+                                  1e4f, -1e4f, INFINITY, -INFINITY, NAN, 0.75f, -0.75f,
+                                  1e-30f, 88.0f, -88.0f, 1e20f, -1e20f, 6.0f, -6.0f};
+  enum { NS = sizeof SPECIAL / sizeof SPECIAL[0], N = 3 * NS + 5 };
+  float x[N], dy[N];
+  tu_rng r;
+  tu_rng_seed(&r, 5);
+  for (size_t i = 0; i < N; i++) {
+    x[i] = SPECIAL[(i * 7) % NS];
+    dy[i] = i % 3 ? tu_uniform(&r, -2, 2) : 1.0f;
+  }
+  rumus_ctx *ctx = tu_ctx();
+  for (int act = 0; act < NACT; act++) check_act(ctx, act, x, dy, N, "special");
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* The device's backward against central differences of the double
+ * reference forward, on a grid of float inputs (away from the ReLU kink). */
+START_TEST(activation_bwd_finite_differences) {
+  enum { N = 401 };
+  const double h = 1e-4;
+  float x[N], dy[N];
+  double want[N];
+  tu_rng r;
+  tu_rng_seed(&r, 77);
+  for (int i = 0; i < N; i++) {
+    x[i] = (float)(-8.0 + 16.0 * i / (N - 1) + 0.0137); /* never within h of 0 */
+    dy[i] = tu_uniform(&r, -2, 2);
+  }
+  rumus_ctx *ctx = tu_ctx();
+  rumus_tensor *tx = tensor_1d(ctx, N, x), *tdy = tensor_1d(ctx, N, dy), *tdx = tensor_1d(ctx, N, NULL);
+  for (int act = 0; act < NACT; act++) {
+    for (int i = 0; i < N; i++) {
+      double xp = (double)x[i] + h, xm = (double)x[i] - h;
+      want[i] = dy[i] * (ref_activation(act, SLOPE, xp) - ref_activation(act, SLOPE, xm)) / (2 * h);
+    }
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      TU_OK(ctx, rumus_activation_bwd(ctx, (rumus_activation)act, SLOPE, tx, tdy, tdx));
+      float *got = tu_download(ctx, tdx);
+      char name[96];
+      snprintf(name, sizeof name, "%s_bwd_fd_%s", ACT_NAMES[act], tu_variant_name(tu_variants[v]));
+      check_close(name, got, want, N, 2e-6, 4e-6);
+      free(got);
+    }
+  }
+  tu_free_all(ctx, tx, tdy, tdx, NULL);
+}
+END_TEST
+
+/* The device's backward against central differences of the device's own
+ * float forward (fwd and bwd agree with each other). */
+START_TEST(activation_bwd_device_differences) {
+  enum { N = 67 };
+  const float h = 1.0f / 64;
+  float x[N], xp[N], xm[N], ones[N];
+  double want[N];
+  for (int i = 0; i < N; i++) {
+    x[i] = -5.0f + 10.0f * (float)i / (N - 1) + 0.03f; /* off the grid of h: no kink inside */
+    xp[i] = x[i] + h;
+    xm[i] = x[i] - h;
+    ones[i] = 1.0f;
+  }
+  rumus_ctx *ctx = tu_ctx();
+  rumus_tensor *tx = tensor_1d(ctx, N, x), *txp = tensor_1d(ctx, N, xp), *txm = tensor_1d(ctx, N, xm),
+               *t1 = tensor_1d(ctx, N, ones), *typ = tensor_1d(ctx, N, NULL),
+               *tym = tensor_1d(ctx, N, NULL), *tdx = tensor_1d(ctx, N, NULL);
+  for (int act = 0; act < NACT; act++) {
+    rumus_activation a = (rumus_activation)act;
+    TU_OK(ctx, rumus_activation_fwd(ctx, a, SLOPE, txp, typ));
+    TU_OK(ctx, rumus_activation_fwd(ctx, a, SLOPE, txm, tym));
+    TU_OK(ctx, rumus_activation_bwd(ctx, a, SLOPE, tx, t1, tdx));
+    float *yp = tu_download(ctx, typ), *ym = tu_download(ctx, tym), *got = tu_download(ctx, tdx);
+    for (int i = 0; i < N; i++) want[i] = ((double)yp[i] - ym[i]) / ((double)xp[i] - xm[i]);
+    check_close(ACT_NAMES[act], got, want, N, 1e-3, 1e-2);
+    free(yp);
+    free(ym);
+    free(got);
+  }
+  tu_free_all(ctx, tx, txp, txm, t1, typ, tym, tdx, NULL);
+}
+END_TEST
+
+/* ---- Bias --------------------------------------------------------------- */
+
+/* [rows, F] as 2-D, or 3-D with the rows split in two (rows = 129 = 3 * 43,
+ * 4096 = 16 * 256, 1 = 1 * 1). */
+static int bias_shape(size_t rows, size_t F, int three_d, size_t *shape) {
+  if (!three_d) {
+    shape[0] = rows;
+    shape[1] = F;
+    return 2;
+  }
+  shape[0] = rows == 129 ? 3 : rows == 4096 ? 16 : 1;
+  shape[1] = rows / shape[0];
+  shape[2] = F;
+  return 3;
+}
+
+static void ref_bias_add(const float *y, const float *b, size_t rows, size_t F, double *want,
+                         double *bound) {
+  for (size_t r = 0; r < rows; r++)
+    for (size_t j = 0; j < F; j++) {
+      want[r * F + j] = (double)y[r * F + j] + b[j];
+      bound[r * F + j] = ULP * fabs(want[r * F + j]);
+    }
+}
+
+/* Loop index over FEATS x ROWS. */
+START_TEST(bias_add_shapes) {
+  const size_t F = FEATS[_i % 3], rows = ROWS[_i / 3], n = rows * F;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 200 + (uint64_t)_i);
+  float *y = xmalloc(n * sizeof *y), *b = xmalloc(F * sizeof *b);
+  double *want = xmalloc(n * sizeof *want), *bound = xmalloc(n * sizeof *bound);
+  tu_fill_uniform(&r, y, n, -3, 3);
+  tu_fill_uniform(&r, b, F, -3, 3);
+  ref_bias_add(y, b, rows, F, want, bound);
+  rumus_tensor *tb = tensor_1d(ctx, F, b);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int three_d = 0; three_d < 2; three_d++) {
+      size_t shape[3];
+      int nd = bias_shape(rows, F, three_d, shape);
+      rumus_tensor *ty = tu_tensor(ctx, RUMUS_F32, nd, shape, y);
+      TU_OK(ctx, rumus_bias_add(ctx, ty, tb));
+      float *got = tu_download(ctx, ty);
+      char name[96];
+      snprintf(name, sizeof name, "bias_add_%s_%dd_%zux%zu", tu_variant_name(tu_variants[v]),
+               nd, rows, F);
+      check_bound(name, got, want, bound, n);
+      free(got);
+      rumus_tensor_free(ty);
+    }
+  }
+  free(y);
+  free(b);
+  free(want);
+  free(bound);
+  tu_free_all(ctx, tb, NULL);
+}
+END_TEST
+
+/* Checks dbias against the reference with the tolerance of the header. */
+static void check_bias_grad(const char *what, const float *got, const float *dy, size_t rows,
+                            size_t F) {
+  double *want = xmalloc(F * sizeof *want), *bound = xmalloc(F * sizeof *bound);
+  ref_bias_grad(dy, rows, F, want);
+  for (size_t j = 0; j < F; j++) bound[j] = 0.0;
+  for (size_t i = 0; i < rows * F; i++) bound[i % F] += fabs((double)dy[i]);
+  for (size_t j = 0; j < F; j++) bound[j] *= 1e-5;
+  check_bound(what, got, want, bound, F);
+  free(want);
+  free(bound);
+}
+
+/* Runs bias_grad on both variants, twice each (bitwise equal results). */
+static void run_bias_grad(rumus_ctx *ctx, const float *dy, size_t rows, size_t F, int nd,
+                          const size_t *shape) {
+  rumus_tensor *tdy = tu_tensor(ctx, RUMUS_F32, nd, shape, dy), *tdb = tensor_1d(ctx, F, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, rumus_tensor_fill(tdb, NAN));
+    TU_OK(ctx, rumus_bias_grad(ctx, tdy, tdb));
+    float *got = tu_download(ctx, tdb);
+    char name[96];
+    snprintf(name, sizeof name, "bias_grad_%s_%dd_%zux%zu", tu_variant_name(tu_variants[v]), nd,
+             rows, F);
+    check_bias_grad(name, got, dy, rows, F);
+    TU_OK(ctx, rumus_tensor_fill(tdb, 0.0f));
+    TU_OK(ctx, rumus_bias_grad(ctx, tdy, tdb));
+    float *again = tu_download(ctx, tdb);
+    ck_assert_msg(memcmp(got, again, F * sizeof *got) == 0, "%s: not deterministic", name);
+    free(got);
+    free(again);
+  }
+  rumus_tensor_free(tdy);
+  rumus_tensor_free(tdb);
+}
+
+/* Loop index over FEATS x ROWS, 2-D and 3-D. */
+START_TEST(bias_grad_shapes) {
+  const size_t F = FEATS[_i % 3], rows = ROWS[_i / 3], n = rows * F;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 300 + (uint64_t)_i);
+  float *dy = xmalloc(n * sizeof *dy);
+  tu_fill_uniform(&r, dy, n, -1, 1);
+  for (int three_d = 0; three_d < 2; three_d++) {
+    size_t shape[3];
+    int nd = bias_shape(rows, F, three_d, shape);
+    run_bias_grad(ctx, dy, rows, F, nd, shape);
+  }
+  free(dy);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Many rows (more row chunks than the cap, partial column blocks) and wide
+ * rows (several column tiles and blocks, a partial last one). */
+START_TEST(bias_grad_large) {
+  static const size_t CASES[][2] = {{600001, 3}, {20000, 75}, {33, 4099}};
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 400);
+  for (size_t c = 0; c < 3; c++) {
+    const size_t rows = CASES[c][0], F = CASES[c][1];
+    float *dy = xmalloc(rows * F * sizeof *dy);
+    tu_fill_uniform(&r, dy, rows * F, -1, 1);
+    size_t shape[2] = {rows, F};
+    run_bias_grad(ctx, dy, rows, F, 2, shape);
+    free(dy);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* ---- Limits: in place, offsets, guards, empty tensors ------------------- */
+
+/* out aliases an input for every op (and axpy with x == y). */
+START_TEST(in_place) {
+  enum { N = 1031 };
+  float a[N], b[N], dy[N];
+  double want[N], bound[N];
+  tu_rng r;
+  tu_rng_seed(&r, 500);
+  tu_fill_uniform(&r, a, N, -4, 4);
+  tu_fill_uniform(&r, b, N, -4, 4);
+  tu_fill_uniform(&r, dy, N, -1, 1);
+  rumus_ctx *ctx = tu_ctx();
+  rumus_tensor *ta = tensor_1d(ctx, N, NULL), *tb = tensor_1d(ctx, N, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int op = 0; op < NOPS; op++)
+      for (int which = 0; which < 2; which++) { /* out = a, out = b */
+        if ((op == SCALE || op == AXPY) && which == 1) continue;
+        TU_OK(ctx, rumus_tensor_upload(ta, a, sizeof a));
+        TU_OK(ctx, rumus_tensor_upload(tb, b, sizeof b));
+        rumus_tensor *out = which ? tb : ta;
+        if (op == AXPY) /* y = alpha y + y */
+          TU_OK(ctx, rumus_axpy(ctx, 0.5f, tb, tb));
+        else
+          TU_OK(ctx, run_op(ctx, op, 0.5f, ta, tb, out));
+        float *got = tu_download(ctx, op == AXPY ? tb : out);
+        ref_op(op, 0.5f, op == AXPY ? b : a, b, N, want, bound);
+        char name[64];
+        snprintf(name, sizeof name, "%s_in_place_%d", OP_NAMES[op], which);
+        check_bound(name, got, want, bound, N);
+        free(got);
+      }
+    for (int act = 0; act < NACT; act++) {
+      /* y = act(x) into x, then dx = dy * act'(x) into dy. */
+      TU_OK(ctx, rumus_tensor_upload(ta, a, sizeof a));
+      TU_OK(ctx, rumus_tensor_upload(tb, dy, sizeof dy));
+      TU_OK(ctx, rumus_activation_bwd(ctx, (rumus_activation)act, SLOPE, ta, tb, tb));
+      TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, SLOPE, ta, ta));
+      float *y = tu_download(ctx, ta), *dx = tu_download(ctx, tb);
+      double wy[N], wdx[N];
+      for (int i = 0; i < N; i++) {
+        wy[i] = ref_activation(act, SLOPE, a[i]);
+        wdx[i] = dy[i] * ref_activation_grad(act, SLOPE, a[i]);
+      }
+      check_close(ACT_NAMES[act], y, wy, N, 1e-6, 2e-6);
+      check_close(ACT_NAMES[act], dx, wdx, N, 1e-6, 2e-6);
+      free(y);
+      free(dx);
+    }
+  }
+  tu_free_all(ctx, ta, tb, NULL);
+}
+END_TEST
+
+/* A tensor borrowed `off` elements into a new buffer of n + off + 5
+ * elements, so that no vector is aligned. */
+static rumus_tensor *wrap_at(rumus_ctx *ctx, int ndim, const size_t *shape, const float *data,
+                             size_t off, cl_mem *buf) {
+  size_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  cl_int e;
+  *buf = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE, (n + off + 5) * sizeof(float),
+                        NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  rumus_tensor *t = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, ndim, shape, *buf, off * sizeof(float), &t));
+  if (data) TU_OK(ctx, rumus_tensor_upload(t, data, n * sizeof(float)));
+  return t;
+}
+
+START_TEST(borrowed_at_offsets) {
+  enum { R = 37, F = 29, N = R * F };
+  float a[N], b[N], bias[F];
+  double want[N], bound[N];
+  tu_rng r;
+  tu_rng_seed(&r, 600);
+  tu_fill_uniform(&r, a, N, -2, 2);
+  tu_fill_uniform(&r, b, N, -2, 2);
+  tu_fill_uniform(&r, bias, F, -2, 2);
+  rumus_ctx *ctx = tu_ctx();
+  size_t shape[2] = {R, F}, bshape[1] = {F};
+  cl_mem bufs[5];
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    rumus_tensor *ta = wrap_at(ctx, 2, shape, a, 3, &bufs[0]), *tb = wrap_at(ctx, 2, shape, b, 1, &bufs[1]),
+                 *to = wrap_at(ctx, 2, shape, NULL, 5, &bufs[2]),
+                 *tbias = wrap_at(ctx, 1, bshape, bias, 7, &bufs[3]),
+                 *tdb = wrap_at(ctx, 1, bshape, NULL, 2, &bufs[4]);
+    TU_OK(ctx, rumus_mul(ctx, ta, tb, to));
+    float *got = tu_download(ctx, to);
+    ref_op(MUL, 0, a, b, N, want, bound);
+    check_bound("mul_offset", got, want, bound, N);
+    free(got);
+    TU_OK(ctx, rumus_activation_fwd(ctx, RUMUS_ACT_GELU_TANH, 0, ta, to));
+    got = tu_download(ctx, to);
+    for (int i = 0; i < N; i++) want[i] = ref_activation(RUMUS_ACT_GELU_TANH, 0, a[i]);
+    check_close("gelu_offset", got, want, N, 1e-6, 2e-6);
+    free(got);
+    TU_OK(ctx, rumus_bias_add(ctx, ta, tbias));
+    got = tu_download(ctx, ta);
+    ref_bias_add(a, bias, R, F, want, bound);
+    check_bound("bias_add_offset", got, want, bound, N);
+    free(got);
+    TU_OK(ctx, rumus_bias_grad(ctx, tb, tdb));
+    got = tu_download(ctx, tdb);
+    check_bias_grad("bias_grad_offset", got, b, R, F);
+    free(got);
+    rumus_tensor *ts[5] = {ta, tb, to, tbias, tdb};
+    for (int i = 0; i < 5; i++) {
+      rumus_tensor_free(ts[i]);
+      clReleaseMemObject(bufs[i]);
+    }
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Every op on tensors with guard bytes before and after (one shape with a
+ * partial vector at the end, bias_grad with several row chunks). */
+START_TEST(guard_bytes) {
+  enum { R = 1100, F = 19, N = R * F };
+  float *a = xmalloc(N * sizeof *a), *b = xmalloc(N * sizeof *b), bias[F];
+  tu_rng r;
+  tu_rng_seed(&r, 700);
+  tu_fill_uniform(&r, a, N, -2, 2);
+  tu_fill_uniform(&r, b, N, -2, 2);
+  tu_fill_uniform(&r, bias, F, -2, 2);
+  rumus_ctx *ctx = tu_ctx();
+  size_t shape[2] = {R, F}, bshape[1] = {F};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    tu_guarded ga = tu_guarded_tensor(ctx, RUMUS_F32, 2, shape, a),
+               gb = tu_guarded_tensor(ctx, RUMUS_F32, 2, shape, b),
+               go = tu_guarded_tensor(ctx, RUMUS_F32, 2, shape, NULL),
+               gbias = tu_guarded_tensor(ctx, RUMUS_F32, 1, bshape, bias),
+               gdb = tu_guarded_tensor(ctx, RUMUS_F32, 1, bshape, NULL);
+    TU_OK(ctx, rumus_add(ctx, ga.t, gb.t, go.t));
+    TU_OK(ctx, rumus_sub(ctx, ga.t, gb.t, go.t));
+    TU_OK(ctx, rumus_mul(ctx, ga.t, gb.t, go.t));
+    TU_OK(ctx, rumus_scale(ctx, 2.0f, ga.t, go.t));
+    TU_OK(ctx, rumus_axpy(ctx, 2.0f, ga.t, go.t));
+    for (int act = 0; act < NACT; act++) {
+      TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, SLOPE, ga.t, go.t));
+      TU_OK(ctx, rumus_activation_bwd(ctx, (rumus_activation)act, SLOPE, ga.t, gb.t, go.t));
+    }
+    TU_OK(ctx, rumus_bias_add(ctx, go.t, gbias.t));
+    TU_OK(ctx, rumus_bias_grad(ctx, gb.t, gdb.t));
+    float *got = tu_download(ctx, gdb.t);
+    check_bias_grad("bias_grad_guarded", got, b, R, F);
+    free(got);
+    TU_OK(ctx, rumus_ctx_sync(ctx));
+    tu_guarded_check_free(ctx, &ga);
+    tu_guarded_check_free(ctx, &gb);
+    tu_guarded_check_free(ctx, &go);
+    tu_guarded_check_free(ctx, &gbias);
+    tu_guarded_check_free(ctx, &gdb);
+  }
+  free(a);
+  free(b);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Empty tensors: RUMUS_OK and nothing written; the bias gradient of zero
+ * rows is zero. */
+START_TEST(empty_tensors) {
+  rumus_ctx *ctx = tu_ctx();
+  size_t s0[1] = {0}, s05[2] = {0, 5}, s40[2] = {4, 0}, s5[1] = {5};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    tu_guarded e = tu_guarded_tensor(ctx, RUMUS_F32, 1, s0, NULL),
+               e05 = tu_guarded_tensor(ctx, RUMUS_F32, 2, s05, NULL),
+               e40 = tu_guarded_tensor(ctx, RUMUS_F32, 2, s40, NULL);
+    TU_OK(ctx, rumus_add(ctx, e.t, e05.t, e40.t));
+    TU_OK(ctx, rumus_sub(ctx, e.t, e.t, e.t));
+    TU_OK(ctx, rumus_mul(ctx, e05.t, e05.t, e05.t));
+    TU_OK(ctx, rumus_scale(ctx, 3.0f, e.t, e40.t));
+    TU_OK(ctx, rumus_axpy(ctx, 3.0f, e.t, e.t));
+    for (int act = 0; act < NACT; act++) {
+      TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, SLOPE, e.t, e05.t));
+      TU_OK(ctx, rumus_activation_bwd(ctx, (rumus_activation)act, SLOPE, e.t, e05.t, e40.t));
+    }
+    TU_OK(ctx, rumus_bias_add(ctx, e40.t, e.t));
+    TU_OK(ctx, rumus_bias_grad(ctx, e40.t, e.t));
+    const float five[5] = {1, 2, 3, 4, 5};
+    tu_guarded b5 = tu_guarded_tensor(ctx, RUMUS_F32, 1, s5, five);
+    TU_OK(ctx, rumus_bias_add(ctx, e05.t, b5.t));
+    float *got = tu_download(ctx, b5.t);
+    ck_assert_msg(memcmp(got, five, sizeof five) == 0, "bias changed by an empty bias_add");
+    free(got);
+    TU_OK(ctx, rumus_bias_grad(ctx, e05.t, b5.t));
+    got = tu_download(ctx, b5.t);
+    for (int j = 0; j < 5; j++) ck_assert_msg(got[j] == 0.0f, "dbias[%d] = %g over 0 rows", j, got[j]);
+    free(got);
+    TU_OK(ctx, rumus_ctx_sync(ctx));
+    tu_guarded_check_free(ctx, &e);
+    tu_guarded_check_free(ctx, &e05);
+    tu_guarded_check_free(ctx, &e40);
+    tu_guarded_check_free(ctx, &b5);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* ---- Errors --------------------------------------------------------------- */
+
+START_TEST(bad_input) {
+  rumus_ctx *ctx = tu_ctx();
+  size_t s48[2] = {4, 8}, s32[1] = {32}, s49[2] = {4, 9}, s8[1] = {8}, s9[1] = {9}, s18[2] = {1, 8};
+  rumus_tensor *a = tu_tensor(ctx, RUMUS_F32, 2, s48, NULL), *b = tu_tensor(ctx, RUMUS_F32, 2, s48, NULL),
+               *flat = tu_tensor(ctx, RUMUS_F32, 1, s32, NULL), *z = tu_tensor(ctx, RUMUS_F32, 2, s49, NULL),
+               *i32 = tu_tensor(ctx, RUMUS_I32, 2, s48, NULL), *bias = tu_tensor(ctx, RUMUS_F32, 1, s8, NULL),
+               *bias9 = tu_tensor(ctx, RUMUS_F32, 1, s9, NULL), *bias2d = tu_tensor(ctx, RUMUS_F32, 2, s18, NULL),
+               *ibias = tu_tensor(ctx, RUMUS_I32, 1, s8, NULL), *scalar = tu_tensor(ctx, RUMUS_F32, 0, NULL, NULL);
+  const rumus_activation R = RUMUS_ACT_RELU;
+
+  /* NULL context and tensors. */
+  TU_STATUS(RUMUS_ENULL, rumus_add(NULL, a, b, b));
+  TU_STATUS(RUMUS_ENULL, rumus_add(ctx, NULL, b, b));
+  TU_STATUS(RUMUS_ENULL, rumus_sub(ctx, a, NULL, b));
+  TU_STATUS(RUMUS_ENULL, rumus_mul(ctx, a, b, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_scale(ctx, 1, NULL, b));
+  TU_STATUS(RUMUS_ENULL, rumus_scale(NULL, 1, a, b));
+  TU_STATUS(RUMUS_ENULL, rumus_axpy(ctx, 1, a, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_activation_fwd(NULL, R, 0, a, b));
+  TU_STATUS(RUMUS_ENULL, rumus_activation_fwd(ctx, R, 0, a, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_activation_bwd(ctx, R, 0, a, NULL, b));
+  TU_STATUS(RUMUS_ENULL, rumus_bias_add(NULL, a, bias));
+  TU_STATUS(RUMUS_ENULL, rumus_bias_add(ctx, a, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_bias_add(ctx, NULL, bias));
+  TU_STATUS(RUMUS_ENULL, rumus_bias_grad(ctx, a, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_bias_grad(NULL, a, bias));
+
+  /* Wrong storage type. */
+  TU_STATUS(RUMUS_EDTYPE, rumus_add(ctx, i32, b, b));
+  TU_STATUS(RUMUS_EDTYPE, rumus_sub(ctx, a, i32, b));
+  TU_STATUS(RUMUS_EDTYPE, rumus_mul(ctx, a, b, i32));
+  TU_STATUS(RUMUS_EDTYPE, rumus_scale(ctx, 2, a, i32));
+  TU_STATUS(RUMUS_EDTYPE, rumus_axpy(ctx, 2, i32, b));
+  TU_STATUS(RUMUS_EDTYPE, rumus_activation_fwd(ctx, R, 0, i32, b));
+  TU_STATUS(RUMUS_EDTYPE, rumus_activation_bwd(ctx, R, 0, a, b, i32));
+  TU_STATUS(RUMUS_EDTYPE, rumus_bias_add(ctx, i32, bias));
+  TU_STATUS(RUMUS_EDTYPE, rumus_bias_add(ctx, a, ibias));
+  TU_STATUS(RUMUS_EDTYPE, rumus_bias_grad(ctx, a, ibias));
+
+  /* Element counts that differ; equal counts in another shape are fine. */
+  TU_STATUS(RUMUS_ESHAPE, rumus_add(ctx, a, z, b));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "[4, 8]") && strstr(rumus_ctx_errmsg(ctx), "[4, 9]"),
+                "message names the shapes: %s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_ESHAPE, rumus_sub(ctx, a, b, z));
+  TU_STATUS(RUMUS_ESHAPE, rumus_mul(ctx, z, a, b));
+  TU_STATUS(RUMUS_ESHAPE, rumus_scale(ctx, 2, a, z));
+  TU_STATUS(RUMUS_ESHAPE, rumus_axpy(ctx, 2, z, b));
+  TU_STATUS(RUMUS_ESHAPE, rumus_activation_fwd(ctx, R, 0, a, z));
+  TU_STATUS(RUMUS_ESHAPE, rumus_activation_bwd(ctx, R, 0, a, z, b));
+  TU_STATUS(RUMUS_ESHAPE, rumus_activation_bwd(ctx, R, 0, a, b, z));
+  TU_OK(ctx, rumus_add(ctx, a, flat, b));
+
+  /* Bias of the wrong length or rank; y without dimensions. */
+  TU_STATUS(RUMUS_ESHAPE, rumus_bias_add(ctx, a, bias9));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "[9]") && strstr(rumus_ctx_errmsg(ctx), "[4, 8]"),
+                "message names the shapes: %s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_ESHAPE, rumus_bias_add(ctx, a, bias2d));
+  TU_STATUS(RUMUS_ESHAPE, rumus_bias_add(ctx, a, flat));
+  TU_STATUS(RUMUS_ESHAPE, rumus_bias_add(ctx, scalar, bias));
+  TU_STATUS(RUMUS_ESHAPE, rumus_bias_grad(ctx, a, bias9));
+  TU_STATUS(RUMUS_ESHAPE, rumus_bias_grad(ctx, z, bias));
+  TU_STATUS(RUMUS_ESHAPE, rumus_bias_grad(ctx, a, bias2d));
+  TU_STATUS(RUMUS_ESHAPE, rumus_bias_grad(ctx, scalar, bias));
+
+  /* Unknown activations. */
+  TU_STATUS(RUMUS_EINVAL, rumus_activation_fwd(ctx, (rumus_activation)6, 0, a, b));
+  TU_STATUS(RUMUS_EINVAL, rumus_activation_fwd(ctx, (rumus_activation)-1, 0, a, b));
+  TU_STATUS(RUMUS_EINVAL, rumus_activation_bwd(ctx, (rumus_activation)99, 0, a, b, b));
+
+  /* A tensor of another context. */
+  rumus_ctx *other = tu_ctx();
+  rumus_tensor *o = tu_tensor(other, RUMUS_F32, 2, s48, NULL);
+  TU_STATUS(RUMUS_EINVAL, rumus_add(ctx, a, o, b));
+  TU_STATUS(RUMUS_EINVAL, rumus_activation_fwd(ctx, R, 0, o, b));
+  TU_STATUS(RUMUS_EINVAL, rumus_bias_grad(ctx, o, bias));
+  rumus_tensor_free(o);
+  TU_OK(other, rumus_ctx_free(other));
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_free_all(ctx, a, b, flat, z, i32, bias, bias9, bias2d, ibias, scalar, NULL);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("elementwise");
-  TCase *tc = tu_tcase("core");
-  tcase_add_test(tc, placeholder);
-  suite_add_tcase(s, tc);
+  TCase *core = tu_tcase("core");
+  tcase_add_loop_test(core, binary_ops_sizes, 0, (int)NSIZES);
+  tcase_add_loop_test(core, activation_random, 0, NACT);
+  tcase_add_test(core, activation_bwd_finite_differences);
+  tcase_add_test(core, activation_bwd_device_differences);
+  tcase_add_loop_test(core, bias_add_shapes, 0, 9);
+  tcase_add_loop_test(core, bias_grad_shapes, 0, 9);
+  suite_add_tcase(s, core);
+  TCase *limits = tu_tcase("limits");
+  tcase_add_test(limits, activation_special_values);
+  tcase_add_test(limits, bias_grad_large);
+  tcase_add_test(limits, in_place);
+  tcase_add_test(limits, borrowed_at_offsets);
+  tcase_add_test(limits, guard_bytes);
+  tcase_add_test(limits, empty_tensors);
+  suite_add_tcase(s, limits);
+  TCase *errors = tu_tcase("errors");
+  tcase_add_test(errors, bad_input);
+  suite_add_tcase(s, errors);
   return tu_run(s);
 }

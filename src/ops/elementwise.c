@@ -1,13 +1,313 @@
-/* elementwise.c - placeholder until the element-wise family lands. */
+/*
+ * elementwise.c - bias add / bias gradient, element-wise arithmetic and
+ * activations (kernels in cl/elementwise.cl).
+ *
+ * Element-wise ops take tensors of equal element count (their shapes may
+ * differ); out may alias an input.  Every kernel of the family lives in one
+ * program, specialised by the variant: the GPU setting reads one float4
+ * per work-item in work-groups of 256, the CPU setting (PoCL) several
+ * float8 per work-item in small work-groups.  Activations are chosen by
+ * kernel name, so one program serves all of them.
+ */
+#include <stdio.h>
+
 #include "ops.h"
-#define NYI(name) return rumus__fail(ctx, RUMUS_EUNSUPPORTED, name ": not built yet")
-int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y, const rumus_tensor *bias) { NYI("rumus_bias_add"); }
-int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy, rumus_tensor *dbias) { NYI("rumus_bias_grad"); }
-int rumus_add(rumus_ctx *ctx, const rumus_tensor *a, const rumus_tensor *b, rumus_tensor *out) { NYI("rumus_add"); }
-int rumus_sub(rumus_ctx *ctx, const rumus_tensor *a, const rumus_tensor *b, rumus_tensor *out) { NYI("rumus_sub"); }
-int rumus_mul(rumus_ctx *ctx, const rumus_tensor *a, const rumus_tensor *b, rumus_tensor *out) { NYI("rumus_mul"); }
-int rumus_scale(rumus_ctx *ctx, float alpha, const rumus_tensor *x, rumus_tensor *out) { NYI("rumus_scale"); }
-int rumus_axpy(rumus_ctx *ctx, float alpha, const rumus_tensor *x, rumus_tensor *y) { NYI("rumus_axpy"); }
-int rumus_activation_fwd(rumus_ctx *ctx, rumus_activation act, float param, const rumus_tensor *x, rumus_tensor *y) { NYI("rumus_activation_fwd"); }
-int rumus_activation_bwd(rumus_ctx *ctx, rumus_activation act, float param, const rumus_tensor *x, const rumus_tensor *dy, rumus_tensor *dx) { NYI("rumus_activation_bwd"); }
-int rumus__elementwise_warm(rumus_ctx *ctx) { return RUMUS_OK; }
+
+static const char *const FILE_CL = "elementwise.cl";
+
+/* Work-items per launch at most (NDRange limits of some drivers); larger
+ * tensors are launched in pieces. */
+#define MAX_ITEMS ((size_t)1 << 30)
+
+/* bias_grad: chunks of rows, each reduced into one partial row. */
+#define BG_MAX_CHUNKS 1024
+#define BG_RC_GPU 256  /* rows per chunk at least, GPU variant */
+#define BG_RC_CPU 512  /* rows per chunk at least, CPU variant */
+#define BG_COLS_CPU 16 /* columns per work-item of bias_grad_row */
+
+/* Geometry of the flat kernels for this context's variant. */
+typedef struct {
+  int gpu;
+  size_t vw, nv, ls; /* vector width, vectors per work-item, local size */
+  char opts[160];
+} geom;
+
+static void get_geom(const rumus_ctx *ctx, geom *g) {
+  char base[96];
+  g->gpu = rumus__gpu_variant(ctx);
+  if (g->gpu) {
+    g->vw = 4;
+    g->nv = 1;
+    g->ls = 256;
+  } else {
+    g->vw = 8;
+    g->nv = 4;
+    g->ls = 16;
+  }
+  while (g->ls > ctx->max_wg) g->ls /= 2;
+  rumus__base_options(ctx, base, sizeof base);
+  snprintf(g->opts, sizeof g->opts,
+           "%s -DEW_VW=%zu -DEW_NV=%zu -DEW_LS=%zu -DBG_COLS=%d", base, g->vw,
+           g->nv, g->ls, BG_COLS_CPU);
+}
+
+/* ---- Argument checks --------------------------------------------------- */
+
+static int check_same_numel(rumus_ctx *ctx, const char *op, const char *an,
+                            const rumus_tensor *a, const char *bn,
+                            const rumus_tensor *b) {
+  if (a->numel == b->numel) return RUMUS_OK;
+  char sa[RUMUS__SHAPE_BUF], sb[RUMUS__SHAPE_BUF];
+  return rumus__fail(ctx, RUMUS_ESHAPE,
+                     "%s: %s %s and %s %s differ in element count", op, an,
+                     rumus__shape_str(a, sa, sizeof sa), bn,
+                     rumus__shape_str(b, sb, sizeof sb));
+}
+
+/* Checks ts[0..nt) (F32, of ctx, all of ts[0]'s element count). */
+static int check_flat(rumus_ctx *ctx, const char *op, const char *const *names,
+                      const rumus_tensor *const *ts, int nt) {
+  for (int i = 0; i < nt; i++)
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, names[i], ts[i], RUMUS_F32));
+  for (int i = 1; i < nt; i++)
+    RUMUS__FORWARD(check_same_numel(ctx, op, names[0], ts[0], names[i], ts[i]));
+  return RUMUS_OK;
+}
+
+/* y of shape [..., F] and a 1-D bias of F elements. */
+static int check_bias(rumus_ctx *ctx, const char *op, const char *yn,
+                      const rumus_tensor *y, const char *bn,
+                      const rumus_tensor *b) {
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, yn, y, RUMUS_F32));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, bn, b, RUMUS_F32));
+  char sy[RUMUS__SHAPE_BUF], sb[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(y->ndim < 1, ctx, RUMUS_ESHAPE,
+                 "%s: %s must have at least one dimension", op, yn);
+  RUMUS__FAIL_IF(b->ndim != 1 || b->shape[0] != y->shape[y->ndim - 1], ctx,
+                 RUMUS_ESHAPE, "%s: %s %s must be 1-D with the last extent of "
+                 "%s %s", op, bn, rumus__shape_str(b, sb, sizeof sb), yn,
+                 rumus__shape_str(y, sy, sizeof sy));
+  return RUMUS_OK;
+}
+
+/* ---- Flat launches ----------------------------------------------------- */
+
+/* Runs kernel `kname` over n elements of the tensors ts[0..nt) (their
+ * (buffer, element offset) pairs in kernel order), then n, then alpha if
+ * with_alpha. */
+static int run_flat(rumus_ctx *ctx, const char *op, const char *kname,
+                    const rumus_tensor *const *ts, int nt, size_t n,
+                    int with_alpha, float alpha) {
+  geom g;
+  get_geom(ctx, &g);
+  const rumus__kernel_ref k = {FILE_CL, g.opts, kname};
+  const size_t span = g.vw * g.nv, piece = MAX_ITEMS * span;
+  for (size_t e0 = 0; e0 < n; e0 += piece) {
+    cl_ulong cnt = n - e0 < piece ? n - e0 : piece;
+    cl_ulong offs[3];
+    rumus__arg args[8];
+    size_t na = 0;
+    for (int i = 0; i < nt; i++) {
+      offs[i] = rumus__off(ts[i]) + (cl_ulong)e0;
+      args[na++] = RUMUS__ARG(ts[i]->mem);
+      args[na++] = RUMUS__ARG(offs[i]);
+    }
+    args[na++] = RUMUS__ARG(cnt);
+    if (with_alpha) args[na++] = RUMUS__ARG(alpha);
+    size_t global = ((size_t)cnt + span - 1) / span, local = g.ls;
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
+  }
+  return RUMUS_OK;
+}
+
+static int binary(rumus_ctx *ctx, const char *op, const char *kname,
+                  const rumus_tensor *a, const rumus_tensor *b,
+                  rumus_tensor *out) {
+  if (ctx == NULL) return RUMUS_ENULL;
+  const char *names[3] = {"a", "b", "out"};
+  const rumus_tensor *ts[3] = {a, b, out};
+  RUMUS__FORWARD(check_flat(ctx, op, names, ts, 3));
+  return run_flat(ctx, op, kname, ts, 3, a->numel, 0, 0.0f);
+}
+
+int rumus_add(rumus_ctx *ctx, const rumus_tensor *a, const rumus_tensor *b,
+              rumus_tensor *out) {
+  return binary(ctx, "rumus_add", "ew_add", a, b, out);
+}
+int rumus_sub(rumus_ctx *ctx, const rumus_tensor *a, const rumus_tensor *b,
+              rumus_tensor *out) {
+  return binary(ctx, "rumus_sub", "ew_sub", a, b, out);
+}
+int rumus_mul(rumus_ctx *ctx, const rumus_tensor *a, const rumus_tensor *b,
+              rumus_tensor *out) {
+  return binary(ctx, "rumus_mul", "ew_mul", a, b, out);
+}
+
+int rumus_scale(rumus_ctx *ctx, float alpha, const rumus_tensor *x,
+                rumus_tensor *out) {
+  const char *op = "rumus_scale";
+  if (ctx == NULL) return RUMUS_ENULL;
+  const char *names[2] = {"x", "out"};
+  const rumus_tensor *ts[2] = {x, out};
+  RUMUS__FORWARD(check_flat(ctx, op, names, ts, 2));
+  return run_flat(ctx, op, "ew_scale", ts, 2, x->numel, 1, alpha);
+}
+
+int rumus_axpy(rumus_ctx *ctx, float alpha, const rumus_tensor *x,
+               rumus_tensor *y) {
+  const char *op = "rumus_axpy";
+  if (ctx == NULL) return RUMUS_ENULL;
+  const char *names[2] = {"x", "y"};
+  const rumus_tensor *ts[2] = {x, y};
+  RUMUS__FORWARD(check_flat(ctx, op, names, ts, 2));
+  return run_flat(ctx, op, "ew_axpy", ts, 2, x->numel, 1, alpha);
+}
+
+/* ---- Activations ------------------------------------------------------- */
+
+static const char *act_name(rumus_activation act) {
+  switch (act) {
+  case RUMUS_ACT_RELU: return "relu";
+  case RUMUS_ACT_LEAKY_RELU: return "leaky_relu";
+  case RUMUS_ACT_SIGMOID: return "sigmoid";
+  case RUMUS_ACT_TANH: return "tanh";
+  case RUMUS_ACT_GELU_TANH: return "gelu_tanh";
+  case RUMUS_ACT_GELU_ERF: return "gelu_erf";
+  }
+  return NULL;
+}
+
+int rumus_activation_fwd(rumus_ctx *ctx, rumus_activation act, float param,
+                         const rumus_tensor *x, rumus_tensor *y) {
+  const char *op = "rumus_activation_fwd";
+  if (ctx == NULL) return RUMUS_ENULL;
+  const char *name = act_name(act);
+  RUMUS__FAIL_IF(name == NULL, ctx, RUMUS_EINVAL, "%s: unknown activation %d",
+                 op, (int)act);
+  const char *names[2] = {"x", "y"};
+  const rumus_tensor *ts[2] = {x, y};
+  RUMUS__FORWARD(check_flat(ctx, op, names, ts, 2));
+  char kname[40];
+  snprintf(kname, sizeof kname, "act_fwd_%s", name);
+  return run_flat(ctx, op, kname, ts, 2, x->numel, 1, param);
+}
+
+int rumus_activation_bwd(rumus_ctx *ctx, rumus_activation act, float param,
+                         const rumus_tensor *x, const rumus_tensor *dy,
+                         rumus_tensor *dx) {
+  const char *op = "rumus_activation_bwd";
+  if (ctx == NULL) return RUMUS_ENULL;
+  const char *name = act_name(act);
+  RUMUS__FAIL_IF(name == NULL, ctx, RUMUS_EINVAL, "%s: unknown activation %d",
+                 op, (int)act);
+  const char *names[3] = {"x", "dy", "dx"};
+  const rumus_tensor *ts[3] = {x, dy, dx};
+  RUMUS__FORWARD(check_flat(ctx, op, names, ts, 3));
+  char kname[40];
+  snprintf(kname, sizeof kname, "act_bwd_%s", name);
+  return run_flat(ctx, op, kname, ts, 3, x->numel, 1, param);
+}
+
+/* ---- Bias -------------------------------------------------------------- */
+
+/* Smallest power of two >= n, at most cap. */
+static size_t pow2_at_least(size_t n, size_t cap) {
+  size_t p = 1;
+  while (p < n && p < cap) p *= 2;
+  return p;
+}
+
+int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y, const rumus_tensor *bias) {
+  const char *op = "rumus_bias_add";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(check_bias(ctx, op, "y", y, "bias", bias));
+  size_t rows, cols;
+  rumus__rows_cols(y, &rows, &cols);
+  if (rows == 0 || cols == 0) return RUMUS_OK;
+  geom g;
+  get_geom(ctx, &g);
+  const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_add"};
+  /* Work-item (c, r): EW_VW * EW_NV columns c of row r.  The local size
+   * spans the row's column blocks (rounded up to a power of two) and as
+   * many rows as fill g.ls work-items. */
+  const size_t span = g.vw * g.nv, nvr = (cols + span - 1) / span;
+  size_t local[2];
+  local[0] = pow2_at_least(nvr, g.ls);
+  local[1] = g.ls / local[0];
+  const size_t max_rows = MAX_ITEMS / local[0];
+  for (size_t r0 = 0; r0 < rows; r0 += max_rows) {
+    cl_ulong nrows = rows - r0 < max_rows ? rows - r0 : max_rows;
+    cl_ulong ncols = cols;
+    cl_ulong y_off = rumus__off(y) + (cl_ulong)(r0 * cols), b_off = rumus__off(bias);
+    rumus__arg args[6] = {RUMUS__ARG(y->mem), RUMUS__ARG(y_off),
+                          RUMUS__ARG(bias->mem), RUMUS__ARG(b_off),
+                          RUMUS__ARG(nrows), RUMUS__ARG(ncols)};
+    size_t global[2] = {nvr, (size_t)nrows};
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, 6, args));
+  }
+  return RUMUS_OK;
+}
+
+int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
+                    rumus_tensor *dbias) {
+  const char *op = "rumus_bias_grad";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(check_bias(ctx, op, "dy", dy, "dbias", dbias));
+  size_t rows, cols;
+  rumus__rows_cols(dy, &rows, &cols);
+  if (cols == 0) return RUMUS_OK;
+  if (rows == 0) return rumus_tensor_fill(dbias, 0.0f); /* empty sums */
+  geom g;
+  get_geom(ctx, &g);
+  /* Rows per chunk: at least BG_RC_*, and no more than BG_MAX_CHUNKS
+   * chunks.  It depends on the shape and variant only, so the summation
+   * order (and the result) is the same on every run. */
+  size_t rc = g.gpu ? BG_RC_GPU : BG_RC_CPU;
+  const size_t rc_cap = (rows + BG_MAX_CHUNKS - 1) / BG_MAX_CHUNKS;
+  if (rc < rc_cap) rc = rc_cap;
+  const size_t chunks = (rows + rc - 1) / rc;
+  cl_mem part = NULL;
+  if (chunks > 1) {
+    RUMUS__FAIL_IF(chunks > (size_t)-1 / sizeof(float) / cols, ctx,
+                   RUMUS_ESIZE, "%s: %zu x %zu partial sums overflow size_t",
+                   op, chunks, cols);
+    RUMUS__FORWARD(rumus__scratch(ctx, op, chunks * cols * sizeof(float), &part));
+  }
+  cl_mem out = part ? part : dbias->mem;
+  cl_ulong dy_off = rumus__off(dy), out_off = part ? 0 : rumus__off(dbias);
+  cl_ulong nrows = rows, ncols = cols, nrc = rc;
+  rumus__arg args[7] = {RUMUS__ARG(dy->mem), RUMUS__ARG(dy_off),
+                        RUMUS__ARG(out), RUMUS__ARG(out_off),
+                        RUMUS__ARG(nrows), RUMUS__ARG(ncols), RUMUS__ARG(nrc)};
+  int st;
+  if (g.gpu) {
+    const size_t wg = rumus__reduce_wg(ctx), tc = wg >= 32 ? 32 : wg;
+    const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_wg"};
+    size_t global[2] = {(cols + tc - 1) / tc * wg, chunks}, local[2] = {wg, 1};
+    st = rumus__launch(ctx, op, &k, 2, global, local, 7, args);
+  } else {
+    const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_row"};
+    const size_t blocks = (cols + BG_COLS_CPU - 1) / BG_COLS_CPU;
+    size_t global[2] = {blocks, chunks}, local[2] = {blocks >= 8 ? 8 : 1, 1};
+    st = rumus__launch(ctx, op, &k, 2, global, local, 7, args);
+  }
+  if (st == RUMUS_OK && part) {
+    const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_fold"};
+    cl_ulong nchunks = chunks, db_off = rumus__off(dbias);
+    rumus__arg fargs[5] = {RUMUS__ARG(part), RUMUS__ARG(nchunks),
+                           RUMUS__ARG(dbias->mem), RUMUS__ARG(db_off),
+                           RUMUS__ARG(ncols)};
+    size_t global = cols, local = g.ls;
+    st = rumus__launch(ctx, op, &k, 1, &global, &local, 5, fargs);
+  }
+  /* The queue keeps the scratch buffer alive until the kernels finish. */
+  if (part) clReleaseMemObject(part);
+  return st;
+}
+
+int rumus__elementwise_warm(rumus_ctx *ctx) {
+  geom g;
+  cl_program p;
+  get_geom(ctx, &g);
+  return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, g.opts, &p);
+}
