@@ -326,6 +326,9 @@ START_TEST(idx_count_mismatch) {
 END_TEST
 
 START_TEST(data_dir_choice) {
+  /* Restored at the end, for runs without fork (CK_FORK=no). */
+  const char *env = getenv(MNIST_ENV_DIR);
+  char *saved = env ? strdup(env) : NULL;
   ck_assert_str_eq(mnist_data_dir("/x"), "/x");
   setenv(MNIST_ENV_DIR, "/from/env", 1);
   ck_assert_str_eq(mnist_data_dir(NULL), "/from/env");
@@ -334,6 +337,8 @@ START_TEST(data_dir_choice) {
   ck_assert_str_eq(mnist_data_dir(NULL), MNIST_DEFAULT_DIR);
   unsetenv(MNIST_ENV_DIR);
   ck_assert_str_eq(mnist_data_dir(NULL), MNIST_DEFAULT_DIR);
+  if (saved) setenv(MNIST_ENV_DIR, saved, 1);
+  free(saved);
 }
 END_TEST
 

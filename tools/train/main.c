@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,27 @@ int main(int argc, char **argv) {
   double t_start = now_s();
   run_state r;
   memset(&r, 0, sizeof r);
+
+  /* Fail now, not after the training, if the model cannot be saved. */
+  if (o.save) {
+    size_t len = strlen(o.save) + 5;
+    char *tmp = malloc(len);
+    if (!tmp) {
+      fprintf(stderr, "rumus-train: out of memory\n");
+      return 1;
+    }
+    snprintf(tmp, len, "%s.tmp", o.save);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+      fprintf(stderr, "rumus-train: cannot save the model: %s: %s\n", tmp,
+              strerror(errno));
+      free(tmp);
+      return 1;
+    }
+    fclose(f);
+    remove(tmp);
+    free(tmp);
+  }
 
   /* The data: the test set always, the training set unless evaluating. */
   const char *dir = mnist_data_dir(o.data);
