@@ -1,1 +1,449 @@
-/* gemm.cl - placeholder */
+/*
+ * gemm.cl - general matrix product C = alpha * op(A) * op(B) + beta * C on
+ * row-major matrices, op(X) = X or X^T, for every M, N, K >= 0.
+ *
+ * Layout: op(A) is M x K, op(B) is K x N, C is M x N.  A is stored [M, K]
+ * with row pitch lda (TA = 1: stored [K, M]); B is stored [K, N] with pitch
+ * ldb (TB = 1: stored [N, K]); C is [M, N] with pitch ldc.  Every matrix
+ * arrives as (buffer, ulong element offset), and batch z of a launch starts
+ * at offset + z * stride (stride 0 repeats one matrix over the batch).
+ * Index math is size_t: tensors over 2^31 elements are addressed correctly.
+ * With beta == 0 the old C is never read, so NaN there does not propagate.
+ * K == 0 gives beta * C (the host passes alpha = 0 then).
+ *
+ * GPU variant (gemm_tiled): one work-group of RTSN x RTSM = (TSN / WPTN) x
+ * (TSM / WPTM) work-items computes a TSM x TSN tile of C; each work-item
+ * holds a WPTM x WPTN register block.  K is walked in steps of TSK: the
+ * work-group copies a TSM x TSK slice of op(A) and a TSK x TSN slice of
+ * op(B) into local memory, both stored k-major (As[k][m], Bs[k][n]) so the
+ * inner loop reads float4s.  Transposes only change how a slice is read:
+ * the contiguous direction of the stored matrix is read as float4 and
+ * written straight or transposed into local memory; loads outside the
+ * matrix give 0, so edge tiles need no other care.  The next slice is
+ * loaded into registers while the current one is multiplied.  Work-item
+ * (tx, ty) owns rows ty * 4 + g * RTSM * 4 + r (g < WPTM / 4, r < 4) and
+ * columns tx * 4 + h * RTSN * 4 + c of the tile: float4 reads of local
+ * memory without bank conflicts, float4 stores of C.  Grid: dimension 0
+ * walks column tiles, 1 row tiles, 2 the batch (local size 1: exact).
+ *
+ *      K ->             N ->
+ *   +-------+        +----------+        +----------+
+ * M | A     |  x   K |  B       |   =  M |  C       |
+ *   | tile  |        | TSK x TSN|        | TSM x TSN|
+ *   +-------+        +----------+        +----------+
+ *
+ * CPU variant (PoCL runs the work-items of a group as a loop on one core):
+ * op(A) and op(B) are first packed by gemm_pack_a / gemm_pack_b into
+ * scratch buffers of zero-padded panels,
+ *     Ap[q][k][r] = op(A)[q * MR + r][k]     (M rounded up to MR)
+ *     Bp[p][k][c] = op(B)[k][p * NR + c]     (N rounded up to NR = 16 NV)
+ * so every transpose, pitch and alignment becomes one contiguous stream.
+ * gemm_packed: work-item (q, p) computes the MR x NR block of C from the
+ * panels q and p: per k, NV float16 loads of Bp and MR broadcasts of Ap
+ * feed MR x NV float16 accumulators (register blocking, no barriers, no
+ * local memory).  Work-items of a group share the B panel (in L2).
+ *
+ * Accumulation order is fixed (k ascending, fma), so results are
+ * deterministic for a given device and variant.
+ */
+
+#ifndef TA
+#define TA 0 /* 1: A is stored [K, M] and op(A) = A^T */
+#endif
+#ifndef TB
+#define TB 0 /* 1: B is stored [N, K] and op(B) = B^T */
+#endif
+
+/* GPU variant tunables. */
+#ifndef TSM
+#define TSM 128 /* rows of C per work-group */
+#endif
+#ifndef TSN
+#define TSN 128 /* columns of C per work-group */
+#endif
+#ifndef TSK
+#define TSK 16 /* depth of the slices staged in local memory */
+#endif
+#ifndef WPTM
+#define WPTM 8 /* rows of C per work-item (multiple of 4) */
+#endif
+#ifndef WPTN
+#define WPTN 8 /* columns of C per work-item (multiple of 4) */
+#endif
+#ifndef LPAD
+#define LPAD 4 /* padding of local rows, in floats (multiple of 4) */
+#endif
+#ifndef VEC
+#define VEC 0 /* 1: offsets, pitches and batch strides of A, B and C are
+                 multiples of 4 (aligned float4 loads and stores) */
+#endif
+
+/* CPU variant tunables. */
+#ifndef MR
+#define MR 6 /* rows of C per work-item */
+#endif
+#ifndef NV
+#define NV 4 /* float16 vectors per row of a work-item's block */
+#endif
+#define NR (16 * NV) /* columns of C per work-item */
+
+#define RTSM (TSM / WPTM) /* work-group extent along rows (local id 1) */
+#define RTSN (TSN / WPTN) /* work-group extent along columns (local id 0) */
+#define WGS (RTSM * RTSN)
+#define LPTA (TSM * TSK / (4 * WGS)) /* float4 loads of A per work-item */
+#define LPTB (TSN * TSK / (4 * WGS)) /* float4 loads of B per work-item */
+
+#if (WPTM % 4) || (WPTN % 4) || (TSK % 4) || (LPAD % 4)
+#error "WPTM, WPTN, TSK and LPAD must be multiples of 4"
+#endif
+#if (TSM * TSK) % (4 * WGS) || (TSN * TSK) % (4 * WGS)
+#error "a slice of A or B must split into whole float4s per work-item"
+#endif
+
+#ifdef RUMUS_RELAX_WG
+#define GEMM_WG_ATTR
+#else
+#define GEMM_WG_ATTR __attribute__((reqd_work_group_size(RTSN, RTSM, 1)))
+#endif
+
+#define UNROLL _Pragma("unroll")
+
+/* Element (i, k) of op(A) and (k, j) of op(B) in storage with pitch ld. */
+#if TA
+#define A_IDX(i, k, ld) ((size_t)(k) * (ld) + (size_t)(i))
+#else
+#define A_IDX(i, k, ld) ((size_t)(i) * (ld) + (size_t)(k))
+#endif
+#if TB
+#define B_IDX(k, j, ld) ((size_t)(j) * (ld) + (size_t)(k))
+#else
+#define B_IDX(k, j, ld) ((size_t)(k) * (ld) + (size_t)(j))
+#endif
+
+/* float4 loads: aligned (VEC) or element-aligned; float16 loads. */
+#if RUMUS_STORAGE == 32
+#define LOAD4_ALIGNED(p, i) (*(global const float4 *)((p) + (i)))
+#define LOAD16(p, i) vload16(0, (p) + (i))
+#define STORE16(v, p, i) vstore16((v), 0, (p) + (i))
+#define STORE4_ALIGNED(v, p, i) (*(global float4 *)((p) + (i)) = (v))
+#else
+#define LOAD4_ALIGNED(p, i) vload_half4(0, (p) + (i))
+#define LOAD16(p, i) vload_half16(0, (p) + (i))
+#define STORE16(v, p, i) vstore_half16((v), 0, (p) + (i))
+#define STORE4_ALIGNED(v, p, i) vstore_half4((v), 0, (p) + (i))
+#endif
+#if VEC
+#define LOAD4_V(p, i) LOAD4_ALIGNED(p, i)
+#define STORE4_V(v, p, i) STORE4_ALIGNED(v, p, i)
+#else
+#define LOAD4_V(p, i) LOAD4(p, i)
+#define STORE4_V(v, p, i) STORE4(v, p, i)
+#endif
+
+/* ---- GPU variant --------------------------------------------------------- */
+
+/* Loads the work-item's share of the TSM x TSK slice of op(A) at (m0, k0)
+ * into registers; elements outside M x K are 0.  float4 s covers four
+ * consecutive elements along the stored matrix's contiguous direction. */
+inline void tiled_load_a(float4 *ra, global const real_t *A, size_t lda,
+                         size_t M, size_t K, size_t m0, size_t k0, int tid) {
+  UNROLL for (int s = 0; s < LPTA; s++) {
+    const int idx = tid + s * WGS;
+#if TA
+    const size_t gm = m0 + (size_t)(idx % (TSM / 4)) * 4;
+    const size_t gk = k0 + (size_t)(idx / (TSM / 4));
+    if (gk < K && gm + 3 < M) {
+      ra[s] = LOAD4_V(A, A_IDX(gm, gk, lda));
+    } else {
+      float4 v = 0.0f;
+      if (gk < K) {
+        if (gm < M) v.x = LOAD(A, A_IDX(gm, gk, lda));
+        if (gm + 1 < M) v.y = LOAD(A, A_IDX(gm + 1, gk, lda));
+        if (gm + 2 < M) v.z = LOAD(A, A_IDX(gm + 2, gk, lda));
+      }
+      ra[s] = v;
+    }
+#else
+    const size_t gk = k0 + (size_t)(idx % (TSK / 4)) * 4;
+    const size_t gm = m0 + (size_t)(idx / (TSK / 4));
+    if (gm < M && gk + 3 < K) {
+      ra[s] = LOAD4_V(A, A_IDX(gm, gk, lda));
+    } else {
+      float4 v = 0.0f;
+      if (gm < M) {
+        if (gk < K) v.x = LOAD(A, A_IDX(gm, gk, lda));
+        if (gk + 1 < K) v.y = LOAD(A, A_IDX(gm, gk + 1, lda));
+        if (gk + 2 < K) v.z = LOAD(A, A_IDX(gm, gk + 2, lda));
+      }
+      ra[s] = v;
+    }
+#endif
+  }
+}
+
+/* The same for the TSK x TSN slice of op(B) at (k0, n0). */
+inline void tiled_load_b(float4 *rb, global const real_t *B, size_t ldb,
+                         size_t N, size_t K, size_t n0, size_t k0, int tid) {
+  UNROLL for (int s = 0; s < LPTB; s++) {
+    const int idx = tid + s * WGS;
+#if TB
+    const size_t gk = k0 + (size_t)(idx % (TSK / 4)) * 4;
+    const size_t gn = n0 + (size_t)(idx / (TSK / 4));
+    if (gn < N && gk + 3 < K) {
+      rb[s] = LOAD4_V(B, B_IDX(gk, gn, ldb));
+    } else {
+      float4 v = 0.0f;
+      if (gn < N) {
+        if (gk < K) v.x = LOAD(B, B_IDX(gk, gn, ldb));
+        if (gk + 1 < K) v.y = LOAD(B, B_IDX(gk + 1, gn, ldb));
+        if (gk + 2 < K) v.z = LOAD(B, B_IDX(gk + 2, gn, ldb));
+      }
+      rb[s] = v;
+    }
+#else
+    const size_t gn = n0 + (size_t)(idx % (TSN / 4)) * 4;
+    const size_t gk = k0 + (size_t)(idx / (TSN / 4));
+    if (gk < K && gn + 3 < N) {
+      rb[s] = LOAD4_V(B, B_IDX(gk, gn, ldb));
+    } else {
+      float4 v = 0.0f;
+      if (gk < K) {
+        if (gn < N) v.x = LOAD(B, B_IDX(gk, gn, ldb));
+        if (gn + 1 < N) v.y = LOAD(B, B_IDX(gk, gn + 1, ldb));
+        if (gn + 2 < N) v.z = LOAD(B, B_IDX(gk, gn + 2, ldb));
+      }
+      rb[s] = v;
+    }
+#endif
+  }
+}
+
+/* Writes the registers of tiled_load_a / tiled_load_b into the k-major
+ * local slices As[k][m] and Bs[k][n] (row pitch TSM + LPAD, TSN + LPAD). */
+inline void tiled_store_a(local float *As, const float4 *ra, int tid) {
+  UNROLL for (int s = 0; s < LPTA; s++) {
+    const int idx = tid + s * WGS;
+#if TA
+    const int m = (idx % (TSM / 4)) * 4, k = idx / (TSM / 4);
+    *(local float4 *)(As + k * (TSM + LPAD) + m) = ra[s];
+#else
+    const int k = (idx % (TSK / 4)) * 4, m = idx / (TSK / 4);
+    As[(k + 0) * (TSM + LPAD) + m] = ra[s].x;
+    As[(k + 1) * (TSM + LPAD) + m] = ra[s].y;
+    As[(k + 2) * (TSM + LPAD) + m] = ra[s].z;
+    As[(k + 3) * (TSM + LPAD) + m] = ra[s].w;
+#endif
+  }
+}
+
+inline void tiled_store_b(local float *Bs, const float4 *rb, int tid) {
+  UNROLL for (int s = 0; s < LPTB; s++) {
+    const int idx = tid + s * WGS;
+#if TB
+    const int k = (idx % (TSK / 4)) * 4, n = idx / (TSK / 4);
+    Bs[(k + 0) * (TSN + LPAD) + n] = rb[s].x;
+    Bs[(k + 1) * (TSN + LPAD) + n] = rb[s].y;
+    Bs[(k + 2) * (TSN + LPAD) + n] = rb[s].z;
+    Bs[(k + 3) * (TSN + LPAD) + n] = rb[s].w;
+#else
+    const int n = (idx % (TSN / 4)) * 4, k = idx / (TSN / 4);
+    *(local float4 *)(Bs + k * (TSN + LPAD) + n) = rb[s];
+#endif
+  }
+}
+
+/* C[m][n0 + n .. + 3] = alpha * acc + beta * C, guarded against N. */
+inline void tiled_store_c(global real_t *C, size_t ldc, size_t m, size_t n,
+                          size_t N, float4 acc, float alpha, float beta) {
+  const size_t at = m * ldc + n;
+  float4 v = alpha * acc;
+  if (n + 3 < N) {
+    if (beta != 0.0f) v += beta * LOAD4_V(C, at);
+    STORE4_V(v, C, at);
+  } else {
+    float e[4] = {v.x, v.y, v.z, v.w};
+    for (int c = 0; c < 4 && n + c < N; c++) {
+      float r = e[c];
+      if (beta != 0.0f) r += beta * LOAD(C, at + c);
+      STORE(r, C, at + c);
+    }
+  }
+}
+
+inline void gemm_tiled_body(global const real_t *A, size_t lda,
+                            global const real_t *B, size_t ldb,
+                            global real_t *C, size_t ldc, size_t M, size_t N,
+                            size_t K, float alpha, float beta, local float *As,
+                            local float *Bs) {
+  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const int tid = ty * RTSN + tx;
+  const size_t m0 = get_group_id(1) * (size_t)TSM;
+  const size_t n0 = get_group_id(0) * (size_t)TSN;
+
+  float acc[WPTM][WPTN];
+  UNROLL for (int i = 0; i < WPTM; i++)
+    UNROLL for (int j = 0; j < WPTN; j++) acc[i][j] = 0.0f;
+
+  float4 ra[LPTA], rb[LPTB];
+  tiled_load_a(ra, A, lda, M, K, m0, 0, tid);
+  tiled_load_b(rb, B, ldb, N, K, n0, 0, tid);
+  const size_t ntiles = (K + TSK - 1) / TSK;
+  for (size_t t = 0; t < ntiles; t++) {
+    tiled_store_a(As, ra, tid);
+    tiled_store_b(Bs, rb, tid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t + 1 < ntiles) { /* the next slice travels during the products */
+      tiled_load_a(ra, A, lda, M, K, m0, (t + 1) * TSK, tid);
+      tiled_load_b(rb, B, ldb, N, K, n0, (t + 1) * TSK, tid);
+    }
+    UNROLL for (int k = 0; k < TSK; k++) {
+      float a[WPTM], b[WPTN];
+      UNROLL for (int g = 0; g < WPTM / 4; g++) {
+        float4 v = *(local const float4 *)(As + k * (TSM + LPAD) + ty * 4 +
+                                           g * RTSM * 4);
+        a[g * 4 + 0] = v.x;
+        a[g * 4 + 1] = v.y;
+        a[g * 4 + 2] = v.z;
+        a[g * 4 + 3] = v.w;
+      }
+      UNROLL for (int h = 0; h < WPTN / 4; h++) {
+        float4 v = *(local const float4 *)(Bs + k * (TSN + LPAD) + tx * 4 +
+                                           h * RTSN * 4);
+        b[h * 4 + 0] = v.x;
+        b[h * 4 + 1] = v.y;
+        b[h * 4 + 2] = v.z;
+        b[h * 4 + 3] = v.w;
+      }
+      UNROLL for (int i = 0; i < WPTM; i++)
+        UNROLL for (int j = 0; j < WPTN; j++)
+          acc[i][j] = fma(a[i], b[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  UNROLL for (int g = 0; g < WPTM / 4; g++)
+    UNROLL for (int r = 0; r < 4; r++) {
+      const size_t m = m0 + (size_t)(ty * 4 + g * RTSM * 4 + r);
+      if (m < M) {
+        UNROLL for (int h = 0; h < WPTN / 4; h++) {
+          const size_t n = n0 + (size_t)(tx * 4 + h * RTSN * 4);
+          const int i = g * 4 + r, j = h * 4;
+          if (n < N)
+            tiled_store_c(C, ldc, m, n, N,
+                          (float4)(acc[i][j], acc[i][j + 1], acc[i][j + 2],
+                                   acc[i][j + 3]),
+                          alpha, beta);
+        }
+      }
+    }
+}
+
+__kernel GEMM_WG_ATTR void gemm_tiled(
+    global const real_t *A, ulong a_off, ulong lda, ulong stride_a,
+    global const real_t *B, ulong b_off, ulong ldb, ulong stride_b,
+    global real_t *C, ulong c_off, ulong ldc, ulong stride_c, ulong M,
+    ulong N, ulong K, float alpha, float beta) {
+  local float As[TSK * (TSM + LPAD)];
+  local float Bs[TSK * (TSN + LPAD)];
+  const size_t z = get_global_id(2); /* exact: local size 1 along the batch */
+  gemm_tiled_body(A + (size_t)a_off + z * (size_t)stride_a, lda,
+                  B + (size_t)b_off + z * (size_t)stride_b, ldb,
+                  C + (size_t)c_off + z * (size_t)stride_c, ldc, M, N, K,
+                  alpha, beta, As, Bs);
+}
+
+/* ---- CPU variant --------------------------------------------------------- */
+
+/* Ap[z][q][k][r] = op(A_z)[q * MR + r][k], 0 past M.  Work-item (k, q, z). */
+__kernel void gemm_pack_a(global const real_t *restrict A, ulong a_off,
+                          ulong lda, ulong stride_a, global float *restrict Ap,
+                          ulong M, ulong K) {
+  const size_t k = get_global_id(0), q = get_global_id(1), z = get_global_id(2);
+  const size_t nq = ((size_t)M + MR - 1) / MR;
+  if (k >= K || q >= nq) return;
+  global const real_t *src = A + (size_t)a_off + z * (size_t)stride_a;
+  global float *dst = Ap + ((z * nq + q) * (size_t)K + k) * MR;
+  const size_t i0 = q * MR;
+  if (i0 + MR <= M) {
+    UNROLL for (int r = 0; r < MR; r++) dst[r] = LOAD(src, A_IDX(i0 + r, k, lda));
+  } else {
+    for (int r = 0; r < MR; r++)
+      dst[r] = i0 + r < M ? LOAD(src, A_IDX(i0 + r, k, lda)) : 0.0f;
+  }
+}
+
+/* Bp[z][p][k][c] = op(B_z)[k][p * NR + c], 0 past N.  Work-item (k, p, z). */
+__kernel void gemm_pack_b(global const real_t *restrict B, ulong b_off,
+                          ulong ldb, ulong stride_b, global float *restrict Bp,
+                          ulong N, ulong K) {
+  const size_t k = get_global_id(0), p = get_global_id(1), z = get_global_id(2);
+  const size_t np = ((size_t)N + NR - 1) / NR;
+  if (k >= K || p >= np) return;
+  global const real_t *src = B + (size_t)b_off + z * (size_t)stride_b;
+  global float *dst = Bp + ((z * np + p) * (size_t)K + k) * NR;
+  const size_t j0 = p * NR;
+#if TB
+  if (j0 + NR <= N) {
+    UNROLL for (int c = 0; c < NR; c++) dst[c] = LOAD(src, B_IDX(k, j0 + c, ldb));
+    return;
+  }
+#else
+  if (j0 + NR <= N) {
+    UNROLL for (int v = 0; v < NV; v++)
+      vstore16(LOAD16(src, B_IDX(k, j0 + 16 * v, ldb)), v, dst);
+    return;
+  }
+#endif
+  for (int c = 0; c < NR; c++)
+    dst[c] = j0 + c < N ? LOAD(src, B_IDX(k, j0 + c, ldb)) : 0.0f;
+}
+
+/* C[z][q * MR + r][p * NR + c] = alpha * sum_k Ap[.][q][k][r] Bp[.][p][k][c]
+ * + beta * C.  Work-item (q, p, z); the packed operands of batch z start at
+ * z * stride_ap and z * stride_bp (0: one packed matrix for every batch). */
+__kernel void gemm_packed(global const float *restrict Ap, ulong stride_ap,
+                          global const float *restrict Bp, ulong stride_bp,
+                          global real_t *restrict C, ulong c_off, ulong ldc,
+                          ulong stride_c, ulong M, ulong N, ulong K,
+                          float alpha, float beta) {
+  const size_t q = get_global_id(0), p = get_global_id(1), z = get_global_id(2);
+  const size_t i0 = q * MR, j0 = p * NR;
+  if (i0 >= M || j0 >= N) return;
+  global const float *ap = Ap + z * (size_t)stride_ap + q * (size_t)K * MR;
+  global const float *bp = Bp + z * (size_t)stride_bp + p * (size_t)K * NR;
+  C += (size_t)c_off + z * (size_t)stride_c;
+
+  float16 acc[MR][NV];
+  UNROLL for (int r = 0; r < MR; r++)
+    UNROLL for (int v = 0; v < NV; v++) acc[r][v] = 0.0f;
+  for (size_t k = 0; k < K; k++) {
+    float16 b[NV];
+    UNROLL for (int v = 0; v < NV; v++) b[v] = vload16(v, bp);
+    UNROLL for (int r = 0; r < MR; r++) {
+      const float16 a = ap[r];
+      UNROLL for (int v = 0; v < NV; v++) acc[r][v] = fma(a, b[v], acc[r][v]);
+    }
+    ap += MR;
+    bp += NR;
+  }
+
+  UNROLL for (int r = 0; r < MR; r++) {
+    if (i0 + r >= M) break;
+    global real_t *c = C + (i0 + r) * (size_t)ldc + j0;
+    if (j0 + NR <= N) {
+      UNROLL for (int v = 0; v < NV; v++) {
+        float16 y = alpha * acc[r][v];
+        if (beta != 0.0f) y += beta * LOAD16(c, 16 * v);
+        STORE16(y, c, 16 * v);
+      }
+    } else {
+      float row[NR];
+      UNROLL for (int v = 0; v < NV; v++) vstore16(acc[r][v], v, row);
+      for (size_t j = 0; j < NR && j0 + j < N; j++) {
+        float y = alpha * row[j];
+        if (beta != 0.0f) y += beta * LOAD(c, j);
+        STORE(y, c, j);
+      }
+    }
+  }
+}

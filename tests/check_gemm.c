@@ -1,11 +1,507 @@
-/* check_gemm.c - placeholder until the family lands. */
+/*
+ * check_gemm.c - rumus_gemm and rumus_gemm_ex against the float64
+ * reference ref_gemm, on both variants (tiled work-group kernel and packed
+ * CPU kernel), all four transpose combinations, edge shapes (1, primes,
+ * K = 0), batched and strided-batched layouts, guard bytes and bad input.
+ *
+ * Tolerance: every element of C (the whole buffer: elements outside the
+ * views must come back unchanged) satisfies
+ *     |got - want| <= 2e-6 * ((sqrt(K) + 1) * |alpha| * max|a| * max|b|
+ *                             + |beta| * max|c|)
+ * with max|.| taken over the operands' data (float sums of K products have
+ * errors of order sqrt(K) float epsilons of the largest product; 2e-6 is
+ * about 17 epsilons).  A wrong index gives errors of order max|a| max|b|.
+ * beta == 0 must not read C: C starts as NaN there and must come back
+ * finite.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "testutil.h"
-START_TEST(placeholder) { ck_assert_int_eq(0, 0); }
+
+typedef struct {
+  size_t m, n, k;
+} shape3;
+
+static const shape3 SHAPES[] = {
+    {1, 1, 1}, {17, 33, 65}, {1000, 1, 1000}, {1, 4096, 1}, {513, 257, 129}};
+#define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
+
+static float absmax(const float *x, size_t n) {
+  float m = 0.0f;
+  for (size_t i = 0; i < n; i++)
+    if (fabsf(x[i]) > m) m = fabsf(x[i]);
+  return m;
+}
+
+static double tolerance(size_t k, double alpha, float amax, float bmax,
+                        double beta, float cmax) {
+  return 2e-6 * ((sqrt((double)k) + 1.0) * fabs(alpha) * amax * bmax +
+                 fabs(beta) * cmax);
+}
+
+/* Reference for a strided-batched layout over whole buffers: want starts as
+ * a copy of c0 and gets every view's result. */
+static void ref_layout(int ta, int tb, double alpha, const float *a,
+                       const float *b, double beta, const float *c0,
+                       size_t cn, const rumus_gemm_layout *l, double *want) {
+  for (size_t i = 0; i < cn; i++) want[i] = c0[i];
+  for (size_t z = 0; z < l->batch; z++)
+    ref_gemm(ta, tb, l->m, l->n, l->k, alpha, a + l->a_offset + z * l->stride_a,
+             l->lda, b + l->b_offset + z * l->stride_b, l->ldb, beta,
+             c0 + l->c_offset + z * l->stride_c, l->ldc,
+             want + l->c_offset + z * l->stride_c);
+}
+
+/* Runs C = alpha op(A) op(B) + beta C on one variant through rumus_gemm
+ * (layout NULL: A, B, C are 2-D or 3-D tensors with the given data) or
+ * rumus_gemm_ex, and checks the whole of C. */
+static void check_one(rumus_ctx *ctx, const char *what, int ta, int tb,
+                      float alpha, float beta, rumus_tensor *tA,
+                      const float *a, size_t an, rumus_tensor *tB,
+                      const float *b, size_t bn, rumus_tensor *tC,
+                      const float *c0, size_t cn, const rumus_gemm_layout *l,
+                      int use_ex) {
+  TU_OK(ctx, rumus_tensor_upload(tC, c0, cn * sizeof *c0));
+  if (use_ex)
+    TU_OK(ctx, rumus_gemm_ex(ctx, ta, tb, alpha, tA, tB, beta, tC, l));
+  else
+    TU_OK(ctx, rumus_gemm(ctx, ta, tb, alpha, tA, tB, beta, tC));
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  float *got = tu_download(ctx, tC);
+  double *want = malloc(cn * sizeof *want);
+  ck_assert_ptr_nonnull(want);
+  ref_layout(ta, tb, alpha, a, b, beta, c0, cn, l, want);
+  /* beta == 0: C's NaN must not come through (the reference ignores C). */
+  float cmax = 0.0f;
+  for (size_t i = 0; i < cn; i++)
+    if (!isnan(c0[i]) && fabsf(c0[i]) > cmax) cmax = fabsf(c0[i]);
+  double tol = tolerance(l->k, alpha, absmax(a, an), absmax(b, bn), beta, cmax);
+  char name[256];
+  snprintf(name, sizeof name, "gemm_%s_%s_%c%c_%zux%zux%zu_b%zu_alpha%g_beta%g",
+           what, rumus_ctx_uses_gpu_variant(ctx) ? "wg" : "row", ta ? 't' : 'n',
+           tb ? 't' : 'n', l->m, l->n, l->k, l->batch, alpha, beta);
+  tu_check_close(name, got, want, cn, tol, 0.0);
+  free(got);
+  free(want);
+}
+
+static float *random_floats(tu_rng *r, size_t n, float lo, float hi) {
+  float *x = malloc((n ? n : 1) * sizeof *x);
+  ck_assert_ptr_nonnull(x);
+  tu_fill_uniform(r, x, n, lo, hi);
+  return x;
+}
+
+/* Shape SHAPES[_i / 4], transposes _i % 4: 2-D tensors, both variants,
+ * (alpha, beta) = (1, 0) over a NaN C, (-0.5, 1) and (1.5, -2). */
+START_TEST(shapes_2d) {
+  const shape3 s = SHAPES[_i / 4];
+  const int ta = _i % 4 & 1, tb = _i % 4 >> 1;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, (uint64_t)_i + 1);
+  const size_t an = s.m * s.k, bn = s.k * s.n, cn = s.m * s.n;
+  float *a = random_floats(&r, an, -1, 1), *b = random_floats(&r, bn, -1, 1),
+        *c = random_floats(&r, cn, -1, 1), *cnan = malloc(cn * sizeof *cnan);
+  for (size_t i = 0; i < cn; i++) cnan[i] = NAN;
+  size_t sa[2] = {ta ? s.k : s.m, ta ? s.m : s.k};
+  size_t sb[2] = {tb ? s.n : s.k, tb ? s.k : s.n};
+  rumus_tensor *tA = tu_tensor(ctx, RUMUS_F32, 2, sa, a),
+               *tB = tu_tensor(ctx, RUMUS_F32, 2, sb, b),
+               *tC = tu_tensor_2d(ctx, s.m, s.n, NULL);
+  rumus_gemm_layout l = {s.m, s.n, s.k, 1, 0, sa[1], 0, 0, sb[1], 0,
+                         0, s.n, 0};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    check_one(ctx, "2d", ta, tb, 1.0f, 0.0f, tA, a, an, tB, b, bn, tC, cnan,
+              cn, &l, 0);
+    check_one(ctx, "2d", ta, tb, -0.5f, 1.0f, tA, a, an, tB, b, bn, tC, c, cn,
+              &l, 0);
+    check_one(ctx, "2d", ta, tb, 1.5f, -2.0f, tA, a, an, tB, b, bn, tC, c, cn,
+              &l, 0);
+  }
+  free(a);
+  free(b);
+  free(c);
+  free(cnan);
+  tu_free_all(ctx, tA, tB, tC, NULL);
+}
 END_TEST
+
+/* Square sizes around the tile sizes (32, 64, 128), with aligned rows
+ * where both variants take their vector paths; on PoCL the work-group
+ * variant picks each of its three tile sizes here.  Transposes NN and TT
+ * cover every load path of both operands (NT and TN mix the same code). */
+START_TEST(tile_sizes) {
+  static const size_t SIZES[] = {63, 64, 128, 129, 200, 256};
+  const size_t n = SIZES[_i];
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 50 + (uint64_t)_i);
+  float *a = random_floats(&r, n * n, -2, 2), *b = random_floats(&r, n * n, -2, 2),
+        *c = random_floats(&r, n * n, -2, 2);
+  rumus_tensor *tA = tu_tensor_2d(ctx, n, n, a), *tB = tu_tensor_2d(ctx, n, n, b),
+               *tC = tu_tensor_2d(ctx, n, n, NULL);
+  rumus_gemm_layout l = {n, n, n, 1, 0, n, 0, 0, n, 0, 0, n, 0};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int t = 0; t < 4; t += 3)
+      check_one(ctx, "square", t & 1, t >> 1, 0.75f, 0.25f, tA, a, n * n, tB,
+                b, n * n, tC, c, n * n, &l, 0);
+  }
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, tA, tB, tC, NULL);
+}
+END_TEST
+
+/* 3-D tensors: C [3, M, N] with A batched and B a 2-D matrix broadcast over
+ * the batch, then the other way round, then both batched. */
+START_TEST(batched_3d) {
+  const size_t Z = 3, M = 19, N = 37, K = 23;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 99);
+  float *a = random_floats(&r, Z * M * K, -1, 1), *b = random_floats(&r, Z * K * N, -1, 1),
+        *c = random_floats(&r, Z * M * N, -1, 1);
+  size_t sc[3] = {Z, M, N};
+  rumus_tensor *tC = tu_tensor(ctx, RUMUS_F32, 3, sc, NULL);
+  for (int t = 0; t < 4; t++) {
+    const int ta = t & 1, tb = t >> 1;
+    size_t sa[3] = {Z, ta ? K : M, ta ? M : K}, sb[3] = {Z, tb ? N : K, tb ? K : N};
+    for (int mode = 0; mode < 3; mode++) { /* 0: B 2-D, 1: A 2-D, 2: both 3-D */
+      const int a3 = mode != 1, b3 = mode != 0;
+      rumus_tensor *tA = tu_tensor(ctx, RUMUS_F32, a3 ? 3 : 2, a3 ? sa : sa + 1, a),
+                   *tB = tu_tensor(ctx, RUMUS_F32, b3 ? 3 : 2, b3 ? sb : sb + 1, b);
+      rumus_gemm_layout l = {M, N, K, Z, 0, sa[2], a3 ? M * K : 0,
+                             0, sb[2], b3 ? K * N : 0, 0, N, M * N};
+      for (int v = 0; v < 2; v++) {
+        tu_set_variant(ctx, tu_variants[v]);
+        check_one(ctx, "3d", ta, tb, 1.25f, 0.5f, tA, a, Z * M * K, tB, b,
+                  Z * K * N, tC, c, Z * M * N, &l, 0);
+      }
+      rumus_tensor_free(tA);
+      rumus_tensor_free(tB);
+    }
+  }
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, tC, NULL);
+}
+END_TEST
+
+/* rumus_gemm_ex on 1-D buffers: offsets, leading sizes larger than the
+ * rows (odd and multiples of 4), batch strides with gaps, a broadcast
+ * operand (stride 0) and C interleaved as [M, batch, N]; elements between
+ * the views must stay as they were. */
+START_TEST(strided_ex) {
+  const int ta = _i & 1, tb = _i >> 1 & 1, aligned = _i >> 2;
+  const size_t M = 21, N = 45, K = 31, Z = 4;
+  const size_t pad = aligned ? 4 : 3;
+  rumus_gemm_layout l;
+  l.m = M;
+  l.n = N;
+  l.k = K;
+  l.batch = Z;
+  const size_t a_rows = ta ? K : M, a_cols = ta ? M : K;
+  const size_t b_rows = tb ? N : K, b_cols = tb ? K : N;
+  l.a_offset = aligned ? 8 : 5;
+  l.lda = a_cols + pad;
+  l.stride_a = a_rows * l.lda + (aligned ? 4 : 7);
+  l.b_offset = aligned ? 4 : 2;
+  l.ldb = b_cols + pad + 1;
+  l.stride_b = 0; /* one B for every batch */
+  l.c_offset = aligned ? 12 : 9;
+  l.ldc = Z * (N + pad); /* C is [M, Z, N + pad]: batches interleave */
+  l.stride_c = N + pad;
+  const size_t an = l.a_offset + (Z - 1) * l.stride_a + a_rows * l.lda + 3;
+  const size_t bn = l.b_offset + b_rows * l.ldb + 1;
+  const size_t cn = l.c_offset + M * l.ldc + 5;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 7 + (uint64_t)_i);
+  float *a = random_floats(&r, an, -1, 1), *b = random_floats(&r, bn, -1, 1),
+        *c = random_floats(&r, cn, -1, 1);
+  size_t s;
+  s = an;
+  rumus_tensor *tA = tu_tensor(ctx, RUMUS_F32, 1, &s, a);
+  s = bn;
+  rumus_tensor *tB = tu_tensor(ctx, RUMUS_F32, 1, &s, b);
+  s = cn;
+  rumus_tensor *tC = tu_tensor(ctx, RUMUS_F32, 1, &s, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    check_one(ctx, "ex", ta, tb, -0.5f, 1.0f, tA, a, an, tB, b, bn, tC, c, cn,
+              &l, 1);
+    check_one(ctx, "ex", ta, tb, 2.0f, 0.0f, tA, a, an, tB, b, bn, tC, c, cn,
+              &l, 1);
+  }
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, tA, tB, tC, NULL);
+}
+END_TEST
+
+/* K == 0: C = beta * C (0 for beta == 0, even over NaN); alpha == 0 reads
+ * neither A nor B (NaN there does not propagate). */
+START_TEST(k_zero_and_alpha_zero) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t M = 7, N = 13;
+  float c[7 * 13], nan_ab[7 * 13];
+  tu_rng r;
+  tu_rng_seed(&r, 5);
+  tu_fill_uniform(&r, c, M * N, -3, 3);
+  for (size_t i = 0; i < M * N; i++) nan_ab[i] = NAN;
+  size_t sa0[2] = {M, 0}, sb0[2] = {0, N};
+  rumus_tensor *a0 = tu_tensor(ctx, RUMUS_F32, 2, sa0, NULL),
+               *b0 = tu_tensor(ctx, RUMUS_F32, 2, sb0, NULL),
+               *aN = tu_tensor_2d(ctx, M, N, nan_ab), *bN = tu_tensor_2d(ctx, N, N, NULL),
+               *tC = tu_tensor_2d(ctx, M, N, NULL);
+  float *nn = malloc(N * N * sizeof *nn);
+  for (size_t i = 0; i < N * N; i++) nn[i] = NAN;
+  TU_OK(ctx, rumus_tensor_upload(bN, nn, N * N * sizeof *nn));
+  free(nn);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    const float betas[3] = {0.0f, 1.0f, -0.5f};
+    for (int i = 0; i < 3; i++) {
+      for (int alpha_zero = 0; alpha_zero < 2; alpha_zero++) {
+        float c0[7 * 13];
+        memcpy(c0, c, sizeof c0);
+        if (betas[i] == 0.0f) c0[3] = NAN;
+        TU_OK(ctx, rumus_tensor_upload(tC, c0, sizeof c0));
+        if (alpha_zero)
+          TU_OK(ctx, rumus_gemm(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 0.0f, aN,
+                                bN, betas[i], tC));
+        else
+          TU_OK(ctx, rumus_gemm(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 2.0f, a0,
+                                b0, betas[i], tC));
+        float *got = tu_download(ctx, tC);
+        double want[7 * 13];
+        for (size_t j = 0; j < M * N; j++)
+          want[j] = betas[i] == 0.0f ? 0.0 : (double)betas[i] * c0[j];
+        tu_check_close(alpha_zero ? "alpha0" : "k0", got, want, M * N, 0, 0);
+        free(got);
+      }
+    }
+  }
+  tu_free_all(ctx, a0, b0, aN, bN, tC, NULL);
+}
+END_TEST
+
+/* Odd shapes inside buffers with guard bytes before and after A, B and C. */
+START_TEST(guard_bytes) {
+  const int ta = _i & 1, tb = _i >> 1;
+  const size_t M = 67, N = 131, K = 33;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 11 + (uint64_t)_i);
+  float *a = random_floats(&r, M * K, -1, 1), *b = random_floats(&r, K * N, -1, 1),
+        *c = random_floats(&r, M * N, -1, 1);
+  size_t sa[2] = {ta ? K : M, ta ? M : K}, sb[2] = {tb ? N : K, tb ? K : N},
+         sc[2] = {M, N};
+  rumus_gemm_layout l = {M, N, K, 1, 0, sa[1], 0, 0, sb[1], 0, 0, N, 0};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    tu_guarded gA = tu_guarded_tensor(ctx, RUMUS_F32, 2, sa, a),
+               gB = tu_guarded_tensor(ctx, RUMUS_F32, 2, sb, b),
+               gC = tu_guarded_tensor(ctx, RUMUS_F32, 2, sc, c);
+    check_one(ctx, "guarded", ta, tb, 1.0f, 0.5f, gA.t, a, M * K, gB.t, b,
+              K * N, gC.t, c, M * N, &l, 0);
+    tu_guarded_check_free(ctx, &gA);
+    tu_guarded_check_free(ctx, &gB);
+    tu_guarded_check_free(ctx, &gC);
+  }
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* M, N or batch 0: nothing happens, RUMUS_OK (also through gemm_ex with
+ * views that would not fit). */
+START_TEST(empty_dims) {
+  rumus_ctx *ctx = tu_ctx();
+  size_t s0k[2] = {0, 5}, sk4[2] = {5, 4}, s04[2] = {0, 4};
+  size_t s30[2] = {3, 0}, s50[2] = {5, 0}, z[3] = {0, 3, 4}, za[3] = {0, 3, 5},
+         s35[2] = {3, 5};
+  rumus_tensor *a0 = tu_tensor(ctx, RUMUS_F32, 2, s0k, NULL),
+               *b = tu_tensor(ctx, RUMUS_F32, 2, sk4, NULL),
+               *c0 = tu_tensor(ctx, RUMUS_F32, 2, s04, NULL),
+               *a = tu_tensor(ctx, RUMUS_F32, 2, s35, NULL),
+               *b0 = tu_tensor(ctx, RUMUS_F32, 2, s50, NULL),
+               *c30 = tu_tensor(ctx, RUMUS_F32, 2, s30, NULL),
+               *cz = tu_tensor(ctx, RUMUS_F32, 3, z, NULL),
+               *az = tu_tensor(ctx, RUMUS_F32, 3, za, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, rumus_gemm(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1, a0, b, 0, c0));
+    TU_OK(ctx, rumus_gemm(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1, a, b0, 0, c30));
+    TU_OK(ctx, rumus_gemm(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1, az, b, 1, cz));
+    rumus_gemm_layout l = {0, 4, 5, 1, 1000, 5, 0, 1000, 4, 0, 1000, 4, 0};
+    TU_OK(ctx, rumus_gemm_ex(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1, a, b, 0, c30, &l));
+    l.m = 3;
+    l.batch = 0;
+    TU_OK(ctx, rumus_gemm_ex(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1, a, b, 0, c30, &l));
+    TU_OK(ctx, rumus_ctx_sync(ctx));
+  }
+  tu_free_all(ctx, a0, b, c0, a, b0, c30, cz, az, NULL);
+}
+END_TEST
+
+/* More batches than one launch covers (65535 per launch). */
+START_TEST(many_batches) {
+  const size_t Z = 65537, M = 2, N = 3, K = 2;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 77);
+  float *a = random_floats(&r, Z * M * K, -1, 1), *b = random_floats(&r, K * N, -1, 1),
+        *c = random_floats(&r, Z * M * N, -1, 1);
+  size_t sa[3] = {Z, M, K}, sb[2] = {K, N}, sc[3] = {Z, M, N};
+  rumus_tensor *tA = tu_tensor(ctx, RUMUS_F32, 3, sa, a), *tB = tu_tensor(ctx, RUMUS_F32, 2, sb, b),
+               *tC = tu_tensor(ctx, RUMUS_F32, 3, sc, NULL);
+  rumus_gemm_layout l = {M, N, K, Z, 0, K, M * K, 0, N, 0, 0, N, M * N};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    check_one(ctx, "batches", 0, 0, 1.0f, 1.0f, tA, a, Z * M * K, tB, b, K * N,
+              tC, c, Z * M * N, &l, 0);
+  }
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, tA, tB, tC, NULL);
+}
+END_TEST
+
+START_TEST(bad_input) {
+  rumus_ctx *ctx = tu_ctx();
+  const rumus_transpose N_ = RUMUS_NO_TRANS, T_ = RUMUS_TRANS;
+  size_t s23[2] = {2, 3}, s34[2] = {3, 4}, s24[2] = {2, 4}, s44[2] = {4, 4},
+         s25[2] = {2, 5}, b234[3] = {2, 3, 4}, b324[3] = {3, 2, 4},
+         b224[3] = {2, 2, 4}, s6 = 6, s4d[4] = {1, 1, 2, 4};
+  rumus_tensor *a = tu_tensor(ctx, RUMUS_F32, 2, s23, NULL),
+               *b = tu_tensor(ctx, RUMUS_F32, 2, s34, NULL),
+               *c = tu_tensor(ctx, RUMUS_F32, 2, s24, NULL),
+               *b44 = tu_tensor(ctx, RUMUS_F32, 2, s44, NULL),
+               *c25 = tu_tensor(ctx, RUMUS_F32, 2, s25, NULL),
+               *b3 = tu_tensor(ctx, RUMUS_F32, 3, b234, NULL),
+               *c3 = tu_tensor(ctx, RUMUS_F32, 3, b224, NULL),
+               *c3b = tu_tensor(ctx, RUMUS_F32, 3, b324, NULL),
+               *v6 = tu_tensor(ctx, RUMUS_F32, 1, &s6, NULL),
+               *c4d = tu_tensor(ctx, RUMUS_F32, 4, s4d, NULL),
+               *ai = tu_tensor(ctx, RUMUS_I32, 2, s23, NULL);
+  /* NULL */
+  TU_STATUS(RUMUS_ENULL, rumus_gemm(NULL, N_, N_, 1, a, b, 0, c));
+  TU_STATUS(RUMUS_ENULL, rumus_gemm(ctx, N_, N_, 1, NULL, b, 0, c));
+  TU_STATUS(RUMUS_ENULL, rumus_gemm(ctx, N_, N_, 1, a, NULL, 0, c));
+  TU_STATUS(RUMUS_ENULL, rumus_gemm(ctx, N_, N_, 1, a, b, 0, NULL));
+  rumus_gemm_layout l = {2, 4, 3, 1, 0, 3, 0, 0, 4, 0, 0, 4, 0};
+  TU_STATUS(RUMUS_ENULL, rumus_gemm_ex(NULL, N_, N_, 1, a, b, 0, c, &l));
+  TU_STATUS(RUMUS_ENULL, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_gemm_ex(ctx, N_, N_, 1, a, NULL, 0, c, &l));
+  /* dtype */
+  TU_STATUS(RUMUS_EDTYPE, rumus_gemm(ctx, N_, N_, 1, ai, b, 0, c));
+  TU_STATUS(RUMUS_EDTYPE, rumus_gemm_ex(ctx, N_, N_, 1, ai, b, 0, c, &l));
+  /* transpose enums */
+  TU_STATUS(RUMUS_EINVAL, rumus_gemm(ctx, (rumus_transpose)2, N_, 1, a, b, 0, c));
+  TU_STATUS(RUMUS_EINVAL, rumus_gemm(ctx, N_, (rumus_transpose)-1, 1, a, b, 0, c));
+  TU_STATUS(RUMUS_EINVAL, rumus_gemm_ex(ctx, N_, (rumus_transpose)7, 1, a, b, 0, c, &l));
+  /* shapes */
+  TU_OK(ctx, rumus_gemm(ctx, N_, N_, 1, a, b, 0, c));
+  TU_STATUS(RUMUS_ESHAPE, rumus_gemm(ctx, N_, N_, 1, a, b44, 0, c)); /* K 3 vs 4 */
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "[2, 3]") && strstr(rumus_ctx_errmsg(ctx), "[4, 4]"),
+                "message names the shapes: %s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_ESHAPE, rumus_gemm(ctx, N_, N_, 1, a, b, 0, c25)); /* N */
+  TU_STATUS(RUMUS_ESHAPE, rumus_gemm(ctx, T_, N_, 1, a, b, 0, c));   /* A^T is 3x2 */
+  TU_STATUS(RUMUS_ESHAPE, rumus_gemm(ctx, N_, T_, 1, a, b, 0, c));   /* B^T is 4x3 */
+  TU_STATUS(RUMUS_ESHAPE, rumus_gemm(ctx, N_, N_, 1, a, b3, 0, c));  /* 3-D B, 2-D C */
+  TU_STATUS(RUMUS_ESHAPE, rumus_gemm(ctx, N_, N_, 1, a, b3, 0, c3b)); /* batch 2 vs 3 */
+  TU_OK(ctx, rumus_gemm(ctx, N_, N_, 1, a, b3, 0, c3));
+  TU_STATUS(RUMUS_ESHAPE, rumus_gemm(ctx, N_, N_, 1, v6, b, 0, c));  /* 1-D */
+  TU_STATUS(RUMUS_ESHAPE, rumus_gemm(ctx, N_, N_, 1, a, b, 0, c4d)); /* 4-D */
+  /* gemm_ex: leading sizes */
+  rumus_gemm_layout bad = l;
+  bad.lda = 2;
+  TU_STATUS(RUMUS_EINVAL, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c, &bad));
+  bad = l;
+  bad.lda = 2; /* A^T stored [K, M] = [3, 2]: lda 2 is enough */
+  TU_OK(ctx, rumus_gemm_ex(ctx, T_, N_, 1, a, b, 0, c, &bad));
+  bad.lda = 1;
+  TU_STATUS(RUMUS_EINVAL, rumus_gemm_ex(ctx, T_, N_, 1, a, b, 0, c, &bad));
+  bad = l;
+  bad.ldb = 3;
+  TU_STATUS(RUMUS_EINVAL, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c, &bad));
+  bad = l;
+  bad.ldc = 3;
+  TU_STATUS(RUMUS_EINVAL, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c, &bad));
+  bad = l;
+  bad.batch = 2;
+  bad.stride_c = 0; /* two batches writing one C */
+  TU_STATUS(RUMUS_EINVAL, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c3, &bad));
+  /* gemm_ex: views past a tensor */
+  bad = l;
+  bad.a_offset = 1;
+  TU_STATUS(RUMUS_ESIZE, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c, &bad));
+  bad = l;
+  bad.lda = 4; /* rows 4 apart: the last row ends past 6 elements */
+  TU_STATUS(RUMUS_ESIZE, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c, &bad));
+  bad = l;
+  bad.ldc = 5;
+  TU_STATUS(RUMUS_ESIZE, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c, &bad));
+  bad = l;
+  bad.batch = 2;
+  bad.stride_c = 8;
+  bad.stride_b = 1; /* B's second batch ends one past it */
+  TU_STATUS(RUMUS_ESIZE, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c3, &bad));
+  bad.stride_b = 0;
+  TU_OK(ctx, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c3, &bad));
+  bad.stride_c = 9;
+  TU_STATUS(RUMUS_ESIZE, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c3, &bad));
+  bad = l;
+  bad.batch = 3;
+  bad.stride_c = 4;
+  bad.stride_a = (size_t)1 << 63; /* overflows size_t */
+  TU_STATUS(RUMUS_ESIZE, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c3, &bad));
+  bad = l;
+  bad.c_offset = SIZE_MAX;
+  TU_STATUS(RUMUS_ESIZE, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c, &bad));
+  bad = l;
+  bad.k = 0; /* A and B are not touched, only C */
+  bad.a_offset = bad.b_offset = 1000;
+  TU_OK(ctx, rumus_gemm_ex(ctx, N_, N_, 1, a, b, 0, c, &bad));
+  /* A tensor of another context. */
+  rumus_ctx *other = tu_ctx();
+  rumus_tensor *o = tu_tensor(other, RUMUS_F32, 2, s23, NULL);
+  TU_STATUS(RUMUS_EINVAL, rumus_gemm(ctx, N_, N_, 1, o, b, 0, c));
+  rumus_tensor_free(o);
+  TU_OK(other, rumus_ctx_free(other));
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_free_all(ctx, a, b, c, b44, c25, b3, c3, c3b, v6, c4d, ai, NULL);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gemm");
-  TCase *tc = tu_tcase("core");
-  tcase_add_test(tc, placeholder);
-  suite_add_tcase(s, tc);
+  TCase *core = tu_tcase("core");
+  tcase_add_loop_test(core, shapes_2d, 0, (int)(NSHAPES * 4));
+  tcase_add_loop_test(core, tile_sizes, 0, 6);
+  tcase_add_test(core, batched_3d);
+  tcase_add_loop_test(core, strided_ex, 0, 8);
+  suite_add_tcase(s, core);
+  TCase *limits = tu_tcase("limits");
+  tcase_add_test(limits, k_zero_and_alpha_zero);
+  tcase_add_loop_test(limits, guard_bytes, 0, 4);
+  tcase_add_test(limits, empty_dims);
+  tcase_add_test(limits, many_batches);
+  suite_add_tcase(s, limits);
+  TCase *errors = tu_tcase("errors");
+  tcase_add_test(errors, bad_input);
+  suite_add_tcase(s, errors);
   return tu_run(s);
 }

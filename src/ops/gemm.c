@@ -1,12 +1,389 @@
-/* gemm.c - placeholder until the GEMM family lands. */
+/*
+ * gemm.c - rumus_gemm and rumus_gemm_ex (kernels in cl/gemm.cl): argument
+ * checks, the choice of variant and tile sizes, and chunked launches.
+ *
+ * Both entry points reduce to one strided-batched description (a
+ * rumus_gemm_layout with the tensors' own offsets added) and run
+ *   GPU variant  gemm_tiled: local-memory tiles and register blocks, one
+ *                launch per chunk of at most GRID_MAX row tiles and batches;
+ *   CPU variant  gemm_pack_a + gemm_pack_b into scratch panels, then
+ *                gemm_packed, per chunk of the batch (and of K when the
+ *                panels would exceed SCRATCH_CAP floats; later K chunks
+ *                accumulate into C with beta = 1).
+ * alpha == 0 or K == 0 reads neither A nor B (as BLAS): C = beta * C, and
+ * beta == 1 then leaves C alone.
+ */
+#include <stdint.h>
+#include <stdio.h>
+
 #include "ops.h"
-int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb, float alpha,
-               const rumus_tensor *A, const rumus_tensor *B, float beta, rumus_tensor *C) {
-  return rumus__fail(ctx, RUMUS_EUNSUPPORTED, "rumus_gemm: not built yet");
+
+static const char *const FILE_CL = "gemm.cl";
+
+/* Tile parameters of gemm_tiled (the macros in gemm.cl), largest first.
+ * Tuned on an NVIDIA H200 through NVIDIA's OpenCL driver. */
+typedef struct {
+  int tsm, tsn, tsk, wptm, wptn, lpad;
+} tiled_cfg;
+static const tiled_cfg GPU_TILES[] = {
+    {128, 128, 16, 8, 8, 4}, /* 256 work-items, 8 x 8 each */
+    {64, 64, 16, 4, 4, 4},   /* 256 work-items, 4 x 4 each */
+    {32, 32, 16, 4, 4, 4},   /* 64 work-items, 4 x 4 each */
+};
+#define N_TILES (sizeof GPU_TILES / sizeof GPU_TILES[0])
+
+/* Register block of gemm_packed (MR rows, NV float16 columns) and its
+ * local size along the row blocks: tried 8x32, 12x32, 14x32, 4x64 and 6x64
+ * on PoCL with AVX-512; 6x64 was fastest. */
+enum { CPU_MR = 6, CPU_NV = 4, CPU_NR = 16 * CPU_NV, CPU_LOCAL = 4 };
+enum { PACK_LOCAL = 8 };
+
+/* Work-groups per launch along grid dimensions 1 and 2 (CUDA's limit,
+ * which NVIDIA's OpenCL inherits). */
+#define GRID_MAX ((size_t)65535)
+/* Most floats of one packed operand per launch (256 MiB). */
+#define SCRATCH_CAP ((size_t)1 << 26)
+
+/* ---- Checks ------------------------------------------------------------ */
+
+static int check_trans(rumus_ctx *ctx, const char *op, const char *name,
+                       rumus_transpose t) {
+  RUMUS__FAIL_IF(t != RUMUS_NO_TRANS && t != RUMUS_TRANS, ctx, RUMUS_EINVAL,
+                 "%s: %s is %d, not RUMUS_NO_TRANS or RUMUS_TRANS", op, name,
+                 (int)t);
+  return RUMUS_OK;
 }
-int rumus_gemm_ex(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb, float alpha,
-                  const rumus_tensor *A, const rumus_tensor *B, float beta, rumus_tensor *C,
+
+/* *out = a * b + c; 0 on size_t overflow. */
+static int mul_add(size_t a, size_t b, size_t c, size_t *out) {
+  if (a != 0 && b > (SIZE_MAX - c) / a) return 0;
+  *out = a * b + c;
+  return 1;
+}
+
+/* Checks that a batch of rows x cols views (pitch ld, stride between
+ * batches) starting at element off lies inside t. */
+static int check_extent(rumus_ctx *ctx, const char *op, const char *name,
+                        const rumus_tensor *t, size_t off, size_t ld,
+                        size_t stride, size_t rows, size_t cols,
+                        size_t batch) {
+  /* last = off + (batch - 1) stride + (rows - 1) ld + cols - 1 */
+  size_t last;
+  int ok = mul_add(batch - 1, stride, off, &last) &&
+           mul_add(rows - 1, ld, last, &last) &&
+           mul_add(1, cols - 1, last, &last);
+  RUMUS__FAIL_IF(!ok || last >= t->numel, ctx, RUMUS_ESIZE,
+                 "%s: %s view (offset %zu, %zu x %zu, leading size %zu, "
+                 "batch %zu, stride %zu) reaches past its %zu elements",
+                 op, name, off, rows, cols, ld, batch, stride, t->numel);
+  return RUMUS_OK;
+}
+
+/* ---- Launches ---------------------------------------------------------- */
+
+/* The problem with every offset in elements of the buffers. */
+typedef struct {
+  int ta, tb;
+  float alpha, beta;
+  const rumus_tensor *A, *B;
+  rumus_tensor *C;
+  rumus_gemm_layout l;
+} problem;
+
+static int aligned4(size_t off, size_t ld, size_t stride, size_t batch) {
+  return off % 4 == 0 && ld % 4 == 0 && (batch <= 1 || stride % 4 == 0);
+}
+
+static void tiled_options(const rumus_ctx *ctx, const tiled_cfg *t, int ta,
+                          int tb, int vec, char *buf, size_t len) {
+  char base[96];
+  rumus__base_options(ctx, base, sizeof base);
+  snprintf(buf, len,
+           "%s -DTA=%d -DTB=%d -DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d "
+           "-DWPTN=%d -DLPAD=%d -DVEC=%d",
+           base, ta, tb, t->tsm, t->tsn, t->tsk, t->wptm, t->wptn, t->lpad,
+           vec);
+}
+
+static void packed_options(const rumus_ctx *ctx, int ta, int tb, char *buf,
+                           size_t len) {
+  char base[96];
+  rumus__base_options(ctx, base, sizeof base);
+  snprintf(buf, len, "%s -DTA=%d -DTB=%d -DMR=%d -DNV=%d", base, ta, tb,
+           CPU_MR, CPU_NV);
+}
+
+/* Whether gemm_tiled fits the device (work-group size, local memory). */
+static int tiled_fits(const rumus_ctx *ctx, const tiled_cfg *t) {
+  size_t wgs = (size_t)(t->tsm / t->wptm) * (size_t)(t->tsn / t->wptn);
+  size_t lmem = (size_t)t->tsk * (size_t)(t->tsm + t->tsn + 2 * t->lpad) *
+                sizeof(float);
+  return ctx->max_wg >= wgs && ctx->local_mem >= lmem;
+}
+
+/* The tiles for an M x N (x batch) product: the largest whose padding
+ * wastes at most a quarter of the work and that gives every compute unit
+ * a work-group, else the smallest; NULL if none fits the device. */
+static const tiled_cfg *pick_tiles(const rumus_ctx *ctx, size_t m, size_t n,
+                                   size_t batch) {
+  const tiled_cfg *fit = NULL;
+  for (size_t i = 0; i < N_TILES; i++) {
+    const tiled_cfg *t = &GPU_TILES[i];
+    if (!tiled_fits(ctx, t)) continue;
+    fit = t;
+    double tm = (double)((m + t->tsm - 1) / t->tsm),
+           tn = (double)((n + t->tsn - 1) / t->tsn);
+    double waste = tm * t->tsm * tn * t->tsn / ((double)m * (double)n);
+    if (waste <= 1.25 && tm * tn * (double)batch >= (double)ctx->compute_units)
+      return t;
+  }
+  return fit;
+}
+
+static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
+                     const tiled_cfg *t) {
+  const rumus_gemm_layout *l = &p->l;
+  char opts[320];
+  tiled_options(ctx, t, p->ta, p->tb,
+                aligned4(l->a_offset, l->lda, l->stride_a, l->batch) &&
+                    aligned4(l->b_offset, l->ldb, l->stride_b, l->batch) &&
+                    aligned4(l->c_offset, l->ldc, l->stride_c, l->batch),
+                opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, "gemm_tiled"};
+  const size_t rtsm = (size_t)(t->tsm / t->wptm),
+               rtsn = (size_t)(t->tsn / t->wptn);
+  const size_t local[3] = {rtsn, rtsm, 1};
+  const size_t tiles_n = (l->n + t->tsn - 1) / t->tsn;
+  const size_t rows_max = GRID_MAX * (size_t)t->tsm;
+  cl_ulong lda = l->lda, ldb = l->ldb, ldc = l->ldc, sa = l->stride_a,
+           sb = l->stride_b, sc = l->stride_c, N = l->n, K = l->k;
+  for (size_t b0 = 0; b0 < l->batch; b0 += GRID_MAX) {
+    size_t bc = l->batch - b0 < GRID_MAX ? l->batch - b0 : GRID_MAX;
+    for (size_t m0 = 0; m0 < l->m; m0 += rows_max) {
+      size_t mc = l->m - m0 < rows_max ? l->m - m0 : rows_max;
+      cl_ulong M = mc;
+      cl_ulong ao = l->a_offset + b0 * l->stride_a + (p->ta ? m0 : m0 * l->lda);
+      cl_ulong bo = l->b_offset + b0 * l->stride_b;
+      cl_ulong co = l->c_offset + b0 * l->stride_c + m0 * l->ldc;
+      const rumus__arg args[] = {
+          RUMUS__ARG(p->A->mem), RUMUS__ARG(ao), RUMUS__ARG(lda),
+          RUMUS__ARG(sa),        RUMUS__ARG(p->B->mem), RUMUS__ARG(bo),
+          RUMUS__ARG(ldb),       RUMUS__ARG(sb), RUMUS__ARG(p->C->mem),
+          RUMUS__ARG(co),        RUMUS__ARG(ldc), RUMUS__ARG(sc),
+          RUMUS__ARG(M),         RUMUS__ARG(N), RUMUS__ARG(K),
+          RUMUS__ARG(p->alpha),  RUMUS__ARG(p->beta)};
+      const size_t global[3] = {tiles_n * rtsn,
+                                (mc + t->tsm - 1) / t->tsm * rtsm, bc};
+      RUMUS__FORWARD(rumus__launch(ctx, op, &k, 3, global, local,
+                                   sizeof args / sizeof args[0], args));
+    }
+  }
+  return RUMUS_OK;
+}
+
+static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
+  const rumus_gemm_layout *l = &p->l;
+  char opts[200];
+  packed_options(ctx, p->ta, p->tb, opts, sizeof opts);
+  const rumus__kernel_ref kpa = {FILE_CL, opts, "gemm_pack_a"},
+                          kpb = {FILE_CL, opts, "gemm_pack_b"},
+                          kmm = {FILE_CL, opts, "gemm_packed"};
+  const size_t mp = (l->m + CPU_MR - 1) / CPU_MR * CPU_MR;
+  const size_t np = (l->n + CPU_NR - 1) / CPU_NR * CPU_NR;
+  const size_t widest = mp > np ? mp : np;
+  /* K in chunks of kc, the batch in chunks of bc, so that one packed
+   * operand holds at most SCRATCH_CAP floats (or one K step). */
+  size_t kc = l->k, bc;
+  if (kc > 0 && widest > SCRATCH_CAP / kc) kc = SCRATCH_CAP / widest;
+  if (kc == 0 && l->k > 0) kc = 1;
+  bc = SCRATCH_CAP / (widest * (kc > 0 ? kc : 1));
+  if (bc > l->batch) bc = l->batch;
+  if (bc > GRID_MAX) bc = GRID_MAX;
+  if (bc == 0) bc = 1;
+  const int bat_a = l->stride_a != 0, bat_b = l->stride_b != 0;
+  cl_mem ap = NULL, bp = NULL;
+  int st = rumus__scratch(ctx, op, (bat_a ? bc : 1) * mp * kc * sizeof(float),
+                          &ap);
+  if (st == RUMUS_OK)
+    st = rumus__scratch(ctx, op, (bat_b ? bc : 1) * np * kc * sizeof(float),
+                        &bp);
+
+  cl_ulong lda = l->lda, ldb = l->ldb, ldc = l->ldc, sa = l->stride_a,
+           sb = l->stride_b, sc = l->stride_c, M = l->m, N = l->n;
+  const size_t lpack[3] = {PACK_LOCAL, 1, 1}, lmm[3] = {CPU_LOCAL, 1, 1};
+  for (size_t b0 = 0; st == RUMUS_OK && b0 < l->batch; b0 += bc) {
+    const size_t bn = l->batch - b0 < bc ? l->batch - b0 : bc;
+    size_t k0 = 0;
+    do { /* at least once: K == 0 still scales C */
+      const size_t kn = l->k - k0 < kc ? l->k - k0 : kc;
+      cl_ulong Kc = kn;
+      cl_ulong ao = l->a_offset + b0 * l->stride_a + (p->ta ? k0 * l->lda : k0);
+      cl_ulong bo = l->b_offset + b0 * l->stride_b + (p->tb ? k0 : k0 * l->ldb);
+      cl_ulong co = l->c_offset + b0 * l->stride_c;
+      cl_ulong sap = bat_a ? (cl_ulong)(mp * kn) : 0,
+               sbp = bat_b ? (cl_ulong)(np * kn) : 0;
+      float beta = k0 == 0 ? p->beta : 1.0f;
+      const rumus__arg aa[] = {RUMUS__ARG(p->A->mem), RUMUS__ARG(ao),
+                               RUMUS__ARG(lda), RUMUS__ARG(sa), RUMUS__ARG(ap),
+                               RUMUS__ARG(M), RUMUS__ARG(Kc)};
+      const rumus__arg ba[] = {RUMUS__ARG(p->B->mem), RUMUS__ARG(bo),
+                               RUMUS__ARG(ldb), RUMUS__ARG(sb), RUMUS__ARG(bp),
+                               RUMUS__ARG(N), RUMUS__ARG(Kc)};
+      const rumus__arg ma[] = {
+          RUMUS__ARG(ap),  RUMUS__ARG(sap), RUMUS__ARG(bp),
+          RUMUS__ARG(sbp), RUMUS__ARG(p->C->mem), RUMUS__ARG(co),
+          RUMUS__ARG(ldc), RUMUS__ARG(sc), RUMUS__ARG(M),
+          RUMUS__ARG(N),   RUMUS__ARG(Kc), RUMUS__ARG(p->alpha),
+          RUMUS__ARG(beta)};
+      const size_t ga[3] = {kn, mp / CPU_MR, bat_a ? bn : 1};
+      const size_t gb[3] = {kn, np / CPU_NR, bat_b ? bn : 1};
+      const size_t gm[3] = {mp / CPU_MR, np / CPU_NR, bn};
+      if (kn > 0) {
+        st = rumus__launch(ctx, op, &kpa, 3, ga, lpack, 7, aa);
+        if (st == RUMUS_OK) st = rumus__launch(ctx, op, &kpb, 3, gb, lpack, 7, ba);
+      }
+      if (st == RUMUS_OK)
+        st = rumus__launch(ctx, op, &kmm, 3, gm, lmm,
+                           sizeof ma / sizeof ma[0], ma);
+      k0 += kn;
+    } while (st == RUMUS_OK && k0 < l->k);
+  }
+  /* Released once the queued kernels that use them are done. */
+  if (ap) clReleaseMemObject(ap);
+  if (bp) clReleaseMemObject(bp);
+  return st;
+}
+
+/* Runs a checked problem: offsets of `user` plus the tensors' own. */
+static int run(rumus_ctx *ctx, const char *op, int ta, int tb, float alpha,
+               const rumus_tensor *A, const rumus_tensor *B, float beta,
+               rumus_tensor *C, const rumus_gemm_layout *user) {
+  if (user->m == 0 || user->n == 0 || user->batch == 0) return RUMUS_OK;
+  problem p = {ta, tb, alpha, beta, A, B, C, *user};
+  if (p.l.k == 0 || alpha == 0.0f) { /* C = beta * C; A, B not read */
+    if (beta == 1.0f) return RUMUS_OK;
+    p.l.k = 0;
+    p.alpha = 0.0f;
+  }
+  p.l.a_offset += rumus__off(A);
+  p.l.b_offset += rumus__off(B);
+  p.l.c_offset += rumus__off(C);
+  const tiled_cfg *t =
+      rumus__gpu_variant(ctx) ? pick_tiles(ctx, p.l.m, p.l.n, p.l.batch) : NULL;
+  return t ? run_tiled(ctx, op, &p, t) : run_packed(ctx, op, &p);
+}
+
+/* ---- Public entry points ---------------------------------------------- */
+
+int rumus_gemm_ex(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
+                  float alpha, const rumus_tensor *A, const rumus_tensor *B,
+                  float beta, rumus_tensor *C,
                   const rumus_gemm_layout *layout) {
-  return rumus__fail(ctx, RUMUS_EUNSUPPORTED, "rumus_gemm_ex: not built yet");
+  static const char op[] = "rumus_gemm_ex";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "A", A, RUMUS_F32));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "B", B, RUMUS_F32));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "C", C, RUMUS_F32));
+  RUMUS__FAIL_IF(layout == NULL, ctx, RUMUS_ENULL, "%s: layout is NULL", op);
+  RUMUS__FORWARD(check_trans(ctx, op, "ta", ta));
+  RUMUS__FORWARD(check_trans(ctx, op, "tb", tb));
+  const rumus_gemm_layout *l = layout;
+  /* Stored shapes: A is [M, K] or [K, M], B [K, N] or [N, K], C [M, N]. */
+  const size_t a_rows = ta ? l->k : l->m, a_cols = ta ? l->m : l->k;
+  const size_t b_rows = tb ? l->n : l->k, b_cols = tb ? l->k : l->n;
+  RUMUS__FAIL_IF(l->lda < a_cols, ctx, RUMUS_EINVAL,
+                 "%s: lda %zu is less than the %zu elements of a row of A "
+                 "(%zu x %zu stored)", op, l->lda, a_cols, a_rows, a_cols);
+  RUMUS__FAIL_IF(l->ldb < b_cols, ctx, RUMUS_EINVAL,
+                 "%s: ldb %zu is less than the %zu elements of a row of B "
+                 "(%zu x %zu stored)", op, l->ldb, b_cols, b_rows, b_cols);
+  RUMUS__FAIL_IF(l->ldc < l->n, ctx, RUMUS_EINVAL,
+                 "%s: ldc %zu is less than the %zu elements of a row of C "
+                 "(%zu x %zu)", op, l->ldc, l->n, l->m, l->n);
+  if (l->m == 0 || l->n == 0 || l->batch == 0) return RUMUS_OK;
+  RUMUS__FAIL_IF(l->batch > 1 && l->stride_c == 0, ctx, RUMUS_EINVAL,
+                 "%s: stride_c 0 with batch %zu would make every batch "
+                 "write the same C", op, l->batch);
+  RUMUS__FORWARD(check_extent(ctx, op, "C", C, l->c_offset, l->ldc,
+                              l->stride_c, l->m, l->n, l->batch));
+  if (l->k > 0) {
+    RUMUS__FORWARD(check_extent(ctx, op, "A", A, l->a_offset, l->lda,
+                                l->stride_a, a_rows, a_cols, l->batch));
+    RUMUS__FORWARD(check_extent(ctx, op, "B", B, l->b_offset, l->ldb,
+                                l->stride_b, b_rows, b_cols, l->batch));
+  }
+  return run(ctx, op, ta, tb, alpha, A, B, beta, C, l);
 }
-int rumus__gemm_warm(rumus_ctx *ctx) { return RUMUS_OK; }
+
+int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
+               float alpha, const rumus_tensor *A, const rumus_tensor *B,
+               float beta, rumus_tensor *C) {
+  static const char op[] = "rumus_gemm";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "A", A, RUMUS_F32));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "B", B, RUMUS_F32));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "C", C, RUMUS_F32));
+  RUMUS__FORWARD(check_trans(ctx, op, "ta", ta));
+  RUMUS__FORWARD(check_trans(ctx, op, "tb", tb));
+  char sa[RUMUS__SHAPE_BUF], sb[RUMUS__SHAPE_BUF], sc[RUMUS__SHAPE_BUF];
+  rumus__shape_str(A, sa, sizeof sa);
+  rumus__shape_str(B, sb, sizeof sb);
+  rumus__shape_str(C, sc, sizeof sc);
+  const int batched = C->ndim == 3;
+  RUMUS__FAIL_IF(C->ndim != 2 && C->ndim != 3, ctx, RUMUS_ESHAPE,
+                 "%s: C %s must be 2-D [M, N] or 3-D [batch, M, N]", op, sc);
+  RUMUS__FAIL_IF(A->ndim != 2 && !(batched && A->ndim == 3), ctx, RUMUS_ESHAPE,
+                 "%s: A %s must be 2-D%s (C is %s)", op, sa,
+                 batched ? " or 3-D" : "", sc);
+  RUMUS__FAIL_IF(B->ndim != 2 && !(batched && B->ndim == 3), ctx, RUMUS_ESHAPE,
+                 "%s: B %s must be 2-D%s (C is %s)", op, sb,
+                 batched ? " or 3-D" : "", sc);
+  const size_t batch = batched ? C->shape[0] : 1;
+  RUMUS__FAIL_IF(A->ndim == 3 && A->shape[0] != batch, ctx, RUMUS_ESHAPE,
+                 "%s: A %s and C %s differ in batch size", op, sa, sc);
+  RUMUS__FAIL_IF(B->ndim == 3 && B->shape[0] != batch, ctx, RUMUS_ESHAPE,
+                 "%s: B %s and C %s differ in batch size", op, sb, sc);
+  const size_t *as = A->shape + (A->ndim - 2), *bs = B->shape + (B->ndim - 2),
+               *cs = C->shape + (C->ndim - 2);
+  const size_t m = ta ? as[1] : as[0], ka = ta ? as[0] : as[1];
+  const size_t kb = tb ? bs[1] : bs[0], n = tb ? bs[0] : bs[1];
+  RUMUS__FAIL_IF(ka != kb || m != cs[0] || n != cs[1], ctx, RUMUS_ESHAPE,
+                 "%s: op(A) of A %s%s times op(B) of B %s%s does not give C "
+                 "%s", op, sa, ta ? "^T" : "", sb, tb ? "^T" : "", sc);
+  rumus_gemm_layout l = {0};
+  l.m = m;
+  l.n = n;
+  l.k = ka;
+  l.batch = batch;
+  l.lda = as[1];
+  l.stride_a = A->ndim == 3 ? as[0] * as[1] : 0;
+  l.ldb = bs[1];
+  l.stride_b = B->ndim == 3 ? bs[0] * bs[1] : 0;
+  l.ldc = cs[1];
+  l.stride_c = cs[0] * cs[1];
+  return run(ctx, op, ta, tb, alpha, A, B, beta, C, &l);
+}
+
+/* Builds the programs of the current variant for the four transposes,
+ * with aligned operands (the usual case); on the GPU variant, for every
+ * tile size that fits the device. */
+int rumus__gemm_warm(rumus_ctx *ctx) {
+  char opts[320];
+  cl_program prog;
+  for (int t = 0; t < 4; t++) {
+    int tiled = 0;
+    for (size_t i = 0; rumus__gpu_variant(ctx) && i < N_TILES; i++) {
+      if (!tiled_fits(ctx, &GPU_TILES[i])) continue;
+      tiled = 1;
+      tiled_options(ctx, &GPU_TILES[i], t & 1, t >> 1, 1, opts, sizeof opts);
+      RUMUS__FORWARD(
+          rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
+    }
+    if (!tiled) {
+      packed_options(ctx, t & 1, t >> 1, opts, sizeof opts);
+      RUMUS__FORWARD(
+          rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
+    }
+  }
+  return RUMUS_OK;
+}
