@@ -310,6 +310,30 @@ END_TEST
 
 /* ---- limits --------------------------------------------------------------- */
 
+/* Other work-group sizes (RUMUS_OPT_WORKGROUP_SIZE): the row kernels, the
+ * count and the reduction all follow WG. */
+START_TEST(workgroup_sizes) {
+  static const int WGS[] = {16, 1024};
+  rumus_ctx *ctx = tu_ctx();
+  const size_t B = 4097, C = 129;
+  tu_rng r;
+  tu_rng_seed(&r, 8);
+  float *x = malloc(B * C * sizeof *x);
+  int32_t *t = malloc(B * sizeof *t);
+  random_case(&r, x, t, B, C);
+  size_t s[2] = {B, C};
+  rumus_tensor *tx = tu_tensor(ctx, RUMUS_F32, 2, s, x), *tt = tu_tensor(ctx, RUMUS_I32, 1, s, t);
+  for (int k = 0; k < 2; k++) {
+    TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_WORKGROUP_SIZE, WGS[k]));
+    rumus_xent_params p = {RUMUS_REDUCTION_MEAN, -100, 0.1f, 1.0f};
+    check_all_modes(ctx, tx, tt, x, t, B, C, p, k ? "wg1024" : "wg16");
+  }
+  free(x);
+  free(t);
+  tu_free_all(ctx, tx, tt, NULL);
+}
+END_TEST
+
 /* Rows of +-1e4, a 1e4 ramp, equal values, -INFINITY entries, a single
  * finite entry, -INFINITY at the target (loss +inf), all -INFINITY (NaN), a
  * NaN entry (NaN); C = 70 (the _wgl row cache) and 9001 (past it). */
@@ -656,6 +680,7 @@ int main(void) {
   tcase_add_test(core, deterministic);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
+  tcase_add_test(limits, workgroup_sizes);
   tcase_add_test(limits, special_rows);
   tcase_add_test(limits, ignore_index);
   tcase_add_test(limits, logits_3d_guarded);
