@@ -63,18 +63,36 @@
 
 /* ---- 8-element vectors with a scalar tail -------------------------------- */
 
-/* Loads cnt (1..8) elements from x + i; missing lanes are 0. */
-inline float8 ld8(global const real_t *x, size_t i, size_t cnt) {
-  if (cnt == 8) return LOAD8(x, i);
+/* Whole vectors at 32-byte aligned addresses (the host passes aligned = 1
+ * when every tensor's element offset is a multiple of 8): typed accesses,
+ * which GPU compilers turn into wide memory instructions; vload8 may only
+ * assume the alignment of one element. */
+#if RUMUS_STORAGE == 32
+#define LOAD8A(p, i) (*(global const float8 *)((p) + (i)))
+#define STORE8A(v, p, i) (*(global float8 *)((p) + (i)) = (v))
+#else
+#define LOAD8A(p, i) LOAD8(p, i)
+#define STORE8A(v, p, i) STORE8(v, p, i)
+#endif
+
+/* Loads cnt (1..8) elements from x + i; missing lanes are 0.  x + i is
+ * 32-byte aligned when `aligned` is set and cnt == 8. */
+inline float8 ld8(global const real_t *x, size_t i, size_t cnt,
+                  int aligned) {
+  if (cnt == 8) return aligned ? LOAD8A(x, i) : LOAD8(x, i);
   float t[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   for (size_t j = 0; j < cnt; j++) t[j] = LOAD(x, i + j);
   return vload8(0, t);
 }
 
 /* Stores the first cnt (1..8) lanes of v at x + i. */
-inline void st8(float8 v, global real_t *x, size_t i, size_t cnt) {
+inline void st8(float8 v, global real_t *x, size_t i, size_t cnt,
+                int aligned) {
   if (cnt == 8) {
-    STORE8(v, x, i);
+    if (aligned)
+      STORE8A(v, x, i);
+    else
+      STORE8(v, x, i);
     return;
   }
   float t[8];
@@ -96,30 +114,31 @@ inline size_t ew_index(size_t k) {
 #define SGD_NESTEROV 4
 
 inline void sgd_vec(global real_t *p, global const real_t *g, global real_t *b,
-                    size_t i, size_t cnt, float lr, float mom, float damp1,
-                    float wd, int mode) {
-  float8 pv = ld8(p, i, cnt), d = ld8(g, i, cnt);
+                    size_t i, size_t cnt, int al, float lr, float mom,
+                    float damp1, float wd, int mode) {
+  float8 pv = ld8(p, i, cnt, al), d = ld8(g, i, cnt, al);
   if (wd != 0.0f) d += wd * pv;
   if (mode & SGD_MOMENTUM) {
-    float8 bv = (mode & SGD_FIRST) ? d : mom * ld8(b, i, cnt) + damp1 * d;
-    st8(bv, b, i, cnt);
+    float8 bv = (mode & SGD_FIRST) ? d : mom * ld8(b, i, cnt, al) + damp1 * d;
+    st8(bv, b, i, cnt, al);
     d = (mode & SGD_NESTEROV) ? d + mom * bv : bv;
   }
-  st8(pv - lr * d, p, i, cnt);
+  st8(pv - lr * d, p, i, cnt, al);
 }
 
 /* b may be any valid buffer when mode has no SGD_MOMENTUM (never touched).
- * damp1 = 1 - dampening. */
+ * damp1 = 1 - dampening; al: every offset is a multiple of 8 elements. */
 __kernel EW_WG_ATTR void sgd_step(global real_t *p, ulong p_off,
                                   global const real_t *g, ulong g_off,
                                   global real_t *b, ulong b_off, ulong n,
-                                  float lr, float mom, float damp1, float wd,
-                                  int mode) {
+                                  int al, float lr, float mom, float damp1,
+                                  float wd, int mode) {
   for (size_t k = 0; k < EW_ITEMS; k++) {
     const size_t i = ew_index(k);
     if (i >= n) return;
     const size_t cnt = min((size_t)8, (size_t)n - i);
-    sgd_vec(p + p_off, g + g_off, b + b_off, i, cnt, lr, mom, damp1, wd, mode);
+    sgd_vec(p + p_off, g + g_off, b + b_off, i, cnt, al, lr, mom, damp1, wd,
+            mode);
   }
 }
 
@@ -128,32 +147,32 @@ __kernel EW_WG_ATTR void sgd_step(global real_t *p, ulong p_off,
 /* l2: weight decay added to the gradient (Adam), 0 for AdamW; decay: the
  * AdamW factor 1 - lr wd, 1 for Adam; omb1 = 1 - b1, omb2 = 1 - b2. */
 inline void adam_vec(global real_t *p, global const real_t *g, global real_t *m,
-                     global real_t *v, size_t i, size_t cnt, float l2,
-                     float decay, float b1, float omb1, float b2, float omb2,
+                     global real_t *v, size_t i, size_t cnt, int al,
+                     float l2, float decay, float b1, float omb1, float b2, float omb2,
                      float step_size, float bc2_sqrt, float eps) {
-  float8 pv = ld8(p, i, cnt), gv = ld8(g, i, cnt);
+  float8 pv = ld8(p, i, cnt, al), gv = ld8(g, i, cnt, al);
   if (l2 != 0.0f) gv += l2 * pv;
   if (decay != 1.0f) pv *= decay;
-  const float8 mv = b1 * ld8(m, i, cnt) + omb1 * gv;
-  const float8 vv = b2 * ld8(v, i, cnt) + omb2 * (gv * gv);
-  st8(mv, m, i, cnt);
-  st8(vv, v, i, cnt);
+  const float8 mv = b1 * ld8(m, i, cnt, al) + omb1 * gv;
+  const float8 vv = b2 * ld8(v, i, cnt, al) + omb2 * (gv * gv);
+  st8(mv, m, i, cnt, al);
+  st8(vv, v, i, cnt, al);
   const float8 denom = sqrt(vv) / bc2_sqrt + eps;
-  st8(pv - step_size * (mv / denom), p, i, cnt);
+  st8(pv - step_size * (mv / denom), p, i, cnt, al);
 }
 
 __kernel EW_WG_ATTR void adam_step(global real_t *p, ulong p_off,
                                    global const real_t *g, ulong g_off,
                                    global real_t *m, ulong m_off,
                                    global real_t *v, ulong v_off, ulong n,
-                                   float l2, float decay, float b1, float omb1,
+                                   int al, float l2, float decay, float b1, float omb1,
                                    float b2, float omb2, float step_size,
                                    float bc2_sqrt, float eps) {
   for (size_t k = 0; k < EW_ITEMS; k++) {
     const size_t i = ew_index(k);
     if (i >= n) return;
     const size_t cnt = min((size_t)8, (size_t)n - i);
-    adam_vec(p + p_off, g + g_off, m + m_off, v + v_off, i, cnt, l2, decay, b1,
+    adam_vec(p + p_off, g + g_off, m + m_off, v + v_off, i, cnt, al, l2, decay, b1,
              omb1, b2, omb2, step_size, bc2_sqrt, eps);
   }
 }
@@ -161,14 +180,15 @@ __kernel EW_WG_ATTR void adam_step(global real_t *p, ulong p_off,
 /* ---- Gradient scaling by a device-side coefficient ------------------------ */
 
 __kernel EW_WG_ATTR void clip_scale(global real_t *g, ulong g_off, ulong n,
-                                    global const float *coef, ulong c_off) {
+                                    int al, global const float *coef,
+                                    ulong c_off) {
   const float c = coef[c_off];
   if (c == 1.0f) return; /* no clipping: gradients stay bit for bit */
   for (size_t k = 0; k < EW_ITEMS; k++) {
     const size_t i = ew_index(k);
     if (i >= n) return;
     const size_t cnt = min((size_t)8, (size_t)n - i);
-    st8(ld8(g + g_off, i, cnt) * c, g + g_off, i, cnt);
+    st8(ld8(g + g_off, i, cnt, al) * c, g + g_off, i, cnt, al);
   }
 }
 

@@ -351,6 +351,100 @@ START_TEST(steps_guarded) {
 }
 END_TEST
 
+/* A tensor of n elements at an element offset that is not a multiple of
+ * 8 (the kernels' unaligned path), with guard floats on both sides. */
+typedef struct {
+  rumus_tensor *t;
+  cl_mem buf;
+  size_t off, n;
+} odd_tensor;
+#define ODD_GUARD 64
+
+static odd_tensor odd_make(rumus_ctx *ctx, size_t n, size_t off) {
+  odd_tensor o = {NULL, NULL, off, n};
+  const size_t total = off + n + ODD_GUARD;
+  unsigned char *host = malloc(total * sizeof(float));
+  ck_assert_ptr_nonnull(host);
+  memset(host, 0xA5, total * sizeof(float));
+  cl_int e;
+  o.buf = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                         total * sizeof(float), host, &e);
+  free(host);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  size_t shape[1] = {n};
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 1, shape, o.buf, off * sizeof(float), &o.t));
+  return o;
+}
+
+static void odd_check_free(rumus_ctx *ctx, odd_tensor *o) {
+  const size_t total = o->off + o->n + ODD_GUARD;
+  unsigned char *host = malloc(total * sizeof(float));
+  ck_assert_ptr_nonnull(host);
+  ck_assert_int_eq(clEnqueueReadBuffer(rumus_ctx_cl_queue(ctx), o->buf, CL_TRUE, 0,
+                                       total * sizeof(float), host, 0, NULL, NULL),
+                   CL_SUCCESS);
+  for (size_t i = 0; i < o->off * sizeof(float); i++)
+    ck_assert_msg(host[i] == 0xA5, "guard byte %zu before the tensor overwritten", i);
+  for (size_t i = (o->off + o->n) * sizeof(float); i < total * sizeof(float); i++)
+    ck_assert_msg(host[i] == 0xA5, "guard byte %zu after the tensor overwritten", i);
+  free(host);
+  rumus_tensor_free(o->t);
+  clReleaseMemObject(o->buf);
+}
+
+/* Element offsets 1, 3, 5, 7 (and one aligned tensor mixed in). */
+START_TEST(steps_unaligned) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t n = 1003;
+  {
+    odd_tensor p = odd_make(ctx, n, 3), g = odd_make(ctx, n, 8), b = odd_make(ctx, n, 5);
+    sgd_run(ctx, &SGD_CASES[5], n, p.t, g.t, b.t, 41);
+    odd_check_free(ctx, &p);
+    odd_check_free(ctx, &g);
+    odd_check_free(ctx, &b);
+  }
+  {
+    odd_tensor p = odd_make(ctx, n, 1), g = odd_make(ctx, n, 7), m = odd_make(ctx, n, 16),
+               v = odd_make(ctx, n, 3);
+    adam_run(ctx, &ADAM_CASES[3], n, p.t, g.t, m.t, v.t, 42);
+    odd_check_free(ctx, &p);
+    odd_check_free(ctx, &g);
+    odd_check_free(ctx, &m);
+    odd_check_free(ctx, &v);
+  }
+  tu_rng r;
+  tu_rng_seed(&r, 43);
+  float x[1003], y[1003];
+  tu_fill_uniform(&r, x, n, -1, 1);
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++) sum += (double)x[i] * x[i];
+  double want[1003];
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    odd_tensor a = odd_make(ctx, n, 1), b = odd_make(ctx, n, 6), tn = odd_make(ctx, 1, 5);
+    TU_OK(ctx, rumus_tensor_upload(a.t, x, sizeof x));
+    TU_OK(ctx, rumus_tensor_upload(b.t, x, sizeof x));
+    rumus_tensor *gs[2] = {a.t, b.t};
+    /* Two copies of x: the total is sqrt(2) |x|; clip to sqrt(2) |x| / 4. */
+    TU_OK(ctx, rumus_clip_grad_norm(ctx, gs, 2, (float)(0.25 * sqrt(2 * sum)), tn.t));
+    float tot;
+    TU_OK(ctx, rumus_tensor_download(tn.t, &tot, sizeof tot));
+    const double total = sqrt(2 * sum);
+    tu_check_close("clip_unaligned_total", &tot, &total, 1, 0.0, 1e-5);
+    const double c = 0.25 * total / (total + 1e-6);
+    for (size_t i = 0; i < n; i++) want[i] = x[i] * c;
+    TU_OK(ctx, rumus_tensor_download(a.t, y, sizeof y));
+    tu_check_close("clip_unaligned_a", y, want, n, 1e-9, 1e-5);
+    TU_OK(ctx, rumus_tensor_download(b.t, y, sizeof y));
+    tu_check_close("clip_unaligned_b", y, want, n, 1e-9, 1e-5);
+    odd_check_free(ctx, &a);
+    odd_check_free(ctx, &b);
+    odd_check_free(ctx, &tn);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Empty tensors: the ops return RUMUS_OK and touch nothing; clipping only
  * empty gradients gives a total norm of 0, and empty gradients among
  * others are skipped. */
@@ -573,6 +667,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, steps_guarded);
+  tcase_add_test(limits, steps_unaligned);
   tcase_add_test(limits, empty_tensors);
   tcase_add_test(limits, clip_nonfinite);
   suite_add_tcase(s, limits);

@@ -56,6 +56,11 @@ static int launch_ew(rumus_ctx *ctx, const char *op, const char *kname,
   return rumus__launch(ctx, op, &k, 1, &global, &local, nargs, args);
 }
 
+/* Whole 8-element vectors of a tensor at this element offset are 32-byte
+ * aligned (buffers are aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN, at least
+ * 128 bytes), so the kernels may use typed vector accesses. */
+static int aligned(cl_ulong elem_off) { return elem_off % 8 == 0; }
+
 /* NaN fails every comparison, so !(x >= 0) rejects it too. */
 #define CHECK_NONNEG(ctx, op, name, x)                                        \
   RUMUS__FAIL_IF(!((x) >= 0.0f), ctx, RUMUS_EINVAL,                           \
@@ -106,6 +111,7 @@ int rumus_sgd_step(rumus_ctx *ctx, const rumus_sgd_params *p, long step,
   const rumus_tensor *b = use_mom ? momentum_buf : param;
   cl_ulong po = rumus__off(param), go = rumus__off(grad), bo = rumus__off(b);
   cl_ulong nn = n;
+  cl_int al = aligned(po) && aligned(go) && aligned(bo);
   float lr = p->lr, mom = p->momentum, wd = p->weight_decay;
   float damp1 = (float)(1.0 - (double)p->dampening);
   cl_int mode = (use_mom ? 1 : 0) | (use_mom && step == 1 ? 2 : 0) |
@@ -113,8 +119,9 @@ int rumus_sgd_step(rumus_ctx *ctx, const rumus_sgd_params *p, long step,
   const rumus__arg args[] = {
       RUMUS__ARG(param->mem), RUMUS__ARG(po), RUMUS__ARG(grad->mem),
       RUMUS__ARG(go),         RUMUS__ARG(b->mem), RUMUS__ARG(bo),
-      RUMUS__ARG(nn),         RUMUS__ARG(lr), RUMUS__ARG(mom),
-      RUMUS__ARG(damp1),      RUMUS__ARG(wd), RUMUS__ARG(mode)};
+      RUMUS__ARG(nn),         RUMUS__ARG(al), RUMUS__ARG(lr),
+      RUMUS__ARG(mom),        RUMUS__ARG(damp1), RUMUS__ARG(wd),
+      RUMUS__ARG(mode)};
   return launch_ew(ctx, op, "sgd_step", n, sizeof args / sizeof args[0], args);
 }
 
@@ -156,11 +163,12 @@ int rumus_adam_step(rumus_ctx *ctx, const rumus_adam_params *p, long step,
   float eps = p->eps;
   cl_ulong po = rumus__off(param), go = rumus__off(grad), mo = rumus__off(m),
            vo = rumus__off(v), nn = n;
+  cl_int al = aligned(po) && aligned(go) && aligned(mo) && aligned(vo);
   const rumus__arg args[] = {
       RUMUS__ARG(param->mem), RUMUS__ARG(po),        RUMUS__ARG(grad->mem),
       RUMUS__ARG(go),         RUMUS__ARG(m->mem),    RUMUS__ARG(mo),
       RUMUS__ARG(v->mem),     RUMUS__ARG(vo),        RUMUS__ARG(nn),
-      RUMUS__ARG(l2),         RUMUS__ARG(decay),     RUMUS__ARG(fb1),
+      RUMUS__ARG(al),         RUMUS__ARG(l2),         RUMUS__ARG(decay),     RUMUS__ARG(fb1),
       RUMUS__ARG(omb1),       RUMUS__ARG(fb2),       RUMUS__ARG(omb2),
       RUMUS__ARG(step_size),  RUMUS__ARG(bc2_sqrt),  RUMUS__ARG(eps)};
   return launch_ew(ctx, op, "adam_step", n, sizeof args / sizeof args[0], args);
@@ -295,10 +303,11 @@ int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads, size_t n,
   for (size_t i = 0; i < n && st == RUMUS_OK; i++) {
     if (grads[i]->numel == 0) continue;
     cl_ulong go = rumus__off(grads[i]), nn = grads[i]->numel, co = P;
+    cl_int al = aligned(go);
     const rumus__arg args[] = {RUMUS__ARG(grads[i]->mem), RUMUS__ARG(go),
-                               RUMUS__ARG(nn), RUMUS__ARG(part),
-                               RUMUS__ARG(co)};
-    st = launch_ew(ctx, op, "clip_scale", grads[i]->numel, 5, args);
+                               RUMUS__ARG(nn), RUMUS__ARG(al),
+                               RUMUS__ARG(part), RUMUS__ARG(co)};
+    st = launch_ew(ctx, op, "clip_scale", grads[i]->numel, 6, args);
   }
   clReleaseMemObject(part);
   return st;
