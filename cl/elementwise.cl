@@ -86,6 +86,8 @@ typedef int8 ivec_t;
 #define VSTORE(v, p, i) STORE8(v, p, i)
 #define VLOAD_PRIV(a) vload8(0, a)
 #define VSTORE_PRIV(v, a) vstore8(v, 0, a)
+#define AS_VEC(v) as_float8(v)
+#define TO_IVEC(v) convert_int8(v)
 #elif EW_VW == 4
 typedef float4 vec_t;
 typedef int4 ivec_t;
@@ -93,9 +95,16 @@ typedef int4 ivec_t;
 #define VSTORE(v, p, i) STORE4(v, p, i)
 #define VLOAD_PRIV(a) vload4(0, a)
 #define VSTORE_PRIV(v, a) vstore4(v, 0, a)
+#define AS_VEC(v) as_float4(v)
+#define TO_IVEC(v) convert_int4(v)
 #else
 #error "EW_VW must be 4 or 8"
 #endif
+
+/* Every helper is forced inline: PoCL otherwise calls ew_span once per
+ * work-item and act_fwd with a run-time activation id (a switch per
+ * vector, vectors passed through memory). */
+#define EW_INLINE inline __attribute__((always_inline))
 
 #ifdef RUMUS_RELAX_WG
 #define EW_ATTR
@@ -123,36 +132,95 @@ enum {
 #define INV_SQRT2PI 0.39894228040143268f
 #define GELU_CLAMP 20.0f /* |x| beyond which the GELU derivatives are 0 or 1 */
 
+/* e^x within about 2 ulp, in plain vector arithmetic (PoCL's exp does not
+ * vectorise well; this one is a dozen vector instructions).  x = k ln2 + r
+ * with |r| <= ln2 / 2 (Cody-Waite: ln2_hi has 16 bits, so k ln2_hi is
+ * exact), e^r by its degree-7 Taylor polynomial (truncation < 6e-9), and
+ * 2^k applied in two halves, so that every k from -150 to 128 stays a
+ * normal scale factor: overflow gives inf, underflow 0 or a denormal. */
+EW_INLINE vec_t ew_exp(vec_t x) {
+  const vec_t xc = clamp(x, -104.0f, 89.0f);
+  const vec_t k = rint(xc * 1.44269504088896341f);
+  vec_t r = fma(k, -0.693145751953125f, xc);
+  r = fma(k, -1.42860682030941723e-6f, r);
+  vec_t p = fma(r, 1.0f / 5040.0f, 1.0f / 720.0f);
+  p = fma(p, r, 1.0f / 120.0f);
+  p = fma(p, r, 1.0f / 24.0f);
+  p = fma(p, r, 1.0f / 6.0f);
+  p = fma(p, r, 0.5f);
+  p = fma(p, r, 1.0f);
+  p = fma(p, r, 1.0f);
+  const ivec_t ki = TO_IVEC(k), k1 = ki >> 1, k2 = ki - k1;
+  const vec_t y = p * AS_VEC((k1 + 127) << 23) * AS_VEC((k2 + 127) << 23);
+  return select(y, x, isnan(x));
+}
+
+/* tanh: (1 - e) / (1 + e), e = e^-2|x|, with the sign of x; below 0.25,
+ * where 1 - e would cancel, the odd Taylor series to x^9 (truncation
+ * < 1e-8 relative). */
+EW_INLINE vec_t ew_tanh(vec_t x) {
+  const vec_t a = fabs(x), a2 = a * a;
+  const vec_t e = ew_exp(-2.0f * a);
+  const vec_t big = (1.0f - e) / (1.0f + e);
+  vec_t q = fma(a2, 62.0f / 2835.0f, -17.0f / 315.0f);
+  q = fma(q, a2, 2.0f / 15.0f);
+  q = fma(q, a2, -1.0f / 3.0f);
+  const vec_t small = fma(a * a2, q, a);
+  return copysign(select(big, small, a < 0.25f), x);
+}
+
+/* erfc(z) = t e^(-z^2 + P(t)), t = 1 / (1 + |z| / 2), for z >= 0 (the
+ * Chebyshev fit of Press et al., Numerical Recipes, fractional error
+ * < 1.2e-7 everywhere), and 2 - erfc(-z) for z < 0.  z^2 is carried as
+ * hi + lo (fma) so that its rounding does not reach the exponential; |z|
+ * is capped at 11, where erfc is already 0 in float. */
+EW_INLINE vec_t ew_erfc(vec_t z) {
+  const vec_t a = fmin(fabs(z), 11.0f);
+  const vec_t t = 1.0f / fma(0.5f, a, 1.0f);
+  vec_t P = fma(t, 0.17087277f, -0.82215223f);
+  P = fma(P, t, 1.48851587f);
+  P = fma(P, t, -1.13520398f);
+  P = fma(P, t, 0.27886807f);
+  P = fma(P, t, -0.18628806f);
+  P = fma(P, t, 0.09678418f);
+  P = fma(P, t, 0.37409196f);
+  P = fma(P, t, 1.00002368f);
+  P = fma(P, t, -1.26551223f);
+  const vec_t a2 = a * a, a2lo = fma(a, a, -a2);
+  const vec_t r = t * ew_exp(P - a2) * (1.0f - a2lo);
+  return select(select(r, 2.0f - r, z < 0.0f), z, isnan(z));
+}
+
 /* sigmoid'(z) = e / (1 + e)^2 with e = exp(-|z|): finite for every z. */
-inline vec_t dsigmoid(vec_t z) {
-  const vec_t e = exp(-fabs(z));
+EW_INLINE vec_t dsigmoid(vec_t z) {
+  const vec_t e = ew_exp(-fabs(z));
   const vec_t d = 1.0f + e;
   return e / (d * d);
 }
 
-inline vec_t act_fwd(vec_t x, float p, int act) {
+EW_INLINE vec_t act_fwd(vec_t x, float p, int act) {
   switch (act) {
   case ACT_RELU:
     return select(x, (vec_t)0.0f, x <= 0.0f); /* NaN: x <= 0 is false */
   case ACT_LEAKY_RELU:
     return select(x, x * p, x <= 0.0f);
   case ACT_SIGMOID:
-    return 1.0f / (1.0f + exp(-x)); /* exp(+big) = inf gives 0: stable */
+    return 1.0f / (1.0f + ew_exp(-x)); /* exp(+big) = inf gives 0: stable */
   case ACT_TANH:
-    return tanh(x);
+    return ew_tanh(x);
   case ACT_GELU_TANH: {
     const vec_t z = x * (GELU_K2 + GELU_K2C * (x * x)); /* 2u */
-    const vec_t s = 1.0f / (1.0f + exp(-z));
-    return select(x * s, (vec_t)0.0f, s == 0.0f); /* -inf * 0 -> 0 */
+    const vec_t s = 1.0f / (1.0f + ew_exp(-z));
+    return select(x * s, fmax(x, 0.0f), isinf(x)); /* -inf * 0 -> 0 */
   }
   default: { /* ACT_GELU_ERF */
-    const vec_t t = erfc(-x * INV_SQRT2); /* 2 Phi(x) */
-    return select(0.5f * x * t, (vec_t)0.0f, t == 0.0f);
+    const vec_t t = ew_erfc(-x * INV_SQRT2); /* 2 Phi(x) */
+    return select(0.5f * x * t, fmax(x, 0.0f), isinf(x));
   }
   }
 }
 
-inline vec_t act_bwd(vec_t x, vec_t dy, float p, int act) {
+EW_INLINE vec_t act_bwd(vec_t x, vec_t dy, float p, int act) {
   switch (act) {
   case ACT_RELU: /* PyTorch's threshold: x <= 0 gives 0, even for NaN dy */
     return select(select(dy, (vec_t)0.0f, x <= 0.0f), x, isnan(x));
@@ -166,20 +234,20 @@ inline vec_t act_bwd(vec_t x, vec_t dy, float p, int act) {
     const vec_t xc = clamp(x, -GELU_CLAMP, GELU_CLAMP);
     const vec_t x2 = xc * xc;
     const vec_t z = xc * (GELU_K2 + GELU_K2C * x2);
-    const vec_t s = 1.0f / (1.0f + exp(-z));
+    const vec_t s = 1.0f / (1.0f + ew_exp(-z));
     const vec_t g = s + xc * dsigmoid(z) * (GELU_K2 + GELU_K2C3 * x2);
     return select(dy * g, x, isnan(x)); /* clamp drops NaN */
   }
   default: { /* ACT_GELU_ERF */
     const vec_t xc = clamp(x, -GELU_CLAMP, GELU_CLAMP);
-    const vec_t g = 0.5f * erfc(-xc * INV_SQRT2) +
-                    xc * (INV_SQRT2PI * exp(-0.5f * (xc * xc)));
+    const vec_t g = 0.5f * ew_erfc(-xc * INV_SQRT2) +
+                    xc * (INV_SQRT2PI * ew_exp(-0.5f * (xc * xc)));
     return select(dy * g, x, isnan(x));
   }
   }
 }
 
-inline vec_t ew_apply(vec_t a, vec_t b, float alpha, int op, int act) {
+EW_INLINE vec_t ew_apply(vec_t a, vec_t b, float alpha, int op, int act) {
   switch (op) {
   case OP_ADD: return a + b;
   case OP_SUB: return a - b;
@@ -196,7 +264,7 @@ inline vec_t ew_apply(vec_t a, vec_t b, float alpha, int op, int act) {
 /* ---- Flat kernels ------------------------------------------------------ */
 
 /* Elements [i, i + n) with n < EW_VW, through private arrays. */
-inline void ew_tail(global const real_t *a, global const real_t *b,
+EW_INLINE void ew_tail(global const real_t *a, global const real_t *b,
                     global real_t *out, size_t i, size_t n, float alpha,
                     int op, int act) {
   float pa[EW_VW], pb[EW_VW], po[EW_VW];
@@ -210,7 +278,7 @@ inline void ew_tail(global const real_t *a, global const real_t *b,
 }
 
 /* One work-item's EW_SPAN elements of n, starting at `base`. */
-inline void ew_span(global const real_t *a, global const real_t *b,
+EW_INLINE void ew_span(global const real_t *a, global const real_t *b,
                     global real_t *out, size_t base, size_t n, float alpha,
                     int op, int act) {
   if (base + EW_SPAN <= n) {
@@ -229,7 +297,7 @@ inline void ew_span(global const real_t *a, global const real_t *b,
   }
 }
 
-inline void ew_body(global const real_t *a, global const real_t *b,
+EW_INLINE void ew_body(global const real_t *a, global const real_t *b,
                     global real_t *out, ulong n, float alpha, int op,
                     int act) {
   const size_t base = get_global_id(0) * (size_t)EW_SPAN;

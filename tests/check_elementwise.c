@@ -357,6 +357,33 @@ START_TEST(bias_add_shapes) {
 }
 END_TEST
 
+/* One feature over more rows than one launch covers in the CPU setting
+ * (65535 work-groups of 16 rows along dimension 1). */
+START_TEST(bias_add_many_rows) {
+  const size_t rows = ((size_t)1 << 20) + 77, F = 1;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 250);
+  float *y = xmalloc(rows * sizeof *y), b[1] = {0.375f};
+  double *want = xmalloc(rows * sizeof *want), *bound = xmalloc(rows * sizeof *bound);
+  tu_fill_uniform(&r, y, rows, -3, 3);
+  ref_bias_add(y, b, rows, F, want, bound);
+  rumus_tensor *tb = tensor_1d(ctx, F, b), *ty = tu_tensor_2d(ctx, rows, F, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, rumus_tensor_upload(ty, y, rows * sizeof *y));
+    TU_OK(ctx, rumus_bias_add(ctx, ty, tb));
+    float *got = tu_download(ctx, ty);
+    check_bound(tu_variant_name(tu_variants[v]), got, want, bound, rows);
+    free(got);
+  }
+  free(y);
+  free(want);
+  free(bound);
+  tu_free_all(ctx, tb, ty, NULL);
+}
+END_TEST
+
 /* Checks dbias against the reference with the tolerance of the header. */
 static void check_bias_grad(const char *what, const float *got, const float *dy, size_t rows,
                             size_t F) {
@@ -732,6 +759,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, activation_special_values);
+  tcase_add_test(limits, bias_add_many_rows);
   tcase_add_test(limits, bias_grad_large);
   tcase_add_test(limits, in_place);
   tcase_add_test(limits, borrowed_at_offsets);

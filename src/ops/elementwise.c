@@ -18,6 +18,9 @@ static const char *const FILE_CL = "elementwise.cl";
 /* Work-items per launch at most (NDRange limits of some drivers); larger
  * tensors are launched in pieces. */
 #define MAX_ITEMS ((size_t)1 << 30)
+/* Work-groups along dimension 1 per launch at most (CUDA's grid limit, which
+ * NVIDIA's OpenCL inherits). */
+#define MAX_GROUPS_DIM1 ((size_t)65535)
 
 /* bias_grad: chunks of rows, each reduced into one partial row. */
 #define BG_MAX_CHUNKS 1024
@@ -234,7 +237,9 @@ int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y, const rumus_tensor *bias) {
   size_t local[2];
   local[0] = pow2_at_least(nvr, g.ls);
   local[1] = g.ls / local[0];
-  const size_t max_rows = MAX_ITEMS / local[0];
+  /* Dimension 1 of some GPU drivers holds at most 65535 work-groups. */
+  size_t max_rows = MAX_ITEMS / local[0];
+  if (max_rows > MAX_GROUPS_DIM1 * local[1]) max_rows = MAX_GROUPS_DIM1 * local[1];
   for (size_t r0 = 0; r0 < rows; r0 += max_rows) {
     cl_ulong nrows = rows - r0 < max_rows ? rows - r0 : max_rows;
     cl_ulong ncols = cols;
