@@ -39,10 +39,13 @@
  *       tree reduction in local memory; a second strided pass sums m - x
  *       and writes the gradient, and a second tree reduction gives d.
  *   xent_fwd_wgl, xent_fwd_bwd_wgl
- *       as _wg, for rows of at most XENT_LOCAL_FLOATS elements: the first
- *       pass keeps the row in local memory, so the logits are read from
- *       global memory once (the host picks them when there is a second
- *       pass: with a gradient or with smoothing).
+ *       for rows of at most XENT_LOCAL_FLOATS elements: the first pass
+ *       keeps the row in local memory and finds the max, so the logits are
+ *       read from global memory once; the second sums exp(x - m) and m - x
+ *       (one tree for both) and keeps exp(x - m) for the third, which
+ *       writes the gradient (one exp per element, no online rescaling).
+ *       The host picks them when there is a second pass: with a gradient
+ *       or with smoothing.
  *   xent_count_part, xent_count_final
  *       count of rows whose target is not ignore_index (the MEAN's
  *       denominator), before the gradient is written: partial counts per
@@ -244,15 +247,55 @@ inline void xent_wg_count(local uint *la, uint a) {
   }
 }
 
-/* The row of one work-group.  Every work-item meets the same barriers: a
- * row that is not valid runs the passes over 0 elements.  With use_cache,
- * pass 1 stores the row in `cache` and pass 2 reads it from there (each
- * work-item reads back only the elements it stored). */
+/* Folds a max held by every work-item into lm[0] (NaN is skipped, as by
+ * fmax; it reaches S through exp later). */
+inline float xent_wg_max(local float *lm, float m) {
+  const size_t lid = get_local_id(0);
+  lm[lid] = m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) lm[lid] = fmax(lm[lid], lm[lid + step]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return lm[0];
+}
+
+/* Folds two sums held by every work-item into la[0], lb[0]. */
+inline void xent_wg_sum2(local float *la, local float *lb, float a, float b) {
+  const size_t lid = get_local_id(0);
+  la[lid] = a;
+  lb[lid] = b;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) {
+      la[lid] += la[lid + step];
+      lb[lid] += lb[lid + step];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* The gradient of an ignored or bad row: zeros. */
+inline void xent_wg_zero(global real_t *g, size_t n) {
+  const size_t lid = get_local_id(0), n4 = n / 4;
+  for (size_t q = lid; q < n4; q += WG) STORE4((float4)(0.0f), g, q * 4);
+  for (size_t j = n4 * 4 + lid; j < n; j += WG) STORE(0.0f, g, j);
+}
+
+/* The work-item of a work-group that handles element t of a row of n
+ * elements in the strided loops below (float4 groups, then the tail). */
+inline size_t xent_owner(size_t t, size_t n) {
+  const size_t n4 = n / 4;
+  return t < n4 * 4 ? (t / 4) % WG : (t - n4 * 4) % WG;
+}
+
+/* The row of one work-group, read twice from global memory (_wg).  Every
+ * work-item meets the same barriers: a row that is not valid runs the
+ * passes over 0 elements. */
 inline void xent_wg_body(global const real_t *x, size_t n, int t, int kind,
                          float smooth, float scale, global real_t *g,
-                         int with_grad, local float *cache, int use_cache,
-                         local float *lm, local float *ls, local float *ld,
-                         float *loss_out) {
+                         int with_grad, local float *lm, local float *ls,
+                         local float *ld, float *loss_out) {
   const size_t lid = get_local_id(0);
   const size_t nv = kind == XENT_VALID ? n : 0; /* the same in the group */
   const size_t n4 = nv / 4;
@@ -261,17 +304,12 @@ inline void xent_wg_body(global const real_t *x, size_t n, int t, int kind,
   float m = -INFINITY, s = 0.0f;
   for (size_t q = lid; q < n4; q += WG) {
     const float4 v = LOAD4(x, q * 4);
-    if (use_cache) vstore4(v, q, cache);
     xent_online(v.x, &m, &s);
     xent_online(v.y, &m, &s);
     xent_online(v.z, &m, &s);
     xent_online(v.w, &m, &s);
   }
-  for (size_t j = n4 * 4 + lid; j < nv; j += WG) {
-    const float v = LOAD(x, j);
-    if (use_cache) cache[j] = v;
-    xent_online(v, &m, &s);
-  }
+  for (size_t j = n4 * 4 + lid; j < nv; j += WG) xent_online(LOAD(x, j), &m, &s);
   xent_wg_max_sum(lm, ls, m, s);
   const float M = lm[0], S = ls[0];
   /* Pass 2: d, and the gradient.  Only needed with a gradient or with
@@ -280,30 +318,81 @@ inline void xent_wg_body(global const real_t *x, size_t n, int t, int kind,
   const float inv = 1.0f / S, sub = smooth / (float)n;
   float d = 0.0f;
   for (size_t q = lid; q < n24; q += WG) {
-    const float4 v = use_cache ? vload4(q, cache) : LOAD4(x, q * 4);
+    const float4 v = LOAD4(x, q * 4);
     d += rumus_hsum4(M - v);
     if (with_grad) STORE4((exp(v - M) * inv - sub) * scale, g, q * 4);
   }
   for (size_t j = n24 * 4 + lid; j < n2; j += WG) {
-    const float v = use_cache ? cache[j] : LOAD(x, j);
+    const float v = LOAD(x, j);
     d += M - v;
     if (with_grad) STORE((exp(v - M) * inv - sub) * scale, g, j);
   }
-  if (with_grad && kind == XENT_VALID && n2 > 0) {
-    /* The work-item that wrote g[t] above overwrites it. */
-    const size_t ut = (size_t)t;
-    const size_t owner = ut < n24 * 4 ? (ut / 4) % WG : (ut - n24 * 4) % WG;
-    if (lid == owner)
-      STORE((exp(xt - M) * inv - (1.0f - smooth) - sub) * scale, g, ut);
-  }
-  if (with_grad && (kind == XENT_IGNORED || kind == XENT_BAD)) {
-    const size_t z4 = n / 4;
-    for (size_t q = lid; q < z4; q += WG) STORE4((float4)(0.0f), g, q * 4);
-    for (size_t j = z4 * 4 + lid; j < n; j += WG) STORE(0.0f, g, j);
-  }
-  xent_wg_sum(ld, d);
+  /* The work-item that wrote g[t] above overwrites it. */
+  if (with_grad && kind == XENT_VALID && lid == xent_owner((size_t)t, n))
+    STORE((exp(xt - M) * inv - (1.0f - smooth) - sub) * scale, g, (size_t)t);
+  if (with_grad && (kind == XENT_IGNORED || kind == XENT_BAD)) xent_wg_zero(g, n);
+  xent_wg_sum(ld, d); /* ld is not lm or ls: no barrier needed before */
   if (kind == XENT_VALID)
     *loss_out = xent_loss(M, log(S), xt, ld[0], 1.0f / (float)n, smooth);
+  else
+    *loss_out = kind == XENT_IGNORED ? 0.0f : NAN;
+}
+
+/* The row of one work-group, read once from global memory into `cache`
+ * (_wgl, n <= XENT_LOCAL_FLOATS): pass 1 stores it and finds the max,
+ * pass 2 sums exp(x - M) and M - x and keeps exp(x - M) in the cache for
+ * the gradient of pass 3.  Each work-item reads back only the elements it
+ * stored, so the passes need no barrier of their own. */
+inline void xent_wgl_body(global const real_t *x, size_t n, int t, int kind,
+                          float smooth, float scale, global real_t *g,
+                          int with_grad, local float *cache, local float *lm,
+                          local float *ls, local float *ld, float *loss_out) {
+  const size_t lid = get_local_id(0);
+  const size_t nv = kind == XENT_VALID ? n : 0; /* the same in the group */
+  const size_t n4 = nv / 4;
+  const float xt = kind == XENT_VALID ? LOAD(x, t) : 0.0f;
+  /* Pass 1: the max. */
+  float m = -INFINITY;
+  for (size_t q = lid; q < n4; q += WG) {
+    const float4 v = LOAD4(x, q * 4);
+    vstore4(v, q, cache);
+    m = fmax(m, fmax(fmax(v.x, v.y), fmax(v.z, v.w)));
+  }
+  for (size_t j = n4 * 4 + lid; j < nv; j += WG) {
+    const float v = LOAD(x, j);
+    cache[j] = v;
+    m = fmax(m, v);
+  }
+  const float M = xent_wg_max(lm, m);
+  /* Pass 2: S and d. */
+  float s = 0.0f, d = 0.0f;
+  for (size_t q = lid; q < n4; q += WG) {
+    const float4 v = vload4(q, cache), e = exp(v - M);
+    s += rumus_hsum4(e);
+    d += rumus_hsum4(M - v);
+    if (with_grad) vstore4(e, q, cache);
+  }
+  for (size_t j = n4 * 4 + lid; j < nv; j += WG) {
+    const float v = cache[j], e = exp(v - M);
+    s += e;
+    d += M - v;
+    if (with_grad) cache[j] = e;
+  }
+  xent_wg_sum2(ls, ld, s, d);
+  const float S = ls[0], D = ld[0];
+  /* Pass 3: the gradient. */
+  if (with_grad) {
+    const float inv = 1.0f / S, sub = smooth / (float)n;
+    for (size_t q = lid; q < n4; q += WG)
+      STORE4((vload4(q, cache) * inv - sub) * scale, g, q * 4);
+    for (size_t j = n4 * 4 + lid; j < nv; j += WG)
+      STORE((cache[j] * inv - sub) * scale, g, j);
+    if (kind == XENT_VALID && lid == xent_owner((size_t)t, n))
+      STORE((exp(xt - M) * inv - (1.0f - smooth) - sub) * scale, g, (size_t)t);
+    if (kind == XENT_IGNORED || kind == XENT_BAD) xent_wg_zero(g, n);
+  }
+  if (kind == XENT_VALID)
+    *loss_out = xent_loss(M, log(S), xt, D, 1.0f / (float)n, smooth);
   else
     *loss_out = kind == XENT_IGNORED ? 0.0f : NAN;
 }
@@ -315,7 +404,7 @@ inline void xent_wg_entry(global const real_t *x, ulong x_off,
                           ulong rows, ulong cols, ulong row0, int ignore_index,
                           float smooth, float grad_scale, int mean,
                           volatile global int *status, int with_grad,
-                          local float *cache, int use_cache, local float *lm,
+                          int use_cache, local float *cache, local float *lm,
                           local float *ls, local float *ld) {
   const size_t r = get_group_id(0), lid = get_local_id(0);
   const size_t n = (size_t)cols;
@@ -329,32 +418,38 @@ inline void xent_wg_entry(global const real_t *x, ulong x_off,
       (with_grad && kind == XENT_VALID)
           ? xent_scale(cnt + (size_t)c_off, mean, grad_scale)
           : 0.0f;
+  global const real_t *xr = x + (size_t)x_off + r * n;
+  global real_t *gr = with_grad ? g + (size_t)g_off + r * n : g;
   float loss;
-  xent_wg_body(x + (size_t)x_off + r * n, n, t, kind, smooth, scale,
-               with_grad ? g + (size_t)g_off + r * n : g, with_grad, cache,
-               use_cache, lm, ls, ld, &loss);
+  /* A flag, not cache != NULL: a local array may sit at address 0. */
+  if (use_cache)
+    xent_wgl_body(xr, n, t, kind, smooth, scale, gr, with_grad, cache, lm, ls,
+                  ld, &loss);
+  else
+    xent_wg_body(xr, n, t, kind, smooth, scale, gr, with_grad, lm, ls, ld,
+                 &loss);
   if (lid == 0 && kind != XENT_NO_ROW) STORE(loss, lrow, (size_t)l_off + r);
 }
 
 __kernel RUMUS_WG_ATTR void xent_fwd_wg(XENT_ROW_ARGS) {
   local float lm[WG], ls[WG], ld[WG];
-  xent_wg_entry(XENT_ROW_PASS, 0, NULL, 0, lm, ls, ld);
+  xent_wg_entry(XENT_ROW_PASS, 0, 0, NULL, lm, ls, ld);
 }
 
 __kernel RUMUS_WG_ATTR void xent_fwd_bwd_wg(XENT_ROW_ARGS) {
   local float lm[WG], ls[WG], ld[WG];
-  xent_wg_entry(XENT_ROW_PASS, 1, NULL, 0, lm, ls, ld);
+  xent_wg_entry(XENT_ROW_PASS, 1, 0, NULL, lm, ls, ld);
 }
 
 #if XENT_LOCAL_FLOATS > 0
 __kernel RUMUS_WG_ATTR void xent_fwd_wgl(XENT_ROW_ARGS) {
   local float lm[WG], ls[WG], ld[WG], cache[XENT_LOCAL_FLOATS];
-  xent_wg_entry(XENT_ROW_PASS, 0, cache, 1, lm, ls, ld);
+  xent_wg_entry(XENT_ROW_PASS, 0, 1, cache, lm, ls, ld);
 }
 
 __kernel RUMUS_WG_ATTR void xent_fwd_bwd_wgl(XENT_ROW_ARGS) {
   local float lm[WG], ls[WG], ld[WG], cache[XENT_LOCAL_FLOATS];
-  xent_wg_entry(XENT_ROW_PASS, 1, cache, 1, lm, ls, ld);
+  xent_wg_entry(XENT_ROW_PASS, 1, 1, cache, lm, ls, ld);
 }
 #endif
 
