@@ -24,7 +24,9 @@ op (which matter only for the smallest shapes).  The counterparts:
   sum_squares      torch.linalg.vector_norm (one reduction kernel)
   copy             dst.copy_(src), the same bytes as rumus-bench's copy
 
-Writes into DIR (default .): rumus-bench.txt (its table), rumus.json,
+rumus-bench runs once per op, each op in its own process (bench/isolate.py:
+a kernel that faults on the GPU then spoils only its own op), unless
+--single.  Writes into DIR (default .): rumus-bench.txt (its tables), rumus.json,
 compare.md (the table of times and ratios rumus time / PyTorch time, and
 the targets judged by bench/targets.py) and compare.json; prints
 compare.md.  --from-json reuses a rumus-bench JSON instead of running it.
@@ -41,6 +43,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import isolate  # noqa: E402
 import targets  # noqa: E402
 
 
@@ -178,12 +181,14 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--from-json", help="use this rumus-bench JSON instead of running it")
+    ap.add_argument("--single", action="store_true",
+                    help="one rumus-bench process for every op (default: one per op, bench/isolate.py)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     rjson = os.path.join(a.out, "rumus.json")
     if a.from_json:
         rjson = a.from_json
-    else:
+    elif a.single:
         cmd = [a.rumus_bench, "--json", rjson] + extra
         print("+ " + " ".join(cmd), flush=True)
         p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
@@ -193,6 +198,8 @@ def main():
         if p.returncode not in (0, 1) or not os.path.exists(rjson):
             print(f"rumus-bench failed with status {p.returncode}", file=sys.stderr)
             return 1
+    else:
+        isolate.run_isolated(a.rumus_bench, extra, rjson, os.path.join(a.out, "rumus-bench.txt"))
     with open(rjson) as f:
         run = json.load(f)
 
@@ -213,7 +220,7 @@ def main():
     rows = []
     for rec in run["results"]:
         row = {"op": rec["op"], "shape": rec["shape"], "torch_us": None, "torch_call": None}
-        case = make_case(rec, dev)
+        case = make_case(rec, dev) if rec.get("dims") else None
         if case is not None:
             fn, what = case
             try:
@@ -231,8 +238,10 @@ def main():
           f"- run: {date}; rumus-bench {run['version']} at {run['date']}; PyTorch {torch.__version__}, "
           f"CUDA {torch.version.cuda}",
           f"- OpenCL device: {run['device']} ({run['variant']} variant)",
-          f"- copy, 2 x {run['copy_bytes'] / 2**20:.0f} MiB: OpenCL copy kernel {run['copy_gbs']:.0f} GB/s; "
-          f"PyTorch `copy_` {torch_copy_gbs:.0f} GB/s",
+          f"- copy, 2 x {run['copy_bytes'] / 2**20:.0f} MiB: OpenCL copy kernel {run['copy_gbs']:.0f} GB/s"
+          + (f" (median of {len(run['copy_runs_gbs'])} processes, "
+             f"{min(run['copy_runs_gbs']):.0f} to {max(run['copy_runs_gbs']):.0f})" if run.get("copy_runs_gbs") else "")
+          + f"; PyTorch `copy_` {torch_copy_gbs:.0f} GB/s",
           "- times: median; rumus: OpenCL profiling (device time of the op's kernels); PyTorch: CUDA events "
           "around the call, queued behind a 2.5 ms `torch.cuda._sleep` so that host overhead is hidden; "
           "ratio = rumus time / PyTorch time (below 1: rumus is faster); % = of the same side's copy bandwidth",
