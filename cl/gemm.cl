@@ -73,6 +73,9 @@
 #ifndef LPAD
 #define LPAD 4 /* padding of local rows, in floats (multiple of 4) */
 #endif
+#ifndef DBUF
+#define DBUF 1 /* local slices per operand: 1, or 2 (one barrier per step) */
+#endif
 #ifndef VEC
 #define VEC 0 /* 1: offsets, pitches and batch strides of A, B and C are
                  multiples of 4 (aligned float4 loads and stores) */
@@ -92,6 +95,8 @@
 #define WGS (RTSM * RTSN)
 #define LPTA (TSM * TSK / (4 * WGS)) /* float4 loads of A per work-item */
 #define LPTB (TSN * TSK / (4 * WGS)) /* float4 loads of B per work-item */
+#define LSA (TSK * (TSM + LPAD)) /* floats of one local slice of A */
+#define LSB (TSK * (TSN + LPAD))
 
 #if (WPTM % 4) || (WPTN % 4) || (TSK % 4) || (LPAD % 4)
 #error "WPTM, WPTN, TSK and LPAD must be multiples of 4"
@@ -270,6 +275,34 @@ inline void tiled_store_c(global real_t *C, size_t ldc, size_t m, size_t n,
   }
 }
 
+/* acc += the products of one TSK-deep pair of local slices. */
+inline void tiled_multiply(float acc[WPTM][WPTN], local const float *As,
+                           local const float *Bs, int tx, int ty) {
+  UNROLL for (int k = 0; k < TSK; k++) {
+    float a[WPTM], b[WPTN];
+    UNROLL for (int g = 0; g < WPTM / 4; g++) {
+      float4 v = *(local const float4 *)(As + k * (TSM + LPAD) + ty * 4 +
+                                         g * RTSM * 4);
+      a[g * 4 + 0] = v.x;
+      a[g * 4 + 1] = v.y;
+      a[g * 4 + 2] = v.z;
+      a[g * 4 + 3] = v.w;
+    }
+    UNROLL for (int h = 0; h < WPTN / 4; h++) {
+      float4 v = *(local const float4 *)(Bs + k * (TSN + LPAD) + tx * 4 +
+                                         h * RTSN * 4);
+      b[h * 4 + 0] = v.x;
+      b[h * 4 + 1] = v.y;
+      b[h * 4 + 2] = v.z;
+      b[h * 4 + 3] = v.w;
+    }
+    UNROLL for (int i = 0; i < WPTM; i++)
+      UNROLL for (int j = 0; j < WPTN; j++)
+        acc[i][j] = fma(a[i], b[j], acc[i][j]);
+  }
+}
+
+/* As and Bs hold DBUF slices each (LSA, LSB floats apart). */
 inline void gemm_tiled_body(global const real_t *A, size_t lda,
                             global const real_t *B, size_t ldb,
                             global real_t *C, size_t ldc, size_t M, size_t N,
@@ -288,6 +321,27 @@ inline void gemm_tiled_body(global const real_t *A, size_t lda,
   tiled_load_a(ra, A, lda, M, K, m0, 0, tid);
   tiled_load_b(rb, B, ldb, N, K, n0, 0, tid);
   const size_t ntiles = (K + TSK - 1) / TSK;
+#if DBUF == 2
+  /* Two local slices: slice t is multiplied while t + 1 is stored into the
+   * other one, one barrier per step. */
+  tiled_store_a(As, ra, tid);
+  tiled_store_b(Bs, rb, tid);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t t = 0; t < ntiles; t++) {
+    const int cur = (int)(t & 1);
+    if (t + 1 < ntiles) {
+      tiled_load_a(ra, A, lda, M, K, m0, (t + 1) * TSK, tid);
+      tiled_load_b(rb, B, ldb, N, K, n0, (t + 1) * TSK, tid);
+    }
+    tiled_multiply(acc, As + cur * LSA, Bs + cur * LSB, tx, ty);
+    if (t + 1 < ntiles) {
+      tiled_store_a(As + (1 - cur) * LSA, ra, tid);
+      tiled_store_b(Bs + (1 - cur) * LSB, rb, tid);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+#else
+  /* One local slice; the next one waits in registers. */
   for (size_t t = 0; t < ntiles; t++) {
     tiled_store_a(As, ra, tid);
     tiled_store_b(Bs, rb, tid);
@@ -296,30 +350,10 @@ inline void gemm_tiled_body(global const real_t *A, size_t lda,
       tiled_load_a(ra, A, lda, M, K, m0, (t + 1) * TSK, tid);
       tiled_load_b(rb, B, ldb, N, K, n0, (t + 1) * TSK, tid);
     }
-    UNROLL for (int k = 0; k < TSK; k++) {
-      float a[WPTM], b[WPTN];
-      UNROLL for (int g = 0; g < WPTM / 4; g++) {
-        float4 v = *(local const float4 *)(As + k * (TSM + LPAD) + ty * 4 +
-                                           g * RTSM * 4);
-        a[g * 4 + 0] = v.x;
-        a[g * 4 + 1] = v.y;
-        a[g * 4 + 2] = v.z;
-        a[g * 4 + 3] = v.w;
-      }
-      UNROLL for (int h = 0; h < WPTN / 4; h++) {
-        float4 v = *(local const float4 *)(Bs + k * (TSN + LPAD) + tx * 4 +
-                                           h * RTSN * 4);
-        b[h * 4 + 0] = v.x;
-        b[h * 4 + 1] = v.y;
-        b[h * 4 + 2] = v.z;
-        b[h * 4 + 3] = v.w;
-      }
-      UNROLL for (int i = 0; i < WPTM; i++)
-        UNROLL for (int j = 0; j < WPTN; j++)
-          acc[i][j] = fma(a[i], b[j], acc[i][j]);
-    }
+    tiled_multiply(acc, As, Bs, tx, ty);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+#endif
 
   UNROLL for (int g = 0; g < WPTM / 4; g++)
     UNROLL for (int r = 0; r < 4; r++) {
@@ -343,13 +377,15 @@ __kernel GEMM_WG_ATTR void gemm_tiled(
     global const real_t *B, ulong b_off, ulong ldb, ulong stride_b,
     global real_t *C, ulong c_off, ulong ldc, ulong stride_c, ulong M,
     ulong N, ulong K, float alpha, float beta) {
-  local float As[TSK * (TSM + LPAD)];
-  local float Bs[TSK * (TSN + LPAD)];
+  /* float4 arrays: the slices are read and written as float4, which needs
+   * 16-byte alignment (a float array is only 4-byte aligned). */
+  local float4 As[DBUF * LSA / 4];
+  local float4 Bs[DBUF * LSB / 4];
   const size_t z = get_global_id(2); /* exact: local size 1 along the batch */
   gemm_tiled_body(A + (size_t)a_off + z * (size_t)stride_a, lda,
                   B + (size_t)b_off + z * (size_t)stride_b, ldb,
                   C + (size_t)c_off + z * (size_t)stride_c, ldc, M, N, K,
-                  alpha, beta, As, Bs);
+                  alpha, beta, (local float *)As, (local float *)Bs);
 }
 
 /* ---- CPU variant --------------------------------------------------------- */

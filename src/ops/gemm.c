@@ -23,12 +23,12 @@ static const char *const FILE_CL = "gemm.cl";
 /* Tile parameters of gemm_tiled (the macros in gemm.cl), largest first.
  * Tuned on an NVIDIA H200 through NVIDIA's OpenCL driver. */
 typedef struct {
-  int tsm, tsn, tsk, wptm, wptn, lpad;
+  int tsm, tsn, tsk, wptm, wptn, lpad, dbuf;
 } tiled_cfg;
 static const tiled_cfg GPU_TILES[] = {
-    {128, 128, 16, 8, 8, 4}, /* 256 work-items, 8 x 8 each */
-    {64, 64, 16, 4, 4, 4},   /* 256 work-items, 4 x 4 each */
-    {32, 32, 16, 4, 4, 4},   /* 64 work-items, 4 x 4 each */
+    {128, 128, 16, 8, 8, 4, 1}, /* 256 work-items, 8 x 8 each */
+    {64, 64, 16, 4, 4, 4, 1},   /* 256 work-items, 4 x 4 each */
+    {32, 32, 16, 4, 4, 4, 1},   /* 64 work-items, 4 x 4 each */
 };
 #define N_TILES (sizeof GPU_TILES / sizeof GPU_TILES[0])
 
@@ -100,9 +100,9 @@ static void tiled_options(const rumus_ctx *ctx, const tiled_cfg *t, int ta,
   rumus__base_options(ctx, base, sizeof base);
   snprintf(buf, len,
            "%s -DTA=%d -DTB=%d -DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d "
-           "-DWPTN=%d -DLPAD=%d -DVEC=%d",
+           "-DWPTN=%d -DLPAD=%d -DDBUF=%d -DVEC=%d",
            base, ta, tb, t->tsm, t->tsn, t->tsk, t->wptm, t->wptn, t->lpad,
-           vec);
+           t->dbuf, vec);
 }
 
 static void packed_options(const rumus_ctx *ctx, int ta, int tb, char *buf,
@@ -116,8 +116,8 @@ static void packed_options(const rumus_ctx *ctx, int ta, int tb, char *buf,
 /* Whether gemm_tiled fits the device (work-group size, local memory). */
 static int tiled_fits(const rumus_ctx *ctx, const tiled_cfg *t) {
   size_t wgs = (size_t)(t->tsm / t->wptm) * (size_t)(t->tsn / t->wptn);
-  size_t lmem = (size_t)t->tsk * (size_t)(t->tsm + t->tsn + 2 * t->lpad) *
-                sizeof(float);
+  size_t lmem = (size_t)t->dbuf * (size_t)t->tsk *
+                (size_t)(t->tsm + t->tsn + 2 * t->lpad) * sizeof(float);
   return ctx->max_wg >= wgs && ctx->local_mem >= lmem;
 }
 
