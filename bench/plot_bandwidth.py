@@ -8,7 +8,8 @@ SWEEP_JSON is the --json file of a rumus-bench run over a range of sizes
 median device time) against the op's working set, one line per op, in two
 panels (row ops; element-wise and optimizer ops), with the device copy
 kernel's bandwidth and, on a CPU device, the host STREAM copy as horizontal
-lines.  Needs matplotlib.
+lines, with the target (90% of the copy kernel on a GPU, 60% of STREAM on
+a CPU).  Needs matplotlib.
 """
 import argparse
 import json
@@ -52,9 +53,14 @@ def main():
                     markersize=4, linewidth=1.2, label=op)
         ax.axhline(run["copy_gbs"], color="black", linestyle="--", linewidth=1,
                    label=f'device copy kernel {run["copy_gbs"]:.0f} GB/s')
-        if not run["is_gpu"]:
+        if run["is_gpu"]:
+            ax.axhline(0.9 * run["copy_gbs"], color="green", linestyle=":", linewidth=1,
+                       label="target: 90% of the copy kernel")
+        else:
             ax.axhline(run["stream_gbs"], color="grey", linestyle=":", linewidth=1.2,
                        label=f'host STREAM copy {run["stream_gbs"]:.1f} GB/s')
+            ax.axhline(0.6 * run["stream_gbs"], color="green", linestyle=":", linewidth=1,
+                       label="target: 60% of STREAM copy")
         ax.axvline(256, color="red", linestyle=":", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

@@ -62,7 +62,7 @@ def _bandwidth_rows(run, key, limit, label):
             rows.append(_row(label, op, None, f">= {limit}%", None, why))
             continue
         worst = min(cases, key=lambda r: r[key])
-        rows.append(_row(label, f'{op} {worst["shape"]}', f'{worst[key]:.0f}% ({worst["gbs"]:.1f} GB/s)',
+        rows.append(_row(label, f'{op} {worst["shape"]}', f'{worst[key]:.1f}% ({worst["gbs"]:.1f} GB/s)',
                          f">= {limit}%", worst[key] >= limit))
     return rows
 
@@ -76,7 +76,7 @@ def cpu_targets(run):
         r = g[0]
         peer = r["gflops"] * r["speed_vs_peer"]
         rows.append(_row("GEMM >= 25% of OpenBLAS", "gemm 2048x2048x2048",
-                         f'{100 * r["speed_vs_peer"]:.0f}% ({r["gflops"]:.1f} vs {peer:.1f} GFLOP/s)',
+                         f'{100 * r["speed_vs_peer"]:.1f}% ({r["gflops"]:.1f} vs {peer:.1f} GFLOP/s)',
                          ">= 25%", r["speed_vs_peer"] >= 0.25))
     else:
         rows.append(_row("GEMM >= 25% of OpenBLAS", "gemm 2048x2048x2048", None, ">= 25%", None,
@@ -122,7 +122,7 @@ def gpu_targets(run, torch_rows):
     if g and _ok(g[0]) and t and t.get("torch_us"):
         q = t["torch_us"] / g[0]["rumus_us"]
         rows.append(_row("SGEMM >= 70% of cuBLAS FP32", "gemm 4096x4096x4096",
-                         f'{100 * q:.0f}% ({g[0]["gflops"]:.0f} vs {g[0]["flops"] / t["torch_us"] / 1e3:.0f} GFLOP/s)',
+                         f'{100 * q:.1f}% ({g[0]["gflops"]:.0f} vs {g[0]["flops"] / t["torch_us"] / 1e3:.0f} GFLOP/s)',
                          ">= 70%", q >= 0.70))
     else:
         rows.append(_row("SGEMM >= 70% of cuBLAS FP32", "gemm 4096x4096x4096", None, ">= 70%", None,

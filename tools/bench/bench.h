@@ -86,10 +86,12 @@ const bench_op *bench_find_op(const char *name);
 int bench_parse_shape(const char *s, bench_shape *out);
 
 /* Device copy bandwidth: a float4 copy kernel on the context's queue in two
- * forms (GB/s of each in forms); returns the faster, in GB/s (1e9 bytes,
+ * forms (GB/s of each in forms) and the device time of an empty kernel
+ * (*empty_us, microseconds); returns the faster, in GB/s (1e9 bytes,
  * read + write), or a negative value on failure. */
 double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps,
-                         double forms[2], char *err, size_t errlen);
+                         double forms[2], double *empty_us, char *err,
+                         size_t errlen);
 
 /* The whole run, for the writers. */
 typedef struct {
@@ -102,6 +104,7 @@ typedef struct {
   const char *blas;
   double copy_gbs;   /* device copy kernel: the faster of its two forms */
   double copy_forms[2]; /* one float4 per work-item; strided grid */
+  double empty_us;   /* device time of an empty kernel (one work-group) */
   double stream_gbs; /* host STREAM copy */
   size_t copy_bytes;
   int warmup;

@@ -5,7 +5,8 @@
  * (local size 256), and a second form where a fixed grid of work-items
  * strides over the buffer.  The faster form's median over `reps` runs, in
  * 1e9 bytes per second counting the read and the write, is the limit that
- * memory-bound ops are compared with.
+ * memory-bound ops are compared with.  Also times one work-group of an
+ * empty kernel: the floor of any op's device time on this driver.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,9 @@ static const char *const SOURCE =
     "                               __global float4 *restrict dst, ulong n4) {\n"
     "  size_t stride = get_global_size(0);\n"
     "  for (size_t i = get_global_id(0); i < n4; i += stride) dst[i] = src[i];\n"
+    "}\n"
+    "__kernel void bench_empty(__global float4 *dst, ulong n4) {\n"
+    "  if (get_global_id(0) >= n4) dst[0] = (float4)(0.0f);\n"
     "}\n";
 
 static int cmp_double(const void *a, const void *b) {
@@ -58,15 +62,17 @@ static double time_kernel(cl_command_queue q, cl_kernel k, size_t global,
 }
 
 double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps,
-                         double forms[2], char *err, size_t errlen) {
+                         double forms[2], double *empty_us, char *err,
+                         size_t errlen) {
   cl_context cx = rumus_ctx_cl_context(ctx);
   cl_device_id dev = rumus_ctx_cl_device(ctx);
   cl_command_queue q = rumus_ctx_cl_queue(ctx);
   cl_int e;
   double best = -1;
   forms[0] = forms[1] = -1;
+  *empty_us = -1;
   cl_mem src = NULL, dst = NULL;
-  cl_kernel k[2] = {NULL, NULL};
+  cl_kernel k[3] = {NULL, NULL, NULL};
   const char *text = SOURCE;
   cl_program prog = clCreateProgramWithSource(cx, 1, &text, NULL, &e);
   if (e == CL_SUCCESS) e = clBuildProgram(prog, 1, &dev, "", NULL, NULL);
@@ -110,12 +116,23 @@ double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps,
     forms[i] = gbs;
     if (gbs > best) best = gbs;
   }
+  if (e == CL_SUCCESS) {
+    /* The floor: one work-group of a kernel that does nothing. */
+    k[2] = clCreateKernel(prog, "bench_empty", &e);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k[2], 0, sizeof dst, &dst);
+    if (e == CL_SUCCESS) e = clSetKernelArg(k[2], 1, sizeof n4, &n4);
+    if (e == CL_SUCCESS) {
+      double ns = time_kernel(q, k[2], local, local, reps);
+      if (ns >= 0) *empty_us = ns / 1e3;
+      else e = (cl_int)ns;
+    }
+  }
   if (e != CL_SUCCESS) {
     snprintf(err, errlen, "copy kernel failed (%d)", (int)e);
     best = -1;
   }
 done:
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 3; i++)
     if (k[i]) clReleaseKernel(k[i]);
   if (src) clReleaseMemObject(src);
   if (dst) clReleaseMemObject(dst);

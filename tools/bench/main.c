@@ -586,7 +586,7 @@ int main(int argc, char **argv) {
   if (progress_on) fprintf(stderr, "measuring the device copy bandwidth...");
   char err[256] = "";
   run.copy_gbs = bench_device_copy(ctx, run.copy_bytes, o.quick ? 5 : 20,
-                                   run.copy_forms, err, sizeof err);
+                                   run.copy_forms, &run.empty_us, err, sizeof err);
   if (run.copy_gbs < 0) fprintf(stderr, "\nrumus-bench: %s\n", err);
   if (progress_on) fprintf(stderr, "\r\033[Kmeasuring the host copy bandwidth...");
   run.stream_gbs = host_stream_copy(run.copy_bytes, o.quick ? 5 : 20);

@@ -30,6 +30,7 @@ void bench_print_table(const bench_run *r, FILE *f) {
           r->copy_forms[1]);
   fprintf(f, "host STREAM copy   (OpenMP, 2 x %.0f MiB): %.1f GB/s\n",
           (double)r->copy_bytes / 1048576.0, r->stream_gbs);
+  fprintf(f, "empty kernel (one work-group): %.1f us of device time\n", r->empty_us);
   fprintf(f, "\n%-16s %-20s %9s %4s %11s %8s %8s %6s", "op", "shape", "MB",
           "reps", "rumus_us", "GB/s", "GFLOP/s", "%copy");
   if (!r->is_gpu) fprintf(f, " %7s %-8s %11s %7s", "%stream", "peer", "peer_us", "vs_peer");
@@ -154,8 +155,9 @@ int bench_write_json(const bench_run *r, const char *path) {
   if (r->blas) json_str(f, r->blas);
   else fputs("null", f);
   fprintf(f, ",\n  \"copy_bytes\": %zu, \"copy_gbs\": %.6g, \"copy_forms_gbs\": [%.6g, %.6g], "
-             "\"stream_gbs\": %.6g, \"warmup\": %d,\n  \"results\": [",
-          r->copy_bytes, r->copy_gbs, r->copy_forms[0], r->copy_forms[1], r->stream_gbs, r->warmup);
+             "\"stream_gbs\": %.6g, \"empty_kernel_us\": %.6g, \"warmup\": %d,\n  \"results\": [",
+          r->copy_bytes, r->copy_gbs, r->copy_forms[0], r->copy_forms[1], r->stream_gbs,
+          r->empty_us, r->warmup);
   for (size_t i = 0; i < r->ncases; i++) {
     const bench_case *c = &r->cases[i];
     int m = measured(c), p = m && c->peer_ns > 0;
