@@ -392,7 +392,8 @@ static void odd_check_free(rumus_ctx *ctx, odd_tensor *o) {
   clReleaseMemObject(o->buf);
 }
 
-/* Element offsets 1, 3, 5, 7 (and one aligned tensor mixed in). */
+/* Element offsets 1, 3, 5, 7 (and aligned tensors mixed in), and a host
+ * buffer used in place at a 16-byte aligned address. */
 START_TEST(steps_unaligned) {
   rumus_ctx *ctx = tu_ctx();
   const size_t n = 1003;
@@ -411,6 +412,28 @@ START_TEST(steps_unaligned) {
     odd_check_free(ctx, &g);
     odd_check_free(ctx, &m);
     odd_check_free(ctx, &v);
+  }
+  {
+    /* A CL_MEM_USE_HOST_PTR buffer at a host address that is 16- but not
+     * 32-byte aligned: a CPU driver may run on this memory in place. */
+    unsigned char *raw = malloc(n * sizeof(float) + 64);
+    ck_assert_ptr_nonnull(raw);
+    float *host = (float *)(raw + (32 - (uintptr_t)raw % 32) % 32 + 16);
+    cl_int e;
+    cl_mem hb = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+                               n * sizeof(float), host, &e);
+    ck_assert_int_eq(e, CL_SUCCESS);
+    size_t shape[1] = {n};
+    rumus_tensor *p = NULL;
+    TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 1, shape, hb, 0, &p));
+    rumus_tensor *g = vec(ctx, n, NULL), *b = vec(ctx, n, NULL);
+    sgd_run(ctx, &SGD_CASES[2], n, p, g, b, 44);
+    TU_OK(ctx, rumus_ctx_sync(ctx));
+    rumus_tensor_free(p);
+    rumus_tensor_free(g);
+    rumus_tensor_free(b);
+    clReleaseMemObject(hb);
+    free(raw);
   }
   tu_rng r;
   tu_rng_seed(&r, 43);

@@ -11,6 +11,7 @@
  * host readback and no wait.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ops.h"
@@ -56,10 +57,26 @@ static int launch_ew(rumus_ctx *ctx, const char *op, const char *kname,
   return rumus__launch(ctx, op, &k, 1, &global, &local, nargs, args);
 }
 
-/* Whole 8-element vectors of a tensor at this element offset are 32-byte
- * aligned (buffers are aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN, at least
- * 128 bytes), so the kernels may use typed vector accesses. */
-static int aligned(cl_ulong elem_off) { return elem_off % 8 == 0; }
+/* 1 if the tensor's whole 8-element vectors are 32-byte aligned on the
+ * device, so the kernels may use typed vector accesses: its element offset
+ * is a multiple of 8 and its buffer is aligned (buffers and sub-buffers are
+ * aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN, at least 128 bytes, except
+ * CL_MEM_USE_HOST_PTR buffers, which a CPU driver may use in place: their
+ * host pointer decides). */
+static int aligned(const rumus_tensor *t) {
+  if (rumus__off(t) % 8 != 0) return 0;
+  if (t->owns) return 1;
+  cl_mem_flags flags;
+  void *host = NULL;
+  if (clGetMemObjectInfo(t->mem, CL_MEM_FLAGS, sizeof flags, &flags, NULL) !=
+      CL_SUCCESS)
+    return 0;
+  if (!(flags & CL_MEM_USE_HOST_PTR)) return 1;
+  if (clGetMemObjectInfo(t->mem, CL_MEM_HOST_PTR, sizeof host, &host, NULL) !=
+      CL_SUCCESS)
+    return 0;
+  return (uintptr_t)host % 32 == 0;
+}
 
 /* NaN fails every comparison, so !(x >= 0) rejects it too. */
 #define CHECK_NONNEG(ctx, op, name, x)                                        \
@@ -111,7 +128,7 @@ int rumus_sgd_step(rumus_ctx *ctx, const rumus_sgd_params *p, long step,
   const rumus_tensor *b = use_mom ? momentum_buf : param;
   cl_ulong po = rumus__off(param), go = rumus__off(grad), bo = rumus__off(b);
   cl_ulong nn = n;
-  cl_int al = aligned(po) && aligned(go) && aligned(bo);
+  cl_int al = aligned(param) && aligned(grad) && aligned(b);
   float lr = p->lr, mom = p->momentum, wd = p->weight_decay;
   float damp1 = (float)(1.0 - (double)p->dampening);
   cl_int mode = (use_mom ? 1 : 0) | (use_mom && step == 1 ? 2 : 0) |
@@ -163,7 +180,7 @@ int rumus_adam_step(rumus_ctx *ctx, const rumus_adam_params *p, long step,
   float eps = p->eps;
   cl_ulong po = rumus__off(param), go = rumus__off(grad), mo = rumus__off(m),
            vo = rumus__off(v), nn = n;
-  cl_int al = aligned(po) && aligned(go) && aligned(mo) && aligned(vo);
+  cl_int al = aligned(param) && aligned(grad) && aligned(m) && aligned(v);
   const rumus__arg args[] = {
       RUMUS__ARG(param->mem), RUMUS__ARG(po),        RUMUS__ARG(grad->mem),
       RUMUS__ARG(go),         RUMUS__ARG(m->mem),    RUMUS__ARG(mo),
@@ -303,7 +320,7 @@ int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads, size_t n,
   for (size_t i = 0; i < n && st == RUMUS_OK; i++) {
     if (grads[i]->numel == 0) continue;
     cl_ulong go = rumus__off(grads[i]), nn = grads[i]->numel, co = P;
-    cl_int al = aligned(go);
+    cl_int al = aligned(grads[i]);
     const rumus__arg args[] = {RUMUS__ARG(grads[i]->mem), RUMUS__ARG(go),
                                RUMUS__ARG(nn), RUMUS__ARG(al),
                                RUMUS__ARG(part), RUMUS__ARG(co)};
