@@ -103,21 +103,23 @@ void tu_guarded_check_free(rumus_ctx *ctx, tu_guarded *g) {
 double tu_check_close(const char *what, const float *got, const double *want,
                       size_t n, double atol, double rtol) {
   double worst = 0.0;
+  /* Assert only on a failure: each passing ck_assert records a mark point,
+   * which costs about a microsecond per element. */
   for (size_t i = 0; i < n; i++) {
     double g = got[i], w = want[i];
     if (isnan(w) || isnan(g)) {
-      ck_assert_msg(isnan(w) && isnan(g), "%s[%zu]: got %.9g, want %.9g", what,
-                    i, g, w);
+      if (!(isnan(w) && isnan(g)))
+        ck_abort_msg("%s[%zu]: got %.9g, want %.9g", what, i, g, w);
       continue;
     }
     if (isinf(w) || isinf(g)) {
-      ck_assert_msg(g == w, "%s[%zu]: got %.9g, want %.9g", what, i, g, w);
+      if (g != w) ck_abort_msg("%s[%zu]: got %.9g, want %.9g", what, i, g, w);
       continue;
     }
     double err = fabs(g - w);
-    ck_assert_msg(err <= atol + rtol * fabs(w),
-                  "%s[%zu]: got %.9g, want %.9g (error %.3g > %.3g + %.3g*|want|)",
-                  what, i, g, w, err, atol, rtol);
+    if (!(err <= atol + rtol * fabs(w)))
+      ck_abort_msg("%s[%zu]: got %.9g, want %.9g (error %.3g > %.3g + %.3g*|want|)",
+                   what, i, g, w, err, atol, rtol);
     if (err > worst) worst = err;
   }
   return worst;
