@@ -85,8 +85,9 @@ def run_isolated(bench, args, out_json, out_txt=None, echo=True):
     merged["isolated"] = True
     for r in merged["results"]:
         if r.get("status") == "ok" and r.get("memory_bound") and r.get("gbs"):
-            r["pct_copy"] = 100.0 * r["gbs"] / merged["copy_gbs"]
-            r["pct_stream"] = 100.0 * r["gbs"] / merged["stream_gbs"]
+            # Large cases on a CPU carry their own copy measurements.
+            r["pct_copy"] = 100.0 * r["gbs"] / (r.get("copy_local_gbs") or merged["copy_gbs"])
+            r["pct_stream"] = 100.0 * r["gbs"] / (r.get("stream_local_gbs") or merged["stream_gbs"])
     with open(out_json, "w") as f:
         json.dump(merged, f, indent=1)
     if out_txt:

@@ -61,6 +61,9 @@ typedef struct {
   double peer_min_ns;   /* fastest peer time */
   const char *peer_name;
   double check_err;     /* normwise relative error vs the peer, <0: none */
+  /* On a CPU, copy bandwidths measured again just before a large case (the
+   * memory bandwidth of a shared machine drifts); 0 when not measured. */
+  double local_copy_gbs, local_stream_gbs;
 } bench_case;
 
 struct bench_op {
@@ -87,9 +90,10 @@ int bench_parse_shape(const char *s, bench_shape *out);
 
 /* Device copy bandwidth: a float4 copy kernel on the context's queue in two
  * forms (GB/s of each in forms) and the device time of an empty kernel
- * (*empty_us, microseconds); returns the faster, in GB/s (1e9 bytes,
+ * (*empty_us, microseconds), or with all == 0 only the first form;
+ * returns the faster, in GB/s (1e9 bytes,
  * read + write), or a negative value on failure. */
-double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps,
+double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps, int all,
                          double forms[2], double *empty_us, char *err,
                          size_t errlen);
 

@@ -61,7 +61,7 @@ static double time_kernel(cl_command_queue q, cl_kernel k, size_t global,
   return med;
 }
 
-double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps,
+double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps, int all,
                          double forms[2], double *empty_us, char *err,
                          size_t errlen) {
   cl_context cx = rumus_ctx_cl_context(ctx);
@@ -98,7 +98,7 @@ double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps,
   clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof maxwg, &maxwg, NULL);
   const size_t local = maxwg < 256 ? maxwg : 256;
   const char *names[2] = {"bench_copy4", "bench_copy4_grid"};
-  for (int i = 0; i < 2 && e == CL_SUCCESS; i++) {
+  for (int i = 0; i < (all ? 2 : 1) && e == CL_SUCCESS; i++) {
     k[i] = clCreateKernel(prog, names[i], &e);
     if (e != CL_SUCCESS) break;
     e = clSetKernelArg(k[i], 0, sizeof src, &src);
@@ -116,7 +116,7 @@ double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps,
     forms[i] = gbs;
     if (gbs > best) best = gbs;
   }
-  if (e == CL_SUCCESS) {
+  if (e == CL_SUCCESS && all) {
     /* The floor: one work-group of a kernel that does nothing. */
     k[2] = clCreateKernel(prog, "bench_empty", &e);
     if (e == CL_SUCCESS) e = clSetKernelArg(k[2], 0, sizeof dst, &dst);

@@ -283,8 +283,14 @@ static void time_peer(bench_case *c, const options *o) {
   free(t);
 }
 
-static void run_case(bench_case *c, const options *o, int is_gpu, size_t i,
-                     size_t n) {
+static double host_stream_copy(size_t bytes, int reps);
+
+/* Cases with a working set at least this large get their own copy
+ * measurements on a CPU device. */
+#define LOCAL_COPY_BYTES (64.0 * 1048576.0)
+
+static void run_case(bench_case *c, const options *o, int is_gpu,
+                     size_t copy_bytes, size_t i, size_t n) {
   uint64_t ns;
   c->check_err = -1;
   progress(i, n, c, "setup");
@@ -300,6 +306,16 @@ static void run_case(bench_case *c, const options *o, int is_gpu, size_t i,
     }
   } else if (check(c) != 0) {
     goto out;
+  }
+  if (!is_gpu && c->bytes >= LOCAL_COPY_BYTES) {
+    double forms[2], empty;
+    char err[128];
+    progress(i, n, c, "copy bandwidth");
+    c->local_copy_gbs = bench_device_copy(c->ctx, copy_bytes, 5, 0, forms, &empty,
+                                          err, sizeof err);
+    c->local_stream_gbs = host_stream_copy(copy_bytes, 5);
+    if (c->local_copy_gbs < 0) c->local_copy_gbs = 0;
+    if (c->local_stream_gbs < 0) c->local_stream_gbs = 0;
   }
   progress(i, n, c, "rumus");
   if (time_device(c, o) != 0) goto out;
@@ -346,8 +362,12 @@ static double host_stream_copy(size_t bytes, int reps) {
   float *a = malloc(bytes), *b = malloc(bytes);
   double best = -1;
   if (a && b) {
-    peer_copy(a, b, n); /* first touch, spread over the threads */
-    for (size_t i = 0; i < n; i++) b[i] = (float)(i & 1023);
+    /* First touch spread over the threads, as the copy will be. */
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+      a[i] = 0.0f;
+      b[i] = (float)(i & 1023);
+    }
     peer_copy(a, b, n);
     double *t = malloc(sizeof *t * (size_t)reps);
     if (t) {
@@ -585,7 +605,7 @@ int main(int argc, char **argv) {
 
   if (progress_on) fprintf(stderr, "measuring the device copy bandwidth...");
   char err[256] = "";
-  run.copy_gbs = bench_device_copy(ctx, run.copy_bytes, o.quick ? 5 : 20,
+  run.copy_gbs = bench_device_copy(ctx, run.copy_bytes, o.quick ? 5 : 20, 1,
                                    run.copy_forms, &run.empty_us, err, sizeof err);
   if (run.copy_gbs < 0) fprintf(stderr, "\nrumus-bench: %s\n", err);
   if (progress_on) fprintf(stderr, "\r\033[Kmeasuring the host copy bandwidth...");
@@ -596,7 +616,7 @@ int main(int argc, char **argv) {
     bench_case *c = &cases[i];
     c->ctx = ctx;
     if (c->status != RUMUS_OK) continue; /* the shape did not fit the op */
-    run_case(c, &o, run.is_gpu, i, n);
+    run_case(c, &o, run.is_gpu, run.copy_bytes, i, n);
     if (c->status != RUMUS_OK && c->status != RUMUS_EUNSUPPORTED) failed = 1;
     if (c->status == RUMUS_ECL || c->status == RUMUS_EDEVMEM) {
       /* A fault in a kernel can leave the queue unusable (NVIDIA's driver

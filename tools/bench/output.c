@@ -11,6 +11,14 @@
 static int measured(const bench_case *c) { return c->status == RUMUS_OK && c->ns > 0; }
 static double gbs(const bench_case *c) { return c->bytes / c->ns; }
 static double gflops(const bench_case *c) { return c->flops / c->ns; }
+/* The copy bandwidths a case is compared with: its own measurements when
+ * it has them (large cases on a CPU), else the run's. */
+static double copy_ref(const bench_run *r, const bench_case *c) {
+  return c->local_copy_gbs > 0 ? c->local_copy_gbs : r->copy_gbs;
+}
+static double stream_ref(const bench_run *r, const bench_case *c) {
+  return c->local_stream_gbs > 0 ? c->local_stream_gbs : r->stream_gbs;
+}
 
 static const char *variant_text(const bench_run *r) {
   return r->gpu_variant ? "work-group variant" : "row variant";
@@ -48,13 +56,13 @@ void bench_print_table(const bench_run *r, FILE *f) {
       continue;
     }
     fprintf(f, "%4d %11.1f %8.1f %8.1f ", c->reps, c->ns / 1e3, gbs(c), gflops(c));
-    if (c->op->memory_bound && r->copy_gbs > 0)
-      fprintf(f, "%5.0f%%", 100.0 * gbs(c) / r->copy_gbs);
+    if (c->op->memory_bound && copy_ref(r, c) > 0)
+      fprintf(f, "%5.0f%%", 100.0 * gbs(c) / copy_ref(r, c));
     else
       fprintf(f, "%6s", "-");
     if (!r->is_gpu) {
-      if (c->op->memory_bound && r->stream_gbs > 0)
-        fprintf(f, " %6.0f%%", 100.0 * gbs(c) / r->stream_gbs);
+      if (c->op->memory_bound && stream_ref(r, c) > 0)
+        fprintf(f, " %6.0f%%", 100.0 * gbs(c) / stream_ref(r, c));
       else
         fprintf(f, " %7s", "-");
       if (c->peer_ns > 0)
@@ -76,7 +84,8 @@ void bench_print_table(const bench_run *r, FILE *f) {
           " kernel",
           r->warmup);
   if (!r->is_gpu)
-    fprintf(f, "; %%stream: against the host STREAM copy; peer_us: median wall"
+    fprintf(f, "; %%stream: against the host STREAM copy (both copies measured"
+               " again just before each case of 64 MiB or more); peer_us: median wall"
                " time of the host peer (omp: OpenMP C loops, openblas: sgemm);"
                "\nvs_peer: peer time / rumus time (above 1: rumus is faster)");
   fprintf(f, "; check: normwise relative error against the peer (gemm: 4096"
@@ -108,8 +117,8 @@ int bench_write_csv(const bench_run *r, const char *path) {
     csv_num(f, m, c->wall_ns / 1e3);
     csv_num(f, m, m ? gbs(c) : 0);
     csv_num(f, m, m ? gflops(c) : 0);
-    csv_num(f, m && c->op->memory_bound && r->copy_gbs > 0, m ? 100 * gbs(c) / r->copy_gbs : 0);
-    csv_num(f, m && c->op->memory_bound && r->stream_gbs > 0, m ? 100 * gbs(c) / r->stream_gbs : 0);
+    csv_num(f, m && c->op->memory_bound && copy_ref(r, c) > 0, m ? 100 * gbs(c) / copy_ref(r, c) : 0);
+    csv_num(f, m && c->op->memory_bound && stream_ref(r, c) > 0, m ? 100 * gbs(c) / stream_ref(r, c) : 0);
     fprintf(f, ",%s", p ? c->peer_name : "");
     if (p) fprintf(f, ",%d", c->peer_reps);
     else fputs(",", f);
@@ -117,7 +126,7 @@ int bench_write_csv(const bench_run *r, const char *path) {
     csv_num(f, p, c->peer_min_ns / 1e3);
     csv_num(f, p, p ? c->peer_ns / c->ns : 0);
     csv_num(f, m && c->check_err >= 0, c->check_err);
-    fprintf(f, ",%.6g,%.6g,\"%s\"\n", r->copy_gbs, r->stream_gbs, r->device);
+    fprintf(f, ",%.6g,%.6g,\"%s\"\n", copy_ref(r, c), stream_ref(r, c), r->device);
   }
   return fclose(f) == 0 ? 0 : -1;
 }
@@ -182,10 +191,12 @@ int bench_write_json(const bench_run *r, const char *path) {
     json_num(f, "rumus_wall_us", m, c->wall_ns / 1e3);
     json_num(f, "gbs", m, m ? gbs(c) : 0);
     json_num(f, "gflops", m, m ? gflops(c) : 0);
-    json_num(f, "pct_copy", m && c->op->memory_bound && r->copy_gbs > 0,
-             m ? 100 * gbs(c) / r->copy_gbs : 0);
-    json_num(f, "pct_stream", m && c->op->memory_bound && r->stream_gbs > 0,
-             m ? 100 * gbs(c) / r->stream_gbs : 0);
+    json_num(f, "pct_copy", m && c->op->memory_bound && copy_ref(r, c) > 0,
+             m ? 100 * gbs(c) / copy_ref(r, c) : 0);
+    json_num(f, "pct_stream", m && c->op->memory_bound && stream_ref(r, c) > 0,
+             m ? 100 * gbs(c) / stream_ref(r, c) : 0);
+    json_num(f, "copy_local_gbs", c->local_copy_gbs > 0, c->local_copy_gbs);
+    json_num(f, "stream_local_gbs", c->local_stream_gbs > 0, c->local_stream_gbs);
     fprintf(f, ", \"peer\": ");
     if (p) json_str(f, c->peer_name);
     else fputs("null", f);

@@ -56,7 +56,7 @@ void peer_sgd(float *param, const float *grad, float *mom, size_t n, float lr,
 void peer_adamw(float *param, const float *grad, float *m, float *v, size_t n,
                 float lr, float beta1, float beta2, float eps,
                 float weight_decay, long step);
-/* Sum of x[i]^2 (float accumulators, per thread and per vector lane). */
+/* Sum of x[i]^2 (double accumulators, per thread and per vector lane). */
 float peer_sum_squares(const float *x, size_t n);
 
 #endif /* RUMUS_BENCH_PEER_H */
