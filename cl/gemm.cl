@@ -20,7 +20,8 @@
  * the contiguous direction of the stored matrix is read as float4 and
  * written straight or transposed into local memory; loads outside the
  * matrix give 0, so edge tiles need no other care.  The next slice is
- * loaded into registers while the current one is multiplied.  Work-item
+ * loaded into registers while the current one is multiplied (DBUF = 2:
+ * stored into a second local slice too, one barrier per step).  Work-item
  * (tx, ty) owns rows ty * 4 + g * RTSM * 4 + r (g < WPTM / 4, r < 4) and
  * columns tx * 4 + h * RTSN * 4 + c of the tile: float4 reads of local
  * memory without bank conflicts, float4 stores of C.  Grid: dimension 0
