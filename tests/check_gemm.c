@@ -379,6 +379,33 @@ START_TEST(many_batches) {
 }
 END_TEST
 
+/* More rows than one launch of the smallest tiles covers (65535 row tiles
+ * of 32), with A stored both ways: the row chunks start at other offsets. */
+START_TEST(many_rows) {
+  const size_t M = 65535 * 32 + 5, N = 3, K = 2;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 78);
+  float *a = random_floats(&r, M * K, -1, 1), *b = random_floats(&r, K * N, -1, 1),
+        *c = random_floats(&r, M * N, -1, 1);
+  rumus_tensor *tB = tu_tensor_2d(ctx, K, N, b), *tC = tu_tensor_2d(ctx, M, N, NULL);
+  for (int ta = 0; ta < 2; ta++) {
+    rumus_tensor *tA = ta ? tu_tensor_2d(ctx, K, M, a) : tu_tensor_2d(ctx, M, K, a);
+    rumus_gemm_layout l = {M, N, K, 1, 0, ta ? M : K, 0, 0, N, 0, 0, N, 0};
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      check_one(ctx, "rows", ta, 0, 1.0f, 0.5f, tA, a, M * K, tB, b, K * N, tC,
+                c, M * N, &l, 0);
+    }
+    rumus_tensor_free(tA);
+  }
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, tB, tC, NULL);
+}
+END_TEST
+
 START_TEST(bad_input) {
   rumus_ctx *ctx = tu_ctx();
   const rumus_transpose N_ = RUMUS_NO_TRANS, T_ = RUMUS_TRANS;
@@ -499,6 +526,7 @@ int main(void) {
   tcase_add_loop_test(limits, guard_bytes, 0, 4);
   tcase_add_test(limits, empty_dims);
   tcase_add_test(limits, many_batches);
+  tcase_add_test(limits, many_rows);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_input);
