@@ -17,6 +17,10 @@ struct mlp {
   size_t max_batch;
   rumus_adam_params adam;
   long step;
+  /* Cosine learning-rate decay: lr = base_lr * (1 + cos(pi * t / T)) / 2
+   * for step t = 0 .. T - 1; T == 0 keeps adam.lr constant. */
+  float base_lr;
+  long decay_steps;
   float in_mean, in_std;
 
   /* Parameters, gradients and AdamW moments. */
@@ -582,6 +586,7 @@ int mlp_create(rumus_ctx *ctx, const mlp_shape *s, size_t max_batch,
   m->shape = *s;
   m->max_batch = max_batch;
   m->adam = adam ? *adam : defaults;
+  m->base_lr = m->adam.lr;
   m->in_mean = 0.0f;
   m->in_std = 1.0f;
   int L = s->nlayers;
@@ -759,6 +764,11 @@ int mlp_train_step(mlp *m, const float *x, const int32_t *y, size_t n,
     }
   }
   m->step++;
+  if (m->decay_steps > 0) {
+    double t = (double)(m->step - 1) / (double)m->decay_steps;
+    if (t > 1.0) t = 1.0;
+    m->adam.lr = (float)(m->base_lr * 0.5 * (1.0 + cos(3.14159265358979323846 * t)));
+  }
   for (int l = 0; l < L; l++) {
     RCALL(m, "rumus_adam_step (weights)", l,
           rumus_adam_step(m->ctx, &m->adam, m->step, m->w[l], m->gw[l], m->mw[l],
@@ -859,4 +869,9 @@ int mlp_train_epoch(mlp *m, const mnist_set *set, size_t count, mlp_rng *rng,
   free(perm);
   if (out) *out = p;
   return st;
+}
+
+void mlp_set_lr_decay(mlp *m, long steps) {
+  m->decay_steps = steps > 0 ? steps : 0;
+  if (m->decay_steps == 0) m->adam.lr = m->base_lr;
 }

@@ -123,6 +123,11 @@ const char *mlp_errmsg(const mlp *m);
 const mlp_shape *mlp_get_shape(const mlp *m);
 /*! mlp_steps() : optimizer steps taken since the last mlp_set_params(). */
 long mlp_steps(const mlp *m);
+/*! mlp_set_lr_decay() : from now on, step t (counted from 1 since the last
+ *  mlp_set_params()) uses lr * (1 + cos(pi * (t - 1) / steps)) / 2, with lr
+ *  the rate given to mlp_create(); steps <= 0 goes back to a constant
+ *  rate. */
+void mlp_set_lr_decay(mlp *m, long steps);
 
 /*! mlp_set_params() : uploads the parameters (same shape as the model),
  *  takes their input transform, zeroes the AdamW moments and the step

@@ -15,7 +15,9 @@ void train_usage(FILE *f) {
           "\n"
           "  --epochs N        training epochs (default %d)\n"
           "  --batch-size N    rows per batch (default %d)\n"
-          "  --lr X            AdamW learning rate (default 0.001)\n"
+          "  --lr X            AdamW learning rate (default 0.001), decayed to\n"
+          "                    0 over the run along a cosine\n"
+          "  --constant-lr     keep the learning rate constant\n"
           "  --hidden W,W,...  hidden layer widths (default 256,128; \"none\"\n"
           "                    for no hidden layer)\n"
           "  --seed N          seed of the initialisation and the shuffling\n"
@@ -111,6 +113,10 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
     }
     if (strcmp(arg, "--no-normalize") == 0) {
       o->no_normalize = 1;
+      continue;
+    }
+    if (strcmp(arg, "--constant-lr") == 0) {
+      o->constant_lr = 1;
       continue;
     }
     /* Flags with a value: "--flag VALUE" or "--flag=VALUE". */

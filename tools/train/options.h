@@ -31,6 +31,7 @@ typedef struct {
   int eval_only;     /* --eval-only (needs --load) */
   int quiet;         /* --quiet: no progress display */
   int no_normalize;  /* --no-normalize: inputs pixel / 255 only */
+  int constant_lr;   /* --constant-lr: no cosine decay of the rate */
   int help;          /* --help */
 } train_opts;
 
