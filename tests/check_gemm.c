@@ -6,11 +6,14 @@
  *
  * Tolerance: every element of C (the whole buffer: elements outside the
  * views must come back unchanged) satisfies
- *     |got - want| <= 2e-6 * ((sqrt(K) + 1) * |alpha| * max|a| * max|b|
- *                             + |beta| * max|c|)
- * with max|.| taken over the operands' data (float sums of K products have
- * errors of order sqrt(K) float epsilons of the largest product; 2e-6 is
- * about 17 epsilons).  A wrong index gives errors of order max|a| max|b|.
+ *     |got - want| <= 1e-5 * (sqrt(K) + 1) * |alpha| * max|a| * max|b|
+ *                     + 2e-6 * |beta| * max|c|
+ * with max|.| taken over the operands' data.  A float sum of K products of
+ * random sign has partial sums of order sqrt(K) max|a| max|b| and a random
+ * walk of sqrt(K) roundings of those, so its error grows like K eps; the
+ * bound is about 170 eps sqrt(K) (about 0.4 K eps at K = 2^18, where the
+ * long_k test measured 0.09 K eps).  A wrong index gives errors of order
+ * max|a| max|b| or more.
  * beta == 0 must not read C: C starts as NaN there and must come back
  * finite.
  */
@@ -37,8 +40,8 @@ static float absmax(const float *x, size_t n) {
 
 static double tolerance(size_t k, double alpha, float amax, float bmax,
                         double beta, float cmax) {
-  return 2e-6 * ((sqrt((double)k) + 1.0) * fabs(alpha) * amax * bmax +
-                 fabs(beta) * cmax);
+  return 1e-5 * (sqrt((double)k) + 1.0) * fabs(alpha) * amax * bmax +
+         2e-6 * fabs(beta) * cmax;
 }
 
 /* Reference for a strided-batched layout over whole buffers: want starts as
@@ -406,6 +409,35 @@ START_TEST(many_rows) {
 }
 END_TEST
 
+/* K long enough that the packed CPU variant splits it (a packed operand
+ * holds at most 2^24 floats; N = 3 pads to 64 columns), NN and TT. */
+START_TEST(long_k) {
+  const size_t M = 2, N = 3, K = ((size_t)1 << 18) + 3;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 79);
+  float *a = random_floats(&r, M * K, -1, 1), *b = random_floats(&r, K * N, -1, 1),
+        *c = random_floats(&r, M * N, -1, 1);
+  rumus_tensor *tC = tu_tensor_2d(ctx, M, N, NULL);
+  for (int t = 0; t < 2; t++) {
+    rumus_tensor *tA = t ? tu_tensor_2d(ctx, K, M, a) : tu_tensor_2d(ctx, M, K, a),
+                 *tB = t ? tu_tensor_2d(ctx, N, K, b) : tu_tensor_2d(ctx, K, N, b);
+    rumus_gemm_layout l = {M, N, K, 1, 0, t ? M : K, 0, 0, t ? K : N, 0, 0, N, 0};
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      check_one(ctx, "longk", t, t, 1.0f, -1.0f, tA, a, M * K, tB, b, K * N,
+                tC, c, M * N, &l, 0);
+    }
+    rumus_tensor_free(tA);
+    rumus_tensor_free(tB);
+  }
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, tC, NULL);
+}
+END_TEST
+
 START_TEST(bad_input) {
   rumus_ctx *ctx = tu_ctx();
   const rumus_transpose N_ = RUMUS_NO_TRANS, T_ = RUMUS_TRANS;
@@ -527,6 +559,7 @@ int main(void) {
   tcase_add_test(limits, empty_dims);
   tcase_add_test(limits, many_batches);
   tcase_add_test(limits, many_rows);
+  tcase_add_test(limits, long_k);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_input);

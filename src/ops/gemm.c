@@ -7,9 +7,9 @@
  *   GPU variant  gemm_tiled: local-memory tiles and register blocks, one
  *                launch per chunk of at most GRID_MAX row tiles and batches;
  *   CPU variant  gemm_pack_a + gemm_pack_b into scratch panels, then
- *                gemm_packed, per chunk of the batch (and of K when the
- *                panels would exceed SCRATCH_CAP floats; later K chunks
- *                accumulate into C with beta = 1).
+ *                gemm_packed, per chunk of the batch (and of K when a
+ *                packed operand would exceed SCRATCH_CAP floats; later K
+ *                chunks accumulate into C with beta = 1).
  * alpha == 0 or K == 0 reads neither A nor B (as BLAS): C = beta * C, and
  * beta == 1 then leaves C alone.
  */
@@ -46,8 +46,9 @@ enum { PACK_LOCAL = 8 };
 /* Work-groups per launch along grid dimensions 1 and 2 (CUDA's limit,
  * which NVIDIA's OpenCL inherits). */
 #define GRID_MAX ((size_t)65535)
-/* Most floats of one packed operand per launch (256 MiB). */
-#define SCRATCH_CAP ((size_t)1 << 26)
+/* Most floats of one packed operand per launch (64 MiB, or half the
+ * device's largest allocation). */
+#define SCRATCH_CAP ((size_t)1 << 24)
 
 /* ---- Checks ------------------------------------------------------------ */
 
@@ -198,10 +199,12 @@ static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
   const size_t widest = mp > np ? mp : np;
   /* K in chunks of kc, the batch in chunks of bc, so that one packed
    * operand holds at most SCRATCH_CAP floats (or one K step). */
+  size_t cap = (size_t)(ctx->max_alloc / 2 / sizeof(float));
+  if (cap > SCRATCH_CAP) cap = SCRATCH_CAP;
   size_t kc = l->k, bc;
-  if (kc > 0 && widest > SCRATCH_CAP / kc) kc = SCRATCH_CAP / widest;
+  if (kc > 0 && widest > cap / kc) kc = cap / widest;
   if (kc == 0 && l->k > 0) kc = 1;
-  bc = SCRATCH_CAP / (widest * (kc > 0 ? kc : 1));
+  bc = cap / (widest * (kc > 0 ? kc : 1));
   if (bc > l->batch) bc = l->batch;
   if (bc > GRID_MAX) bc = GRID_MAX;
   if (bc == 0) bc = 1;
