@@ -37,10 +37,13 @@ static const tiled_cfg GPU_TILES[] = {
 };
 #define N_TILES (sizeof GPU_TILES / sizeof GPU_TILES[0])
 
-/* Register block of gemm_packed (MR rows, NV float16 columns) and its
- * local size along the row blocks: tried 8x32, 12x32, 14x32, 4x64 and 6x64
- * on PoCL with AVX-512; 6x64 was fastest. */
-enum { CPU_MR = 6, CPU_NV = 4, CPU_NR = 16 * CPU_NV, CPU_LOCAL = 4 };
+/* Register block of gemm_packed (MR rows, NV float16 columns: MR * NV + NV
+ * + 1 of the 32 AVX-512 registers) and its local size along the row
+ * blocks (work-items of a group share one B panel).  On PoCL with 2
+ * AVX-512 cores, 6 x 64 beat 8 x 32, 12 x 32, 14 x 32, 4 x 64 and 8 x 48
+ * by 5-15%; local sizes 1 to 16 were within the noise, 8 and 16 ahead at
+ * 2048^3. */
+enum { CPU_MR = 6, CPU_NV = 4, CPU_NR = 16 * CPU_NV, CPU_LOCAL = 8 };
 enum { PACK_LOCAL = 8 };
 
 /* Work-groups per launch along grid dimensions 1 and 2 (CUDA's limit,
