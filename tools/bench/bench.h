@@ -61,9 +61,13 @@ typedef struct {
   double peer_min_ns;   /* fastest peer time */
   const char *peer_name;
   double check_err;     /* normwise relative error vs the peer, <0: none */
-  /* On a CPU, copy bandwidths measured again just before a large case (the
-   * memory bandwidth of a shared machine drifts); 0 when not measured. */
+  /* On a CPU, large cases time a device copy and a host STREAM copy right
+   * after each run of the op (the memory bandwidth of a shared machine
+   * drifts): their medians, and the medians of the per-run ratios; the
+   * peer also alternates with the op, and speed_ratio is the median of
+   * peer time / rumus time over the pairs.  0 when not measured. */
   double local_copy_gbs, local_stream_gbs;
+  double pct_copy_paired, pct_stream_paired, speed_ratio;
 } bench_case;
 
 struct bench_op {
@@ -90,12 +94,21 @@ int bench_parse_shape(const char *s, bench_shape *out);
 
 /* Device copy bandwidth: a float4 copy kernel on the context's queue in two
  * forms (GB/s of each in forms) and the device time of an empty kernel
- * (*empty_us, microseconds), or with all == 0 only the first form;
- * returns the faster, in GB/s (1e9 bytes,
+ * (*empty_us, microseconds); returns the faster form's GB/s (1e9 bytes,
  * read + write), or a negative value on failure. */
-double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps, int all,
+double bench_device_copy(rumus_ctx *ctx, size_t bytes, int reps,
                          double forms[2], double *empty_us, char *err,
                          size_t errlen);
+
+/* The same kernels for single timed runs: bench_copy_ns() returns the device
+ * time of one launch of form 0 (one float4 per work-item), 1 (strided grid)
+ * or 2 (empty), or < 0 on failure. */
+typedef struct bench_copy bench_copy;
+bench_copy *bench_copy_new(rumus_ctx *ctx, size_t bytes, char *err,
+                           size_t errlen);
+double bench_copy_ns(bench_copy *b, int form);
+double bench_copy_gbs(bench_copy *b, double ns);
+void bench_copy_free(bench_copy *b);
 
 /* The whole run, for the writers. */
 typedef struct {

@@ -255,42 +255,184 @@ static int time_device(bench_case *c, const options *o) {
   return 0;
 }
 
-/* Host peer timing by the wall clock: one warm-up, then reps. */
-static void time_peer(bench_case *c, const options *o) {
+/* ---- Host STREAM copy ---------------------------------------------------- */
+
+typedef struct {
+  float *a, *b;
+  size_t n;
+} host_copy;
+
+static void host_copy_free(host_copy *h) {
+  if (h == NULL) return;
+  free(h->a);
+  free(h->b);
+  free(h);
+}
+
+static host_copy *host_copy_new(size_t bytes) {
+  host_copy *h = calloc(1, sizeof *h);
+  if (h == NULL) return NULL;
+  h->n = bytes / 4;
+  h->a = malloc(h->n * 4);
+  h->b = malloc(h->n * 4);
+  if (h->a == NULL || h->b == NULL) {
+    host_copy_free(h);
+    return NULL;
+  }
+  /* First touch spread over the threads, as the copy will be. */
+  float *a = h->a, *b = h->b;
+  const size_t n = h->n;
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    a[i] = 0.0f;
+    b[i] = (float)(i & 1023);
+  }
+  peer_copy(a, b, n);
+  return h;
+}
+
+/* Wall time of one copy in ns; its rate counts 2 * 4 * n bytes. */
+static double host_copy_ns(host_copy *h) {
+  double t0 = now_ns();
+  peer_copy(h->a, h->b, h->n);
+  return now_ns() - t0;
+}
+
+static double host_stream_copy(size_t bytes, int reps) {
+  host_copy *h = host_copy_new(bytes);
+  double *t = malloc(sizeof *t * (size_t)reps);
+  double gbs = -1;
+  if (h && t) {
+    for (int r = 0; r < reps; r++) t[r] = host_copy_ns(h);
+    gbs = 8.0 * (double)h->n / median(t, reps);
+  }
+  free(t);
+  host_copy_free(h);
+  return gbs;
+}
+
+/* ---- CPU device: paired timing ---------------------------------------------- */
+
+/* Cases with a working set at least this large time the copies too. */
+#define PAIRED_COPY_BYTES (64.0 * 1048576.0)
+
+/* On a CPU device the op, its host peer and, for large cases, the device
+ * copy kernel and the host STREAM copy alternate run by run, and every
+ * ratio is the median of the per-run ratios: the memory bandwidth of a
+ * shared machine drifts by 2x within minutes, which unpaired medians taken
+ * seconds apart turn into noise. */
+static int time_paired(bench_case *c, const options *o, bench_copy *dc,
+                       host_copy *hc) {
+  uint64_t ns = 0;
+  const int large = dc && hc && c->bytes >= PAIRED_COPY_BYTES;
+  int use_peer = !o->no_peer;
   for (int i = 0; i < c->nt; i++)
     if (c->td[i].role != BT_IN) memcpy(c->p[i], c->h[i], c->td[i].n * 4);
   c->peer_step = 0;
+
+  /* One of each, to size the warm-up and the repetitions. */
   double t0 = now_ns();
-  const char *name = c->op->peer(c);
-  double one = now_ns() - t0;
-  if (name == NULL) return;
+  int st = c->op->run(c);
+  if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
+  if (st != RUMUS_OK) {
+    set_fail(c, st, "run");
+    return -1;
+  }
+  double one_dev = now_ns() - t0, one = one_dev;
+  const char *peer_name = NULL;
+  if (use_peer) {
+    t0 = now_ns();
+    peer_name = c->op->peer(c);
+    one += now_ns() - t0;
+    use_peer = peer_name != NULL;
+  }
+  if (large) {
+    t0 = now_ns();
+    bench_copy_ns(dc, 0);
+    host_copy_ns(hc);
+    one += now_ns() - t0;
+  }
+  int warm = o->warmup_set ? o->warmup : (one_dev > 3e8 ? 0 : o->warmup);
+  for (int i = 1; i < warm; i++) {
+    st = c->op->run(c);
+    if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
+    if (st != RUMUS_OK) {
+      set_fail(c, st, "warm-up");
+      return -1;
+    }
+  }
   int reps = o->reps;
   if (!o->reps_set) {
-    double fit = o->budget * 1e9 / (one > 1 ? one : 1);
+    double fit = 2.0 * o->budget * 1e9 / (one > 1 ? one : 1);
     if (fit < reps) reps = fit < 5 ? 5 : (int)fit;
   }
-  double *t = malloc(sizeof *t * (size_t)reps);
-  if (t == NULL) return;
+  double *buf = calloc((size_t)reps * 8, sizeof *buf);
+  if (buf == NULL) {
+    c->status = RUMUS_ENOMEM;
+    return -1;
+  }
+  double *dev = buf, *wall = buf + reps, *peer = buf + 2 * reps,
+         *ratio = buf + 3 * reps, *dcopy = buf + 4 * reps,
+         *hcopy = buf + 5 * reps, *pdc = buf + 6 * reps, *phc = buf + 7 * reps;
+  int copies = large;
   for (int i = 0; i < reps; i++) {
     t0 = now_ns();
-    c->op->peer(c);
-    t[i] = now_ns() - t0;
+    st = c->op->run(c);
+    if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
+    wall[i] = now_ns() - t0;
+    dev[i] = (double)ns;
+    if (st != RUMUS_OK) {
+      set_fail(c, st, "run");
+      free(buf);
+      return -1;
+    }
+    if (use_peer) {
+      t0 = now_ns();
+      c->op->peer(c);
+      peer[i] = now_ns() - t0;
+      ratio[i] = peer[i] / dev[i];
+    }
+    if (copies) {
+      double d = bench_copy_ns(dc, 0);
+      if (d <= 0) {
+        copies = 0;
+        continue;
+      }
+      dcopy[i] = bench_copy_gbs(dc, d);
+      hcopy[i] = 8.0 * (double)hc->n / host_copy_ns(hc);
+      pdc[i] = 100.0 * (c->bytes / dev[i]) / dcopy[i];
+      phc[i] = 100.0 * (c->bytes / dev[i]) / hcopy[i];
+    }
   }
-  c->peer_name = name;
-  c->peer_reps = reps;
-  c->peer_ns = median(t, reps);
-  c->peer_min_ns = t[0];
-  free(t);
+  st = rumus_ctx_sync(c->ctx);
+  if (st != RUMUS_OK) {
+    set_fail(c, st, "sync");
+    free(buf);
+    return -1;
+  }
+  c->reps = reps;
+  c->ns = median(dev, reps);
+  c->min_ns = dev[0];
+  c->wall_ns = median(wall, reps);
+  if (use_peer) {
+    c->peer_name = peer_name;
+    c->peer_reps = reps;
+    c->peer_ns = median(peer, reps);
+    c->peer_min_ns = peer[0];
+    c->speed_ratio = median(ratio, reps);
+  }
+  if (copies) {
+    c->local_copy_gbs = median(dcopy, reps);
+    c->local_stream_gbs = median(hcopy, reps);
+    c->pct_copy_paired = median(pdc, reps);
+    c->pct_stream_paired = median(phc, reps);
+  }
+  free(buf);
+  return 0;
 }
 
-static double host_stream_copy(size_t bytes, int reps);
-
-/* Cases with a working set at least this large get their own copy
- * measurements on a CPU device. */
-#define LOCAL_COPY_BYTES (64.0 * 1048576.0)
-
 static void run_case(bench_case *c, const options *o, int is_gpu,
-                     size_t copy_bytes, size_t i, size_t n) {
+                     bench_copy *dc, host_copy *hc, size_t i, size_t n) {
   uint64_t ns;
   c->check_err = -1;
   progress(i, n, c, "setup");
@@ -307,22 +449,9 @@ static void run_case(bench_case *c, const options *o, int is_gpu,
   } else if (check(c) != 0) {
     goto out;
   }
-  if (!is_gpu && c->bytes >= LOCAL_COPY_BYTES) {
-    double forms[2], empty;
-    char err[128];
-    progress(i, n, c, "copy bandwidth");
-    c->local_copy_gbs = bench_device_copy(c->ctx, copy_bytes, 5, 0, forms, &empty,
-                                          err, sizeof err);
-    c->local_stream_gbs = host_stream_copy(copy_bytes, 5);
-    if (c->local_copy_gbs < 0) c->local_copy_gbs = 0;
-    if (c->local_stream_gbs < 0) c->local_stream_gbs = 0;
-  }
-  progress(i, n, c, "rumus");
-  if (time_device(c, o) != 0) goto out;
-  if (!is_gpu && !o->no_peer) {
-    progress(i, n, c, "peer");
-    time_peer(c, o);
-  }
+  progress(i, n, c, "timing");
+  if (is_gpu) time_device(c, o);
+  else time_paired(c, o, dc, hc);
 out:
   free_case(c);
 }
@@ -355,34 +484,6 @@ static void host_load(char *buf, size_t len) {
   double a, b, c;
   if (fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(buf, len, "%.2f %.2f %.2f", a, b, c);
   fclose(f);
-}
-
-static double host_stream_copy(size_t bytes, int reps) {
-  size_t n = bytes / 4;
-  float *a = malloc(bytes), *b = malloc(bytes);
-  double best = -1;
-  if (a && b) {
-    /* First touch spread over the threads, as the copy will be. */
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-      a[i] = 0.0f;
-      b[i] = (float)(i & 1023);
-    }
-    peer_copy(a, b, n);
-    double *t = malloc(sizeof *t * (size_t)reps);
-    if (t) {
-      for (int r = 0; r < reps; r++) {
-        double t0 = now_ns();
-        peer_copy(a, b, n);
-        t[r] = now_ns() - t0;
-      }
-      best = 2.0 * (double)bytes / median(t, reps);
-      free(t);
-    }
-  }
-  free(a);
-  free(b);
-  return best;
 }
 
 /* ---- Command line ---------------------------------------------------------- */
@@ -605,18 +706,25 @@ int main(int argc, char **argv) {
 
   if (progress_on) fprintf(stderr, "measuring the device copy bandwidth...");
   char err[256] = "";
-  run.copy_gbs = bench_device_copy(ctx, run.copy_bytes, o.quick ? 5 : 20, 1,
+  run.copy_gbs = bench_device_copy(ctx, run.copy_bytes, o.quick ? 5 : 20,
                                    run.copy_forms, &run.empty_us, err, sizeof err);
   if (run.copy_gbs < 0) fprintf(stderr, "\nrumus-bench: %s\n", err);
   if (progress_on) fprintf(stderr, "\r\033[Kmeasuring the host copy bandwidth...");
   run.stream_gbs = host_stream_copy(run.copy_bytes, o.quick ? 5 : 20);
+  /* The copies that large cases on a CPU device pair with their runs. */
+  bench_copy *dc = NULL;
+  host_copy *hc = NULL;
+  if (!run.is_gpu) {
+    dc = bench_copy_new(ctx, run.copy_bytes, err, sizeof err);
+    hc = host_copy_new(run.copy_bytes);
+  }
 
   int failed = 0;
   for (size_t i = 0; i < n; i++) {
     bench_case *c = &cases[i];
     c->ctx = ctx;
     if (c->status != RUMUS_OK) continue; /* the shape did not fit the op */
-    run_case(c, &o, run.is_gpu, run.copy_bytes, i, n);
+    run_case(c, &o, run.is_gpu, dc, hc, i, n);
     if (c->status != RUMUS_OK && c->status != RUMUS_EUNSUPPORTED) failed = 1;
     if (c->status == RUMUS_ECL || c->status == RUMUS_EDEVMEM) {
       /* A fault in a kernel can leave the queue unusable (NVIDIA's driver
@@ -626,9 +734,11 @@ int main(int argc, char **argv) {
               progress_on ? "\r\033[K" : "", c->op->name, c->shape.text, c->note);
       rumus_ctx *fresh = NULL;
       if (rumus_ctx_create(&fresh, o.device, RUMUS_CTX_PROFILING) == RUMUS_OK) {
+        bench_copy_free(dc);
         rumus_ctx_free(ctx); /* may fail on a broken queue: then it leaks */
         ctx = fresh;
         if (o.variant >= 0) rumus_ctx_set_option(ctx, RUMUS_OPT_VARIANT, o.variant);
+        dc = run.is_gpu ? NULL : bench_copy_new(ctx, run.copy_bytes, err, sizeof err);
       }
     }
     if (c->check_err > CHECK_LIMIT || isnan(c->check_err)) failed = 1;
@@ -647,6 +757,8 @@ int main(int argc, char **argv) {
     failed = 1;
   }
   free(cases);
+  bench_copy_free(dc);
+  host_copy_free(hc);
   rumus_ctx_free(ctx);
   return failed;
 }

@@ -11,13 +11,26 @@
 static int measured(const bench_case *c) { return c->status == RUMUS_OK && c->ns > 0; }
 static double gbs(const bench_case *c) { return c->bytes / c->ns; }
 static double gflops(const bench_case *c) { return c->flops / c->ns; }
-/* The copy bandwidths a case is compared with: its own measurements when
- * it has them (large cases on a CPU), else the run's. */
+/* The copy bandwidths a case is compared with: the copies paired with its
+ * runs when it has them (large cases on a CPU), else the run's. */
 static double copy_ref(const bench_run *r, const bench_case *c) {
   return c->local_copy_gbs > 0 ? c->local_copy_gbs : r->copy_gbs;
 }
 static double stream_ref(const bench_run *r, const bench_case *c) {
   return c->local_stream_gbs > 0 ? c->local_stream_gbs : r->stream_gbs;
+}
+/* Percentages of the copies and the speed against the peer: medians of the
+ * per-run ratios when the runs were paired, else ratios of the medians. */
+static double pct_copy(const bench_run *r, const bench_case *c) {
+  if (c->pct_copy_paired > 0) return c->pct_copy_paired;
+  return copy_ref(r, c) > 0 ? 100.0 * gbs(c) / copy_ref(r, c) : 0;
+}
+static double pct_stream(const bench_run *r, const bench_case *c) {
+  if (c->pct_stream_paired > 0) return c->pct_stream_paired;
+  return stream_ref(r, c) > 0 ? 100.0 * gbs(c) / stream_ref(r, c) : 0;
+}
+static double vs_peer(const bench_case *c) {
+  return c->speed_ratio > 0 ? c->speed_ratio : c->peer_ns / c->ns;
 }
 
 static const char *variant_text(const bench_run *r) {
@@ -56,18 +69,18 @@ void bench_print_table(const bench_run *r, FILE *f) {
       continue;
     }
     fprintf(f, "%4d %11.1f %8.1f %8.1f ", c->reps, c->ns / 1e3, gbs(c), gflops(c));
-    if (c->op->memory_bound && copy_ref(r, c) > 0)
-      fprintf(f, "%5.0f%%", 100.0 * gbs(c) / copy_ref(r, c));
+    if (c->op->memory_bound && pct_copy(r, c) > 0)
+      fprintf(f, "%5.0f%%", pct_copy(r, c));
     else
       fprintf(f, "%6s", "-");
     if (!r->is_gpu) {
-      if (c->op->memory_bound && stream_ref(r, c) > 0)
-        fprintf(f, " %6.0f%%", 100.0 * gbs(c) / stream_ref(r, c));
+      if (c->op->memory_bound && pct_stream(r, c) > 0)
+        fprintf(f, " %6.0f%%", pct_stream(r, c));
       else
         fprintf(f, " %7s", "-");
       if (c->peer_ns > 0)
         fprintf(f, " %-8s %11.1f %6.2fx", c->peer_name, c->peer_ns / 1e3,
-                c->peer_ns / c->ns);
+                vs_peer(c));
       else
         fprintf(f, " %-8s %11s %7s", "-", "-", "-");
     }
@@ -84,10 +97,11 @@ void bench_print_table(const bench_run *r, FILE *f) {
           " kernel",
           r->warmup);
   if (!r->is_gpu)
-    fprintf(f, "; %%stream: against the host STREAM copy (both copies measured"
-               " again just before each case of 64 MiB or more); peer_us: median wall"
+    fprintf(f, "; %%stream: against the host STREAM copy; peer_us: median wall"
                " time of the host peer (omp: OpenMP C loops, openblas: sgemm);"
-               "\nvs_peer: peer time / rumus time (above 1: rumus is faster)");
+               "\nvs_peer: peer time / rumus time (above 1: rumus is faster); the op, the"
+               " peer and (from 64 MiB) both copies alternate run by run, and %%copy,"
+               " %%stream and vs_peer are medians of the per-run ratios");
   fprintf(f, "; check: normwise relative error against the peer (gemm: 4096"
              " sampled entries against float64).\n");
 }
@@ -117,14 +131,14 @@ int bench_write_csv(const bench_run *r, const char *path) {
     csv_num(f, m, c->wall_ns / 1e3);
     csv_num(f, m, m ? gbs(c) : 0);
     csv_num(f, m, m ? gflops(c) : 0);
-    csv_num(f, m && c->op->memory_bound && copy_ref(r, c) > 0, m ? 100 * gbs(c) / copy_ref(r, c) : 0);
-    csv_num(f, m && c->op->memory_bound && stream_ref(r, c) > 0, m ? 100 * gbs(c) / stream_ref(r, c) : 0);
+    csv_num(f, m && c->op->memory_bound && pct_copy(r, c) > 0, m ? pct_copy(r, c) : 0);
+    csv_num(f, m && c->op->memory_bound && pct_stream(r, c) > 0, m ? pct_stream(r, c) : 0);
     fprintf(f, ",%s", p ? c->peer_name : "");
     if (p) fprintf(f, ",%d", c->peer_reps);
     else fputs(",", f);
     csv_num(f, p, c->peer_ns / 1e3);
     csv_num(f, p, c->peer_min_ns / 1e3);
-    csv_num(f, p, p ? c->peer_ns / c->ns : 0);
+    csv_num(f, p, p ? vs_peer(c) : 0);
     csv_num(f, m && c->check_err >= 0, c->check_err);
     fprintf(f, ",%.6g,%.6g,\"%s\"\n", copy_ref(r, c), stream_ref(r, c), r->device);
   }
@@ -191,10 +205,11 @@ int bench_write_json(const bench_run *r, const char *path) {
     json_num(f, "rumus_wall_us", m, c->wall_ns / 1e3);
     json_num(f, "gbs", m, m ? gbs(c) : 0);
     json_num(f, "gflops", m, m ? gflops(c) : 0);
-    json_num(f, "pct_copy", m && c->op->memory_bound && copy_ref(r, c) > 0,
-             m ? 100 * gbs(c) / copy_ref(r, c) : 0);
-    json_num(f, "pct_stream", m && c->op->memory_bound && stream_ref(r, c) > 0,
-             m ? 100 * gbs(c) / stream_ref(r, c) : 0);
+    json_num(f, "pct_copy", m && c->op->memory_bound && pct_copy(r, c) > 0,
+             m ? pct_copy(r, c) : 0);
+    json_num(f, "pct_stream", m && c->op->memory_bound && pct_stream(r, c) > 0,
+             m ? pct_stream(r, c) : 0);
+    fprintf(f, ", \"paired\": %s", c->pct_copy_paired > 0 ? "true" : "false");
     json_num(f, "copy_local_gbs", c->local_copy_gbs > 0, c->local_copy_gbs);
     json_num(f, "stream_local_gbs", c->local_stream_gbs > 0, c->local_stream_gbs);
     fprintf(f, ", \"peer\": ");
@@ -202,7 +217,7 @@ int bench_write_json(const bench_run *r, const char *path) {
     else fputs("null", f);
     json_num(f, "peer_us", p, c->peer_ns / 1e3);
     json_num(f, "peer_min_us", p, c->peer_min_ns / 1e3);
-    json_num(f, "speed_vs_peer", p, p ? c->peer_ns / c->ns : 0);
+    json_num(f, "speed_vs_peer", p, p ? vs_peer(c) : 0);
     json_num(f, "check_err", m && c->check_err >= 0, c->check_err);
     fputc('}', f);
   }
