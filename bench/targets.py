@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """targets.py - the issue's performance targets, judged from one run.
 
-    python3 bench/targets.py RUMUS_JSON [--torch COMPARE_JSON]
+    python3 bench/targets.py RUMUS_JSON [--torch COMPARE_JSON] [--table]
 
 RUMUS_JSON is the --json file of one rumus-bench run.  On a CPU device
 (PoCL) it judges the CPU targets against the host peers measured in the same
 run; with --torch (the compare.json that bench/compare_torch.py writes on a
 GPU) it judges the GPU targets against PyTorch measured in the same run.
-Prints a markdown table: target, case, measured value, threshold, verdict.
+Prints a markdown table: target, case, measured value, threshold, verdict
+(after the table of every result with --table).
 
 Targets (ratios from one run; large = the op's compulsory bytes >= 256 MiB):
   CPU (PoCL): memory-bound ops >= 60% of the host STREAM copy at large sizes
@@ -142,13 +143,43 @@ def markdown(rows):
     return "\n".join(out)
 
 
+def results_table(run):
+    """The rumus-bench results as a markdown table (CPU runs: with peers)."""
+    cpu = not run["is_gpu"]
+    head = "| op | shape | MB | rumus us | GB/s | GFLOP/s | % copy |"
+    rule = "|---|---|---:|---:|---:|---:|---:|"
+    if cpu:
+        head += " % STREAM | peer | peer us | peer time / rumus time |"
+        rule += "---:|---|---:|---:|"
+    out = [head, rule]
+    for r in run["results"]:
+        if r["status"] != "ok":
+            out.append(f'| {r["op"]} | {r["shape"]} | {r["bytes"] / 1e6:.3f} | {r["status"]} |'
+                       + " |" * (7 if cpu else 3))
+            continue
+        pc = f'{r["pct_copy"]:.0f}' if r.get("pct_copy") is not None else "-"
+        line = (f'| {r["op"]} | {r["shape"]} | {r["bytes"] / 1e6:.3f} | {r["rumus_us"]:.1f} | '
+                f'{r["gbs"]:.1f} | {r["gflops"]:.1f} | {pc} |')
+        if cpu:
+            ps = f'{r["pct_stream"]:.0f}' if r.get("pct_stream") is not None else "-"
+            if r.get("peer_us"):
+                line += f' {ps} | {r["peer"]} | {r["peer_us"]:.1f} | {r["speed_vs_peer"]:.2f} |'
+            else:
+                line += f" {ps} | - | - | - |"
+        out.append(line)
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("rumus_json")
     ap.add_argument("--torch", help="compare.json of bench/compare_torch.py")
+    ap.add_argument("--table", action="store_true", help="print the results table first")
     a = ap.parse_args()
     with open(a.rumus_json) as f:
         run = json.load(f)
+    if a.table:
+        print(results_table(run) + "\n")
     if a.torch:
         with open(a.torch) as f:
             rows = gpu_targets(run, json.load(f)["torch"]["rows"])

@@ -9,6 +9,13 @@
 #include "bench.h"
 
 static int measured(const bench_case *c) { return c->status == RUMUS_OK && c->ns > 0; }
+/* "ok", "n/a" (the library lacks the op, or the shape does not fit it) or
+ * "failed". */
+static const char *status_text(const bench_case *c) {
+  if (measured(c)) return "ok";
+  if (c->status == RUMUS_EUNSUPPORTED || (c->status == RUMUS_ESHAPE && c->nt == 0)) return "n/a";
+  return "failed";
+}
 static double gbs(const bench_case *c) { return c->bytes / c->ns; }
 static double gflops(const bench_case *c) { return c->flops / c->ns; }
 /* The copy bandwidths a case is compared with: the copies paired with its
@@ -123,7 +130,7 @@ int bench_write_csv(const bench_run *r, const char *path) {
     int m = measured(c), p = m && c->peer_ns > 0;
     fprintf(f, "%s,%s,%s,%.0f,%.0f,%s", c->op->name, c->op->family,
             c->shape.text, c->bytes, c->flops,
-            m ? "ok" : c->status == RUMUS_EUNSUPPORTED ? "n/a" : "failed");
+            status_text(c));
     if (m) fprintf(f, ",%d", c->reps);
     else fputs(",", f);
     csv_num(f, m, c->ns / 1e3);
@@ -193,8 +200,7 @@ int bench_write_json(const bench_run *r, const char *path) {
     fprintf(f, "], \"trans_a\": %d, \"trans_b\": %d, \"memory_bound\": %s",
             c->shape.ta, c->shape.tb, c->op->memory_bound ? "true" : "false");
     fprintf(f, ", \"bytes\": %.0f, \"flops\": %.0f, \"status\": \"%s\"",
-            c->bytes, c->flops,
-            m ? "ok" : c->status == RUMUS_EUNSUPPORTED ? "n/a" : "failed");
+            c->bytes, c->flops, status_text(c));
     if (!m) {
       fprintf(f, ", \"note\": ");
       json_str(f, c->note);
