@@ -23,11 +23,21 @@
  *               gelu' = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
  * The sigmoid and erfc forms avoid the cancellation of 1 + tanh / 1 + erf
  * for negative x.  Derivatives are written in e^-|x| so that no inf * 0
- * appears for large |x|; inputs beyond +-GELU_CLAMP (where every term has
- * reached its float limit) are clamped inside the GELU derivatives.  NaN
- * inputs give NaN (relu and leaky relu pass the NaN through explicitly);
- * act(-inf) is the limit 0 for the GELUs and act'(+-inf) the limits 1 / 0.
+ * appears for large |x|.  NaN inputs give NaN (relu' and leaky relu' pass
+ * the NaN through explicitly); act(-inf) is the limit 0 for the GELUs and
+ * act'(+-inf) the limits 1 / 0.
  *
+ * Transcendentals: exp, tanh and erfc are written here in plain vector
+ * arithmetic (ew_exp, ew_tanh, ew_erfc) rather than taken from the
+ * builtins, which PoCL compiles to far slower code (its rint alone is a
+ * dozen instructions); they are within a few ulp (erfc: 1.2e-7 relative).
+ * Every exp argument is clamped to [-87, 88] so that no intermediate or
+ * result is a denormal (a ~100-cycle microcode assist per instruction on
+ * x86; PoCL does not flush them): values that would fall below 1.6e-38 come
+ * out as that or as 0, an absolute error below 1e-35 after the callers'
+ * arithmetic, and the GELU derivatives clamp x where every term has reached
+ * its float limit.
+
  * Index schemes.  Every work-item handles EW_NV contiguous vectors of
  * EW_VW elements (float4 / float8 through LOAD4 / LOAD8, no alignment
  * needed): work-item g of a flat kernel covers elements
@@ -55,9 +65,11 @@
  *                  x (WG / BG_TC) row lanes of one chunk; lane t sums rows
  *                  t, t + WG/BG_TC, ... (coalesced across columns), then a
  *                  tree over the lanes in local memory.
- *   bias_grad_row  CPU: one work-item per block of 16 columns of one chunk,
- *                  walking its rows with two float8 accumulators, no
- *                  barriers.
+ *   bias_grad_row  CPU: one work-item per block of BG_COLS columns of one
+ *                  chunk, walking its rows with BG_COLS / 8 float8
+ *                  accumulators, no barriers.  64 columns (256 contiguous
+ *                  bytes per row) keep the hardware prefetchers on the
+ *                  stream; one 64-byte line per row 4 KiB apart did not.
  */
 
 #ifndef EW_VW
@@ -74,7 +86,7 @@
 #endif
 #define BG_TR (WG / BG_TC)         /* row lanes per work-group */
 #ifndef BG_COLS
-#define BG_COLS 16 /* columns per work-item of bias_grad_row: 8, 16, ... */
+#define BG_COLS 64 /* columns per work-item of bias_grad_row (multiple of 8) */
 #endif
 
 #define EW_SPAN (EW_VW * EW_NV) /* elements per work-item */
@@ -87,7 +99,7 @@ typedef int8 ivec_t;
 #define VLOAD_PRIV(a) vload8(0, a)
 #define VSTORE_PRIV(v, a) vstore8(v, 0, a)
 #define AS_VEC(v) as_float8(v)
-#define TO_IVEC(v) convert_int8(v)
+#define AS_IVEC(v) as_int8(v)
 #elif EW_VW == 4
 typedef float4 vec_t;
 typedef int4 ivec_t;
@@ -96,7 +108,7 @@ typedef int4 ivec_t;
 #define VLOAD_PRIV(a) vload4(0, a)
 #define VSTORE_PRIV(v, a) vstore4(v, 0, a)
 #define AS_VEC(v) as_float4(v)
-#define TO_IVEC(v) convert_int4(v)
+#define AS_IVEC(v) as_int4(v)
 #else
 #error "EW_VW must be 4 or 8"
 #endif
@@ -130,29 +142,27 @@ enum {
 #define GELU_K2C3 0.2140644488178f   /* 3 * GELU_K2C */
 #define INV_SQRT2 0.70710678118654752f
 #define INV_SQRT2PI 0.39894228040143268f
-#define GELU_CLAMP 20.0f /* |x| beyond which the GELU derivatives are 0 or 1 */
+#define GELU_CLAMP 20.0f /* |x| beyond which gelu_tanh' is 0 or 1 */
 
-/* e^x within about 2 ulp, in plain vector arithmetic (PoCL's exp does not
- * vectorise well; this one is a dozen vector instructions).  x = k ln2 + r
- * with |r| <= ln2 / 2 (Cody-Waite: ln2_hi has 16 bits, so k ln2_hi is
- * exact), e^r by its degree-7 Taylor polynomial (truncation < 6e-9), and
- * 2^k applied in two halves, so that every k from -150 to 128 stays a
- * normal scale factor: overflow gives inf, underflow 0 or a denormal. */
+/* e^x for x in [-87, 88] (callers clamp; no NaN), within about 2 ulp, in
+ * plain vector arithmetic.  x = k ln2 + r with |r| <= ln2 / 2: k by adding
+ * 1.5 * 2^23 (PoCL's rint costs a dozen instructions), r by Cody-Waite
+ * (ln2_hi has 16 bits, so k ln2_hi is exact), e^r by a degree-5 polynomial
+ * fitted for relative error (1.2e-7), and 2^k built in the exponent bits.
+ * The range keeps every result normal: denormal arithmetic costs a
+ * microcode assist of ~100 cycles per instruction on x86 (PoCL does not
+ * flush them), and callers need no value below 1.6e-38. */
 EW_INLINE vec_t ew_exp(vec_t x) {
-  const vec_t xc = clamp(x, -104.0f, 89.0f);
-  const vec_t k = rint(xc * 1.44269504088896341f);
-  vec_t r = fma(k, -0.693145751953125f, xc);
+  const vec_t t = fma(x, 1.44269504088896341f, 12582912.0f);
+  const vec_t k = t - 12582912.0f;
+  vec_t r = fma(k, -0.693145751953125f, x);
   r = fma(k, -1.42860682030941723e-6f, r);
-  vec_t p = fma(r, 1.0f / 5040.0f, 1.0f / 720.0f);
-  p = fma(p, r, 1.0f / 120.0f);
-  p = fma(p, r, 1.0f / 24.0f);
-  p = fma(p, r, 1.0f / 6.0f);
-  p = fma(p, r, 0.5f);
+  vec_t p = fma(r, 0.008316239342093468f, 0.041895899921655655f);
+  p = fma(p, r, 0.16667091846466064f);
+  p = fma(p, r, 0.49999183416366577f);
   p = fma(p, r, 1.0f);
   p = fma(p, r, 1.0f);
-  const ivec_t ki = TO_IVEC(k), k1 = ki >> 1, k2 = ki - k1;
-  const vec_t y = p * AS_VEC((k1 + 127) << 23) * AS_VEC((k2 + 127) << 23);
-  return select(y, x, isnan(x));
+  return p * AS_VEC((AS_IVEC(t) - 0x4B400000 + 127) << 23);
 }
 
 /* tanh: (1 - e) / (1 + e), e = e^-2|x|, with the sign of x; below 0.25,
@@ -160,43 +170,48 @@ EW_INLINE vec_t ew_exp(vec_t x) {
  * < 1e-8 relative). */
 EW_INLINE vec_t ew_tanh(vec_t x) {
   const vec_t a = fabs(x), a2 = a * a;
-  const vec_t e = ew_exp(-2.0f * a);
+  const vec_t e = ew_exp(fmax(-2.0f * a, -87.0f));
   const vec_t big = (1.0f - e) / (1.0f + e);
   vec_t q = fma(a2, 62.0f / 2835.0f, -17.0f / 315.0f);
   q = fma(q, a2, 2.0f / 15.0f);
   q = fma(q, a2, -1.0f / 3.0f);
   const vec_t small = fma(a * a2, q, a);
-  return copysign(select(big, small, a < 0.25f), x);
+  return select(copysign(select(big, small, a < 0.25f), x), x, isnan(x));
 }
 
 /* erfc(z) = t e^(-z^2 + P(t)), t = 1 / (1 + |z| / 2), for z >= 0 (the
  * Chebyshev fit of Press et al., Numerical Recipes, fractional error
  * < 1.2e-7 everywhere), and 2 - erfc(-z) for z < 0.  z^2 is carried as
- * hi + lo (fma) so that its rounding does not reach the exponential; |z|
- * is capped at 11, where erfc is already 0 in float. */
+ * hi + lo (fma) so that its rounding does not reach the exponential.  Past
+ * |z| = 9 erfc (< 4.2e-37) is flushed to 0, clear of denormals. */
 EW_INLINE vec_t ew_erfc(vec_t z) {
-  const vec_t a = fmin(fabs(z), 11.0f);
+  const vec_t a = fmin(fabs(z), 9.0f);
   const vec_t t = 1.0f / fma(0.5f, a, 1.0f);
-  vec_t P = fma(t, 0.17087277f, -0.82215223f);
-  P = fma(P, t, 1.48851587f);
-  P = fma(P, t, -1.13520398f);
-  P = fma(P, t, 0.27886807f);
-  P = fma(P, t, -0.18628806f);
-  P = fma(P, t, 0.09678418f);
-  P = fma(P, t, 0.37409196f);
-  P = fma(P, t, 1.00002368f);
-  P = fma(P, t, -1.26551223f);
+  /* P(t) = sum c_i t^i, i = 0..9, in Estrin's scheme (a chain of 4
+   * instead of 9 dependent fma). */
+  const vec_t t2 = t * t, t4 = t2 * t2, t8 = t4 * t4;
+  const vec_t q0 = fma(t, 1.00002368f, -1.26551223f);
+  const vec_t q1 = fma(t, 0.09678418f, 0.37409196f);
+  const vec_t q2 = fma(t, 0.27886807f, -0.18628806f);
+  const vec_t q3 = fma(t, 1.48851587f, -1.13520398f);
+  const vec_t q4 = fma(t, 0.17087277f, -0.82215223f);
+  const vec_t P = fma(q4, t8, fma(fma(q3, t2, q2), t4, fma(q1, t2, q0)));
   const vec_t a2 = a * a, a2lo = fma(a, a, -a2);
-  const vec_t r = t * ew_exp(P - a2) * (1.0f - a2lo);
+  const vec_t r = select(t * ew_exp(P - a2) * (1.0f - a2lo), (vec_t)0.0f,
+                         fabs(z) > 9.0f); /* P - a2 >= -82.3 */
   return select(select(r, 2.0f - r, z < 0.0f), z, isnan(z));
 }
 
-/* sigmoid'(z) = e / (1 + e)^2 with e = exp(-|z|): finite for every z. */
+/* sigmoid'(z) = e / (1 + e)^2 with e = exp(-|z|): finite for every z
+ * (NaN z gives a finite value: callers select NaN themselves). */
 EW_INLINE vec_t dsigmoid(vec_t z) {
-  const vec_t e = ew_exp(-fabs(z));
+  const vec_t e = ew_exp(fmax(-fabs(z), -87.0f));
   const vec_t d = 1.0f + e;
   return e / (d * d);
 }
+
+/* NaN in x gives NaN (the exp arguments are clamped, which drops NaN). */
+#define KEEP_NAN(v, x) select((v), (x), isnan(x))
 
 EW_INLINE vec_t act_fwd(vec_t x, float p, int act) {
   switch (act) {
@@ -204,14 +219,16 @@ EW_INLINE vec_t act_fwd(vec_t x, float p, int act) {
     return select(x, (vec_t)0.0f, x <= 0.0f); /* NaN: x <= 0 is false */
   case ACT_LEAKY_RELU:
     return select(x, x * p, x <= 0.0f);
-  case ACT_SIGMOID:
-    return 1.0f / (1.0f + ew_exp(-x)); /* exp(+big) = inf gives 0: stable */
+  case ACT_SIGMOID: /* e^-x capped at e^87: the result stays normal */
+    return KEEP_NAN(1.0f / (1.0f + ew_exp(clamp(-x, -87.0f, 87.0f))), x);
   case ACT_TANH:
     return ew_tanh(x);
   case ACT_GELU_TANH: {
-    const vec_t z = x * (GELU_K2 + GELU_K2C * (x * x)); /* 2u */
-    const vec_t s = 1.0f / (1.0f + ew_exp(-z));
-    return select(x * s, fmax(x, 0.0f), isinf(x)); /* -inf * 0 -> 0 */
+    /* x s(2u) = x / (1 + e^-2u); 2u capped below at -80 so that the result
+     * stays normal; NaN passes through x, -inf / inf is fixed to 0. */
+    const vec_t z = x * (GELU_K2 + GELU_K2C * (x * x));
+    const vec_t y = x / (1.0f + ew_exp(clamp(-z, -87.0f, 80.0f)));
+    return select(y, fmax(x, 0.0f), isinf(x));
   }
   default: { /* ACT_GELU_ERF */
     const vec_t t = ew_erfc(-x * INV_SQRT2); /* 2 Phi(x) */
@@ -223,26 +240,31 @@ EW_INLINE vec_t act_fwd(vec_t x, float p, int act) {
 EW_INLINE vec_t act_bwd(vec_t x, vec_t dy, float p, int act) {
   switch (act) {
   case ACT_RELU: /* PyTorch's threshold: x <= 0 gives 0, even for NaN dy */
-    return select(select(dy, (vec_t)0.0f, x <= 0.0f), x, isnan(x));
+    return KEEP_NAN(select(dy, (vec_t)0.0f, x <= 0.0f), x);
   case ACT_LEAKY_RELU:
-    return select(select(dy, dy * p, x <= 0.0f), x, isnan(x));
+    return KEEP_NAN(select(dy, dy * p, x <= 0.0f), x);
   case ACT_SIGMOID:
-    return dy * dsigmoid(x);
+    return KEEP_NAN(dy * dsigmoid(x), x);
   case ACT_TANH:
-    return dy * (4.0f * dsigmoid(2.0f * x));
+    return KEEP_NAN(dy * (4.0f * dsigmoid(2.0f * x)), x);
   case ACT_GELU_TANH: {
+    /* One exp and one division: with e = e^-z, s = 1 / (1 + e) and
+     * s'(z) = e s^2; z is capped at +-40 (s' < 4.3e-18 beyond) so that e
+     * stays finite and e s^2 normal. */
     const vec_t xc = clamp(x, -GELU_CLAMP, GELU_CLAMP);
     const vec_t x2 = xc * xc;
-    const vec_t z = xc * (GELU_K2 + GELU_K2C * x2);
-    const vec_t s = 1.0f / (1.0f + ew_exp(-z));
-    const vec_t g = s + xc * dsigmoid(z) * (GELU_K2 + GELU_K2C3 * x2);
-    return select(dy * g, x, isnan(x)); /* clamp drops NaN */
+    const vec_t z = clamp(xc * (GELU_K2 + GELU_K2C * x2), -40.0f, 40.0f);
+    const vec_t e = ew_exp(-z);
+    const vec_t s = 1.0f / (1.0f + e);
+    const vec_t g = fma(xc * (e * s * s), GELU_K2 + GELU_K2C3 * x2, s);
+    return KEEP_NAN(dy * g, x);
   }
-  default: { /* ACT_GELU_ERF */
-    const vec_t xc = clamp(x, -GELU_CLAMP, GELU_CLAMP);
+  default: { /* ACT_GELU_ERF: beyond |x| = 13, Phi is 0 or 1 and x phi(x)
+              * < 1e-36, still normal */
+    const vec_t xc = clamp(x, -13.0f, 13.0f);
     const vec_t g = 0.5f * ew_erfc(-xc * INV_SQRT2) +
                     xc * (INV_SQRT2PI * ew_exp(-0.5f * (xc * xc)));
-    return select(dy * g, x, isnan(x));
+    return KEEP_NAN(dy * g, x);
   }
   }
 }
@@ -420,9 +442,15 @@ __kernel void bias_grad_row(global const real_t *dy, ulong dy_off,
     for (size_t r = r0; r < r1; r++)
       for (int k = 0; k < BG_COLS / 8; k++) a[k] += LOAD8(p, r * n + 8 * k);
     for (int k = 0; k < BG_COLS / 8; k++) STORE8(a[k], o, 8 * k);
-  } else {
-    const size_t w = n - c0; /* 1 .. BG_COLS - 1 columns */
-    for (size_t j = 0; j < w; j++) {
+  } else { /* the last, partial block: float8 groups, then single columns */
+    const size_t w = n - c0;
+    size_t j = 0;
+    for (; j + 8 <= w; j += 8) {
+      float8 a = 0.0f;
+      for (size_t r = r0; r < r1; r++) a += LOAD8(p, r * n + j);
+      STORE8(a, o, j);
+    }
+    for (; j < w; j++) {
       float s = 0.0f;
       for (size_t r = r0; r < r1; r++) s += LOAD(p, r * n + j);
       STORE(s, o, j);

@@ -14,6 +14,8 @@
  *                                    (two roundings, or one if fused)
  *   relu, leaky relu (fwd, bwd)      1 ulp as above (exact but for slope * x)
  *   sigmoid, tanh, GELUs (fwd, bwd)  atol 1e-6, rtol 2e-6
+ *   every forward at |x| <= 0.3       rtol 4e-6, atol 0 (tanh x ~ x keeps
+ *                                    its relative accuracy near 0)
  *   bwd vs central differences of the double reference forward (h = 1e-4):
  *                                    atol 2e-6, rtol 4e-6
  *   bwd vs central differences of the device's own float forward
@@ -226,6 +228,29 @@ START_TEST(activation_special_values) {
   rumus_ctx *ctx = tu_ctx();
   for (int act = 0; act < NACT; act++) check_act(ctx, act, x, dy, N, "special");
   tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Small inputs keep their relative accuracy (tanh x ~ x, GELU ~ x / 2):
+ * every forward within rtol 4e-6 with no absolute slack. */
+START_TEST(activation_tiny_inputs) {
+  static const float TINY[] = {1e-30f, -1e-30f, 1e-8f, -1e-8f, 3e-6f, -3e-6f, 1e-4f,
+                               -1e-4f, 0.01f, -0.01f, 0.2f, -0.2f, 0.3f};
+  enum { N = sizeof TINY / sizeof TINY[0] };
+  double want[N];
+  rumus_ctx *ctx = tu_ctx();
+  rumus_tensor *tx = tensor_1d(ctx, N, TINY), *ty = tensor_1d(ctx, N, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int act = 0; act < NACT; act++) {
+      TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, SLOPE, tx, ty));
+      float *got = tu_download(ctx, ty);
+      for (int i = 0; i < N; i++) want[i] = ref_activation(act, SLOPE, TINY[i]);
+      check_close(ACT_NAMES[act], got, want, N, 0.0, 4e-6);
+      free(got);
+    }
+  }
+  tu_free_all(ctx, tx, ty, NULL);
 }
 END_TEST
 
@@ -759,6 +784,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, activation_special_values);
+  tcase_add_test(limits, activation_tiny_inputs);
   tcase_add_test(limits, bias_add_many_rows);
   tcase_add_test(limits, bias_grad_large);
   tcase_add_test(limits, in_place);

@@ -25,8 +25,12 @@ static const char *const FILE_CL = "elementwise.cl";
 /* bias_grad: chunks of rows, each reduced into one partial row. */
 #define BG_MAX_CHUNKS 1024
 #define BG_RC_GPU 256  /* rows per chunk at least, GPU variant */
-#define BG_RC_CPU 512  /* rows per chunk at least, CPU variant */
-#define BG_COLS_CPU 16 /* columns per work-item of bias_grad_row */
+#define BG_RC_CPU 256  /* rows per chunk at least, CPU variant */
+/* Columns per work-item of bias_grad_row: 64 (eight float8 accumulators)
+ * read 256 contiguous bytes per row, which the CPU's prefetchers follow;
+ * 16 columns (one cache line per row, rows 4 KiB apart) ran at 4.5 GB/s
+ * against 7.6 GB/s for 64 on the 2-core CI machine (copy: 12 GB/s). */
+#define BG_COLS_CPU 64
 
 /* Geometry of the flat kernels for this context's variant. */
 typedef struct {
