@@ -393,48 +393,104 @@ __kernel GEMM_WG_ATTR void gemm_tiled(
 
 /* ---- CPU variant --------------------------------------------------------- */
 
-/* Ap[z][q][k][r] = op(A_z)[q * MR + r][k], 0 past M.  Work-item (k, q, z). */
+/* The pack kernels: work-item (kb, panel, z) (gemm_pack_a with TA:
+ * (panel, kb, z)) packs the PKB steps of k
+ * from kb * PKB of one panel, reading the stored matrix along its
+ * contiguous direction (float16 runs of k, or rows of the panel) and
+ * writing one contiguous block of PKB * MR (PKB * NR) floats. */
+#define PKB 16
+
+/* Ap[z][q][k][r] = op(A_z)[q * MR + r][k], 0 past M. */
 __kernel void gemm_pack_a(global const real_t *restrict A, ulong a_off,
                           ulong lda, ulong stride_a, global float *restrict Ap,
                           ulong M, ulong K) {
-  const size_t k = get_global_id(0), q = get_global_id(1), z = get_global_id(2);
-  const size_t nq = ((size_t)M + MR - 1) / MR;
-  if (k >= K || q >= nq) return;
+#if TA /* work-items in a row read neighbouring stretches of the same rows */
+  const size_t q = get_global_id(0), kb = get_global_id(1), z = get_global_id(2);
+#else
+  const size_t kb = get_global_id(0), q = get_global_id(1), z = get_global_id(2);
+#endif
+  const size_t nq = ((size_t)M + MR - 1) / MR, k0 = kb * PKB;
+  if (k0 >= K || q >= nq) return;
+  const size_t kn = min((size_t)PKB, (size_t)K - k0);
+  const size_t i0 = q * MR, rows = min((size_t)MR, (size_t)M - i0);
   global const real_t *src = A + (size_t)a_off + z * (size_t)stride_a;
-  global float *dst = Ap + ((z * nq + q) * (size_t)K + k) * MR;
-  const size_t i0 = q * MR;
-  if (i0 + MR <= M) {
-    UNROLL for (int r = 0; r < MR; r++) dst[r] = LOAD(src, A_IDX(i0 + r, k, lda));
-  } else {
-    for (int r = 0; r < MR; r++)
-      dst[r] = i0 + r < M ? LOAD(src, A_IDX(i0 + r, k, lda)) : 0.0f;
+  global float *dst = Ap + ((z * nq + q) * (size_t)K + k0) * MR;
+#if TA
+  for (size_t kk = 0; kk < kn; kk++) {
+    global const real_t *row = src + A_IDX(i0, k0 + kk, lda);
+    if (rows == MR) {
+      UNROLL for (int r = 0; r < MR; r++) dst[kk * MR + r] = LOAD(row, r);
+    } else {
+      for (size_t r = 0; r < MR; r++)
+        dst[kk * MR + r] = r < rows ? LOAD(row, r) : 0.0f;
+    }
   }
+#else
+  if (kn == PKB) {
+    UNROLL for (int r = 0; r < MR; r++) {
+      float16 v = (size_t)r < rows ? LOAD16(src, A_IDX(i0 + r, k0, lda)) : 0.0f;
+      const float *e = (const float *)&v;
+      UNROLL for (int kk = 0; kk < PKB; kk++) dst[kk * MR + r] = e[kk];
+    }
+  } else {
+    for (size_t kk = 0; kk < kn; kk++)
+      for (size_t r = 0; r < MR; r++)
+        dst[kk * MR + r] = r < rows ? LOAD(src, A_IDX(i0 + r, k0 + kk, lda)) : 0.0f;
+  }
+#endif
 }
 
-/* Bp[z][p][k][c] = op(B_z)[k][p * NR + c], 0 past N.  Work-item (k, p, z). */
+/* Bp[z][p][k][c] = op(B_z)[k][p * NR + c], 0 past N.  With TB the
+ * work-item is (kb, p * NV + v, z) and packs a 16 x 16 block (columns
+ * 16 v .. 16 v + 15 of the panel): 16 float16 runs of rows of B^T in, 16
+ * float16 runs of the panel out, transposed through private memory. */
 __kernel void gemm_pack_b(global const real_t *restrict B, ulong b_off,
                           ulong ldb, ulong stride_b, global float *restrict Bp,
                           ulong N, ulong K) {
-  const size_t k = get_global_id(0), p = get_global_id(1), z = get_global_id(2);
-  const size_t np = ((size_t)N + NR - 1) / NR;
-  if (k >= K || p >= np) return;
-  global const real_t *src = B + (size_t)b_off + z * (size_t)stride_b;
-  global float *dst = Bp + ((z * np + p) * (size_t)K + k) * NR;
-  const size_t j0 = p * NR;
+  const size_t kb = get_global_id(0), z = get_global_id(2);
+  const size_t np = ((size_t)N + NR - 1) / NR, k0 = kb * PKB;
 #if TB
-  if (j0 + NR <= N) {
-    UNROLL for (int c = 0; c < NR; c++) dst[c] = LOAD(src, B_IDX(k, j0 + c, ldb));
-    return;
+  const size_t p = get_global_id(1) / NV, v = get_global_id(1) % NV;
+#else
+  const size_t p = get_global_id(1);
+#endif
+  if (k0 >= K || p >= np) return;
+  const size_t kn = min((size_t)PKB, (size_t)K - k0);
+  global const real_t *src = B + (size_t)b_off + z * (size_t)stride_b;
+  global float *dst = Bp + ((z * np + p) * (size_t)K + k0) * NR;
+#if TB
+  const size_t j0 = p * NR + 16 * v;
+  const size_t cols = j0 < N ? min((size_t)16, (size_t)N - j0) : 0;
+  dst += 16 * v;
+  if (kn == PKB) {
+    float t[16 * 16];
+    UNROLL for (int c = 0; c < 16; c++)
+      vstore16((size_t)c < cols ? LOAD16(src, B_IDX(k0, j0 + c, ldb)) : 0.0f,
+               c, t);
+    UNROLL for (int kk = 0; kk < 16; kk++) {
+      float16 o;
+      float *e = (float *)&o;
+      UNROLL for (int c = 0; c < 16; c++) e[c] = t[c * 16 + kk];
+      vstore16(o, 0, dst + kk * NR);
+    }
+  } else {
+    for (size_t kk = 0; kk < kn; kk++)
+      for (size_t c = 0; c < 16; c++)
+        dst[kk * NR + c] = c < cols ? LOAD(src, B_IDX(k0 + kk, j0 + c, ldb)) : 0.0f;
   }
 #else
-  if (j0 + NR <= N) {
-    UNROLL for (int v = 0; v < NV; v++)
-      vstore16(LOAD16(src, B_IDX(k, j0 + 16 * v, ldb)), v, dst);
-    return;
+  const size_t j0 = p * NR, cols = min((size_t)NR, (size_t)N - j0);
+  for (size_t kk = 0; kk < kn; kk++) {
+    global const real_t *row = src + B_IDX(k0 + kk, j0, ldb);
+    if (cols == NR) {
+      UNROLL for (int v = 0; v < NV; v++)
+        vstore16(LOAD16(row, 16 * v), v, dst + kk * NR);
+    } else {
+      for (size_t c = 0; c < NR; c++)
+        dst[kk * NR + c] = c < cols ? LOAD(row, c) : 0.0f;
+    }
   }
 #endif
-  for (int c = 0; c < NR; c++)
-    dst[c] = j0 + c < N ? LOAD(src, B_IDX(k, j0 + c, ldb)) : 0.0f;
 }
 
 /* C[z][q * MR + r][p * NR + c] = alpha * sum_k Ap[.][q][k][r] Bp[.][p][k][c]

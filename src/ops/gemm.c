@@ -44,7 +44,7 @@ static const tiled_cfg GPU_TILES[] = {
  * by 5-15%; local sizes 1 to 16 were within the noise, 8 and 16 ahead at
  * 2048^3. */
 enum { CPU_MR = 6, CPU_NV = 4, CPU_NR = 16 * CPU_NV, CPU_LOCAL = 8 };
-enum { PACK_LOCAL = 8 };
+enum { PACK_KB = 16, PACK_LOCAL = 8 }; /* k-steps per pack work-item (gemm.cl PKB) */
 
 /* Work-groups per launch along grid dimensions 1 and 2 (CUDA's limit,
  * which NVIDIA's OpenCL inherits). */
@@ -246,8 +246,11 @@ static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
           RUMUS__ARG(ldc), RUMUS__ARG(sc), RUMUS__ARG(M),
           RUMUS__ARG(N),   RUMUS__ARG(Kc), RUMUS__ARG(p->alpha),
           RUMUS__ARG(beta)};
-      const size_t ga[3] = {kn, mp / CPU_MR, bat_a ? bn : 1};
-      const size_t gb[3] = {kn, np / CPU_NR, bat_b ? bn : 1};
+      const size_t kbn = (kn + PACK_KB - 1) / PACK_KB;
+      const size_t ga[3] = {p->ta ? mp / CPU_MR : kbn, p->ta ? kbn : mp / CPU_MR,
+                            bat_a ? bn : 1};
+      const size_t gb[3] = {kbn, np / CPU_NR * (p->tb ? CPU_NV : 1),
+                            bat_b ? bn : 1};
       const size_t gm[3] = {mp / CPU_MR, np / CPU_NR, bn};
       if (kn > 0) {
         st = rumus__launch(ctx, op, &kpa, 3, ga, lpack, 7, aa);
