@@ -39,12 +39,14 @@ static const tiled_cfg GPU_TILES[] = {
 
 /* Register block of gemm_packed (MR rows, NV float16 columns: MR * NV + NV
  * + 1 of the 32 AVX-512 registers) and its local size along the row
- * blocks (work-items of a group share one B panel).  On PoCL with 2
- * AVX-512 cores, 6 x 64 beat 8 x 32, 12 x 32, 14 x 32, 4 x 64 and 8 x 48
- * by 5-15%; local sizes 1 to 16 were within the noise, 8 and 16 ahead at
- * 2048^3. */
+ * blocks (work-items of a group share one B panel).  On PoCL, one
+ * AVX-512 core, 1024^3: 6 x 64 gave 109 GFLOP/s, 8 x 32, 12 x 32, 14 x 32
+ * and 4 x 64 94-101; on 2 busy cores 6 x 64, 8 x 48 and 12 x 32 were
+ * within the noise, 6 x 64 ahead or level.  Local sizes 1 to 16 were
+ * within the noise. */
 enum { CPU_MR = 6, CPU_NV = 4, CPU_NR = 16 * CPU_NV, CPU_LOCAL = 8 };
-enum { PACK_KB = 16, PACK_LOCAL = 8 }; /* k-steps per pack work-item (gemm.cl PKB) */
+/* k-steps per work-item of the pack kernels (PKB in gemm.cl), local size. */
+enum { PACK_KB = 16, PACK_LOCAL = 8 };
 
 /* Work-groups per launch along grid dimensions 1 and 2 (CUDA's limit,
  * which NVIDIA's OpenCL inherits). */
