@@ -216,7 +216,8 @@ END_TEST
 START_TEST(activation_special_values) {
   static const float SPECIAL[] = {0.0f, -0.0f, 1e-8f, -1e-8f, 3.0f, -3.0f, 20.0f, -20.0f,
                                   1e4f, -1e4f, INFINITY, -INFINITY, NAN, 0.75f, -0.75f,
-                                  1e-30f, 88.0f, -88.0f, 1e20f, -1e20f, 6.0f, -6.0f};
+                                  1e-30f, 88.0f, -88.0f, 1e20f, -1e20f, 6.0f, -6.0f,
+                                  3e38f, -3e38f, 13.0f, -13.0f};
   enum { NS = sizeof SPECIAL / sizeof SPECIAL[0], N = 3 * NS + 5 };
   float x[N], dy[N];
   tu_rng r;
