@@ -3,10 +3,13 @@
  * (created and adopted), options, tensors (create, wrap, transfers, fill,
  * copy, reshape), the program cache, kernel sources and profiling.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <math.h>
 
 #include "testutil.h"
 
@@ -343,6 +346,65 @@ START_TEST(kernel_dir_and_build_errors) {
 }
 END_TEST
 
+/* Several threads share one context: each builds (the first to come
+ * compiles, the others wait on the cache) and launches softmax on its own
+ * tensors many times; every result must match the reference. */
+enum { THREADS = 4, ROUNDS = 25, TROWS = 9, TCOLS = 130 };
+typedef struct {
+  rumus_ctx *ctx;
+  int id, status;
+  double worst;
+} thread_job;
+
+static void *thread_main(void *arg) {
+  thread_job *job = arg;
+  float x[TROWS * TCOLS], y[TROWS * TCOLS];
+  double want[TROWS * TCOLS];
+  tu_rng r;
+  tu_rng_seed(&r, 1000 + (uint64_t)job->id);
+  tu_fill_uniform(&r, x, TROWS * TCOLS, -5, 5);
+  ref_softmax_fwd(x, TROWS, TCOLS, job->id % 2, want);
+  size_t shape[2] = {TROWS, TCOLS};
+  rumus_tensor *tx = NULL, *ty = NULL;
+  job->status = rumus_tensor_create(job->ctx, RUMUS_F32, 2, shape, &tx);
+  if (job->status == RUMUS_OK)
+    job->status = rumus_tensor_create(job->ctx, RUMUS_F32, 2, shape, &ty);
+  if (job->status == RUMUS_OK) job->status = rumus_tensor_upload(tx, x, sizeof x);
+  for (int k = 0; k < ROUNDS && job->status == RUMUS_OK; k++) {
+    job->status = (job->id % 2 ? rumus_log_softmax_fwd : rumus_softmax_fwd)(job->ctx, tx, ty);
+    if (job->status == RUMUS_OK) job->status = rumus_tensor_download(ty, y, sizeof y);
+    for (size_t i = 0; job->status == RUMUS_OK && i < TROWS * TCOLS; i++) {
+      double e = fabs(y[i] - want[i]);
+      if (!(e <= 2e-5)) job->worst = e > job->worst || isnan(e) ? e : job->worst;
+    }
+  }
+  rumus_tensor_free(tx);
+  rumus_tensor_free(ty);
+  return NULL;
+}
+
+START_TEST(threads_share_a_context) {
+  rumus_ctx *ctx = tu_ctx();
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, rumus_cache_clear(ctx));
+    pthread_t th[THREADS];
+    thread_job jobs[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+      jobs[i] = (thread_job){ctx, i, RUMUS_OK, 0.0};
+      ck_assert_int_eq(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < THREADS; i++) {
+      ck_assert_msg(jobs[i].status == RUMUS_OK, "thread %d: %s", i, rumus_err_name(jobs[i].status));
+      ck_assert_msg(jobs[i].worst == 0.0, "thread %d (%s): error %g", i,
+                    tu_variant_name(tu_variants[v]), jobs[i].worst);
+    }
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("core");
   TCase *core = tu_tcase("core");
@@ -352,6 +414,7 @@ int main(void) {
   tcase_add_test(core, options);
   tcase_add_test(core, tensor_lifecycle);
   tcase_add_test(core, program_cache_and_profiling);
+  tcase_add_test(core, threads_share_a_context);
   suite_add_tcase(s, core);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, free_with_live_tensors);
