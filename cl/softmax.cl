@@ -9,10 +9,12 @@
  *   log-softmax bwd: dx = dy - exp(y) * sum(dy)
  *
  * Three variants of each kernel:
- *   *_wgc  one work-group of WG work-items per row, the row held in
- *          registers (CACHE_V4 float4 per work-item), so it is read from
- *          memory once; tree reductions in local memory (GPU path for rows
- *          of up to 4 * WG * CACHE_V4 elements).
+ *   *_wgc  `rt` work-items per row (a power of two dividing WG, a kernel
+ *          argument), WG / rt rows per work-group, the row held in
+ *          registers (up to CACHE_V4 float4 per work-item), so it is read
+ *          from memory once; segmented tree reductions in local memory.
+ *          GPU path for rows of up to 4 * WG * CACHE_V4 elements: short
+ *          rows share a work-group, so barriers are paid once per group.
  *   *_wg   the same without the register cache, for longer rows: each
  *          work-item walks the row with stride WG; the forward keeps an
  *          online (max, sum) pair per work-item, so the row is read twice.
@@ -164,48 +166,76 @@ inline void store4_part(float4 v, global real_t *p, size_t q, size_t n) {
   if (j + 2 < n) STORE(v.z, p, j + 2);
 }
 
+/* Segmented reductions over groups of rt work-items (lane = lid % rt):
+ * every lane gets its group's result.  Every work-item of the work-group
+ * must call them (the barriers). */
+inline float seg_reduce_max(local float *buf, float v, uint rt) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint step = rt / 2; step > 0; step /= 2) {
+    if (lane < step) buf[lid] = fmax(buf[lid], buf[lid + step]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return buf[lid - lane];
+}
+
+inline float seg_reduce_sum(local float *buf, float v, uint rt) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint step = rt / 2; step > 0; step /= 2) {
+    if (lane < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return buf[lid - lane];
+}
+
+/* Row of n elements (n = 0 for the padding rows of the last work-group:
+ * they load and store nothing but take part in the barriers); the lane
+ * holds float4 groups lane, lane + rt, ... */
 inline void softmax_fwd_wgc_body(global const real_t *x, global real_t *y,
-                                 ulong cols, int log_mode, local float *lm,
-                                 local float *ls) {
-  const size_t lid = get_local_id(0), n = (size_t)cols;
+                                 size_t n, uint rt, int log_mode,
+                                 local float *lm, local float *ls) {
+  const size_t lane = get_local_id(0) % rt;
   float4 v[CACHE_V4];
   float m = -INFINITY;
   for (int k = 0; k < CACHE_V4; k++) {
-    v[k] = load4_fill(x, lid + (size_t)k * WG, n, -INFINITY);
+    v[k] = load4_fill(x, lane + (size_t)k * rt, n, -INFINITY);
     m = fmax(m, fmax(fmax(v[k].x, v[k].y), fmax(v[k].z, v[k].w)));
   }
-  const float M = wg_reduce_max(lm, m);
+  const float M = seg_reduce_max(lm, m, rt);
   float s = 0.0f;
   for (int k = 0; k < CACHE_V4; k++) {
     float4 e = exp(v[k] - M); /* padding lanes: exp(-inf) = 0 */
     s += rumus_hsum4(e);
     if (!log_mode) v[k] = e;
   }
-  wg_reduce_sum(ls, s); /* lm and ls differ: no barrier needed between */
-  const float S = ls[0];
+  /* lm and ls differ, so no barrier is needed between the reductions. */
+  const float S = seg_reduce_sum(ls, s, rt);
   const float inv = 1.0f / S, lsum = log(S);
   for (int k = 0; k < CACHE_V4; k++)
     store4_part(log_mode ? (v[k] - M) - lsum : v[k] * inv, y,
-                lid + (size_t)k * WG, n);
+                lane + (size_t)k * rt, n);
 }
 
 inline void softmax_bwd_wgc_body(global const real_t *y,
                                  global const real_t *dy, global real_t *dx,
-                                 ulong cols, int log_mode, local float *ls) {
-  const size_t lid = get_local_id(0), n = (size_t)cols;
+                                 size_t n, uint rt, int log_mode,
+                                 local float *ls) {
+  const size_t lane = get_local_id(0) % rt;
   float4 yv[CACHE_V4], gv[CACHE_V4];
   float acc = 0.0f;
   for (int k = 0; k < CACHE_V4; k++) {
-    const size_t q = lid + (size_t)k * WG;
+    const size_t q = lane + (size_t)k * rt;
     gv[k] = load4_fill(dy, q, n, 0.0f);
     yv[k] = load4_fill(y, q, n, 0.0f);
     acc += log_mode ? rumus_hsum4(gv[k]) : dot(gv[k], yv[k]);
   }
-  wg_reduce_sum(ls, acc);
-  const float d = ls[0];
+  const float d = seg_reduce_sum(ls, acc, rt);
   for (int k = 0; k < CACHE_V4; k++)
     store4_part(log_mode ? gv[k] - exp(yv[k]) * d : yv[k] * (gv[k] - d), dx,
-                lid + (size_t)k * WG, n);
+                lane + (size_t)k * rt, n);
 }
 
 #define ROW_BASE(p, off) ((p) + (size_t)(off) + (size_t)get_group_id(0) * (size_t)cols)
@@ -246,22 +276,30 @@ __kernel RUMUS_WG_ATTR void log_softmax_bwd_wg(global const real_t *y,
                       ROW_BASE(dx, dx_off), cols, 1, ls);
 }
 
+/* Row of work-item lid in the *_wgc kernels, and its element count (0 for
+ * padding rows past `rows`). */
+#define WGC_ROW(rt) ((size_t)get_group_id(0) * (WG / (rt)) + get_local_id(0) / (rt))
+#define WGC_N(r) ((r) < (size_t)rows ? (size_t)cols : 0)
+#define WGC_PTR(p, off, r) ((p) + (size_t)(off) + (WGC_N(r) ? (r) * (size_t)cols : 0))
+
 __kernel RUMUS_WG_ATTR void softmax_fwd_wgc(global const real_t *x,
                                             ulong x_off, global real_t *y,
-                                            ulong y_off, ulong rows,
-                                            ulong cols) {
+                                            ulong y_off, ulong rows, ulong cols,
+                                            uint rt) {
   local float lm[WG], ls[WG];
-  softmax_fwd_wgc_body(ROW_BASE(x, x_off), ROW_BASE(y, y_off), cols, 0, lm,
-                       ls);
+  const size_t r = WGC_ROW(rt);
+  softmax_fwd_wgc_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),
+                       rt, 0, lm, ls);
 }
 
 __kernel RUMUS_WG_ATTR void log_softmax_fwd_wgc(global const real_t *x,
                                                 ulong x_off, global real_t *y,
                                                 ulong y_off, ulong rows,
-                                                ulong cols) {
+                                                ulong cols, uint rt) {
   local float lm[WG], ls[WG];
-  softmax_fwd_wgc_body(ROW_BASE(x, x_off), ROW_BASE(y, y_off), cols, 1, lm,
-                       ls);
+  const size_t r = WGC_ROW(rt);
+  softmax_fwd_wgc_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),
+                       rt, 1, lm, ls);
 }
 
 __kernel RUMUS_WG_ATTR void softmax_bwd_wgc(global const real_t *y,
@@ -269,10 +307,11 @@ __kernel RUMUS_WG_ATTR void softmax_bwd_wgc(global const real_t *y,
                                             global const real_t *dy,
                                             ulong dy_off, global real_t *dx,
                                             ulong dx_off, ulong rows,
-                                            ulong cols) {
+                                            ulong cols, uint rt) {
   local float ls[WG];
-  softmax_bwd_wgc_body(ROW_BASE(y, y_off), ROW_BASE(dy, dy_off),
-                       ROW_BASE(dx, dx_off), cols, 0, ls);
+  const size_t r = WGC_ROW(rt);
+  softmax_bwd_wgc_body(WGC_PTR(y, y_off, r), WGC_PTR(dy, dy_off, r),
+                       WGC_PTR(dx, dx_off, r), WGC_N(r), rt, 0, ls);
 }
 
 __kernel RUMUS_WG_ATTR void log_softmax_bwd_wgc(global const real_t *y,
@@ -281,10 +320,11 @@ __kernel RUMUS_WG_ATTR void log_softmax_bwd_wgc(global const real_t *y,
                                                 ulong dy_off,
                                                 global real_t *dx,
                                                 ulong dx_off, ulong rows,
-                                                ulong cols) {
+                                                ulong cols, uint rt) {
   local float ls[WG];
-  softmax_bwd_wgc_body(ROW_BASE(y, y_off), ROW_BASE(dy, dy_off),
-                       ROW_BASE(dx, dx_off), cols, 1, ls);
+  const size_t r = WGC_ROW(rt);
+  softmax_bwd_wgc_body(WGC_PTR(y, y_off, r), WGC_PTR(dy, dy_off, r),
+                       WGC_PTR(dx, dx_off, r), WGC_N(r), rt, 1, ls);
 }
 
 /* ---- Row variant (one work-item per row) -------------------------------- */

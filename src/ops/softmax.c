@@ -27,7 +27,15 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
   char opts[128], kname[64];
   program_options(ctx, opts, sizeof opts);
   const int wg_variant = rumus__gpu_variant(ctx);
-  const int cached = wg_variant && cols <= 4 * rumus__reduce_wg(ctx) * CACHE_V4;
+  const size_t wg = rumus__reduce_wg(ctx);
+  const int cached = wg_variant && cols <= 4 * wg * CACHE_V4;
+  /* *_wgc: rt work-items per row, the fewest (a power of two, at least 8
+   * for coalesced loads) that hold the row in CACHE_V4 float4 each, so
+   * short rows share a work-group and its barriers. */
+  cl_uint rt = 8;
+  while (rt < wg && (size_t)rt * CACHE_V4 * 4 < cols) rt *= 2;
+  if (rt > wg) rt = (cl_uint)wg;
+  const size_t rows_per_group = cached ? wg / rt : 1;
   snprintf(kname, sizeof kname, "%s_%s", base,
            !wg_variant ? "row" : cached ? "wgc" : "wg");
   const rumus__kernel_ref k = {FILE_CL, opts, kname};
@@ -36,7 +44,7 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
     cl_ulong nrows = rows - r0 < chunk ? rows - r0 : chunk;
     cl_ulong ncols = cols;
     cl_ulong offs[3];
-    rumus__arg args[8];
+    rumus__arg args[9];
     size_t na = 0;
     for (int i = 0; i < nt; i++) {
       offs[i] = rumus__off(ts[i]) + (cl_ulong)(r0 * cols);
@@ -45,10 +53,11 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
     }
     args[na++] = RUMUS__ARG(nrows);
     args[na++] = RUMUS__ARG(ncols);
+    if (cached) args[na++] = RUMUS__ARG(rt);
     size_t global, local;
     if (wg_variant) {
-      local = rumus__reduce_wg(ctx);
-      global = (size_t)nrows * local;
+      local = wg;
+      global = ((size_t)nrows + rows_per_group - 1) / rows_per_group * local;
     } else {
       local = rumus__row_local(ctx, (size_t)nrows);
       global = (size_t)nrows;
