@@ -428,7 +428,9 @@ RUMUS_API int rumus_gemm_ex(rumus_ctx *ctx, rumus_transpose ta,
 /* ------------------------------------------------------------------------ */
 
 /*! rumus_bias_add() : y[r, j] += bias[j] for y of shape [..., F] and bias
- *  [F].  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, ... */
+ *  [F].  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE,
+ *  RUMUS_EINVAL (a tensor of another context), RUMUS_EBUILD, RUMUS_ECL,
+ *  RUMUS_EDEVMEM (rumus_bias_grad's scratch buffer). */
 RUMUS_API int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y,
                              const rumus_tensor *bias);
 /*! rumus_bias_grad() : dbias[j] = sum over rows r of dy[r, j] (for dy of
@@ -439,7 +441,8 @@ RUMUS_API int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
 /*! Element-wise ops on tensors of equal element count (out may alias an
  *  input): out = a + b, a - b, a * b; rumus_scale: out = alpha * x;
  *  rumus_axpy: y = alpha * x + y.
- *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, ... */
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL
+ *  (a tensor of another context), RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_add(rumus_ctx *ctx, const rumus_tensor *a,
                         const rumus_tensor *b, rumus_tensor *out);
 RUMUS_API int rumus_sub(rumus_ctx *ctx, const rumus_tensor *a,
@@ -485,9 +488,10 @@ typedef struct {
  *  One torch.optim.SGD step on param with grad.  momentum_buf (same shape)
  *  is needed when momentum != 0 and may be NULL otherwise; `step` counts
  *  from 1 and the first step initialises the buffer to the gradient, as
- *  PyTorch does.  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (nesterov
- *  without momentum or with dampening, negative values), RUMUS_EDTYPE,
- *  RUMUS_ESHAPE, ... */
+ *  PyTorch does.  @return RUMUS_OK, RUMUS_EINVAL (nesterov
+ *  without momentum or with dampening, negative or NaN values, step < 1),
+ *  RUMUS_ENULL (also a NULL momentum_buf with momentum != 0), RUMUS_EDTYPE,
+ *  RUMUS_ESHAPE, RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_sgd_step(rumus_ctx *ctx, const rumus_sgd_params *p,
                              long step, rumus_tensor *param,
                              const rumus_tensor *grad,
@@ -501,8 +505,9 @@ typedef struct {
 /*! rumus_adam_step() :
  *  One torch.optim.Adam / AdamW step (bias-corrected) on param with grad,
  *  moments m and v (same shape, zero before step 1); step counts from 1.
- *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL, RUMUS_EDTYPE, RUMUS_ESHAPE,
- *          ... */
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (lr or eps < 0, beta outside
+ *          [0, 1), weight_decay < 0, NaN values, step < 1), RUMUS_EDTYPE,
+ *          RUMUS_ESHAPE, RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_adam_step(rumus_ctx *ctx, const rumus_adam_params *p,
                               long step, rumus_tensor *param,
                               const rumus_tensor *grad, rumus_tensor *m,
@@ -510,7 +515,8 @@ RUMUS_API int rumus_adam_step(rumus_ctx *ctx, const rumus_adam_params *p,
 
 /*! rumus_sum_squares() : acc[0] += sum of x[i]^2 (acc: one F32 element),
  *  deterministic.  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE,
- *  RUMUS_ESHAPE, ... */
+ *  RUMUS_ESHAPE (acc not one element), RUMUS_EBUILD, RUMUS_ECL,
+ *  RUMUS_EDEVMEM (scratch buffer). */
 RUMUS_API int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
                                 rumus_tensor *acc);
 
@@ -519,8 +525,9 @@ RUMUS_API int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
  *  squares of all n gradients); every gradient is multiplied by
  *  min(1, max_norm / (total + 1e-6)), with no host readback.  If total_norm
  *  is not NULL (one F32 element) it receives total.
- *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (n == 0, max_norm <= 0),
- *          RUMUS_EDTYPE, ... */
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (n == 0, max_norm <= 0 or
+ *          NaN), RUMUS_EDTYPE, RUMUS_ESHAPE (total_norm not one element),
+ *          RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM (scratch buffer). */
 RUMUS_API int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads,
                                    size_t n, float max_norm,
                                    rumus_tensor *total_norm);
