@@ -72,6 +72,67 @@ inline float rumus_rescale(float s, float m, float M) {
   return (m == -INFINITY) ? 0.0f : s * exp(m - M);
 }
 
+/* ---- Work-group reductions (every work-item must call them: barriers).
+ * The result is in the buffer's element 0 after the call; a reduction that
+ * follows on the same buffer needs a barrier after that element is read. */
+
+/* Online update of a (max, sum of exp(x - max)) pair with one value.  -INF
+ * values add nothing; a NaN value turns the pair into (NaN, NaN), which the
+ * later updates and the tree keep. */
+inline void rumus_online(float v, float *m, float *s) {
+  if (v > *m) {
+    *s = rumus_rescale(*s, *m, v) + 1.0f;
+    *m = v;
+  } else if (*m != -INFINITY) {
+    *s += exp(v - *m);
+  } else if (v != -INFINITY) { /* v is NaN */
+    *m = v;
+    *s = v;
+  }
+}
+
+/* Folds the (m, s) pairs of the work-group into lm[0], ls[0]. */
+inline void rumus_wg_max_sum(local float *lm, local float *ls, float m,
+                            float s) {
+  const size_t lid = get_local_id(0);
+  lm[lid] = m;
+  ls[lid] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) {
+      const float m1 = lm[lid], m2 = lm[lid + step];
+      const float M = fmax(m1, m2);
+      ls[lid] = rumus_rescale(ls[lid], m1, M) + rumus_rescale(ls[lid + step], m2, M);
+      lm[lid] = isnan(m1) ? m1 : isnan(m2) ? m2 : M;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* Folds a float held by every work-item into la[0]. */
+inline void rumus_wg_sum(local float *la, float a) {
+  const size_t lid = get_local_id(0);
+  la[lid] = a;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) la[lid] += la[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* Folds a max held by every work-item into lm[0] (NaN is skipped, as by
+ * fmax; it reaches S through exp later). */
+inline float rumus_wg_max(local float *lm, float m) {
+  const size_t lid = get_local_id(0);
+  lm[lid] = m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) lm[lid] = fmax(lm[lid], lm[lid + step]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return lm[0];
+}
+
 /* Device-side error report: the first failing op stores its code, the bad
  * value and its position; the host reads it at rumus_ctx_sync(). */
 inline void rumus_report(volatile global int *status, int code, int value,

@@ -29,57 +29,6 @@
 
 /* ---- Work-group variants ------------------------------------------------ */
 
-/* Folds a max held by every work-item into lm[0]. */
-inline float wg_reduce_max(local float *lm, float m) {
-  const size_t lid = get_local_id(0);
-  lm[lid] = m;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (size_t step = WG / 2; step > 0; step /= 2) {
-    if (lid < step) lm[lid] = fmax(lm[lid], lm[lid + step]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return lm[0];
-}
-
-/* Folds a (max, sum) pair held by every work-item into lm[0], ls[0]. */
-inline void wg_reduce_max_sum(local float *lm, local float *ls, float m,
-                              float s) {
-  const size_t lid = get_local_id(0);
-  lm[lid] = m;
-  ls[lid] = s;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (size_t step = WG / 2; step > 0; step /= 2) {
-    if (lid < step) {
-      float m2 = lm[lid + step], s2 = ls[lid + step];
-      float M = fmax(lm[lid], m2);
-      ls[lid] = rumus_rescale(ls[lid], lm[lid], M) + rumus_rescale(s2, m2, M);
-      lm[lid] = M;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-}
-
-/* Folds a sum held by every work-item into ls[0]. */
-inline void wg_reduce_sum(local float *ls, float s) {
-  const size_t lid = get_local_id(0);
-  ls[lid] = s;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (size_t step = WG / 2; step > 0; step /= 2) {
-    if (lid < step) ls[lid] += ls[lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-}
-
-/* Online update of (m, s) with one value. */
-inline void online(float v, float *m, float *s) {
-  if (v > *m) {
-    *s = rumus_rescale(*s, *m, v) + 1.0f;
-    *m = v;
-  } else if (*m != -INFINITY) {
-    *s += exp(v - *m);
-  }
-}
-
 inline void softmax_fwd_wg_body(global const real_t *x, global real_t *y,
                                 ulong cols, int log_mode, local float *lm,
                                 local float *ls) {
@@ -91,13 +40,13 @@ inline void softmax_fwd_wg_body(global const real_t *x, global real_t *y,
   float m = -INFINITY, s = 0.0f;
   for (size_t q = lid; q < n4; q += WG) {
     float4 v = LOAD4(x, q * 4);
-    online(v.x, &m, &s);
-    online(v.y, &m, &s);
-    online(v.z, &m, &s);
-    online(v.w, &m, &s);
+    rumus_online(v.x, &m, &s);
+    rumus_online(v.y, &m, &s);
+    rumus_online(v.z, &m, &s);
+    rumus_online(v.w, &m, &s);
   }
-  for (size_t j = n4 * 4 + lid; j < n; j += WG) online(LOAD(x, j), &m, &s);
-  wg_reduce_max_sum(lm, ls, m, s);
+  for (size_t j = n4 * 4 + lid; j < n; j += WG) rumus_online(LOAD(x, j), &m, &s);
+  rumus_wg_max_sum(lm, ls, m, s);
   const float M = lm[0], S = ls[0];
   if (log_mode) {
     /* (x - M) - log S, not x - (M + log S): the sum would round away the
@@ -130,7 +79,7 @@ inline void softmax_bwd_wg_body(global const real_t *y, global const real_t *dy,
       acc += dot(LOAD4(dy, q * 4), LOAD4(y, q * 4));
     for (size_t j = n4 * 4 + lid; j < n; j += WG) acc += LOAD(dy, j) * LOAD(y, j);
   }
-  wg_reduce_sum(ls, acc);
+  rumus_wg_sum(ls, acc);
   const float d = ls[0];
   for (size_t q = lid; q < n4; q += WG) {
     float4 yv = LOAD4(y, q * 4), gv = LOAD4(dy, q * 4);

@@ -193,50 +193,6 @@ __kernel void xent_fwd_bwd_row(XENT_ROW_ARGS) {
 
 /* ---- Work-group variant (one work-group per row) ----------------------- */
 
-/* Online update of a (max, sum of exp(x - max)) pair with one value.  -INF
- * values add nothing; a NaN value turns the pair into (NaN, NaN), which the
- * later updates and the tree keep. */
-inline void xent_online(float v, float *m, float *s) {
-  if (v > *m) {
-    *s = rumus_rescale(*s, *m, v) + 1.0f;
-    *m = v;
-  } else if (*m != -INFINITY) {
-    *s += exp(v - *m);
-  } else if (v != -INFINITY) { /* v is NaN */
-    *m = v;
-    *s = v;
-  }
-}
-
-/* Folds the (m, s) pairs of the work-group into lm[0], ls[0]. */
-inline void xent_wg_max_sum(local float *lm, local float *ls, float m,
-                            float s) {
-  const size_t lid = get_local_id(0);
-  lm[lid] = m;
-  ls[lid] = s;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (size_t step = WG / 2; step > 0; step /= 2) {
-    if (lid < step) {
-      const float m1 = lm[lid], m2 = lm[lid + step];
-      const float M = fmax(m1, m2);
-      ls[lid] = rumus_rescale(ls[lid], m1, M) + rumus_rescale(ls[lid + step], m2, M);
-      lm[lid] = isnan(m1) ? m1 : isnan(m2) ? m2 : M;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-}
-
-/* Folds a float held by every work-item into la[0]. */
-inline void xent_wg_sum(local float *la, float a) {
-  const size_t lid = get_local_id(0);
-  la[lid] = a;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (size_t step = WG / 2; step > 0; step /= 2) {
-    if (lid < step) la[lid] += la[lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-}
-
 inline void xent_wg_count(local uint *la, uint a) {
   const size_t lid = get_local_id(0);
   la[lid] = a;
@@ -245,19 +201,6 @@ inline void xent_wg_count(local uint *la, uint a) {
     if (lid < step) la[lid] += la[lid + step];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-}
-
-/* Folds a max held by every work-item into lm[0] (NaN is skipped, as by
- * fmax; it reaches S through exp later). */
-inline float xent_wg_max(local float *lm, float m) {
-  const size_t lid = get_local_id(0);
-  lm[lid] = m;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (size_t step = WG / 2; step > 0; step /= 2) {
-    if (lid < step) lm[lid] = fmax(lm[lid], lm[lid + step]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return lm[0];
 }
 
 /* Folds two sums held by every work-item into la[0], lb[0]. */
@@ -304,13 +247,13 @@ inline void xent_wg_body(global const real_t *x, size_t n, int t, int kind,
   float m = -INFINITY, s = 0.0f;
   for (size_t q = lid; q < n4; q += WG) {
     const float4 v = LOAD4(x, q * 4);
-    xent_online(v.x, &m, &s);
-    xent_online(v.y, &m, &s);
-    xent_online(v.z, &m, &s);
-    xent_online(v.w, &m, &s);
+    rumus_online(v.x, &m, &s);
+    rumus_online(v.y, &m, &s);
+    rumus_online(v.z, &m, &s);
+    rumus_online(v.w, &m, &s);
   }
-  for (size_t j = n4 * 4 + lid; j < nv; j += WG) xent_online(LOAD(x, j), &m, &s);
-  xent_wg_max_sum(lm, ls, m, s);
+  for (size_t j = n4 * 4 + lid; j < nv; j += WG) rumus_online(LOAD(x, j), &m, &s);
+  rumus_wg_max_sum(lm, ls, m, s);
   const float M = lm[0], S = ls[0];
   /* Pass 2: d, and the gradient.  Only needed with a gradient or with
    * smoothing; the loop bound is the same in the group either way. */
@@ -331,7 +274,7 @@ inline void xent_wg_body(global const real_t *x, size_t n, int t, int kind,
   if (with_grad && kind == XENT_VALID && lid == xent_owner((size_t)t, n))
     STORE((exp(xt - M) * inv - (1.0f - smooth) - sub) * scale, g, (size_t)t);
   if (with_grad && (kind == XENT_IGNORED || kind == XENT_BAD)) xent_wg_zero(g, n);
-  xent_wg_sum(ld, d); /* ld is not lm or ls: no barrier needed before */
+  rumus_wg_sum(ld, d); /* ld is not lm or ls: no barrier needed before */
   if (kind == XENT_VALID)
     *loss_out = xent_loss(M, log(S), xt, ld[0], 1.0f / (float)n, smooth);
   else
@@ -363,7 +306,7 @@ inline void xent_wgl_body(global const real_t *x, size_t n, int t, int kind,
     cache[j] = v;
     m = fmax(m, v);
   }
-  const float M = xent_wg_max(lm, m);
+  const float M = rumus_wg_max(lm, m);
   /* Pass 2: S and d. */
   float s = 0.0f, d = 0.0f;
   for (size_t q = lid; q < n4; q += WG) {
@@ -495,7 +438,7 @@ __kernel RUMUS_WG_ATTR void xent_sum_part(global const real_t *v, ulong v_off,
     const size_t i = base + k * WG + lid;
     if (i < n) a += LOAD(v, (size_t)v_off + i);
   }
-  xent_wg_sum(la, a);
+  rumus_wg_sum(la, a);
   if (lid == 0) part[(size_t)p_off + get_group_id(0)] = la[0];
 }
 
@@ -510,7 +453,7 @@ __kernel RUMUS_WG_ATTR void xent_sum_final(global const float *part,
   const size_t lid = get_local_id(0);
   float a = 0.0f;
   for (size_t i = lid; i < nparts; i += WG) a += part[(size_t)p_off + i];
-  xent_wg_sum(la, a);
+  rumus_wg_sum(la, a);
   if (lid == 0 && get_group_id(0) == 0) {
     const float total = la[0];
     STORE(mean ? total / (float)cnt[(size_t)c_off] : total, loss,

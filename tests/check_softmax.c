@@ -114,11 +114,12 @@ START_TEST(bwd_random_shapes) {
 }
 END_TEST
 
-/* Rows of +-1e4, of equal values, with -INFINITY entries, all -INFINITY. */
+/* Rows of +-1e4, of equal values, with -INFINITY entries, all -INFINITY,
+ * with one NaN (a NaN row, as in PyTorch, whichever lane meets it first). */
 START_TEST(fwd_special_rows) {
   rumus_ctx *ctx = tu_ctx();
-  const size_t B = 6, C = 70;
-  float x[6 * 70];
+  const size_t B = 8, C = 70;
+  float x[8 * 70];
   tu_rng r;
   tu_rng_seed(&r, 7);
   for (size_t j = 0; j < C; j++) {
@@ -128,6 +129,8 @@ START_TEST(fwd_special_rows) {
     x[3 * C + j] = (j % 3 == 0) ? -INFINITY : tu_uniform(&r, -3, 3);
     x[4 * C + j] = (j == 69) ? 0.5f : -INFINITY; /* one finite entry, last */
     x[5 * C + j] = -INFINITY;                   /* NaN, as in PyTorch */
+    x[6 * C + j] = (j == 0) ? NAN : tu_uniform(&r, -3, 3);
+    x[7 * C + j] = (j == 0) ? -INFINITY : (j == 37) ? NAN : 1.0f;
   }
   run_fwd(ctx, x, B, C, 0, "special");
   run_fwd(ctx, x, B, C, 1, "special");
