@@ -49,17 +49,6 @@ struct mlp {
 
 /* ---- Errors ----------------------------------------------------------- */
 
-static int fail_buf(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail_buf(char *err, size_t errlen, int code, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
 
 /* A failed rumus call: "WHAT: RUMUS_E...: <the context's message>". */
 static int rfail(mlp *m, int st, const char *what, int layer) {
@@ -271,12 +260,12 @@ static size_t model_bytes(const mlp_shape *s) {
 int mlp_params_save(const mlp_params *p, const char *path, char *err,
                     size_t errlen) {
   if (!p || !path || !shape_valid(&p->shape))
-    return fail_buf(err, errlen, RUMUS_EINVAL, "mlp_params_save: bad argument");
+    return train_fail(err, errlen, RUMUS_EINVAL, "mlp_params_save: bad argument");
   const mlp_shape *s = &p->shape;
   size_t total = model_bytes(s);
   unsigned char *buf = malloc(total);
   if (!buf)
-    return fail_buf(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %zu bytes",
+    return train_fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %zu bytes",
                     path, total);
   memcpy(buf, MODEL_MAGIC, 8);
   put32(buf + 8, MODEL_VERSION);
@@ -299,25 +288,25 @@ int mlp_params_save(const mlp_params *p, const char *path, char *err,
   char *tmp = malloc(tlen);
   if (!tmp) {
     free(buf);
-    return fail_buf(err, errlen, RUMUS_ENOMEM, "%s: out of memory", path);
+    return train_fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory", path);
   }
   snprintf(tmp, tlen, "%s.tmp", path);
   int st = RUMUS_OK;
   errno = 0;
   FILE *f = fopen(tmp, "wb");
   if (!f) {
-    st = fail_buf(err, errlen, RUMUS_EIO, "%s: cannot create: %s", tmp,
+    st = train_fail(err, errlen, RUMUS_EIO, "%s: cannot create: %s", tmp,
                   strerror(errno));
   } else {
     size_t wrote = fwrite(buf, 1, total, f);
     int e1 = errno;
     int closed = fclose(f);
     if (wrote != total || closed != 0) {
-      st = fail_buf(err, errlen, RUMUS_EIO, "%s: write failed: %s", tmp,
+      st = train_fail(err, errlen, RUMUS_EIO, "%s: write failed: %s", tmp,
                     strerror(wrote != total ? e1 : errno));
       remove(tmp);
     } else if (rename(tmp, path) != 0) {
-      st = fail_buf(err, errlen, RUMUS_EIO, "%s: cannot rename %s to it: %s",
+      st = train_fail(err, errlen, RUMUS_EIO, "%s: cannot rename %s to it: %s",
                     path, tmp, strerror(errno));
       remove(tmp);
     }
@@ -330,44 +319,44 @@ int mlp_params_save(const mlp_params *p, const char *path, char *err,
 int mlp_params_load(mlp_params *p, const char *path, char *err,
                     size_t errlen) {
   if (!p || !path)
-    return fail_buf(err, errlen, RUMUS_EINVAL, "mlp_params_load: NULL argument");
+    return train_fail(err, errlen, RUMUS_EINVAL, "mlp_params_load: NULL argument");
   memset(p, 0, sizeof *p);
   errno = 0;
   FILE *f = fopen(path, "rb");
   if (!f)
-    return fail_buf(err, errlen, RUMUS_EIO, "%s: cannot open: %s", path,
+    return train_fail(err, errlen, RUMUS_EIO, "%s: cannot open: %s", path,
                     strerror(errno));
   int st = RUMUS_OK;
   unsigned char *buf = NULL;
   unsigned char hdr[MODEL_HEADER + 4 * (MLP_MAX_LAYERS + 1)];
   size_t got = fread(hdr, 1, MODEL_HEADER, f);
   if (ferror(f)) {
-    st = fail_buf(err, errlen, RUMUS_EIO, "%s: read error: %s", path,
+    st = train_fail(err, errlen, RUMUS_EIO, "%s: read error: %s", path,
                   strerror(errno));
     goto done;
   }
   if (got >= 8 && memcmp(hdr, MODEL_MAGIC, 8) != 0) {
-    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: bad magic: not a rumus model file (expected \"RUMUSMLP\")",
                   path);
     goto done;
   }
   if (got < MODEL_HEADER) {
-    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: truncated: %zu bytes, shorter than the %u-byte header",
                   path, got, MODEL_HEADER);
     goto done;
   }
   uint32_t version = get32(hdr + 8), nl = get32(hdr + 12);
   if (version != MODEL_VERSION) {
-    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: unsupported model file version %u (this program reads "
                   "version %u)",
                   path, (unsigned)version, MODEL_VERSION);
     goto done;
   }
   if (nl < 1 || nl > MLP_MAX_LAYERS) {
-    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: implausible layer count %u (expected 1 to %d)", path,
                   (unsigned)nl, MLP_MAX_LAYERS);
     goto done;
@@ -375,9 +364,9 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   size_t nsizes = 4 * ((size_t)nl + 1);
   got = fread(hdr + MODEL_HEADER, 1, nsizes, f);
   if (got < nsizes) {
-    st = ferror(f) ? fail_buf(err, errlen, RUMUS_EIO, "%s: read error: %s",
+    st = ferror(f) ? train_fail(err, errlen, RUMUS_EIO, "%s: read error: %s",
                               path, strerror(errno))
-                   : fail_buf(err, errlen, RUMUS_EFORMAT,
+                   : train_fail(err, errlen, RUMUS_EFORMAT,
                               "%s: truncated: the layer sizes end after %zu of "
                               "%zu bytes",
                               path, got, nsizes);
@@ -387,7 +376,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   get_floats(&in_mean, hdr + 16, 1);
   get_floats(&in_std, hdr + 20, 1);
   if (!isfinite(in_mean) || !isfinite(in_std) || !(in_std > 0.0f)) {
-    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: implausible input normalisation: mean %g, std %g", path,
                   (double)in_mean, (double)in_std);
     goto done;
@@ -399,7 +388,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   for (uint32_t i = 0; i <= nl; i++) {
     uint32_t v = get32(hdr + MODEL_HEADER + 4 * i);
     if (v == 0 || v > MLP_MAX_WIDTH) {
-      st = fail_buf(err, errlen, RUMUS_EFORMAT,
+      st = train_fail(err, errlen, RUMUS_EFORMAT,
                     "%s: implausible size %u of layer boundary %u (expected 1 "
                     "to %zu)",
                     path, (unsigned)v, (unsigned)i, MLP_MAX_WIDTH);
@@ -408,7 +397,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
     s.sizes[i] = v;
     if (i > 0) params += s.sizes[i] * s.sizes[i - 1] + s.sizes[i];
     if (params > MLP_MAX_PARAMS) {
-      st = fail_buf(err, errlen, RUMUS_EFORMAT,
+      st = train_fail(err, errlen, RUMUS_EFORMAT,
                     "%s: implausible model: more than %zu parameters", path,
                     MLP_MAX_PARAMS);
       goto done;
@@ -417,34 +406,34 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   size_t total = model_bytes(&s), head = MODEL_HEADER + nsizes;
   buf = malloc(total);
   if (!buf) {
-    st = fail_buf(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %zu bytes",
+    st = train_fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %zu bytes",
                   path, total);
     goto done;
   }
   memcpy(buf, hdr, head);
   got = fread(buf + head, 1, total - head, f);
   if (ferror(f)) {
-    st = fail_buf(err, errlen, RUMUS_EIO, "%s: read error: %s", path,
+    st = train_fail(err, errlen, RUMUS_EIO, "%s: read error: %s", path,
                   strerror(errno));
     goto done;
   }
   if (got < total - head) {
     char s_str[256];
     mlp_shape_str(&s, s_str, sizeof s_str);
-    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: truncated: %zu bytes, but a %s model file has %zu",
                   path, head + got, s_str, total);
     goto done;
   }
   if (fgetc(f) != EOF) {
-    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: trailing bytes after the %zu bytes of the model", path,
                   total);
     goto done;
   }
   uint32_t want = get32(buf + total - 4), have = crc_of(buf, total - 4);
   if (want != have) {
-    st = fail_buf(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: checksum mismatch (stored CRC-32 0x%08x, contents give "
                   "0x%08x): the file is corrupt",
                   path, (unsigned)want, (unsigned)have);
@@ -452,7 +441,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   }
   st = mlp_params_alloc(p, &s);
   if (st != RUMUS_OK) {
-    st = fail_buf(err, errlen, st, "%s: out of memory for the parameters",
+    st = train_fail(err, errlen, st, "%s: out of memory for the parameters",
                   path);
     goto done;
   }
@@ -571,16 +560,16 @@ int mlp_create(rumus_ctx *ctx, const mlp_shape *s, size_t max_batch,
                const rumus_adam_params *adam, mlp **out, char *err,
                size_t errlen) {
   if (!ctx || !s || !out)
-    return fail_buf(err, errlen, RUMUS_ENULL, "mlp_create: NULL argument");
+    return train_fail(err, errlen, RUMUS_ENULL, "mlp_create: NULL argument");
   *out = NULL;
   if (!shape_valid(s))
-    return fail_buf(err, errlen, RUMUS_EINVAL, "mlp_create: invalid shape");
+    return train_fail(err, errlen, RUMUS_EINVAL, "mlp_create: invalid shape");
   if (max_batch == 0 || max_batch > ((size_t)1 << 24))
-    return fail_buf(err, errlen, RUMUS_EINVAL,
+    return train_fail(err, errlen, RUMUS_EINVAL,
                     "mlp_create: batch size %zu is outside 1..%zu", max_batch,
                     (size_t)1 << 24);
   mlp *m = calloc(1, sizeof *m);
-  if (!m) return fail_buf(err, errlen, RUMUS_ENOMEM, "mlp_create: out of memory");
+  if (!m) return train_fail(err, errlen, RUMUS_ENOMEM, "mlp_create: out of memory");
   static const rumus_adam_params defaults = MLP_ADAMW_DEFAULTS;
   m->ctx = ctx;
   m->shape = *s;
@@ -626,7 +615,7 @@ int mlp_create(rumus_ctx *ctx, const mlp_shape *s, size_t max_batch,
   if (st == RUMUS_OK) st = bind_rows(m, B);
 done:
   if (st != RUMUS_OK) {
-    fail_buf(err, errlen, st, "%s", m->err);
+    train_fail(err, errlen, st, "%s", m->err);
     mlp_free(m);
     return st;
   }

@@ -15,10 +15,7 @@
 #define IDX_MAGIC_LABELS 0x00000801u /* unsigned bytes, 1 dimension */
 #define IDX_MAGIC_IMAGES 0x00000803u /* unsigned bytes, 3 dimensions */
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
+int train_fail(char *err, size_t errlen, int code, const char *fmt, ...) {
   if (err && errlen) {
     va_list ap;
     va_start(ap, fmt);
@@ -44,9 +41,9 @@ static int read_exact(gzFile f, const char *path, const char *what, void *buf,
       int zerr = 0;
       const char *zmsg = gzerror(f, &zerr);
       if (zerr == Z_ERRNO)
-        return fail(err, errlen, RUMUS_EIO, "%s: read error in the %s: %s",
+        return train_fail(err, errlen, RUMUS_EIO, "%s: read error in the %s: %s",
                     path, what, strerror(errno ? errno : EIO));
-      return fail(err, errlen, RUMUS_EFORMAT,
+      return train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: corrupt gzip data in the %s: %s", path, what,
                   zmsg ? zmsg : "unknown zlib error");
     }
@@ -59,12 +56,12 @@ static int read_exact(gzFile f, const char *path, const char *what, void *buf,
     int zerr = 0;
     const char *zmsg = gzerror(f, &zerr);
     if (zerr == Z_BUF_ERROR)
-      return fail(err, errlen, RUMUS_EFORMAT,
+      return train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: truncated gzip stream (%s) after %zu of the %zu bytes "
                   "of the %s",
                   path, zmsg ? zmsg : "unexpected end of file", done, n, what);
     if (zerr != Z_OK && zerr != Z_STREAM_END)
-      return fail(err, errlen, RUMUS_EFORMAT,
+      return train_fail(err, errlen, RUMUS_EFORMAT,
                   "%s: corrupt gzip data in the %s: %s", path, what,
                   zmsg ? zmsg : "unknown zlib error");
   }
@@ -83,13 +80,13 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
                     const uint32_t *want, const char *kind, size_t limit,
                     uint8_t **data, size_t *count, char *err, size_t errlen) {
   if (!path || !data || !count)
-    return fail(err, errlen, RUMUS_EINVAL, "mnist: NULL argument");
+    return train_fail(err, errlen, RUMUS_EINVAL, "mnist: NULL argument");
   *data = NULL;
   *count = 0;
   errno = 0;
   gzFile f = gzopen(path, "rb");
   if (!f)
-    return fail(err, errlen, RUMUS_EIO, "%s: cannot open: %s", path,
+    return train_fail(err, errlen, RUMUS_EIO, "%s: cannot open: %s", path,
                 errno ? strerror(errno) : "out of memory in zlib");
 
   unsigned char hdr[4 + 4 * 3];
@@ -97,14 +94,14 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
   int st = read_exact(f, path, "IDX header", hdr, hdr_bytes, &got, err, errlen);
   if (st != RUMUS_OK) goto done;
   if (got < 4) {
-    st = fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
               "%s: %s: %zu bytes, too short for an IDX magic number", path,
               got == 0 ? "empty file" : "truncated file", got);
     goto done;
   }
   uint32_t m = be32(hdr);
   if (m != magic) {
-    st = fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
               "%s: bad magic 0x%08x, expected 0x%08x (IDX %s: unsigned bytes, "
               "%d dimension%s)",
               path, (unsigned)m, (unsigned)magic, kind, ndim,
@@ -112,7 +109,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
     goto done;
   }
   if (got < hdr_bytes) {
-    st = fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
               "%s: truncated IDX header: %zu of %zu bytes", path, got,
               hdr_bytes);
     goto done;
@@ -122,7 +119,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
   for (int d = 1; d < ndim; d++) {
     uint32_t e = be32(hdr + 4 + 4 * d);
     if (e != want[d]) {
-      st = fail(err, errlen, RUMUS_EFORMAT,
+      st = train_fail(err, errlen, RUMUS_EFORMAT,
                 "%s: wrong dimensions %ux%ux%u, expected Nx%ux%u", path,
                 (unsigned)n, (unsigned)be32(hdr + 8),
                 (unsigned)be32(hdr + 12), (unsigned)want[1],
@@ -132,7 +129,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
     item *= e;
   }
   if (n == 0 || n > MNIST_MAX_COUNT) {
-    st = fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
               "%s: implausible %s count %u in the header (expected 1 to %u)",
               path, kind, (unsigned)n, (unsigned)MNIST_MAX_COUNT);
     goto done;
@@ -141,13 +138,13 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
   size_t bytes = take * item;
   uint8_t *buf = malloc(bytes);
   if (!buf) {
-    st = fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %zu bytes",
+    st = train_fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %zu bytes",
               path, bytes);
     goto done;
   }
   st = read_exact(f, path, "data", buf, bytes, &got, err, errlen);
   if (st == RUMUS_OK && got < bytes)
-    st = fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
               "%s: truncated data: the header promises %u %s (%zu bytes) but "
               "the data ends after %zu bytes",
               path, (unsigned)n, kind, (size_t)n * item, got);
@@ -157,7 +154,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
     unsigned char extra[64];
     st = read_exact(f, path, "data", extra, sizeof extra, &got, err, errlen);
     if (st == RUMUS_OK && got > 0)
-      st = fail(err, errlen, RUMUS_EFORMAT,
+      st = train_fail(err, errlen, RUMUS_EFORMAT,
                 "%s: trailing bytes after the %u %s the header announces",
                 path, (unsigned)n, kind);
   }
@@ -187,7 +184,7 @@ int mnist_read_labels(const char *path, size_t limit, uint8_t **labels,
   if (st != RUMUS_OK) return st;
   for (size_t i = 0; i < *count; i++) {
     if ((*labels)[i] >= MNIST_CLASSES) {
-      st = fail(err, errlen, RUMUS_EFORMAT,
+      st = train_fail(err, errlen, RUMUS_EFORMAT,
                 "%s: label %u at index %zu is outside 0..%d", path,
                 (unsigned)(*labels)[i], i, MNIST_CLASSES - 1);
       free(*labels);
@@ -209,13 +206,13 @@ void mnist_free(mnist_set *set) {
 int mnist_load(const char *dir, const char *split, size_t limit,
                mnist_set *out, char *err, size_t errlen) {
   if (!dir || !split || !out)
-    return fail(err, errlen, RUMUS_EINVAL, "mnist_load: NULL argument");
+    return train_fail(err, errlen, RUMUS_EINVAL, "mnist_load: NULL argument");
   memset(out, 0, sizeof *out);
   size_t len = strlen(dir) + strlen(split) + 32;
   char *ipath = malloc(len), *lpath = malloc(len);
   int st = RUMUS_OK;
   if (!ipath || !lpath) {
-    st = fail(err, errlen, RUMUS_ENOMEM, "mnist_load: out of memory");
+    st = train_fail(err, errlen, RUMUS_ENOMEM, "mnist_load: out of memory");
     goto done;
   }
   snprintf(ipath, len, "%s/%s-images-idx3-ubyte.gz", dir, split);
@@ -226,7 +223,7 @@ int mnist_load(const char *dir, const char *split, size_t limit,
   st = mnist_read_labels(lpath, limit, &out->labels, &nl, err, errlen);
   if (st != RUMUS_OK) goto done;
   if (ni != nl) {
-    st = fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, RUMUS_EFORMAT,
               "%s: %zu labels, but %s has %zu images%s", lpath, nl, ipath, ni,
               limit ? " (counting up to the limit asked for)" : "");
     goto done;

@@ -20,6 +20,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*! train_fail() : formats a message into err (when err and errlen are not
+ *  0) and returns code; the error reporting of the training code. */
+int train_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #define MNIST_ROWS 28
 #define MNIST_COLS 28
 #define MNIST_PIXELS (MNIST_ROWS * MNIST_COLS)
