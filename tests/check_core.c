@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <math.h>
@@ -119,7 +120,7 @@ START_TEST(adopt_application_objects) {
    * seen holding the queue for a moment after clFinish), so wait up to 5 s
    * for the counts to settle: a leaked retain never does. */
   for (int i = 0; i < 500 && (refcount_ctx(app_ctx) != rc0 || refcount_queue(app_q) != rq0); i++)
-    usleep(10000);
+    nanosleep(&(struct timespec){0, 10000000}, NULL);
   ck_assert_uint_eq(refcount_ctx(app_ctx), rc0);
   ck_assert_uint_eq(refcount_queue(app_q), rq0);
 
