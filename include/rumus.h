@@ -231,8 +231,10 @@ RUMUS_API int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns);
  *  need, so later ops pay no compile time.  @return RUMUS_OK or the build
  *  error (RUMUS_EBUILD with the log in rumus_ctx_errmsg()). */
 RUMUS_API int rumus_cache_fill(rumus_ctx *ctx);
-/*! rumus_cache_clear() : frees every compiled program of the context (after
- *  waiting for the queue).  @return RUMUS_OK, RUMUS_ENULL, RUMUS_ECL. */
+/*! rumus_cache_clear() : frees every compiled program of the context and
+ *  the scratch buffers it keeps between ops (GEMM's packed panels on CPU
+ *  devices, up to 2 x 64 MiB), after waiting for the queue.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_ECL. */
 RUMUS_API int rumus_cache_clear(rumus_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */

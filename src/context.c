@@ -230,6 +230,11 @@ static int ctx_init_common(rumus_ctx *ctx) {
   ctx->opt_wg = 0;
   if (pthread_mutex_init(&ctx->lock, NULL) != 0)
     return create_fail(RUMUS_ENOMEM, "pthread_mutex_init failed");
+  if (pthread_mutex_init(&ctx->scratch_lock, NULL) != 0) {
+    pthread_mutex_destroy(&ctx->lock);
+    return create_fail(RUMUS_ENOMEM, "pthread_mutex_init failed");
+  }
+  ctx->locks_ready = 1;
   cl_int e;
   ctx->status = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
                                4 * sizeof(cl_int), NULL, &e);
@@ -246,6 +251,10 @@ static int ctx_init_common(rumus_ctx *ctx) {
 }
 
 static void ctx_destroy(rumus_ctx *ctx) {
+  if (ctx->locks_ready) {
+    pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->scratch_lock);
+  }
   if (ctx->status) clReleaseMemObject(ctx->status);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->context) clReleaseContext(ctx->context);
@@ -350,8 +359,8 @@ int rumus_ctx_free(rumus_ctx *ctx) {
                        "rumus_ctx_free: %zu tensors are still alive", live);
   clFinish(ctx->queue);
   rumus__programs_free(ctx);
+  rumus__scratch_free(ctx);
   events_release(ctx);
-  pthread_mutex_destroy(&ctx->lock);
   ctx_destroy(ctx);
   return RUMUS_OK;
 }

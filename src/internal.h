@@ -20,6 +20,9 @@ enum {
   RUMUS__DEVERR_XENT_TARGET = 1
 };
 
+/* Reusable scratch buffers per context (rumus__scratch_begin). */
+#define RUMUS__SCRATCH_SLOTS 4
+
 typedef struct rumus__program rumus__program;
 typedef struct rumus__event_node rumus__event_node;
 
@@ -47,9 +50,15 @@ struct rumus_ctx {
   /* Guards the program cache, kernel arguments and launches, the event
    * list and the counters below. */
   pthread_mutex_t lock;
+  int locks_ready; /* lock and scratch_lock are initialised */
   rumus__program *programs;
   rumus__event_node *events;
   size_t live_tensors;
+
+  /* Reusable scratch buffers (grow-only), see rumus__scratch_begin. */
+  pthread_mutex_t scratch_lock;
+  cl_mem scratch_mem[RUMUS__SCRATCH_SLOTS];
+  size_t scratch_size[RUMUS__SCRATCH_SLOTS];
 
   /* Device-side status: [0] = RUMUS__DEVERR_* of the first failure,
    * [1] = the bad value, [2] = its position (row). */
@@ -177,5 +186,19 @@ static inline size_t rumus__round_up(size_t n, size_t m) {
 /* A short-lived device scratch buffer (freed by the caller). */
 RUMUS__HIDDEN int rumus__scratch(rumus_ctx *ctx, const char *op, size_t bytes,
                                  cl_mem *out);
+
+/* Reusable per-context scratch buffers, for ops that run often enough that
+ * a fresh buffer's first-touch cost shows (PoCL maps new pages during the
+ * kernels).  rumus__scratch_begin() takes them for one op's launches,
+ * rumus__scratch_slot() gives slot i (0 to 3) with at least `bytes` (the
+ * contents are undefined), rumus__scratch_end() lets them go.  The queue is
+ * in-order, so the next op that takes them runs after this op's kernels.
+ * They are freed by rumus_cache_clear() and rumus_ctx_free(). */
+RUMUS__HIDDEN void rumus__scratch_begin(rumus_ctx *ctx);
+RUMUS__HIDDEN int rumus__scratch_slot(rumus_ctx *ctx, const char *op, int slot,
+                                      size_t bytes, cl_mem *out);
+RUMUS__HIDDEN void rumus__scratch_end(rumus_ctx *ctx);
+/* Frees the reusable buffers; the caller waited for the queue. */
+RUMUS__HIDDEN void rumus__scratch_free(rumus_ctx *ctx);
 
 #endif /* RUMUS_INTERNAL_H */

@@ -269,6 +269,39 @@ int rumus__scratch(rumus_ctx *ctx, const char *op, size_t bytes, cl_mem *out) {
   return RUMUS_OK;
 }
 
+void rumus__scratch_begin(rumus_ctx *ctx) {
+  pthread_mutex_lock(&ctx->scratch_lock);
+}
+
+void rumus__scratch_end(rumus_ctx *ctx) {
+  pthread_mutex_unlock(&ctx->scratch_lock);
+}
+
+int rumus__scratch_slot(rumus_ctx *ctx, const char *op, int slot, size_t bytes,
+                        cl_mem *out) {
+  if (bytes == 0) bytes = 4;
+  if (ctx->scratch_size[slot] < bytes) {
+    /* The old buffer lives on until the kernels queued on it are done. */
+    if (ctx->scratch_mem[slot]) clReleaseMemObject(ctx->scratch_mem[slot]);
+    ctx->scratch_mem[slot] = NULL;
+    ctx->scratch_size[slot] = 0;
+    RUMUS__FORWARD(rumus__scratch(ctx, op, bytes, &ctx->scratch_mem[slot]));
+    ctx->scratch_size[slot] = bytes;
+  }
+  *out = ctx->scratch_mem[slot];
+  return RUMUS_OK;
+}
+
+void rumus__scratch_free(rumus_ctx *ctx) {
+  pthread_mutex_lock(&ctx->scratch_lock);
+  for (int i = 0; i < RUMUS__SCRATCH_SLOTS; i++) {
+    if (ctx->scratch_mem[i]) clReleaseMemObject(ctx->scratch_mem[i]);
+    ctx->scratch_mem[i] = NULL;
+    ctx->scratch_size[i] = 0;
+  }
+  pthread_mutex_unlock(&ctx->scratch_lock);
+}
+
 int rumus_cache_clear(rumus_ctx *ctx) {
   if (ctx == NULL) return RUMUS_ENULL;
   cl_int e = clFinish(ctx->queue);
@@ -276,6 +309,7 @@ int rumus_cache_clear(rumus_ctx *ctx) {
   pthread_mutex_lock(&ctx->lock);
   rumus__programs_free(ctx);
   pthread_mutex_unlock(&ctx->lock);
+  rumus__scratch_free(ctx);
   return RUMUS_OK;
 }
 

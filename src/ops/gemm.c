@@ -214,12 +214,15 @@ static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
   if (bc > GRID_MAX) bc = GRID_MAX;
   if (bc == 0) bc = 1;
   const int bat_a = l->stride_a != 0, bat_b = l->stride_b != 0;
+  /* The packed panels go to the context's reusable scratch buffers: fresh
+   * buffers cost a page fault per 4 KiB on their first use on PoCL. */
   cl_mem ap = NULL, bp = NULL;
-  int st = rumus__scratch(ctx, op, (bat_a ? bc : 1) * mp * kc * sizeof(float),
-                          &ap);
+  rumus__scratch_begin(ctx);
+  int st = rumus__scratch_slot(ctx, op, 0,
+                               (bat_a ? bc : 1) * mp * kc * sizeof(float), &ap);
   if (st == RUMUS_OK)
-    st = rumus__scratch(ctx, op, (bat_b ? bc : 1) * np * kc * sizeof(float),
-                        &bp);
+    st = rumus__scratch_slot(ctx, op, 1,
+                             (bat_b ? bc : 1) * np * kc * sizeof(float), &bp);
 
   cl_ulong lda = l->lda, ldb = l->ldb, ldc = l->ldc, sa = l->stride_a,
            sb = l->stride_b, sc = l->stride_c, M = l->m, N = l->n;
@@ -264,9 +267,7 @@ static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
       k0 += kn;
     } while (st == RUMUS_OK && k0 < l->k);
   }
-  /* Released once the queued kernels that use them are done. */
-  if (ap) clReleaseMemObject(ap);
-  if (bp) clReleaseMemObject(bp);
+  rumus__scratch_end(ctx);
   return st;
 }
 
