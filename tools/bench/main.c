@@ -199,6 +199,21 @@ done:
 }
 
 /* Device timing: warm-up, then reps, each one op and a wait. */
+/* Runs the op warm - 1 more times (its first run was timed already), with
+ * the profiling events drained; -1 after a failure (recorded in c). */
+static int warm_up(bench_case *c, int warm) {
+  uint64_t ns;
+  for (int i = 1; i < warm; i++) {
+    int st = c->op->run(c);
+    if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
+    if (st != RUMUS_OK) {
+      set_fail(c, st, "warm-up");
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int time_device(bench_case *c, const options *o) {
   uint64_t ns = 0;
   double t0 = now_ns();
@@ -210,14 +225,7 @@ static int time_device(bench_case *c, const options *o) {
   }
   double one = now_ns() - t0;
   int warm = o->warmup_set ? o->warmup : (one > 3e8 ? 0 : o->warmup);
-  for (int i = 1; i < warm; i++) {
-    st = c->op->run(c);
-    if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
-    if (st != RUMUS_OK) {
-      set_fail(c, st, "warm-up");
-      return -1;
-    }
-  }
+  if (warm_up(c, warm) != 0) return -1;
   int reps = o->reps;
   if (!o->reps_set) {
     double fit = o->budget * 1e9 / (one > 1 ? one : 1);
@@ -353,14 +361,7 @@ static int time_paired(bench_case *c, const options *o, bench_copy *dc,
     one += now_ns() - t0;
   }
   int warm = o->warmup_set ? o->warmup : (one_dev > 3e8 ? 0 : o->warmup);
-  for (int i = 1; i < warm; i++) {
-    st = c->op->run(c);
-    if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
-    if (st != RUMUS_OK) {
-      set_fail(c, st, "warm-up");
-      return -1;
-    }
-  }
+  if (warm_up(c, warm) != 0) return -1;
   int reps = o->reps;
   if (!o->reps_set) {
     double fit = 2.0 * o->budget * 1e9 / (one > 1 ? one : 1);
