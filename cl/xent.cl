@@ -33,7 +33,19 @@
  *       finds the max, pass 2 (from cache) sums exp(x - m) and m - x and
  *       stores exp(x - m) in the gradient, pass 3 scales the gradient in
  *       place (from cache): one exp per element.
- *   xent_fwd_wg, xent_fwd_bwd_wg (GPU path)
+ *   xent_fwd_wgc, xent_fwd_bwd_wgc (GPU path, rows of at most
+ *   4 * WG * CACHE_V4 elements)
+ *       `rt` work-items per row (a power of two dividing WG, a kernel
+ *       argument), WG / rt rows per work-group (work-item lid takes row
+ *       group * (WG / rt) + lid / rt, lane lid % rt); lane i holds the
+ *       float4 groups i, i + rt, ... of its row in registers (CACHE_V4 of
+ *       them), so the logits are read once and the loss and gradient are
+ *       written from registers; segmented tree reductions in local memory
+ *       give the max, then S (and d, in the same tree, with smoothing).
+ *       Short rows share a work-group and its barriers.  Rows past `rows`
+ *       in the last work-group load and store nothing but meet the
+ *       barriers.
+ *   xent_fwd_wg, xent_fwd_bwd_wg (GPU path, longer rows)
  *       one work-group of WG work-items per row; work-item i takes the
  *       float4 groups i, i + WG, ... with an online (max, sum) pair, then a
  *       tree reduction in local memory; a second strided pass sums m - x
@@ -65,6 +77,10 @@
 
 #ifndef XENT_LOCAL_FLOATS
 #define XENT_LOCAL_FLOATS 8192 /* row cache of the _wgl kernels (0: none) */
+#endif
+
+#ifndef CACHE_V4
+#define CACHE_V4 8 /* float4 per work-item held in registers by the _wgc kernels */
 #endif
 
 #ifndef RED_ITEMS
@@ -395,6 +411,192 @@ __kernel RUMUS_WG_ATTR void xent_fwd_bwd_wgl(XENT_ROW_ARGS) {
   xent_wg_entry(XENT_ROW_PASS, 1, 1, cache, lm, ls, ld);
 }
 #endif
+
+/* ---- Register-cached variant (several short rows per work-group) -------- */
+
+/* Float4 group q of a row of n elements; lanes past the end hold `fill`. */
+inline float4 xent_load4_fill(global const real_t *p, size_t q, size_t n,
+                              float fill) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) return LOAD4(p, j);
+  float4 v = (float4)(fill);
+  if (j < n) v.x = LOAD(p, j);
+  if (j + 1 < n) v.y = LOAD(p, j + 1);
+  if (j + 2 < n) v.z = LOAD(p, j + 2);
+  return v;
+}
+
+/* Stores the lanes of group q that lie inside a row of n elements. */
+inline void xent_store4_part(float4 v, global real_t *p, size_t q, size_t n) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) {
+    STORE4(v, p, j);
+    return;
+  }
+  if (j < n) STORE(v.x, p, j);
+  if (j + 1 < n) STORE(v.y, p, j + 1);
+  if (j + 2 < n) STORE(v.z, p, j + 2);
+}
+
+/* v with the lanes of group q that lie past a row of n elements zeroed
+ * (select, not a product: those lanes may hold inf or NaN). */
+inline float4 xent_mask4(float4 v, size_t q, size_t n) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) return v;
+  return (float4)(j < n ? v.x : 0.0f, j + 1 < n ? v.y : 0.0f,
+                  j + 2 < n ? v.z : 0.0f, 0.0f);
+}
+
+/* Lane i (< 4) of v, and v with lane i replaced by a. */
+inline float xent_get4(float4 v, size_t i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+inline float4 xent_set4(float4 v, size_t i, float a) {
+  if (i == 0) v.x = a;
+  else if (i == 1) v.y = a;
+  else if (i == 2) v.z = a;
+  else v.w = a;
+  return v;
+}
+
+/* Segmented reductions over groups of rt work-items (lane = lid % rt,
+ * rt a power of two dividing WG): every lane gets its group's result.
+ * Every work-item of the work-group must call them (the barriers). */
+inline float xent_seg_max(local float *buf, float v, uint rt) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint step = rt / 2; step > 0; step /= 2) {
+    if (lane < step) buf[lid] = fmax(buf[lid], buf[lid + step]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return buf[lid - lane];
+}
+
+inline float xent_seg_sum(local float *buf, float v, uint rt) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint step = rt / 2; step > 0; step /= 2) {
+    if (lane < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return buf[lid - lane];
+}
+
+/* Two sums in one tree: *a and *b become their groups' totals. */
+inline void xent_seg_sum2(local float *la, local float *lb, float *a, float *b,
+                          uint rt) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  la[lid] = *a;
+  lb[lid] = *b;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint step = rt / 2; step > 0; step /= 2) {
+    if (lane < step) {
+      la[lid] += la[lid + step];
+      lb[lid] += lb[lid + step];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  *a = la[lid - lane];
+  *b = lb[lid - lane];
+}
+
+/* The row of rt work-items (_wgc, n <= 4 * rt * CACHE_V4), held in
+ * registers: lane i holds the float4 groups i, i + rt, ..., so the logits
+ * are read from global memory once and the loss and gradient come from
+ * registers.  Lane 0 reads x[t] (before any store, so g may alias x) and
+ * writes the loss.  A row that is not valid loads nothing; a padding row
+ * (XENT_NO_ROW) loads and stores nothing; both still meet every barrier. */
+inline void xent_wgc_body(global const real_t *x, size_t n, int t, int kind,
+                          float smooth, float scale, global real_t *g,
+                          int with_grad, uint rt, local float *lm,
+                          local float *ls, local float *ld, float *loss_out) {
+  const size_t lane = get_local_id(0) % rt;
+  const size_t nv = kind == XENT_VALID ? n : 0;
+  const float xt = (kind == XENT_VALID && lane == 0) ? LOAD(x, t) : 0.0f;
+  float4 v[CACHE_V4];
+  float m = -INFINITY;
+  for (int k = 0; k < CACHE_V4; k++) {
+    v[k] = xent_load4_fill(x, lane + (size_t)k * rt, nv, -INFINITY);
+    m = fmax(m, fmax(fmax(v[k].x, v[k].y), fmax(v[k].z, v[k].w)));
+  }
+  const float M = xent_seg_max(lm, m, rt);
+  /* S and d over the row's elements only; v becomes exp(x - M). */
+  float S = 0.0f, D = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lane + (size_t)k * rt;
+    const float4 e = exp(v[k] - M);
+    S += rumus_hsum4(xent_mask4(e, q, nv));
+    D += rumus_hsum4(xent_mask4(M - v[k], q, nv));
+    v[k] = e;
+  }
+  /* smooth is the same in the whole launch: the branch is uniform.  lm
+   * differs from ls and ld, so no barrier is needed before the sums. */
+  if (smooth > 0.0f)
+    xent_seg_sum2(ls, ld, &S, &D, rt);
+  else
+    S = xent_seg_sum(ls, S, rt);
+  if (with_grad && kind == XENT_VALID) {
+    const float inv = 1.0f / S, sub = smooth / (float)n;
+    for (int k = 0; k < CACHE_V4; k++) {
+      const size_t q = lane + (size_t)k * rt, i = (size_t)t - q * 4;
+      float4 gv = (v[k] * inv - sub) * scale;
+      if (i < 4) /* this lane holds the target */
+        gv = xent_set4(gv, i,
+                       (xent_get4(v[k], i) * inv - (1.0f - smooth) - sub) *
+                           scale);
+      xent_store4_part(gv, g, q, n);
+    }
+  } else if (with_grad && kind != XENT_NO_ROW) {
+    for (int k = 0; k < CACHE_V4; k++)
+      xent_store4_part((float4)(0.0f), g, lane + (size_t)k * rt, n);
+  }
+  if (kind == XENT_VALID)
+    *loss_out = xent_loss(M, log(S), xt, D, 1.0f / (float)n, smooth);
+  else
+    *loss_out = kind == XENT_IGNORED ? 0.0f : NAN;
+}
+
+inline void xent_wgc_entry(global const real_t *x, ulong x_off,
+                           global const int *tg, ulong t_off,
+                           global real_t *lrow, ulong l_off, global real_t *g,
+                           ulong g_off, global const uint *cnt, ulong c_off,
+                           ulong rows, ulong cols, ulong row0, int ignore_index,
+                           float smooth, float grad_scale, int mean,
+                           volatile global int *status, uint rt, int with_grad,
+                           local float *lm, local float *ls, local float *ld) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  const size_t r = (size_t)get_group_id(0) * (WG / rt) + lid / rt;
+  const size_t n = (size_t)cols;
+  /* Rows past `rows` pad the last work-group: they meet every barrier and
+   * touch nothing. */
+  const int t = r < rows ? tg[(size_t)t_off + r] : 0;
+  const int kind = r < rows ? xent_kind(t, ignore_index, n) : XENT_NO_ROW;
+  if (kind == XENT_BAD && lane == 0)
+    rumus_report(status, DEVERR_XENT_TARGET, t, (int)((size_t)row0 + r));
+  const float scale =
+      (with_grad && kind == XENT_VALID)
+          ? xent_scale(cnt + (size_t)c_off, mean, grad_scale)
+          : 0.0f;
+  const size_t base = r < rows ? r * n : 0;
+  global const real_t *xr = x + (size_t)x_off + base;
+  global real_t *gr = with_grad ? g + (size_t)g_off + base : g;
+  float loss;
+  xent_wgc_body(xr, n, t, kind, smooth, scale, gr, with_grad, rt, lm, ls, ld,
+                &loss);
+  if (lane == 0 && kind != XENT_NO_ROW) STORE(loss, lrow, (size_t)l_off + r);
+}
+
+__kernel RUMUS_WG_ATTR void xent_fwd_wgc(XENT_ROW_ARGS, uint rt) {
+  local float lm[WG], ls[WG], ld[WG];
+  xent_wgc_entry(XENT_ROW_PASS, rt, 0, lm, ls, ld);
+}
+
+__kernel RUMUS_WG_ATTR void xent_fwd_bwd_wgc(XENT_ROW_ARGS, uint rt) {
+  local float lm[WG], ls[WG], ld[WG];
+  xent_wgc_entry(XENT_ROW_PASS, rt, 1, lm, ls, ld);
+}
 
 /* ---- Count of non-ignored rows and the reduced loss --------------------- */
 

@@ -5,7 +5,10 @@
  * batch sizes, special rows (+-1e4, equal values, -INFINITY, NaN),
  * ignore_index, label smoothing, grad_scale, 3-D and 1-D logits, borrowed
  * buffers with guard bytes, determinism, central finite differences,
- * out-of-range targets caught on the device, and bad input.
+ * out-of-range targets caught on the device, and bad input.  On the
+ * work-group variant rows of up to 4 * WG * 8 classes take the _wgc kernels
+ * (several rows per work-group; wgc_padding covers the padded last group),
+ * longer ones _wgl / _wg (C = 9001, 50257, and 600 with WG 16).
  *
  * Tolerances (|got - want| <= atol + rtol |want|):
  *   loss (per row and reduced)  atol 1e-5,           rtol 1e-5
@@ -336,13 +339,19 @@ END_TEST
 
 /* Rows of +-1e4, a 1e4 ramp, equal values, -INFINITY entries, a single
  * finite entry, -INFINITY at the target (loss +inf), all -INFINITY (NaN), a
- * NaN entry (NaN); C = 70 (the _wgl row cache) and 9001 (past it). */
+ * NaN entry (NaN).  The GPU variant's kernel for each (C, work-group size):
+ * 70 (_wgc, 8 work-items per row), 9001 (_wg: past the _wgc registers and
+ * the _wgl row cache), 600 with WG 16 (_wgl with a gradient or smoothing,
+ * _wg without: past 4 * 16 * CACHE_V4 = 512), 9001 with WG 1024 (_wgc, 512
+ * work-items per row). */
 START_TEST(special_rows) {
   rumus_ctx *ctx = tu_ctx();
-  static const size_t CS[2] = {70, 9001};
+  static const size_t CS[4] = {70, 9001, 600, 9001};
+  static const int WGS[4] = {0, 0, 16, 1024};
   enum { B = 8 };
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 4; k++) {
     const size_t C = CS[k];
+    TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_WORKGROUP_SIZE, WGS[k]));
     float *x = malloc(B * C * sizeof *x);
     int32_t t[B] = {1, 5, 0, 1, (int32_t)C - 1, 0, 2, 4};
     tu_rng r;
@@ -597,6 +606,78 @@ START_TEST(zero_classes) {
 }
 END_TEST
 
+/* The _wgc kernels' last work-group, padded with rows past the batch: B not
+ * a multiple of the rows per work-group (WG / rt), the last row's target out
+ * of range, the one before ignored, the first ignored; guard bytes around
+ * every buffer.  (WG, C, B): (default 256, 100, 37): rt 8, 32 rows per
+ * group; (16, 33, 7): rt 8, 2 per group; (1024, 1000, 37): rt 32, 32 per
+ * group; (16, 500, 3): rt 16, one row per group (no padding). */
+START_TEST(wgc_padding) {
+  static const int WGS[] = {0, 16, 1024, 16};
+  static const size_t CS[] = {100, 33, 1000, 500}, BS[] = {37, 7, 37, 3};
+  rumus_ctx *ctx = tu_ctx();
+  for (int k = 0; k < 4; k++) {
+    const size_t C = CS[k], B = BS[k];
+    TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_WORKGROUP_SIZE, WGS[k]));
+    const size_t sx[2] = {B, C}, st[1] = {B}, s1[1] = {1};
+    float *x = malloc(B * C * sizeof *x);
+    int32_t *t = malloc(B * sizeof *t);
+    tu_rng r;
+    tu_rng_seed(&r, 31 + k);
+    random_case(&r, x, t, B, C);
+    t[0] = -100;
+    t[B - 2] = -100;
+    for (int bad = 0; bad < 2; bad++) {
+      t[B - 1] = bad ? -1 : (int32_t)C;
+      for (int v = 0; v < 2; v++) {
+        tu_set_variant(ctx, tu_variants[v]);
+        for (int ri = 0; ri < 3; ri++) {
+          for (int sm = 0; sm < 2; sm++) {
+            rumus_xent_params p = {REDUCTIONS[ri], -100, sm ? 0.2f : 0.0f, 1.5f};
+            ref_out want = ref_run(x, t, B, C, &p);
+            tu_guarded gx = tu_guarded_tensor(ctx, RUMUS_F32, 2, sx, x);
+            tu_guarded gt = tu_guarded_tensor(ctx, RUMUS_I32, 1, st, t);
+            tu_guarded gl = tu_guarded_tensor(ctx, RUMUS_F32, 1, p.reduction == RUMUS_REDUCTION_NONE ? st : s1, NULL);
+            tu_guarded gg = tu_guarded_tensor(ctx, RUMUS_F32, 2, sx, NULL);
+            TU_OK(ctx, rumus_tensor_fill(gg.t, 7.0f)); /* zeros must be written */
+            TU_OK(ctx, rumus_cross_entropy(ctx, gx.t, gt.t, gl.t, gg.t, &p));
+            TU_STATUS(RUMUS_EINDEX, rumus_ctx_sync(ctx));
+            char row[32];
+            snprintf(row, sizeof row, "row %zu", B - 1);
+            ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), row), "%s", rumus_ctx_errmsg(ctx));
+            TU_OK(ctx, rumus_ctx_sync(ctx));
+            char name[96];
+            snprintf(name, sizeof name, "pad_wg%d_C%zu_B%zu_%s_%s_s%d_b%d", WGS[k], C, B,
+                     tu_variant_name(tu_variants[v]), red_name(p.reduction), sm, bad);
+            compare(ctx, name, p.reduction, gl.t, gg.t, &want, B, C, grad_scale_of(t, B, &p));
+            if (p.reduction == RUMUS_REDUCTION_NONE) {
+              float *l = tu_download(ctx, gl.t);
+              ck_assert_msg(l[0] == 0.0f && l[B - 2] == 0.0f && isnan(l[B - 1]), "%s: %g %g %g", name,
+                            l[0], l[B - 2], l[B - 1]);
+              free(l);
+            }
+            float *g = tu_download(ctx, gg.t);
+            size_t nonzero = 0;
+            for (size_t j = 0; j < C; j++)
+              nonzero += (g[j] != 0.0f) + (g[(B - 2) * C + j] != 0.0f) + (g[(B - 1) * C + j] != 0.0f);
+            ck_assert_msg(nonzero == 0, "%s: %zu nonzero gradients in ignored or bad rows", name, nonzero);
+            free(g);
+            tu_guarded_check_free(ctx, &gx);
+            tu_guarded_check_free(ctx, &gt);
+            tu_guarded_check_free(ctx, &gl);
+            tu_guarded_check_free(ctx, &gg);
+            ref_free(&want);
+          }
+        }
+      }
+    }
+    free(x);
+    free(t);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 START_TEST(bad_input) {
   rumus_ctx *ctx = tu_ctx();
   size_t sx[2] = {4, 8}, st[1] = {4}, st5[1] = {5}, st41[2] = {4, 1}, sx9[2] = {4, 9};
@@ -690,6 +771,7 @@ int main(void) {
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_targets);
   tcase_add_test(errors, zero_classes);
+  tcase_add_test(errors, wgc_padding);
   tcase_add_test(errors, bad_input);
   suite_add_tcase(s, errors);
   return tu_run(s);

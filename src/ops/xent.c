@@ -6,7 +6,7 @@
  * Launch order on the in-order queue (nothing waits on the host):
  *   MEAN:       xent_count_part, xent_count_final  (the denominator, which
  *               the gradient needs)
- *   always:     xent_fwd[_bwd]_{wg,wgl,row}         (per-row losses, grad)
+ *   always:     xent_fwd[_bwd]_{wgc,wg,wgl,row}     (per-row losses, grad)
  *   MEAN, SUM:  xent_sum_part, xent_sum_final      (the scalar loss)
  * One scratch buffer holds the per-row losses (MEAN, SUM), the loss
  * partials and the count partials plus the count; it is released after
@@ -22,6 +22,10 @@ static const char *const OP = "rumus_cross_entropy";
 
 /* Losses or targets per work-item in a first reduction stage (RED_ITEMS). */
 #define RED_ITEMS 8
+/* float4 groups per work-item that the _wgc kernels keep in registers
+ * (CACHE_V4): rows of up to 4 * WG * CACHE_V4 elements are read from
+ * memory once, several short rows per work-group. */
+#define CACHE_V4 8
 /* Largest row the _wgl kernels keep in local memory, in bytes. */
 #define LOCAL_ROW_BYTES 32768
 
@@ -42,9 +46,9 @@ static void options(const rumus_ctx *ctx, char *buf, size_t len) {
   char base[96];
   rumus__base_options(ctx, base, sizeof base);
   snprintf(buf, len, "%s -DDEVERR_XENT_TARGET=%d -DXENT_LOCAL_FLOATS=%zu "
-                     "-DRED_ITEMS=%d",
+                     "-DRED_ITEMS=%d -DCACHE_V4=%d",
            base, (int)RUMUS__DEVERR_XENT_TARGET, local_row_floats(ctx),
-           RED_ITEMS);
+           RED_ITEMS, CACHE_V4);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -169,13 +173,23 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
 
   /* 2. Per-row losses and the gradient. */
   const int wg_variant = rumus__gpu_variant(ctx);
-  /* The row cache pays off when the row is read twice: with a gradient or
-   * with smoothing. */
-  const int cached = wg_variant && (grad || p->label_smoothing > 0.0f) &&
+  const size_t wg = rumus__reduce_wg(ctx);
+  /* Short rows: _wgc, rt work-items per row, the fewest (a power of two, at
+   * least 8 for coalesced loads) that hold the row in CACHE_V4 float4 each,
+   * WG / rt rows per work-group. */
+  const int regs = wg_variant && cols <= 4 * wg * CACHE_V4;
+  cl_uint rt = 8;
+  while (rt < wg && (size_t)rt * CACHE_V4 * 4 < cols) rt *= 2;
+  if (rt > wg) rt = (cl_uint)wg;
+  const size_t rows_per_group = regs ? wg / rt : 1;
+  /* Longer rows: the row cache pays off when the row is read twice: with a
+   * gradient or with smoothing. */
+  const int cached = wg_variant && !regs &&
+                     (grad || p->label_smoothing > 0.0f) &&
                      cols <= local_row_floats(ctx);
   char kname[32];
   snprintf(kname, sizeof kname, "xent_%s_%s", grad ? "fwd_bwd" : "fwd",
-           !wg_variant ? "row" : cached ? "wgl" : "wg");
+           !wg_variant ? "row" : regs ? "wgc" : cached ? "wgl" : "wg");
   const rumus__kernel_ref k = {FILE_CL, opts, kname};
   const size_t chunk = wg_variant ? RUMUS__MAX_WG_ROWS : ((size_t)1 << 30);
   const cl_mem lrow_mem = reduce ? scratch : loss->mem;
@@ -195,17 +209,18 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
         RUMUS__ARG(g_mem),       RUMUS__ARG(g_off),  RUMUS__ARG(c_mem),
         RUMUS__ARG(c_off),       RUMUS__ARG(nr),     RUMUS__ARG(ncols),
         RUMUS__ARG(row0),        RUMUS__ARG(ignore), RUMUS__ARG(smooth),
-        RUMUS__ARG(gscale),      RUMUS__ARG(mean_i), RUMUS__ARG(ctx->status)};
+        RUMUS__ARG(gscale),      RUMUS__ARG(mean_i), RUMUS__ARG(ctx->status),
+        RUMUS__ARG(rt)}; /* rt: _wgc only */
+    const size_t nargs = sizeof a / sizeof a[0] - (regs ? 0 : 1);
     size_t global, local;
     if (wg_variant) {
-      local = rumus__reduce_wg(ctx);
-      global = (size_t)nr * local;
+      local = wg;
+      global = ((size_t)nr + rows_per_group - 1) / rows_per_group * local;
     } else {
       local = rumus__row_local(ctx, (size_t)nr);
       global = (size_t)nr;
     }
-    st = rumus__launch(ctx, OP, &k, 1, &global, &local,
-                       sizeof a / sizeof a[0], a);
+    st = rumus__launch(ctx, OP, &k, 1, &global, &local, nargs, a);
   }
 
   /* 3. The reduced loss (MEAN, SUM). */
