@@ -22,6 +22,10 @@
 #define WG 256 /* work-group size of work-group (GPU) reduction kernels */
 #endif
 
+#ifndef CACHE_V4
+#define CACHE_V4 8 /* float4 per work-item that row kernels keep in registers */
+#endif
+
 /* reqd_work_group_size lets compilers size local arrays and unroll
  * reductions; RUMUS_RELAX_WG drops it for drivers that reject it. */
 #ifdef RUMUS_RELAX_WG
@@ -131,6 +135,55 @@ inline float rumus_wg_max(local float *lm, float m) {
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   return lm[0];
+}
+
+/* Segmented reductions over groups of rt work-items (lane = lid % rt, rt a
+ * power of two dividing WG): every lane gets its group's result.  Every
+ * work-item of the work-group must call them (the barriers). */
+inline float rumus_seg_max(local float *buf, float v, uint rt) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint step = rt / 2; step > 0; step /= 2) {
+    if (lane < step) buf[lid] = fmax(buf[lid], buf[lid + step]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return buf[lid - lane];
+}
+
+inline float rumus_seg_sum(local float *buf, float v, uint rt) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint step = rt / 2; step > 0; step /= 2) {
+    if (lane < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return buf[lid - lane];
+}
+
+/* Float4 group q of a row of n elements; lanes past the end hold `fill`. */
+inline float4 rumus_load4_fill(global const real_t *p, size_t q, size_t n,
+                               float fill) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) return LOAD4(p, j);
+  float4 v = (float4)(fill);
+  if (j < n) v.x = LOAD(p, j);
+  if (j + 1 < n) v.y = LOAD(p, j + 1);
+  if (j + 2 < n) v.z = LOAD(p, j + 2);
+  return v;
+}
+
+/* Stores the lanes of group q that lie inside a row of n elements. */
+inline void rumus_store4_part(float4 v, global real_t *p, size_t q, size_t n) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) {
+    STORE4(v, p, j);
+    return;
+  }
+  if (j < n) STORE(v.x, p, j);
+  if (j + 1 < n) STORE(v.y, p, j + 1);
+  if (j + 2 < n) STORE(v.z, p, j + 2);
 }
 
 /* Device-side error report: the first failing op stores its code, the bad

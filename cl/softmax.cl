@@ -23,9 +23,6 @@
  *          a row read again from L1/L2 costs little).
  */
 
-#ifndef CACHE_V4
-#define CACHE_V4 8 /* float4 per work-item held in registers by *_wgc */
-#endif
 
 /* ---- Work-group variants ------------------------------------------------ */
 
@@ -91,55 +88,6 @@ inline void softmax_bwd_wg_body(global const real_t *y, global const real_t *dy,
   }
 }
 
-/* Float4 group q of a row of n elements; lanes past the end hold `fill`. */
-inline float4 load4_fill(global const real_t *p, size_t q, size_t n,
-                         float fill) {
-  const size_t j = q * 4;
-  if (j + 4 <= n) return LOAD4(p, j);
-  float4 v = (float4)(fill);
-  if (j < n) v.x = LOAD(p, j);
-  if (j + 1 < n) v.y = LOAD(p, j + 1);
-  if (j + 2 < n) v.z = LOAD(p, j + 2);
-  return v;
-}
-
-/* Stores the lanes of group q that lie inside a row of n elements. */
-inline void store4_part(float4 v, global real_t *p, size_t q, size_t n) {
-  const size_t j = q * 4;
-  if (j + 4 <= n) {
-    STORE4(v, p, j);
-    return;
-  }
-  if (j < n) STORE(v.x, p, j);
-  if (j + 1 < n) STORE(v.y, p, j + 1);
-  if (j + 2 < n) STORE(v.z, p, j + 2);
-}
-
-/* Segmented reductions over groups of rt work-items (lane = lid % rt):
- * every lane gets its group's result.  Every work-item of the work-group
- * must call them (the barriers). */
-inline float seg_reduce_max(local float *buf, float v, uint rt) {
-  const size_t lid = get_local_id(0), lane = lid % rt;
-  buf[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint step = rt / 2; step > 0; step /= 2) {
-    if (lane < step) buf[lid] = fmax(buf[lid], buf[lid + step]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return buf[lid - lane];
-}
-
-inline float seg_reduce_sum(local float *buf, float v, uint rt) {
-  const size_t lid = get_local_id(0), lane = lid % rt;
-  buf[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint step = rt / 2; step > 0; step /= 2) {
-    if (lane < step) buf[lid] += buf[lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return buf[lid - lane];
-}
-
 /* Row of n elements (n = 0 for the padding rows of the last work-group:
  * they load and store nothing but take part in the barriers); the lane
  * holds float4 groups lane, lane + rt, ... */
@@ -150,10 +98,10 @@ inline void softmax_fwd_wgc_body(global const real_t *x, global real_t *y,
   float4 v[CACHE_V4];
   float m = -INFINITY;
   for (int k = 0; k < CACHE_V4; k++) {
-    v[k] = load4_fill(x, lane + (size_t)k * rt, n, -INFINITY);
+    v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, -INFINITY);
     m = fmax(m, fmax(fmax(v[k].x, v[k].y), fmax(v[k].z, v[k].w)));
   }
-  const float M = seg_reduce_max(lm, m, rt);
+  const float M = rumus_seg_max(lm, m, rt);
   float s = 0.0f;
   for (int k = 0; k < CACHE_V4; k++) {
     float4 e = exp(v[k] - M); /* padding lanes: exp(-inf) = 0 */
@@ -161,10 +109,10 @@ inline void softmax_fwd_wgc_body(global const real_t *x, global real_t *y,
     if (!log_mode) v[k] = e;
   }
   /* lm and ls differ, so no barrier is needed between the reductions. */
-  const float S = seg_reduce_sum(ls, s, rt);
+  const float S = rumus_seg_sum(ls, s, rt);
   const float inv = 1.0f / S, lsum = log(S);
   for (int k = 0; k < CACHE_V4; k++)
-    store4_part(log_mode ? (v[k] - M) - lsum : v[k] * inv, y,
+    rumus_store4_part(log_mode ? (v[k] - M) - lsum : v[k] * inv, y,
                 lane + (size_t)k * rt, n);
 }
 
@@ -177,13 +125,13 @@ inline void softmax_bwd_wgc_body(global const real_t *y,
   float acc = 0.0f;
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
-    gv[k] = load4_fill(dy, q, n, 0.0f);
-    yv[k] = load4_fill(y, q, n, 0.0f);
+    gv[k] = rumus_load4_fill(dy, q, n, 0.0f);
+    yv[k] = rumus_load4_fill(y, q, n, 0.0f);
     acc += log_mode ? rumus_hsum4(gv[k]) : dot(gv[k], yv[k]);
   }
-  const float d = seg_reduce_sum(ls, acc, rt);
+  const float d = rumus_seg_sum(ls, acc, rt);
   for (int k = 0; k < CACHE_V4; k++)
-    store4_part(log_mode ? gv[k] - exp(yv[k]) * d : yv[k] * (gv[k] - d), dx,
+    rumus_store4_part(log_mode ? gv[k] - exp(yv[k]) * d : yv[k] * (gv[k] - d), dx,
                 lane + (size_t)k * rt, n);
 }
 

@@ -79,9 +79,6 @@
 #define XENT_LOCAL_FLOATS 8192 /* row cache of the _wgl kernels (0: none) */
 #endif
 
-#ifndef CACHE_V4
-#define CACHE_V4 8 /* float4 per work-item held in registers by the _wgc kernels */
-#endif
 
 #ifndef RED_ITEMS
 #define RED_ITEMS 8 /* losses or targets per work-item in a first stage */
@@ -414,30 +411,6 @@ __kernel RUMUS_WG_ATTR void xent_fwd_bwd_wgl(XENT_ROW_ARGS) {
 
 /* ---- Register-cached variant (several short rows per work-group) -------- */
 
-/* Float4 group q of a row of n elements; lanes past the end hold `fill`. */
-inline float4 xent_load4_fill(global const real_t *p, size_t q, size_t n,
-                              float fill) {
-  const size_t j = q * 4;
-  if (j + 4 <= n) return LOAD4(p, j);
-  float4 v = (float4)(fill);
-  if (j < n) v.x = LOAD(p, j);
-  if (j + 1 < n) v.y = LOAD(p, j + 1);
-  if (j + 2 < n) v.z = LOAD(p, j + 2);
-  return v;
-}
-
-/* Stores the lanes of group q that lie inside a row of n elements. */
-inline void xent_store4_part(float4 v, global real_t *p, size_t q, size_t n) {
-  const size_t j = q * 4;
-  if (j + 4 <= n) {
-    STORE4(v, p, j);
-    return;
-  }
-  if (j < n) STORE(v.x, p, j);
-  if (j + 1 < n) STORE(v.y, p, j + 1);
-  if (j + 2 < n) STORE(v.z, p, j + 2);
-}
-
 /* v with the lanes of group q that lie past a row of n elements zeroed
  * (select, not a product: those lanes may hold inf or NaN). */
 inline float4 xent_mask4(float4 v, size_t q, size_t n) {
@@ -457,31 +430,6 @@ inline float4 xent_set4(float4 v, size_t i, float a) {
   else if (i == 2) v.z = a;
   else v.w = a;
   return v;
-}
-
-/* Segmented reductions over groups of rt work-items (lane = lid % rt,
- * rt a power of two dividing WG): every lane gets its group's result.
- * Every work-item of the work-group must call them (the barriers). */
-inline float xent_seg_max(local float *buf, float v, uint rt) {
-  const size_t lid = get_local_id(0), lane = lid % rt;
-  buf[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint step = rt / 2; step > 0; step /= 2) {
-    if (lane < step) buf[lid] = fmax(buf[lid], buf[lid + step]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return buf[lid - lane];
-}
-
-inline float xent_seg_sum(local float *buf, float v, uint rt) {
-  const size_t lid = get_local_id(0), lane = lid % rt;
-  buf[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint step = rt / 2; step > 0; step /= 2) {
-    if (lane < step) buf[lid] += buf[lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return buf[lid - lane];
 }
 
 /* Two sums in one tree: *a and *b become their groups' totals. */
@@ -518,10 +466,10 @@ inline void xent_wgc_body(global const real_t *x, size_t n, int t, int kind,
   float4 v[CACHE_V4];
   float m = -INFINITY;
   for (int k = 0; k < CACHE_V4; k++) {
-    v[k] = xent_load4_fill(x, lane + (size_t)k * rt, nv, -INFINITY);
+    v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, nv, -INFINITY);
     m = fmax(m, fmax(fmax(v[k].x, v[k].y), fmax(v[k].z, v[k].w)));
   }
-  const float M = xent_seg_max(lm, m, rt);
+  const float M = rumus_seg_max(lm, m, rt);
   /* S and d over the row's elements only; v becomes exp(x - M). */
   float S = 0.0f, D = 0.0f;
   for (int k = 0; k < CACHE_V4; k++) {
@@ -536,7 +484,7 @@ inline void xent_wgc_body(global const real_t *x, size_t n, int t, int kind,
   if (smooth > 0.0f)
     xent_seg_sum2(ls, ld, &S, &D, rt);
   else
-    S = xent_seg_sum(ls, S, rt);
+    S = rumus_seg_sum(ls, S, rt);
   if (with_grad && kind == XENT_VALID) {
     const float inv = 1.0f / S, sub = smooth / (float)n;
     for (int k = 0; k < CACHE_V4; k++) {
@@ -546,11 +494,11 @@ inline void xent_wgc_body(global const real_t *x, size_t n, int t, int kind,
         gv = xent_set4(gv, i,
                        (xent_get4(v[k], i) * inv - (1.0f - smooth) - sub) *
                            scale);
-      xent_store4_part(gv, g, q, n);
+      rumus_store4_part(gv, g, q, n);
     }
   } else if (with_grad && kind != XENT_NO_ROW) {
     for (int k = 0; k < CACHE_V4; k++)
-      xent_store4_part((float4)(0.0f), g, lane + (size_t)k * rt, n);
+      rumus_store4_part((float4)(0.0f), g, lane + (size_t)k * rt, n);
   }
   if (kind == XENT_VALID)
     *loss_out = xent_loss(M, log(S), xt, D, 1.0f / (float)n, smooth);
