@@ -729,6 +729,48 @@ START_TEST(train_deterministic) {
 }
 END_TEST
 
+/* Cosine decay over 2 steps: step 1 runs at the full rate (the same as a
+ * constant rate), step 2 at (1 + cos(pi / 2)) / 2 = half of it (different
+ * parameters), and with decay over 1 step the second step has rate 0: AdamW
+ * then leaves the parameters exactly as they were. */
+START_TEST(train_lr_decay) {
+  mnist_set train;
+  load_real("train", 128, &train);
+  rumus_ctx *ctx = tu_ctx();
+  static const size_t hidden[1] = {16};
+  float *x = malloc(64 * MNIST_PIXELS * sizeof *x);
+  int32_t y[64];
+  uint32_t idx[64];
+  mlp_params after[3][2]; /* [run][step] */
+  const long decay[3] = {0, 2, 1};
+  for (int run = 0; run < 3; run++) {
+    mlp *m = new_model(ctx, hidden, 1, 64, 9, NULL);
+    mlp_set_lr_decay(m, decay[run]);
+    for (int step = 0; step < 2; step++) {
+      for (size_t i = 0; i < 64; i++) idx[i] = (uint32_t)(step * 64 + i);
+      mnist_batch(&train, idx, 64, 0.0f, 1.0f, x, y);
+      M_OK(m, mlp_train_step(m, x, y, 64, NULL, NULL));
+      memset(&after[run][step], 0, sizeof after[run][step]);
+      M_OK(m, mlp_get_params(m, &after[run][step]));
+    }
+    mlp_free(m);
+  }
+  const size_t nw = 16 * MNIST_PIXELS * sizeof(float);
+  /* Step 1: the full rate in every run. */
+  ck_assert(memcmp(after[0][0].w[0], after[1][0].w[0], nw) == 0);
+  ck_assert(memcmp(after[0][0].w[0], after[2][0].w[0], nw) == 0);
+  /* Step 2: half the rate differs from the full rate... */
+  ck_assert(memcmp(after[0][1].w[0], after[1][1].w[0], nw) != 0);
+  /* ...and a rate of 0 changes nothing. */
+  assert_params_equal(&after[2][0], &after[2][1]);
+  for (int run = 0; run < 3; run++)
+    for (int step = 0; step < 2; step++) mlp_params_free(&after[run][step]);
+  free(x);
+  TU_OK(ctx, rumus_ctx_free(ctx));
+  mnist_free(&train);
+}
+END_TEST
+
 START_TEST(save_load_predictions) {
   mnist_set train, test;
   load_real("train", 512, &train);
@@ -822,6 +864,7 @@ int main(void) {
   TCase *dev = tu_tcase("device");
   tcase_add_checked_fixture(dev, tmp_setup, tmp_teardown);
   tcase_add_test(dev, train_deterministic);
+  tcase_add_test(dev, train_lr_decay);
   tcase_add_test(dev, save_load_predictions);
   tcase_add_test(dev, train_short_run);
   suite_add_tcase(s, dev);
