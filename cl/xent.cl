@@ -106,6 +106,15 @@ inline float xent_loss(float m, float log_s, float xt, float d, float inv_c,
   return loss;
 }
 
+/* The loss of any row kind: xent_loss for a valid row, 0 for an ignored
+ * one, NaN for a bad target. */
+inline float xent_kind_loss(int kind, float m, float S, float xt, float d,
+                            size_t n, float smooth) {
+  if (kind == XENT_VALID)
+    return xent_loss(m, log(S), xt, d, 1.0f / (float)n, smooth);
+  return kind == XENT_IGNORED ? 0.0f : NAN;
+}
+
 inline float xent_scale(global const uint *cnt, int mean, float grad_scale) {
   return mean ? grad_scale / (float)cnt[0] : grad_scale;
 }
@@ -288,10 +297,7 @@ inline void xent_wg_body(global const real_t *x, size_t n, int t, int kind,
     STORE((exp(xt - M) * inv - (1.0f - smooth) - sub) * scale, g, (size_t)t);
   if (with_grad && (kind == XENT_IGNORED || kind == XENT_BAD)) xent_wg_zero(g, n);
   rumus_wg_sum(ld, d); /* ld is not lm or ls: no barrier needed before */
-  if (kind == XENT_VALID)
-    *loss_out = xent_loss(M, log(S), xt, ld[0], 1.0f / (float)n, smooth);
-  else
-    *loss_out = kind == XENT_IGNORED ? 0.0f : NAN;
+  *loss_out = xent_kind_loss(kind, M, S, xt, ld[0], n, smooth);
 }
 
 /* The row of one work-group, read once from global memory into `cache`
@@ -347,10 +353,7 @@ inline void xent_wgl_body(global const real_t *x, size_t n, int t, int kind,
       STORE((exp(xt - M) * inv - (1.0f - smooth) - sub) * scale, g, (size_t)t);
     if (kind == XENT_IGNORED || kind == XENT_BAD) xent_wg_zero(g, n);
   }
-  if (kind == XENT_VALID)
-    *loss_out = xent_loss(M, log(S), xt, D, 1.0f / (float)n, smooth);
-  else
-    *loss_out = kind == XENT_IGNORED ? 0.0f : NAN;
+  *loss_out = xent_kind_loss(kind, M, S, xt, D, n, smooth);
 }
 
 inline void xent_wg_entry(global const real_t *x, ulong x_off,
@@ -500,10 +503,7 @@ inline void xent_wgc_body(global const real_t *x, size_t n, int t, int kind,
     for (int k = 0; k < CACHE_V4; k++)
       rumus_store4_part((float4)(0.0f), g, lane + (size_t)k * rt, n);
   }
-  if (kind == XENT_VALID)
-    *loss_out = xent_loss(M, log(S), xt, D, 1.0f / (float)n, smooth);
-  else
-    *loss_out = kind == XENT_IGNORED ? 0.0f : NAN;
+  *loss_out = xent_kind_loss(kind, M, S, xt, D, n, smooth);
 }
 
 inline void xent_wgc_entry(global const real_t *x, ulong x_off,
