@@ -8,6 +8,10 @@
  *   softmax bwd:     dx = y * (dy - sum(dy * y))
  *   log-softmax bwd: dx = dy - exp(y) * sum(dy)
  *
+ * BWD_CACHE_BOTH (default 1): whether softmax_bwd_wgc keeps both y and dy
+ * in registers; the host turns it off for one long row per work-group,
+ * where both rows would not fit.
+ *
  * Three variants of each kernel:
  *   *_wgc  `rt` work-items per row (a power of two dividing WG, a kernel
  *          argument), WG / rt rows per work-group, the row held in
@@ -23,6 +27,10 @@
  *          a row read again from L1/L2 costs little).
  */
 
+
+#ifndef BWD_CACHE_BOTH
+#define BWD_CACHE_BOTH 1
+#endif
 
 /* ---- Work-group variants ------------------------------------------------ */
 
@@ -121,18 +129,45 @@ inline void softmax_bwd_wgc_body(global const real_t *y,
                                  size_t n, uint rt, int log_mode,
                                  local float *ls) {
   const size_t lane = get_local_id(0) % rt;
-  float4 yv[CACHE_V4], gv[CACHE_V4];
+  /* The first pass needs dy (and y for softmax); the second y and dy.
+   * log-softmax keeps dy and reads y only in the second pass; softmax keeps
+   * y, and dy too unless BWD_CACHE_BOTH is 0 (then dy is read again, from
+   * the cache if the row is still there). */
+  float4 yv[CACHE_V4];
+#if BWD_CACHE_BOTH
+  float4 gv[CACHE_V4];
+#endif
   float acc = 0.0f;
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
-    gv[k] = rumus_load4_fill(dy, q, n, 0.0f);
-    yv[k] = rumus_load4_fill(y, q, n, 0.0f);
-    acc += log_mode ? rumus_hsum4(gv[k]) : dot(gv[k], yv[k]);
+    const float4 g = rumus_load4_fill(dy, q, n, 0.0f);
+    if (log_mode) {
+      acc += rumus_hsum4(g);
+      yv[k] = g; /* dy, kept in the y array */
+    } else {
+      yv[k] = rumus_load4_fill(y, q, n, 0.0f);
+      acc += dot(g, yv[k]);
+#if BWD_CACHE_BOTH
+      gv[k] = g;
+#endif
+    }
   }
   const float d = rumus_seg_sum(ls, acc, rt);
-  for (int k = 0; k < CACHE_V4; k++)
-    rumus_store4_part(log_mode ? gv[k] - exp(yv[k]) * d : yv[k] * (gv[k] - d), dx,
-                lane + (size_t)k * rt, n);
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lane + (size_t)k * rt;
+    float4 out;
+    if (log_mode) {
+      out = yv[k] - exp(rumus_load4_fill(y, q, n, 0.0f)) * d;
+    } else {
+#if BWD_CACHE_BOTH
+      const float4 g = gv[k];
+#else
+      const float4 g = rumus_load4_fill(dy, q, n, 0.0f);
+#endif
+      out = yv[k] * (g - d);
+    }
+    rumus_store4_part(out, dx, q, n);
+  }
 }
 
 #define ROW_BASE(p, off) ((p) + (size_t)(off) + (size_t)get_group_id(0) * (size_t)cols)

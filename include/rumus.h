@@ -194,7 +194,10 @@ typedef enum {
    * sets the initial value. */
   RUMUS_OPT_VARIANT = 1,
   /* Work-group size of reduction kernels: 0 picks it from the device
-   * limits; otherwise a power of two from 16 to the device maximum. */
+   * limits (256, and up to 1024 for the rows too long to share a
+   * work-group); otherwise a power of two from 16 to the device maximum,
+   * used for every reduction.  The environment variable
+   * RUMUS_WORKGROUP_SIZE sets the initial value (ignored unless valid). */
   RUMUS_OPT_WORKGROUP_SIZE = 2
 } rumus_option;
 

@@ -196,6 +196,20 @@ static int variant_from_env(void) {
   return RUMUS_VARIANT_AUTO;
 }
 
+static int wg_valid(const rumus_ctx *ctx, long value) {
+  return value == 0 || (value >= 16 && (size_t)value <= ctx->max_wg &&
+                        (value & (value - 1)) == 0);
+}
+
+/* RUMUS_WORKGROUP_SIZE, when it holds a valid size, else 0. */
+static int wg_from_env(const rumus_ctx *ctx) {
+  const char *v = getenv("RUMUS_WORKGROUP_SIZE");
+  if (v == NULL || *v == '\0') return 0;
+  char *end;
+  long n = strtol(v, &end, 10);
+  return (*end == '\0' && n <= 4096 && wg_valid(ctx, n)) ? (int)n : 0;
+}
+
 /* Fills the device facts and the status buffer of a context whose device,
  * context and queue are set. */
 static int ctx_init_common(rumus_ctx *ctx) {
@@ -227,7 +241,7 @@ static int ctx_init_common(rumus_ctx *ctx) {
     return create_fail(RUMUS_EINVAL, "the queue must be in-order");
   ctx->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
   ctx->opt_variant = variant_from_env();
-  ctx->opt_wg = 0;
+  ctx->opt_wg = wg_from_env(ctx);
   if (pthread_mutex_init(&ctx->lock, NULL) != 0)
     return create_fail(RUMUS_ENOMEM, "pthread_mutex_init failed");
   if (pthread_mutex_init(&ctx->scratch_lock, NULL) != 0) {
@@ -403,9 +417,7 @@ int rumus_ctx_set_option(rumus_ctx *ctx, rumus_option opt, int value) {
       ctx->opt_variant = value;
       return RUMUS_OK;
     case RUMUS_OPT_WORKGROUP_SIZE:
-      if (value != 0 &&
-          (value < 16 || (size_t)value > ctx->max_wg || (value & (value - 1))))
-        break;
+      if (!wg_valid(ctx, value)) break;
       ctx->opt_wg = value;
       return RUMUS_OK;
   }
@@ -438,6 +450,15 @@ size_t rumus__reduce_wg(const rumus_ctx *ctx) {
   /* 256 keeps several work-groups resident per compute unit on GPUs and is
    * within every desktop device's limit; smaller devices get their max. */
   size_t wg = 256;
+  while (wg > ctx->max_wg) wg /= 2;
+  return wg;
+}
+
+size_t rumus__long_row_wg(const rumus_ctx *ctx) {
+  if (ctx->opt_wg) return (size_t)ctx->opt_wg;
+  /* One row per work-group, held in registers: the widest group up to
+   * 1024 (larger ones have too few registers per work-item). */
+  size_t wg = 1024;
   while (wg > ctx->max_wg) wg /= 2;
   return wg;
 }

@@ -163,6 +163,13 @@ RUMUS__HIDDEN int rumus__launch(rumus_ctx *ctx, const char *op,
                                 const size_t *global, const size_t *local,
                                 size_t nargs, const rumus__arg *args);
 
+/* The largest work-group the kernel can be launched with on this device
+ * (CL_KERNEL_WORK_GROUP_SIZE: fewer than the device maximum when the
+ * kernel needs many registers); builds the kernel unless cached. */
+RUMUS__HIDDEN int rumus__kernel_wg_limit(rumus_ctx *ctx, const char *op,
+                                         const rumus__kernel_ref *k,
+                                         size_t *out);
+
 /* Builds the program for (file, options) unless cached. */
 RUMUS__HIDDEN int rumus__program_get(rumus_ctx *ctx, const char *op,
                                      const char *file, const char *options,
@@ -172,6 +179,8 @@ RUMUS__HIDDEN void rumus__programs_free(rumus_ctx *ctx);
 
 /* Work-group size of reduction kernels on this context. */
 RUMUS__HIDDEN size_t rumus__reduce_wg(const rumus_ctx *ctx);
+/* Work-group size of the kernels that hold one long row per work-group. */
+RUMUS__HIDDEN size_t rumus__long_row_wg(const rumus_ctx *ctx);
 /* 1 if reductions use the work-group (GPU) variant. */
 RUMUS__HIDDEN int rumus__gpu_variant(const rumus_ctx *ctx);
 /* Element offset of a tensor, for kernel arguments. */

@@ -224,6 +224,25 @@ void rumus__programs_free(rumus_ctx *ctx) {
   }
 }
 
+int rumus__kernel_wg_limit(rumus_ctx *ctx, const char *op,
+                           const rumus__kernel_ref *kr, size_t *out) {
+  *out = 0;
+  pthread_mutex_lock(&ctx->lock);
+  rumus__program *p;
+  cl_kernel k = NULL;
+  int st = program_entry(ctx, op, kr->file, kr->options, &p);
+  if (st == RUMUS_OK) st = kernel_get(ctx, op, p, kr->kernel, &k);
+  if (st == RUMUS_OK) {
+    cl_int e = clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                        sizeof *out, out, NULL);
+    if (e != CL_SUCCESS)
+      st = rumus__fail_cl(ctx, e, "%s: clGetKernelWorkGroupInfo(%s)", op,
+                          kr->kernel);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return st;
+}
+
 int rumus__launch(rumus_ctx *ctx, const char *op, const rumus__kernel_ref *kr,
                   cl_uint dims, const size_t *global, const size_t *local,
                   size_t nargs, const rumus__arg *args) {

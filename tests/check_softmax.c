@@ -114,6 +114,41 @@ START_TEST(bwd_random_shapes) {
 }
 END_TEST
 
+/* Rows past what a work-group of the reduction size holds in registers
+ * (4 * 256 * 8 = 8192), which the work-group variant gives one work-group
+ * of up to 1024 each (up to 4 * 1024 * 8 = 32768, the backward keeping one
+ * of its two rows), and just past that (the strided _wg kernels), with a
+ * peak in the last element and a NaN-free range wide enough that exp
+ * underflows for part of each row. */
+START_TEST(long_rows) {
+  static const size_t CS[] = {8193, 20000, 32768, 32769};
+  const size_t B = 3;
+  rumus_ctx *ctx = tu_ctx();
+  for (size_t c = 0; c < sizeof CS / sizeof CS[0]; c++) {
+    const size_t C = CS[c];
+    tu_rng r;
+    tu_rng_seed(&r, 40 + c);
+    float *x = malloc(B * C * sizeof *x), *y = malloc(B * C * sizeof *y),
+          *dy = malloc(B * C * sizeof *dy);
+    double *yd = malloc(B * C * sizeof *yd);
+    tu_fill_uniform(&r, x, B * C, -60.0f, 20.0f);
+    x[C - 1] = 30.0f;
+    tu_fill_uniform(&r, dy, B * C, -1.0f, 1.0f);
+    for (int log_mode = 0; log_mode < 2; log_mode++) {
+      run_fwd(ctx, x, B, C, log_mode, "long");
+      ref_softmax_fwd(x, B, C, log_mode, yd);
+      for (size_t i = 0; i < B * C; i++) y[i] = (float)yd[i];
+      run_bwd(ctx, y, dy, B, C, log_mode, "long");
+    }
+    free(x);
+    free(y);
+    free(dy);
+    free(yd);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Rows of +-1e4, of equal values, with -INFINITY entries, all -INFINITY,
  * with one NaN (a NaN row, as in PyTorch, whichever lane meets it first). */
 START_TEST(fwd_special_rows) {
@@ -263,6 +298,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, fwd_special_rows);
+  tcase_add_test(limits, long_rows);
   tcase_add_test(limits, fwd_in_place_and_guards);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);

@@ -10,36 +10,25 @@ static const char *const FILE_CL = "softmax.cl";
 
 /* float4 groups per work-item that the *_wgc kernels keep in registers
  * (cl/softmax.cl): rows of up to 4 * WG * CACHE_V4 elements are read from
- * memory once.  8 keeps the backward's two cached rows within 64 registers. */
-enum { CACHE_V4 = 8 };
+ * memory once.  8 keeps the backward's two cached rows within 64 registers
+ * at the reduction work-group size; with one long row per work-group of
+ * up to 1024 the backward keeps one of its two rows (BWD_CACHE_BOTH=0). */
+#define CACHE_V4 8
+#define CACHE_OPTS "-DCACHE_V4=" RUMUS__XSTR(CACHE_V4)
+#define LONG_OPTS CACHE_OPTS " -DBWD_CACHE_BOTH=0"
 
-static void program_options(const rumus_ctx *ctx, char *buf, size_t len) {
-  char base[96];
-  rumus__base_options(ctx, base, sizeof base);
-  snprintf(buf, len, "%s -DCACHE_V4=%d", base, CACHE_V4);
-}
-
-/* Launches `base`_wg or `base`_row over rows x cols; args are the tensors'
- * (buffer, element offset) pairs in kernel order. */
+/* Launches `base`_row, _wgc or _wg (see rumus__row_plan_make) over rows x
+ * cols; ts are the tensors in kernel order, each passed as (buffer,
+ * element offset). */
 static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
                     const rumus_tensor *const *ts, int nt, size_t rows,
                     size_t cols) {
-  char opts[128], kname[64];
-  program_options(ctx, opts, sizeof opts);
-  const int wg_variant = rumus__gpu_variant(ctx);
-  const size_t wg = rumus__reduce_wg(ctx);
-  const int cached = wg_variant && cols <= 4 * wg * CACHE_V4;
-  /* *_wgc: rt work-items per row, the fewest (a power of two, at least 8
-   * for coalesced loads) that hold the row in CACHE_V4 float4 each, so
-   * short rows share a work-group and its barriers. */
-  cl_uint rt = 8;
-  while (rt < wg && (size_t)rt * CACHE_V4 * 4 < cols) rt *= 2;
-  if (rt > wg) rt = (cl_uint)wg;
-  const size_t rows_per_group = cached ? wg / rt : 1;
-  snprintf(kname, sizeof kname, "%s_%s", base,
-           !wg_variant ? "row" : cached ? "wgc" : "wg");
-  const rumus__kernel_ref k = {FILE_CL, opts, kname};
-  const size_t chunk = wg_variant ? RUMUS__MAX_WG_ROWS : ((size_t)1 << 30);
+  rumus__row_plan plan;
+  RUMUS__FORWARD(rumus__row_plan_make(ctx, op, FILE_CL, base, CACHE_OPTS,
+                                      LONG_OPTS, cols, CACHE_V4, &plan));
+  const rumus__kernel_ref k = {FILE_CL, plan.options, plan.kernel};
+  const size_t chunk =
+      plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30) : RUMUS__MAX_WG_ROWS;
   for (size_t r0 = 0; r0 < rows; r0 += chunk) {
     cl_ulong nrows = rows - r0 < chunk ? rows - r0 : chunk;
     cl_ulong ncols = cols;
@@ -53,15 +42,10 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
     }
     args[na++] = RUMUS__ARG(nrows);
     args[na++] = RUMUS__ARG(ncols);
-    if (cached) args[na++] = RUMUS__ARG(rt);
-    size_t global, local;
-    if (wg_variant) {
-      local = wg;
-      global = ((size_t)nrows + rows_per_group - 1) / rows_per_group * local;
-    } else {
-      local = rumus__row_local(ctx, (size_t)nrows);
-      global = (size_t)nrows;
-    }
+    if (plan.kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan.rt);
+    size_t local;
+    const size_t global =
+        rumus__row_plan_global(ctx, &plan, (size_t)nrows, &local);
     RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
   }
   return RUMUS_OK;
@@ -121,8 +105,9 @@ int rumus_log_softmax_bwd(rumus_ctx *ctx, const rumus_tensor *y,
 }
 
 int rumus__softmax_warm(rumus_ctx *ctx) {
-  char opts[128];
+  char base[64], opts[128];
   cl_program p;
-  program_options(ctx, opts, sizeof opts);
+  rumus__base_options(ctx, base, sizeof base);
+  snprintf(opts, sizeof opts, "%s %s", base, CACHE_OPTS);
   return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &p);
 }

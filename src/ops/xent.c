@@ -42,13 +42,18 @@ static size_t local_row_floats(const rumus_ctx *ctx) {
   return bytes >= 1024 ? bytes / sizeof(float) : 0;
 }
 
-static void options(const rumus_ctx *ctx, char *buf, size_t len) {
-  char base[96];
-  rumus__base_options(ctx, base, sizeof base);
-  snprintf(buf, len, "%s -DDEVERR_XENT_TARGET=%d -DXENT_LOCAL_FLOATS=%zu "
+/* The options after the base ones; local_floats sizes the _wgl cache. */
+static void extra_options(size_t local_floats, char *buf, size_t len) {
+  snprintf(buf, len, "-DDEVERR_XENT_TARGET=%d -DXENT_LOCAL_FLOATS=%zu "
                      "-DRED_ITEMS=%d -DCACHE_V4=%d",
-           base, (int)RUMUS__DEVERR_XENT_TARGET, local_row_floats(ctx),
-           RED_ITEMS, CACHE_V4);
+           (int)RUMUS__DEVERR_XENT_TARGET, local_floats, RED_ITEMS, CACHE_V4);
+}
+
+static void options(const rumus_ctx *ctx, char *buf, size_t len) {
+  char base[96], extra[128];
+  rumus__base_options(ctx, base, sizeof base);
+  extra_options(local_row_floats(ctx), extra, sizeof extra);
+  snprintf(buf, len, "%s %s", base, extra);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -171,27 +176,30 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
     if (st == RUMUS_OK) st = launch_wg(ctx, opts, "xent_count_final", 1, 3, a2);
   }
 
-  /* 2. Per-row losses and the gradient. */
-  const int wg_variant = rumus__gpu_variant(ctx);
-  const size_t wg = rumus__reduce_wg(ctx);
-  /* Short rows: _wgc, rt work-items per row, the fewest (a power of two, at
-   * least 8 for coalesced loads) that hold the row in CACHE_V4 float4 each,
-   * WG / rt rows per work-group. */
-  const int regs = wg_variant && cols <= 4 * wg * CACHE_V4;
-  cl_uint rt = 8;
-  while (rt < wg && (size_t)rt * CACHE_V4 * 4 < cols) rt *= 2;
-  if (rt > wg) rt = (cl_uint)wg;
-  const size_t rows_per_group = regs ? wg / rt : 1;
-  /* Longer rows: the row cache pays off when the row is read twice: with a
-   * gradient or with smoothing. */
-  const int cached = wg_variant && !regs &&
-                     (grad || p->label_smoothing > 0.0f) &&
-                     cols <= local_row_floats(ctx);
-  char kname[32];
-  snprintf(kname, sizeof kname, "xent_%s_%s", grad ? "fwd_bwd" : "fwd",
-           !wg_variant ? "row" : regs ? "wgc" : cached ? "wgl" : "wg");
-  const rumus__kernel_ref k = {FILE_CL, opts, kname};
-  const size_t chunk = wg_variant ? RUMUS__MAX_WG_ROWS : ((size_t)1 << 30);
+  /* 2. Per-row losses and the gradient.  The long-row program (one row
+   * per work-group of up to 1024) leaves the _wgl kernels out: their
+   * local arrays grow with WG. */
+  char extra[128], long_extra[128];
+  extra_options(local_row_floats(ctx), extra, sizeof extra);
+  extra_options(0, long_extra, sizeof long_extra);
+  const char *base = grad ? "xent_fwd_bwd" : "xent_fwd";
+  rumus__row_plan plan;
+  if (st == RUMUS_OK)
+    st = rumus__row_plan_make(ctx, OP, FILE_CL, base, extra, long_extra, cols,
+                              CACHE_V4, &plan);
+  if (st != RUMUS_OK) {
+    if (scratch) clReleaseMemObject(scratch);
+    return st;
+  }
+  /* Rows too long for registers: the local-memory row cache pays off when
+   * the row is read twice, with a gradient or with smoothing. */
+  if (plan.kind == RUMUS__ROWS_GROUP && (grad || p->label_smoothing > 0.0f) &&
+      cols <= local_row_floats(ctx))
+    snprintf(plan.kernel, sizeof plan.kernel, "%s_wgl", base);
+  const int regs = plan.kind == RUMUS__ROWS_REGS;
+  const rumus__kernel_ref k = {FILE_CL, plan.options, plan.kernel};
+  const size_t chunk =
+      plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30) : RUMUS__MAX_WG_ROWS;
   const cl_mem lrow_mem = reduce ? scratch : loss->mem;
   const cl_mem g_mem = grad ? grad->mem : no_mem;
   const cl_mem c_mem = mean ? scratch : no_mem;
@@ -210,16 +218,10 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
         RUMUS__ARG(c_off),       RUMUS__ARG(nr),     RUMUS__ARG(ncols),
         RUMUS__ARG(row0),        RUMUS__ARG(ignore), RUMUS__ARG(smooth),
         RUMUS__ARG(gscale),      RUMUS__ARG(mean_i), RUMUS__ARG(ctx->status),
-        RUMUS__ARG(rt)}; /* rt: _wgc only */
+        RUMUS__ARG(plan.rt)}; /* rt: _wgc only */
     const size_t nargs = sizeof a / sizeof a[0] - (regs ? 0 : 1);
-    size_t global, local;
-    if (wg_variant) {
-      local = wg;
-      global = ((size_t)nr + rows_per_group - 1) / rows_per_group * local;
-    } else {
-      local = rumus__row_local(ctx, (size_t)nr);
-      global = (size_t)nr;
-    }
+    size_t local;
+    const size_t global = rumus__row_plan_global(ctx, &plan, (size_t)nr, &local);
     st = rumus__launch(ctx, OP, &k, 1, &global, &local, nargs, a);
   }
 
