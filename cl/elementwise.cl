@@ -62,10 +62,11 @@
  * one chunk each chunk writes a partial row part[chunk, F] and
  * bias_grad_fold sums the chunks of each column in chunk order, so the
  * result is the same on every run):
- *   bias_grad_wg   GPU: a work-group of WG work-items covers BG_TC columns
- *                  x (WG / BG_TC) row lanes of one chunk; lane t sums rows
- *                  t, t + WG/BG_TC, ... (coalesced across columns), then a
- *                  tree over the lanes in local memory.
+ *   bias_grad_wg   GPU: a work-group of WG work-items covers 4 BG_TC
+ *                  columns (a float4 each) x (WG / BG_TC) row lanes of one
+ *                  chunk; lane t sums rows t, t + WG/BG_TC, ... (coalesced
+ *                  across columns), then a tree over the lanes in local
+ *                  memory.
  *   bias_grad_row  CPU: one work-item per block of BG_COLS columns of one
  *                  chunk, walking its rows with BG_COLS / 8 float8
  *                  accumulators, no barriers.  64 columns (256 contiguous
@@ -82,8 +83,16 @@
 #ifndef EW_LS
 #define EW_LS 64 /* local size of the flat kernels */
 #endif
+#ifndef EW_BUILTIN_MATH
+/* 1: exp and erfc from the device's math library (GPU variant); 0: the
+ * polynomials below, which PoCL vectorises (its own exp and erfc are
+ * scalar calls per lane there) */
+#define EW_BUILTIN_MATH 0
+#endif
 #ifndef BG_TC
-#define BG_TC (WG >= 32 ? 32 : WG) /* columns per work-group, bias_grad_wg */
+/* float4 columns per work-group of bias_grad_wg: 8 read 128 contiguous
+ * bytes of each row, and leave WG / 8 row lanes */
+#define BG_TC (WG >= 8 ? 8 : WG)
 #endif
 #define BG_TR (WG / BG_TC)         /* row lanes per work-group */
 #ifndef BG_COLS
@@ -153,7 +162,7 @@ enum {
  * The range keeps every result normal: denormal arithmetic costs a
  * microcode assist of ~100 cycles per instruction on x86 (PoCL does not
  * flush them), and callers need no value below 1.6e-38. */
-EW_INLINE vec_t ew_exp(vec_t x) {
+EW_INLINE vec_t ew_exp_poly(vec_t x) {
   const vec_t t = fma(x, 1.44269504088896341f, 12582912.0f);
   const vec_t k = t - 12582912.0f;
   vec_t r = fma(k, -0.693145751953125f, x);
@@ -165,6 +174,15 @@ EW_INLINE vec_t ew_exp(vec_t x) {
   p = fma(p, r, 1.0f);
   return p * AS_VEC((AS_IVEC(t) - 0x4B400000 + 127) << 23);
 }
+
+/* exp as the kernels call it: the polynomial above, or with
+ * EW_BUILTIN_MATH the device's exp (GPUs evaluate it in a few instructions
+ * on special-function units, within the 3 ulp that OpenCL allows). */
+#if EW_BUILTIN_MATH
+#define ew_exp(x) exp(x)
+#else
+#define ew_exp(x) ew_exp_poly(x)
+#endif
 
 /* tanh: (1 - e) / (1 + e), e = e^-2|x|, with the sign of x; below 0.25,
  * where 1 - e would cancel, the odd Taylor series to x^9 (truncation
@@ -186,7 +204,7 @@ EW_INLINE vec_t ew_tanh(vec_t x) {
  * (erfc(9) = 4.1e-37, still normal), so callers fix larger |z| and NaN
  * themselves.  The rounding of z^2 adds a relative error of z^2 * 6e-8, at
  * most 2.7e-7 where GELU's values exceed 1e-6 (|z| < 2.1... 3.4). */
-EW_INLINE vec_t ew_erfc(vec_t z) {
+EW_INLINE vec_t ew_erfc_poly(vec_t z) {
   const vec_t a = fmin(fabs(z), 9.0f);
   const vec_t t = 1.0f / fma(0.5f, a, 1.0f);
   /* P(t) = sum c_i t^i, i = 0..9, in Estrin's scheme (a chain of 4
@@ -198,9 +216,17 @@ EW_INLINE vec_t ew_erfc(vec_t z) {
   const vec_t q3 = fma(t, 1.48851587f, -1.13520398f);
   const vec_t q4 = fma(t, 0.17087277f, -0.82215223f);
   const vec_t P = fma(q4, t8, fma(fma(q3, t2, q2), t4, fma(q1, t2, q0)));
-  const vec_t r = t * ew_exp(P - a * a); /* P - a^2 >= -82.3 */
+  const vec_t r = t * ew_exp_poly(P - a * a); /* P - a^2 >= -82.3 */
   return select(r, 2.0f - r, z < 0.0f);
 }
+
+/* erfc as the kernels call it (see ew_exp): the fit above, or the
+ * device's erfc (within 16 ulp by OpenCL, about 4 on GPUs). */
+#if EW_BUILTIN_MATH
+#define ew_erfc(z) erfc(z)
+#else
+#define ew_erfc(z) ew_erfc_poly(z)
+#endif
 
 /* sigmoid'(z) = e / (1 + e)^2 with e = exp(-|z|): finite for every z
  * (NaN z gives a finite value: callers select NaN themselves). */
@@ -397,32 +423,56 @@ __kernel void bias_add(global real_t *y, ulong y_off, global const real_t *bias,
 
 /* ---- Bias gradient ------------------------------------------------------ */
 
-/* Global (ceil(F / BG_TC) * WG, chunks), local (WG, 1).  Writes the sums of
- * rows [chunk * rc, (chunk + 1) * rc) to out[chunk * cols + j]. */
+/* Global (ceil(F / (4 BG_TC)) * WG, chunks), local (WG, 1).  Work-item
+ * (tx, ty) sums columns 4 c .. 4 c + 3, c = group * BG_TC + tx, over rows
+ * r0 + ty, r0 + ty + BG_TR, ... in two chains (loads in flight), then a
+ * tree over the ty lanes; writes the sums of rows [chunk * rc,
+ * (chunk + 1) * rc) to out[chunk * cols + j]. */
 __kernel RUMUS_WG_ATTR void bias_grad_wg(global const real_t *dy, ulong dy_off,
                                          global real_t *out, ulong out_off,
                                          ulong rows, ulong cols, ulong rc) {
-  local float acc[WG];
+  local float4 acc[WG];
   const size_t lid = get_local_id(0);
   const size_t tx = lid % BG_TC, ty = lid / BG_TC;
-  const size_t col = get_group_id(0) * (size_t)BG_TC + tx;
+  const size_t n = (size_t)cols;
+  const size_t c0 = (get_group_id(0) * (size_t)BG_TC + tx) * 4;
   const size_t chunk = get_group_id(1);
   const size_t r0 = chunk * (size_t)rc;
   const size_t r1 = min(r0 + (size_t)rc, (size_t)rows);
-  float s = 0.0f;
-  if (col < (size_t)cols) {
-    global const real_t *p = dy + (size_t)dy_off + col;
-    for (size_t r = r0 + ty; r < r1; r += BG_TR) s += LOAD(p, r * (size_t)cols);
+  float4 a = 0.0f, b = 0.0f;
+  global const real_t *p = dy + (size_t)dy_off + c0;
+  if (c0 + 4 <= n) {
+    size_t r = r0 + ty;
+    for (; r + BG_TR < r1; r += 2 * BG_TR) {
+      a += LOAD4(p, r * n);
+      b += LOAD4(p, (r + BG_TR) * n);
+    }
+    if (r < r1) a += LOAD4(p, r * n);
+  } else if (c0 < n) { /* the last 1 to 3 columns */
+    for (size_t r = r0 + ty; r < r1; r += BG_TR) {
+      a.x += LOAD(p, r * n);
+      if (c0 + 1 < n) a.y += LOAD(p, r * n + 1);
+      if (c0 + 2 < n) a.z += LOAD(p, r * n + 2);
+    }
   }
-  /* Tree over the row lanes: lane ty folds lane ty + step (same column). */
-  acc[lid] = s;
+  /* Tree over the row lanes: lane ty folds lane ty + step (same columns). */
+  acc[lid] = a + b;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (size_t step = BG_TR / 2; step > 0; step /= 2) {
     if (ty < step) acc[lid] += acc[lid + step * BG_TC];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (ty == 0 && col < (size_t)cols)
-    STORE(acc[tx], out + (size_t)out_off, chunk * (size_t)cols + col);
+  if (ty == 0 && c0 < n) {
+    const float4 v = acc[tx];
+    global real_t *o = out + (size_t)out_off + chunk * n + c0;
+    if (c0 + 4 <= n) {
+      STORE4(v, o, 0);
+    } else {
+      STORE(v.x, o, 0);
+      if (c0 + 1 < n) STORE(v.y, o, 1);
+      if (c0 + 2 < n) STORE(v.z, o, 2);
+    }
+  }
 }
 
 /* Global (ceil(F / BG_COLS), chunks): work-item (b, chunk) sums columns
@@ -461,14 +511,23 @@ __kernel void bias_grad_row(global const real_t *dy, ulong dy_off,
   }
 }
 
-/* Global F: db[j] = sum over chunks k, in order, of part[k * cols + j]. */
+/* Global F: db[j] = sum over chunks k of part[k * cols + j]. */
 __kernel EW_ATTR void bias_grad_fold(global const real_t *part, ulong chunks,
                                      global real_t *db, ulong db_off,
                                      ulong cols) {
   const size_t j = get_global_id(0);
   if (j >= (size_t)cols) return;
-  float s = 0.0f;
-  for (size_t k = 0; k < (size_t)chunks; k++)
-    s += LOAD(part, k * (size_t)cols + j);
-  STORE(s, db + (size_t)db_off, j);
+  /* Four chains (chunks k = i mod 4), added in a fixed order: four loads
+   * in flight. */
+  const size_t nc = (size_t)chunks, n = (size_t)cols;
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  size_t k = 0;
+  for (; k + 4 <= nc; k += 4) {
+    s0 += LOAD(part, k * n + j);
+    s1 += LOAD(part, (k + 1) * n + j);
+    s2 += LOAD(part, (k + 2) * n + j);
+    s3 += LOAD(part, (k + 3) * n + j);
+  }
+  for (; k < nc; k++) s0 += LOAD(part, k * n + j);
+  STORE((s0 + s1) + (s2 + s3), db + (size_t)db_off, j);
 }

@@ -31,9 +31,9 @@
  *            lid, lid + WG, ... of the chunk, then a tree in local memory
  *            (GPU path).
  *   Stage 2 (one work-item, or one work-group of WG) sums the P partials by
- *   an in-place pairwise tree over the scratch array (level s adds
- *   part[i + s] into part[i] for every i that is a multiple of 2s), so the
- *   order is fixed by P alone.
+ *   a pairwise tree (level s adds part[i + s] into part[i] for every i that
+ *   is a multiple of 2s), so the order is fixed by P alone; the work-group
+ *   runs it in local memory when P <= SQ_LOCAL, in place otherwise.
  *     sumsq_final:  acc[0] += sum
  *     clip_final:   total = sqrt(sum); c = max_norm / (total + 1e-6),
  *                   clamped to at most 1 (NaN stays NaN, as torch.clamp);
@@ -53,6 +53,9 @@
 #endif
 #ifndef SQ_BLOCK
 #define SQ_BLOCK 256 /* elements per inner block of sumsq_partial_row */
+#endif
+#ifndef SQ_LOCAL
+#define SQ_LOCAL 2048 /* partials the _wg finals sum in local memory */
 #endif
 
 #ifdef RUMUS_RELAX_WG
@@ -240,12 +243,19 @@ __kernel RUMUS_WG_ATTR void sumsq_partial_wg(global const real_t *x,
   const size_t len = start < n ? min((size_t)chunk, (size_t)n - start) : 0;
   global const real_t *xs = x + x_off + (start < n ? start : 0);
   const size_t n4 = len / 4;
-  float4 a4 = 0.0f;
-  for (size_t q = lid; q < n4; q += WG) {
+  /* Two chains: twice the loads in flight per work-item. */
+  float4 a4 = 0.0f, b4 = 0.0f;
+  size_t q = lid;
+  for (; q + WG < n4; q += 2 * WG) {
+    const float4 t = LOAD4(xs, q * 4), u = LOAD4(xs, (q + WG) * 4);
+    a4 += t * t;
+    b4 += u * u;
+  }
+  if (q < n4) {
     const float4 t = LOAD4(xs, q * 4);
     a4 += t * t;
   }
-  float a = rumus_hsum4(a4);
+  float a = rumus_hsum4(a4 + b4);
   for (size_t j = n4 * 4 + lid; j < len; j += WG) {
     const float t = LOAD(xs, j);
     a += t * t;
@@ -269,11 +279,39 @@ inline void tree_level(global float *s, size_t P, size_t stride, size_t first,
     s[i] += s[i + stride];
 }
 
+inline void tree_level_local(local float *s, size_t P, size_t stride,
+                             size_t first, size_t nt) {
+  for (size_t i = 2 * stride * first; i + stride < P; i += 2 * stride * nt)
+    s[i] += s[i + stride];
+}
+
+/* The sum of s[0 .. P) by the pairwise tree, in one work-group (every
+ * work-item calls it).  Up to SQ_LOCAL partials are copied to local memory
+ * first, so the levels need only local barriers; more are summed in place
+ * in global memory.  Either way the additions are the same. */
+inline float tree_sum_wg(global float *s, size_t P, local float *ls) {
+  const size_t lid = get_local_id(0);
+  if (P <= SQ_LOCAL) {
+    for (size_t i = lid; i < P; i += WG) ls[i] = s[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (size_t stride = 1; stride < P; stride *= 2) {
+      tree_level_local(ls, P, stride, lid, WG);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    return P ? ls[0] : 0.0f;
+  }
+  for (size_t stride = 1; stride < P; stride *= 2) {
+    tree_level(s, P, stride, lid, WG);
+    barrier(CLK_GLOBAL_MEM_FENCE);
+  }
+  return s[0];
+}
+
 /* total = sqrt(sum); s[P] = min(1, max_norm / (total + 1e-6)); the float
  * arithmetic of torch.nn.utils.clip_grad_norm_. */
-inline void clip_finish(global float *s, size_t P, float max_norm,
+inline void clip_finish(float sum, global float *s, size_t P, float max_norm,
                         global float *tn, ulong tn_off, int has_total) {
-  const float total = sqrt(P ? s[0] : 0.0f);
+  const float total = sqrt(sum);
   float c = max_norm / (total + 1e-6f);
   if (c > 1.0f) c = 1.0f;
   s[P] = c;
@@ -288,17 +326,13 @@ __kernel void sumsq_final_row(global float *part, ulong p_off, ulong P,
   if (P) acc[acc_off] += s[0];
 }
 
+/* The host launches one work-group of the _wg finals. */
 __kernel RUMUS_WG_ATTR void sumsq_final_wg(global float *part, ulong p_off,
                                            ulong P, global float *acc,
                                            ulong acc_off) {
-  const size_t lid = get_local_id(0);
-  const int mine = get_group_id(0) == 0; /* the host launches one group */
-  global float *s = part + p_off;
-  for (size_t stride = 1; stride < P; stride *= 2) {
-    if (mine) tree_level(s, P, stride, lid, WG);
-    barrier(CLK_GLOBAL_MEM_FENCE);
-  }
-  if (lid == 0 && mine && P) acc[acc_off] += s[0];
+  local float ls[SQ_LOCAL];
+  const float sum = tree_sum_wg(part + p_off, P, ls);
+  if (get_local_id(0) == 0 && P) acc[acc_off] += sum;
 }
 
 __kernel void clip_final_row(global float *part, ulong p_off, ulong P,
@@ -307,20 +341,16 @@ __kernel void clip_final_row(global float *part, ulong p_off, ulong P,
   if (get_global_id(0) != 0) return;
   global float *s = part + p_off;
   for (size_t stride = 1; stride < P; stride *= 2) tree_level(s, P, stride, 0, 1);
-  clip_finish(s, P, max_norm, tn, tn_off, has_total);
+  clip_finish(P ? s[0] : 0.0f, s, P, max_norm, tn, tn_off, has_total);
 }
 
 __kernel RUMUS_WG_ATTR void clip_final_wg(global float *part, ulong p_off,
                                           ulong P, float max_norm,
                                           global float *tn, ulong tn_off,
                                           int has_total) {
-  const size_t lid = get_local_id(0);
-  const int mine = get_group_id(0) == 0; /* the host launches one group */
-  global float *s = part + p_off;
-  for (size_t stride = 1; stride < P; stride *= 2) {
-    if (mine) tree_level(s, P, stride, lid, WG);
-    barrier(CLK_GLOBAL_MEM_FENCE);
-  }
-  if (lid == 0 && mine)
-    clip_finish(s, P, max_norm, tn, tn_off, has_total);
+  local float ls[SQ_LOCAL];
+  const float sum = tree_sum_wg(part + p_off, P, ls);
+  if (get_local_id(0) == 0)
+    clip_finish(P ? sum : 0.0f, part + p_off, P, max_norm, tn, tn_off,
+                has_total);
 }

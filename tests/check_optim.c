@@ -221,10 +221,14 @@ END_TEST
 /* Three gradients of different sizes, in guarded buffers, clipped (max_norm
  * half the norm) and not clipped (twice the norm), with and without the
  * total_norm output, on both variants. */
-static void clip_case(rumus_ctx *ctx, double ratio, int with_total,
-                      uint64_t seed) {
-  enum { NG = 3 };
-  static const size_t shapes[NG][2] = {{31, 129}, {1, 7}, {65537, 1}};
+enum { NG = 3 };
+static const size_t CLIP_SHAPES[NG][2] = {{31, 129}, {1, 7}, {65537, 1}};
+/* With work-group size 16 these give about 940 partials each, more than the
+ * 2048 the work-group variant's final tree holds in local memory. */
+static const size_t CLIP_SHAPES_MANY[NG][2] = {{300000, 1}, {1, 300001}, {599, 501}};
+
+static void clip_case_shapes(rumus_ctx *ctx, double ratio, int with_total,
+                             uint64_t seed, const size_t (*shapes)[2]) {
   tu_rng r;
   tu_rng_seed(&r, seed);
   float *g[NG];
@@ -282,6 +286,19 @@ static void clip_case(rumus_ctx *ctx, double ratio, int with_total,
   }
   for (int i = 0; i < NG; i++) free(g[i]);
 }
+
+static void clip_case(rumus_ctx *ctx, double ratio, int with_total,
+                      uint64_t seed) {
+  clip_case_shapes(ctx, ratio, with_total, seed, CLIP_SHAPES);
+}
+
+START_TEST(clip_grad_norm_many_partials) {
+  rumus_ctx *ctx = tu_ctx();
+  TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_WORKGROUP_SIZE, 16));
+  clip_case_shapes(ctx, 0.5, 1, 15, CLIP_SHAPES_MANY);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
 
 START_TEST(clip_grad_norm_clips) {
   rumus_ctx *ctx = tu_ctx();
@@ -687,6 +704,7 @@ int main(void) {
   tcase_add_loop_test(core, sum_squares_sizes, 0, 3);
   tcase_add_test(core, clip_grad_norm_clips);
   tcase_add_test(core, clip_grad_norm_no_clip);
+  tcase_add_test(core, clip_grad_norm_many_partials);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, steps_guarded);

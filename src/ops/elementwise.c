@@ -24,7 +24,8 @@ static const char *const FILE_CL = "elementwise.cl";
 
 /* bias_grad: chunks of rows, each reduced into one partial row. */
 #define BG_MAX_CHUNKS 1024
-#define BG_RC_GPU 256  /* rows per chunk at least, GPU variant */
+#define BG_RC_GPU 32   /* rows per chunk at least, GPU variant */
+#define BG_GROUPS_PER_CU 8
 #define BG_RC_CPU 256  /* rows per chunk at least, CPU variant */
 /* Columns per work-item of bias_grad_row: 64 (eight float8 accumulators)
  * read 256 contiguous bytes per row, which the CPU's prefetchers follow;
@@ -53,9 +54,12 @@ static void get_geom(const rumus_ctx *ctx, geom *g) {
   }
   while (g->ls > ctx->max_wg) g->ls /= 2;
   rumus__base_options(ctx, base, sizeof base);
+  /* The GPU variant takes exp and erfc from the device (EW_BUILTIN_MATH):
+   * on the H200 the polynomials made GELU compute-bound. */
   snprintf(g->opts, sizeof g->opts,
-           "%s -DEW_VW=%zu -DEW_NV=%zu -DEW_LS=%zu -DBG_COLS=%d", base, g->vw,
-           g->nv, g->ls, BG_COLS_CPU);
+           "%s -DEW_VW=%zu -DEW_NV=%zu -DEW_LS=%zu -DBG_COLS=%d "
+           "-DEW_BUILTIN_MATH=%d",
+           base, g->vw, g->nv, g->ls, BG_COLS_CPU, g->gpu);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -269,9 +273,19 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   geom g;
   get_geom(ctx, &g);
   /* Rows per chunk: at least BG_RC_*, and no more than BG_MAX_CHUNKS
-   * chunks.  It depends on the shape and variant only, so the summation
-   * order (and the result) is the same on every run. */
+   * chunks.  The work-group variant cuts the rows into about enough chunks
+   * for BG_GROUPS_PER_CU work-groups per compute unit (fewer chunks: less
+   * to fold).  It depends on the shape, variant and device only, so the
+   * summation order (and the result) is the same on every run. */
+  const size_t tc = rumus__reduce_wg(ctx) >= 8 ? 8 : rumus__reduce_wg(ctx);
   size_t rc = g.gpu ? BG_RC_GPU : BG_RC_CPU;
+  if (g.gpu) {
+    const size_t gx = (cols + 4 * tc - 1) / (4 * tc);
+    size_t want = BG_GROUPS_PER_CU * (size_t)ctx->compute_units / gx;
+    if (want < 1) want = 1;
+    const size_t r = (rows + want - 1) / want;
+    if (rc < r) rc = r;
+  }
   const size_t rc_cap = (rows + BG_MAX_CHUNKS - 1) / BG_MAX_CHUNKS;
   if (rc < rc_cap) rc = rc_cap;
   const size_t chunks = (rows + rc - 1) / rc;
@@ -290,9 +304,11 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
                         RUMUS__ARG(nrows), RUMUS__ARG(ncols), RUMUS__ARG(nrc)};
   int st;
   if (g.gpu) {
-    const size_t wg = rumus__reduce_wg(ctx), tc = wg >= 32 ? 32 : wg;
+    const size_t wg = rumus__reduce_wg(ctx);
     const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_wg"};
-    size_t global[2] = {(cols + tc - 1) / tc * wg, chunks}, local[2] = {wg, 1};
+    /* Each work-item takes 4 columns: a work-group covers 4 tc. */
+    size_t global[2] = {(cols + 4 * tc - 1) / (4 * tc) * wg, chunks},
+           local[2] = {wg, 1};
     st = rumus__launch(ctx, op, &k, 2, global, local, 7, args);
   } else {
     const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_row"};

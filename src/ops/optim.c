@@ -31,6 +31,11 @@ static const char *const FILE_CL = "optim.cl";
 #define SQ_MAX_PARTS ((size_t)1 << 16)
 #define SQ_MIN_CHUNK ((size_t)4096)
 #define SQ_BLOCK ((size_t)256)
+/* Work-group variant: at most this many partials per tensor (one wave of
+ * work-groups on a large GPU, each work-item summing many float4, and few
+ * enough for the final tree to run in local memory: SQ_LOCAL). */
+#define SQ_GPU_PARTS ((size_t)1024)
+#define SQ_LOCAL 2048
 
 static size_t ew_wg(const rumus_ctx *ctx) {
   size_t wg = EW_WG_MAX;
@@ -39,16 +44,16 @@ static size_t ew_wg(const rumus_ctx *ctx) {
 }
 
 static void options(const rumus_ctx *ctx, char *buf, size_t len) {
-  char base[96];
+  char base[64];
   rumus__base_options(ctx, base, sizeof base);
-  snprintf(buf, len, "%s -DEW_WG=%zu -DEW_ITEMS=%d -DSQ_BLOCK=%zu", base,
-           ew_wg(ctx), EW_ITEMS, SQ_BLOCK);
+  snprintf(buf, len, "%s -DEW_WG=%zu -DEW_ITEMS=%d -DSQ_BLOCK=%zu -DSQ_LOCAL=%d",
+           base, ew_wg(ctx), EW_ITEMS, SQ_BLOCK, SQ_LOCAL);
 }
 
 /* Launches an element-wise kernel over n elements. */
 static int launch_ew(rumus_ctx *ctx, const char *op, const char *kname,
                      size_t n, size_t nargs, const rumus__arg *args) {
-  char opts[160];
+  char opts[192];
   options(ctx, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, kname};
   const size_t nvec = (n + 7) / 8;
@@ -195,10 +200,11 @@ int rumus_adam_step(rumus_ctx *ctx, const rumus_adam_params *p, long step,
 
 /* Elements per partial sum for a tensor of n elements (n > 0). */
 static size_t sq_chunk(const rumus_ctx *ctx, size_t n) {
-  const size_t unit = rumus__gpu_variant(ctx) ? 4 * rumus__reduce_wg(ctx)
-                                              : SQ_BLOCK;
-  const size_t lo = rumus__gpu_variant(ctx) ? 4 * unit : SQ_MIN_CHUNK;
-  size_t c = rumus__round_up((n + SQ_MAX_PARTS - 1) / SQ_MAX_PARTS, unit);
+  const int gpu = rumus__gpu_variant(ctx);
+  const size_t unit = gpu ? 4 * rumus__reduce_wg(ctx) : SQ_BLOCK;
+  const size_t lo = gpu ? 4 * unit : SQ_MIN_CHUNK;
+  const size_t parts = gpu ? SQ_GPU_PARTS : SQ_MAX_PARTS;
+  size_t c = rumus__round_up((n + parts - 1) / parts, unit);
   return c > lo ? c : lo;
 }
 
@@ -211,7 +217,7 @@ static int launch_partials(rumus_ctx *ctx, const char *op,
                            const rumus_tensor *x, cl_mem part, size_t p_off) {
   const size_t n = x->numel;
   if (n == 0) return RUMUS_OK;
-  char opts[160];
+  char opts[192];
   options(ctx, opts, sizeof opts);
   const int wg = rumus__gpu_variant(ctx);
   const rumus__kernel_ref k = {FILE_CL, opts,
@@ -236,7 +242,7 @@ static int launch_partials(rumus_ctx *ctx, const char *op,
  * work-item). */
 static int launch_final(rumus_ctx *ctx, const char *op, const char *base,
                         size_t nargs, const rumus__arg *args) {
-  char opts[160], kname[48];
+  char opts[192], kname[48];
   options(ctx, opts, sizeof opts);
   const int wg = rumus__gpu_variant(ctx);
   snprintf(kname, sizeof kname, "%s_%s", base, wg ? "wg" : "row");
@@ -331,7 +337,7 @@ int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads, size_t n,
 }
 
 int rumus__optim_warm(rumus_ctx *ctx) {
-  char opts[160];
+  char opts[192];
   cl_program prog;
   options(ctx, opts, sizeof opts);
   return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog);
