@@ -478,8 +478,9 @@ inline void xent_wgc_body(global const real_t *x, size_t n, int t, int kind,
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
     const float4 e = exp(v[k] - M);
-    S += rumus_hsum4(xent_mask4(e, q, nv));
-    D += rumus_hsum4(xent_mask4(M - v[k], q, nv));
+    /* Lanes past the row hold exp(-inf - M) = 0: no mask needed for S. */
+    S += rumus_hsum4(e);
+    if (smooth > 0.0f) D += rumus_hsum4(xent_mask4(M - v[k], q, nv));
     v[k] = e;
   }
   /* smooth is the same in the whole launch: the branch is uniform.  lm
