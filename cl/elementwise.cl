@@ -30,7 +30,10 @@
  * Transcendentals: exp, tanh and erfc are written here in plain vector
  * arithmetic (ew_exp, ew_tanh, ew_erfc) rather than taken from the
  * builtins, which PoCL compiles to far slower code (its rint alone is a
- * dozen instructions); they are within a few ulp (erfc: 1.2e-7 relative).
+ * dozen instructions) and NVIDIA's to slower code than these (GELU erf at
+ * twice PyTorch's time on the H200); they are within a few ulp (erfc:
+ * 1.2e-7 relative).  The GPU variant (EW_GPU_MATH) takes 2^r and one
+ * reciprocal from native_exp2 / native_recip.
  * Every exp argument is clamped to [-87, 88] so that no intermediate or
  * result is a denormal (a ~100-cycle microcode assist per instruction on
  * x86; PoCL does not flush them): values that would fall below 1.6e-38 come
@@ -83,11 +86,13 @@
 #ifndef EW_LS
 #define EW_LS 64 /* local size of the flat kernels */
 #endif
-#ifndef EW_BUILTIN_MATH
-/* 1: exp and erfc from the device's math library (GPU variant); 0: the
- * polynomials below, which PoCL vectorises (its own exp and erfc are
- * scalar calls per lane there) */
-#define EW_BUILTIN_MATH 0
+#ifndef EW_GPU_MATH
+/* 1 (GPU variant): exp through native_exp2 and erfc's reciprocal through
+ * native_recip, special-function instructions on GPUs; 0: plain vector
+ * arithmetic, which PoCL vectorises.  The device's own exp and erfc were
+ * slower on both: scalar calls per lane on PoCL, and on the H200 GELU erf
+ * took twice PyTorch's time with them. */
+#define EW_GPU_MATH 0
 #endif
 #ifndef BG_TC
 /* float4 columns per work-group of bias_grad_wg: 8 read 128 contiguous
@@ -175,11 +180,22 @@ EW_INLINE vec_t ew_exp_poly(vec_t x) {
   return p * AS_VEC((AS_IVEC(t) - 0x4B400000 + 127) << 23);
 }
 
-/* exp as the kernels call it: the polynomial above, or with
- * EW_BUILTIN_MATH the device's exp (GPUs evaluate it in a few instructions
- * on special-function units, within the 3 ulp that OpenCL allows). */
-#if EW_BUILTIN_MATH
-#define ew_exp(x) exp(x)
+/* The same reduction with e^r = 2^(r log2 e) from native_exp2, which GPUs
+ * evaluate in one special-function instruction (about 2 ulp on NVIDIA for
+ * |r log2 e| <= 0.5; the product's rounding adds 2e-8): fewer instructions
+ * than the polynomial where arithmetic, not memory, limits GELU. */
+EW_INLINE vec_t ew_exp_sfu(vec_t x) {
+  const vec_t t = fma(x, 1.44269504088896341f, 12582912.0f);
+  const vec_t k = t - 12582912.0f;
+  vec_t r = fma(k, -0.693145751953125f, x);
+  r = fma(k, -1.42860682030941723e-6f, r);
+  return native_exp2(r * 1.44269504088896341f) *
+         AS_VEC((AS_IVEC(t) - 0x4B400000 + 127) << 23);
+}
+
+/* exp as the kernels call it (same range and result class either way). */
+#if EW_GPU_MATH
+#define ew_exp(x) ew_exp_sfu(x)
 #else
 #define ew_exp(x) ew_exp_poly(x)
 #endif
@@ -204,9 +220,15 @@ EW_INLINE vec_t ew_tanh(vec_t x) {
  * (erfc(9) = 4.1e-37, still normal), so callers fix larger |z| and NaN
  * themselves.  The rounding of z^2 adds a relative error of z^2 * 6e-8, at
  * most 2.7e-7 where GELU's values exceed 1e-6 (|z| < 2.1... 3.4). */
-EW_INLINE vec_t ew_erfc_poly(vec_t z) {
+EW_INLINE vec_t ew_erfc(vec_t z) {
   const vec_t a = fmin(fabs(z), 9.0f);
+  /* 1 + a / 2 is in [1, 5.5]: native_recip's 1 ulp or so (GPU) stays
+   * within the fit's error after the polynomial. */
+#if EW_GPU_MATH
+  const vec_t t = native_recip(fma(0.5f, a, 1.0f));
+#else
   const vec_t t = 1.0f / fma(0.5f, a, 1.0f);
+#endif
   /* P(t) = sum c_i t^i, i = 0..9, in Estrin's scheme (a chain of 4
    * instead of 9 dependent fma). */
   const vec_t t2 = t * t, t4 = t2 * t2, t8 = t4 * t4;
@@ -216,17 +238,9 @@ EW_INLINE vec_t ew_erfc_poly(vec_t z) {
   const vec_t q3 = fma(t, 1.48851587f, -1.13520398f);
   const vec_t q4 = fma(t, 0.17087277f, -0.82215223f);
   const vec_t P = fma(q4, t8, fma(fma(q3, t2, q2), t4, fma(q1, t2, q0)));
-  const vec_t r = t * ew_exp_poly(P - a * a); /* P - a^2 >= -82.3 */
+  const vec_t r = t * ew_exp(P - a * a); /* P - a^2 >= -82.3 */
   return select(r, 2.0f - r, z < 0.0f);
 }
-
-/* erfc as the kernels call it (see ew_exp): the fit above, or the
- * device's erfc (within 16 ulp by OpenCL, about 4 on GPUs). */
-#if EW_BUILTIN_MATH
-#define ew_erfc(z) erfc(z)
-#else
-#define ew_erfc(z) ew_erfc_poly(z)
-#endif
 
 /* sigmoid'(z) = e / (1 + e)^2 with e = exp(-|z|): finite for every z
  * (NaN z gives a finite value: callers select NaN themselves). */

@@ -193,10 +193,10 @@ typedef enum {
    * accumulators).  The environment variable RUMUS_VARIANT=gpu|cpu|auto
    * sets the initial value. */
   RUMUS_OPT_VARIANT = 1,
-  /* Work-group size of reduction kernels: 0 picks it from the device
-   * limits (256, and up to 1024 for the rows too long to share a
-   * work-group); otherwise a power of two from 16 to the device maximum,
-   * used for every reduction.  The environment variable
+  /* Work-group size of reduction kernels: 0 picks it per kernel from the
+   * device limits and the row length (128 to 512 for rows held in
+   * registers, 256 otherwise); otherwise a power of two from 16 to the
+   * device maximum, used for every reduction.  The environment variable
    * RUMUS_WORKGROUP_SIZE sets the initial value (ignored unless valid). */
   RUMUS_OPT_WORKGROUP_SIZE = 2
 } rumus_option;

@@ -454,15 +454,6 @@ size_t rumus__reduce_wg(const rumus_ctx *ctx) {
   return wg;
 }
 
-size_t rumus__long_row_wg(const rumus_ctx *ctx) {
-  if (ctx->opt_wg) return (size_t)ctx->opt_wg;
-  /* One row per work-group, held in registers: the widest group up to
-   * 1024 (larger ones have too few registers per work-item). */
-  size_t wg = 1024;
-  while (wg > ctx->max_wg) wg /= 2;
-  return wg;
-}
-
 const char *rumus_ctx_device_name(const rumus_ctx *ctx) {
   return ctx ? ctx->name : "";
 }

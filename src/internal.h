@@ -179,8 +179,6 @@ RUMUS__HIDDEN void rumus__programs_free(rumus_ctx *ctx);
 
 /* Work-group size of reduction kernels on this context. */
 RUMUS__HIDDEN size_t rumus__reduce_wg(const rumus_ctx *ctx);
-/* Work-group size of the kernels that hold one long row per work-group. */
-RUMUS__HIDDEN size_t rumus__long_row_wg(const rumus_ctx *ctx);
 /* 1 if reductions use the work-group (GPU) variant. */
 RUMUS__HIDDEN int rumus__gpu_variant(const rumus_ctx *ctx);
 /* Element offset of a tensor, for kernel arguments. */

@@ -114,12 +114,12 @@ START_TEST(bwd_random_shapes) {
 }
 END_TEST
 
-/* Rows past what a work-group of the reduction size holds in registers
- * (4 * 256 * 8 = 8192), which the work-group variant gives one work-group
- * of up to 1024 each (up to 4 * 1024 * 8 = 32768, the backward keeping one
+/* Rows past what the 256-wide register rung holds (4 * 256 * 8 = 8192),
+ * which the work-group variant gives the widest rung (one row per
+ * work-group of 512, 16 float4 each: up to 32768, the backward keeping one
  * of its two rows), and just past that (the strided _wg kernels), with a
- * peak in the last element and a NaN-free range wide enough that exp
- * underflows for part of each row. */
+ * peak in the last element and a range wide enough that exp underflows for
+ * part of each row. */
 START_TEST(long_rows) {
   static const size_t CS[] = {8193, 20000, 32768, 32769};
   const size_t B = 3;

@@ -26,6 +26,7 @@ static const char *const FILE_CL = "elementwise.cl";
 #define BG_MAX_CHUNKS 1024
 #define BG_RC_GPU 32   /* rows per chunk at least, GPU variant */
 #define BG_GROUPS_PER_CU 8
+#define BG_ONE_CHUNK_GPU 1024 /* rows up to which the GPU variant folds none */
 #define BG_RC_CPU 256  /* rows per chunk at least, CPU variant */
 /* Columns per work-item of bias_grad_row: 64 (eight float8 accumulators)
  * read 256 contiguous bytes per row, which the CPU's prefetchers follow;
@@ -54,11 +55,11 @@ static void get_geom(const rumus_ctx *ctx, geom *g) {
   }
   while (g->ls > ctx->max_wg) g->ls /= 2;
   rumus__base_options(ctx, base, sizeof base);
-  /* The GPU variant takes exp and erfc from the device (EW_BUILTIN_MATH):
-   * on the H200 the polynomials made GELU compute-bound. */
+  /* The GPU variant's exp and reciprocal use special-function
+   * instructions (EW_GPU_MATH in cl/elementwise.cl). */
   snprintf(g->opts, sizeof g->opts,
            "%s -DEW_VW=%zu -DEW_NV=%zu -DEW_LS=%zu -DBG_COLS=%d "
-           "-DEW_BUILTIN_MATH=%d",
+           "-DEW_GPU_MATH=%d",
            base, g->vw, g->nv, g->ls, BG_COLS_CPU, g->gpu);
 }
 
@@ -279,7 +280,9 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
    * summation order (and the result) is the same on every run. */
   const size_t tc = rumus__reduce_wg(ctx) >= 8 ? 8 : rumus__reduce_wg(ctx);
   size_t rc = g.gpu ? BG_RC_GPU : BG_RC_CPU;
-  if (g.gpu) {
+  if (g.gpu && rows <= BG_ONE_CHUNK_GPU) {
+    rc = rows; /* a second kernel would cost more than it saves */
+  } else if (g.gpu) {
     const size_t gx = (cols + 4 * tc - 1) / (4 * tc);
     size_t want = BG_GROUPS_PER_CU * (size_t)ctx->compute_units / gx;
     if (want < 1) want = 1;

@@ -29,33 +29,37 @@ RUMUS__HIDDEN void rumus__base_options_wg(size_t wg, char *buf, size_t len);
  * in cl/softmax.cl and cl/xent.cl) cover rows of `cols` elements:
  *   ITEM   one work-item per row, no barriers (`base`_row: CPU variant);
  *   REGS   rt work-items per row holding it in registers, CACHE_V4 float4
- *          each, wg / rt rows per work-group (`base`_wgc): rows of up to
- *          4 * 256 * CACHE_V4 elements with the reduction work-group size,
- *          longer ones up to 4 * 1024 * CACHE_V4 with one row per work-group
- *          of rumus__long_row_wg() when the kernel fits that size;
- *   GROUP  one work-group of the reduction size per row, strided (`base`_wg).
- * A RUMUS_OPT_WORKGROUP_SIZE set by the user holds for every row length. */
+ *          each, wg / rt rows per work-group (`base`_wgc): the first rung
+ *          of RUMUS__ROW_RUNGS (registry.c) that holds the row, if the
+ *          device runs the kernel at that size;
+ *   GROUP  one work-group of the reduction size per row, strided (`base`_wg):
+ *          longer rows.
+ * A RUMUS_OPT_WORKGROUP_SIZE set by the user is the only rung (CACHE_V4 8).
+ * The programs' options: the base ones with the plan's WG, then
+ * opts->plain (ITEM, GROUP) or " -DCACHE_V4=n " and opts->regs (REGS with
+ * 8 float4 per work-item) or opts->wide (more). */
 typedef enum {
   RUMUS__ROWS_ITEM,
   RUMUS__ROWS_REGS,
   RUMUS__ROWS_GROUP
 } rumus__rows_kind;
 typedef struct {
+  const char *plain, *regs, *wide;
+} rumus__row_opts;
+typedef struct {
   rumus__rows_kind kind;
   size_t wg;             /* the local size and the program's WG */
   cl_uint rt;            /* REGS: work-items per row */
   size_t rows_per_group; /* REGS: wg / rt; GROUP: 1 */
-  char options[256];     /* base options, then `extra` (`long_extra` for
-                            a long-row REGS plan) */
+  char options[256];
   char kernel[64];       /* `base` and the variant's suffix */
 } rumus__row_plan;
-/* Fills *plan; builds the long-row kernel to learn whether the device runs
- * it at that size.  @return RUMUS_OK or the build's error. */
+/* Fills *plan; builds the REGS kernel to learn whether the device runs it
+ * at the rung's size.  @return RUMUS_OK or the build's error. */
 RUMUS__HIDDEN int rumus__row_plan_make(rumus_ctx *ctx, const char *op,
                                        const char *file, const char *base,
-                                       const char *extra,
-                                       const char *long_extra, size_t cols,
-                                       int cache_v4, rumus__row_plan *plan);
+                                       const rumus__row_opts *opts,
+                                       size_t cols, rumus__row_plan *plan);
 /* Global size of a plan's launch over `rows` rows. */
 RUMUS__HIDDEN size_t rumus__row_plan_global(const rumus_ctx *ctx,
                                             const rumus__row_plan *plan,
@@ -65,10 +69,6 @@ RUMUS__HIDDEN size_t rumus__row_plan_global(const rumus_ctx *ctx,
  * work-groups for every compute unit, few distinct sizes (PoCL compiles a
  * work-group function per local size). */
 RUMUS__HIDDEN size_t rumus__row_local(const rumus_ctx *ctx, size_t rows);
-
-/* A macro's value as a string literal. */
-#define RUMUS__STR(x) #x
-#define RUMUS__XSTR(x) RUMUS__STR(x)
 
 /* Most rows one launch of a work-group-per-row kernel covers; larger
  * tensors are launched in chunks (NDRange limits of some drivers). */

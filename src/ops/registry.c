@@ -21,47 +21,73 @@ void rumus__base_options(const rumus_ctx *ctx, char *buf, size_t len) {
   rumus__base_options_wg(rumus__reduce_wg(ctx), buf, len);
 }
 
+/* The REGS rungs of the work-group variant, smallest first: (work-group
+ * size, float4 per work-item).  On the H200 rows of 1024 ran fastest with
+ * 128 (4 rows per group: 138 us for softmax at 65536 x 1024 against 148
+ * with 256 and 231 with 512); 8192 needs 256 x 8; the widest holds 32768
+ * (a 32000-class row) in 64 registers per work-item. */
+static const struct {
+  size_t wg;
+  int cache_v4;
+} RUNGS[] = {{128, 8}, {256, 8}, {512, 16}};
+
 static void plan_set(rumus__row_plan *plan, rumus__rows_kind kind, size_t wg,
-                     cl_uint rt, const char *base, const char *suffix,
-                     const char *extra) {
+                     cl_uint rt, int cache_v4, const char *base,
+                     const char *suffix, const char *extra) {
   char opts[64];
   plan->kind = kind;
   plan->wg = wg;
   plan->rt = rt;
   plan->rows_per_group = kind == RUMUS__ROWS_REGS ? wg / rt : 1;
   rumus__base_options_wg(wg, opts, sizeof opts);
-  snprintf(plan->options, sizeof plan->options, "%s %s", opts, extra);
+  if (kind == RUMUS__ROWS_REGS)
+    snprintf(plan->options, sizeof plan->options, "%s -DCACHE_V4=%d %s", opts,
+             cache_v4, extra);
+  else
+    snprintf(plan->options, sizeof plan->options, "%s %s", opts, extra);
   snprintf(plan->kernel, sizeof plan->kernel, "%s_%s", base, suffix);
 }
 
+/* A REGS plan on (wg, cache_v4) if it holds the row and the device runs
+ * the kernel at wg; *ok says whether it does. */
+static int try_regs(rumus_ctx *ctx, const char *op, const char *file,
+                    const char *base, const rumus__row_opts *opts, size_t cols,
+                    size_t wg, int cache_v4, rumus__row_plan *plan, int *ok) {
+  *ok = 0;
+  const size_t per_item = 4 * (size_t)cache_v4;
+  if (wg > ctx->max_wg || cols > wg * per_item) return RUMUS_OK;
+  /* rt: the fewest work-items (a power of two, at least 8 for coalesced
+   * loads) that hold the row, so short rows share a work-group and its
+   * barriers. */
+  cl_uint rt = 8;
+  while (rt < wg && (size_t)rt * per_item < cols) rt *= 2;
+  if (rt > wg) rt = (cl_uint)wg;
+  plan_set(plan, RUMUS__ROWS_REGS, wg, rt, cache_v4, base, "wgc",
+           cache_v4 == 8 ? opts->regs : opts->wide);
+  const rumus__kernel_ref k = {file, plan->options, plan->kernel};
+  size_t limit;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
+  *ok = limit >= wg;
+  return RUMUS_OK;
+}
+
 int rumus__row_plan_make(rumus_ctx *ctx, const char *op, const char *file,
-                         const char *base, const char *extra,
-                         const char *long_extra, size_t cols, int cache_v4,
-                         rumus__row_plan *plan) {
-  const size_t wg = rumus__reduce_wg(ctx), per_item = 4 * (size_t)cache_v4;
+                         const char *base, const rumus__row_opts *opts,
+                         size_t cols, rumus__row_plan *plan) {
+  const size_t wg = rumus__reduce_wg(ctx);
   if (!rumus__gpu_variant(ctx)) {
-    plan_set(plan, RUMUS__ROWS_ITEM, wg, 1, base, "row", extra);
+    plan_set(plan, RUMUS__ROWS_ITEM, wg, 1, 0, base, "row", opts->plain);
     return RUMUS_OK;
   }
-  if (cols <= wg * per_item) {
-    /* rt: the fewest work-items (a power of two, at least 8 for coalesced
-     * loads) that hold the row, so short rows share a work-group and its
-     * barriers. */
-    cl_uint rt = 8;
-    while (rt < wg && (size_t)rt * per_item < cols) rt *= 2;
-    if (rt > wg) rt = (cl_uint)wg;
-    plan_set(plan, RUMUS__ROWS_REGS, wg, rt, base, "wgc", extra);
-    return RUMUS_OK;
+  int ok = 0;
+  if (ctx->opt_wg) {
+    RUMUS__FORWARD(try_regs(ctx, op, file, base, opts, cols, wg, 8, plan, &ok));
+  } else {
+    for (size_t i = 0; !ok && i < sizeof RUNGS / sizeof RUNGS[0]; i++)
+      RUMUS__FORWARD(try_regs(ctx, op, file, base, opts, cols, RUNGS[i].wg,
+                              RUNGS[i].cache_v4, plan, &ok));
   }
-  const size_t lw = rumus__long_row_wg(ctx);
-  if (lw > wg && cols <= lw * per_item) {
-    plan_set(plan, RUMUS__ROWS_REGS, lw, (cl_uint)lw, base, "wgc", long_extra);
-    const rumus__kernel_ref k = {file, plan->options, plan->kernel};
-    size_t limit;
-    RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
-    if (limit >= lw) return RUMUS_OK;
-  }
-  plan_set(plan, RUMUS__ROWS_GROUP, wg, 1, base, "wg", extra);
+  if (!ok) plan_set(plan, RUMUS__ROWS_GROUP, wg, 1, 0, base, "wg", opts->plain);
   return RUMUS_OK;
 }
 

@@ -8,14 +8,10 @@
 
 static const char *const FILE_CL = "softmax.cl";
 
-/* float4 groups per work-item that the *_wgc kernels keep in registers
- * (cl/softmax.cl): rows of up to 4 * WG * CACHE_V4 elements are read from
- * memory once.  8 keeps the backward's two cached rows within 64 registers
- * at the reduction work-group size; with one long row per work-group of
- * up to 1024 the backward keeps one of its two rows (BWD_CACHE_BOTH=0). */
-#define CACHE_V4 8
-#define CACHE_OPTS "-DCACHE_V4=" RUMUS__XSTR(CACHE_V4)
-#define LONG_OPTS CACHE_OPTS " -DBWD_CACHE_BOTH=0"
+/* The programs' extra options (rumus__row_plan_make): with more than 8
+ * float4 per work-item the softmax backward keeps one of its two rows in
+ * registers (BWD_CACHE_BOTH=0), so that both do not spill. */
+static const rumus__row_opts ROW_OPTS = {"", "", "-DBWD_CACHE_BOTH=0"};
 
 /* Launches `base`_row, _wgc or _wg (see rumus__row_plan_make) over rows x
  * cols; ts are the tensors in kernel order, each passed as (buffer,
@@ -24,8 +20,8 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
                     const rumus_tensor *const *ts, int nt, size_t rows,
                     size_t cols) {
   rumus__row_plan plan;
-  RUMUS__FORWARD(rumus__row_plan_make(ctx, op, FILE_CL, base, CACHE_OPTS,
-                                      LONG_OPTS, cols, CACHE_V4, &plan));
+  RUMUS__FORWARD(
+      rumus__row_plan_make(ctx, op, FILE_CL, base, &ROW_OPTS, cols, &plan));
   const rumus__kernel_ref k = {FILE_CL, plan.options, plan.kernel};
   const size_t chunk =
       plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30) : RUMUS__MAX_WG_ROWS;
@@ -108,6 +104,6 @@ int rumus__softmax_warm(rumus_ctx *ctx) {
   char base[64], opts[128];
   cl_program p;
   rumus__base_options(ctx, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s %s", base, CACHE_OPTS);
+  snprintf(opts, sizeof opts, "%s %s", base, ROW_OPTS.plain);
   return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &p);
 }

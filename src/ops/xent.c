@@ -22,10 +22,6 @@ static const char *const OP = "rumus_cross_entropy";
 
 /* Losses or targets per work-item in a first reduction stage (RED_ITEMS). */
 #define RED_ITEMS 8
-/* float4 groups per work-item that the _wgc kernels keep in registers
- * (CACHE_V4): rows of up to 4 * WG * CACHE_V4 elements are read from
- * memory once, several short rows per work-group. */
-#define CACHE_V4 8
 /* Largest row the _wgl kernels keep in local memory, in bytes. */
 #define LOCAL_ROW_BYTES 32768
 
@@ -45,8 +41,8 @@ static size_t local_row_floats(const rumus_ctx *ctx) {
 /* The options after the base ones; local_floats sizes the _wgl cache. */
 static void extra_options(size_t local_floats, char *buf, size_t len) {
   snprintf(buf, len, "-DDEVERR_XENT_TARGET=%d -DXENT_LOCAL_FLOATS=%zu "
-                     "-DRED_ITEMS=%d -DCACHE_V4=%d",
-           (int)RUMUS__DEVERR_XENT_TARGET, local_floats, RED_ITEMS, CACHE_V4);
+                     "-DRED_ITEMS=%d",
+           (int)RUMUS__DEVERR_XENT_TARGET, local_floats, RED_ITEMS);
 }
 
 static void options(const rumus_ctx *ctx, char *buf, size_t len) {
@@ -176,17 +172,17 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
     if (st == RUMUS_OK) st = launch_wg(ctx, opts, "xent_count_final", 1, 3, a2);
   }
 
-  /* 2. Per-row losses and the gradient.  The long-row program (one row
-   * per work-group of up to 1024) leaves the _wgl kernels out: their
-   * local arrays grow with WG. */
-  char extra[128], long_extra[128];
-  extra_options(local_row_floats(ctx), extra, sizeof extra);
-  extra_options(0, long_extra, sizeof long_extra);
+  /* 2. Per-row losses and the gradient.  The register-row programs (other
+   * work-group sizes) leave the _wgl kernels out: their local arrays grow
+   * with WG. */
+  char plain[128], regs_opts[128];
+  extra_options(local_row_floats(ctx), plain, sizeof plain);
+  extra_options(0, regs_opts, sizeof regs_opts);
+  const rumus__row_opts row_opts = {plain, regs_opts, regs_opts};
   const char *base = grad ? "xent_fwd_bwd" : "xent_fwd";
   rumus__row_plan plan;
   if (st == RUMUS_OK)
-    st = rumus__row_plan_make(ctx, OP, FILE_CL, base, extra, long_extra, cols,
-                              CACHE_V4, &plan);
+    st = rumus__row_plan_make(ctx, OP, FILE_CL, base, &row_opts, cols, &plan);
   if (st != RUMUS_OK) {
     if (scratch) clReleaseMemObject(scratch);
     return st;
