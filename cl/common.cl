@@ -162,6 +162,14 @@ inline float rumus_seg_sum(local float *buf, float v, uint rt) {
   return buf[lid - lane];
 }
 
+/* A loop over the float4 groups q < n4 of a row that work-item lid of a
+ * group of WG takes (q = b * WG + lid), last block b first: a second pass
+ * that starts where the first ended finds the most recently read part of
+ * the row still in the cache.  Needs `lid`; the body follows. */
+#define RUMUS_REV_Q(q, n4)                                                   \
+  for (size_t rev_b_ = ((n4) + WG - 1) / WG, q = 0; rev_b_-- > 0;)           \
+    if ((q = rev_b_ * WG + lid) < (n4))
+
 /* Float4 group q of a row of n elements; lanes past the end hold `fill`. */
 inline float4 rumus_load4_fill(global const real_t *p, size_t q, size_t n,
                                float fill) {

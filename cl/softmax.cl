@@ -8,10 +8,6 @@
  *   softmax bwd:     dx = y * (dy - sum(dy * y))
  *   log-softmax bwd: dx = dy - exp(y) * sum(dy)
  *
- * BWD_CACHE_BOTH (default 1): whether softmax_bwd_wgc keeps both y and dy
- * in registers; the host turns it off for one long row per work-group,
- * where both rows would not fit.
- *
  * Three variants of each kernel:
  *   *_wgc  `rt` work-items per row (a power of two dividing WG, a kernel
  *          argument), WG / rt rows per work-group, the row held in
@@ -21,16 +17,13 @@
  *          rows share a work-group, so barriers are paid once per group.
  *   *_wg   the same without the register cache, for longer rows: each
  *          work-item walks the row with stride WG; the forward keeps an
- *          online (max, sum) pair per work-item, so the row is read twice.
+ *          online (max, sum) pair per work-item, so the row is read twice,
+ *          the second time backwards so that its end may come from cache.
  *   *_row  one work-item per row, no barriers, float8 accumulators (CPU
  *          path: PoCL turns barrier regions into loops over work-items, and
  *          a row read again from L1/L2 costs little).
  */
 
-
-#ifndef BWD_CACHE_BOTH
-#define BWD_CACHE_BOTH 1
-#endif
 
 /* ---- Work-group variants ------------------------------------------------ */
 
@@ -53,20 +46,18 @@ inline void softmax_fwd_wg_body(global const real_t *x, global real_t *y,
   for (size_t j = n4 * 4 + lid; j < n; j += WG) rumus_online(LOAD(x, j), &m, &s);
   rumus_wg_max_sum(lm, ls, m, s);
   const float M = lm[0], S = ls[0];
-  if (log_mode) {
-    /* (x - M) - log S, not x - (M + log S): the sum would round away the
-     * low bits of large logits. */
-    const float ls_ = log(S);
-    for (size_t q = lid; q < n4; q += WG)
-      STORE4((LOAD4(x, q * 4) - M) - ls_, y, q * 4);
-    for (size_t j = n4 * 4 + lid; j < n; j += WG)
-      STORE((LOAD(x, j) - M) - ls_, y, j);
-  } else {
-    const float inv = 1.0f / S;
-    for (size_t q = lid; q < n4; q += WG)
-      STORE4(exp(LOAD4(x, q * 4) - M) * inv, y, q * 4);
-    for (size_t j = n4 * 4 + lid; j < n; j += WG)
-      STORE(exp(LOAD(x, j) - M) * inv, y, j);
+  /* The second pass runs backwards (RUMUS_REV_Q): the row's end, read
+   * last, is the likeliest to be still in the cache.
+   * log-softmax: (x - M) - log S, not x - (M + log S): the sum would round
+   * away the low bits of large logits. */
+  const float ls_ = log(S), inv = 1.0f / S;
+  for (size_t j = n4 * 4 + lid; j < n; j += WG) {
+    const float v = LOAD(x, j) - M;
+    STORE(log_mode ? v - ls_ : exp(v) * inv, y, j);
+  }
+  RUMUS_REV_Q(q, n4) {
+    const float4 v = LOAD4(x, q * 4) - M;
+    STORE4(log_mode ? v - ls_ : exp(v) * inv, y, q * 4);
   }
 }
 
@@ -86,13 +77,14 @@ inline void softmax_bwd_wg_body(global const real_t *y, global const real_t *dy,
   }
   rumus_wg_sum(ls, acc);
   const float d = ls[0];
-  for (size_t q = lid; q < n4; q += WG) {
-    float4 yv = LOAD4(y, q * 4), gv = LOAD4(dy, q * 4);
-    STORE4(log_mode ? gv - exp(yv) * d : yv * (gv - d), dx, q * 4);
-  }
+  /* Backwards, as in the forward. */
   for (size_t j = n4 * 4 + lid; j < n; j += WG) {
     float yv = LOAD(y, j), gv = LOAD(dy, j);
     STORE(log_mode ? gv - exp(yv) * d : yv * (gv - d), dx, j);
+  }
+  RUMUS_REV_Q(q, n4) {
+    float4 yv = LOAD4(y, q * 4), gv = LOAD4(dy, q * 4);
+    STORE4(log_mode ? gv - exp(yv) * d : yv * (gv - d), dx, q * 4);
   }
 }
 
@@ -131,12 +123,8 @@ inline void softmax_bwd_wgc_body(global const real_t *y,
   const size_t lane = get_local_id(0) % rt;
   /* The first pass needs dy (and y for softmax); the second y and dy.
    * log-softmax keeps dy and reads y only in the second pass; softmax keeps
-   * y, and dy too unless BWD_CACHE_BOTH is 0 (then dy is read again, from
-   * the cache if the row is still there). */
-  float4 yv[CACHE_V4];
-#if BWD_CACHE_BOTH
-  float4 gv[CACHE_V4];
-#endif
+   * both. */
+  float4 yv[CACHE_V4], gv[CACHE_V4];
   float acc = 0.0f;
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
@@ -147,9 +135,7 @@ inline void softmax_bwd_wgc_body(global const real_t *y,
     } else {
       yv[k] = rumus_load4_fill(y, q, n, 0.0f);
       acc += dot(g, yv[k]);
-#if BWD_CACHE_BOTH
       gv[k] = g;
-#endif
     }
   }
   const float d = rumus_seg_sum(ls, acc, rt);
@@ -159,12 +145,7 @@ inline void softmax_bwd_wgc_body(global const real_t *y,
     if (log_mode) {
       out = yv[k] - exp(rumus_load4_fill(y, q, n, 0.0f)) * d;
     } else {
-#if BWD_CACHE_BOTH
-      const float4 g = gv[k];
-#else
-      const float4 g = rumus_load4_fill(dy, q, n, 0.0f);
-#endif
-      out = yv[k] * (g - d);
+      out = yv[k] * (gv[k] - d);
     }
     rumus_store4_part(out, dx, q, n);
   }

@@ -48,8 +48,9 @@
  *   xent_fwd_wg, xent_fwd_bwd_wg (GPU path, longer rows)
  *       one work-group of WG work-items per row; work-item i takes the
  *       float4 groups i, i + WG, ... with an online (max, sum) pair, then a
- *       tree reduction in local memory; a second strided pass sums m - x
- *       and writes the gradient, and a second tree reduction gives d.
+ *       tree reduction in local memory; a second strided pass, backwards
+ *       (the row's end may still be in the cache), sums m - x and writes
+ *       the gradient, and a second tree reduction gives d.
  *   xent_fwd_wgl, xent_fwd_bwd_wgl
  *       for rows of at most XENT_LOCAL_FLOATS elements: the first pass
  *       keeps the row in local memory and finds the max, so the logits are
@@ -282,15 +283,17 @@ inline void xent_wg_body(global const real_t *x, size_t n, int t, int kind,
   const size_t n2 = (with_grad || smooth > 0.0f) ? nv : 0, n24 = n2 / 4;
   const float inv = 1.0f / S, sub = smooth / (float)n;
   float d = 0.0f;
-  for (size_t q = lid; q < n24; q += WG) {
-    const float4 v = LOAD4(x, q * 4);
-    d += rumus_hsum4(M - v);
-    if (with_grad) STORE4((exp(v - M) * inv - sub) * scale, g, q * 4);
-  }
+  /* Backwards (RUMUS_REV_Q): the row's end, read last, may still be in
+   * the cache. */
   for (size_t j = n24 * 4 + lid; j < n2; j += WG) {
     const float v = LOAD(x, j);
     d += M - v;
     if (with_grad) STORE((exp(v - M) * inv - sub) * scale, g, j);
+  }
+  RUMUS_REV_Q(q, n24) {
+    const float4 v = LOAD4(x, q * 4);
+    d += rumus_hsum4(M - v);
+    if (with_grad) STORE4((exp(v - M) * inv - sub) * scale, g, q * 4);
   }
   /* The work-item that wrote g[t] above overwrites it. */
   if (with_grad && kind == XENT_VALID && lid == xent_owner((size_t)t, n))

@@ -114,14 +114,13 @@ START_TEST(bwd_random_shapes) {
 }
 END_TEST
 
-/* Rows past what the 256-wide register rung holds (4 * 256 * 8 = 8192),
- * which the work-group variant gives the widest rung (one row per
- * work-group of 512, 16 float4 each: up to 32768, the backward keeping one
- * of its two rows), and just past that (the strided _wg kernels), with a
- * peak in the last element and a range wide enough that exp underflows for
- * part of each row. */
+/* Rows past what the register rungs hold (4 * 256 * 8 = 8192), which the
+ * work-group variant gives the strided _wg kernels (second pass backwards),
+ * at and around lengths where the blocks of WG float4 end exactly or with a
+ * tail, with a peak in the last element and a range wide enough that exp
+ * underflows for part of each row. */
 START_TEST(long_rows) {
-  static const size_t CS[] = {8193, 20000, 32768, 32769};
+  static const size_t CS[] = {8193, 8200, 20000, 32769};
   const size_t B = 3;
   rumus_ctx *ctx = tu_ctx();
   for (size_t c = 0; c < sizeof CS / sizeof CS[0]; c++) {

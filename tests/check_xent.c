@@ -6,10 +6,10 @@
  * ignore_index, label smoothing, grad_scale, 3-D and 1-D logits, borrowed
  * buffers with guard bytes, determinism, central finite differences,
  * out-of-range targets caught on the device, and bad input.  On the
- * work-group variant rows of up to 32768 classes take the _wgc kernels
- * (several rows per work-group of 128 or 256, or one per group of 512 past
- * 8192; wgc_padding covers the padded last group), longer ones _wgl / _wg
- * (C = 50257, and 600 with WG 16).
+ * work-group variant rows of up to 8192 classes take the _wgc kernels
+ * (several rows per work-group of 128 or 256; wgc_padding covers the padded
+ * last group), longer ones _wgl / _wg (C = 9001, 50257, and 600 with WG
+ * 16).
  *
  * Tolerances (|got - want| <= atol + rtol |want|):
  *   loss (per row and reduced)  atol 1e-5,           rtol 1e-5
@@ -341,10 +341,10 @@ END_TEST
 /* Rows of +-1e4, a 1e4 ramp, equal values, -INFINITY entries, a single
  * finite entry, -INFINITY at the target (loss +inf), all -INFINITY (NaN), a
  * NaN entry (NaN).  The GPU variant's kernel for each (C, work-group size):
- * 70 (_wgc, 8 work-items per row), 9001 (_wgc, one row per work-group of
- * 512 with 16 float4 each), 600 with WG 16 (_wgl with a gradient or
- * smoothing, _wg without: past 4 * 16 * 8 = 512), 9001 with WG 1024 (_wgc,
- * 512 work-items per row). */
+ * 70 (_wgc, 8 work-items per row), 9001 (_wg: past the _wgc registers and
+ * the _wgl row cache), 600 with WG 16 (_wgl with a gradient or smoothing,
+ * _wg without: past 4 * 16 * 8 = 512), 9001 with WG 1024 (_wgc, 512
+ * work-items per row). */
 START_TEST(special_rows) {
   rumus_ctx *ctx = tu_ctx();
   static const size_t CS[4] = {70, 9001, 600, 9001};

@@ -24,12 +24,16 @@ void rumus__base_options(const rumus_ctx *ctx, char *buf, size_t len) {
 /* The REGS rungs of the work-group variant, smallest first: (work-group
  * size, float4 per work-item).  On the H200 rows of 1024 ran fastest with
  * 128 (4 rows per group: 138 us for softmax at 65536 x 1024 against 148
- * with 256 and 231 with 512); 8192 needs 256 x 8; the widest holds 32768
- * (a 32000-class row) in 64 registers per work-item. */
+ * with 256 and 231 with 512), and 8192 needs 256 x 8.  A rung of 512 x 16
+ * (rows up to 32768 in registers) was tried and dropped: NVIDIA's compiler
+ * needs more than 128 registers for it, so the H200 cannot run it at 512
+ * (CL_KERNEL_WORK_GROUP_SIZE), and one such row per compute unit left no
+ * work to overlap with its barriers anyway (a 1024 x 8 rung ran softmax at
+ * 32000 columns 1.6x slower than the strided kernel). */
 static const struct {
   size_t wg;
   int cache_v4;
-} RUNGS[] = {{128, 8}, {256, 8}, {512, 16}};
+} RUNGS[] = {{128, 8}, {256, 8}};
 
 static void plan_set(rumus__row_plan *plan, rumus__rows_kind kind, size_t wg,
                      cl_uint rt, int cache_v4, const char *base,
@@ -62,8 +66,7 @@ static int try_regs(rumus_ctx *ctx, const char *op, const char *file,
   cl_uint rt = 8;
   while (rt < wg && (size_t)rt * per_item < cols) rt *= 2;
   if (rt > wg) rt = (cl_uint)wg;
-  plan_set(plan, RUMUS__ROWS_REGS, wg, rt, cache_v4, base, "wgc",
-           cache_v4 == 8 ? opts->regs : opts->wide);
+  plan_set(plan, RUMUS__ROWS_REGS, wg, rt, cache_v4, base, "wgc", opts->regs);
   const rumus__kernel_ref k = {file, plan->options, plan->kernel};
   size_t limit;
   RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));

@@ -8,10 +8,8 @@
 
 static const char *const FILE_CL = "softmax.cl";
 
-/* The programs' extra options (rumus__row_plan_make): with more than 8
- * float4 per work-item the softmax backward keeps one of its two rows in
- * registers (BWD_CACHE_BOTH=0), so that both do not spill. */
-static const rumus__row_opts ROW_OPTS = {"", "", "-DBWD_CACHE_BOTH=0"};
+/* The programs' extra options (rumus__row_plan_make): none. */
+static const rumus__row_opts ROW_OPTS = {"", ""};
 
 /* Launches `base`_row, _wgc or _wg (see rumus__row_plan_make) over rows x
  * cols; ts are the tensors in kernel order, each passed as (buffer,
