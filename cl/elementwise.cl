@@ -159,26 +159,12 @@ enum {
 #define INV_SQRT2PI 0.39894228040143268f
 #define GELU_CLAMP 20.0f /* |x| beyond which gelu_tanh' is 0 or 1 */
 
-/* e^x for x in [-87, 88] (callers clamp; no NaN), within about 2 ulp, in
- * plain vector arithmetic.  x = k ln2 + r with |r| <= ln2 / 2: k by adding
- * 1.5 * 2^23 (PoCL's rint costs a dozen instructions), r by Cody-Waite
- * (ln2_hi has 16 bits, so k ln2_hi is exact), e^r by a degree-5 polynomial
- * fitted for relative error (1.2e-7), and 2^k built in the exponent bits.
- * The range keeps every result normal: denormal arithmetic costs a
- * microcode assist of ~100 cycles per instruction on x86 (PoCL does not
- * flush them), and callers need no value below 1.6e-38. */
-EW_INLINE vec_t ew_exp_poly(vec_t x) {
-  const vec_t t = fma(x, 1.44269504088896341f, 12582912.0f);
-  const vec_t k = t - 12582912.0f;
-  vec_t r = fma(k, -0.693145751953125f, x);
-  r = fma(k, -1.42860682030941723e-6f, r);
-  vec_t p = fma(r, 0.008316239342093468f, 0.041895899921655655f);
-  p = fma(p, r, 0.16667091846466064f);
-  p = fma(p, r, 0.49999183416366577f);
-  p = fma(p, r, 1.0f);
-  p = fma(p, r, 1.0f);
-  return p * AS_VEC((AS_IVEC(t) - 0x4B400000 + 127) << 23);
-}
+/* e^x for x in [-87, 88]: the polynomial of common.cl (rumus_exp_poly*). */
+#if EW_VW == 8
+#define ew_exp_poly(x) rumus_exp_poly8(x)
+#else
+#define ew_exp_poly(x) rumus_exp_poly4(x)
+#endif
 
 /* The same reduction with e^r = 2^(r log2 e) from native_exp2, which GPUs
  * evaluate in one special-function instruction (about 2 ulp on NVIDIA for

@@ -21,7 +21,9 @@
  *          the second time backwards so that its end may come from cache.
  *   *_row  one work-item per row, no barriers, float8 accumulators (CPU
  *          path: PoCL turns barrier regions into loops over work-items, and
- *          a row read again from L1/L2 costs little).
+ *          a row read again from L1/L2 costs little); the forward's float8
+ *          exp is rumus_exp_shifted8 (common.cl), far cheaper on PoCL than
+ *          its exp.
  */
 
 
@@ -258,7 +260,7 @@ inline void softmax_fwd_row_body(global const real_t *x, global real_t *y,
   float s = 0.0f;
   size_t j = 0;
   if (log_mode) {
-    for (; j + 8 <= n; j += 8) s8 += exp(LOAD8(x, j) - m);
+    for (; j + 8 <= n; j += 8) s8 += rumus_exp_shifted8(LOAD8(x, j) - m);
     for (; j < n; j++) s += exp(LOAD(x, j) - m);
     const float ls_ = log(s + rumus_hsum8(s8)); /* (x - m) - log s, as above */
     for (j = 0; j + 8 <= n; j += 8) STORE8((LOAD8(x, j) - m) - ls_, y, j);
@@ -266,7 +268,7 @@ inline void softmax_fwd_row_body(global const real_t *x, global real_t *y,
   } else {
     /* y holds exp(x - m) until the sum is known: one exp per element. */
     for (; j + 8 <= n; j += 8) {
-      float8 e = exp(LOAD8(x, j) - m);
+      float8 e = rumus_exp_shifted8(LOAD8(x, j) - m);
       s8 += e;
       STORE8(e, y, j);
     }

@@ -30,7 +30,8 @@
  * Kernels:
  *   xent_fwd_row, xent_fwd_bwd_row (CPU path)
  *       one work-item per row, no barriers, float8 accumulators; pass 1
- *       finds the max, pass 2 (from cache) sums exp(x - m) and m - x and
+ *       finds the max, pass 2 (from cache) sums exp(x - m) (float8:
+ *       rumus_exp_shifted8 of common.cl) and m - x and
  *       stores exp(x - m) in the gradient, pass 3 scales the gradient in
  *       place (from cache): one exp per element.
  *   xent_fwd_wgc, xent_fwd_bwd_wgc (GPU path, rows of at most
@@ -145,7 +146,7 @@ inline float xent_row_body(global const real_t *x, size_t n, int t, int kind,
   float8 s8 = 0.0f, d8 = 0.0f;
   float s = 0.0f, d = 0.0f;
   for (j = 0; j + 8 <= n; j += 8) {
-    const float8 v = LOAD8(x, j), e = exp(v - m);
+    const float8 v = LOAD8(x, j), e = rumus_exp_shifted8(v - m);
     s8 += e;
     d8 += m - v;
     if (with_grad) STORE8(e, g, j);

@@ -189,6 +189,21 @@ START_TEST(options) {
   ck_assert_int_eq(v, RUMUS_VARIANT_CPU);
   unsetenv("RUMUS_VARIANT");
   TU_OK(c2, rumus_ctx_free(c2));
+  /* So does RUMUS_WORKGROUP_SIZE, when it holds a valid size. */
+  static const struct {
+    const char *env;
+    int want;
+  } WG_ENV[] = {{"32", 32}, {"48", 0}, {"8", 0}, {"32x", 0}, {"", 0},
+                {"99999999999999999999", 0}};
+  for (size_t i = 0; i < sizeof WG_ENV / sizeof WG_ENV[0]; i++) {
+    setenv("RUMUS_WORKGROUP_SIZE", WG_ENV[i].env, 1);
+    rumus_ctx *c3 = tu_ctx();
+    TU_OK(c3, rumus_ctx_get_option(c3, RUMUS_OPT_WORKGROUP_SIZE, &v));
+    ck_assert_msg(v == WG_ENV[i].want, "RUMUS_WORKGROUP_SIZE=\"%s\" gave %d",
+                  WG_ENV[i].env, v);
+    TU_OK(c3, rumus_ctx_free(c3));
+  }
+  unsetenv("RUMUS_WORKGROUP_SIZE");
   tu_free_all(ctx, t, NULL);
 }
 END_TEST

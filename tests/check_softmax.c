@@ -68,6 +68,22 @@ static void run_bwd(rumus_ctx *ctx, const float *y, const float *dy, size_t B,
   rumus_tensor_free(tdx);
 }
 
+/* For softmax and log-softmax: the forward of x (if with_fwd), then the
+ * backward at y = the reference forward of x, rounded to float. */
+static void run_bwd_of(rumus_ctx *ctx, const float *x, const float *dy,
+                       size_t B, size_t C, int with_fwd, const char *what) {
+  float *y = malloc(B * C * sizeof *y);
+  double *yd = malloc(B * C * sizeof *yd);
+  for (int log_mode = 0; log_mode < 2; log_mode++) {
+    if (with_fwd) run_fwd(ctx, x, B, C, log_mode, what);
+    ref_softmax_fwd(x, B, C, log_mode, yd);
+    for (size_t i = 0; i < B * C; i++) y[i] = (float)yd[i];
+    run_bwd(ctx, y, dy, B, C, log_mode, what);
+  }
+  free(y);
+  free(yd);
+}
+
 /* Loop index -> (B, C), skipping shapes over MAX_ELEMS. */
 static int shape_of(int i, size_t *B, size_t *C) {
   *B = BATCHES[i / NC];
@@ -96,20 +112,12 @@ START_TEST(bwd_random_shapes) {
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, (uint64_t)_i + 100);
-  float *x = malloc(B * C * sizeof *x), *y = malloc(B * C * sizeof *y),
-        *dy = malloc(B * C * sizeof *dy);
-  double *yd = malloc(B * C * sizeof *yd);
+  float *x = malloc(B * C * sizeof *x), *dy = malloc(B * C * sizeof *dy);
   tu_fill_uniform(&r, x, B * C, -4.0f, 4.0f);
   tu_fill_uniform(&r, dy, B * C, -1.0f, 1.0f);
-  for (int log_mode = 0; log_mode < 2; log_mode++) {
-    ref_softmax_fwd(x, B, C, log_mode, yd);
-    for (size_t i = 0; i < B * C; i++) y[i] = (float)yd[i];
-    run_bwd(ctx, y, dy, B, C, log_mode, "uniform");
-  }
+  run_bwd_of(ctx, x, dy, B, C, 0, "uniform");
   free(x);
-  free(y);
   free(dy);
-  free(yd);
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -127,22 +135,13 @@ START_TEST(long_rows) {
     const size_t C = CS[c];
     tu_rng r;
     tu_rng_seed(&r, 40 + c);
-    float *x = malloc(B * C * sizeof *x), *y = malloc(B * C * sizeof *y),
-          *dy = malloc(B * C * sizeof *dy);
-    double *yd = malloc(B * C * sizeof *yd);
+    float *x = malloc(B * C * sizeof *x), *dy = malloc(B * C * sizeof *dy);
     tu_fill_uniform(&r, x, B * C, -60.0f, 20.0f);
     x[C - 1] = 30.0f;
     tu_fill_uniform(&r, dy, B * C, -1.0f, 1.0f);
-    for (int log_mode = 0; log_mode < 2; log_mode++) {
-      run_fwd(ctx, x, B, C, log_mode, "long");
-      ref_softmax_fwd(x, B, C, log_mode, yd);
-      for (size_t i = 0; i < B * C; i++) y[i] = (float)yd[i];
-      run_bwd(ctx, y, dy, B, C, log_mode, "long");
-    }
+    run_bwd_of(ctx, x, dy, B, C, 1, "long");
     free(x);
-    free(y);
     free(dy);
-    free(yd);
   }
   tu_free_all(ctx, NULL);
 }

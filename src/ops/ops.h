@@ -30,7 +30,7 @@ RUMUS__HIDDEN void rumus__base_options_wg(size_t wg, char *buf, size_t len);
  *   ITEM   one work-item per row, no barriers (`base`_row: CPU variant);
  *   REGS   rt work-items per row holding it in registers, CACHE_V4 float4
  *          each, wg / rt rows per work-group (`base`_wgc): the first rung
- *          of RUMUS__ROW_RUNGS (registry.c) that holds the row, if the
+ *          of RUNGS (registry.c) that holds the row, if the
  *          device runs the kernel at that size;
  *   GROUP  one work-group of the reduction size per row, strided (`base`_wg):
  *          longer rows.
