@@ -260,11 +260,21 @@ inline void softmax_fwd_row_body(global const real_t *x, global real_t *y,
   float s = 0.0f;
   size_t j = 0;
   if (log_mode) {
-    for (; j + 8 <= n; j += 8) s8 += rumus_exp_shifted8(LOAD8(x, j) - m);
-    for (; j < n; j++) s += exp(LOAD(x, j) - m);
+    /* y holds x - m until log s is known: its stores (and the cache's
+     * reads for ownership) overlap the exp work instead of following it. */
+    for (; j + 8 <= n; j += 8) {
+      const float8 v = LOAD8(x, j) - m;
+      s8 += rumus_exp_shifted8(v);
+      STORE8(v, y, j);
+    }
+    for (; j < n; j++) {
+      const float v = LOAD(x, j) - m;
+      s += exp(v);
+      STORE(v, y, j);
+    }
     const float ls_ = log(s + rumus_hsum8(s8)); /* (x - m) - log s, as above */
-    for (j = 0; j + 8 <= n; j += 8) STORE8((LOAD8(x, j) - m) - ls_, y, j);
-    for (; j < n; j++) STORE((LOAD(x, j) - m) - ls_, y, j);
+    for (j = 0; j + 8 <= n; j += 8) STORE8(LOAD8(y, j) - ls_, y, j);
+    for (; j < n; j++) STORE(LOAD(y, j) - ls_, y, j);
   } else {
     /* y holds exp(x - m) until the sum is known: one exp per element. */
     for (; j + 8 <= n; j += 8) {
