@@ -23,7 +23,8 @@
  *          path: PoCL turns barrier regions into loops over work-items, and
  *          a row read again from L1/L2 costs little); the forward's float8
  *          exp is rumus_exp_shifted8 (common.cl), far cheaper on PoCL than
- *          its exp.
+ *          its exp, and its work-items take ROW_RUN rows each, the max of
+ *          the next row read during the exp pass of the current one.
  */
 
 
@@ -153,6 +154,10 @@ inline void softmax_bwd_wgc_body(global const real_t *y,
   }
 }
 
+#ifndef ROW_RUN
+#define ROW_RUN 8 /* rows per work-item of the forward _row kernels */
+#endif
+
 #define ROW_BASE(p, off) ((p) + (size_t)(off) + (size_t)get_group_id(0) * (size_t)cols)
 
 __kernel RUMUS_WG_ATTR void softmax_fwd_wg(global const real_t *x, ulong x_off,
@@ -253,43 +258,49 @@ inline float row_max(global const real_t *x, size_t n) {
   return m;
 }
 
-inline void softmax_fwd_row_body(global const real_t *x, global real_t *y,
-                                 size_t n, int log_mode) {
-  const float m = row_max(x, n);
-  float8 s8 = 0.0f;
-  float s = 0.0f;
-  size_t j = 0;
-  if (log_mode) {
-    /* y holds x - m until log s is known: its stores (and the cache's
-     * reads for ownership) overlap the exp work instead of following it. */
+/* Rows x, x + n, ... (run of them, y alike) of one work-item: the max pass
+ * of each next row is fused into the exp pass of the current one, so that
+ * its reads from memory overlap the exp arithmetic instead of following
+ * it (PoCL runs a work-group's work-items one after another, so separate
+ * work-items per row could not).  In place (y == x) row k + 1 is read before
+ * it is written.  softmax: y holds exp(x - m) until the sum is known (one
+ * exp per element); log-softmax: y holds x - m until log s is known. */
+inline void softmax_fwd_row_run(global const real_t *x, global real_t *y,
+                                size_t n, size_t run, int log_mode) {
+  float m = row_max(x, n);
+  for (size_t k = 0; k < run; k++) {
+    global const real_t *xr = x + k * n;
+    global real_t *yr = y + k * n;
+    /* The next row, or for the last one this row again (the max is then
+     * unused and the reads hit the cache). */
+    global const real_t *xn = k + 1 < run ? xr + n : xr;
+    float8 s8 = 0.0f, mn8 = (float8)(-INFINITY);
+    float s = 0.0f, mn = -INFINITY;
+    size_t j = 0;
     for (; j + 8 <= n; j += 8) {
-      const float8 v = LOAD8(x, j) - m;
-      s8 += rumus_exp_shifted8(v);
-      STORE8(v, y, j);
-    }
-    for (; j < n; j++) {
-      const float v = LOAD(x, j) - m;
-      s += exp(v);
-      STORE(v, y, j);
-    }
-    const float ls_ = log(s + rumus_hsum8(s8)); /* (x - m) - log s, as above */
-    for (j = 0; j + 8 <= n; j += 8) STORE8(LOAD8(y, j) - ls_, y, j);
-    for (; j < n; j++) STORE(LOAD(y, j) - ls_, y, j);
-  } else {
-    /* y holds exp(x - m) until the sum is known: one exp per element. */
-    for (; j + 8 <= n; j += 8) {
-      float8 e = rumus_exp_shifted8(LOAD8(x, j) - m);
+      const float8 v = LOAD8(xr, j) - m, e = rumus_exp_shifted8(v);
       s8 += e;
-      STORE8(e, y, j);
+      STORE8(log_mode ? v : e, yr, j);
+      mn8 = fmax(mn8, LOAD8(xn, j));
     }
     for (; j < n; j++) {
-      float e = exp(LOAD(x, j) - m);
+      const float v = LOAD(xr, j) - m, e = exp(v);
       s += e;
-      STORE(e, y, j);
+      STORE(log_mode ? v : e, yr, j);
+      mn = fmax(mn, LOAD(xn, j));
     }
-    const float inv = 1.0f / (s + rumus_hsum8(s8));
-    for (j = 0; j + 8 <= n; j += 8) STORE8(LOAD8(y, j) * inv, y, j);
-    for (; j < n; j++) STORE(LOAD(y, j) * inv, y, j);
+    s += rumus_hsum8(s8);
+    /* log-softmax: (x - m) - log s, not x - (m + log s), as above. */
+    const float ls_ = log(s), inv = 1.0f / s;
+    for (j = 0; j + 8 <= n; j += 8) {
+      const float8 t = LOAD8(yr, j);
+      STORE8(log_mode ? t - ls_ : t * inv, yr, j);
+    }
+    for (; j < n; j++) {
+      const float t = LOAD(yr, j);
+      STORE(log_mode ? t - ls_ : t * inv, yr, j);
+    }
+    m = fmax(rumus_hmax8(mn8), mn);
   }
 }
 
@@ -318,20 +329,25 @@ inline void softmax_bwd_row_body(global const real_t *y, global const real_t *dy
 
 #define ROW_PTR(p, off) ((p) + (size_t)(off) + r * (size_t)cols)
 
+/* The forwards: work-item i takes rows i * ROW_RUN ... (the host launches
+ * ceil(rows / ROW_RUN) of them). */
+#define RUN_ENTRY(log_mode)                                                 \
+  const size_t r = get_global_id(0) * (size_t)ROW_RUN;                      \
+  if (r >= rows) return;                                                    \
+  const size_t run = min((size_t)ROW_RUN, (size_t)rows - r);                \
+  softmax_fwd_row_run(ROW_PTR(x, x_off), ROW_PTR(y, y_off), cols, run,      \
+                      log_mode)
+
 __kernel void softmax_fwd_row(global const real_t *x, ulong x_off,
                               global real_t *y, ulong y_off, ulong rows,
                               ulong cols) {
-  const size_t r = get_global_id(0);
-  if (r >= rows) return;
-  softmax_fwd_row_body(ROW_PTR(x, x_off), ROW_PTR(y, y_off), cols, 0);
+  RUN_ENTRY(0);
 }
 
 __kernel void log_softmax_fwd_row(global const real_t *x, ulong x_off,
                                   global real_t *y, ulong y_off, ulong rows,
                                   ulong cols) {
-  const size_t r = get_global_id(0);
-  if (r >= rows) return;
-  softmax_fwd_row_body(ROW_PTR(x, x_off), ROW_PTR(y, y_off), cols, 1);
+  RUN_ENTRY(1);
 }
 
 __kernel void softmax_bwd_row(global const real_t *y, ulong y_off,

@@ -8,8 +8,14 @@
 
 static const char *const FILE_CL = "softmax.cl";
 
-/* The programs' extra options (rumus__row_plan_make): none. */
-static const rumus__row_opts ROW_OPTS = {"", ""};
+/* Rows per work-item of the forward _row kernels (ROW_RUN, cl/softmax.cl's
+ * default). */
+#define ROW_RUN 8
+
+/* The programs' extra options (rumus__row_plan_make). */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+static const rumus__row_opts ROW_OPTS = {"-DROW_RUN=" STR(ROW_RUN), ""};
 
 /* Launches `base`_row, _wgc or _wg (see rumus__row_plan_make) over rows x
  * cols; ts are the tensors in kernel order, each passed as (buffer,
@@ -37,9 +43,12 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
     args[na++] = RUMUS__ARG(nrows);
     args[na++] = RUMUS__ARG(ncols);
     if (plan.kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan.rt);
+    /* The forward _row kernels take ROW_RUN rows per work-item. */
+    const size_t items = plan.kind == RUMUS__ROWS_ITEM && nt == 2
+                             ? ((size_t)nrows + ROW_RUN - 1) / ROW_RUN
+                             : (size_t)nrows;
     size_t local;
-    const size_t global =
-        rumus__row_plan_global(ctx, &plan, (size_t)nrows, &local);
+    const size_t global = rumus__row_plan_global(ctx, &plan, items, &local);
     RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
   }
   return RUMUS_OK;
