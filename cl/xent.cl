@@ -29,9 +29,11 @@
  *
  * Kernels:
  *   xent_fwd_row, xent_fwd_bwd_row (CPU path)
- *       one work-item per row, no barriers, float8 accumulators; pass 1
- *       finds the max, pass 2 (from cache) sums exp(x - m) (float8:
- *       rumus_exp_shifted8 of common.cl) and m - x and
+ *       ROW_RUN consecutive rows per work-item, no barriers, float8
+ *       accumulators; pass 1 finds the max (for a run's first row; later
+ *       rows get it from the pass 2 before), pass 2 (from cache) sums
+ *       exp(x - m) (float8: rumus_exp_shifted8 of common.cl) and m - x,
+ *       reads the next row for its max, and
  *       stores exp(x - m) in the gradient, pass 3 scales the gradient in
  *       place (from cache): one exp per element.
  *   xent_fwd_wgc, xent_fwd_bwd_wgc (GPU path, rows of at most
@@ -82,6 +84,10 @@
 #endif
 
 
+#ifndef ROW_RUN
+#define ROW_RUN 8 /* rows per work-item of the _row kernels */
+#endif
+
 #ifndef RED_ITEMS
 #define RED_ITEMS 8 /* losses or targets per work-item in a first stage */
 #endif
@@ -121,42 +127,46 @@ inline float xent_scale(global const uint *cnt, int mean, float grad_scale) {
   return mean ? grad_scale / (float)cnt[0] : grad_scale;
 }
 
-/* ---- Row variant (one work-item per row) -------------------------------- */
+/* ---- Row variant (ROW_RUN rows per work-item) --------------------------- */
 
-inline float xent_row_body(global const real_t *x, size_t n, int t, int kind,
-                           float smooth, float scale, global real_t *g,
-                           int with_grad) {
-  size_t j;
-  if (kind != XENT_VALID) {
-    if (with_grad) {
-      for (j = 0; j + 8 <= n; j += 8) STORE8((float8)(0.0f), g, j);
-      for (; j < n; j++) STORE(0.0f, g, j);
-    }
-    return kind == XENT_IGNORED ? 0.0f : NAN;
-  }
-  /* Pass 1: the max. */
+inline float xent_row_max(global const real_t *x, size_t n) {
   float8 m8 = (float8)(-INFINITY);
-  for (j = 0; j + 8 <= n; j += 8) m8 = fmax(m8, LOAD8(x, j));
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) m8 = fmax(m8, LOAD8(x, j));
   float m = rumus_hmax8(m8);
   for (; j < n; j++) m = fmax(m, LOAD(x, j));
-  /* Pass 2: S and d; with a gradient, g holds exp(x - m) until S is known
-   * (one exp per element).  x[t] is read first, so that g may even alias
-   * the logits.  A NaN entry makes S NaN (fmax skipped it above). */
+  return m;
+}
+
+/* A valid row whose max m is known.  Pass 2 sums S and d; with a gradient,
+ * g holds exp(x - m) until S is known (one exp per element); it also takes
+ * the max of the row at xn into *m_next (the next row of the work-item, so
+ * that its reads overlap the exp work; xn == x when there is none).  x[t]
+ * is read first, so that g may even alias the logits (the next row is read
+ * before it is written).  A NaN entry makes S NaN (fmax skipped it). */
+inline float xent_row_body(global const real_t *x, size_t n, int t, float m,
+                           float smooth, float scale, global real_t *g,
+                           int with_grad, global const real_t *xn,
+                           float *m_next) {
+  size_t j;
   const float xt = LOAD(x, t);
-  float8 s8 = 0.0f, d8 = 0.0f;
-  float s = 0.0f, d = 0.0f;
+  float8 s8 = 0.0f, d8 = 0.0f, mn8 = (float8)(-INFINITY);
+  float s = 0.0f, d = 0.0f, mn = -INFINITY;
   for (j = 0; j + 8 <= n; j += 8) {
     const float8 v = LOAD8(x, j), e = rumus_exp_shifted8(v - m);
     s8 += e;
     d8 += m - v;
     if (with_grad) STORE8(e, g, j);
+    mn8 = fmax(mn8, LOAD8(xn, j));
   }
   for (; j < n; j++) {
     const float v = LOAD(x, j), e = exp(v - m);
     s += e;
     d += m - v;
     if (with_grad) STORE(e, g, j);
+    mn = fmax(mn, LOAD(xn, j));
   }
+  *m_next = fmax(rumus_hmax8(mn8), mn);
   s += rumus_hsum8(s8);
   d += rumus_hsum8(d8);
   const float log_s = log(s), inv_c = 1.0f / (float)n;
@@ -171,6 +181,9 @@ inline float xent_row_body(global const real_t *x, size_t n, int t, int kind,
   return xent_loss(m, log_s, xt, d, inv_c, smooth);
 }
 
+/* Work-item i takes rows i * ROW_RUN ... (the host launches
+ * ceil(rows / ROW_RUN) of them).  A row that is not valid writes a zero
+ * gradient; the max of the row after it is then found on its own. */
 inline void xent_row_entry(global const real_t *x, ulong x_off,
                            global const int *tg, ulong t_off,
                            global real_t *lrow, ulong l_off, global real_t *g,
@@ -178,21 +191,46 @@ inline void xent_row_entry(global const real_t *x, ulong x_off,
                            ulong rows, ulong cols, ulong row0, int ignore_index,
                            float smooth, float grad_scale, int mean,
                            volatile global int *status, int with_grad) {
-  const size_t r = get_global_id(0);
-  if (r >= rows) return;
+  const size_t r0 = get_global_id(0) * (size_t)ROW_RUN;
+  if (r0 >= rows) return;
+  const size_t run = min((size_t)ROW_RUN, (size_t)rows - r0);
   const size_t n = (size_t)cols;
-  const int t = tg[(size_t)t_off + r];
-  const int kind = xent_kind(t, ignore_index, n);
-  if (kind == XENT_BAD)
-    rumus_report(status, DEVERR_XENT_TARGET, t, (int)((size_t)row0 + r));
-  const float scale =
-      (with_grad && kind == XENT_VALID)
-          ? xent_scale(cnt + (size_t)c_off, mean, grad_scale)
-          : 0.0f;
-  const float loss = xent_row_body(
-      x + (size_t)x_off + r * n, n, t, kind, smooth, scale,
-      with_grad ? g + (size_t)g_off + r * n : g, with_grad);
-  STORE(loss, lrow, (size_t)l_off + r);
+  const float scale_valid =
+      with_grad ? xent_scale(cnt + (size_t)c_off, mean, grad_scale) : 0.0f;
+  global const int *tr = tg + (size_t)t_off + r0;
+  float m = 0.0f;
+  int have_m = 0;
+  int t = tr[0];
+  for (size_t k = 0; k < run; k++) {
+    const size_t r = r0 + k;
+    global const real_t *xr = x + (size_t)x_off + r * n;
+    global real_t *gr = with_grad ? g + (size_t)g_off + r * n : g;
+    const int kind = xent_kind(t, ignore_index, n);
+    const int t_next = k + 1 < run ? tr[k + 1] : ignore_index;
+    const int next_valid =
+        k + 1 < run && xent_kind(t_next, ignore_index, n) == XENT_VALID;
+    float loss;
+    if (kind == XENT_VALID) {
+      if (!have_m) m = xent_row_max(xr, n);
+      float m_next;
+      loss = xent_row_body(xr, n, t, m, smooth, scale_valid, gr, with_grad,
+                           next_valid ? xr + n : xr, &m_next);
+      m = m_next;
+      have_m = next_valid;
+    } else {
+      if (kind == XENT_BAD)
+        rumus_report(status, DEVERR_XENT_TARGET, t, (int)((size_t)row0 + r));
+      if (with_grad) {
+        size_t j;
+        for (j = 0; j + 8 <= n; j += 8) STORE8((float8)(0.0f), gr, j);
+        for (; j < n; j++) STORE(0.0f, gr, j);
+      }
+      loss = kind == XENT_IGNORED ? 0.0f : NAN;
+      have_m = 0;
+    }
+    STORE(loss, lrow, (size_t)l_off + r);
+    t = t_next;
+  }
 }
 
 /* One signature for every row-loss kernel; the _fwd entries ignore g, cnt,

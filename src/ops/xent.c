@@ -24,6 +24,9 @@ static const char *const OP = "rumus_cross_entropy";
 
 /* Losses or targets per work-item in a first reduction stage (RED_ITEMS). */
 #define RED_ITEMS 8
+/* Rows per work-item of the _row kernels (CPU variant): the next row's max
+ * is read during the current row's exp pass. */
+#define ROW_RUN 8
 /* Largest row the _wgl kernels keep in local memory, in bytes. */
 #define LOCAL_ROW_BYTES 32768
 
@@ -43,8 +46,8 @@ static size_t local_row_floats(const rumus_ctx *ctx) {
 /* The options after the base ones; local_floats sizes the _wgl cache. */
 static void extra_options(size_t local_floats, char *buf, size_t len) {
   snprintf(buf, len, "-DDEVERR_XENT_TARGET=%d -DXENT_LOCAL_FLOATS=%zu "
-                     "-DRED_ITEMS=%d",
-           (int)RUMUS__DEVERR_XENT_TARGET, local_floats, RED_ITEMS);
+                     "-DRED_ITEMS=%d -DROW_RUN=%d",
+           (int)RUMUS__DEVERR_XENT_TARGET, local_floats, RED_ITEMS, ROW_RUN);
 }
 
 static void options(const rumus_ctx *ctx, char *buf, size_t len) {
@@ -224,8 +227,11 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
         RUMUS__ARG(gscale),      RUMUS__ARG(mean_i), RUMUS__ARG(ctx->status),
         RUMUS__ARG(plan.rt)}; /* rt: _wgc only */
     const size_t nargs = sizeof a / sizeof a[0] - (regs ? 0 : 1);
+    const size_t items = plan.kind == RUMUS__ROWS_ITEM
+                             ? ((size_t)nr + ROW_RUN - 1) / ROW_RUN
+                             : (size_t)nr;
     size_t local;
-    const size_t global = rumus__row_plan_global(ctx, &plan, (size_t)nr, &local);
+    const size_t global = rumus__row_plan_global(ctx, &plan, items, &local);
     st = rumus__launch(ctx, OP, &k, 1, &global, &local, nargs, a);
   }
 
