@@ -17,6 +17,7 @@
 typedef struct kernel_node {
   char *name;
   cl_kernel kernel;
+  size_t wg_limit; /* CL_KERNEL_WORK_GROUP_SIZE, 0 until first asked */
   struct kernel_node *next;
 } kernel_node;
 
@@ -180,11 +181,11 @@ int rumus__program_get(rumus_ctx *ctx, const char *op, const char *file,
   return st;
 }
 
-static int kernel_get(rumus_ctx *ctx, const char *op, rumus__program *p,
-                      const char *name, cl_kernel *out) {
+static int kernel_node_get(rumus_ctx *ctx, const char *op, rumus__program *p,
+                           const char *name, kernel_node **out) {
   for (kernel_node *k = p->kernels; k; k = k->next)
     if (strcmp(k->name, name) == 0) {
-      *out = k->kernel;
+      *out = k;
       return RUMUS_OK;
     }
   kernel_node *k = calloc(1, sizeof *k);
@@ -202,6 +203,14 @@ static int kernel_get(rumus_ctx *ctx, const char *op, rumus__program *p,
   }
   k->next = p->kernels;
   p->kernels = k;
+  *out = k;
+  return RUMUS_OK;
+}
+
+static int kernel_get(rumus_ctx *ctx, const char *op, rumus__program *p,
+                      const char *name, cl_kernel *out) {
+  kernel_node *k;
+  RUMUS__FORWARD(kernel_node_get(ctx, op, p, name, &k));
   *out = k->kernel;
   return RUMUS_OK;
 }
@@ -229,16 +238,20 @@ int rumus__kernel_wg_limit(rumus_ctx *ctx, const char *op,
   *out = 0;
   pthread_mutex_lock(&ctx->lock);
   rumus__program *p;
-  cl_kernel k = NULL;
+  kernel_node *k = NULL;
   int st = program_entry(ctx, op, kr->file, kr->options, &p);
-  if (st == RUMUS_OK) st = kernel_get(ctx, op, p, kr->kernel, &k);
-  if (st == RUMUS_OK) {
-    cl_int e = clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
-                                        sizeof *out, out, NULL);
-    if (e != CL_SUCCESS)
+  if (st == RUMUS_OK) st = kernel_node_get(ctx, op, p, kr->kernel, &k);
+  if (st == RUMUS_OK && k->wg_limit == 0) { /* asked once per kernel */
+    cl_int e = clGetKernelWorkGroupInfo(k->kernel, ctx->device,
+                                        CL_KERNEL_WORK_GROUP_SIZE,
+                                        sizeof k->wg_limit, &k->wg_limit, NULL);
+    if (e != CL_SUCCESS) {
+      k->wg_limit = 0;
       st = rumus__fail_cl(ctx, e, "%s: clGetKernelWorkGroupInfo(%s)", op,
                           kr->kernel);
+    }
   }
+  if (st == RUMUS_OK) *out = k->wg_limit;
   pthread_mutex_unlock(&ctx->lock);
   return st;
 }
