@@ -59,10 +59,13 @@ RUMUS__HIDDEN int rumus__row_plan_make(rumus_ctx *ctx, const char *op,
                                        const char *file, const char *base,
                                        const rumus__row_opts *opts,
                                        size_t cols, rumus__row_plan *plan);
-/* Global size of a plan's launch over `rows` rows. */
+/* Global size of a plan's launch over `rows` rows; item_rows is the rows
+ * per work-item of the kernel when the plan is ITEM (the _row kernels that
+ * take runs of rows), ignored otherwise. */
 RUMUS__HIDDEN size_t rumus__row_plan_global(const rumus_ctx *ctx,
                                             const rumus__row_plan *plan,
-                                            size_t rows, size_t *local);
+                                            size_t rows, size_t item_rows,
+                                            size_t *local);
 
 /* Local size of one-work-item-per-row kernels (CPU variant): enough
  * work-groups for every compute unit, few distinct sizes (PoCL compiles a

@@ -95,10 +95,11 @@ int rumus__row_plan_make(rumus_ctx *ctx, const char *op, const char *file,
 }
 
 size_t rumus__row_plan_global(const rumus_ctx *ctx, const rumus__row_plan *plan,
-                              size_t rows, size_t *local) {
+                              size_t rows, size_t item_rows, size_t *local) {
   if (plan->kind == RUMUS__ROWS_ITEM) {
-    *local = rumus__row_local(ctx, rows);
-    return rows;
+    const size_t items = (rows + item_rows - 1) / item_rows;
+    *local = rumus__row_local(ctx, items);
+    return items;
   }
   *local = plan->wg;
   return (rows + plan->rows_per_group - 1) / plan->rows_per_group * plan->wg;

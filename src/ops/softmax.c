@@ -44,11 +44,9 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
     args[na++] = RUMUS__ARG(ncols);
     if (plan.kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan.rt);
     /* The forward _row kernels take ROW_RUN rows per work-item. */
-    const size_t items = plan.kind == RUMUS__ROWS_ITEM && nt == 2
-                             ? ((size_t)nrows + ROW_RUN - 1) / ROW_RUN
-                             : (size_t)nrows;
     size_t local;
-    const size_t global = rumus__row_plan_global(ctx, &plan, items, &local);
+    const size_t global = rumus__row_plan_global(
+        ctx, &plan, (size_t)nrows, nt == 2 ? ROW_RUN : 1, &local);
     RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
   }
   return RUMUS_OK;

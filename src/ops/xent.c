@@ -227,11 +227,9 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
         RUMUS__ARG(gscale),      RUMUS__ARG(mean_i), RUMUS__ARG(ctx->status),
         RUMUS__ARG(plan.rt)}; /* rt: _wgc only */
     const size_t nargs = sizeof a / sizeof a[0] - (regs ? 0 : 1);
-    const size_t items = plan.kind == RUMUS__ROWS_ITEM
-                             ? ((size_t)nr + ROW_RUN - 1) / ROW_RUN
-                             : (size_t)nr;
     size_t local;
-    const size_t global = rumus__row_plan_global(ctx, &plan, items, &local);
+    const size_t global =
+        rumus__row_plan_global(ctx, &plan, (size_t)nr, ROW_RUN, &local);
     st = rumus__launch(ctx, OP, &k, 1, &global, &local, nargs, a);
   }
 
