@@ -247,6 +247,218 @@ __kernel RUMUS_WG_ATTR void log_softmax_bwd_wgc(global const real_t *y,
                        WGC_PTR(dx, dx_off, r), WGC_N(r), rt, 1, ls);
 }
 
+/* ---- Split variant (chunks of a row in several work-groups) ------------ */
+
+#ifdef RUMUS_HAVE_SPLIT
+
+/* Chunk j of a row of `cols` elements: its first element and length. */
+#define CHUNK_AT(j) ((size_t)(j) * SPLIT_CHUNK)
+#define CHUNK_LEN(j, cols) min((size_t)SPLIT_CHUNK, (size_t)(cols) - CHUNK_AT(j))
+
+/* The forward's partial of a chunk: its max mc (fmax skips NaN) and the sum
+ * of exp(x - sh), sh = mc or 0 when mc is -inf (an all -inf chunk sums to
+ * 0, one with NaN to NaN).  fwd_partial_regs works on the registers of the
+ * chunk's own group, fwd_partial_mem on memory for a sibling that has not
+ * published: the same loads, operations and trees, so the same bits. */
+inline void fwd_partial_regs(const float4 *v, local float *lm, local float *ls,
+                             float *mc, float *sc) {
+  float m = -INFINITY;
+  for (int k = 0; k < CACHE_V4; k++)
+    m = fmax(m, fmax(fmax(v[k].x, v[k].y), fmax(v[k].z, v[k].w)));
+  *mc = rumus_seg_max(lm, m, WG);
+  const float sh = *mc == -INFINITY ? 0.0f : *mc;
+  float s = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++) s += rumus_hsum4(exp(v[k] - sh));
+  *sc = rumus_seg_sum(ls, s, WG);
+}
+
+inline void fwd_partial_mem(global const real_t *x, size_t n, local float *lm,
+                            local float *ls, float *mc, float *sc) {
+  const size_t lid = get_local_id(0);
+  float m = -INFINITY;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const float4 v = rumus_load4_fill(x, lid + (size_t)k * WG, n, -INFINITY);
+    m = fmax(m, fmax(fmax(v.x, v.y), fmax(v.z, v.w)));
+  }
+  *mc = rumus_seg_max(lm, m, WG);
+  const float sh = *mc == -INFINITY ? 0.0f : *mc;
+  float s = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++)
+    s += rumus_hsum4(
+        exp(rumus_load4_fill(x, lid + (size_t)k * WG, n, -INFINITY) - sh));
+  *sc = rumus_seg_sum(ls, s, WG);
+}
+
+/* The backward's partial of a chunk: sum dy * y (softmax) or sum dy
+ * (log-softmax); registers (g = dy, yv = y) or memory, as above. */
+inline float bwd_item(float4 g, float4 yv, int log_mode) {
+  return log_mode ? rumus_hsum4(g) : dot(g, yv);
+}
+
+inline float bwd_partial_mem(global const real_t *y, global const real_t *dy,
+                             size_t n, int log_mode, local float *ls) {
+  const size_t lid = get_local_id(0);
+  float acc = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lid + (size_t)k * WG;
+    const float4 g = rumus_load4_fill(dy, q, n, 0.0f);
+    acc += bwd_item(g, log_mode ? g : rumus_load4_fill(y, q, n, 0.0f), log_mode);
+  }
+  return rumus_seg_sum(ls, acc, WG);
+}
+
+/* Publishes this group's k partials a[], then gathers every chunk's into
+ * pv (computing the missing ones from memory: xr, dyr are the row's
+ * tensors, fwd selects which partial).  On return pv holds all of them. */
+inline void split_exchange(volatile global ulong *part, uint nsplit, uint c,
+                           uint epoch, uint spin, int k, const float *a,
+                           global const real_t *xr, global const real_t *dyr,
+                           size_t cols, int fwd, int log_mode,
+                           local float *lm, local float *ls, local float *pv,
+                           local int *got) {
+  if (get_local_id(0) == 0) {
+    for (int i = 0; i < k; i++) {
+      rumus_part_put(part + (size_t)c * SPLIT_WORDS + i, epoch, a[i]);
+      pv[c * SPLIT_WORDS + i] = a[i];
+    }
+    got[c] = 1;
+  }
+  rumus_split_gather(part, nsplit, c, epoch, spin, k, pv, got);
+  for (uint j = 0; j < nsplit; j++) {
+    if (got[j]) continue; /* the same in the whole group */
+    const size_t n = CHUNK_LEN(j, cols);
+    float b0, b1 = 0.0f;
+    if (fwd)
+      fwd_partial_mem(xr + CHUNK_AT(j), n, lm, ls, &b0, &b1);
+    else
+      b0 = bwd_partial_mem(xr + CHUNK_AT(j), dyr + CHUNK_AT(j), n, log_mode, ls);
+    if (get_local_id(0) == 0) {
+      pv[j * SPLIT_WORDS] = b0;
+      pv[j * SPLIT_WORDS + 1] = b1;
+    }
+    /* Everyone has read the trees' results before the next chunk's
+     * trees overwrite them. */
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Group g takes chunk g % nsplit of row g / nsplit; xr, yr: that row. */
+inline void softmax_fwd_wgs_body(global const real_t *xr, global real_t *yr,
+                                 size_t cols, uint nsplit,
+                                 volatile global ulong *part, uint epoch,
+                                 uint spin, int log_mode, local float *lm,
+                                 local float *ls, local float *pv,
+                                 local int *got) {
+  const size_t lid = get_local_id(0);
+  const uint c = (uint)(get_group_id(0) % nsplit);
+  const size_t n = CHUNK_LEN(c, cols);
+  global const real_t *x = xr + CHUNK_AT(c);
+  float4 v[CACHE_V4];
+  for (int k = 0; k < CACHE_V4; k++)
+    v[k] = rumus_load4_fill(x, lid + (size_t)k * WG, n, -INFINITY);
+  float a[2];
+  fwd_partial_regs(v, lm, ls, &a[0], &a[1]);
+  split_exchange(part, nsplit, c, epoch, spin, 2, a, xr, xr, cols, 1, log_mode,
+                 lm, ls, pv, got);
+  /* The row's max and sum, in chunk order (the same bits in every group
+   * of the row). */
+  float M = -INFINITY;
+  for (uint j = 0; j < nsplit; j++) M = fmax(M, pv[j * SPLIT_WORDS]);
+  float S = 0.0f;
+  for (uint j = 0; j < nsplit; j++) {
+    const float mj = pv[j * SPLIT_WORDS], sj = pv[j * SPLIT_WORDS + 1];
+    S += mj == -INFINITY ? sj : sj * exp(mj - M);
+  }
+  const float inv = 1.0f / S, lsum = log(S);
+  global real_t *y = yr + CHUNK_AT(c);
+  for (int k = 0; k < CACHE_V4; k++)
+    rumus_store4_part(log_mode ? (v[k] - M) - lsum : exp(v[k] - M) * inv, y,
+                      lid + (size_t)k * WG, n);
+}
+
+inline void softmax_bwd_wgs_body(global const real_t *yr,
+                                 global const real_t *dyr, global real_t *dxr,
+                                 size_t cols, uint nsplit,
+                                 volatile global ulong *part, uint epoch,
+                                 uint spin, int log_mode, local float *ls,
+                                 local float *pv, local int *got) {
+  const size_t lid = get_local_id(0);
+  const uint c = (uint)(get_group_id(0) % nsplit);
+  const size_t n = CHUNK_LEN(c, cols), c0 = CHUNK_AT(c);
+  /* Both arrays are kept (log-softmax reads y only for the output, but
+   * loads it with dy so that both streams are in flight together). */
+  float4 yv[CACHE_V4], gv[CACHE_V4];
+  float acc = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lid + (size_t)k * WG;
+    gv[k] = rumus_load4_fill(dyr + c0, q, n, 0.0f);
+    yv[k] = rumus_load4_fill(yr + c0, q, n, 0.0f);
+    acc += bwd_item(gv[k], log_mode ? gv[k] : yv[k], log_mode);
+  }
+  float a[1];
+  a[0] = rumus_seg_sum(ls, acc, WG);
+  split_exchange(part, nsplit, c, epoch, spin, 1, a, yr, dyr, cols, 0,
+                 log_mode, ls, ls, pv, got);
+  float d = 0.0f;
+  for (uint j = 0; j < nsplit; j++) d += pv[j * SPLIT_WORDS];
+  for (int k = 0; k < CACHE_V4; k++)
+    rumus_store4_part(log_mode ? gv[k] - exp(yv[k]) * d : yv[k] * (gv[k] - d),
+                      dxr + c0, lid + (size_t)k * WG, n);
+}
+
+#define WGS_ROW(p, off)                                                     \
+  ((p) + (size_t)(off) + (size_t)(get_group_id(0) / nsplit) * (size_t)cols)
+#define WGS_PART (part + (size_t)(get_group_id(0) / nsplit) * nsplit * SPLIT_WORDS)
+#define WGS_ARGS                                                            \
+  ulong rows, ulong cols, uint nsplit, volatile global ulong *part,        \
+      uint epoch, uint spin
+
+__kernel RUMUS_WG_ATTR void softmax_fwd_wgs(global const real_t *x,
+                                            ulong x_off, global real_t *y,
+                                            ulong y_off, WGS_ARGS) {
+  local float lm[WG], ls[WG], pv[SPLIT_MAX * SPLIT_WORDS];
+  local int got[SPLIT_MAX];
+  softmax_fwd_wgs_body(WGS_ROW(x, x_off), WGS_ROW(y, y_off), cols, nsplit,
+                       WGS_PART, epoch, spin, 0, lm, ls, pv, got);
+}
+
+__kernel RUMUS_WG_ATTR void log_softmax_fwd_wgs(global const real_t *x,
+                                                ulong x_off, global real_t *y,
+                                                ulong y_off, WGS_ARGS) {
+  local float lm[WG], ls[WG], pv[SPLIT_MAX * SPLIT_WORDS];
+  local int got[SPLIT_MAX];
+  softmax_fwd_wgs_body(WGS_ROW(x, x_off), WGS_ROW(y, y_off), cols, nsplit,
+                       WGS_PART, epoch, spin, 1, lm, ls, pv, got);
+}
+
+__kernel RUMUS_WG_ATTR void softmax_bwd_wgs(global const real_t *y,
+                                            ulong y_off,
+                                            global const real_t *dy,
+                                            ulong dy_off, global real_t *dx,
+                                            ulong dx_off, WGS_ARGS) {
+  local float ls[WG], pv[SPLIT_MAX * SPLIT_WORDS];
+  local int got[SPLIT_MAX];
+  softmax_bwd_wgs_body(WGS_ROW(y, y_off), WGS_ROW(dy, dy_off),
+                       WGS_ROW(dx, dx_off), cols, nsplit, WGS_PART, epoch, spin,
+                       0, ls, pv, got);
+}
+
+__kernel RUMUS_WG_ATTR void log_softmax_bwd_wgs(global const real_t *y,
+                                                ulong y_off,
+                                                global const real_t *dy,
+                                                ulong dy_off,
+                                                global real_t *dx,
+                                                ulong dx_off, WGS_ARGS) {
+  local float ls[WG], pv[SPLIT_MAX * SPLIT_WORDS];
+  local int got[SPLIT_MAX];
+  softmax_bwd_wgs_body(WGS_ROW(y, y_off), WGS_ROW(dy, dy_off),
+                       WGS_ROW(dx, dx_off), cols, nsplit, WGS_PART, epoch, spin,
+                       1, ls, pv, got);
+}
+
+#endif /* RUMUS_HAVE_SPLIT */
+
 /* ---- Row variant (one work-item per row) -------------------------------- */
 
 inline float row_max(global const real_t *x, size_t n) {

@@ -18,6 +18,7 @@
  * finite.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -189,7 +189,7 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
   char plain[128], regs_opts[128];
   extra_options(local_row_floats(ctx), plain, sizeof plain);
   extra_options(0, regs_opts, sizeof regs_opts);
-  const rumus__row_opts row_opts = {plain, regs_opts};
+  const rumus__row_opts row_opts = {plain, regs_opts, 0};
   const char *base = grad ? "xent_fwd_bwd" : "xent_fwd";
   rumus__row_plan plan;
   if (st == RUMUS_OK)
