@@ -589,6 +589,168 @@ __kernel RUMUS_WG_ATTR void xent_fwd_bwd_wgc(XENT_ROW_ARGS, uint rt) {
   xent_wgc_entry(XENT_ROW_PASS, rt, 1, lm, ls, ld);
 }
 
+/* ---- Split variant (chunks of a long row in several work-groups) -------- */
+
+#ifdef RUMUS_HAVE_SPLIT
+
+#define CHUNK_AT(j) ((size_t)(j) * SPLIT_CHUNK)
+#define CHUNK_LEN(j, cols) min((size_t)SPLIT_CHUNK, (size_t)(cols) - CHUNK_AT(j))
+
+/* A chunk's partial results a[0..2]: its max mc (fmax skips NaN), the sum
+ * of exp(x - sh) and, with smoothing, of sh - x, where sh = mc, or 0 when
+ * mc is -inf.  Written once as a macro over where the float4 group k comes
+ * from (the registers of the chunk's own work-group, or memory for a
+ * sibling that has not published), so both are the same arithmetic and
+ * give the same bits. */
+#define XENT_PARTIAL(GET)                                                   \
+  {                                                                         \
+    const size_t lid = get_local_id(0);                                     \
+    float m = -INFINITY;                                                    \
+    for (int k = 0; k < CACHE_V4; k++) {                                    \
+      const float4 w = GET(k);                                              \
+      m = fmax(m, fmax(fmax(w.x, w.y), fmax(w.z, w.w)));                    \
+    }                                                                       \
+    a[0] = rumus_seg_max(lm, m, WG);                                        \
+    const float sh = a[0] == -INFINITY ? 0.0f : a[0];                       \
+    float s = 0.0f, d = 0.0f;                                               \
+    for (int k = 0; k < CACHE_V4; k++) {                                    \
+      const float4 w = GET(k);                                              \
+      s += rumus_hsum4(exp(w - sh));                                        \
+      if (smooth > 0.0f)                                                    \
+        d += rumus_hsum4(xent_mask4(sh - w, lid + (size_t)k * WG, n));       \
+    }                                                                       \
+    if (smooth > 0.0f)                                                      \
+      xent_seg_sum2(ls, ld, &s, &d, WG);                                    \
+    else                                                                    \
+      s = rumus_seg_sum(ls, s, WG);                                         \
+    a[1] = s;                                                               \
+    a[2] = d;                                                               \
+  }
+
+#define XENT_FROM_REGS(k) v[k]
+#define XENT_FROM_MEM(k) rumus_load4_fill(x, lid + (size_t)(k) * WG, n, -INFINITY)
+
+inline void xent_partial_regs(const float4 *v, size_t n, float smooth,
+                              local float *lm, local float *ls,
+                              local float *ld, float *a)
+    XENT_PARTIAL(XENT_FROM_REGS)
+
+inline void xent_partial_mem(global const real_t *x, size_t n, float smooth,
+                             local float *lm, local float *ls,
+                             local float *ld, float *a)
+    XENT_PARTIAL(XENT_FROM_MEM)
+
+/* Work-group g takes chunk g % nsplit of row g / nsplit (the host launches
+ * rows * nsplit groups).  A row that is not valid writes its chunks' zero
+ * gradient and, from chunk 0, its loss, without an exchange (the whole row
+ * skips it).  The host does not pick this variant when the gradient
+ * aliases the logits: a group computing a late sibling's partial from
+ * memory could read gradient the sibling has already written. */
+inline void xent_wgs_entry(global const real_t *x, ulong x_off,
+                           global const int *tg, ulong t_off,
+                           global real_t *lrow, ulong l_off, global real_t *g,
+                           ulong g_off, global const uint *cnt, ulong c_off,
+                           ulong rows, ulong cols, ulong row0, int ignore_index,
+                           float smooth, float grad_scale, int mean,
+                           volatile global int *status, uint nsplit,
+                           volatile global ulong *part, uint epoch, uint spin,
+                           int with_grad, local float *lm, local float *ls,
+                           local float *ld, local float *pv, local int *got) {
+  const size_t lid = get_local_id(0), n = (size_t)cols;
+  const size_t r = get_group_id(0) / nsplit;
+  const uint c = (uint)(get_group_id(0) % nsplit);
+  const size_t c0 = CHUNK_AT(c), nc = CHUNK_LEN(c, n);
+  const int t = tg[(size_t)t_off + r];
+  const int kind = xent_kind(t, ignore_index, n);
+  global const real_t *xr = x + (size_t)x_off + r * n;
+  global real_t *gc = with_grad ? g + (size_t)g_off + r * n + c0 : g;
+  if (kind != XENT_VALID) {
+    if (kind == XENT_BAD && c == 0 && lid == 0)
+      rumus_report(status, DEVERR_XENT_TARGET, t, (int)((size_t)row0 + r));
+    if (with_grad)
+      for (int k = 0; k < CACHE_V4; k++)
+        rumus_store4_part((float4)(0.0f), gc, lid + (size_t)k * WG, nc);
+    if (c == 0 && lid == 0)
+      STORE(kind == XENT_IGNORED ? 0.0f : NAN, lrow, (size_t)l_off + r);
+    return;
+  }
+  const float scale =
+      with_grad ? xent_scale(cnt + (size_t)c_off, mean, grad_scale) : 0.0f;
+  const float xt = (c == 0 && lid == 0) ? LOAD(xr, t) : 0.0f;
+  float4 v[CACHE_V4];
+  for (int k = 0; k < CACHE_V4; k++)
+    v[k] = rumus_load4_fill(xr + c0, lid + (size_t)k * WG, nc, -INFINITY);
+  float a[3];
+  xent_partial_regs(v, nc, smooth, lm, ls, ld, a);
+
+  /* Publish, gather, compute the missing siblings from memory. */
+  volatile global ulong *pr = part + r * nsplit * SPLIT_WORDS;
+  if (lid == 0) {
+    for (int i = 0; i < 3; i++) {
+      rumus_part_put(pr + (size_t)c * SPLIT_WORDS + i, epoch, a[i]);
+      pv[c * SPLIT_WORDS + i] = a[i];
+    }
+    got[c] = 1;
+  }
+  rumus_split_gather(pr, nsplit, c, epoch, spin, 3, pv, got);
+  for (uint j = 0; j < nsplit; j++) {
+    if (got[j]) continue; /* the same in the whole group */
+    float b[3];
+    xent_partial_mem(xr + CHUNK_AT(j), CHUNK_LEN(j, n), smooth, lm, ls, ld, b);
+    if (lid == 0)
+      for (int i = 0; i < 3; i++) pv[j * SPLIT_WORDS + i] = b[i];
+    barrier(CLK_LOCAL_MEM_FENCE); /* the trees' results are read */
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* The row's M, S and D, in chunk order (the same bits in every group of
+   * the row); D adds each chunk's sum of sh - x and n_j (M - sh): terms
+   * >= 0, no cancellation. */
+  float M = -INFINITY;
+  for (uint j = 0; j < nsplit; j++) M = fmax(M, pv[j * SPLIT_WORDS]);
+  float S = 0.0f, D = 0.0f;
+  for (uint j = 0; j < nsplit; j++) {
+    const float mj = pv[j * SPLIT_WORDS], sj = pv[j * SPLIT_WORDS + 1];
+    const float sh = mj == -INFINITY ? 0.0f : mj;
+    S += mj == -INFINITY ? sj : sj * exp(mj - M);
+    if (smooth > 0.0f)
+      D += pv[j * SPLIT_WORDS + 2] + (float)CHUNK_LEN(j, n) * (M - sh);
+  }
+  if (with_grad) {
+    const float inv = 1.0f / S, sub = smooth / (float)n;
+    for (int k = 0; k < CACHE_V4; k++) {
+      const size_t q = lid + (size_t)k * WG;
+      const size_t i = (size_t)t - c0 - q * 4; /* wraps when t < c0 */
+      const float4 e = exp(v[k] - M);
+      float4 gv = (e * inv - sub) * scale;
+      if (i < 4) /* this lane holds the target */
+        gv = xent_set4(gv, i,
+                       (xent_get4(e, i) * inv - (1.0f - smooth) - sub) * scale);
+      rumus_store4_part(gv, gc, q, nc);
+    }
+  }
+  if (c == 0 && lid == 0)
+    STORE(xent_kind_loss(kind, M, S, xt, D, n, smooth), lrow, (size_t)l_off + r);
+}
+
+#define XENT_WGS_ARGS                                                       \
+  uint nsplit, volatile global ulong *part, uint epoch, uint spin
+#define XENT_WGS_PASS nsplit, part, epoch, spin
+
+__kernel RUMUS_WG_ATTR void xent_fwd_wgs(XENT_ROW_ARGS, XENT_WGS_ARGS) {
+  local float lm[WG], ls[WG], ld[WG], pv[SPLIT_MAX * SPLIT_WORDS];
+  local int got[SPLIT_MAX];
+  xent_wgs_entry(XENT_ROW_PASS, XENT_WGS_PASS, 0, lm, ls, ld, pv, got);
+}
+
+__kernel RUMUS_WG_ATTR void xent_fwd_bwd_wgs(XENT_ROW_ARGS, XENT_WGS_ARGS) {
+  local float lm[WG], ls[WG], ld[WG], pv[SPLIT_MAX * SPLIT_WORDS];
+  local int got[SPLIT_MAX];
+  xent_wgs_entry(XENT_ROW_PASS, XENT_WGS_PASS, 1, lm, ls, ld, pv, got);
+}
+
+#endif /* RUMUS_HAVE_SPLIT */
+
 /* ---- Count of non-ignored rows and the reduced loss --------------------- */
 
 /* part[g] = rows of [g * SPAN, (g + 1) * SPAN) whose target is not

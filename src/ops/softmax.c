@@ -23,9 +23,15 @@ static const rumus__row_opts ROW_OPTS = {"-DROW_RUN=" STR(ROW_RUN), "", 1};
 static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
                     const rumus_tensor *const *ts, int nt, size_t rows,
                     size_t cols) {
+  /* No split rows when the output is an input's buffer: a work-group that
+   * computes a late sibling's partial from memory could read output the
+   * sibling has already written (cl/common.cl, split rows). */
+  rumus__row_opts opts = ROW_OPTS;
+  for (int i = 0; i + 1 < nt; i++)
+    if (ts[i]->mem == ts[nt - 1]->mem) opts.split = 0;
   rumus__row_plan plan;
   RUMUS__FORWARD(
-      rumus__row_plan_make(ctx, op, FILE_CL, base, &ROW_OPTS, cols, &plan));
+      rumus__row_plan_make(ctx, op, FILE_CL, base, &opts, cols, &plan));
   const rumus__kernel_ref k = {FILE_CL, plan.options, plan.kernel};
   const size_t chunk = plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30)
                                                      : RUMUS__MAX_WG_ROWS / plan.nsplit;
