@@ -95,14 +95,6 @@
  * took twice PyTorch's time with them. */
 #define EW_GPU_MATH 0
 #endif
-#ifndef EW_LOADS_FIRST
-/* 1: a work-item issues all its loads before its first store.  The output
- * may alias an input, so the compiler keeps each load after the store
- * before it unless the source orders them; the GPU variant wants the loads
- * in flight together (several float4 per work-item for the transcendental
- * activations), PoCL's vectoriser the plain loop. */
-#define EW_LOADS_FIRST EW_GPU_MATH
-#endif
 #ifndef BG_TC
 /* float4 columns per work-group of bias_grad_wg: 8 read 128 contiguous
  * bytes of each row, and leave WG / 8 row lanes */
@@ -342,23 +334,11 @@ EW_INLINE void ew_span(global const real_t *a, global const real_t *b,
                     global real_t *out, size_t base, size_t n, float alpha,
                     int op, int act) {
   if (base + EW_SPAN <= n) {
-#if EW_LOADS_FIRST
-    vec_t va[EW_NV], vb[EW_NV];
-    for (int v = 0; v < EW_NV; v++) {
-      const size_t i = base + (size_t)v * EW_VW;
-      va[v] = VLOAD(a, i);
-      vb[v] = OP_READS_B(op) ? VLOAD(b, i) : (vec_t)0.0f;
-    }
-    for (int v = 0; v < EW_NV; v++)
-      VSTORE(ew_apply(va[v], vb[v], alpha, op, act), out,
-             base + (size_t)v * EW_VW);
-#else
     for (int v = 0; v < EW_NV; v++) {
       const size_t i = base + (size_t)v * EW_VW;
       const vec_t vb = OP_READS_B(op) ? VLOAD(b, i) : (vec_t)0.0f;
       VSTORE(ew_apply(VLOAD(a, i), vb, alpha, op, act), out, i);
     }
-#endif
   } else {
     size_t i = base;
     for (; i + EW_VW <= n; i += EW_VW) {

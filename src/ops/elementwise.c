@@ -41,21 +41,12 @@ typedef struct {
   char opts[160];
 } geom;
 
-/* Float4 per work-item of the GPU variant's transcendental activations
- * (sigmoid, tanh, the GELUs): their loads are issued together before the
- * math (EW_LOADS_FIRST), so that one work-item has several in flight while
- * its arithmetic runs.  Plain ops take one float4 per work-item. */
-#ifndef RUMUS_EW_HEAVY_NV
-#define RUMUS_EW_HEAVY_NV 2
-#endif
-
-/* heavy: a transcendental activation (see RUMUS_EW_HEAVY_NV). */
-static void get_geom(const rumus_ctx *ctx, int heavy, geom *g) {
+static void get_geom(const rumus_ctx *ctx, geom *g) {
   char base[96];
   g->gpu = rumus__gpu_variant(ctx);
   if (g->gpu) {
     g->vw = 4;
-    g->nv = heavy ? RUMUS_EW_HEAVY_NV : 1;
+    g->nv = 1;
     g->ls = 256;
   } else {
     g->vw = 8;
@@ -118,9 +109,9 @@ static int check_bias(rumus_ctx *ctx, const char *op, const char *yn,
  * with_alpha. */
 static int run_flat(rumus_ctx *ctx, const char *op, const char *kname,
                     const rumus_tensor *const *ts, int nt, size_t n,
-                    int with_alpha, float alpha, int heavy) {
+                    int with_alpha, float alpha) {
   geom g;
-  get_geom(ctx, heavy, &g);
+  get_geom(ctx, &g);
   const rumus__kernel_ref k = {FILE_CL, g.opts, kname};
   const size_t span = g.vw * g.nv, piece = MAX_ITEMS * span;
   for (size_t e0 = 0; e0 < n; e0 += piece) {
@@ -148,7 +139,7 @@ static int binary(rumus_ctx *ctx, const char *op, const char *kname,
   const char *names[3] = {"a", "b", "out"};
   const rumus_tensor *ts[3] = {a, b, out};
   RUMUS__FORWARD(check_flat(ctx, op, names, ts, 3));
-  return run_flat(ctx, op, kname, ts, 3, a->numel, 0, 0.0f, 0);
+  return run_flat(ctx, op, kname, ts, 3, a->numel, 0, 0.0f);
 }
 
 int rumus_add(rumus_ctx *ctx, const rumus_tensor *a, const rumus_tensor *b,
@@ -171,7 +162,7 @@ int rumus_scale(rumus_ctx *ctx, float alpha, const rumus_tensor *x,
   const char *names[2] = {"x", "out"};
   const rumus_tensor *ts[2] = {x, out};
   RUMUS__FORWARD(check_flat(ctx, op, names, ts, 2));
-  return run_flat(ctx, op, "ew_scale", ts, 2, x->numel, 1, alpha, 0);
+  return run_flat(ctx, op, "ew_scale", ts, 2, x->numel, 1, alpha);
 }
 
 int rumus_axpy(rumus_ctx *ctx, float alpha, const rumus_tensor *x,
@@ -181,7 +172,7 @@ int rumus_axpy(rumus_ctx *ctx, float alpha, const rumus_tensor *x,
   const char *names[2] = {"x", "y"};
   const rumus_tensor *ts[2] = {x, y};
   RUMUS__FORWARD(check_flat(ctx, op, names, ts, 2));
-  return run_flat(ctx, op, "ew_axpy", ts, 2, x->numel, 1, alpha, 0);
+  return run_flat(ctx, op, "ew_axpy", ts, 2, x->numel, 1, alpha);
 }
 
 /* ---- Activations ------------------------------------------------------- */
@@ -198,10 +189,6 @@ static const char *act_name(rumus_activation act) {
   return NULL;
 }
 
-static int act_heavy(rumus_activation act) {
-  return act != RUMUS_ACT_RELU && act != RUMUS_ACT_LEAKY_RELU;
-}
-
 int rumus_activation_fwd(rumus_ctx *ctx, rumus_activation act, float param,
                          const rumus_tensor *x, rumus_tensor *y) {
   const char *op = "rumus_activation_fwd";
@@ -214,7 +201,7 @@ int rumus_activation_fwd(rumus_ctx *ctx, rumus_activation act, float param,
   RUMUS__FORWARD(check_flat(ctx, op, names, ts, 2));
   char kname[40];
   snprintf(kname, sizeof kname, "act_fwd_%s", name);
-  return run_flat(ctx, op, kname, ts, 2, x->numel, 1, param, act_heavy(act));
+  return run_flat(ctx, op, kname, ts, 2, x->numel, 1, param);
 }
 
 int rumus_activation_bwd(rumus_ctx *ctx, rumus_activation act, float param,
@@ -230,7 +217,7 @@ int rumus_activation_bwd(rumus_ctx *ctx, rumus_activation act, float param,
   RUMUS__FORWARD(check_flat(ctx, op, names, ts, 3));
   char kname[40];
   snprintf(kname, sizeof kname, "act_bwd_%s", name);
-  return run_flat(ctx, op, kname, ts, 3, x->numel, 1, param, act_heavy(act));
+  return run_flat(ctx, op, kname, ts, 3, x->numel, 1, param);
 }
 
 /* ---- Bias -------------------------------------------------------------- */
@@ -250,7 +237,7 @@ int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y, const rumus_tensor *bias) {
   rumus__rows_cols(y, &rows, &cols);
   if (rows == 0 || cols == 0) return RUMUS_OK;
   geom g;
-  get_geom(ctx, 0, &g);
+  get_geom(ctx, &g);
   const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_add"};
   /* Work-item (c, r): EW_VW * EW_NV columns c of row r.  The local size
    * spans the row's column blocks (rounded up to a power of two) and as
@@ -285,7 +272,7 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   if (cols == 0) return RUMUS_OK;
   if (rows == 0) return rumus_tensor_fill(dbias, 0.0f); /* empty sums */
   geom g;
-  get_geom(ctx, 0, &g);
+  get_geom(ctx, &g);
   /* Rows per chunk: at least BG_RC_*, and no more than BG_MAX_CHUNKS
    * chunks.  The work-group variant cuts the rows into about enough chunks
    * for BG_GROUPS_PER_CU work-groups per compute unit (fewer chunks: less
@@ -349,6 +336,6 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
 int rumus__elementwise_warm(rumus_ctx *ctx) {
   geom g;
   cl_program p;
-  get_geom(ctx, 0, &g);
+  get_geom(ctx, &g);
   return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, g.opts, &p);
 }
