@@ -149,7 +149,7 @@ START_TEST(long_rows) {
 END_TEST
 
 /* Rows long enough for the split kernels on the work-group variant (chunks
- * of 8192: 20000 is three, the last of 3616), under each RUMUS_OPT_ROW_SPLIT
+ * of 16384: 40000 is three, the last of 7232), under each RUMUS_OPT_ROW_SPLIT
  * mode: on (siblings' partials exchanged), recompute (every work-group
  * computes its siblings' partials from memory) and off (one work-group per
  * row).  Rows: random; the first chunk all -INFINITY; a NaN in the last
@@ -157,7 +157,7 @@ END_TEST
  * the last chunk.  On and recompute must give the same bits (the partials
  * are computed with the same arithmetic either way). */
 START_TEST(split_rows) {
-  const size_t B = 6, C = 20000, N = B * C;
+  const size_t B = 6, C = 40000, N = B * C;
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, 77);
@@ -166,11 +166,11 @@ START_TEST(split_rows) {
   double *want = malloc(N * sizeof *want);
   tu_fill_uniform(&r, x, N, -30.0f, 10.0f);
   tu_fill_uniform(&r, dy, N, -1.0f, 1.0f);
-  for (size_t j = 0; j < 8192; j++) x[1 * C + j] = -INFINITY;
-  x[2 * C + 19000] = NAN;
+  for (size_t j = 0; j < 16384; j++) x[1 * C + j] = -INFINITY;
+  x[2 * C + 39000] = NAN;
   for (size_t j = 0; j < C; j++) x[3 * C + j] = -INFINITY;
-  x[4 * C + 9000] = INFINITY;
-  for (size_t j = 0; j < C; j++) x[5 * C + j] = j == 19999 ? 2.0f : -INFINITY;
+  x[4 * C + 20000] = INFINITY;
+  for (size_t j = 0; j < C; j++) x[5 * C + j] = j == 39999 ? 2.0f : -INFINITY;
   rumus_tensor *tx = tu_tensor_2d(ctx, B, C, x), *ty = tu_tensor_2d(ctx, B, C, NULL);
   rumus_tensor *tdy = tu_tensor_2d(ctx, B, C, dy), *tdx = tu_tensor_2d(ctx, B, C, NULL);
   static const int MODES[] = {RUMUS_SPLIT_ON, RUMUS_SPLIT_RECOMPUTE, RUMUS_SPLIT_OFF};

@@ -8,8 +8,9 @@
  * out-of-range targets caught on the device, and bad input.  On the
  * work-group variant rows of up to 8192 classes take the _wgc kernels
  * (several rows per work-group of 128 or 256; wgc_padding covers the padded
- * last group), longer ones _wgl / _wg (C = 9001, 50257, and 600 with WG
- * 16).
+ * last group), longer ones _wgl / _wg (C = 9001, and 600 with WG 16), rows
+ * of more than 16384 with a gradient or smoothing the split kernels _wgs
+ * (C = 50257; split_rows covers their modes and edges).
  *
  * Tolerances (|got - want| <= atol + rtol |want|):
  *   loss (per row and reduced)  atol 1e-5,           rtol 1e-5
@@ -312,17 +313,17 @@ START_TEST(deterministic) {
 }
 END_TEST
 
-/* Rows split over several work-groups (chunks of 8192 on the work-group
- * variant: 20000 is three), under each RUMUS_OPT_ROW_SPLIT mode, NONE
+/* Rows split over several work-groups (chunks of 16384 on the work-group
+ * variant: 40000 is three), under each RUMUS_OPT_ROW_SPLIT mode, NONE
  * reduction with the gradient, smoothing 0 and 0.1.  Rows: random with
- * targets in each chunk and at its edges (0, 8191, 8192, 16384, 19999);
+ * targets in each chunk and at its edges (0, 16383, 16384, 32768, 39999);
  * the first chunk all -INFINITY (target in the last); a NaN in the last
  * chunk; an ignored target.  Split on
  * and recompute must agree in every bit; a gradient that is the logits'
  * buffer takes the one-work-group path and still matches. */
 START_TEST(split_rows) {
-  enum { B = 9, C = 20000 };
-  static const int32_t T[B] = {0, 8191, 8192, 16384, 19999, 19000, 500, -100, 3};
+  enum { B = 9, C = 40000 };
+  static const int32_t T[B] = {0, 16383, 16384, 32768, 39999, 39000, 500, -100, 3};
   static const int MODES[] = {RUMUS_SPLIT_ON, RUMUS_SPLIT_RECOMPUTE, RUMUS_SPLIT_OFF};
   static const char *const NAMES[] = {"on", "recompute", "off"};
   rumus_ctx *ctx = tu_ctx();
@@ -330,8 +331,8 @@ START_TEST(split_rows) {
   tu_rng_seed(&r, 91);
   float *x = malloc((size_t)B * C * sizeof *x);
   tu_fill_uniform(&r, x, (size_t)B * C, -20.0f, 12.0f);
-  for (size_t j = 0; j < 8192; j++) x[5 * C + j] = -INFINITY;
-  x[6 * C + 19500] = NAN;
+  for (size_t j = 0; j < 16384; j++) x[5 * C + j] = -INFINITY;
+  x[6 * C + 39500] = NAN;
   size_t s[2] = {B, C};
   rumus_tensor *tx = tu_tensor(ctx, RUMUS_F32, 2, s, x), *tt = tu_tensor(ctx, RUMUS_I32, 1, s, T),
                *tg = tu_tensor(ctx, RUMUS_F32, 2, s, NULL), *tl = tu_tensor(ctx, RUMUS_F32, 1, s, NULL);

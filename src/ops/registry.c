@@ -76,10 +76,19 @@ static int try_regs(rumus_ctx *ctx, const char *op, const char *file,
   return RUMUS_OK;
 }
 
-/* The split kernels' chunk: WG * CACHE_V4 float4 (256 * 8: 8192 floats,
- * 32 KB per work-group); SPLIT_MAX and SPLIT_WORDS as in cl/common.cl. */
-#define SPLIT_WG 256
+/* The split kernels' chunk: WG * CACHE_V4 float4, 512 * 8 = 16384 floats
+ * (64 KB) per work-group.  On the H200 (8192 x 32000, softmax forward)
+ * 512 * 8 took 746 us, 256 * 8 1006 and 128 * 8 928, against 767 for the
+ * strided one-group-per-row kernel: a group holds its registers while it
+ * waits for its siblings, so chunks must be large and few.  A device that
+ * does not run the kernel at 512 gets no split (the one-group kernel beat
+ * 256).  SPLIT_MAX and SPLIT_WORDS as in cl/common.cl. */
+#ifndef SPLIT_WG
+#define SPLIT_WG 512
+#endif
+#ifndef SPLIT_V4
 #define SPLIT_V4 8
+#endif
 #define SPLIT_MAX 64
 #define SPLIT_WORDS 4
 /* Polls for a sibling's partial results before computing them from memory.
