@@ -227,63 +227,6 @@ inline void rumus_store4_part(float4 v, global real_t *p, size_t q, size_t n) {
   if (j + 2 < n) STORE(v.z, p, j + 2);
 }
 
-/* ---- Split rows (the *_wgs kernels) --------------------------------------
- * A row too long for one work-group's registers is cut into chunks of
- * SPLIT_CHUNK elements, one work-group each (group g: row g / nsplit, chunk
- * g % nsplit), so that the row is still read from memory once.  Each group
- * keeps its chunk in registers, publishes its chunk's partial results in
- * `part` (SPLIT_WORDS 64-bit words per chunk; each word holds the launch's
- * epoch above a float's bits and is written atomically, so it is valid
- * exactly when its epoch is this launch's: no clearing between launches)
- * and reads its siblings'.  OpenCL promises no order or concurrency
- * between work-groups, so a sibling that has not published after `spin`
- * polls (it may not be running yet) is computed from memory by the waiting
- * group with the same arithmetic: nothing waits without bound, and the
- * result has the same bits whichever way each partial arrived. */
-#define SPLIT_CHUNK (WG * CACHE_V4 * 4)
-#define SPLIT_WORDS 4
-#ifndef SPLIT_MAX
-#define SPLIT_MAX 64 /* chunks per row (the host checks nsplit <= it, <= WG) */
-#endif
-
-#ifdef cl_khr_int64_base_atomics
-#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
-#define RUMUS_HAVE_SPLIT 1
-
-inline void rumus_part_put(volatile global ulong *w, uint epoch, float v) {
-  atom_xchg(w, ((ulong)epoch << 32) | (ulong)as_uint(v));
-}
-
-/* 1 and *v if the word holds this launch's value. */
-inline int rumus_part_get(volatile global ulong *w, uint epoch, float *v) {
-  const ulong u = atom_add(w, (ulong)0);
-  *v = as_float((uint)u);
-  return (uint)(u >> 32) == epoch;
-}
-
-/* Work-item j < nsplit polls chunk j's first k words (at most `spin`
- * times) into pv[j * SPLIT_WORDS + i] and sets got[j] to whether they
- * came; the caller has filled its own chunk's entries.  Ends with a
- * barrier, so got[] is the same for the whole group. */
-inline void rumus_split_gather(volatile global ulong *part, uint nsplit,
-                               uint self, uint epoch, uint spin, int k,
-                               local float *pv, local int *got) {
-  const uint j = (uint)get_local_id(0);
-  if (j < nsplit && j != self) {
-    volatile global ulong *w = part + (size_t)j * SPLIT_WORDS;
-    int ok = 0, have = 0;
-    for (uint t = 0; t < spin && !ok; t++) {
-      float v;
-      while (have < k && rumus_part_get(w + have, epoch, &v))
-        pv[j * SPLIT_WORDS + have++] = v;
-      ok = have == k;
-    }
-    got[j] = ok;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-}
-#endif
-
 /* Device-side error report: the first failing op stores its code, the bad
  * value and its position; the host reads it at rumus_ctx_sync(). */
 inline void rumus_report(volatile global int *status, int code, int value,

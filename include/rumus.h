@@ -198,23 +198,10 @@ typedef enum {
    * registers, 256 otherwise); otherwise a power of two from 16 to the
    * device maximum, used for every reduction.  The environment variable
    * RUMUS_WORKGROUP_SIZE sets the initial value (ignored unless valid). */
-  RUMUS_OPT_WORKGROUP_SIZE = 2,
-  /* Rows of softmax, log-softmax and cross-entropy too long for one
-   * work-group's registers (GPU variant): RUMUS_SPLIT_ON (the default) cuts
-   * them into chunks, one work-group each, that exchange partial results
-   * through memory, so that each row is read from memory once;
-   * RUMUS_SPLIT_OFF gives each row one work-group that reads it twice;
-   * RUMUS_SPLIT_RECOMPUTE cuts them but never waits: every work-group
-   * computes its siblings' partial results from memory (the path taken for
-   * a sibling that is not running yet; slow, for tests).  Needs the
-   * device's cl_khr_int64_base_atomics (otherwise OFF is used).  The
-   * environment variable RUMUS_ROW_SPLIT=on|off|recompute sets the initial
-   * value. */
-  RUMUS_OPT_ROW_SPLIT = 3
+  RUMUS_OPT_WORKGROUP_SIZE = 2
 } rumus_option;
 
 enum { RUMUS_VARIANT_AUTO = 0, RUMUS_VARIANT_GPU = 1, RUMUS_VARIANT_CPU = 2 };
-enum { RUMUS_SPLIT_ON = 0, RUMUS_SPLIT_OFF = 1, RUMUS_SPLIT_RECOMPUTE = 2 };
 
 /*! rumus_ctx_set_option() : @return RUMUS_OK, RUMUS_ENULL, RUMUS_EOPTION. */
 RUMUS_API int rumus_ctx_set_option(rumus_ctx *ctx, rumus_option opt, int value);

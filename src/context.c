@@ -196,32 +196,6 @@ static int variant_from_env(void) {
   return RUMUS_VARIANT_AUTO;
 }
 
-static int split_from_env(void) {
-  const char *v = getenv("RUMUS_ROW_SPLIT");
-  if (v == NULL) return RUMUS_SPLIT_ON;
-  if (ci_contains(v, "off")) return RUMUS_SPLIT_OFF;
-  if (ci_contains(v, "recompute")) return RUMUS_SPLIT_RECOMPUTE;
-  return RUMUS_SPLIT_ON;
-}
-
-static int has_extension(cl_device_id d, const char *name) {
-  size_t len = 0;
-  if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &len) != CL_SUCCESS ||
-      len == 0)
-    return 0;
-  char *ext = malloc(len + 1);
-  if (ext == NULL) return 0;
-  int found = 0;
-  if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, len, ext, NULL) == CL_SUCCESS) {
-    ext[len] = '\0';
-    const size_t n = strlen(name);
-    for (const char *p = strstr(ext, name); p && !found; p = strstr(p + 1, name))
-      found = (p == ext || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0');
-  }
-  free(ext);
-  return found;
-}
-
 static int wg_valid(const rumus_ctx *ctx, long value) {
   return value == 0 || (value >= 16 && (size_t)value <= ctx->max_wg &&
                         (value & (value - 1)) == 0);
@@ -268,8 +242,6 @@ static int ctx_init_common(rumus_ctx *ctx) {
   ctx->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
   ctx->opt_variant = variant_from_env();
   ctx->opt_wg = wg_from_env(ctx);
-  ctx->opt_split = split_from_env();
-  ctx->int64_atomics = has_extension(d, "cl_khr_int64_base_atomics");
   if (pthread_mutex_init(&ctx->lock, NULL) != 0)
     return create_fail(RUMUS_ENOMEM, "pthread_mutex_init failed");
   if (pthread_mutex_init(&ctx->scratch_lock, NULL) != 0) {
@@ -448,10 +420,6 @@ int rumus_ctx_set_option(rumus_ctx *ctx, rumus_option opt, int value) {
       if (!wg_valid(ctx, value)) break;
       ctx->opt_wg = value;
       return RUMUS_OK;
-    case RUMUS_OPT_ROW_SPLIT:
-      if (value < RUMUS_SPLIT_ON || value > RUMUS_SPLIT_RECOMPUTE) break;
-      ctx->opt_split = value;
-      return RUMUS_OK;
   }
   return rumus__fail(ctx, RUMUS_EOPTION,
                      "rumus_ctx_set_option: option %d does not take value %d",
@@ -466,9 +434,6 @@ int rumus_ctx_get_option(const rumus_ctx *ctx, rumus_option opt, int *value) {
       return RUMUS_OK;
     case RUMUS_OPT_WORKGROUP_SIZE:
       *value = ctx->opt_wg;
-      return RUMUS_OK;
-    case RUMUS_OPT_ROW_SPLIT:
-      *value = ctx->opt_split;
       return RUMUS_OK;
   }
   return RUMUS_EOPTION;

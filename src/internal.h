@@ -20,11 +20,8 @@ enum {
   RUMUS__DEVERR_XENT_TARGET = 1
 };
 
-/* Reusable scratch buffers per context (rumus__scratch_begin); the split
- * row kernels' partial results keep a slot of their own, which nothing
- * else writes (their validity rests on the epochs stored in it). */
+/* Reusable scratch buffers per context (rumus__scratch_begin). */
 #define RUMUS__SCRATCH_SLOTS 4
-#define RUMUS__SCRATCH_SPLIT 3
 
 typedef struct rumus__program rumus__program;
 typedef struct rumus__event_node rumus__event_node;
@@ -45,12 +42,10 @@ struct rumus_ctx {
   cl_ulong local_mem;   /* CL_DEVICE_LOCAL_MEM_SIZE */
   cl_ulong max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   int profiling;        /* the queue has CL_QUEUE_PROFILING_ENABLE */
-  int int64_atomics;    /* cl_khr_int64_base_atomics (split row kernels) */
 
   /* Options. */
   int opt_variant;
   int opt_wg;
-  int opt_split;
 
   /* Guards the program cache, kernel arguments and launches, the event
    * list and the counters below. */
@@ -64,7 +59,6 @@ struct rumus_ctx {
   pthread_mutex_t scratch_lock;
   cl_mem scratch_mem[RUMUS__SCRATCH_SLOTS];
   size_t scratch_size[RUMUS__SCRATCH_SLOTS];
-  cl_uint split_epoch; /* of the last split-row launch (rumus__split_part) */
 
   /* Device-side status: [0] = RUMUS__DEVERR_* of the first failure,
    * [1] = the bad value, [2] = its position (row). */
@@ -211,14 +205,6 @@ RUMUS__HIDDEN void rumus__scratch_begin(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__scratch_slot(rumus_ctx *ctx, const char *op, int slot,
                                       size_t bytes, cl_mem *out);
 RUMUS__HIDDEN void rumus__scratch_end(rumus_ctx *ctx);
-/* Between begin and end: the partial-result words of a split-row launch
- * (slot RUMUS__SCRATCH_SPLIT, at least `bytes`, a multiple of 8) and the
- * launch's epoch (never 0).  A new buffer is zeroed on the queue, and so is
- * the whole buffer when the epoch counter wraps, so that no word left by an
- * earlier launch can carry the epoch returned. */
-RUMUS__HIDDEN int rumus__split_part(rumus_ctx *ctx, const char *op,
-                                    size_t bytes, cl_mem *out,
-                                    cl_uint *epoch);
 /* Frees the reusable buffers; the caller waited for the queue. */
 RUMUS__HIDDEN void rumus__scratch_free(rumus_ctx *ctx);
 

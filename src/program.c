@@ -324,27 +324,6 @@ int rumus__scratch_slot(rumus_ctx *ctx, const char *op, int slot, size_t bytes,
   return RUMUS_OK;
 }
 
-int rumus__split_part(rumus_ctx *ctx, const char *op, size_t bytes,
-                      cl_mem *out, cl_uint *epoch) {
-  const int slot = RUMUS__SCRATCH_SPLIT;
-  int clear = ctx->scratch_size[slot] < bytes;
-  RUMUS__FORWARD(rumus__scratch_slot(ctx, op, slot, bytes, out));
-  if (++ctx->split_epoch == 0) {
-    ctx->split_epoch = 1;
-    clear = 1;
-  }
-  if (clear) {
-    const cl_ulong zero = 0;
-    cl_int e = clEnqueueFillBuffer(ctx->queue, *out, &zero, sizeof zero, 0,
-                                   ctx->scratch_size[slot] / 8 * 8, 0, NULL,
-                                   NULL);
-    if (e != CL_SUCCESS)
-      return rumus__fail_cl(ctx, e, "%s: clearing the split-row words", op);
-  }
-  *epoch = ctx->split_epoch;
-  return RUMUS_OK;
-}
-
 void rumus__scratch_free(rumus_ctx *ctx) {
   pthread_mutex_lock(&ctx->scratch_lock);
   for (int i = 0; i < RUMUS__SCRATCH_SLOTS; i++) {

@@ -148,91 +148,6 @@ START_TEST(long_rows) {
 }
 END_TEST
 
-/* Rows long enough for the split kernels on the work-group variant (chunks
- * of 16384: 40000 is three, the last of 7232), under each RUMUS_OPT_ROW_SPLIT
- * mode: on (siblings' partials exchanged), recompute (every work-group
- * computes its siblings' partials from memory) and off (one work-group per
- * row).  Rows: random; the first chunk all -INFINITY; a NaN in the last
- * chunk; all -INFINITY; +INFINITY in the middle chunk; one finite entry in
- * the last chunk.  On and recompute must give the same bits (the partials
- * are computed with the same arithmetic either way). */
-START_TEST(split_rows) {
-  const size_t B = 6, C = 40000, N = B * C;
-  rumus_ctx *ctx = tu_ctx();
-  tu_rng r;
-  tu_rng_seed(&r, 77);
-  float *x = malloc(N * sizeof *x), *dy = malloc(N * sizeof *dy);
-  float *y[2] = {malloc(N * sizeof(float)), malloc(N * sizeof(float))};
-  double *want = malloc(N * sizeof *want);
-  tu_fill_uniform(&r, x, N, -30.0f, 10.0f);
-  tu_fill_uniform(&r, dy, N, -1.0f, 1.0f);
-  for (size_t j = 0; j < 16384; j++) x[1 * C + j] = -INFINITY;
-  x[2 * C + 39000] = NAN;
-  for (size_t j = 0; j < C; j++) x[3 * C + j] = -INFINITY;
-  x[4 * C + 20000] = INFINITY;
-  for (size_t j = 0; j < C; j++) x[5 * C + j] = j == 39999 ? 2.0f : -INFINITY;
-  rumus_tensor *tx = tu_tensor_2d(ctx, B, C, x), *ty = tu_tensor_2d(ctx, B, C, NULL);
-  rumus_tensor *tdy = tu_tensor_2d(ctx, B, C, dy), *tdx = tu_tensor_2d(ctx, B, C, NULL);
-  static const int MODES[] = {RUMUS_SPLIT_ON, RUMUS_SPLIT_RECOMPUTE, RUMUS_SPLIT_OFF};
-  static const char *const MODE_NAMES[] = {"on", "recompute", "off"};
-  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
-  for (int op = 0; op < 4; op++) {
-    const int log_mode = op % 2, bwd = op / 2;
-    float *yin = NULL;
-    rumus_tensor *tyin = NULL;
-    if (bwd) { /* y = the reference forward of x, random rows only */
-      yin = malloc(N * sizeof *yin);
-      double *yd = malloc(N * sizeof *yd);
-      ref_softmax_fwd(x, 1, C, log_mode, yd);
-      for (size_t i = 0; i < N; i++) yin[i] = (float)yd[i % C];
-      free(yd);
-      ref_softmax_bwd(yin, dy, B, C, log_mode, want);
-      tyin = tu_tensor_2d(ctx, B, C, yin);
-    } else {
-      ref_softmax_fwd(x, B, C, log_mode, want);
-    }
-    for (int m = 0; m < 3; m++) {
-      TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_ROW_SPLIT, MODES[m]));
-      if (bwd)
-        TU_OK(ctx, (log_mode ? rumus_log_softmax_bwd : rumus_softmax_bwd)(ctx, tyin, tdy, tdx));
-      else
-        TU_OK(ctx, (log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd)(ctx, tx, ty));
-      float *got = tu_download(ctx, bwd ? tdx : ty);
-      char name[96];
-      snprintf(name, sizeof name, "%s%s_split_%s", log_mode ? "log_softmax" : "softmax",
-               bwd ? "_bwd" : "_fwd", MODE_NAMES[m]);
-      if (bwd)
-        tu_check_close(name, got, want, N, 2e-6, 2e-5);
-      else if (log_mode)
-        tu_check_close(name, got, want, N, 2e-5, 2e-6);
-      else
-        tu_check_close(name, got, want, N, 1e-7, 2e-5);
-      if (m < 2) memcpy(y[m], got, N * sizeof(float));
-      free(got);
-    }
-    ck_assert_msg(memcmp(y[0], y[1], N * sizeof(float)) == 0,
-                  "op %d: split on and recompute differ in bits", op);
-    free(yin);
-    rumus_tensor_free(tyin);
-  }
-  TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_ROW_SPLIT, RUMUS_SPLIT_ON));
-  int v = -1;
-  TU_OK(ctx, rumus_ctx_get_option(ctx, RUMUS_OPT_ROW_SPLIT, &v));
-  ck_assert_int_eq(v, RUMUS_SPLIT_ON);
-  ck_assert_int_eq(rumus_ctx_set_option(ctx, RUMUS_OPT_ROW_SPLIT, 3), RUMUS_EOPTION);
-  rumus_tensor_free(tx);
-  rumus_tensor_free(ty);
-  rumus_tensor_free(tdy);
-  rumus_tensor_free(tdx);
-  free(x);
-  free(dy);
-  free(y[0]);
-  free(y[1]);
-  free(want);
-  tu_free_all(ctx, NULL);
-}
-END_TEST
-
 /* Rows of +-1e4, of equal values, with -INFINITY entries, all -INFINITY,
  * with one NaN (a NaN row, as in PyTorch, whichever lane meets it first). */
 START_TEST(fwd_special_rows) {
@@ -383,7 +298,6 @@ int main(void) {
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, fwd_special_rows);
   tcase_add_test(limits, long_rows);
-  tcase_add_test(limits, split_rows);
   tcase_add_test(limits, fwd_in_place_and_guards);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);

@@ -8,9 +8,8 @@
  * out-of-range targets caught on the device, and bad input.  On the
  * work-group variant rows of up to 8192 classes take the _wgc kernels
  * (several rows per work-group of 128 or 256; wgc_padding covers the padded
- * last group), longer ones _wgl / _wg (C = 9001, and 600 with WG 16), rows
- * of more than 16384 with a gradient or smoothing the split kernels _wgs
- * (C = 50257; split_rows covers their modes and edges).
+ * last group), longer ones _wgl / _wg (C = 9001, 50257, and 600 with WG
+ * 16).
  *
  * Tolerances (|got - want| <= atol + rtol |want|):
  *   loss (per row and reduced)  atol 1e-5,           rtol 1e-5
@@ -309,70 +308,6 @@ START_TEST(deterministic) {
   ref_free(&want);
   free(x);
   free(t);
-  tu_free_all(ctx, tx, tt, tg, tl, NULL);
-}
-END_TEST
-
-/* Rows split over several work-groups (chunks of 16384 on the work-group
- * variant: 40000 is three), under each RUMUS_OPT_ROW_SPLIT mode, NONE
- * reduction with the gradient, smoothing 0 and 0.1.  Rows: random with
- * targets in each chunk and at its edges (0, 16383, 16384, 32768, 39999);
- * the first chunk all -INFINITY (target in the last); a NaN in the last
- * chunk; an ignored target.  Split on
- * and recompute must agree in every bit; a gradient that is the logits'
- * buffer takes the one-work-group path and still matches. */
-START_TEST(split_rows) {
-  enum { B = 9, C = 40000 };
-  static const int32_t T[B] = {0, 16383, 16384, 32768, 39999, 39000, 500, -100, 3};
-  static const int MODES[] = {RUMUS_SPLIT_ON, RUMUS_SPLIT_RECOMPUTE, RUMUS_SPLIT_OFF};
-  static const char *const NAMES[] = {"on", "recompute", "off"};
-  rumus_ctx *ctx = tu_ctx();
-  tu_rng r;
-  tu_rng_seed(&r, 91);
-  float *x = malloc((size_t)B * C * sizeof *x);
-  tu_fill_uniform(&r, x, (size_t)B * C, -20.0f, 12.0f);
-  for (size_t j = 0; j < 16384; j++) x[5 * C + j] = -INFINITY;
-  x[6 * C + 39500] = NAN;
-  size_t s[2] = {B, C};
-  rumus_tensor *tx = tu_tensor(ctx, RUMUS_F32, 2, s, x), *tt = tu_tensor(ctx, RUMUS_I32, 1, s, T),
-               *tg = tu_tensor(ctx, RUMUS_F32, 2, s, NULL), *tl = tu_tensor(ctx, RUMUS_F32, 1, s, NULL);
-  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
-  for (int sm = 0; sm < 2; sm++) {
-    rumus_xent_params p = {RUMUS_REDUCTION_NONE, -100, sm ? 0.1f : 0.0f, 1.0f};
-    ref_out want = ref_run(x, T, B, C, &p);
-    float *g[2] = {NULL, NULL}, *l[2] = {NULL, NULL};
-    for (int m = 0; m < 3; m++) {
-      TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_ROW_SPLIT, MODES[m]));
-      TU_OK(ctx, rumus_tensor_fill(tl, -7.0f));
-      TU_OK(ctx, rumus_tensor_fill(tg, -7.0f));
-      TU_OK(ctx, rumus_cross_entropy(ctx, tx, tt, tl, tg, &p));
-      TU_OK(ctx, rumus_ctx_sync(ctx));
-      char name[64];
-      snprintf(name, sizeof name, "split_%s_smooth%d", NAMES[m], sm);
-      compare(ctx, name, p.reduction, tl, tg, &want, B, C, 1.0);
-      if (m < 2) {
-        g[m] = tu_download(ctx, tg);
-        l[m] = tu_download(ctx, tl);
-      }
-    }
-    ck_assert_msg(memcmp(g[0], g[1], (size_t)B * C * sizeof(float)) == 0,
-                  "smooth %d: gradient of split on and recompute differ in bits", sm);
-    ck_assert_msg(memcmp(l[0], l[1], B * sizeof(float)) == 0,
-                  "smooth %d: losses of split on and recompute differ in bits", sm);
-    /* In place (the gradient over the logits), split on. */
-    TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_ROW_SPLIT, RUMUS_SPLIT_ON));
-    rumus_tensor *tin = tu_tensor(ctx, RUMUS_F32, 2, s, x);
-    TU_OK(ctx, rumus_cross_entropy(ctx, tin, tt, tl, tin, &p));
-    TU_OK(ctx, rumus_ctx_sync(ctx));
-    compare(ctx, "split_in_place", p.reduction, tl, tin, &want, B, C, 1.0);
-    rumus_tensor_free(tin);
-    for (int k = 0; k < 2; k++) {
-      free(g[k]);
-      free(l[k]);
-    }
-    ref_free(&want);
-  }
-  free(x);
   tu_free_all(ctx, tx, tt, tg, tl, NULL);
 }
 END_TEST
@@ -829,7 +764,6 @@ int main(void) {
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, workgroup_sizes);
   tcase_add_test(limits, special_rows);
-  tcase_add_test(limits, split_rows);
   tcase_add_test(limits, ignore_index);
   tcase_add_test(limits, logits_3d_guarded);
   tcase_add_test(limits, logits_1d);

@@ -32,32 +32,24 @@ RUMUS__HIDDEN void rumus__base_options_wg(size_t wg, char *buf, size_t len);
  *          each, wg / rt rows per work-group (`base`_wgc): the first rung
  *          of RUNGS (registry.c) that holds the row, if the
  *          device runs the kernel at that size;
- *   SPLIT  longer rows, when the op has split kernels and the option
- *          RUMUS_OPT_ROW_SPLIT allows: nsplit work-groups per row, each
- *          holding a chunk of wg * CACHE_V4 float4 in registers and
- *          exchanging partial results with its siblings (`base`_wgs);
  *   GROUP  one work-group of the reduction size per row, strided (`base`_wg):
- *          longer rows otherwise.
+ *          longer rows.
  * A RUMUS_OPT_WORKGROUP_SIZE set by the user is the only rung (CACHE_V4 8).
  * The programs' options: the base ones with the plan's WG, then
  * opts->plain (ITEM, GROUP) or " -DCACHE_V4=n " and opts->regs (REGS). */
 typedef enum {
   RUMUS__ROWS_ITEM,
   RUMUS__ROWS_REGS,
-  RUMUS__ROWS_GROUP,
-  RUMUS__ROWS_SPLIT
+  RUMUS__ROWS_GROUP
 } rumus__rows_kind;
 typedef struct {
   const char *plain, *regs;
-  int split; /* the file has `base`_wgs kernels */
 } rumus__row_opts;
 typedef struct {
   rumus__rows_kind kind;
   size_t wg;             /* the local size and the program's WG */
   cl_uint rt;            /* REGS: work-items per row */
-  size_t rows_per_group; /* REGS: wg / rt; GROUP, SPLIT: 1 */
-  cl_uint nsplit;        /* SPLIT: work-groups (chunks) per row */
-  cl_uint spin;          /* SPLIT: polls for a sibling's partial results */
+  size_t rows_per_group; /* REGS: wg / rt; GROUP: 1 */
   char options[256];
   char kernel[64];       /* `base` and the variant's suffix */
 } rumus__row_plan;
@@ -74,17 +66,6 @@ RUMUS__HIDDEN size_t rumus__row_plan_global(const rumus_ctx *ctx,
                                             const rumus__row_plan *plan,
                                             size_t rows, size_t item_rows,
                                             size_t *local);
-
-/* SPLIT plans: the kernel arguments after (rows, cols), that is nsplit,
- * the partial-result buffer, the epoch and spin, set into args (4 entries)
- * for a launch over `rows` rows.  Call between rumus__scratch_begin() and
- * rumus__scratch_end(); *part and *epoch must outlive the launch's
- * argument list. */
-RUMUS__HIDDEN int rumus__row_plan_split_args(rumus_ctx *ctx, const char *op,
-                                             const rumus__row_plan *plan,
-                                             size_t rows, cl_mem *part,
-                                             cl_uint *epoch,
-                                             rumus__arg *args);
 
 /* Local size of one-work-item-per-row kernels (CPU variant): enough
  * work-groups for every compute unit, few distinct sizes (PoCL compiles a

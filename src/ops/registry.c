@@ -43,10 +43,8 @@ static void plan_set(rumus__row_plan *plan, rumus__rows_kind kind, size_t wg,
   plan->wg = wg;
   plan->rt = rt;
   plan->rows_per_group = kind == RUMUS__ROWS_REGS ? wg / rt : 1;
-  plan->nsplit = 1;
-  plan->spin = 0;
   rumus__base_options_wg(wg, opts, sizeof opts);
-  if (kind == RUMUS__ROWS_REGS || kind == RUMUS__ROWS_SPLIT)
+  if (kind == RUMUS__ROWS_REGS)
     snprintf(plan->options, sizeof plan->options, "%s -DCACHE_V4=%d %s", opts,
              cache_v4, extra);
   else
@@ -76,48 +74,6 @@ static int try_regs(rumus_ctx *ctx, const char *op, const char *file,
   return RUMUS_OK;
 }
 
-/* The split kernels' chunk: WG * CACHE_V4 float4, 512 * 8 = 16384 floats
- * (64 KB) per work-group.  On the H200 (8192 x 32000, softmax forward)
- * 512 * 8 took 746 us, 256 * 8 1006 and 128 * 8 928, against 767 for the
- * strided one-group-per-row kernel: a group holds its registers while it
- * waits for its siblings, so chunks must be large and few.  A device that
- * does not run the kernel at 512 gets no split (the one-group kernel beat
- * 256).  SPLIT_MAX and SPLIT_WORDS as in cl/common.cl. */
-#ifndef SPLIT_WG
-#define SPLIT_WG 512
-#endif
-#ifndef SPLIT_V4
-#define SPLIT_V4 8
-#endif
-#define SPLIT_MAX 64
-#define SPLIT_WORDS 4
-/* Polls for a sibling's partial results before computing them from memory.
- * On the H200 siblings are resident together except at the edge of a wave,
- * where the missing one starts as soon as any work-group ends. */
-#define SPLIT_SPIN 4096
-
-/* A SPLIT plan if the option and the device allow it and the row takes
- * 2 to SPLIT_MAX chunks; *ok says whether it was made. */
-static int try_split(rumus_ctx *ctx, const char *op, const char *file,
-                     const char *base, const rumus__row_opts *opts,
-                     size_t cols, rumus__row_plan *plan, int *ok) {
-  *ok = 0;
-  if (ctx->opt_split == RUMUS_SPLIT_OFF || !ctx->int64_atomics) return RUMUS_OK;
-  const size_t wg = ctx->opt_wg ? (size_t)ctx->opt_wg : SPLIT_WG;
-  const size_t chunk = wg * SPLIT_V4 * 4;
-  const size_t nsplit = (cols + chunk - 1) / chunk;
-  if (wg > ctx->max_wg || nsplit < 2 || nsplit > SPLIT_MAX || nsplit > wg)
-    return RUMUS_OK;
-  plan_set(plan, RUMUS__ROWS_SPLIT, wg, 1, SPLIT_V4, base, "wgs", opts->regs);
-  plan->nsplit = (cl_uint)nsplit;
-  plan->spin = ctx->opt_split == RUMUS_SPLIT_RECOMPUTE ? 0 : SPLIT_SPIN;
-  const rumus__kernel_ref k = {file, plan->options, plan->kernel};
-  size_t limit;
-  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
-  *ok = limit >= wg;
-  return RUMUS_OK;
-}
-
 int rumus__row_plan_make(rumus_ctx *ctx, const char *op, const char *file,
                          const char *base, const rumus__row_opts *opts,
                          size_t cols, rumus__row_plan *plan) {
@@ -134,21 +90,7 @@ int rumus__row_plan_make(rumus_ctx *ctx, const char *op, const char *file,
       RUMUS__FORWARD(try_regs(ctx, op, file, base, opts, cols, RUNGS[i].wg,
                               RUNGS[i].cache_v4, plan, &ok));
   }
-  if (!ok && opts->split)
-    RUMUS__FORWARD(try_split(ctx, op, file, base, opts, cols, plan, &ok));
   if (!ok) plan_set(plan, RUMUS__ROWS_GROUP, wg, 1, 0, base, "wg", opts->plain);
-  return RUMUS_OK;
-}
-
-int rumus__row_plan_split_args(rumus_ctx *ctx, const char *op,
-                               const rumus__row_plan *plan, size_t rows,
-                               cl_mem *part, cl_uint *epoch, rumus__arg *args) {
-  const size_t bytes = rows * plan->nsplit * SPLIT_WORDS * sizeof(cl_ulong);
-  RUMUS__FORWARD(rumus__split_part(ctx, op, bytes, part, epoch));
-  args[0] = RUMUS__ARG(plan->nsplit);
-  args[1] = RUMUS__ARG(*part);
-  args[2] = RUMUS__ARG(*epoch);
-  args[3] = RUMUS__ARG(plan->spin);
   return RUMUS_OK;
 }
 
@@ -160,7 +102,6 @@ size_t rumus__row_plan_global(const rumus_ctx *ctx, const rumus__row_plan *plan,
     return items;
   }
   *local = plan->wg;
-  if (plan->kind == RUMUS__ROWS_SPLIT) return rows * plan->nsplit * plan->wg;
   return (rows + plan->rows_per_group - 1) / plan->rows_per_group * plan->wg;
 }
 

@@ -15,7 +15,7 @@ static const char *const FILE_CL = "softmax.cl";
 /* The programs' extra options (rumus__row_plan_make). */
 #define STR_(x) #x
 #define STR(x) STR_(x)
-static const rumus__row_opts ROW_OPTS = {"-DROW_RUN=" STR(ROW_RUN), "", 1};
+static const rumus__row_opts ROW_OPTS = {"-DROW_RUN=" STR(ROW_RUN), ""};
 
 /* Launches `base`_row, _wgc or _wg (see rumus__row_plan_make) over rows x
  * cols; ts are the tensors in kernel order, each passed as (buffer,
@@ -23,27 +23,17 @@ static const rumus__row_opts ROW_OPTS = {"-DROW_RUN=" STR(ROW_RUN), "", 1};
 static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
                     const rumus_tensor *const *ts, int nt, size_t rows,
                     size_t cols) {
-  /* No split rows when the output is an input's buffer: a work-group that
-   * computes a late sibling's partial from memory could read output the
-   * sibling has already written (cl/common.cl, split rows). */
-  rumus__row_opts opts = ROW_OPTS;
-  for (int i = 0; i + 1 < nt; i++)
-    if (ts[i]->mem == ts[nt - 1]->mem) opts.split = 0;
   rumus__row_plan plan;
   RUMUS__FORWARD(
-      rumus__row_plan_make(ctx, op, FILE_CL, base, &opts, cols, &plan));
+      rumus__row_plan_make(ctx, op, FILE_CL, base, &ROW_OPTS, cols, &plan));
   const rumus__kernel_ref k = {FILE_CL, plan.options, plan.kernel};
-  const size_t chunk = plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30)
-                                                     : RUMUS__MAX_WG_ROWS / plan.nsplit;
-  int st = RUMUS_OK;
-  if (plan.kind == RUMUS__ROWS_SPLIT) rumus__scratch_begin(ctx);
-  for (size_t r0 = 0; st == RUMUS_OK && r0 < rows; r0 += chunk) {
+  const size_t chunk =
+      plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30) : RUMUS__MAX_WG_ROWS;
+  for (size_t r0 = 0; r0 < rows; r0 += chunk) {
     cl_ulong nrows = rows - r0 < chunk ? rows - r0 : chunk;
     cl_ulong ncols = cols;
     cl_ulong offs[3];
-    cl_mem part;
-    cl_uint epoch;
-    rumus__arg args[12];
+    rumus__arg args[9];
     size_t na = 0;
     for (int i = 0; i < nt; i++) {
       offs[i] = rumus__off(ts[i]) + (cl_ulong)(r0 * cols);
@@ -53,20 +43,13 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
     args[na++] = RUMUS__ARG(nrows);
     args[na++] = RUMUS__ARG(ncols);
     if (plan.kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan.rt);
-    if (plan.kind == RUMUS__ROWS_SPLIT) {
-      st = rumus__row_plan_split_args(ctx, op, &plan, (size_t)nrows, &part,
-                                      &epoch, args + na);
-      if (st != RUMUS_OK) break;
-      na += 4;
-    }
     /* The forward _row kernels take ROW_RUN rows per work-item. */
     size_t local;
     const size_t global = rumus__row_plan_global(
         ctx, &plan, (size_t)nrows, nt == 2 ? ROW_RUN : 1, &local);
-    st = rumus__launch(ctx, op, &k, 1, &global, &local, na, args);
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
   }
-  if (plan.kind == RUMUS__ROWS_SPLIT) rumus__scratch_end(ctx);
-  return st;
+  return RUMUS_OK;
 }
 
 static int check_rows_tensor(rumus_ctx *ctx, const char *op, const char *name,

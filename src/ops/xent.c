@@ -189,12 +189,7 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
   char plain[128], regs_opts[128];
   extra_options(local_row_floats(ctx), plain, sizeof plain);
   extra_options(0, regs_opts, sizeof regs_opts);
-  /* Split rows pay off where _wg reads the row twice (a gradient or
-   * smoothing); not when the gradient is the logits' buffer (see
-   * xent_wgs_entry). */
-  const int split = (grad || p->label_smoothing > 0.0f) &&
-                    !(grad && grad->mem == logits->mem);
-  const rumus__row_opts row_opts = {plain, regs_opts, split};
+  const rumus__row_opts row_opts = {plain, regs_opts};
   const char *base = grad ? "xent_fwd_bwd" : "xent_fwd";
   rumus__row_plan plan;
   if (st == RUMUS_OK)
@@ -209,11 +204,9 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
       cols <= local_row_floats(ctx))
     snprintf(plan.kernel, sizeof plan.kernel, "%s_wgl", base);
   const int regs = plan.kind == RUMUS__ROWS_REGS;
-  const int splits = plan.kind == RUMUS__ROWS_SPLIT;
   const rumus__kernel_ref k = {FILE_CL, plan.options, plan.kernel};
-  const size_t chunk = plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30)
-                                                     : RUMUS__MAX_WG_ROWS / plan.nsplit;
-  if (splits) rumus__scratch_begin(ctx);
+  const size_t chunk =
+      plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30) : RUMUS__MAX_WG_ROWS;
   const cl_mem lrow_mem = reduce ? scratch : loss->mem;
   const cl_mem g_mem = grad ? grad->mem : no_mem;
   const cl_mem c_mem = mean ? scratch : no_mem;
@@ -225,7 +218,7 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
     const cl_ulong l_off = (reduce ? L.lrow : rumus__off(loss)) + r0;
     const cl_ulong g_off = grad ? rumus__off(grad) + (cl_ulong)(r0 * cols) : 0;
     const cl_ulong c_off = count_off, ncols = cols, row0 = r0;
-    rumus__arg a[22] = {
+    const rumus__arg a[] = {
         RUMUS__ARG(logits->mem), RUMUS__ARG(x_off),  RUMUS__ARG(targets->mem),
         RUMUS__ARG(tr_off),      RUMUS__ARG(lrow_mem), RUMUS__ARG(l_off),
         RUMUS__ARG(g_mem),       RUMUS__ARG(g_off),  RUMUS__ARG(c_mem),
@@ -233,21 +226,12 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
         RUMUS__ARG(row0),        RUMUS__ARG(ignore), RUMUS__ARG(smooth),
         RUMUS__ARG(gscale),      RUMUS__ARG(mean_i), RUMUS__ARG(ctx->status),
         RUMUS__ARG(plan.rt)}; /* rt: _wgc only */
-    size_t nargs = 18 + (regs ? 1 : 0);
-    cl_mem part;
-    cl_uint epoch;
-    if (splits) {
-      st = rumus__row_plan_split_args(ctx, OP, &plan, (size_t)nr, &part,
-                                      &epoch, a + nargs);
-      if (st != RUMUS_OK) break;
-      nargs += 4;
-    }
+    const size_t nargs = sizeof a / sizeof a[0] - (regs ? 0 : 1);
     size_t local;
     const size_t global =
         rumus__row_plan_global(ctx, &plan, (size_t)nr, ROW_RUN, &local);
     st = rumus__launch(ctx, OP, &k, 1, &global, &local, nargs, a);
   }
-  if (splits) rumus__scratch_end(ctx);
 
   /* 3. The reduced loss (MEAN, SUM). */
   if (reduce && st == RUMUS_OK) {
