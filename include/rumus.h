@@ -230,6 +230,15 @@ RUMUS_API cl_command_queue rumus_ctx_cl_queue(const rumus_ctx *ctx);
  *          RUMUS_ECL. */
 RUMUS_API int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns);
 
+/*! rumus_ctx_kernel_span() :
+ *  rumus_ctx_kernel_time() that also gives, in *span_ns, the time from the
+ *  first kernel's start to the last one's end (the sum plus the device's
+ *  gaps between them: for an op of several kernels, what CUDA events around
+ *  it would measure; 0 when there were none).  Either pointer may be NULL
+ *  but not both.  @return as rumus_ctx_kernel_time(). */
+RUMUS_API int rumus_ctx_kernel_span(rumus_ctx *ctx, uint64_t *busy_ns,
+                                    uint64_t *span_ns);
+
 /*! rumus_cache_fill() : builds every kernel program the current options
  *  need, so later ops pay no compile time.  @return RUMUS_OK or the build
  *  error (RUMUS_EBUILD with the log in rumus_ctx_errmsg()). */

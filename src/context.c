@@ -488,7 +488,15 @@ void rumus__record_event(rumus_ctx *ctx, cl_event ev) {
 
 int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns) {
   if (ctx == NULL || ns == NULL) return RUMUS_ENULL;
-  *ns = 0;
+  return rumus_ctx_kernel_span(ctx, ns, NULL);
+}
+
+int rumus_ctx_kernel_span(rumus_ctx *ctx, uint64_t *busy_ns,
+                          uint64_t *span_ns) {
+  if (ctx == NULL || (busy_ns == NULL && span_ns == NULL)) return RUMUS_ENULL;
+  uint64_t total = 0, first = UINT64_MAX, last = 0;
+  if (busy_ns) *busy_ns = 0;
+  if (span_ns) *span_ns = 0;
   if (!ctx->profiling)
     return rumus__fail(ctx, RUMUS_EUNSUPPORTED,
                        "rumus_ctx_kernel_time: the queue was not created "
@@ -497,7 +505,6 @@ int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns) {
   if (e != CL_SUCCESS)
     return rumus__fail_cl(ctx, e, "rumus_ctx_kernel_time: clFinish");
   pthread_mutex_lock(&ctx->lock);
-  uint64_t total = 0;
   int st = RUMUS_OK;
   for (rumus__event_node *n = ctx->events; n; n = n->next) {
     cl_ulong t0 = 0, t1 = 0;
@@ -511,9 +518,12 @@ int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns) {
       break;
     }
     total += t1 - t0;
+    if (t0 < first) first = t0;
+    if (t1 > last) last = t1;
   }
   events_release(ctx);
   pthread_mutex_unlock(&ctx->lock);
-  *ns = total;
+  if (busy_ns) *busy_ns = total;
+  if (span_ns && last > first) *span_ns = last - first;
   return st;
 }

@@ -55,7 +55,8 @@ typedef struct {
   int status;           /* RUMUS_OK, or why the op is n/a */
   char note[160];       /* reason for n/a, or a remark */
   int reps, peer_reps;
-  double ns, wall_ns;   /* median device time, median host wall time */
+  double ns, wall_ns;   /* median device time (span), median host wall time */
+  double busy_ns;       /* median summed kernel time */
   double min_ns;        /* fastest device time */
   double peer_ns;       /* median peer wall time, 0 if none */
   double peer_min_ns;   /* fastest peer time */

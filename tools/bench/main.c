@@ -8,8 +8,12 @@
  *               [--no-check] [--copy-mb MB] [--list]
  *
  * For each op and shape (defaults per op, or --shape): the median device
- * time of N runs after the warm-up, from OpenCL event profiling
- * (rumus_ctx_kernel_time sums every kernel the op launched); the op's
+ * time of N runs after the warm-up, from OpenCL event profiling: the span
+ * from the op's first kernel start to its last kernel end, with the op's
+ * kernels held behind a user-event barrier until all are queued, so that
+ * the span has no host enqueue time in it (rumus_ctx_kernel_span; like
+ * CUDA events around an op behind a busy GPU), and the summed kernel times
+ * beside it (busy; the same for one kernel); the op's
  * compulsory bytes and flops (models in cases.c, shown by --list); GB/s and
  * GFLOP/s; the fraction of the device's copy bandwidth, measured first by
  * a plain float4 copy kernel; on a CPU device, the fraction of the host's
@@ -198,14 +202,37 @@ done:
   return ok;
 }
 
+/* One run of the op with its kernels held until all are queued (a barrier
+ * on a user event, released after the run; without one where the driver
+ * refuses it), then its device span and summed kernel time. */
+static int run_timed(bench_case *c, uint64_t *busy, uint64_t *span) {
+  cl_int e;
+  cl_event gate = clCreateUserEvent(rumus_ctx_cl_context(c->ctx), &e);
+  if (e == CL_SUCCESS &&
+      clEnqueueBarrierWithWaitList(rumus_ctx_cl_queue(c->ctx), 1, &gate,
+                                   NULL) != CL_SUCCESS) {
+    clSetUserEventStatus(gate, CL_COMPLETE);
+    clReleaseEvent(gate);
+    gate = NULL;
+  } else if (e != CL_SUCCESS) {
+    gate = NULL;
+  }
+  int st = c->op->run(c);
+  if (gate) {
+    clSetUserEventStatus(gate, CL_COMPLETE);
+    clReleaseEvent(gate);
+  }
+  if (st == RUMUS_OK) st = rumus_ctx_kernel_span(c->ctx, busy, span);
+  return st;
+}
+
 /* Device timing: warm-up, then reps, each one op and a wait. */
 /* Runs the op warm - 1 more times (its first run was timed already), with
  * the profiling events drained; -1 after a failure (recorded in c). */
 static int warm_up(bench_case *c, int warm) {
-  uint64_t ns;
+  uint64_t ns, span;
   for (int i = 1; i < warm; i++) {
-    int st = c->op->run(c);
-    if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
+    int st = run_timed(c, &ns, &span);
     if (st != RUMUS_OK) {
       set_fail(c, st, "warm-up");
       return -1;
@@ -215,10 +242,9 @@ static int warm_up(bench_case *c, int warm) {
 }
 
 static int time_device(bench_case *c, const options *o) {
-  uint64_t ns = 0;
+  uint64_t ns = 0, span = 0;
   double t0 = now_ns();
-  int st = c->op->run(c);
-  if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
+  int st = run_timed(c, &ns, &span);
   if (st != RUMUS_OK) {
     set_fail(c, st, "run");
     return -1;
@@ -231,18 +257,18 @@ static int time_device(bench_case *c, const options *o) {
     double fit = o->budget * 1e9 / (one > 1 ? one : 1);
     if (fit < reps) reps = fit < 5 ? 5 : (int)fit;
   }
-  double *dev = malloc(sizeof *dev * (size_t)reps * 2);
+  double *dev = malloc(sizeof *dev * (size_t)reps * 3);
   if (dev == NULL) {
     c->status = RUMUS_ENOMEM;
     return -1;
   }
-  double *wall = dev + reps;
+  double *wall = dev + reps, *busy = dev + 2 * reps;
   for (int i = 0; i < reps; i++) {
     t0 = now_ns();
-    st = c->op->run(c);
-    if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
+    st = run_timed(c, &ns, &span);
     wall[i] = now_ns() - t0;
-    dev[i] = (double)ns;
+    dev[i] = (double)span;
+    busy[i] = (double)ns;
     if (st != RUMUS_OK) {
       set_fail(c, st, "run");
       free(dev);
@@ -257,6 +283,7 @@ static int time_device(bench_case *c, const options *o) {
   }
   c->reps = reps;
   c->ns = median(dev, reps);
+  c->busy_ns = median(busy, reps);
   c->min_ns = dev[0];
   c->wall_ns = median(wall, reps);
   free(dev);
@@ -331,7 +358,7 @@ static double host_stream_copy(size_t bytes, int reps) {
  * seconds apart turn into noise. */
 static int time_paired(bench_case *c, const options *o, bench_copy *dc,
                        host_copy *hc) {
-  uint64_t ns = 0;
+  uint64_t ns = 0, span = 0;
   const int large = dc && hc && c->bytes >= PAIRED_COPY_BYTES;
   int use_peer = !o->no_peer;
   for (int i = 0; i < c->nt; i++)
@@ -340,8 +367,7 @@ static int time_paired(bench_case *c, const options *o, bench_copy *dc,
 
   /* One of each, to size the warm-up and the repetitions. */
   double t0 = now_ns();
-  int st = c->op->run(c);
-  if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
+  int st = run_timed(c, &ns, &span);
   if (st != RUMUS_OK) {
     set_fail(c, st, "run");
     return -1;
@@ -367,21 +393,22 @@ static int time_paired(bench_case *c, const options *o, bench_copy *dc,
     double fit = 2.0 * o->budget * 1e9 / (one > 1 ? one : 1);
     if (fit < reps) reps = fit < 5 ? 5 : (int)fit;
   }
-  double *buf = calloc((size_t)reps * 8, sizeof *buf);
+  double *buf = calloc((size_t)reps * 9, sizeof *buf);
   if (buf == NULL) {
     c->status = RUMUS_ENOMEM;
     return -1;
   }
   double *dev = buf, *wall = buf + reps, *peer = buf + 2 * reps,
          *ratio = buf + 3 * reps, *dcopy = buf + 4 * reps,
-         *hcopy = buf + 5 * reps, *pdc = buf + 6 * reps, *phc = buf + 7 * reps;
+         *hcopy = buf + 5 * reps, *pdc = buf + 6 * reps, *phc = buf + 7 * reps,
+         *busy = buf + 8 * reps;
   int copies = large;
   for (int i = 0; i < reps; i++) {
     t0 = now_ns();
-    st = c->op->run(c);
-    if (st == RUMUS_OK) st = rumus_ctx_kernel_time(c->ctx, &ns);
+    st = run_timed(c, &ns, &span);
     wall[i] = now_ns() - t0;
-    dev[i] = (double)ns;
+    dev[i] = (double)span;
+    busy[i] = (double)ns;
     if (st != RUMUS_OK) {
       set_fail(c, st, "run");
       free(buf);
@@ -413,6 +440,7 @@ static int time_paired(bench_case *c, const options *o, bench_copy *dc,
   }
   c->reps = reps;
   c->ns = median(dev, reps);
+  c->busy_ns = median(busy, reps);
   c->min_ns = dev[0];
   c->wall_ns = median(wall, reps);
   if (use_peer) {

@@ -98,7 +98,8 @@ void bench_print_table(const bench_run *r, FILE *f) {
       fprintf(f, " %8s\n", "-");
   }
   fprintf(f,
-          "\nrumus_us: median device time (OpenCL profiling, every kernel of the op)"
+          "\nrumus_us: median device time (OpenCL profiling: first kernel start to"
+          " last kernel end, the op's kernels queued before they run)"
           " after %d warm-up runs; MB, GB/s, GFLOP/s: the op's compulsory bytes"
           " and flops (rumus-bench --list);\n%%copy: GB/s against the device copy"
           " kernel",
@@ -122,7 +123,7 @@ int bench_write_csv(const bench_run *r, const char *path) {
   FILE *f = fopen(path, "w");
   if (f == NULL) return -1;
   fprintf(f, "op,family,shape,bytes,flops,status,reps,rumus_us,rumus_min_us,"
-             "rumus_wall_us,gbs,gflops,pct_copy,pct_stream,peer,peer_reps,"
+             "rumus_wall_us,rumus_busy_us,gbs,gflops,pct_copy,pct_stream,peer,peer_reps,"
              "peer_us,peer_min_us,"
              "speed_vs_peer,check_err,copy_gbs,stream_gbs,device\n");
   for (size_t i = 0; i < r->ncases; i++) {
@@ -136,6 +137,7 @@ int bench_write_csv(const bench_run *r, const char *path) {
     csv_num(f, m, c->ns / 1e3);
     csv_num(f, m, c->min_ns / 1e3);
     csv_num(f, m, c->wall_ns / 1e3);
+    csv_num(f, m, c->busy_ns / 1e3);
     csv_num(f, m, m ? gbs(c) : 0);
     csv_num(f, m, m ? gflops(c) : 0);
     csv_num(f, m && c->op->memory_bound && pct_copy(r, c) > 0, m ? pct_copy(r, c) : 0);
@@ -209,6 +211,7 @@ int bench_write_json(const bench_run *r, const char *path) {
     json_num(f, "rumus_us", m, c->ns / 1e3);
     json_num(f, "rumus_min_us", m, c->min_ns / 1e3);
     json_num(f, "rumus_wall_us", m, c->wall_ns / 1e3);
+    json_num(f, "rumus_busy_us", m, c->busy_ns / 1e3);
     json_num(f, "gbs", m, m ? gbs(c) : 0);
     json_num(f, "gflops", m, m ? gflops(c) : 0);
     json_num(f, "pct_copy", m && c->op->memory_bound && pct_copy(r, c) > 0,
