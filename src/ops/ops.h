@@ -32,9 +32,8 @@ RUMUS__HIDDEN void rumus__base_options_wg(size_t wg, char *buf, size_t len);
  *          each, wg / rt rows per work-group (`base`_wgc): the first rung
  *          of RUNGS (registry.c) that holds the row, if the
  *          device runs the kernel at that size;
- *   GROUP  one work-group per row, strided (`base`_wg): longer rows; the
- *          reduction size, or 512 for rows past the rungs' reach where the
- *          device runs the kernel at 512 (GROUP_LONG_WG, registry.c).
+ *   GROUP  one work-group of the reduction size per row, strided (`base`_wg):
+ *          longer rows.
  * A RUMUS_OPT_WORKGROUP_SIZE set by the user is the only rung (CACHE_V4 8).
  * The programs' options: the base ones with the plan's WG, then
  * opts->plain (ITEM, GROUP) or " -DCACHE_V4=n " and opts->regs (REGS). */

@@ -35,17 +35,6 @@ static const struct {
   int cache_v4;
 } RUNGS[] = {{128, 8}, {256, 8}};
 
-/* GROUP plans for rows longer than the last rung holds (4 * 256 * 8) take
- * 512 work-items where the device runs the kernel at 512.  On the H200 at
- * 8192 x 32000 against 256: softmax forward 746 us / 767, backward 1200 /
- * 1251, log-softmax backward 1025 / 1067, cross-entropy 784 / 797; at
- * 4096 x 50257 softmax forward 645 / 690 (1024 helped the backwards at
- * 32000 and slowed the forwards).  Shorter rows that reach GROUP (a device
- * that refused the rungs) keep the reduction size, which the local-memory
- * row cache of cl/xent.cl is sized for. */
-#define GROUP_LONG_COLS ((size_t)4 * 256 * 8)
-#define GROUP_LONG_WG ((size_t)512)
-
 static void plan_set(rumus__row_plan *plan, rumus__rows_kind kind, size_t wg,
                      cl_uint rt, int cache_v4, const char *base,
                      const char *suffix, const char *extra) {
@@ -100,15 +89,6 @@ int rumus__row_plan_make(rumus_ctx *ctx, const char *op, const char *file,
     for (size_t i = 0; !ok && i < sizeof RUNGS / sizeof RUNGS[0]; i++)
       RUMUS__FORWARD(try_regs(ctx, op, file, base, opts, cols, RUNGS[i].wg,
                               RUNGS[i].cache_v4, plan, &ok));
-  }
-  if (!ok && !ctx->opt_wg && cols > GROUP_LONG_COLS &&
-      GROUP_LONG_WG <= ctx->max_wg) {
-    plan_set(plan, RUMUS__ROWS_GROUP, GROUP_LONG_WG, 1, 0, base, "wg",
-             opts->plain);
-    const rumus__kernel_ref k = {file, plan->options, plan->kernel};
-    size_t limit;
-    RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
-    ok = limit >= GROUP_LONG_WG;
   }
   if (!ok) plan_set(plan, RUMUS__ROWS_GROUP, wg, 1, 0, base, "wg", opts->plain);
   return RUMUS_OK;
