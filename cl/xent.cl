@@ -62,17 +62,18 @@
  *       writes the gradient (one exp per element, no online rescaling).
  *       The host picks them when there is a second pass: with a gradient
  *       or with smoothing.
- *   xent_count_part, xent_count_final
+ *   xent_count
  *       count of rows whose target is not ignore_index (the MEAN's
  *       denominator), before the gradient is written: partial counts per
- *       work-group, then one work-group adds them into cnt[nparts].
- *   xent_sum_part, xent_sum_final
+ *       work-group; the last group to finish adds them into cnt[nparts].
+ *   xent_sum
  *       the reduced loss: work-group g adds the per-row losses
  *       [g * SPAN, (g + 1) * SPAN), SPAN = WG * RED_ITEMS, each work-item
- *       RED_ITEMS of them strided by WG, then a tree; one work-group adds the
- *       partials (work-item i takes i, i + WG, ...) and divides by the count
- *       for MEAN.  The order depends only on WG and RED_ITEMS: the result
- *       is the same bits on every run, for any batch size.
+ *       RED_ITEMS of them strided by WG, then a tree; the last group to
+ *       finish adds the partials (work-item i takes i, i + WG, ...) and
+ *       divides by the count for MEAN.  The order depends only on WG and
+ *       RED_ITEMS: the result is the same bits on every run, for any batch
+ *       size.
  */
 
 #ifndef DEVERR_XENT_TARGET
@@ -591,65 +592,96 @@ __kernel RUMUS_WG_ATTR void xent_fwd_bwd_wgc(XENT_ROW_ARGS, uint rt) {
 
 /* ---- Count of non-ignored rows and the reduced loss --------------------- */
 
+/* Each of these kernels ends with its own final step, taken by the last
+ * work-group to finish (no second launch: on the H200 each dependent
+ * launch cost about 4-5 us of gap besides its own time).  A group writes
+ * its partial, fences, and takes a ticket (atomic_inc on word
+ * STATUS_TICKET of the context's status buffer, zero between launches);
+ * the group that draws the last ticket reads every partial (volatile:
+ * from memory, not a stale cache) and adds them in a fixed order, so the
+ * result has the same bits whichever group is last, then puts the ticket
+ * back to zero. */
+
+/* The ticket word of the status buffer (RUMUS__STATUS_TICKET). */
+#ifndef STATUS_TICKET
+#define STATUS_TICKET 3
+#endif
+
+/* 1 in every work-item of the group that finished last (barrier inside). */
+inline int xent_last_group(volatile global int *ticket, local int *flag) {
+  if (get_local_id(0) == 0) {
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    *flag = atomic_inc(ticket) == (int)get_num_groups(0) - 1;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *flag;
+}
+
+inline void xent_ticket_reset(volatile global int *ticket) {
+  if (get_local_id(0) == 0) atomic_xchg(ticket, 0);
+}
+
 /* part[g] = rows of [g * SPAN, (g + 1) * SPAN) whose target is not
- * ignore_index. */
-__kernel RUMUS_WG_ATTR void xent_count_part(global const int *tg, ulong t_off,
-                                            ulong n, int ignore_index,
-                                            global uint *part, ulong p_off) {
+ * ignore_index; the last group writes their sum to part[nparts]
+ * (part = buffer + p_off). */
+__kernel RUMUS_WG_ATTR void xent_count(global const int *tg, ulong t_off,
+                                       ulong n, int ignore_index,
+                                       global uint *part, ulong p_off,
+                                       volatile global int *status) {
+  volatile global int *ticket = status + STATUS_TICKET;
   local uint la[WG];
+  local int last;
   const size_t lid = get_local_id(0), base = get_group_id(0) * SPAN;
+  const size_t nparts = get_num_groups(0);
+  volatile global uint *pv = part + (size_t)p_off;
   uint a = 0;
   for (size_t k = 0; k < RED_ITEMS; k++) {
     const size_t i = base + k * WG + lid;
     if (i < n) a += tg[(size_t)t_off + i] != ignore_index;
   }
   xent_wg_count(la, a);
-  if (lid == 0) part[(size_t)p_off + get_group_id(0)] = la[0];
-}
-
-/* cnt[nparts] = sum of cnt[0 .. nparts) (cnt = buffer + c_off); one
- * work-group. */
-__kernel RUMUS_WG_ATTR void xent_count_final(global uint *cnt, ulong c_off,
-                                             ulong nparts) {
-  local uint la[WG];
-  const size_t lid = get_local_id(0);
-  cnt += (size_t)c_off;
-  uint a = 0;
-  for (size_t i = lid; i < nparts; i += WG) a += cnt[i];
+  if (lid == 0) pv[get_group_id(0)] = la[0];
+  if (!xent_last_group(ticket, &last)) return;
+  a = 0;
+  for (size_t i = lid; i < nparts; i += WG) a += pv[i];
   xent_wg_count(la, a);
-  if (lid == 0 && get_group_id(0) == 0) cnt[nparts] = la[0];
+  if (lid == 0) pv[nparts] = la[0];
+  xent_ticket_reset(ticket);
 }
 
-/* part[g] = sum of the per-row losses [g * SPAN, (g + 1) * SPAN). */
-__kernel RUMUS_WG_ATTR void xent_sum_part(global const real_t *v, ulong v_off,
-                                          ulong n, global float *part,
-                                          ulong p_off) {
+/* part[g] = sum of the per-row losses [g * SPAN, (g + 1) * SPAN) (part =
+ * buffer + p_off); the last group adds the partials (work-item i takes i,
+ * i + WG, ...), divides by cnt[0] for MEAN (0 / 0 gives NaN when every row
+ * is ignored) and stores the loss.  The order depends only on WG and
+ * RED_ITEMS: the same bits on every run, for any batch size. */
+__kernel RUMUS_WG_ATTR void xent_sum(global const real_t *v, ulong v_off,
+                                     ulong n, global float *part, ulong p_off,
+                                     global const uint *cnt, ulong c_off,
+                                     int mean, global real_t *loss,
+                                     ulong loss_off,
+                                     volatile global int *status) {
+  volatile global int *ticket = status + STATUS_TICKET;
   local float la[WG];
+  local int last;
   const size_t lid = get_local_id(0), base = get_group_id(0) * SPAN;
+  const size_t nparts = get_num_groups(0);
+  volatile global float *pv = part + (size_t)p_off;
   float a = 0.0f;
   for (size_t k = 0; k < RED_ITEMS; k++) {
     const size_t i = base + k * WG + lid;
     if (i < n) a += LOAD(v, (size_t)v_off + i);
   }
   rumus_wg_sum(la, a);
-  if (lid == 0) part[(size_t)p_off + get_group_id(0)] = la[0];
-}
-
-/* loss = sum of part[0 .. nparts), divided by cnt[0] for MEAN (0 / 0 gives
- * NaN when every row is ignored); one work-group. */
-__kernel RUMUS_WG_ATTR void xent_sum_final(global const float *part,
-                                           ulong p_off, ulong nparts,
-                                           global const uint *cnt, ulong c_off,
-                                           int mean, global real_t *loss,
-                                           ulong loss_off) {
-  local float la[WG];
-  const size_t lid = get_local_id(0);
-  float a = 0.0f;
-  for (size_t i = lid; i < nparts; i += WG) a += part[(size_t)p_off + i];
+  if (lid == 0) pv[get_group_id(0)] = la[0];
+  if (!xent_last_group(ticket, &last)) return;
+  barrier(CLK_LOCAL_MEM_FENCE); /* la[0] was read above */
+  a = 0.0f;
+  for (size_t i = lid; i < nparts; i += WG) a += pv[i];
   rumus_wg_sum(la, a);
-  if (lid == 0 && get_group_id(0) == 0) {
+  if (lid == 0) {
     const float total = la[0];
     STORE(mean ? total / (float)cnt[(size_t)c_off] : total, loss,
           (size_t)loss_off);
   }
+  xent_ticket_reset(ticket);
 }

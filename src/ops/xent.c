@@ -4,12 +4,12 @@
  * count of non-ignored rows and the reduced loss on the device.
  *
  * Launch order on the in-order queue (nothing waits on the host):
- *   MEAN:       xent_count_part, xent_count_final  (the denominator, which
+ *   MEAN:       xent_count                         (the denominator, which
  *               the gradient needs)
  *   always:     xent_fwd[_bwd]_{wgc,wg,wgl,row}     (per-row losses, grad)
- *   MEAN, SUM:  xent_sum_part, xent_sum_final      (the scalar loss)
- * With at most WG * RED_ITEMS rows, count_final and sum_part are skipped
- * (one partial: it is the count; sum_final reads the per-row losses).
+ *   MEAN, SUM:  xent_sum                           (the scalar loss)
+ * The count and the sum each finish in their last work-group (a ticket in
+ * the status buffer), not in a second launch: three launches at most.
  * One scratch buffer holds the per-row losses (MEAN, SUM), the loss
  * partials and the count partials plus the count; it is released after
  * the launches (OpenCL keeps it alive until the kernels finish).
@@ -159,15 +159,11 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
     RUMUS__FORWARD(rumus__scratch(ctx, OP, L.total * sizeof(float), &scratch));
 
   int st = RUMUS_OK;
-  const cl_ulong n_rows = rows, n_parts = nparts;
+  const cl_ulong n_rows = rows;
   const cl_int ignore = p->ignore_index, mean_i = mean;
   const cl_ulong t_off = rumus__off(targets);
-  /* One partial (rows <= WG * RED_ITEMS): the count is that partial, and
-   * sum_final adds the per-row losses itself, in the order sum_part would
-   * (two kernels fewer: a small batch is a few microseconds per kernel). */
-  const int one_part = nparts == 1;
   const cl_ulong cpart_off = L.cpart;
-  const cl_ulong count_off = one_part ? L.cpart : L.cpart + nparts;
+  const cl_ulong count_off = L.cpart + nparts;
   const cl_ulong lpart_off = L.lpart;
   const cl_mem no_mem = NULL;
 
@@ -175,12 +171,9 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
   if (mean) {
     const rumus__arg a1[] = {RUMUS__ARG(targets->mem), RUMUS__ARG(t_off),
                              RUMUS__ARG(n_rows),       RUMUS__ARG(ignore),
-                             RUMUS__ARG(scratch),      RUMUS__ARG(cpart_off)};
-    st = launch_wg(ctx, opts, "xent_count_part", nparts, 6, a1);
-    const rumus__arg a2[] = {RUMUS__ARG(scratch), RUMUS__ARG(cpart_off),
-                             RUMUS__ARG(n_parts)};
-    if (st == RUMUS_OK && !one_part)
-      st = launch_wg(ctx, opts, "xent_count_final", 1, 3, a2);
+                             RUMUS__ARG(scratch),      RUMUS__ARG(cpart_off),
+                             RUMUS__ARG(ctx->status)};
+    st = launch_wg(ctx, opts, "xent_count", nparts, 7, a1);
   }
 
   /* 2. Per-row losses and the gradient.  The register-row programs (other
@@ -236,18 +229,14 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
   /* 3. The reduced loss (MEAN, SUM). */
   if (reduce && st == RUMUS_OK) {
     const cl_ulong lrow_off = L.lrow;
-    const rumus__arg a1[] = {RUMUS__ARG(scratch), RUMUS__ARG(lrow_off),
-                             RUMUS__ARG(n_rows),  RUMUS__ARG(scratch),
-                             RUMUS__ARG(lpart_off)};
-    if (!one_part) st = launch_wg(ctx, opts, "xent_sum_part", nparts, 5, a1);
     const cl_ulong loss_off = rumus__off(loss), c_off = count_off;
-    const cl_ulong fin_off = one_part ? lrow_off : lpart_off;
-    const cl_ulong fin_n = one_part ? n_rows : n_parts;
-    const rumus__arg a2[] = {RUMUS__ARG(scratch), RUMUS__ARG(fin_off),
-                             RUMUS__ARG(fin_n),   RUMUS__ARG(c_mem),
-                             RUMUS__ARG(c_off),   RUMUS__ARG(mean_i),
-                             RUMUS__ARG(loss->mem), RUMUS__ARG(loss_off)};
-    if (st == RUMUS_OK) st = launch_wg(ctx, opts, "xent_sum_final", 1, 8, a2);
+    const rumus__arg a[] = {RUMUS__ARG(scratch),   RUMUS__ARG(lrow_off),
+                            RUMUS__ARG(n_rows),    RUMUS__ARG(scratch),
+                            RUMUS__ARG(lpart_off), RUMUS__ARG(c_mem),
+                            RUMUS__ARG(c_off),     RUMUS__ARG(mean_i),
+                            RUMUS__ARG(loss->mem), RUMUS__ARG(loss_off),
+                            RUMUS__ARG(ctx->status)};
+    st = launch_wg(ctx, opts, "xent_sum", nparts, 11, a);
   }
   if (scratch) clReleaseMemObject(scratch);
   return st;
