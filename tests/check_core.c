@@ -319,6 +319,22 @@ START_TEST(program_cache_and_profiling) {
   ck_assert_uint_gt(ns, 0);
   TU_OK(ctx, rumus_ctx_kernel_time(ctx, &ns));
   ck_assert_uint_eq(ns, 0);
+  /* Two launches queued back to back: the span covers both kernels and the
+   * gap between them, so it is at least their summed time. */
+  uint64_t busy = 0, span = 0;
+  TU_OK(ctx, rumus_softmax_fwd(ctx, t, t));
+  TU_OK(ctx, rumus_softmax_fwd(ctx, t, t));
+  TU_OK(ctx, rumus_ctx_kernel_span(ctx, &busy, &span));
+  ck_assert_uint_gt(busy, 0);
+  ck_assert_uint_ge(span, busy);
+  TU_OK(ctx, rumus_softmax_fwd(ctx, t, t));
+  TU_OK(ctx, rumus_ctx_kernel_span(ctx, NULL, &span)); /* one kernel */
+  ck_assert_uint_gt(span, 0);
+  TU_OK(ctx, rumus_ctx_kernel_span(ctx, &busy, &span)); /* none since */
+  ck_assert_uint_eq(busy, 0);
+  ck_assert_uint_eq(span, 0);
+  TU_STATUS(RUMUS_ENULL, rumus_ctx_kernel_span(ctx, NULL, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_ctx_kernel_span(NULL, &busy, &span));
   TU_OK(ctx, rumus_cache_clear(ctx));
   TU_OK(ctx, rumus_softmax_fwd(ctx, t, t)); /* rebuilt on demand */
   TU_OK(ctx, rumus_ctx_sync(ctx));
@@ -326,6 +342,7 @@ START_TEST(program_cache_and_profiling) {
   TU_OK(ctx, rumus_ctx_free(ctx));
   ctx = tu_ctx();
   TU_STATUS(RUMUS_EUNSUPPORTED, rumus_ctx_kernel_time(ctx, &ns));
+  TU_STATUS(RUMUS_EUNSUPPORTED, rumus_ctx_kernel_span(ctx, &ns, NULL));
   tu_free_all(ctx, NULL);
 }
 END_TEST
