@@ -486,24 +486,18 @@ void rumus__record_event(rumus_ctx *ctx, cl_event ev) {
   ctx->events = n;
 }
 
-int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns) {
-  if (ctx == NULL || ns == NULL) return RUMUS_ENULL;
-  return rumus_ctx_kernel_span(ctx, ns, NULL);
-}
-
-int rumus_ctx_kernel_span(rumus_ctx *ctx, uint64_t *busy_ns,
-                          uint64_t *span_ns) {
-  if (ctx == NULL || (busy_ns == NULL && span_ns == NULL)) return RUMUS_ENULL;
+/* rumus_ctx_kernel_time and _span; `who` names the caller in messages. */
+static int kernel_times(rumus_ctx *ctx, const char *who, uint64_t *busy_ns,
+                        uint64_t *span_ns) {
   uint64_t total = 0, first = UINT64_MAX, last = 0;
   if (busy_ns) *busy_ns = 0;
   if (span_ns) *span_ns = 0;
   if (!ctx->profiling)
     return rumus__fail(ctx, RUMUS_EUNSUPPORTED,
-                       "rumus_ctx_kernel_time: the queue was not created "
-                       "with profiling");
+                       "%s: the queue was not created with profiling", who);
   cl_int e = clFinish(ctx->queue);
   if (e != CL_SUCCESS)
-    return rumus__fail_cl(ctx, e, "rumus_ctx_kernel_time: clFinish");
+    return rumus__fail_cl(ctx, e, "%s: clFinish", who);
   pthread_mutex_lock(&ctx->lock);
   int st = RUMUS_OK;
   for (rumus__event_node *n = ctx->events; n; n = n->next) {
@@ -514,7 +508,7 @@ int rumus_ctx_kernel_span(rumus_ctx *ctx, uint64_t *busy_ns,
       e = clGetEventProfilingInfo(n->event, CL_PROFILING_COMMAND_END,
                                   sizeof t1, &t1, NULL);
     if (e != CL_SUCCESS) {
-      st = rumus__fail_cl(ctx, e, "rumus_ctx_kernel_time: profiling info");
+      st = rumus__fail_cl(ctx, e, "%s: profiling info", who);
       break;
     }
     total += t1 - t0;
@@ -526,4 +520,15 @@ int rumus_ctx_kernel_span(rumus_ctx *ctx, uint64_t *busy_ns,
   if (busy_ns) *busy_ns = total;
   if (span_ns && last > first) *span_ns = last - first;
   return st;
+}
+
+int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns) {
+  if (ctx == NULL || ns == NULL) return RUMUS_ENULL;
+  return kernel_times(ctx, "rumus_ctx_kernel_time", ns, NULL);
+}
+
+int rumus_ctx_kernel_span(rumus_ctx *ctx, uint64_t *busy_ns,
+                          uint64_t *span_ns) {
+  if (ctx == NULL || (busy_ns == NULL && span_ns == NULL)) return RUMUS_ENULL;
+  return kernel_times(ctx, "rumus_ctx_kernel_span", busy_ns, span_ns);
 }
