@@ -674,7 +674,6 @@ __kernel RUMUS_WG_ATTR void xent_sum(global const real_t *v, ulong v_off,
   rumus_wg_sum(la, a);
   if (lid == 0) pv[get_group_id(0)] = la[0];
   if (!xent_last_group(ticket, &last)) return;
-  barrier(CLK_LOCAL_MEM_FENCE); /* la[0] was read above */
   a = 0.0f;
   for (size_t i = lid; i < nparts; i += WG) a += pv[i];
   rumus_wg_sum(la, a);

@@ -34,9 +34,7 @@ static const char *const FILE_CL = "optim.cl";
 /* Work-group variant: at most this many partials per tensor (one wave of
  * work-groups on a large GPU, each work-item summing many float4, and few
  * enough for the final tree to run in local memory: SQ_LOCAL). */
-#ifndef SQ_GPU_PARTS
 #define SQ_GPU_PARTS ((size_t)1024)
-#endif
 #define SQ_LOCAL 2048
 
 static size_t ew_wg(const rumus_ctx *ctx) {

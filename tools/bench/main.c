@@ -208,13 +208,12 @@ done:
 static int run_timed(bench_case *c, uint64_t *busy, uint64_t *span) {
   cl_int e;
   cl_event gate = clCreateUserEvent(rumus_ctx_cl_context(c->ctx), &e);
-  if (e == CL_SUCCESS &&
-      clEnqueueBarrierWithWaitList(rumus_ctx_cl_queue(c->ctx), 1, &gate,
-                                   NULL) != CL_SUCCESS) {
+  if (e != CL_SUCCESS) {
+    gate = NULL;
+  } else if (clEnqueueBarrierWithWaitList(rumus_ctx_cl_queue(c->ctx), 1, &gate,
+                                          NULL) != CL_SUCCESS) {
     clSetUserEventStatus(gate, CL_COMPLETE);
     clReleaseEvent(gate);
-    gate = NULL;
-  } else if (e != CL_SUCCESS) {
     gate = NULL;
   }
   int st = c->op->run(c);
@@ -230,9 +229,9 @@ static int run_timed(bench_case *c, uint64_t *busy, uint64_t *span) {
 /* Runs the op warm - 1 more times (its first run was timed already), with
  * the profiling events drained; -1 after a failure (recorded in c). */
 static int warm_up(bench_case *c, int warm) {
-  uint64_t ns, span;
+  uint64_t ns;
   for (int i = 1; i < warm; i++) {
-    int st = run_timed(c, &ns, &span);
+    int st = run_timed(c, &ns, NULL);
     if (st != RUMUS_OK) {
       set_fail(c, st, "warm-up");
       return -1;
