@@ -237,4 +237,37 @@ inline void rumus_report(volatile global int *status, int code, int value,
   }
 }
 
+/* ---- Last-group finish ------------------------------------------------
+ * A kernel that reduces into per-group partials can end with its own final
+ * step, taken by the last work-group to finish, instead of a second launch
+ * (on the H200 each dependent launch costs 4-5 us of gap besides its own
+ * time).  A group writes its partial, fences, and takes a ticket
+ * (atomic_inc on word RUMUS_STATUS_TICKET of the context's status buffer,
+ * zero between launches); the group that draws the last ticket reads every
+ * partial through a volatile pointer (from memory, not a stale cache),
+ * combines them in a fixed order and puts the ticket back to zero. */
+
+#ifndef RUMUS_STATUS_TICKET
+#define RUMUS_STATUS_TICKET 3 /* the ticket word (RUMUS__STATUS_TICKET) */
+#endif
+
+/* 1 in every work-item of the group that finished last of the launch's
+ * `groups` (barriers inside: every work-item calls it).  Each work-item
+ * fences its own writes of the partial before the group takes its ticket. */
+inline int rumus_last_group(volatile global int *ticket, size_t groups,
+                            local int *flag) {
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  barrier(CLK_GLOBAL_MEM_FENCE);
+  if (get_local_id(0) == 0) {
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    *flag = atomic_inc(ticket) == (int)(groups - 1);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *flag;
+}
+
+inline void rumus_ticket_reset(volatile global int *ticket) {
+  if (get_local_id(0) == 0) atomic_xchg(ticket, 0);
+}
+
 #endif /* RUMUS_COMMON_CL */

@@ -62,20 +62,22 @@
  * PoCL compiles only the entries actually launched.
  *
  * bias_grad variants (rows are cut into chunks of `rc` rows; with more than
- * one chunk each chunk writes a partial row part[chunk, F] and
- * bias_grad_fold sums the chunks of each column in chunk order, so the
- * result is the same on every run):
+ * one chunk each chunk writes a partial row part[chunk, F] and the chunks
+ * of each column are summed in chunk order, so the result is the same on
+ * every run):
  *   bias_grad_wg   GPU: a work-group of WG work-items covers 4 BG_TC
  *                  columns (a float4 each) x (WG / BG_TC) row lanes of one
  *                  chunk; lane t sums rows t, t + WG/BG_TC, ... (coalesced
  *                  across columns), then a tree over the lanes in local
- *                  memory.
+ *                  memory; the last work-group to finish folds the
+ *                  partial rows (one launch).
  *   bias_grad_row  CPU: one work-item per block of BG_COLS columns of one
  *                  chunk, walking its rows with BG_COLS / 8 float8
  *                  accumulators (private memory, in L1), no barriers.
  *                  Long contiguous stretches of each row keep the hardware
  *                  prefetchers on the stream: 1024 columns ran at 66-73%
- *                  of STREAM where 64 ran at 36-45%.
+ *                  of STREAM where 64 ran at 36-45%.  bias_grad_fold
+ *                  then sums the partial rows.
  */
 
 #ifndef EW_VW
@@ -424,20 +426,43 @@ __kernel void bias_add(global real_t *y, ulong y_off, global const real_t *bias,
 
 /* ---- Bias gradient ------------------------------------------------------ */
 
+/* Column j of the fold: the sum over chunks k < nc of part[k n + j] in
+ * four chains (chunks k = i mod 4, four loads in flight) added in a fixed
+ * order. */
+#define BG_FOLD_COL(P, nc, n, j, result)                                     \
+  do {                                                                      \
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;                       \
+    size_t k = 0;                                                           \
+    for (; k + 4 <= (nc); k += 4) {                                         \
+      s0 += P((k) * (n) + (j));                                             \
+      s1 += P((k + 1) * (n) + (j));                                         \
+      s2 += P((k + 2) * (n) + (j));                                         \
+      s3 += P((k + 3) * (n) + (j));                                         \
+    }                                                                       \
+    for (; k < (nc); k++) s0 += P(k * (n) + (j));                           \
+    (result) = (s0 + s1) + (s2 + s3);                                       \
+  } while (0)
+
 /* Global (ceil(F / (4 BG_TC)) * WG, chunks), local (WG, 1).  Work-item
  * (tx, ty) sums columns 4 c .. 4 c + 3, c = group * BG_TC + tx, over rows
  * r0 + ty, r0 + ty + BG_TR, ... in two chains (loads in flight), then a
- * tree over the ty lanes; writes the sums of rows [chunk * rc,
- * (chunk + 1) * rc) to out[chunk * cols + j]. */
+ * tree over the ty lanes.  One chunk (rc >= rows): the sums go to db.
+ * Several: chunk k's sums go to part[k * cols + j] (float scratch), and
+ * the last work-group to finish (rumus_last_group, common.cl) folds them
+ * into db column by column, chunks in order (BG_FOLD_COL): one launch, the
+ * same bits on every run.  status: the context's status buffer. */
 __kernel RUMUS_WG_ATTR void bias_grad_wg(global const real_t *dy, ulong dy_off,
-                                         global real_t *out, ulong out_off,
-                                         ulong rows, ulong cols, ulong rc) {
+                                         global real_t *db, ulong db_off,
+                                         global float *part, ulong rows,
+                                         ulong cols, ulong rc,
+                                         volatile global int *status) {
   local float4 acc[WG];
+  local int last;
   const size_t lid = get_local_id(0);
   const size_t tx = lid % BG_TC, ty = lid / BG_TC;
   const size_t n = (size_t)cols;
   const size_t c0 = (get_group_id(0) * (size_t)BG_TC + tx) * 4;
-  const size_t chunk = get_group_id(1);
+  const size_t chunk = get_group_id(1), nc = get_num_groups(1);
   const size_t r0 = chunk * (size_t)rc;
   const size_t r1 = min(r0 + (size_t)rc, (size_t)rows);
   float4 a = 0.0f, b = 0.0f;
@@ -463,17 +488,35 @@ __kernel RUMUS_WG_ATTR void bias_grad_wg(global const real_t *dy, ulong dy_off,
     if (ty < step) acc[lid] += acc[lid + step * BG_TC];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+  global real_t *dbp = db + (size_t)db_off;
   if (ty == 0 && c0 < n) {
     const float4 v = acc[tx];
-    global real_t *o = out + (size_t)out_off + chunk * n + c0;
-    if (c0 + 4 <= n) {
-      STORE4(v, o, 0);
+    if (nc == 1 && c0 + 4 <= n) {
+      STORE4(v, dbp, c0);
+    } else if (nc == 1) {
+      STORE(v.x, dbp, c0);
+      if (c0 + 1 < n) STORE(v.y, dbp, c0 + 1);
+      if (c0 + 2 < n) STORE(v.z, dbp, c0 + 2);
     } else {
-      STORE(v.x, o, 0);
-      if (c0 + 1 < n) STORE(v.y, o, 1);
-      if (c0 + 2 < n) STORE(v.z, o, 2);
+      volatile global float *o = part + chunk * n + c0;
+      o[0] = v.x;
+      if (c0 + 1 < n) o[1] = v.y;
+      if (c0 + 2 < n) o[2] = v.z;
+      if (c0 + 3 < n) o[3] = v.w;
     }
   }
+  if (nc == 1) return; /* uniform across the launch: no group waits */
+  volatile global int *ticket = status + RUMUS_STATUS_TICKET;
+  if (!rumus_last_group(ticket, get_num_groups(0) * nc, &last)) return;
+  volatile global const float *pv = part;
+#define BG_PART_V(i) pv[i]
+  for (size_t j = lid; j < n; j += WG) {
+    float s;
+    BG_FOLD_COL(BG_PART_V, nc, n, j, s);
+    STORE(s, dbp, j);
+  }
+#undef BG_PART_V
+  rumus_ticket_reset(ticket);
 }
 
 /* Global (ceil(F / BG_COLS), chunks): work-item (b, chunk) sums columns
@@ -506,23 +549,16 @@ __kernel void bias_grad_row(global const real_t *dy, ulong dy_off,
   for (size_t k = 0; k < rest; k++) STORE(t[k], o, 8 * g8 + k);
 }
 
-/* Global F: db[j] = sum over chunks k of part[k * cols + j]. */
+/* Global F: db[j] = sum over chunks k of part[k * cols + j] (the fold of
+ * bias_grad_row's partials). */
 __kernel EW_ATTR void bias_grad_fold(global const real_t *part, ulong chunks,
                                      global real_t *db, ulong db_off,
                                      ulong cols) {
   const size_t j = get_global_id(0);
   if (j >= (size_t)cols) return;
-  /* Four chains (chunks k = i mod 4), added in a fixed order: four loads
-   * in flight. */
-  const size_t nc = (size_t)chunks, n = (size_t)cols;
-  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-  size_t k = 0;
-  for (; k + 4 <= nc; k += 4) {
-    s0 += LOAD(part, k * n + j);
-    s1 += LOAD(part, (k + 1) * n + j);
-    s2 += LOAD(part, (k + 2) * n + j);
-    s3 += LOAD(part, (k + 3) * n + j);
-  }
-  for (; k < nc; k++) s0 += LOAD(part, k * n + j);
-  STORE((s0 + s1) + (s2 + s3), db + (size_t)db_off, j);
+  float s;
+#define BG_PART_G(i) LOAD(part, i)
+  BG_FOLD_COL(BG_PART_G, (size_t)chunks, (size_t)cols, j, s);
+#undef BG_PART_G
+  STORE(s, db + (size_t)db_off, j);
 }

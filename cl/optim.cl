@@ -35,6 +35,9 @@
  *   is a multiple of 2s), so the order is fixed by P alone; the work-group
  *   runs it in local memory when P <= SQ_LOCAL, in place otherwise.
  *     sumsq_final:  acc[0] += sum
+ *     sumsq_wg:     both stages in one launch (GPU path of sum_squares):
+ *                   the last work-group to finish runs stage 2
+ *                   (rumus_last_group in common.cl), same tree, same bits.
  *     clip_final:   total = sqrt(sum); c = max_norm / (total + 1e-6),
  *                   clamped to at most 1 (NaN stays NaN, as torch.clamp);
  *                   part[P] = c for clip_scale; total into total_norm if
@@ -233,15 +236,15 @@ __kernel void sumsq_partial_row(global const real_t *x, ulong x_off, ulong n,
   part[p_off + c] = sumsq_range(x + x_off + start, len);
 }
 
-__kernel RUMUS_WG_ATTR void sumsq_partial_wg(global const real_t *x,
-                                             ulong x_off, ulong n, ulong chunk,
-                                             global float *part, ulong p_off) {
-  local float ls[WG];
+/* The sum of squares of chunk c = group id (elements [c chunk, (c + 1)
+ * chunk) of x[0 .. n)), in ls[0] after the call; every work-item calls it
+ * (barriers), groups past n sum nothing. */
+inline void sumsq_chunk_wg(global const real_t *x, size_t n, size_t chunk,
+                           local float *ls) {
   const size_t lid = get_local_id(0), c = get_group_id(0);
-  const size_t start = c * (size_t)chunk;
-  /* No early return before the barriers: a group past n sums nothing. */
-  const size_t len = start < n ? min((size_t)chunk, (size_t)n - start) : 0;
-  global const real_t *xs = x + x_off + (start < n ? start : 0);
+  const size_t start = c * chunk;
+  const size_t len = start < n ? min(chunk, n - start) : 0;
+  global const real_t *xs = x + (start < n ? start : 0);
   const size_t n4 = len / 4;
   /* Two chains: twice the loads in flight per work-item. */
   float4 a4 = 0.0f, b4 = 0.0f;
@@ -260,21 +263,24 @@ __kernel RUMUS_WG_ATTR void sumsq_partial_wg(global const real_t *x,
     const float t = LOAD(xs, j);
     a += t * t;
   }
-  ls[lid] = a;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (size_t step = WG / 2; step > 0; step /= 2) {
-    if (lid < step) ls[lid] += ls[lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (lid == 0 && start < n) part[p_off + c] = ls[0];
+  rumus_wg_sum(ls, a);
+}
+
+__kernel RUMUS_WG_ATTR void sumsq_partial_wg(global const real_t *x,
+                                             ulong x_off, ulong n, ulong chunk,
+                                             global float *part, ulong p_off) {
+  local float ls[WG];
+  const size_t c = get_group_id(0);
+  sumsq_chunk_wg(x + x_off, (size_t)n, (size_t)chunk, ls);
+  if (get_local_id(0) == 0 && c * (size_t)chunk < n) part[p_off + c] = ls[0];
 }
 
 /* ---- Stage 2: the fixed pairwise tree over the partials -------------------- */
 
 /* One level of the tree: work-item `first` of `nt` adds s[i + stride] into
  * s[i] for i = 2 stride (first + t nt), t = 0, 1, ... */
-inline void tree_level(global float *s, size_t P, size_t stride, size_t first,
-                       size_t nt) {
+inline void tree_level(volatile global float *s, size_t P, size_t stride,
+                       size_t first, size_t nt) {
   for (size_t i = 2 * stride * first; i + stride < P; i += 2 * stride * nt)
     s[i] += s[i + stride];
 }
@@ -289,7 +295,7 @@ inline void tree_level_local(local float *s, size_t P, size_t stride,
  * work-item calls it).  Up to SQ_LOCAL partials are copied to local memory
  * first, so the levels need only local barriers; more are summed in place
  * in global memory.  Either way the additions are the same. */
-inline float tree_sum_wg(global float *s, size_t P, local float *ls) {
+inline float tree_sum_wg(volatile global float *s, size_t P, local float *ls) {
   const size_t lid = get_local_id(0);
   if (P <= SQ_LOCAL) {
     for (size_t i = lid; i < P; i += WG) ls[i] = s[i];
@@ -333,6 +339,28 @@ __kernel RUMUS_WG_ATTR void sumsq_final_wg(global float *part, ulong p_off,
   local float ls[SQ_LOCAL];
   const float sum = tree_sum_wg(part + p_off, P, ls);
   if (get_local_id(0) == 0 && P) acc[acc_off] += sum;
+}
+
+/* Both stages in one launch (GPU path of rumus_sum_squares): every group
+ * writes its chunk's partial, and the last one to finish sums the
+ * num_groups partials by the same pairwise tree as sumsq_final_wg (same
+ * bits) into acc.  status: the context's status buffer (its ticket word). */
+__kernel RUMUS_WG_ATTR void sumsq_wg(global const real_t *x, ulong x_off,
+                                     ulong n, ulong chunk, global float *part,
+                                     ulong p_off, global float *acc,
+                                     ulong acc_off,
+                                     volatile global int *status) {
+  local float ls[SQ_LOCAL];
+  local int last;
+  volatile global int *ticket = status + RUMUS_STATUS_TICKET;
+  volatile global float *pv = part + (size_t)p_off;
+  sumsq_chunk_wg(x + x_off, (size_t)n, (size_t)chunk, ls);
+  if (get_local_id(0) == 0) pv[get_group_id(0)] = ls[0];
+  if (!rumus_last_group(ticket, get_num_groups(0), &last)) return;
+  /* ls[0] was read above by work-item 0 only, before its barrier. */
+  const float sum = tree_sum_wg(pv, get_num_groups(0), ls);
+  if (get_local_id(0) == 0) acc[acc_off] += sum;
+  rumus_ticket_reset(ticket);
 }
 
 __kernel void clip_final_row(global float *part, ulong p_off, ulong P,

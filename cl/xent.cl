@@ -593,33 +593,9 @@ __kernel RUMUS_WG_ATTR void xent_fwd_bwd_wgc(XENT_ROW_ARGS, uint rt) {
 /* ---- Count of non-ignored rows and the reduced loss --------------------- */
 
 /* Each of these kernels ends with its own final step, taken by the last
- * work-group to finish (no second launch: on the H200 each dependent
- * launch cost about 4-5 us of gap besides its own time).  A group writes
- * its partial, fences, and takes a ticket (atomic_inc on word
- * STATUS_TICKET of the context's status buffer, zero between launches);
- * the group that draws the last ticket reads every partial (volatile:
- * from memory, not a stale cache) and adds them in a fixed order, so the
- * result has the same bits whichever group is last, then puts the ticket
- * back to zero. */
-
-/* The ticket word of the status buffer (RUMUS__STATUS_TICKET). */
-#ifndef STATUS_TICKET
-#define STATUS_TICKET 3
-#endif
-
-/* 1 in every work-item of the group that finished last (barrier inside). */
-inline int xent_last_group(volatile global int *ticket, local int *flag) {
-  if (get_local_id(0) == 0) {
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
-    *flag = atomic_inc(ticket) == (int)get_num_groups(0) - 1;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return *flag;
-}
-
-inline void xent_ticket_reset(volatile global int *ticket) {
-  if (get_local_id(0) == 0) atomic_xchg(ticket, 0);
-}
+ * work-group to finish (rumus_last_group in common.cl): no second launch.
+ * The last group adds the partials in a fixed order, so the result has the
+ * same bits whichever group is last. */
 
 /* part[g] = rows of [g * SPAN, (g + 1) * SPAN) whose target is not
  * ignore_index; the last group writes their sum to part[nparts]
@@ -628,7 +604,7 @@ __kernel RUMUS_WG_ATTR void xent_count(global const int *tg, ulong t_off,
                                        ulong n, int ignore_index,
                                        global uint *part, ulong p_off,
                                        volatile global int *status) {
-  volatile global int *ticket = status + STATUS_TICKET;
+  volatile global int *ticket = status + RUMUS_STATUS_TICKET;
   local uint la[WG];
   local int last;
   const size_t lid = get_local_id(0), base = get_group_id(0) * SPAN;
@@ -641,12 +617,12 @@ __kernel RUMUS_WG_ATTR void xent_count(global const int *tg, ulong t_off,
   }
   xent_wg_count(la, a);
   if (lid == 0) pv[get_group_id(0)] = la[0];
-  if (!xent_last_group(ticket, &last)) return;
+  if (!rumus_last_group(ticket, get_num_groups(0), &last)) return;
   a = 0;
   for (size_t i = lid; i < nparts; i += WG) a += pv[i];
   xent_wg_count(la, a);
   if (lid == 0) pv[nparts] = la[0];
-  xent_ticket_reset(ticket);
+  rumus_ticket_reset(ticket);
 }
 
 /* part[g] = sum of the per-row losses [g * SPAN, (g + 1) * SPAN) (part =
@@ -660,7 +636,7 @@ __kernel RUMUS_WG_ATTR void xent_sum(global const real_t *v, ulong v_off,
                                      int mean, global real_t *loss,
                                      ulong loss_off,
                                      volatile global int *status) {
-  volatile global int *ticket = status + STATUS_TICKET;
+  volatile global int *ticket = status + RUMUS_STATUS_TICKET;
   local float la[WG];
   local int last;
   const size_t lid = get_local_id(0), base = get_group_id(0) * SPAN;
@@ -673,7 +649,7 @@ __kernel RUMUS_WG_ATTR void xent_sum(global const real_t *v, ulong v_off,
   }
   rumus_wg_sum(la, a);
   if (lid == 0) pv[get_group_id(0)] = la[0];
-  if (!xent_last_group(ticket, &last)) return;
+  if (!rumus_last_group(ticket, get_num_groups(0), &last)) return;
   a = 0.0f;
   for (size_t i = lid; i < nparts; i += WG) a += pv[i];
   rumus_wg_sum(la, a);
@@ -682,5 +658,5 @@ __kernel RUMUS_WG_ATTR void xent_sum(global const real_t *v, ulong v_off,
     STORE(mean ? total / (float)cnt[(size_t)c_off] : total, loss,
           (size_t)loss_off);
   }
-  xent_ticket_reset(ticket);
+  rumus_ticket_reset(ticket);
 }

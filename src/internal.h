@@ -62,8 +62,8 @@ struct rumus_ctx {
 
   /* Device-side status: [0] = RUMUS__DEVERR_* of the first failure,
    * [1] = the bad value, [2] = its position (row); [3] = the ticket of the
-   * kernels that finish in their last work-group (STATUS_TICKET in
-   * cl/xent.cl), zero between launches. */
+   * kernels that finish in their last work-group (RUMUS_STATUS_TICKET
+   * in cl/common.cl), zero between launches. */
   cl_mem status;
 
   /* Last failure. */

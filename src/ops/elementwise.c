@@ -26,13 +26,27 @@ static const char *const FILE_CL = "elementwise.cl";
 #define BG_MAX_CHUNKS 1024
 #define BG_RC_GPU 32   /* rows per chunk at least, GPU variant */
 #define BG_GROUPS_PER_CU 8
+#ifndef BG_ONE_CHUNK_GPU
 #define BG_ONE_CHUNK_GPU 1024 /* rows up to which the GPU variant folds none */
+#endif
 #define BG_RC_CPU 256  /* rows per chunk at least, CPU variant */
 /* Columns per work-item of bias_grad_row: whole 4 KiB rows of 1024 columns
  * stream through the CPU's prefetchers; at 65536 x 1024 and 4096 x 4096 on
  * the 2-core CI machine 1024 ran at 73% and 66% of STREAM, 256 at 78% and
  * 52%, 64 at 45% and 36%. */
 #define BG_COLS_CPU 1024
+
+/* Geometry of the flat kernels on GPUs: one float4 per work-item in
+ * work-groups of 256 (compile-time overrides are for experiments). */
+#ifndef EW_GPU_VW
+#define EW_GPU_VW 4
+#endif
+#ifndef EW_GPU_NV
+#define EW_GPU_NV 1
+#endif
+#ifndef EW_GPU_LS
+#define EW_GPU_LS 256
+#endif
 
 /* Geometry of the flat kernels for this context's variant. */
 typedef struct {
@@ -45,9 +59,9 @@ static void get_geom(const rumus_ctx *ctx, geom *g) {
   char base[96];
   g->gpu = rumus__gpu_variant(ctx);
   if (g->gpu) {
-    g->vw = 4;
-    g->nv = 1;
-    g->ls = 256;
+    g->vw = EW_GPU_VW;
+    g->nv = EW_GPU_NV;
+    g->ls = EW_GPU_LS;
   } else {
     g->vw = 8;
     g->nv = 4;
@@ -281,7 +295,7 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   const size_t tc = rumus__reduce_wg(ctx) >= 8 ? 8 : rumus__reduce_wg(ctx);
   size_t rc = g.gpu ? BG_RC_GPU : BG_RC_CPU;
   if (g.gpu && rows <= BG_ONE_CHUNK_GPU) {
-    rc = rows; /* a second kernel would cost more than it saves */
+    rc = rows; /* the fold would cost more than the parallelism saves */
   } else if (g.gpu) {
     const size_t gx = (cols + 4 * tc - 1) / (4 * tc);
     size_t want = BG_GROUPS_PER_CU * (size_t)ctx->compute_units / gx;
@@ -299,34 +313,43 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
                    op, chunks, cols);
     RUMUS__FORWARD(rumus__scratch(ctx, op, chunks * cols * sizeof(float), &part));
   }
-  cl_mem out = part ? part : dbias->mem;
-  cl_ulong dy_off = rumus__off(dy), out_off = part ? 0 : rumus__off(dbias);
+  cl_ulong dy_off = rumus__off(dy), db_off = rumus__off(dbias);
   cl_ulong nrows = rows, ncols = cols, nrc = rc;
-  rumus__arg args[7] = {RUMUS__ARG(dy->mem), RUMUS__ARG(dy_off),
-                        RUMUS__ARG(out), RUMUS__ARG(out_off),
-                        RUMUS__ARG(nrows), RUMUS__ARG(ncols), RUMUS__ARG(nrc)};
   int st;
   if (g.gpu) {
+    /* One launch: with several chunks the last work-group folds them. */
     const size_t wg = rumus__reduce_wg(ctx);
     const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_wg"};
+    cl_mem pm = part ? part : dbias->mem; /* unused with one chunk */
+    rumus__arg args[9] = {RUMUS__ARG(dy->mem), RUMUS__ARG(dy_off),
+                          RUMUS__ARG(dbias->mem), RUMUS__ARG(db_off),
+                          RUMUS__ARG(pm),     RUMUS__ARG(nrows),
+                          RUMUS__ARG(ncols),  RUMUS__ARG(nrc),
+                          RUMUS__ARG(ctx->status)};
     /* Each work-item takes 4 columns: a work-group covers 4 tc. */
     size_t global[2] = {(cols + 4 * tc - 1) / (4 * tc) * wg, chunks},
            local[2] = {wg, 1};
-    st = rumus__launch(ctx, op, &k, 2, global, local, 7, args);
+    st = rumus__launch(ctx, op, &k, 2, global, local, 9, args);
   } else {
+    cl_mem out = part ? part : dbias->mem;
+    cl_ulong out_off = part ? 0 : db_off;
+    rumus__arg args[7] = {RUMUS__ARG(dy->mem), RUMUS__ARG(dy_off),
+                          RUMUS__ARG(out),     RUMUS__ARG(out_off),
+                          RUMUS__ARG(nrows),   RUMUS__ARG(ncols),
+                          RUMUS__ARG(nrc)};
     const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_row"};
     const size_t blocks = (cols + BG_COLS_CPU - 1) / BG_COLS_CPU;
     size_t global[2] = {blocks, chunks}, local[2] = {blocks >= 8 ? 8 : 1, 1};
     st = rumus__launch(ctx, op, &k, 2, global, local, 7, args);
-  }
-  if (st == RUMUS_OK && part) {
-    const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_fold"};
-    cl_ulong nchunks = chunks, db_off = rumus__off(dbias);
-    rumus__arg fargs[5] = {RUMUS__ARG(part), RUMUS__ARG(nchunks),
-                           RUMUS__ARG(dbias->mem), RUMUS__ARG(db_off),
-                           RUMUS__ARG(ncols)};
-    size_t global = cols, local = g.ls;
-    st = rumus__launch(ctx, op, &k, 1, &global, &local, 5, fargs);
+    if (st == RUMUS_OK && part) {
+      const rumus__kernel_ref kf = {FILE_CL, g.opts, "bias_grad_fold"};
+      cl_ulong nchunks = chunks;
+      rumus__arg fargs[5] = {RUMUS__ARG(part), RUMUS__ARG(nchunks),
+                             RUMUS__ARG(dbias->mem), RUMUS__ARG(db_off),
+                             RUMUS__ARG(ncols)};
+      size_t fglobal = cols, flocal = g.ls;
+      st = rumus__launch(ctx, op, &kf, 1, &fglobal, &flocal, 5, fargs);
+    }
   }
   /* The queue keeps the scratch buffer alive until the kernels finish. */
   if (part) clReleaseMemObject(part);

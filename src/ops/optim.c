@@ -271,13 +271,29 @@ int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
   if (P == 0) return RUMUS_OK;
   cl_mem part;
   RUMUS__FORWARD(rumus__scratch(ctx, op, P * sizeof(float), &part));
-  int st = launch_partials(ctx, op, x, part, 0);
-  if (st == RUMUS_OK) {
-    cl_ulong po = 0, np = P, ao = rumus__off(acc);
-    const rumus__arg args[] = {RUMUS__ARG(part), RUMUS__ARG(po),
-                               RUMUS__ARG(np), RUMUS__ARG(acc->mem),
-                               RUMUS__ARG(ao)};
-    st = launch_final(ctx, op, "sumsq_final", 5, args);
+  int st;
+  if (rumus__gpu_variant(ctx)) {
+    /* One launch: the last work-group sums the partials (sumsq_wg). */
+    char opts[192];
+    options(ctx, opts, sizeof opts);
+    const rumus__kernel_ref k = {FILE_CL, opts, "sumsq_wg"};
+    cl_ulong xo = rumus__off(x), nn = x->numel, chunk = sq_chunk(ctx, x->numel),
+             po = 0, ao = rumus__off(acc);
+    const rumus__arg args[] = {
+        RUMUS__ARG(x->mem), RUMUS__ARG(xo),       RUMUS__ARG(nn),
+        RUMUS__ARG(chunk),  RUMUS__ARG(part),     RUMUS__ARG(po),
+        RUMUS__ARG(acc->mem), RUMUS__ARG(ao),     RUMUS__ARG(ctx->status)};
+    const size_t local = rumus__reduce_wg(ctx), global = P * local;
+    st = rumus__launch(ctx, op, &k, 1, &global, &local, 9, args);
+  } else {
+    st = launch_partials(ctx, op, x, part, 0);
+    if (st == RUMUS_OK) {
+      cl_ulong po = 0, np = P, ao = rumus__off(acc);
+      const rumus__arg args[] = {RUMUS__ARG(part), RUMUS__ARG(po),
+                                 RUMUS__ARG(np), RUMUS__ARG(acc->mem),
+                                 RUMUS__ARG(ao)};
+      st = launch_final(ctx, op, "sumsq_final", 5, args);
+    }
   }
   /* The queued kernels keep the buffer alive until they finish. */
   clReleaseMemObject(part);
