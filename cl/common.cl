@@ -248,11 +248,16 @@ inline void rumus_report(volatile global int *status, int code, int value,
  * combines them in a fixed order and puts the ticket back to zero. */
 
 #ifndef RUMUS_STATUS_TICKET
-#define RUMUS_STATUS_TICKET 3 /* the ticket word (RUMUS__STATUS_TICKET) */
+#define RUMUS_STATUS_TICKET 3 /* the launch's ticket word */
+#endif
+#ifndef RUMUS_STATUS_SETS
+/* First of the per-set ticket words (RUMUS__STATUS_WORDS): kernels whose
+ * groups finish in independent sets take word RUMUS_STATUS_SETS + set. */
+#define RUMUS_STATUS_SETS 4
 #endif
 
-/* 1 in every work-item of the group that finished last of the launch's
- * `groups` (barriers inside: every work-item calls it).  Each work-item
+/* 1 in every work-item of the group that finished last of the `groups`
+ * that share the ticket (barriers inside: every work-item calls it).  Each work-item
  * fences its own writes of the partial before the group takes its ticket. */
 inline int rumus_last_group(volatile global int *ticket, size_t groups,
                             local int *flag) {

@@ -250,14 +250,17 @@ static int ctx_init_common(rumus_ctx *ctx) {
   }
   ctx->locks_ready = 1;
   cl_int e;
+  const size_t words = RUMUS__STATUS_WORDS + RUMUS__TICKETS;
   ctx->status = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
-                               4 * sizeof(cl_int), NULL, &e);
+                               words * sizeof(cl_int), NULL, &e);
   if (e != CL_SUCCESS)
     return create_fail(RUMUS_ECL, "clCreateBuffer (status word): %s (%d)",
                        rumus__cl_error_name(e), (int)e);
-  cl_int zero[4] = {0, 0, 0, 0};
-  e = clEnqueueWriteBuffer(ctx->queue, ctx->status, CL_TRUE, 0, sizeof zero,
-                           zero, 0, NULL, NULL);
+  cl_int *zero = calloc(words, sizeof *zero);
+  if (zero == NULL) return create_fail(RUMUS_ENOMEM, "out of host memory");
+  e = clEnqueueWriteBuffer(ctx->queue, ctx->status, CL_TRUE, 0,
+                           words * sizeof *zero, zero, 0, NULL, NULL);
+  free(zero);
   if (e != CL_SUCCESS)
     return create_fail(RUMUS_ECL, "clEnqueueWriteBuffer (status word): %s (%d)",
                        rumus__cl_error_name(e), (int)e);
@@ -393,13 +396,13 @@ int rumus_ctx_sync(rumus_ctx *ctx) {
   if (ctx == NULL) return RUMUS_ENULL;
   cl_int e = clFinish(ctx->queue);
   if (e != CL_SUCCESS) return rumus__fail_cl(ctx, e, "rumus_ctx_sync: clFinish");
-  cl_int word[4];
+  cl_int word[RUMUS__STATUS_WORDS];
   e = clEnqueueReadBuffer(ctx->queue, ctx->status, CL_TRUE, 0, sizeof word,
                           word, 0, NULL, NULL);
   if (e != CL_SUCCESS)
     return rumus__fail_cl(ctx, e, "rumus_ctx_sync: reading the status word");
   if (word[0] == RUMUS__DEVERR_NONE) return RUMUS_OK;
-  cl_int zero[4] = {0, 0, 0, 0};
+  cl_int zero[RUMUS__STATUS_WORDS] = {0};
   e = clEnqueueWriteBuffer(ctx->queue, ctx->status, CL_TRUE, 0, sizeof zero,
                            zero, 0, NULL, NULL);
   if (e != CL_SUCCESS)

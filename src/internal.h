@@ -13,6 +13,11 @@
 
 #define RUMUS__HIDDEN __attribute__((visibility("hidden")))
 
+/* Words of the status buffer: the error report and the launch ticket
+ * (RUMUS__STATUS_WORDS), then RUMUS__TICKETS per-set tickets. */
+#define RUMUS__STATUS_WORDS 4
+#define RUMUS__TICKETS 4096
+
 /* Codes of ops that check indices on the device; the status buffer's first
  * word holds the code of the first op that found a bad index. */
 enum {
@@ -63,7 +68,9 @@ struct rumus_ctx {
   /* Device-side status: [0] = RUMUS__DEVERR_* of the first failure,
    * [1] = the bad value, [2] = its position (row); [3] = the ticket of the
    * kernels that finish in their last work-group (RUMUS_STATUS_TICKET
-   * in cl/common.cl), zero between launches. */
+   * in cl/common.cl); [4 .. 4 + RUMUS__TICKETS) = tickets of kernels whose
+   * groups finish in sets (one per set, bias_grad_wg's column blocks).
+   * Every ticket is zero between launches. */
   cl_mem status;
 
   /* Last failure. */

@@ -184,9 +184,9 @@ int rumus_axpy(rumus_ctx *ctx, float alpha, const rumus_tensor *x,
   const char *op = "rumus_axpy";
   if (ctx == NULL) return RUMUS_ENULL;
   const char *names[2] = {"x", "y"};
-  const rumus_tensor *ts[2] = {x, y};
+  const rumus_tensor *ts[3] = {x, y, y}; /* y is input and output */
   RUMUS__FORWARD(check_flat(ctx, op, names, ts, 2));
-  return run_flat(ctx, op, "ew_axpy", ts, 2, x->numel, 1, alpha);
+  return run_flat(ctx, op, "ew_axpy", ts, 3, x->numel, 1, alpha);
 }
 
 /* ---- Activations ------------------------------------------------------- */
@@ -267,11 +267,14 @@ int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y, const rumus_tensor *bias) {
     cl_ulong nrows = rows - r0 < max_rows ? rows - r0 : max_rows;
     cl_ulong ncols = cols;
     cl_ulong y_off = rumus__off(y) + (cl_ulong)(r0 * cols), b_off = rumus__off(bias);
-    rumus__arg args[6] = {RUMUS__ARG(y->mem), RUMUS__ARG(y_off),
+    /* y is input and output (bias_add in cl/elementwise.cl says why it is
+     * passed twice). */
+    rumus__arg args[8] = {RUMUS__ARG(y->mem),    RUMUS__ARG(y_off),
                           RUMUS__ARG(bias->mem), RUMUS__ARG(b_off),
-                          RUMUS__ARG(nrows), RUMUS__ARG(ncols)};
+                          RUMUS__ARG(y->mem),    RUMUS__ARG(y_off),
+                          RUMUS__ARG(nrows),     RUMUS__ARG(ncols)};
     size_t global[2] = {nvr, (size_t)nrows};
-    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, 6, args));
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, 8, args));
   }
   return RUMUS_OK;
 }
@@ -305,6 +308,8 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   }
   const size_t rc_cap = (rows + BG_MAX_CHUNKS - 1) / BG_MAX_CHUNKS;
   if (rc < rc_cap) rc = rc_cap;
+  /* The work-group variant's column blocks each need a ticket word. */
+  if (g.gpu && (cols + 4 * tc - 1) / (4 * tc) > RUMUS__TICKETS) rc = rows;
   const size_t chunks = (rows + rc - 1) / rc;
   cl_mem part = NULL;
   if (chunks > 1) {
@@ -317,7 +322,8 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   cl_ulong nrows = rows, ncols = cols, nrc = rc;
   int st;
   if (g.gpu) {
-    /* One launch: with several chunks the last work-group folds them. */
+    /* One launch: with several chunks the last work-group of each column
+     * block folds them. */
     const size_t wg = rumus__reduce_wg(ctx);
     const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_wg"};
     cl_mem pm = part ? part : dbias->mem; /* unused with one chunk */
