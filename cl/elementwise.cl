@@ -43,8 +43,8 @@
  * also keeps x^3 and x^2 from overflowing.
 
  * Index schemes.  Every work-item handles EW_NV contiguous vectors of
- * EW_VW elements (float4 / float8 through LOAD4 / LOAD8, no alignment
- * needed): work-item g of a flat kernel covers elements
+ * EW_VW elements (float4 / float8 through LOAD4 / LOAD8; typed, aligned
+ * float4 accesses under RUMUS_ALIGN4, see common.cl): work-item g of a flat kernel covers elements
  * [g * EW_VW * EW_NV, (g + 1) * EW_VW * EW_NV).  A vector that would cross
  * the end is handled lane by lane through a private array, so the math is
  * written once, on vectors.  GPUs use EW_VW 4 and EW_NV 1 (neighbouring
@@ -383,16 +383,11 @@ __kernel EW_ATTR void ew_scale(global const real_t *x, ulong x_off,
   ew_body(x + x_off, x + x_off, out + out_off, n, alpha, OP_SCALE, 0);
 }
 
-/* out = alpha x + y; the host passes y's buffer as out too (y = alpha x +
- * y).  The in-place kernels take their output as a separate argument:
- * when NVIDIA's compiler could see that the output pointer equals an
- * input, axpy ran at 89% of copy on the H200 instead of 100% (219 against
- * 193 us at 64 Mi elements). */
+/* y = alpha x + y: y is read through b and written through out. */
 __kernel EW_ATTR void ew_axpy(global const real_t *x, ulong x_off,
-                              global const real_t *y, ulong y_off,
-                              global real_t *out, ulong out_off, ulong n,
+                              global real_t *y, ulong y_off, ulong n,
                               float alpha) {
-  ew_body(x + x_off, y + y_off, out + out_off, n, alpha, OP_AXPY, 0);
+  ew_body(x + x_off, y + y_off, y + y_off, n, alpha, OP_AXPY, 0);
 }
 
 /* act_fwd_NAME(x, x_off, y, y_off, n, param) and
@@ -419,18 +414,14 @@ ACT_KERNELS(gelu_erf, ACT_GELU_ERF)
 /* ---- Bias add ---------------------------------------------------------- */
 
 /* Global (ceil(F / EW_SPAN), rows): work-item (c, r) adds bias[c * EW_SPAN
- * ...] to the same columns of row r of y and stores them in out (the host
- * passes y's buffer as out: a separate argument, as for ew_axpy). */
-__kernel void bias_add(global const real_t *y, ulong y_off,
-                       global const real_t *bias, ulong b_off,
-                       global real_t *out, ulong out_off, ulong rows,
-                       ulong cols) {
+ * ...] to the same columns of row r. */
+__kernel void bias_add(global real_t *y, ulong y_off, global const real_t *bias,
+                       ulong b_off, ulong rows, ulong cols) {
   const size_t c0 = get_global_id(0) * (size_t)EW_SPAN;
   const size_t r = get_global_id(1);
   if (c0 >= (size_t)cols || r >= (size_t)rows) return;
-  const size_t row = r * (size_t)cols;
-  ew_span(y + (size_t)y_off + row, bias + b_off, out + (size_t)out_off + row,
-          c0, (size_t)cols, 0.0f, OP_ADD, 0);
+  global real_t *yr = y + (size_t)y_off + r * (size_t)cols;
+  ew_span(yr, bias + b_off, yr, c0, (size_t)cols, 0.0f, OP_ADD, 0);
 }
 
 /* ---- Bias gradient ------------------------------------------------------ */

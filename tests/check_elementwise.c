@@ -37,7 +37,10 @@
 
 static const size_t SIZES[] = {1, 3, 7, 8, 9, 1023, 4097, ((size_t)1 << 20) + 3};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
-static const size_t FEATS[] = {1, 10, 257};
+/* 64 and 1024: rows of a multiple of 4 features take the aligned float4
+ * path of the GPU variant (RUMUS_ALIGN4), the others the unaligned one. */
+static const size_t FEATS[] = {1, 10, 257, 64, 1024};
+#define NFEATS (sizeof FEATS / sizeof FEATS[0])
 static const size_t ROWS[] = {1, 129, 4096};
 #define NACT 6
 static const char *const ACT_NAMES[NACT] = {"relu", "leaky_relu", "sigmoid",
@@ -349,7 +352,7 @@ static void ref_bias_add(const float *y, const float *b, size_t rows, size_t F, 
 
 /* Loop index over FEATS x ROWS. */
 START_TEST(bias_add_shapes) {
-  const size_t F = FEATS[_i % 3], rows = ROWS[_i / 3], n = rows * F;
+  const size_t F = FEATS[_i % NFEATS], rows = ROWS[_i / NFEATS], n = rows * F;
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, 200 + (uint64_t)_i);
@@ -449,7 +452,7 @@ static void run_bias_grad(rumus_ctx *ctx, const float *dy, size_t rows, size_t F
 
 /* Loop index over FEATS x ROWS, 2-D and 3-D. */
 START_TEST(bias_grad_shapes) {
-  const size_t F = FEATS[_i % 3], rows = ROWS[_i / 3], n = rows * F;
+  const size_t F = FEATS[_i % NFEATS], rows = ROWS[_i / NFEATS], n = rows * F;
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, 300 + (uint64_t)_i);
@@ -780,8 +783,8 @@ int main(void) {
   tcase_add_loop_test(core, activation_random, 0, NACT);
   tcase_add_test(core, activation_bwd_finite_differences);
   tcase_add_test(core, activation_bwd_device_differences);
-  tcase_add_loop_test(core, bias_add_shapes, 0, 9);
-  tcase_add_loop_test(core, bias_grad_shapes, 0, 9);
+  tcase_add_loop_test(core, bias_add_shapes, 0, (int)(NFEATS * 3));
+  tcase_add_loop_test(core, bias_grad_shapes, 0, (int)(NFEATS * 3));
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, activation_special_values);

@@ -25,7 +25,14 @@ static const char *const FILE_CL = "elementwise.cl";
 /* bias_grad: chunks of rows, each reduced into one partial row. */
 #define BG_MAX_CHUNKS 1024
 #define BG_RC_GPU 32   /* rows per chunk at least, GPU variant */
-#define BG_GROUPS_PER_CU 8
+/* Work-groups per compute unit that bias_grad_wg's chunks aim at.  On the
+ * H200 4 ran 65536 x 1024 in 70 us, 6 in 71 and 8 in 80: the kernel, which
+ * folds its chunks itself, needs 40 registers (ptxas), so only 6 groups of
+ * 256 fit on a compute unit at once and 8 per unit made a second, partial
+ * wave. */
+#ifndef BG_GROUPS_PER_CU
+#define BG_GROUPS_PER_CU 4
+#endif
 #ifndef BG_ONE_CHUNK_GPU
 #define BG_ONE_CHUNK_GPU 1024 /* rows up to which the GPU variant folds none */
 #endif
@@ -52,10 +59,11 @@ static const char *const FILE_CL = "elementwise.cl";
 typedef struct {
   int gpu;
   size_t vw, nv, ls; /* vector width, vectors per work-item, local size */
-  char opts[160];
+  char opts[192];
 } geom;
 
-static void get_geom(const rumus_ctx *ctx, geom *g) {
+/* al: rumus__align4_option for the op's tensors ("" for none). */
+static void get_geom(const rumus_ctx *ctx, const char *al, geom *g) {
   char base[96];
   g->gpu = rumus__gpu_variant(ctx);
   if (g->gpu) {
@@ -73,8 +81,8 @@ static void get_geom(const rumus_ctx *ctx, geom *g) {
    * instructions (EW_GPU_MATH in cl/elementwise.cl). */
   snprintf(g->opts, sizeof g->opts,
            "%s -DEW_VW=%zu -DEW_NV=%zu -DEW_LS=%zu -DBG_COLS=%d "
-           "-DEW_GPU_MATH=%d",
-           base, g->vw, g->nv, g->ls, BG_COLS_CPU, g->gpu);
+           "-DEW_GPU_MATH=%d %s",
+           base, g->vw, g->nv, g->ls, BG_COLS_CPU, g->gpu, al);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -125,7 +133,7 @@ static int run_flat(rumus_ctx *ctx, const char *op, const char *kname,
                     const rumus_tensor *const *ts, int nt, size_t n,
                     int with_alpha, float alpha) {
   geom g;
-  get_geom(ctx, &g);
+  get_geom(ctx, rumus__align4_option(ctx, ts, nt, 0), &g);
   const rumus__kernel_ref k = {FILE_CL, g.opts, kname};
   const size_t span = g.vw * g.nv, piece = MAX_ITEMS * span;
   for (size_t e0 = 0; e0 < n; e0 += piece) {
@@ -184,9 +192,9 @@ int rumus_axpy(rumus_ctx *ctx, float alpha, const rumus_tensor *x,
   const char *op = "rumus_axpy";
   if (ctx == NULL) return RUMUS_ENULL;
   const char *names[2] = {"x", "y"};
-  const rumus_tensor *ts[3] = {x, y, y}; /* y is input and output */
+  const rumus_tensor *ts[2] = {x, y};
   RUMUS__FORWARD(check_flat(ctx, op, names, ts, 2));
-  return run_flat(ctx, op, "ew_axpy", ts, 3, x->numel, 1, alpha);
+  return run_flat(ctx, op, "ew_axpy", ts, 2, x->numel, 1, alpha);
 }
 
 /* ---- Activations ------------------------------------------------------- */
@@ -251,7 +259,8 @@ int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y, const rumus_tensor *bias) {
   rumus__rows_cols(y, &rows, &cols);
   if (rows == 0 || cols == 0) return RUMUS_OK;
   geom g;
-  get_geom(ctx, &g);
+  const rumus_tensor *al_ts[2] = {y, bias};
+  get_geom(ctx, rumus__align4_option(ctx, al_ts, 2, cols), &g);
   const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_add"};
   /* Work-item (c, r): EW_VW * EW_NV columns c of row r.  The local size
    * spans the row's column blocks (rounded up to a power of two) and as
@@ -267,14 +276,11 @@ int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y, const rumus_tensor *bias) {
     cl_ulong nrows = rows - r0 < max_rows ? rows - r0 : max_rows;
     cl_ulong ncols = cols;
     cl_ulong y_off = rumus__off(y) + (cl_ulong)(r0 * cols), b_off = rumus__off(bias);
-    /* y is input and output (bias_add in cl/elementwise.cl says why it is
-     * passed twice). */
-    rumus__arg args[8] = {RUMUS__ARG(y->mem),    RUMUS__ARG(y_off),
+    rumus__arg args[6] = {RUMUS__ARG(y->mem), RUMUS__ARG(y_off),
                           RUMUS__ARG(bias->mem), RUMUS__ARG(b_off),
-                          RUMUS__ARG(y->mem),    RUMUS__ARG(y_off),
-                          RUMUS__ARG(nrows),     RUMUS__ARG(ncols)};
+                          RUMUS__ARG(nrows), RUMUS__ARG(ncols)};
     size_t global[2] = {nvr, (size_t)nrows};
-    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, 8, args));
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, 6, args));
   }
   return RUMUS_OK;
 }
@@ -289,7 +295,8 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   if (cols == 0) return RUMUS_OK;
   if (rows == 0) return rumus_tensor_fill(dbias, 0.0f); /* empty sums */
   geom g;
-  get_geom(ctx, &g);
+  const rumus_tensor *al_ts[2] = {dy, dbias};
+  get_geom(ctx, rumus__align4_option(ctx, al_ts, 2, cols), &g);
   /* Rows per chunk: at least BG_RC_*, and no more than BG_MAX_CHUNKS
    * chunks.  The work-group variant cuts the rows into about enough chunks
    * for BG_GROUPS_PER_CU work-groups per compute unit (fewer chunks: less
@@ -365,6 +372,6 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
 int rumus__elementwise_warm(rumus_ctx *ctx) {
   geom g;
   cl_program p;
-  get_geom(ctx, &g);
+  get_geom(ctx, "", &g);
   return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, g.opts, &p);
 }

@@ -72,6 +72,15 @@ RUMUS__HIDDEN size_t rumus__row_plan_global(const rumus_ctx *ctx,
  * work-group function per local size). */
 RUMUS__HIDDEN size_t rumus__row_local(const rumus_ctx *ctx, size_t rows);
 
+/* "-DRUMUS_ALIGN4=1" (cl/common.cl) when the GPU variant runs and every
+ * tensor of ts[0 .. nt) (NULL entries skipped) starts at an element offset
+ * that is a multiple of 4, as does every row of `cols` elements (cols = 0
+ * for flat ops); "" otherwise.  Buffers themselves are aligned to at least
+ * 16 bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN). */
+RUMUS__HIDDEN const char *rumus__align4_option(const rumus_ctx *ctx,
+                                               const rumus_tensor *const *ts,
+                                               int nt, size_t cols);
+
 /* Most rows one launch of a work-group-per-row kernel covers; larger
  * tensors are launched in chunks (NDRange limits of some drivers). */
 #define RUMUS__MAX_WG_ROWS ((size_t)1 << 22)

@@ -105,6 +105,16 @@ size_t rumus__row_plan_global(const rumus_ctx *ctx, const rumus__row_plan *plan,
   return (rows + plan->rows_per_group - 1) / plan->rows_per_group * plan->wg;
 }
 
+const char *rumus__align4_option(const rumus_ctx *ctx,
+                                 const rumus_tensor *const *ts, int nt,
+                                 size_t cols) {
+  /* The CPU variant's kernels read float8 / scalars: no second program. */
+  if (!rumus__gpu_variant(ctx) || cols % 4 != 0) return "";
+  for (int i = 0; i < nt; i++)
+    if (ts[i] && rumus__off(ts[i]) % 4 != 0) return "";
+  return "-DRUMUS_ALIGN4=1";
+}
+
 size_t rumus__row_local(const rumus_ctx *ctx, size_t rows) {
   return rows >= 8 * (size_t)ctx->compute_units ? 8 : 1;
 }

@@ -23,9 +23,14 @@ static const rumus__row_opts ROW_OPTS = {"-DROW_RUN=" STR(ROW_RUN), ""};
 static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
                     const rumus_tensor *const *ts, int nt, size_t rows,
                     size_t cols) {
+  char plain[64], regs[64];
+  const char *al = rumus__align4_option(ctx, ts, nt, cols);
+  snprintf(plain, sizeof plain, "%s %s", ROW_OPTS.plain, al);
+  snprintf(regs, sizeof regs, "%s %s", ROW_OPTS.regs, al);
+  const rumus__row_opts row_opts = {plain, regs};
   rumus__row_plan plan;
   RUMUS__FORWARD(
-      rumus__row_plan_make(ctx, op, FILE_CL, base, &ROW_OPTS, cols, &plan));
+      rumus__row_plan_make(ctx, op, FILE_CL, base, &row_opts, cols, &plan));
   const rumus__kernel_ref k = {FILE_CL, plan.options, plan.kernel};
   const size_t chunk =
       plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30) : RUMUS__MAX_WG_ROWS;
