@@ -30,30 +30,14 @@ static const char *const FILE_CL = "elementwise.cl";
  * folds its chunks itself, needs 40 registers (ptxas), so only 6 groups of
  * 256 fit on a compute unit at once and 8 per unit made a second, partial
  * wave. */
-#ifndef BG_GROUPS_PER_CU
 #define BG_GROUPS_PER_CU 4
-#endif
-#ifndef BG_ONE_CHUNK_GPU
 #define BG_ONE_CHUNK_GPU 1024 /* rows up to which the GPU variant folds none */
-#endif
 #define BG_RC_CPU 256  /* rows per chunk at least, CPU variant */
 /* Columns per work-item of bias_grad_row: whole 4 KiB rows of 1024 columns
  * stream through the CPU's prefetchers; at 65536 x 1024 and 4096 x 4096 on
  * the 2-core CI machine 1024 ran at 73% and 66% of STREAM, 256 at 78% and
  * 52%, 64 at 45% and 36%. */
 #define BG_COLS_CPU 1024
-
-/* Geometry of the flat kernels on GPUs: one float4 per work-item in
- * work-groups of 256 (compile-time overrides are for experiments). */
-#ifndef EW_GPU_VW
-#define EW_GPU_VW 4
-#endif
-#ifndef EW_GPU_NV
-#define EW_GPU_NV 1
-#endif
-#ifndef EW_GPU_LS
-#define EW_GPU_LS 256
-#endif
 
 /* Geometry of the flat kernels for this context's variant. */
 typedef struct {
@@ -67,9 +51,13 @@ static void get_geom(const rumus_ctx *ctx, const char *al, geom *g) {
   char base[96];
   g->gpu = rumus__gpu_variant(ctx);
   if (g->gpu) {
-    g->vw = EW_GPU_VW;
-    g->nv = EW_GPU_NV;
-    g->ls = EW_GPU_LS;
+    /* One float4 per work-item in groups of 256.  On the H200 float8 or two
+     * contiguous float4 per work-item ran streaming ops 2-3x slower (a
+     * warp's stores then fill half sectors); groups of 128 or 512 were
+     * within 2%. */
+    g->vw = 4;
+    g->nv = 1;
+    g->ls = 256;
   } else {
     g->vw = 8;
     g->nv = 4;
@@ -303,11 +291,11 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
    * to fold).  It depends on the shape, variant and device only, so the
    * summation order (and the result) is the same on every run. */
   const size_t tc = rumus__reduce_wg(ctx) >= 8 ? 8 : rumus__reduce_wg(ctx);
+  const size_t gx = (cols + 4 * tc - 1) / (4 * tc); /* column blocks (GPU) */
   size_t rc = g.gpu ? BG_RC_GPU : BG_RC_CPU;
   if (g.gpu && rows <= BG_ONE_CHUNK_GPU) {
     rc = rows; /* the fold would cost more than the parallelism saves */
   } else if (g.gpu) {
-    const size_t gx = (cols + 4 * tc - 1) / (4 * tc);
     size_t want = BG_GROUPS_PER_CU * (size_t)ctx->compute_units / gx;
     if (want < 1) want = 1;
     const size_t r = (rows + want - 1) / want;
@@ -316,7 +304,7 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   const size_t rc_cap = (rows + BG_MAX_CHUNKS - 1) / BG_MAX_CHUNKS;
   if (rc < rc_cap) rc = rc_cap;
   /* The work-group variant's column blocks each need a ticket word. */
-  if (g.gpu && (cols + 4 * tc - 1) / (4 * tc) > RUMUS__TICKETS) rc = rows;
+  if (g.gpu && gx > RUMUS__TICKETS) rc = rows;
   const size_t chunks = (rows + rc - 1) / rc;
   cl_mem part = NULL;
   if (chunks > 1) {
@@ -340,7 +328,7 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
                           RUMUS__ARG(ncols),  RUMUS__ARG(nrc),
                           RUMUS__ARG(ctx->status)};
     /* Each work-item takes 4 columns: a work-group covers 4 tc. */
-    size_t global[2] = {(cols + 4 * tc - 1) / (4 * tc) * wg, chunks},
+    size_t global[2] = {gx * wg, chunks},
            local[2] = {wg, 1};
     st = rumus__launch(ctx, op, &k, 2, global, local, 9, args);
   } else {

@@ -36,14 +36,16 @@ RUMUS__HIDDEN void rumus__base_options_wg(size_t wg, char *buf, size_t len);
  *          longer rows.
  * A RUMUS_OPT_WORKGROUP_SIZE set by the user is the only rung (CACHE_V4 8).
  * The programs' options: the base ones with the plan's WG, then
- * opts->plain (ITEM, GROUP) or " -DCACHE_V4=n " and opts->regs (REGS). */
+ * opts->plain (ITEM, GROUP) or " -DCACHE_V4=n " and opts->regs (REGS),
+ * then opts->align (rumus__align4_option for the op's tensors; NULL for
+ * none). */
 typedef enum {
   RUMUS__ROWS_ITEM,
   RUMUS__ROWS_REGS,
   RUMUS__ROWS_GROUP
 } rumus__rows_kind;
 typedef struct {
-  const char *plain, *regs;
+  const char *plain, *regs, *align;
 } rumus__row_opts;
 typedef struct {
   rumus__rows_kind kind;

@@ -37,7 +37,8 @@ static const struct {
 
 static void plan_set(rumus__row_plan *plan, rumus__rows_kind kind, size_t wg,
                      cl_uint rt, int cache_v4, const char *base,
-                     const char *suffix, const char *extra) {
+                     const char *suffix, const char *extra,
+                     const char *align) {
   char opts[64];
   plan->kind = kind;
   plan->wg = wg;
@@ -45,10 +46,11 @@ static void plan_set(rumus__row_plan *plan, rumus__rows_kind kind, size_t wg,
   plan->rows_per_group = kind == RUMUS__ROWS_REGS ? wg / rt : 1;
   rumus__base_options_wg(wg, opts, sizeof opts);
   if (kind == RUMUS__ROWS_REGS)
-    snprintf(plan->options, sizeof plan->options, "%s -DCACHE_V4=%d %s", opts,
-             cache_v4, extra);
+    snprintf(plan->options, sizeof plan->options, "%s -DCACHE_V4=%d %s %s",
+             opts, cache_v4, extra, align ? align : "");
   else
-    snprintf(plan->options, sizeof plan->options, "%s %s", opts, extra);
+    snprintf(plan->options, sizeof plan->options, "%s %s %s", opts, extra,
+             align ? align : "");
   snprintf(plan->kernel, sizeof plan->kernel, "%s_%s", base, suffix);
 }
 
@@ -66,7 +68,8 @@ static int try_regs(rumus_ctx *ctx, const char *op, const char *file,
   cl_uint rt = 8;
   while (rt < wg && (size_t)rt * per_item < cols) rt *= 2;
   if (rt > wg) rt = (cl_uint)wg;
-  plan_set(plan, RUMUS__ROWS_REGS, wg, rt, cache_v4, base, "wgc", opts->regs);
+  plan_set(plan, RUMUS__ROWS_REGS, wg, rt, cache_v4, base, "wgc", opts->regs,
+           opts->align);
   const rumus__kernel_ref k = {file, plan->options, plan->kernel};
   size_t limit;
   RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
@@ -79,7 +82,8 @@ int rumus__row_plan_make(rumus_ctx *ctx, const char *op, const char *file,
                          size_t cols, rumus__row_plan *plan) {
   const size_t wg = rumus__reduce_wg(ctx);
   if (!rumus__gpu_variant(ctx)) {
-    plan_set(plan, RUMUS__ROWS_ITEM, wg, 1, 0, base, "row", opts->plain);
+    plan_set(plan, RUMUS__ROWS_ITEM, wg, 1, 0, base, "row", opts->plain,
+             opts->align);
     return RUMUS_OK;
   }
   int ok = 0;
@@ -90,7 +94,9 @@ int rumus__row_plan_make(rumus_ctx *ctx, const char *op, const char *file,
       RUMUS__FORWARD(try_regs(ctx, op, file, base, opts, cols, RUNGS[i].wg,
                               RUNGS[i].cache_v4, plan, &ok));
   }
-  if (!ok) plan_set(plan, RUMUS__ROWS_GROUP, wg, 1, 0, base, "wg", opts->plain);
+  if (!ok)
+    plan_set(plan, RUMUS__ROWS_GROUP, wg, 1, 0, base, "wg", opts->plain,
+             opts->align);
   return RUMUS_OK;
 }
 

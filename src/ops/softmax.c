@@ -15,7 +15,7 @@ static const char *const FILE_CL = "softmax.cl";
 /* The programs' extra options (rumus__row_plan_make). */
 #define STR_(x) #x
 #define STR(x) STR_(x)
-static const rumus__row_opts ROW_OPTS = {"-DROW_RUN=" STR(ROW_RUN), ""};
+static const char ROW_RUN_OPT[] = "-DROW_RUN=" STR(ROW_RUN);
 
 /* Launches `base`_row, _wgc or _wg (see rumus__row_plan_make) over rows x
  * cols; ts are the tensors in kernel order, each passed as (buffer,
@@ -23,11 +23,8 @@ static const rumus__row_opts ROW_OPTS = {"-DROW_RUN=" STR(ROW_RUN), ""};
 static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
                     const rumus_tensor *const *ts, int nt, size_t rows,
                     size_t cols) {
-  char plain[64], regs[64];
-  const char *al = rumus__align4_option(ctx, ts, nt, cols);
-  snprintf(plain, sizeof plain, "%s %s", ROW_OPTS.plain, al);
-  snprintf(regs, sizeof regs, "%s %s", ROW_OPTS.regs, al);
-  const rumus__row_opts row_opts = {plain, regs};
+  const rumus__row_opts row_opts = {ROW_RUN_OPT, "",
+                                    rumus__align4_option(ctx, ts, nt, cols)};
   rumus__row_plan plan;
   RUMUS__FORWARD(
       rumus__row_plan_make(ctx, op, FILE_CL, base, &row_opts, cols, &plan));
@@ -114,6 +111,6 @@ int rumus__softmax_warm(rumus_ctx *ctx) {
   char base[64], opts[128];
   cl_program p;
   rumus__base_options(ctx, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s %s", base, ROW_OPTS.plain);
+  snprintf(opts, sizeof opts, "%s %s", base, ROW_RUN_OPT);
   return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &p);
 }

@@ -179,14 +179,12 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
   /* 2. Per-row losses and the gradient.  The register-row programs (other
    * work-group sizes) leave the _wgl kernels out: their local arrays grow
    * with WG. */
-  char plain[160], regs_opts[160], extra[128];
+  char plain[128], regs_opts[128];
+  extra_options(local_row_floats(ctx), plain, sizeof plain);
+  extra_options(0, regs_opts, sizeof regs_opts);
   const rumus_tensor *rows_ts[2] = {logits, grad};
-  const char *al = rumus__align4_option(ctx, rows_ts, 2, cols);
-  extra_options(local_row_floats(ctx), extra, sizeof extra);
-  snprintf(plain, sizeof plain, "%s %s", extra, al);
-  extra_options(0, extra, sizeof extra);
-  snprintf(regs_opts, sizeof regs_opts, "%s %s", extra, al);
-  const rumus__row_opts row_opts = {plain, regs_opts};
+  const rumus__row_opts row_opts = {plain, regs_opts,
+                                    rumus__align4_option(ctx, rows_ts, 2, cols)};
   const char *base = grad ? "xent_fwd_bwd" : "xent_fwd";
   rumus__row_plan plan;
   if (st == RUMUS_OK)
