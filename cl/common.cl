@@ -26,13 +26,16 @@
 #define CACHE_V4 8 /* float4 per work-item that row kernels keep in registers */
 #endif
 
-/* reqd_work_group_size lets compilers size local arrays and unroll
- * reductions; RUMUS_RELAX_WG drops it for drivers that reject it. */
+/* The one required-work-group-size attribute of every kernel: it lets
+ * compilers size local arrays and unroll reductions, and PoCL compile one
+ * work-group function; RUMUS_RELAX_WG drops it for drivers that reject it.
+ * RUMUS_WG_ATTR is the reductions' (WG x 1 x 1). */
 #ifdef RUMUS_RELAX_WG
-#define RUMUS_WG_ATTR
+#define RUMUS_REQD_WG(x, y, z)
 #else
-#define RUMUS_WG_ATTR __attribute__((reqd_work_group_size(WG, 1, 1)))
+#define RUMUS_REQD_WG(x, y, z) __attribute__((reqd_work_group_size(x, y, z)))
 #endif
+#define RUMUS_WG_ATTR RUMUS_REQD_WG(WG, 1, 1)
 
 #ifndef RUMUS_ALIGN4
 /* 1: every LOAD4 / STORE4 of the program is at a 16-byte aligned address

@@ -23,8 +23,9 @@
  *               gelu' = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
  * The sigmoid and erfc forms avoid the cancellation of 1 + tanh / 1 + erf
  * for negative x.  Derivatives are written in e^-|x| so that no inf * 0
- * appears for large |x|.  NaN inputs give NaN (relu' and leaky relu' pass
- * the NaN through explicitly); act(-inf) is the limit 0 for the GELUs and
+ * appears for large |x|.  NaN inputs give NaN, in the backward of relu and
+ * leaky relu too (KEEP_NAN; PyTorch's threshold test passes dy there
+ * instead, as rumus.h states); act(-inf) is the limit 0 for the GELUs and
  * act'(+-inf) the limits 1 / 0.
  *
  * Transcendentals: exp, tanh and erfc are written here in plain vector
@@ -135,12 +136,6 @@ typedef int4 ivec_t;
  * work-item and act_fwd with a run-time activation id (a switch per
  * vector, vectors passed through memory). */
 #define EW_INLINE inline __attribute__((always_inline))
-
-#ifdef RUMUS_RELAX_WG
-#define EW_ATTR
-#else
-#define EW_ATTR __attribute__((reqd_work_group_size(EW_LS, 1, 1)))
-#endif
 
 /* ---- The math, on vectors --------------------------------------------- */
 
@@ -271,7 +266,8 @@ EW_INLINE vec_t act_fwd(vec_t x, float p, int act) {
 
 EW_INLINE vec_t act_bwd(vec_t x, vec_t dy, float p, int act) {
   switch (act) {
-  case ACT_RELU: /* PyTorch's threshold: x <= 0 gives 0, even for NaN dy */
+  case ACT_RELU: /* x <= 0 gives 0, even for NaN dy (PyTorch's threshold);
+                  * NaN x gives NaN, where PyTorch passes dy through */
     return KEEP_NAN(select(dy, (vec_t)0.0f, x <= 0.0f), x);
   case ACT_LEAKY_RELU:
     return KEEP_NAN(select(dy, dy * p, x <= 0.0f), x);
@@ -359,48 +355,55 @@ EW_INLINE void ew_body(global const real_t *a, global const real_t *b,
   ew_span(a, b, out, base, (size_t)n, alpha, op, act);
 }
 
-__kernel EW_ATTR void ew_add(global const real_t *a, ulong a_off,
-                             global const real_t *b, ulong b_off,
-                             global real_t *out, ulong out_off, ulong n) {
+__kernel RUMUS_REQD_WG(EW_LS, 1, 1)
+void ew_add(global const real_t *a, ulong a_off,
+            global const real_t *b, ulong b_off,
+            global real_t *out, ulong out_off, ulong n) {
   ew_body(a + a_off, b + b_off, out + out_off, n, 0.0f, OP_ADD, 0);
 }
 
-__kernel EW_ATTR void ew_sub(global const real_t *a, ulong a_off,
-                             global const real_t *b, ulong b_off,
-                             global real_t *out, ulong out_off, ulong n) {
+__kernel RUMUS_REQD_WG(EW_LS, 1, 1)
+void ew_sub(global const real_t *a, ulong a_off,
+            global const real_t *b, ulong b_off,
+            global real_t *out, ulong out_off, ulong n) {
   ew_body(a + a_off, b + b_off, out + out_off, n, 0.0f, OP_SUB, 0);
 }
 
-__kernel EW_ATTR void ew_mul(global const real_t *a, ulong a_off,
-                             global const real_t *b, ulong b_off,
-                             global real_t *out, ulong out_off, ulong n) {
+__kernel RUMUS_REQD_WG(EW_LS, 1, 1)
+void ew_mul(global const real_t *a, ulong a_off,
+            global const real_t *b, ulong b_off,
+            global real_t *out, ulong out_off, ulong n) {
   ew_body(a + a_off, b + b_off, out + out_off, n, 0.0f, OP_MUL, 0);
 }
 
-__kernel EW_ATTR void ew_scale(global const real_t *x, ulong x_off,
-                               global real_t *out, ulong out_off, ulong n,
-                               float alpha) {
+__kernel RUMUS_REQD_WG(EW_LS, 1, 1)
+void ew_scale(global const real_t *x, ulong x_off,
+              global real_t *out, ulong out_off, ulong n,
+              float alpha) {
   ew_body(x + x_off, x + x_off, out + out_off, n, alpha, OP_SCALE, 0);
 }
 
 /* y = alpha x + y: y is read through b and written through out. */
-__kernel EW_ATTR void ew_axpy(global const real_t *x, ulong x_off,
-                              global real_t *y, ulong y_off, ulong n,
-                              float alpha) {
+__kernel RUMUS_REQD_WG(EW_LS, 1, 1)
+void ew_axpy(global const real_t *x, ulong x_off,
+             global real_t *y, ulong y_off, ulong n,
+             float alpha) {
   ew_body(x + x_off, y + y_off, y + y_off, n, alpha, OP_AXPY, 0);
 }
 
 /* act_fwd_NAME(x, x_off, y, y_off, n, param) and
  * act_bwd_NAME(x, x_off, dy, dy_off, dx, dx_off, n, param). */
 #define ACT_KERNELS(name, id)                                                 \
-  __kernel EW_ATTR void act_fwd_##name(global const real_t *x, ulong x_off,   \
-                                       global real_t *y, ulong y_off,         \
-                                       ulong n, float param) {                \
+  __kernel RUMUS_REQD_WG(EW_LS, 1, 1)                                         \
+  void act_fwd_##name(global const real_t *x, ulong x_off, global real_t *y,  \
+                      ulong y_off, ulong n, float param) {                    \
     ew_body(x + x_off, x + x_off, y + y_off, n, param, OP_FWD, id);           \
   }                                                                           \
-  __kernel EW_ATTR void act_bwd_##name(                                       \
-      global const real_t *x, ulong x_off, global const real_t *dy,           \
-      ulong dy_off, global real_t *dx, ulong dx_off, ulong n, float param) {  \
+  __kernel RUMUS_REQD_WG(EW_LS, 1, 1)                                         \
+  void act_bwd_##name(global const real_t *x, ulong x_off,                    \
+                      global const real_t *dy, ulong dy_off,                  \
+                      global real_t *dx, ulong dx_off, ulong n,               \
+                      float param) {                                          \
     ew_body(x + x_off, dy + dy_off, dx + dx_off, n, param, OP_BWD, id);       \
   }
 
@@ -548,9 +551,10 @@ __kernel void bias_grad_row(global const real_t *dy, ulong dy_off,
 
 /* Global F: db[j] = sum over chunks k of part[k * cols + j] (the fold of
  * bias_grad_row's partials). */
-__kernel EW_ATTR void bias_grad_fold(global const real_t *part, ulong chunks,
-                                     global real_t *db, ulong db_off,
-                                     ulong cols) {
+__kernel RUMUS_REQD_WG(EW_LS, 1, 1)
+void bias_grad_fold(global const real_t *part, ulong chunks,
+                    global real_t *db, ulong db_off,
+                    ulong cols) {
   const size_t j = get_global_id(0);
   if (j >= (size_t)cols) return;
   /* Four chains (chunks k = i mod 4), added in a fixed order: four loads

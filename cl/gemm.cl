@@ -80,10 +80,6 @@
 #ifndef DBUF
 #define DBUF 1 /* local slices per operand: 1, or 2 (one barrier per step) */
 #endif
-#ifndef VEC
-#define VEC 0 /* 1: offsets, pitches and batch strides of A, B and C are
-                 multiples of 4 (aligned float4 loads and stores) */
-#endif
 
 /* CPU variant tunables. */
 #ifndef MR
@@ -109,12 +105,6 @@
 #error "a slice of A or B must split into whole float4s per work-item"
 #endif
 
-#ifdef RUMUS_RELAX_WG
-#define GEMM_WG_ATTR
-#else
-#define GEMM_WG_ATTR __attribute__((reqd_work_group_size(RTSN, RTSM, 1)))
-#endif
-
 #define UNROLL _Pragma("unroll")
 
 /* Element (i, k) of op(A) and (k, j) of op(B) in storage with pitch ld. */
@@ -129,24 +119,15 @@
 #define B_IDX(k, j, ld) ((size_t)(k) * (ld) + (size_t)(j))
 #endif
 
-/* float4 loads: aligned (VEC) or element-aligned; float16 loads. */
+/* float16 loads and stores (float4 ones are common.cl's LOAD4 / STORE4:
+ * typed when the host found the offsets, pitches and batch strides of A,
+ * B and C multiples of 4, RUMUS_ALIGN4). */
 #if RUMUS_STORAGE == 32
-#define LOAD4_ALIGNED(p, i) (*(global const float4 *)((p) + (i)))
 #define LOAD16(p, i) vload16(0, (p) + (i))
 #define STORE16(v, p, i) vstore16((v), 0, (p) + (i))
-#define STORE4_ALIGNED(v, p, i) (*(global float4 *)((p) + (i)) = (v))
 #else
-#define LOAD4_ALIGNED(p, i) vload_half4(0, (p) + (i))
 #define LOAD16(p, i) vload_half16(0, (p) + (i))
 #define STORE16(v, p, i) vstore_half16((v), 0, (p) + (i))
-#define STORE4_ALIGNED(v, p, i) vstore_half4((v), 0, (p) + (i))
-#endif
-#if VEC
-#define LOAD4_V(p, i) LOAD4_ALIGNED(p, i)
-#define STORE4_V(v, p, i) STORE4_ALIGNED(v, p, i)
-#else
-#define LOAD4_V(p, i) LOAD4(p, i)
-#define STORE4_V(v, p, i) STORE4(v, p, i)
 #endif
 
 /* ---- GPU variant --------------------------------------------------------- */
@@ -162,7 +143,7 @@ inline void tiled_load_a(float4 *ra, global const real_t *A, size_t lda,
     const size_t gm = m0 + (size_t)(idx % (TSM / 4)) * 4;
     const size_t gk = k0 + (size_t)(idx / (TSM / 4));
     if (gk < K && gm + 3 < M) {
-      ra[s] = LOAD4_V(A, A_IDX(gm, gk, lda));
+      ra[s] = LOAD4(A, A_IDX(gm, gk, lda));
     } else {
       float4 v = 0.0f;
       if (gk < K) {
@@ -176,7 +157,7 @@ inline void tiled_load_a(float4 *ra, global const real_t *A, size_t lda,
     const size_t gk = k0 + (size_t)(idx % (TSK / 4)) * 4;
     const size_t gm = m0 + (size_t)(idx / (TSK / 4));
     if (gm < M && gk + 3 < K) {
-      ra[s] = LOAD4_V(A, A_IDX(gm, gk, lda));
+      ra[s] = LOAD4(A, A_IDX(gm, gk, lda));
     } else {
       float4 v = 0.0f;
       if (gm < M) {
@@ -199,7 +180,7 @@ inline void tiled_load_b(float4 *rb, global const real_t *B, size_t ldb,
     const size_t gk = k0 + (size_t)(idx % (TSK / 4)) * 4;
     const size_t gn = n0 + (size_t)(idx / (TSK / 4));
     if (gn < N && gk + 3 < K) {
-      rb[s] = LOAD4_V(B, B_IDX(gk, gn, ldb));
+      rb[s] = LOAD4(B, B_IDX(gk, gn, ldb));
     } else {
       float4 v = 0.0f;
       if (gn < N) {
@@ -213,7 +194,7 @@ inline void tiled_load_b(float4 *rb, global const real_t *B, size_t ldb,
     const size_t gn = n0 + (size_t)(idx % (TSN / 4)) * 4;
     const size_t gk = k0 + (size_t)(idx / (TSN / 4));
     if (gk < K && gn + 3 < N) {
-      rb[s] = LOAD4_V(B, B_IDX(gk, gn, ldb));
+      rb[s] = LOAD4(B, B_IDX(gk, gn, ldb));
     } else {
       float4 v = 0.0f;
       if (gk < K) {
@@ -267,8 +248,8 @@ inline void tiled_store_c(global real_t *C, size_t ldc, size_t m, size_t n,
   const size_t at = m * ldc + n;
   float4 v = alpha * acc;
   if (n + 3 < N) {
-    if (beta != 0.0f) v += beta * LOAD4_V(C, at);
-    STORE4_V(v, C, at);
+    if (beta != 0.0f) v += beta * LOAD4(C, at);
+    STORE4(v, C, at);
   } else {
     float e[4] = {v.x, v.y, v.z, v.w};
     for (int c = 0; c < 4 && n + c < N; c++) {
@@ -376,7 +357,8 @@ inline void gemm_tiled_body(global const real_t *A, size_t lda,
     }
 }
 
-__kernel GEMM_WG_ATTR void gemm_tiled(
+__kernel RUMUS_REQD_WG(RTSN, RTSM, 1)
+void gemm_tiled(
     global const real_t *A, ulong a_off, ulong lda, ulong stride_a,
     global const real_t *B, ulong b_off, ulong ldb, ulong stride_b,
     global real_t *C, ulong c_off, ulong ldc, ulong stride_c, ulong M,

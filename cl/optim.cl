@@ -9,7 +9,8 @@
  *          b = mom b + (1 - damp) d;  d = d + mom b (Nesterov) or d = b;
  *          p = p - lr d
  *   Adam:  Adam: g = g + wd p;  AdamW: p = p (1 - lr wd);
- *          m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ *          m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2 (as
+ *          ((1 - b2) g) g where g^2 overflows);
  *          p = p - step_size m / (sqrt(v) / sqrt(bc2) + eps)
  *          (step_size = lr / bc1 and sqrt(bc2) come from the host, where
  *          they are computed in double)
@@ -59,12 +60,6 @@
 #endif
 #ifndef SQ_LOCAL
 #define SQ_LOCAL 2048 /* partials the _wg finals sum in local memory */
-#endif
-
-#ifdef RUMUS_RELAX_WG
-#define EW_WG_ATTR
-#else
-#define EW_WG_ATTR __attribute__((reqd_work_group_size(EW_WG, 1, 1)))
 #endif
 
 /* ---- 8-element vectors with a scalar tail -------------------------------- */
@@ -134,11 +129,12 @@ inline void sgd_vec(global real_t *p, global const real_t *g, global real_t *b,
 
 /* b may be any valid buffer when mode has no SGD_MOMENTUM (never touched).
  * damp1 = 1 - dampening; al: every offset is a multiple of 8 elements. */
-__kernel EW_WG_ATTR void sgd_step(global real_t *p, ulong p_off,
-                                  global const real_t *g, ulong g_off,
-                                  global real_t *b, ulong b_off, ulong n,
-                                  int al, float lr, float mom, float damp1,
-                                  float wd, int mode) {
+__kernel RUMUS_REQD_WG(EW_WG, 1, 1)
+void sgd_step(global real_t *p, ulong p_off,
+              global const real_t *g, ulong g_off,
+              global real_t *b, ulong b_off, ulong n,
+              int al, float lr, float mom, float damp1,
+              float wd, int mode) {
   for (size_t k = 0; k < EW_ITEMS; k++) {
     const size_t i = ew_index(k);
     if (i >= n) return;
@@ -160,20 +156,26 @@ inline void adam_vec(global real_t *p, global const real_t *g, global real_t *m,
   if (l2 != 0.0f) gv += l2 * pv;
   if (decay != 1.0f) pv *= decay;
   const float8 mv = b1 * ld8(m, i, cnt, al) + omb1 * gv;
-  const float8 vv = b2 * ld8(v, i, cnt, al) + omb2 * (gv * gv);
+  /* omb2 (g g), unless g g overflows where (omb2 g) g, as PyTorch's
+   * addcmul computes it, is still finite: the same bits wherever g g is
+   * finite. */
+  const float8 gg = gv * gv;
+  const float8 tv = select(omb2 * gg, (omb2 * gv) * gv, isinf(gg));
+  const float8 vv = b2 * ld8(v, i, cnt, al) + tv;
   st8(mv, m, i, cnt, al);
   st8(vv, v, i, cnt, al);
   const float8 denom = sqrt(vv) / bc2_sqrt + eps;
   st8(pv - step_size * (mv / denom), p, i, cnt, al);
 }
 
-__kernel EW_WG_ATTR void adam_step(global real_t *p, ulong p_off,
-                                   global const real_t *g, ulong g_off,
-                                   global real_t *m, ulong m_off,
-                                   global real_t *v, ulong v_off, ulong n,
-                                   int al, float l2, float decay, float b1, float omb1,
-                                   float b2, float omb2, float step_size,
-                                   float bc2_sqrt, float eps) {
+__kernel RUMUS_REQD_WG(EW_WG, 1, 1)
+void adam_step(global real_t *p, ulong p_off,
+               global const real_t *g, ulong g_off,
+               global real_t *m, ulong m_off,
+               global real_t *v, ulong v_off, ulong n,
+               int al, float l2, float decay, float b1, float omb1,
+               float b2, float omb2, float step_size,
+               float bc2_sqrt, float eps) {
   for (size_t k = 0; k < EW_ITEMS; k++) {
     const size_t i = ew_index(k);
     if (i >= n) return;
@@ -185,9 +187,10 @@ __kernel EW_WG_ATTR void adam_step(global real_t *p, ulong p_off,
 
 /* ---- Gradient scaling by a device-side coefficient ------------------------ */
 
-__kernel EW_WG_ATTR void clip_scale(global real_t *g, ulong g_off, ulong n,
-                                    int al, global const float *coef,
-                                    ulong c_off) {
+__kernel RUMUS_REQD_WG(EW_WG, 1, 1)
+void clip_scale(global real_t *g, ulong g_off, ulong n,
+                int al, global const float *coef,
+                ulong c_off) {
   const float c = coef[c_off];
   if (c == 1.0f) return; /* no clipping: gradients stay bit for bit */
   for (size_t k = 0; k < EW_ITEMS; k++) {

@@ -194,7 +194,7 @@ typedef enum {
    * sets the initial value. */
   RUMUS_OPT_VARIANT = 1,
   /* Work-group size of reduction kernels: 0 picks it per kernel from the
-   * device limits and the row length (128 to 512 for rows held in
+   * device limits and the row length (128 or 256 for rows held in
    * registers, 256 otherwise); otherwise a power of two from 16 to the
    * device maximum, used for every reduction.  The environment variable
    * RUMUS_WORKGROUP_SIZE sets the initial value (ignored unless valid). */
@@ -239,10 +239,32 @@ RUMUS_API int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns);
 RUMUS_API int rumus_ctx_kernel_span(rumus_ctx *ctx, uint64_t *busy_ns,
                                     uint64_t *span_ns);
 
-/*! rumus_cache_fill() : builds every kernel program the current options
- *  need, so later ops pay no compile time.  @return RUMUS_OK or the build
- *  error (RUMUS_EBUILD with the log in rumus_ctx_errmsg()). */
+/*! rumus_cache_fill() :
+ *  Builds every kernel program that the ops can choose under the context's
+ *  current options (variant, work-group size) for F32 storage: every row
+ *  plan and alignment of the reduction ops, every GEMM tile size and
+ *  transpose, so that no op builds a program afterwards (see
+ *  rumus_cache_stats()).  Building is most of the first call's cost; a
+ *  driver may still do some work at a kernel's first launch (PoCL compiles
+ *  a work-group function per kernel and local size then, kept in its
+ *  on-disk cache): docs/PERFORMANCE.md gives start-up times cold and warm.
+ *  Changing RUMUS_OPT_VARIANT or RUMUS_OPT_WORKGROUP_SIZE afterwards can
+ *  need other programs.
+ *  @return RUMUS_OK, RUMUS_ENULL, or the build error (RUMUS_EBUILD with the
+ *          log in rumus_ctx_errmsg()), RUMUS_ECL, RUMUS_ENOMEM. */
 RUMUS_API int rumus_cache_fill(rumus_ctx *ctx);
+
+/* Statistics of a context's program cache. */
+typedef struct {
+  size_t programs; /* compiled programs held by the cache now */
+  uint64_t builds; /* programs built since the context was created */
+} rumus_cache_info;
+
+/*! rumus_cache_stats() : fills *out.  A program is built at most once per
+ *  (kernel file, options) until rumus_cache_clear(); `builds` counts every
+ *  build, so an op that builds nothing leaves it unchanged.
+ *  @return RUMUS_OK, RUMUS_ENULL. */
+RUMUS_API int rumus_cache_stats(rumus_ctx *ctx, rumus_cache_info *out);
 /*! rumus_cache_clear() : frees every compiled program of the context and
  *  the scratch buffers it keeps between ops (GEMM's packed panels on CPU
  *  devices, up to 2 x 64 MiB), after waiting for the queue.
@@ -267,6 +289,13 @@ typedef enum {
 RUMUS_API size_t rumus_dtype_size(rumus_dtype dtype);
 
 typedef struct rumus_tensor rumus_tensor;
+
+/* Tensors that share memory.  Several tensors may wrap one buffer.  An op
+ * whose contract says that an output "may alias" an input accepts them as
+ * the same bytes (same buffer, offset and size: in-place use); any other
+ * overlap of an output with another tensor of the op in one buffer (a view
+ * one row into another's bytes, an output passed twice) makes the op
+ * return RUMUS_EINVAL, naming both byte ranges, before anything runs. */
 
 /*! rumus_tensor_create() :
  *  Creates a tensor that owns a new device buffer (contents undefined).
@@ -339,7 +368,8 @@ RUMUS_API cl_mem rumus_tensor_cl_mem(const rumus_tensor *t, size_t *offset);
 
 /*! rumus_softmax_fwd() : y = exp(x - max) / sum(exp(x - max)) per row.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE (x and y
- *          differ in shape, or ndim 0), RUMUS_EBUILD, RUMUS_ECL. */
+ *          differ in shape, or ndim 0), RUMUS_EINVAL (another context,
+ *          partial overlap), RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_softmax_fwd(rumus_ctx *ctx, const rumus_tensor *x,
                                 rumus_tensor *y);
 /*! rumus_log_softmax_fwd() : y = x - max - log(sum(exp(x - max))) per row.
@@ -347,11 +377,12 @@ RUMUS_API int rumus_softmax_fwd(rumus_ctx *ctx, const rumus_tensor *x,
 RUMUS_API int rumus_log_softmax_fwd(rumus_ctx *ctx, const rumus_tensor *x,
                                     rumus_tensor *y);
 /*! rumus_softmax_bwd() : dx = y * (dy - sum(dy * y)) per row, with y the
- *  softmax output.  dx may alias dy.  Errors as rumus_softmax_fwd(). */
+ *  softmax output.  dx may alias dy, not y.  Errors as rumus_softmax_fwd(). */
 RUMUS_API int rumus_softmax_bwd(rumus_ctx *ctx, const rumus_tensor *y,
                                 const rumus_tensor *dy, rumus_tensor *dx);
 /*! rumus_log_softmax_bwd() : dx = dy - exp(y) * sum(dy) per row, with y the
- *  log-softmax output.  dx may alias dy.  Errors as rumus_softmax_fwd(). */
+ *  log-softmax output.  dx may alias dy, not y.  Errors as
+ *  rumus_softmax_fwd(). */
 RUMUS_API int rumus_log_softmax_bwd(rumus_ctx *ctx, const rumus_tensor *y,
                                     const rumus_tensor *dy, rumus_tensor *dx);
 
@@ -388,8 +419,10 @@ typedef struct {
  *  A target outside [0, C) that is not ignore_index is caught on the device:
  *  nothing is read or written outside the buffers, that row's loss is NaN
  *  and its gradient 0, and the next rumus_ctx_sync() returns RUMUS_EINDEX.
+ *  No output may share memory with another tensor of the call.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL
- *          (reduction, label_smoothing), RUMUS_EBUILD, RUMUS_ECL. */
+ *          (reduction, label_smoothing, overlapping tensors), RUMUS_EBUILD,
+ *          RUMUS_ECL. */
 RUMUS_API int rumus_cross_entropy(rumus_ctx *ctx, const rumus_tensor *logits,
                                   const rumus_tensor *targets,
                                   rumus_tensor *loss, rumus_tensor *grad,
@@ -407,8 +440,10 @@ typedef enum { RUMUS_NO_TRANS = 0, RUMUS_TRANS = 1 } rumus_transpose;
  *  C is [M, N].  3-D (batched): C is [batch, M, N] and A and B are either
  *  [batch, ...] or 2-D (the same matrix for every batch).  With beta == 0
  *  C is not read (NaN in C does not propagate).  K == 0 gives beta * C.
- *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL,
- *          RUMUS_EBUILD, RUMUS_ECL. */
+ *  C must not share memory with A or B (unless K == 0 or alpha == 0,
+ *  when they are not read).
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL
+ *          (transpose values, overlap), RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
                          float alpha, const rumus_tensor *A,
                          const rumus_tensor *B, float beta, rumus_tensor *C);
@@ -442,9 +477,10 @@ RUMUS_API int rumus_gemm_ex(rumus_ctx *ctx, rumus_transpose ta,
 /* ------------------------------------------------------------------------ */
 
 /*! rumus_bias_add() : y[r, j] += bias[j] for y of shape [..., F] and bias
- *  [F].  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE,
- *  RUMUS_EINVAL (a tensor of another context), RUMUS_EBUILD, RUMUS_ECL,
- *  RUMUS_EDEVMEM (rumus_bias_grad's scratch buffer). */
+ *  [F] (which must not share memory).  @return RUMUS_OK, RUMUS_ENULL,
+ *  RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL (a tensor of another context,
+ *  overlap), RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM (rumus_bias_grad's
+ *  scratch buffer). */
 RUMUS_API int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y,
                              const rumus_tensor *bias);
 /*! rumus_bias_grad() : dbias[j] = sum over rows r of dy[r, j] (for dy of
@@ -456,7 +492,8 @@ RUMUS_API int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
  *  input): out = a + b, a - b, a * b; rumus_scale: out = alpha * x;
  *  rumus_axpy: y = alpha * x + y.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL
- *  (a tensor of another context), RUMUS_EBUILD, RUMUS_ECL. */
+ *  (a tensor of another context, partial overlap), RUMUS_EBUILD,
+ *  RUMUS_ECL. */
 RUMUS_API int rumus_add(rumus_ctx *ctx, const rumus_tensor *a,
                         const rumus_tensor *b, rumus_tensor *out);
 RUMUS_API int rumus_sub(rumus_ctx *ctx, const rumus_tensor *a,
@@ -484,7 +521,10 @@ RUMUS_API int rumus_activation_fwd(rumus_ctx *ctx, rumus_activation act,
                                    float param, const rumus_tensor *x,
                                    rumus_tensor *y);
 /*! rumus_activation_bwd() : dx = dy * act'(x), from the forward input x
- *  (dx may alias dy).  Errors as rumus_activation_fwd(). */
+ *  (dx may alias dy or x).  Where x is NaN, dx is NaN for every
+ *  activation; PyTorch's ReLU and leaky ReLU backward pass dy through
+ *  there instead (NaN <= 0 is false in their threshold test).  Errors as
+ *  rumus_activation_fwd(). */
 RUMUS_API int rumus_activation_bwd(rumus_ctx *ctx, rumus_activation act,
                                    float param, const rumus_tensor *x,
                                    const rumus_tensor *dy, rumus_tensor *dx);
@@ -502,8 +542,9 @@ typedef struct {
  *  One torch.optim.SGD step on param with grad.  momentum_buf (same shape)
  *  is needed when momentum != 0 and may be NULL otherwise; `step` counts
  *  from 1 and the first step initialises the buffer to the gradient, as
- *  PyTorch does.  @return RUMUS_OK, RUMUS_EINVAL (nesterov
- *  without momentum or with dampening, negative or NaN values, step < 1),
+ *  PyTorch does.  param, grad and momentum_buf must not share memory.
+ *  @return RUMUS_OK, RUMUS_EINVAL (nesterov without momentum or with
+ *  dampening, negative, infinite or NaN values, step < 1, overlap),
  *  RUMUS_ENULL (also a NULL momentum_buf with momentum != 0), RUMUS_EDTYPE,
  *  RUMUS_ESHAPE, RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_sgd_step(rumus_ctx *ctx, const rumus_sgd_params *p,
@@ -518,19 +559,23 @@ typedef struct {
 
 /*! rumus_adam_step() :
  *  One torch.optim.Adam / AdamW step (bias-corrected) on param with grad,
- *  moments m and v (same shape, zero before step 1); step counts from 1.
- *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (lr or eps < 0, beta outside
- *          [0, 1), weight_decay < 0, NaN values, step < 1), RUMUS_EDTYPE,
- *          RUMUS_ESHAPE, RUMUS_EBUILD, RUMUS_ECL. */
+ *  moments m and v (same shape, zero before step 1, no two sharing
+ *  memory); step counts from 1.  The second moment is accumulated as
+ *  (1 - beta2) g g left to right where g g overflows, as PyTorch's
+ *  addcmul does, so it stays finite for gradients up to about 5.8e20
+ *  (beta2 = 0.999) rather than 1.8e19.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (lr, eps or weight_decay
+ *          negative, infinite or NaN, beta outside [0, 1), step < 1,
+ *          overlap), RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_adam_step(rumus_ctx *ctx, const rumus_adam_params *p,
                               long step, rumus_tensor *param,
                               const rumus_tensor *grad, rumus_tensor *m,
                               rumus_tensor *v);
 
-/*! rumus_sum_squares() : acc[0] += sum of x[i]^2 (acc: one F32 element),
- *  deterministic.  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE,
- *  RUMUS_ESHAPE (acc not one element), RUMUS_EBUILD, RUMUS_ECL,
- *  RUMUS_EDEVMEM (scratch buffer). */
+/*! rumus_sum_squares() : acc[0] += sum of x[i]^2 (acc: one F32 element,
+ *  not inside x), deterministic.  @return RUMUS_OK, RUMUS_ENULL,
+ *  RUMUS_EDTYPE, RUMUS_ESHAPE (acc not one element), RUMUS_EINVAL
+ *  (overlap), RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM (scratch buffer). */
 RUMUS_API int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
                                 rumus_tensor *acc);
 
@@ -538,9 +583,11 @@ RUMUS_API int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
  *  torch.nn.utils.clip_grad_norm_ on the device: total = sqrt(sum of
  *  squares of all n gradients); every gradient is multiplied by
  *  min(1, max_norm / (total + 1e-6)), with no host readback.  If total_norm
- *  is not NULL (one F32 element) it receives total.
+ *  is not NULL (one F32 element) it receives total.  No two of the
+ *  tensors may share memory.  max_norm = INFINITY clips nothing.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (n == 0, max_norm <= 0 or
- *          NaN), RUMUS_EDTYPE, RUMUS_ESHAPE (total_norm not one element),
+ *          NaN, overlap), RUMUS_EDTYPE, RUMUS_ESHAPE (total_norm not one
+ *          element),
  *          RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM (scratch buffer). */
 RUMUS_API int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads,
                                    size_t n, float max_norm,

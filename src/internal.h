@@ -59,6 +59,7 @@ struct rumus_ctx {
   rumus__program *programs;
   rumus__event_node *events;
   size_t live_tensors;
+  uint64_t builds; /* programs built since creation (rumus_cache_stats) */
 
   /* Reusable scratch buffers (grow-only), see rumus__scratch_begin. */
   pthread_mutex_t scratch_lock;
@@ -89,6 +90,11 @@ struct rumus_tensor {
   cl_mem mem;     /* NULL only for an empty owned tensor */
   size_t offset;  /* in bytes; a multiple of the element size */
   int owns;       /* 1: created by rumus; 0: wrapped (mem retained) */
+  /* Alignment in bytes of a wrapped CL_MEM_USE_HOST_PTR buffer's host
+   * pointer (a power of two, at most 4096), which a CPU driver may use in
+   * place; 0 for every other buffer, whose base the driver aligns
+   * (rumus__aligned). */
+  size_t host_align;
 };
 
 /* ---- Errors ------------------------------------------------------------ */
@@ -133,6 +139,14 @@ RUMUS__HIDDEN int rumus__check_same_shape(rumus_ctx *ctx, const char *op,
                                           const char *an, const rumus_tensor *a,
                                           const char *bn,
                                           const rumus_tensor *b);
+/* a and b (either may be NULL) do not share bytes of one buffer, except,
+ * when may_alias is set, by being exactly the same bytes (the in-place use
+ * an op documents).  A partial overlap, such as a view one row into
+ * another tensor's buffer, gives RUMUS_EINVAL naming both ranges. */
+RUMUS__HIDDEN int rumus__check_overlap(rumus_ctx *ctx, const char *op,
+                                       const char *an, const rumus_tensor *a,
+                                       const char *bn, const rumus_tensor *b,
+                                       int may_alias);
 /* Splits [..., C] into rows x C; ndim must be >= 1. */
 RUMUS__HIDDEN void rumus__rows_cols(const rumus_tensor *t, size_t *rows,
                                     size_t *cols);

@@ -7,6 +7,7 @@
  * the context (or until rumus_cache_clear()).  No binary cache is added:
  * PoCL and NVIDIA cache compiled kernels on disk already.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,7 @@ static int build(rumus_ctx *ctx, const char *op, const char *file,
     return rumus__fail(ctx, RUMUS_ENOMEM, "out of host memory");
   }
   snprintf(opts, olen, "%s %s", ctx->cl_std, options);
+  ctx->builds++;
   e = clBuildProgram(prog, 1, &ctx->device, opts, NULL, NULL);
   if (e != CL_SUCCESS) {
     size_t loglen = 0;
@@ -144,9 +146,28 @@ static int build(rumus_ctx *ctx, const char *op, const char *file,
   return RUMUS_OK;
 }
 
-/* Finds or builds the cache entry; the caller holds ctx->lock. */
-static int program_entry(rumus_ctx *ctx, const char *op, const char *file,
-                         const char *options, rumus__program **out) {
+/* A copy of options with runs of white space made one space and none at
+ * either end, so that two spellings of one option set are one cache entry
+ * (malloc'ed; NULL when out of memory). */
+static char *normalised_options(const char *options) {
+  char *out = malloc(strlen(options) + 1);
+  if (out == NULL) return NULL;
+  size_t n = 0;
+  for (const char *c = options; *c; c++) {
+    if (!isspace((unsigned char)*c))
+      out[n++] = *c;
+    else if (n > 0 && out[n - 1] != ' ')
+      out[n++] = ' ';
+  }
+  if (n > 0 && out[n - 1] == ' ') n--;
+  out[n] = '\0';
+  return out;
+}
+
+/* Finds or builds the entry of (file, normalised options). */
+static int program_find_or_build(rumus_ctx *ctx, const char *op,
+                                 const char *file, const char *options,
+                                 rumus__program **out) {
   for (rumus__program *p = ctx->programs; p; p = p->next)
     if (strcmp(p->file, file) == 0 && strcmp(p->options, options) == 0) {
       *out = p;
@@ -169,6 +190,17 @@ static int program_entry(rumus_ctx *ctx, const char *op, const char *file,
   ctx->programs = p;
   *out = p;
   return RUMUS_OK;
+}
+
+/* Finds or builds the cache entry; the caller holds ctx->lock. */
+static int program_entry(rumus_ctx *ctx, const char *op, const char *file,
+                         const char *raw_options, rumus__program **out) {
+  char *options = normalised_options(raw_options);
+  if (options == NULL)
+    return rumus__fail(ctx, RUMUS_ENOMEM, "out of host memory");
+  int st = program_find_or_build(ctx, op, file, options, out);
+  free(options);
+  return st;
 }
 
 int rumus__program_get(rumus_ctx *ctx, const char *op, const char *file,
@@ -349,5 +381,18 @@ int rumus_cache_fill(rumus_ctx *ctx) {
   if (ctx == NULL) return RUMUS_ENULL;
   for (size_t i = 0; i < rumus__warmers_count; i++)
     RUMUS__FORWARD(rumus__warmers[i](ctx));
+  return RUMUS_OK;
+}
+
+int rumus_cache_stats(rumus_ctx *ctx, rumus_cache_info *out) {
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FAIL_IF(out == NULL, ctx, RUMUS_ENULL,
+                 "rumus_cache_stats: out is NULL");
+  pthread_mutex_lock(&ctx->lock);
+  size_t programs = 0;
+  for (rumus__program *p = ctx->programs; p; p = p->next) programs++;
+  out->programs = programs;
+  out->builds = ctx->builds;
+  pthread_mutex_unlock(&ctx->lock);
   return RUMUS_OK;
 }

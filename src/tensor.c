@@ -2,6 +2,7 @@
  * tensor.c - tensor handles: owned or borrowed device buffers with a storage
  * type and a shape, host transfers, fill and copy.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +89,25 @@ int rumus_tensor_create(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
   return RUMUS_OK;
 }
 
+/* The host pointer's alignment of a CL_MEM_USE_HOST_PTR buffer (which a
+ * CPU driver may use in place), 0 for any other buffer: see
+ * rumus_tensor.host_align. */
+static int host_ptr_align(rumus_ctx *ctx, cl_mem buf, size_t *align) {
+  cl_mem_flags flags = 0;
+  void *host = NULL;
+  *align = 0;
+  cl_int e = clGetMemObjectInfo(buf, CL_MEM_FLAGS, sizeof flags, &flags, NULL);
+  if (e == CL_SUCCESS && (flags & CL_MEM_USE_HOST_PTR))
+    e = clGetMemObjectInfo(buf, CL_MEM_HOST_PTR, sizeof host, &host, NULL);
+  if (e != CL_SUCCESS)
+    return rumus__fail_cl(ctx, e, "rumus_tensor_wrap: clGetMemObjectInfo");
+  if (!(flags & CL_MEM_USE_HOST_PTR)) return RUMUS_OK;
+  size_t a = 1;
+  while (a < 4096 && (uintptr_t)host % (2 * a) == 0) a *= 2;
+  *align = a;
+  return RUMUS_OK;
+}
+
 int rumus_tensor_wrap(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
                       const size_t *shape, cl_mem buf, size_t offset,
                       rumus_tensor **out) {
@@ -116,8 +136,11 @@ int rumus_tensor_wrap(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
                  "rumus_tensor_wrap: offset %zu + %zu bytes exceed the "
                  "buffer's %zu bytes",
                  offset, bytes, cap);
+  size_t host_align;
+  RUMUS__FORWARD(host_ptr_align(ctx, buf, &host_align));
   rumus_tensor *t = NULL;
   RUMUS__FORWARD(tensor_new(ctx, dtype, ndim, shape, numel, &t));
+  t->host_align = host_align;
   clRetainMemObject(buf);
   t->mem = buf;
   t->offset = offset;
@@ -285,4 +308,21 @@ void rumus__rows_cols(const rumus_tensor *t, size_t *rows, size_t *cols) {
     for (int i = 0; i + 1 < t->ndim; i++) r *= t->shape[i];
     *rows = r;
   }
+}
+
+int rumus__check_overlap(rumus_ctx *ctx, const char *op, const char *an,
+                         const rumus_tensor *a, const char *bn,
+                         const rumus_tensor *b, int may_alias) {
+  if (a == NULL || b == NULL || a->mem == NULL || a->mem != b->mem)
+    return RUMUS_OK;
+  const size_t a0 = a->offset, a1 = a0 + rumus_tensor_nbytes(a);
+  const size_t b0 = b->offset, b1 = b0 + rumus_tensor_nbytes(b);
+  if (a1 <= b0 || b1 <= a0) return RUMUS_OK;
+  if (may_alias && a0 == b0 && a1 == b1) return RUMUS_OK;
+  return rumus__fail(ctx, RUMUS_EINVAL,
+                     "%s: %s (bytes %zu to %zu) and %s (bytes %zu to %zu) "
+                     "overlap in one buffer%s",
+                     op, an, a0, a1, bn, b0, b1,
+                     may_alias ? "; in-place use needs the same bytes"
+                               : "; they must not share memory");
 }

@@ -43,13 +43,15 @@ static const char *const FILE_CL = "elementwise.cl";
 typedef struct {
   int gpu;
   size_t vw, nv, ls; /* vector width, vectors per work-item, local size */
-  char opts[192];
+  rumus_dtype storage;
+  int align4;
 } geom;
 
-/* al: rumus__align4_option for the op's tensors ("" for none). */
-static void get_geom(const rumus_ctx *ctx, const char *al, geom *g) {
-  char base[96];
+static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
+                     geom *g) {
   g->gpu = rumus__gpu_variant(ctx);
+  g->storage = storage;
+  g->align4 = align4;
   if (g->gpu) {
     /* One float4 per work-item in groups of 256.  On the H200 float8 or two
      * contiguous float4 per work-item ran streaming ops 2-3x slower (a
@@ -64,13 +66,28 @@ static void get_geom(const rumus_ctx *ctx, const char *al, geom *g) {
     g->ls = 16;
   }
   while (g->ls > ctx->max_wg) g->ls /= 2;
-  rumus__base_options(ctx, base, sizeof base);
-  /* The GPU variant's exp and reciprocal use special-function
-   * instructions (EW_GPU_MATH in cl/elementwise.cl). */
-  snprintf(g->opts, sizeof g->opts,
+}
+
+/* The options of the family's program for g (warm-up and launches).  The
+ * GPU variant's exp and reciprocal use special-function instructions
+ * (EW_GPU_MATH in cl/elementwise.cl). */
+static void ew_options(const rumus_ctx *ctx, const geom *g, char *buf,
+                       size_t len) {
+  char head[96];
+  rumus__options_head(head, sizeof head, g->storage, rumus__reduce_wg(ctx),
+                      g->align4);
+  snprintf(buf, len,
            "%s -DEW_VW=%zu -DEW_NV=%zu -DEW_LS=%zu -DBG_COLS=%d "
-           "-DEW_GPU_MATH=%d %s",
-           base, g->vw, g->nv, g->ls, BG_COLS_CPU, g->gpu, al);
+           "-DEW_GPU_MATH=%d",
+           head, g->vw, g->nv, g->ls, BG_COLS_CPU, g->gpu);
+}
+
+/* The geometry and program options for the op's tensors ts[0 .. nt) with
+ * rows of `cols` elements (0 for flat ops). */
+static void plan_flat(const rumus_ctx *ctx, const rumus_tensor *const *ts,
+                      int nt, size_t cols, geom *g, char *opts, size_t len) {
+  get_geom(ctx, ts[0]->dtype, rumus__align4(ctx, ts, nt, cols), g);
+  ew_options(ctx, g, opts, len);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -86,13 +103,18 @@ static int check_same_numel(rumus_ctx *ctx, const char *op, const char *an,
                      rumus__shape_str(b, sb, sizeof sb));
 }
 
-/* Checks ts[0..nt) (F32, of ctx, all of ts[0]'s element count). */
+/* Checks ts[0..nt) (F32, of ctx, all of ts[0]'s element count); the last
+ * is the output, which may be one of the inputs (element-wise kernels read
+ * an element before they write it) but not overlap one partly. */
 static int check_flat(rumus_ctx *ctx, const char *op, const char *const *names,
                       const rumus_tensor *const *ts, int nt) {
   for (int i = 0; i < nt; i++)
     RUMUS__FORWARD(rumus__check_tensor(ctx, op, names[i], ts[i], RUMUS_F32));
   for (int i = 1; i < nt; i++)
     RUMUS__FORWARD(check_same_numel(ctx, op, names[0], ts[0], names[i], ts[i]));
+  for (int i = 0; i + 1 < nt; i++)
+    RUMUS__FORWARD(rumus__check_overlap(ctx, op, names[i], ts[i],
+                                        names[nt - 1], ts[nt - 1], 1));
   return RUMUS_OK;
 }
 
@@ -109,7 +131,7 @@ static int check_bias(rumus_ctx *ctx, const char *op, const char *yn,
                  RUMUS_ESHAPE, "%s: %s %s must be 1-D with the last extent of "
                  "%s %s", op, bn, rumus__shape_str(b, sb, sizeof sb), yn,
                  rumus__shape_str(y, sy, sizeof sy));
-  return RUMUS_OK;
+  return rumus__check_overlap(ctx, op, yn, y, bn, b, 0);
 }
 
 /* ---- Flat launches ----------------------------------------------------- */
@@ -121,8 +143,9 @@ static int run_flat(rumus_ctx *ctx, const char *op, const char *kname,
                     const rumus_tensor *const *ts, int nt, size_t n,
                     int with_alpha, float alpha) {
   geom g;
-  get_geom(ctx, rumus__align4_option(ctx, ts, nt, 0), &g);
-  const rumus__kernel_ref k = {FILE_CL, g.opts, kname};
+  char opts[192];
+  plan_flat(ctx, ts, nt, 0, &g, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, kname};
   const size_t span = g.vw * g.nv, piece = MAX_ITEMS * span;
   for (size_t e0 = 0; e0 < n; e0 += piece) {
     cl_ulong cnt = n - e0 < piece ? n - e0 : piece;
@@ -247,9 +270,10 @@ int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y, const rumus_tensor *bias) {
   rumus__rows_cols(y, &rows, &cols);
   if (rows == 0 || cols == 0) return RUMUS_OK;
   geom g;
+  char opts[192];
   const rumus_tensor *al_ts[2] = {y, bias};
-  get_geom(ctx, rumus__align4_option(ctx, al_ts, 2, cols), &g);
-  const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_add"};
+  plan_flat(ctx, al_ts, 2, cols, &g, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, "bias_add"};
   /* Work-item (c, r): EW_VW * EW_NV columns c of row r.  The local size
    * spans the row's column blocks (rounded up to a power of two) and as
    * many rows as fill g.ls work-items. */
@@ -283,8 +307,9 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   if (cols == 0) return RUMUS_OK;
   if (rows == 0) return rumus_tensor_fill(dbias, 0.0f); /* empty sums */
   geom g;
+  char opts[192];
   const rumus_tensor *al_ts[2] = {dy, dbias};
-  get_geom(ctx, rumus__align4_option(ctx, al_ts, 2, cols), &g);
+  plan_flat(ctx, al_ts, 2, cols, &g, opts, sizeof opts);
   /* Rows per chunk: at least BG_RC_*, and no more than BG_MAX_CHUNKS
    * chunks.  The work-group variant cuts the rows into about enough chunks
    * for BG_GROUPS_PER_CU work-groups per compute unit (fewer chunks: less
@@ -320,7 +345,7 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
     /* One launch: with several chunks the last work-group of each column
      * block folds them. */
     const size_t wg = rumus__reduce_wg(ctx);
-    const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_wg"};
+    const rumus__kernel_ref k = {FILE_CL, opts, "bias_grad_wg"};
     cl_mem pm = part ? part : dbias->mem; /* unused with one chunk */
     rumus__arg args[9] = {RUMUS__ARG(dy->mem), RUMUS__ARG(dy_off),
                           RUMUS__ARG(dbias->mem), RUMUS__ARG(db_off),
@@ -338,12 +363,12 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
                           RUMUS__ARG(out),     RUMUS__ARG(out_off),
                           RUMUS__ARG(nrows),   RUMUS__ARG(ncols),
                           RUMUS__ARG(nrc)};
-    const rumus__kernel_ref k = {FILE_CL, g.opts, "bias_grad_row"};
+    const rumus__kernel_ref k = {FILE_CL, opts, "bias_grad_row"};
     const size_t blocks = (cols + BG_COLS_CPU - 1) / BG_COLS_CPU;
     size_t global[2] = {blocks, chunks}, local[2] = {blocks >= 8 ? 8 : 1, 1};
     st = rumus__launch(ctx, op, &k, 2, global, local, 7, args);
     if (st == RUMUS_OK && part) {
-      const rumus__kernel_ref kf = {FILE_CL, g.opts, "bias_grad_fold"};
+      const rumus__kernel_ref kf = {FILE_CL, opts, "bias_grad_fold"};
       cl_ulong nchunks = chunks;
       rumus__arg fargs[5] = {RUMUS__ARG(part), RUMUS__ARG(nchunks),
                              RUMUS__ARG(dbias->mem), RUMUS__ARG(db_off),
@@ -357,9 +382,17 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   return st;
 }
 
+/* Both alignments on the GPU variant; the CPU variant has one program. */
 int rumus__elementwise_warm(rumus_ctx *ctx) {
-  geom g;
-  cl_program p;
-  get_geom(ctx, "", &g);
-  return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, g.opts, &p);
+  const int aligns = rumus__gpu_variant(ctx) ? 2 : 1;
+  for (int align4 = 0; align4 < aligns; align4++) {
+    geom g;
+    char opts[192];
+    cl_program p;
+    get_geom(ctx, RUMUS_F32, align4, &g);
+    ew_options(ctx, &g, opts, sizeof opts);
+    RUMUS__FORWARD(
+        rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &p));
+  }
+  return RUMUS_OK;
 }

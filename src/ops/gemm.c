@@ -101,27 +101,38 @@ typedef struct {
   rumus_gemm_layout l;
 } problem;
 
-static int aligned4(size_t off, size_t ld, size_t stride, size_t batch) {
-  return off % 4 == 0 && ld % 4 == 0 && (batch <= 1 || stride % 4 == 0);
+/* A view of t from element off (of t), rows ld apart, batches stride
+ * apart, whose float4 groups are all aligned. */
+static int view_aligned4(const rumus_tensor *t, size_t off, size_t ld,
+                         size_t stride, size_t batch) {
+  return rumus__aligned(t, off, 4) && ld % 4 == 0 &&
+         (batch <= 1 || stride % 4 == 0);
 }
 
-static void tiled_options(const rumus_ctx *ctx, const tiled_cfg *t, int ta,
-                          int tb, int vec, char *buf, size_t len) {
-  char base[96];
-  rumus__base_options(ctx, base, sizeof base);
-  snprintf(buf, len,
-           "%s -DTA=%d -DTB=%d -DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d "
-           "-DWPTN=%d -DLPAD=%d -DDBUF=%d -DVEC=%d",
-           base, ta, tb, t->tsm, t->tsn, t->tsk, t->wptm, t->wptn, t->lpad,
-           t->dbuf, vec);
-}
+/* One program of the family: the GPU variant's tiles (NULL for the CPU
+ * variant's packed kernels), the transposes and the alignment. */
+typedef struct {
+  rumus_dtype storage;
+  const tiled_cfg *tiles;
+  int ta, tb, align4;
+} gemm_prog;
 
-static void packed_options(const rumus_ctx *ctx, int ta, int tb, char *buf,
-                           size_t len) {
-  char base[96];
-  rumus__base_options(ctx, base, sizeof base);
-  snprintf(buf, len, "%s -DTA=%d -DTB=%d -DMR=%d -DNV=%d", base, ta, tb,
-           CPU_MR, CPU_NV);
+/* The options of the program (warm-up and launches). */
+static void gemm_options(const rumus_ctx *ctx, const gemm_prog *g, char *buf,
+                         size_t len) {
+  char head[96];
+  rumus__options_head(head, sizeof head, g->storage, rumus__reduce_wg(ctx),
+                      g->align4);
+  const tiled_cfg *t = g->tiles;
+  if (t)
+    snprintf(buf, len,
+             "%s -DTA=%d -DTB=%d -DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d "
+             "-DWPTN=%d -DLPAD=%d -DDBUF=%d",
+             head, g->ta, g->tb, t->tsm, t->tsn, t->tsk, t->wptm, t->wptn,
+             t->lpad, t->dbuf);
+  else
+    snprintf(buf, len, "%s -DTA=%d -DTB=%d -DMR=%d -DNV=%d", head, g->ta,
+             g->tb, CPU_MR, CPU_NV);
 }
 
 /* Whether gemm_tiled fits the device (work-group size, local memory). */
@@ -154,12 +165,17 @@ static const tiled_cfg *pick_tiles(const rumus_ctx *ctx, size_t m, size_t n,
 static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
                      const tiled_cfg *t) {
   const rumus_gemm_layout *l = &p->l;
+  /* The layout's offsets include the tensors' own: the views' offsets. */
+  const int align4 =
+      view_aligned4(p->A, l->a_offset - rumus__off(p->A), l->lda, l->stride_a,
+                    l->batch) &&
+      view_aligned4(p->B, l->b_offset - rumus__off(p->B), l->ldb, l->stride_b,
+                    l->batch) &&
+      view_aligned4(p->C, l->c_offset - rumus__off(p->C), l->ldc, l->stride_c,
+                    l->batch);
+  const gemm_prog g = {p->C->dtype, t, p->ta, p->tb, align4};
   char opts[320];
-  tiled_options(ctx, t, p->ta, p->tb,
-                aligned4(l->a_offset, l->lda, l->stride_a, l->batch) &&
-                    aligned4(l->b_offset, l->ldb, l->stride_b, l->batch) &&
-                    aligned4(l->c_offset, l->ldc, l->stride_c, l->batch),
-                opts, sizeof opts);
+  gemm_options(ctx, &g, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, "gemm_tiled"};
   const size_t rtsm = (size_t)(t->tsm / t->wptm),
                rtsn = (size_t)(t->tsn / t->wptn);
@@ -194,8 +210,9 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
 
 static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
   const rumus_gemm_layout *l = &p->l;
+  const gemm_prog g = {p->C->dtype, NULL, p->ta, p->tb, 0};
   char opts[200];
-  packed_options(ctx, p->ta, p->tb, opts, sizeof opts);
+  gemm_options(ctx, &g, opts, sizeof opts);
   const rumus__kernel_ref kpa = {FILE_CL, opts, "gemm_pack_a"},
                           kpb = {FILE_CL, opts, "gemm_pack_b"},
                           kmm = {FILE_CL, opts, "gemm_packed"};
@@ -272,6 +289,40 @@ static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
 }
 
 /* Runs a checked problem: offsets of `user` plus the tensors' own. */
+/* Bytes [*lo, *hi) of t's buffer that a checked view spans (first to
+ * last element touched). */
+static void view_bytes(const rumus_tensor *t, size_t off, size_t ld,
+                       size_t stride, size_t rows, size_t cols, size_t batch,
+                       size_t *lo, size_t *hi) {
+  const size_t esz = rumus_dtype_size(t->dtype);
+  const size_t last = off + (batch - 1) * stride + (rows - 1) * ld + cols - 1;
+  *lo = t->offset + off * esz;
+  *hi = t->offset + (last + 1) * esz;
+}
+
+/* C's view must not share bytes with the views of A or B that are read
+ * (the kernels read A and B while C is being written). */
+static int check_c_apart(rumus_ctx *ctx, const char *op, const problem *p) {
+  const rumus_gemm_layout *l = &p->l;
+  size_t c0, c1;
+  view_bytes(p->C, l->c_offset, l->ldc, l->stride_c, l->m, l->n, l->batch,
+             &c0, &c1);
+  for (int i = 0; i < 2; i++) {
+    const rumus_tensor *t = i ? p->B : p->A;
+    if (t->mem != p->C->mem) continue;
+    const int tr = i ? p->tb : p->ta;
+    const size_t r = i ? (tr ? l->n : l->k) : (tr ? l->k : l->m);
+    const size_t c = i ? (tr ? l->k : l->n) : (tr ? l->m : l->k);
+    size_t t0, t1;
+    view_bytes(t, i ? l->b_offset : l->a_offset, i ? l->ldb : l->lda,
+               i ? l->stride_b : l->stride_a, r, c, l->batch, &t0, &t1);
+    RUMUS__FAIL_IF(t0 < c1 && c0 < t1, ctx, RUMUS_EINVAL,
+                   "%s: C (bytes %zu to %zu) and %s (bytes %zu to %zu) "
+                   "overlap in one buffer", op, c0, c1, i ? "B" : "A", t0, t1);
+  }
+  return RUMUS_OK;
+}
+
 static int run(rumus_ctx *ctx, const char *op, int ta, int tb, float alpha,
                const rumus_tensor *A, const rumus_tensor *B, float beta,
                rumus_tensor *C, const rumus_gemm_layout *user) {
@@ -281,6 +332,8 @@ static int run(rumus_ctx *ctx, const char *op, int ta, int tb, float alpha,
     if (beta == 1.0f) return RUMUS_OK;
     p.l.k = 0;
     p.alpha = 0.0f;
+  } else {
+    RUMUS__FORWARD(check_c_apart(ctx, op, &p));
   }
   p.l.a_offset += rumus__off(A);
   p.l.b_offset += rumus__off(B);
@@ -381,23 +434,30 @@ int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
   return run(ctx, op, ta, tb, alpha, A, B, beta, C, &l);
 }
 
-/* Builds the programs of the current variant for the four transposes,
- * with aligned operands (the usual case); on the GPU variant, for every
- * tile size that fits the device. */
+/* Builds the programs of the current variant for the four transposes: on
+ * the GPU variant for every tile size that fits the device, with aligned
+ * and unaligned operands. */
 int rumus__gemm_warm(rumus_ctx *ctx) {
   char opts[320];
   cl_program prog;
+  const int gpu = rumus__gpu_variant(ctx);
   for (int t = 0; t < 4; t++) {
+    gemm_prog g = {RUMUS_F32, NULL, t & 1, t >> 1, 0};
     int tiled = 0;
-    for (size_t i = 0; rumus__gpu_variant(ctx) && i < N_TILES; i++) {
+    for (size_t i = 0; gpu && i < N_TILES; i++) {
       if (!tiled_fits(ctx, &GPU_TILES[i])) continue;
       tiled = 1;
-      tiled_options(ctx, &GPU_TILES[i], t & 1, t >> 1, 1, opts, sizeof opts);
-      RUMUS__FORWARD(
-          rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
+      g.tiles = &GPU_TILES[i];
+      for (g.align4 = 0; g.align4 <= 1; g.align4++) {
+        gemm_options(ctx, &g, opts, sizeof opts);
+        RUMUS__FORWARD(
+            rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
+      }
     }
     if (!tiled) {
-      packed_options(ctx, t & 1, t >> 1, opts, sizeof opts);
+      g.tiles = NULL;
+      g.align4 = 0;
+      gemm_options(ctx, &g, opts, sizeof opts);
       RUMUS__FORWARD(
           rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
     }

@@ -1,7 +1,7 @@
 /*
  * ops.h - what the op families share with the framework: the warm-up
  * functions that rumus_cache_fill() runs (one per family, listed in
- * registry.c), and small helpers for option strings and row launches.
+ * registry.c), program options, alignment and row launches.
  */
 #ifndef RUMUS_OPS_H
 #define RUMUS_OPS_H
@@ -18,49 +18,89 @@ RUMUS__HIDDEN int rumus__gemm_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__elementwise_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__optim_warm(rumus_ctx *ctx);
 
-/* The options every floating-point program gets: storage type and the
- * reduction work-group size, e.g. "-DRUMUS_STORAGE=32 -DWG=256". */
-RUMUS__HIDDEN void rumus__base_options(const rumus_ctx *ctx, char *buf,
-                                       size_t len);
-/* The same with a given work-group size. */
-RUMUS__HIDDEN void rumus__base_options_wg(size_t wg, char *buf, size_t len);
+/* ---- Program options ------------------------------------------------------
+ * Each family has one function that writes the options of its programs from
+ * a small description of the program (storage type, work-group size,
+ * alignment, the family's own -D values); its launches and its warm-up
+ * (rumus_cache_fill) both call it, so they name the same cache entry.  The
+ * program cache normalises white space in the key as well. */
 
-/* How the row kernels of softmax and cross-entropy (`base`_row, _wgc, _wg
+/* What every program's options begin with: the storage type, the reduction
+ * work-group size and RUMUS_ALIGN4 (cl/common.cl), e.g.
+ * "-DRUMUS_STORAGE=32 -DWG=256 -DRUMUS_ALIGN4=0". */
+RUMUS__HIDDEN void rumus__options_head(char *buf, size_t len,
+                                       rumus_dtype storage, size_t wg,
+                                       int align4);
+
+/* 1 if element `elem` of t and every `elems`-th element after it lie at
+ * an address aligned to elems elements (elems a power of two): the element
+ * offset in the buffer is a multiple of elems and the buffer's base is
+ * aligned at least as much.  Buffers the driver allocates are aligned to
+ * CL_DEVICE_MEM_BASE_ADDR_ALIGN (1024 bits at least); a wrapped
+ * CL_MEM_USE_HOST_PTR buffer may be used in place by a CPU driver, so its
+ * host pointer decides (read once by rumus_tensor_wrap).  The one place
+ * that decides alignment for typed vector accesses. */
+RUMUS__HIDDEN int rumus__aligned(const rumus_tensor *t, size_t elem,
+                                 size_t elems);
+
+/* 1 when the GPU variant runs and every tensor of ts[0 .. nt) (NULL entries
+ * skipped) is rumus__aligned to 4 elements, as is every row of `cols`
+ * elements (cols = 0 for flat ops): the programs' RUMUS_ALIGN4.  The CPU
+ * variant's kernels read float8 or scalars: no second program there. */
+RUMUS__HIDDEN int rumus__align4(const rumus_ctx *ctx,
+                                const rumus_tensor *const *ts, int nt,
+                                size_t cols);
+
+/* ---- Row kernels ----------------------------------------------------------
+ * How the row kernels of softmax and cross-entropy (`base`_row, _wgc, _wg
  * in cl/softmax.cl and cl/xent.cl) cover rows of `cols` elements:
  *   ITEM   one work-item per row, no barriers (`base`_row: CPU variant);
- *   REGS   rt work-items per row holding it in registers, CACHE_V4 float4
+ *   REGS   rt work-items per row holding it in registers, cache_v4 float4
  *          each, wg / rt rows per work-group (`base`_wgc): the first rung
- *          of RUNGS (registry.c) that holds the row, if the
- *          device runs the kernel at that size;
+ *          of RUNGS (registry.c) that holds the row, if the device runs the
+ *          kernel at that size;
  *   GROUP  one work-group of the reduction size per row, strided (`base`_wg):
  *          longer rows.
- * A RUMUS_OPT_WORKGROUP_SIZE set by the user is the only rung (CACHE_V4 8).
- * The programs' options: the base ones with the plan's WG, then
- * opts->plain (ITEM, GROUP) or " -DCACHE_V4=n " and opts->regs (REGS),
- * then opts->align (rumus__align4_option for the op's tensors; NULL for
- * none). */
+ * A RUMUS_OPT_WORKGROUP_SIZE set by the user is the only rung (cache_v4 8). */
 typedef enum {
   RUMUS__ROWS_ITEM,
   RUMUS__ROWS_REGS,
   RUMUS__ROWS_GROUP
 } rumus__rows_kind;
 typedef struct {
-  const char *plain, *regs, *align;
-} rumus__row_opts;
-typedef struct {
   rumus__rows_kind kind;
+  rumus_dtype storage;
   size_t wg;             /* the local size and the program's WG */
+  int cache_v4;          /* REGS: float4 per work-item (CACHE_V4) */
+  int align4;            /* RUMUS_ALIGN4 */
   cl_uint rt;            /* REGS: work-items per row */
-  size_t rows_per_group; /* REGS: wg / rt; GROUP: 1 */
+  size_t rows_per_group; /* REGS: wg / rt; otherwise 1 */
   char options[256];
   char kernel[64];       /* `base` and the variant's suffix */
 } rumus__row_plan;
-/* Fills *plan; builds the REGS kernel to learn whether the device runs it
- * at the rung's size.  @return RUMUS_OK or the build's error. */
+/* A row family: its file and its options function, which writes the
+ * options of the program that runs `plan` (every field above `options`
+ * set). */
+typedef void (*rumus__row_options_fn)(const rumus_ctx *ctx,
+                                      const rumus__row_plan *plan, char *buf,
+                                      size_t len);
+typedef struct {
+  const char *file;
+  rumus__row_options_fn options;
+} rumus__row_family;
+/* Fills *plan for kernel `base` of the family; builds the REGS program to
+ * learn whether the device runs it at the rung's size.  @return RUMUS_OK or
+ * the build's error. */
 RUMUS__HIDDEN int rumus__row_plan_make(rumus_ctx *ctx, const char *op,
-                                       const char *file, const char *base,
-                                       const rumus__row_opts *opts,
-                                       size_t cols, rumus__row_plan *plan);
+                                       const rumus__row_family *fam,
+                                       const char *base, rumus_dtype storage,
+                                       int align4, size_t cols,
+                                       rumus__row_plan *plan);
+/* Builds every program rumus__row_plan_make can choose for the family on
+ * the context's current variant and work-group option. */
+RUMUS__HIDDEN int rumus__row_family_warm(rumus_ctx *ctx,
+                                         const rumus__row_family *fam,
+                                         rumus_dtype storage);
 /* Global size of a plan's launch over `rows` rows; item_rows is the rows
  * per work-item of the kernel when the plan is ITEM (the _row kernels that
  * take runs of rows), ignored otherwise. */
@@ -73,15 +113,6 @@ RUMUS__HIDDEN size_t rumus__row_plan_global(const rumus_ctx *ctx,
  * work-groups for every compute unit, few distinct sizes (PoCL compiles a
  * work-group function per local size). */
 RUMUS__HIDDEN size_t rumus__row_local(const rumus_ctx *ctx, size_t rows);
-
-/* "-DRUMUS_ALIGN4=1" (cl/common.cl) when the GPU variant runs and every
- * tensor of ts[0 .. nt) (NULL entries skipped) starts at an element offset
- * that is a multiple of 4, as does every row of `cols` elements (cols = 0
- * for flat ops); "" otherwise.  Buffers themselves are aligned to at least
- * 16 bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN). */
-RUMUS__HIDDEN const char *rumus__align4_option(const rumus_ctx *ctx,
-                                               const rumus_tensor *const *ts,
-                                               int nt, size_t cols);
 
 /* Most rows one launch of a work-group-per-row kernel covers; larger
  * tensors are launched in chunks (NDRange limits of some drivers). */

@@ -43,18 +43,22 @@ static size_t ew_wg(const rumus_ctx *ctx) {
   return wg;
 }
 
-static void options(const rumus_ctx *ctx, char *buf, size_t len) {
-  char base[64];
-  rumus__base_options(ctx, base, sizeof base);
-  snprintf(buf, len, "%s -DEW_WG=%zu -DEW_ITEMS=%d -DSQ_BLOCK=%zu -DSQ_LOCAL=%d",
-           base, ew_wg(ctx), EW_ITEMS, SQ_BLOCK, SQ_LOCAL);
+/* The options of the family's one program per storage type (warm-up and
+ * launches); alignment is a kernel argument here (8-element vectors). */
+static void optim_options(const rumus_ctx *ctx, rumus_dtype storage,
+                          char *buf, size_t len) {
+  char head[96];
+  rumus__options_head(head, sizeof head, storage, rumus__reduce_wg(ctx), 0);
+  snprintf(buf, len, "%s -DEW_WG=%zu -DEW_ITEMS=%d -DSQ_BLOCK=%zu "
+           "-DSQ_LOCAL=%d",
+           head, ew_wg(ctx), EW_ITEMS, SQ_BLOCK, SQ_LOCAL);
 }
 
 /* Launches an element-wise kernel over n elements. */
 static int launch_ew(rumus_ctx *ctx, const char *op, const char *kname,
                      size_t n, size_t nargs, const rumus__arg *args) {
   char opts[192];
-  options(ctx, opts, sizeof opts);
+  optim_options(ctx, RUMUS_F32, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, kname};
   const size_t nvec = (n + 7) / 8;
   const size_t local = ew_wg(ctx), per_group = local * EW_ITEMS;
@@ -63,30 +67,27 @@ static int launch_ew(rumus_ctx *ctx, const char *op, const char *kname,
 }
 
 /* 1 if the tensor's whole 8-element vectors are 32-byte aligned on the
- * device, so the kernels may use typed vector accesses: its element offset
- * is a multiple of 8 and its buffer is aligned (buffers and sub-buffers are
- * aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN, at least 128 bytes, except
- * CL_MEM_USE_HOST_PTR buffers, which a CPU driver may use in place: their
- * host pointer decides). */
-static int aligned(const rumus_tensor *t) {
-  if (rumus__off(t) % 8 != 0) return 0;
-  if (t->owns) return 1;
-  cl_mem_flags flags;
-  void *host = NULL;
-  if (clGetMemObjectInfo(t->mem, CL_MEM_FLAGS, sizeof flags, &flags, NULL) !=
-      CL_SUCCESS)
-    return 0;
-  if (!(flags & CL_MEM_USE_HOST_PTR)) return 1;
-  if (clGetMemObjectInfo(t->mem, CL_MEM_HOST_PTR, sizeof host, &host, NULL) !=
-      CL_SUCCESS)
-    return 0;
-  return (uintptr_t)host % 32 == 0;
+ * device, so the kernels may use typed vector accesses. */
+static cl_int aligned8(const rumus_tensor *t) {
+  return rumus__aligned(t, 0, 8);
 }
 
-/* NaN fails every comparison, so !(x >= 0) rejects it too. */
+/* NaN fails every comparison, so !(x >= 0) rejects it too; an infinite
+ * hyper-parameter would turn every parameter into inf or NaN. */
 #define CHECK_NONNEG(ctx, op, name, x)                                        \
-  RUMUS__FAIL_IF(!((x) >= 0.0f), ctx, RUMUS_EINVAL,                           \
-                 "%s: %s = %g must be >= 0", op, name, (double)(x))
+  RUMUS__FAIL_IF(!((x) >= 0.0f) || isinf(x), ctx, RUMUS_EINVAL,               \
+                 "%s: %s = %g must be finite and >= 0", op, name, (double)(x))
+
+/* No two of ts[0 .. n) (NULL entries skipped) share memory. */
+static int check_disjoint(rumus_ctx *ctx, const char *op,
+                          const char *const *names,
+                          const rumus_tensor *const *ts, int n) {
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      RUMUS__FORWARD(
+          rumus__check_overlap(ctx, op, names[i], ts[i], names[j], ts[j], 0));
+  return RUMUS_OK;
+}
 
 static int check_step(rumus_ctx *ctx, const char *op, long step) {
   RUMUS__FAIL_IF(step < 1, ctx, RUMUS_EINVAL, "%s: step = %ld must be >= 1",
@@ -105,8 +106,9 @@ int rumus_sgd_step(rumus_ctx *ctx, const rumus_sgd_params *p, long step,
   CHECK_NONNEG(ctx, op, "lr", p->lr);
   CHECK_NONNEG(ctx, op, "momentum", p->momentum);
   CHECK_NONNEG(ctx, op, "weight_decay", p->weight_decay);
-  RUMUS__FAIL_IF(isnan(p->dampening), ctx, RUMUS_EINVAL,
-                 "%s: dampening is NaN", op);
+  RUMUS__FAIL_IF(!isfinite(p->dampening), ctx, RUMUS_EINVAL,
+                 "%s: dampening = %g must be finite", op,
+                 (double)p->dampening);
   RUMUS__FAIL_IF(p->nesterov && (p->momentum <= 0.0f || p->dampening != 0.0f),
                  ctx, RUMUS_EINVAL,
                  "%s: nesterov needs momentum > 0 and dampening = 0 (momentum "
@@ -126,6 +128,9 @@ int rumus_sgd_step(rumus_ctx *ctx, const rumus_sgd_params *p, long step,
     RUMUS__FORWARD(rumus__check_same_shape(ctx, op, "param", param,
                                            "momentum_buf", momentum_buf));
   }
+  const char *names[3] = {"param", "grad", "momentum_buf"};
+  const rumus_tensor *ts[3] = {param, grad, use_mom ? momentum_buf : NULL};
+  RUMUS__FORWARD(check_disjoint(ctx, op, names, ts, 3));
   const size_t n = param->numel;
   if (n == 0) return RUMUS_OK;
 
@@ -133,7 +138,7 @@ int rumus_sgd_step(rumus_ctx *ctx, const rumus_sgd_params *p, long step,
   const rumus_tensor *b = use_mom ? momentum_buf : param;
   cl_ulong po = rumus__off(param), go = rumus__off(grad), bo = rumus__off(b);
   cl_ulong nn = n;
-  cl_int al = aligned(param) && aligned(grad) && aligned(b);
+  cl_int al = aligned8(param) && aligned8(grad) && aligned8(b);
   float lr = p->lr, mom = p->momentum, wd = p->weight_decay;
   float damp1 = (float)(1.0 - (double)p->dampening);
   cl_int mode = (use_mom ? 1 : 0) | (use_mom && step == 1 ? 2 : 0) |
@@ -170,6 +175,9 @@ int rumus_adam_step(rumus_ctx *ctx, const rumus_adam_params *p, long step,
   RUMUS__FORWARD(rumus__check_same_shape(ctx, op, "param", param, "grad", grad));
   RUMUS__FORWARD(rumus__check_same_shape(ctx, op, "param", param, "m", m));
   RUMUS__FORWARD(rumus__check_same_shape(ctx, op, "param", param, "v", v));
+  const char *names[4] = {"param", "grad", "m", "v"};
+  const rumus_tensor *ts[4] = {param, grad, m, v};
+  RUMUS__FORWARD(check_disjoint(ctx, op, names, ts, 4));
   const size_t n = param->numel;
   if (n == 0) return RUMUS_OK;
 
@@ -185,7 +193,8 @@ int rumus_adam_step(rumus_ctx *ctx, const rumus_adam_params *p, long step,
   float eps = p->eps;
   cl_ulong po = rumus__off(param), go = rumus__off(grad), mo = rumus__off(m),
            vo = rumus__off(v), nn = n;
-  cl_int al = aligned(param) && aligned(grad) && aligned(m) && aligned(v);
+  cl_int al = aligned8(param) && aligned8(grad) && aligned8(m) &&
+              aligned8(v);
   const rumus__arg args[] = {
       RUMUS__ARG(param->mem), RUMUS__ARG(po),        RUMUS__ARG(grad->mem),
       RUMUS__ARG(go),         RUMUS__ARG(m->mem),    RUMUS__ARG(mo),
@@ -218,7 +227,7 @@ static int launch_partials(rumus_ctx *ctx, const char *op,
   const size_t n = x->numel;
   if (n == 0) return RUMUS_OK;
   char opts[192];
-  options(ctx, opts, sizeof opts);
+  optim_options(ctx, RUMUS_F32, opts, sizeof opts);
   const int wg = rumus__gpu_variant(ctx);
   const rumus__kernel_ref k = {FILE_CL, opts,
                                wg ? "sumsq_partial_wg" : "sumsq_partial_row"};
@@ -243,7 +252,7 @@ static int launch_partials(rumus_ctx *ctx, const char *op,
 static int launch_final(rumus_ctx *ctx, const char *op, const char *base,
                         size_t nargs, const rumus__arg *args) {
   char opts[192], kname[48];
-  options(ctx, opts, sizeof opts);
+  optim_options(ctx, RUMUS_F32, opts, sizeof opts);
   const int wg = rumus__gpu_variant(ctx);
   snprintf(kname, sizeof kname, "%s_%s", base, wg ? "wg" : "row");
   const rumus__kernel_ref k = {FILE_CL, opts, kname};
@@ -267,6 +276,7 @@ int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
   if (ctx == NULL) return RUMUS_ENULL;
   RUMUS__FORWARD(rumus__check_tensor(ctx, op, "x", x, RUMUS_F32));
   RUMUS__FORWARD(check_scalar_out(ctx, op, "acc", acc));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "acc", acc, 0));
   const size_t P = sq_parts(ctx, x->numel);
   if (P == 0) return RUMUS_OK;
   cl_mem part;
@@ -275,7 +285,7 @@ int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
   if (rumus__gpu_variant(ctx)) {
     /* One launch: the last work-group sums the partials (sumsq_wg). */
     char opts[192];
-    options(ctx, opts, sizeof opts);
+    optim_options(ctx, RUMUS_F32, opts, sizeof opts);
     const rumus__kernel_ref k = {FILE_CL, opts, "sumsq_wg"};
     cl_ulong xo = rumus__off(x), nn = x->numel, chunk = sq_chunk(ctx, x->numel),
              po = 0, ao = rumus__off(acc);
@@ -317,6 +327,15 @@ int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads, size_t n,
   }
   if (total_norm)
     RUMUS__FORWARD(check_scalar_out(ctx, op, "total_norm", total_norm));
+  /* Every gradient is scaled once: none may share memory with another or
+   * with total_norm. */
+  for (size_t i = 0; i < n; i++) {
+    for (size_t j = i + 1; j < n; j++)
+      RUMUS__FORWARD(rumus__check_overlap(ctx, op, "a gradient", grads[i],
+                                          "another gradient", grads[j], 0));
+    RUMUS__FORWARD(rumus__check_overlap(ctx, op, "a gradient", grads[i],
+                                        "total_norm", total_norm, 0));
+  }
   if (P == 0 && total_norm == NULL) return RUMUS_OK; /* nothing to scale */
 
   /* part[0 .. P) partials in the order of grads, part[P] the coefficient. */
@@ -342,7 +361,7 @@ int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads, size_t n,
   for (size_t i = 0; i < n && st == RUMUS_OK; i++) {
     if (grads[i]->numel == 0) continue;
     cl_ulong go = rumus__off(grads[i]), nn = grads[i]->numel, co = P;
-    cl_int al = aligned(grads[i]);
+    cl_int al = aligned8(grads[i]);
     const rumus__arg args[] = {RUMUS__ARG(grads[i]->mem), RUMUS__ARG(go),
                                RUMUS__ARG(nn), RUMUS__ARG(al),
                                RUMUS__ARG(part), RUMUS__ARG(co)};
@@ -355,6 +374,6 @@ int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads, size_t n,
 int rumus__optim_warm(rumus_ctx *ctx) {
   char opts[192];
   cl_program prog;
-  options(ctx, opts, sizeof opts);
+  optim_options(ctx, RUMUS_F32, opts, sizeof opts);
   return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog);
 }

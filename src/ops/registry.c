@@ -1,6 +1,8 @@
 /*
- * registry.c - the op families rumus_cache_fill() warms up.  A new family
- * adds its warm function here and in ops.h.
+ * registry.c - the op families rumus_cache_fill() warms up (a new family
+ * adds its warm function here and in ops.h), and what the families share:
+ * the head of every program's options, the alignment decision and the row
+ * plans of the reduction kernels.
  */
 #include <stdio.h>
 
@@ -13,12 +15,29 @@ const rumus__warm_fn rumus__warmers[] = {
 const size_t rumus__warmers_count =
     sizeof rumus__warmers / sizeof rumus__warmers[0];
 
-void rumus__base_options_wg(size_t wg, char *buf, size_t len) {
-  snprintf(buf, len, "-DRUMUS_STORAGE=32 -DWG=%zu", wg);
+/* -DRUMUS_STORAGE's value for a storage type (cl/common.cl). */
+static int storage_bits(rumus_dtype storage) {
+  return storage == RUMUS_F16 ? 16 : 32;
 }
 
-void rumus__base_options(const rumus_ctx *ctx, char *buf, size_t len) {
-  rumus__base_options_wg(rumus__reduce_wg(ctx), buf, len);
+void rumus__options_head(char *buf, size_t len, rumus_dtype storage,
+                         size_t wg, int align4) {
+  snprintf(buf, len, "-DRUMUS_STORAGE=%d -DWG=%zu -DRUMUS_ALIGN4=%d",
+           storage_bits(storage), wg, align4 ? 1 : 0);
+}
+
+int rumus__aligned(const rumus_tensor *t, size_t elem, size_t elems) {
+  if ((rumus__off(t) + elem) % elems != 0) return 0;
+  const size_t bytes = elems * rumus_dtype_size(t->dtype);
+  return t->host_align == 0 || t->host_align % bytes == 0;
+}
+
+int rumus__align4(const rumus_ctx *ctx, const rumus_tensor *const *ts, int nt,
+                  size_t cols) {
+  if (!rumus__gpu_variant(ctx) || cols % 4 != 0) return 0;
+  for (int i = 0; i < nt; i++)
+    if (ts[i] && !rumus__aligned(ts[i], 0, 4)) return 0;
+  return 1;
 }
 
 /* The REGS rungs of the work-group variant, smallest first: (work-group
@@ -35,68 +54,106 @@ static const struct {
   int cache_v4;
 } RUNGS[] = {{128, 8}, {256, 8}};
 
-static void plan_set(rumus__row_plan *plan, rumus__rows_kind kind, size_t wg,
+#define N_RUNGS (sizeof RUNGS / sizeof RUNGS[0])
+
+/* Sets the plan's geometry, kernel name and options. */
+static void plan_set(const rumus_ctx *ctx, const rumus__row_family *fam,
+                     rumus__row_plan *plan, rumus__rows_kind kind, size_t wg,
                      cl_uint rt, int cache_v4, const char *base,
-                     const char *suffix, const char *extra,
-                     const char *align) {
-  char opts[64];
+                     const char *suffix) {
   plan->kind = kind;
   plan->wg = wg;
   plan->rt = rt;
+  plan->cache_v4 = kind == RUMUS__ROWS_REGS ? cache_v4 : 0;
   plan->rows_per_group = kind == RUMUS__ROWS_REGS ? wg / rt : 1;
-  rumus__base_options_wg(wg, opts, sizeof opts);
-  if (kind == RUMUS__ROWS_REGS)
-    snprintf(plan->options, sizeof plan->options, "%s -DCACHE_V4=%d %s %s",
-             opts, cache_v4, extra, align ? align : "");
-  else
-    snprintf(plan->options, sizeof plan->options, "%s %s %s", opts, extra,
-             align ? align : "");
+  fam->options(ctx, plan, plan->options, sizeof plan->options);
   snprintf(plan->kernel, sizeof plan->kernel, "%s_%s", base, suffix);
+}
+
+/* rt of a REGS plan on (wg, cache_v4) for rows of `cols`: the fewest
+ * work-items (a power of two, at least 8 for coalesced loads) that hold
+ * the row, so short rows share a work-group and its barriers; 0 if the
+ * rung cannot hold the row. */
+static cl_uint regs_rt(const rumus_ctx *ctx, size_t cols, size_t wg,
+                       int cache_v4) {
+  const size_t per_item = 4 * (size_t)cache_v4;
+  if (wg > ctx->max_wg || cols > wg * per_item) return 0;
+  cl_uint rt = 8;
+  while (rt < wg && (size_t)rt * per_item < cols) rt *= 2;
+  return rt > wg ? (cl_uint)wg : rt;
 }
 
 /* A REGS plan on (wg, cache_v4) if it holds the row and the device runs
  * the kernel at wg; *ok says whether it does. */
-static int try_regs(rumus_ctx *ctx, const char *op, const char *file,
-                    const char *base, const rumus__row_opts *opts, size_t cols,
-                    size_t wg, int cache_v4, rumus__row_plan *plan, int *ok) {
+static int try_regs(rumus_ctx *ctx, const char *op,
+                    const rumus__row_family *fam, const char *base,
+                    size_t cols, size_t wg, int cache_v4,
+                    rumus__row_plan *plan, int *ok) {
   *ok = 0;
-  const size_t per_item = 4 * (size_t)cache_v4;
-  if (wg > ctx->max_wg || cols > wg * per_item) return RUMUS_OK;
-  /* rt: the fewest work-items (a power of two, at least 8 for coalesced
-   * loads) that hold the row, so short rows share a work-group and its
-   * barriers. */
-  cl_uint rt = 8;
-  while (rt < wg && (size_t)rt * per_item < cols) rt *= 2;
-  if (rt > wg) rt = (cl_uint)wg;
-  plan_set(plan, RUMUS__ROWS_REGS, wg, rt, cache_v4, base, "wgc", opts->regs,
-           opts->align);
-  const rumus__kernel_ref k = {file, plan->options, plan->kernel};
+  const cl_uint rt = regs_rt(ctx, cols, wg, cache_v4);
+  if (rt == 0) return RUMUS_OK;
+  plan_set(ctx, fam, plan, RUMUS__ROWS_REGS, wg, rt, cache_v4, base, "wgc");
+  const rumus__kernel_ref k = {fam->file, plan->options, plan->kernel};
   size_t limit;
   RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
   *ok = limit >= wg;
   return RUMUS_OK;
 }
 
-int rumus__row_plan_make(rumus_ctx *ctx, const char *op, const char *file,
-                         const char *base, const rumus__row_opts *opts,
-                         size_t cols, rumus__row_plan *plan) {
+int rumus__row_plan_make(rumus_ctx *ctx, const char *op,
+                         const rumus__row_family *fam, const char *base,
+                         rumus_dtype storage, int align4, size_t cols,
+                         rumus__row_plan *plan) {
   const size_t wg = rumus__reduce_wg(ctx);
+  plan->storage = storage;
+  plan->align4 = align4;
   if (!rumus__gpu_variant(ctx)) {
-    plan_set(plan, RUMUS__ROWS_ITEM, wg, 1, 0, base, "row", opts->plain,
-             opts->align);
+    plan_set(ctx, fam, plan, RUMUS__ROWS_ITEM, wg, 1, 0, base, "row");
     return RUMUS_OK;
   }
   int ok = 0;
   if (ctx->opt_wg) {
-    RUMUS__FORWARD(try_regs(ctx, op, file, base, opts, cols, wg, 8, plan, &ok));
+    RUMUS__FORWARD(try_regs(ctx, op, fam, base, cols, wg, 8, plan, &ok));
   } else {
-    for (size_t i = 0; !ok && i < sizeof RUNGS / sizeof RUNGS[0]; i++)
-      RUMUS__FORWARD(try_regs(ctx, op, file, base, opts, cols, RUNGS[i].wg,
+    for (size_t i = 0; !ok && i < N_RUNGS; i++)
+      RUMUS__FORWARD(try_regs(ctx, op, fam, base, cols, RUNGS[i].wg,
                               RUNGS[i].cache_v4, plan, &ok));
   }
-  if (!ok)
-    plan_set(plan, RUMUS__ROWS_GROUP, wg, 1, 0, base, "wg", opts->plain,
-             opts->align);
+  if (!ok) plan_set(ctx, fam, plan, RUMUS__ROWS_GROUP, wg, 1, 0, base, "wg");
+  return RUMUS_OK;
+}
+
+/* Builds the program of one plan shape. */
+static int warm_plan(rumus_ctx *ctx, const rumus__row_family *fam,
+                     rumus__row_plan *plan, rumus__rows_kind kind, size_t wg,
+                     int cache_v4) {
+  cl_program prog;
+  plan_set(ctx, fam, plan, kind, wg, 1, cache_v4, "", "");
+  return rumus__program_get(ctx, "rumus_cache_fill", fam->file, plan->options,
+                            &prog);
+}
+
+int rumus__row_family_warm(rumus_ctx *ctx, const rumus__row_family *fam,
+                           rumus_dtype storage) {
+  const size_t wg = rumus__reduce_wg(ctx);
+  rumus__row_plan plan;
+  plan.storage = storage;
+  if (!rumus__gpu_variant(ctx)) {
+    plan.align4 = 0;
+    return warm_plan(ctx, fam, &plan, RUMUS__ROWS_ITEM, wg, 0);
+  }
+  for (int align4 = 0; align4 <= 1; align4++) {
+    plan.align4 = align4;
+    if (ctx->opt_wg) { /* the user's size is the only rung */
+      RUMUS__FORWARD(warm_plan(ctx, fam, &plan, RUMUS__ROWS_REGS, wg, 8));
+    } else {
+      for (size_t i = 0; i < N_RUNGS; i++)
+        if (RUNGS[i].wg <= ctx->max_wg)
+          RUMUS__FORWARD(warm_plan(ctx, fam, &plan, RUMUS__ROWS_REGS,
+                                   RUNGS[i].wg, RUNGS[i].cache_v4));
+    }
+    RUMUS__FORWARD(warm_plan(ctx, fam, &plan, RUMUS__ROWS_GROUP, wg, 0));
+  }
   return RUMUS_OK;
 }
 
@@ -109,16 +166,6 @@ size_t rumus__row_plan_global(const rumus_ctx *ctx, const rumus__row_plan *plan,
   }
   *local = plan->wg;
   return (rows + plan->rows_per_group - 1) / plan->rows_per_group * plan->wg;
-}
-
-const char *rumus__align4_option(const rumus_ctx *ctx,
-                                 const rumus_tensor *const *ts, int nt,
-                                 size_t cols) {
-  /* The CPU variant's kernels read float8 / scalars: no second program. */
-  if (!rumus__gpu_variant(ctx) || cols % 4 != 0) return "";
-  for (int i = 0; i < nt; i++)
-    if (ts[i] && rumus__off(ts[i]) % 4 != 0) return "";
-  return "-DRUMUS_ALIGN4=1";
 }
 
 size_t rumus__row_local(const rumus_ctx *ctx, size_t rows) {

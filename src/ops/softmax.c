@@ -12,10 +12,19 @@ static const char *const FILE_CL = "softmax.cl";
  * default). */
 #define ROW_RUN 8
 
-/* The programs' extra options (rumus__row_plan_make). */
-#define STR_(x) #x
-#define STR(x) STR_(x)
-static const char ROW_RUN_OPT[] = "-DROW_RUN=" STR(ROW_RUN);
+/* The options of the program that runs `plan` (warm-up and launches). */
+static void softmax_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
+                            char *buf, size_t len) {
+  char head[96];
+  rumus__options_head(head, sizeof head, plan->storage, plan->wg,
+                      plan->align4);
+  if (plan->kind == RUMUS__ROWS_REGS)
+    snprintf(buf, len, "%s -DCACHE_V4=%d", head, plan->cache_v4);
+  else
+    snprintf(buf, len, "%s -DROW_RUN=%d", head, ROW_RUN);
+}
+
+static const rumus__row_family SOFTMAX = {FILE_CL, softmax_options};
 
 /* Launches `base`_row, _wgc or _wg (see rumus__row_plan_make) over rows x
  * cols; ts are the tensors in kernel order, each passed as (buffer,
@@ -23,11 +32,10 @@ static const char ROW_RUN_OPT[] = "-DROW_RUN=" STR(ROW_RUN);
 static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
                     const rumus_tensor *const *ts, int nt, size_t rows,
                     size_t cols) {
-  const rumus__row_opts row_opts = {ROW_RUN_OPT, "",
-                                    rumus__align4_option(ctx, ts, nt, cols)};
   rumus__row_plan plan;
-  RUMUS__FORWARD(
-      rumus__row_plan_make(ctx, op, FILE_CL, base, &row_opts, cols, &plan));
+  RUMUS__FORWARD(rumus__row_plan_make(ctx, op, &SOFTMAX, base, ts[0]->dtype,
+                                      rumus__align4(ctx, ts, nt, cols), cols,
+                                      &plan));
   const rumus__kernel_ref k = {FILE_CL, plan.options, plan.kernel};
   const size_t chunk =
       plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30) : RUMUS__MAX_WG_ROWS;
@@ -68,6 +76,7 @@ static int forward(rumus_ctx *ctx, const char *op, const char *base,
   RUMUS__FORWARD(check_rows_tensor(ctx, op, "x", x));
   RUMUS__FORWARD(check_rows_tensor(ctx, op, "y", y));
   RUMUS__FORWARD(rumus__check_same_shape(ctx, op, "x", x, "y", y));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 1));
   size_t rows, cols;
   rumus__rows_cols(x, &rows, &cols);
   if (rows == 0 || cols == 0) return RUMUS_OK;
@@ -84,6 +93,8 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
   RUMUS__FORWARD(check_rows_tensor(ctx, op, "dx", dx));
   RUMUS__FORWARD(rumus__check_same_shape(ctx, op, "y", y, "dy", dy));
   RUMUS__FORWARD(rumus__check_same_shape(ctx, op, "y", y, "dx", dx));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dy", dy, "dx", dx, 1));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "y", y, "dx", dx, 0));
   size_t rows, cols;
   rumus__rows_cols(y, &rows, &cols);
   if (rows == 0 || cols == 0) return RUMUS_OK;
@@ -108,9 +119,5 @@ int rumus_log_softmax_bwd(rumus_ctx *ctx, const rumus_tensor *y,
 }
 
 int rumus__softmax_warm(rumus_ctx *ctx) {
-  char base[64], opts[128];
-  cl_program p;
-  rumus__base_options(ctx, base, sizeof base);
-  snprintf(opts, sizeof opts, "%s %s", base, ROW_RUN_OPT);
-  return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &p);
+  return rumus__row_family_warm(ctx, &SOFTMAX, RUMUS_F32);
 }

@@ -43,18 +43,33 @@ static size_t local_row_floats(const rumus_ctx *ctx) {
   return bytes >= 1024 ? bytes / sizeof(float) : 0;
 }
 
-/* The options after the base ones; local_floats sizes the _wgl cache. */
-static void extra_options(size_t local_floats, char *buf, size_t len) {
-  snprintf(buf, len, "-DDEVERR_XENT_TARGET=%d -DXENT_LOCAL_FLOATS=%zu "
-                     "-DRED_ITEMS=%d -DROW_RUN=%d",
-           (int)RUMUS__DEVERR_XENT_TARGET, local_floats, RED_ITEMS, ROW_RUN);
+/* The options of the program that runs `plan` (warm-up and launches).
+ * The register-row programs (other work-group sizes) leave the _wgl
+ * kernels out: their local arrays grow with WG. */
+static void xent_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
+                         char *buf, size_t len) {
+  char head[96];
+  rumus__options_head(head, sizeof head, plan->storage, plan->wg,
+                      plan->align4);
+  const size_t local_floats =
+      plan->kind == RUMUS__ROWS_REGS ? 0 : local_row_floats(ctx);
+  int n = snprintf(buf, len, "%s -DDEVERR_XENT_TARGET=%d "
+                   "-DXENT_LOCAL_FLOATS=%zu -DRED_ITEMS=%d -DROW_RUN=%d",
+                   head, (int)RUMUS__DEVERR_XENT_TARGET, local_floats,
+                   RED_ITEMS, ROW_RUN);
+  if (plan->kind == RUMUS__ROWS_REGS && n > 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, " -DCACHE_V4=%d", plan->cache_v4);
 }
 
-static void options(const rumus_ctx *ctx, char *buf, size_t len) {
-  char base[96], extra[128];
-  rumus__base_options(ctx, base, sizeof base);
-  extra_options(local_row_floats(ctx), extra, sizeof extra);
-  snprintf(buf, len, "%s %s", base, extra);
+static const rumus__row_family XENT = {FILE_CL, xent_options};
+
+/* The options of the count and sum kernels: those of the one-group-per-row
+ * program on unaligned tensors, which holds them too. */
+static void sums_options(const rumus_ctx *ctx, char *buf, size_t len) {
+  rumus__row_plan plan = {.kind = RUMUS__ROWS_GROUP,
+                          .storage = RUMUS_F32,
+                          .wg = rumus__reduce_wg(ctx)};
+  xent_options(ctx, &plan, buf, len);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -116,6 +131,13 @@ static int check_args(rumus_ctx *ctx, const rumus_tensor *logits,
   if (grad)
     RUMUS__FORWARD(rumus__check_same_shape(ctx, OP, "grad", grad, "logits",
                                            logits));
+  /* No output may share memory with another tensor. */
+  const char *names[4] = {"logits", "targets", "loss", "grad"};
+  const rumus_tensor *ts[4] = {logits, targets, loss, grad};
+  for (int o = 2; o < 4; o++)
+    for (int i = 0; i < o; i++)
+      RUMUS__FORWARD(rumus__check_overlap(ctx, OP, names[i], ts[i], names[o],
+                                          ts[o], 0));
   return RUMUS_OK;
 }
 
@@ -141,7 +163,7 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
                    rumus_tensor *grad, const rumus_xent_params *p, size_t rows,
                    size_t cols) {
   char opts[256];
-  options(ctx, opts, sizeof opts);
+  sums_options(ctx, opts, sizeof opts);
   const int mean = p->reduction == RUMUS_REDUCTION_MEAN;
   const int reduce = p->reduction != RUMUS_REDUCTION_NONE;
   const size_t span = rumus__reduce_wg(ctx) * RED_ITEMS;
@@ -176,19 +198,14 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
     st = launch_wg(ctx, opts, "xent_count", nparts, 7, a1);
   }
 
-  /* 2. Per-row losses and the gradient.  The register-row programs (other
-   * work-group sizes) leave the _wgl kernels out: their local arrays grow
-   * with WG. */
-  char plain[128], regs_opts[128];
-  extra_options(local_row_floats(ctx), plain, sizeof plain);
-  extra_options(0, regs_opts, sizeof regs_opts);
+  /* 2. Per-row losses and the gradient. */
   const rumus_tensor *rows_ts[2] = {logits, grad};
-  const rumus__row_opts row_opts = {plain, regs_opts,
-                                    rumus__align4_option(ctx, rows_ts, 2, cols)};
   const char *base = grad ? "xent_fwd_bwd" : "xent_fwd";
   rumus__row_plan plan;
   if (st == RUMUS_OK)
-    st = rumus__row_plan_make(ctx, OP, FILE_CL, base, &row_opts, cols, &plan);
+    st = rumus__row_plan_make(ctx, OP, &XENT, base, logits->dtype,
+                              rumus__align4(ctx, rows_ts, 2, cols), cols,
+                              &plan);
   if (st != RUMUS_OK) {
     if (scratch) clReleaseMemObject(scratch);
     return st;
@@ -259,8 +276,5 @@ int rumus_cross_entropy(rumus_ctx *ctx, const rumus_tensor *logits,
 }
 
 int rumus__xent_warm(rumus_ctx *ctx) {
-  char opts[256];
-  cl_program prog;
-  options(ctx, opts, sizeof opts);
-  return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog);
+  return rumus__row_family_warm(ctx, &XENT, RUMUS_F32);
 }
