@@ -3,10 +3,13 @@
  * program on the chosen device and runs a self-check of each kernel against
  * the float64 CPU reference, printing the largest error per kernel.
  *
- *   rumus-info [-d DEVICE] [-l]
+ *   rumus-info [-d DEVICE] [-l | -s [-f]]
  *     -d DEVICE  index or name substring (default: RUMUS_DEVICE, else the
  *                first GPU, else the first device)
  *     -l         list the devices and exit
+ *     -s         time start-up (context, first cross-entropy, sync) of a
+ *                fresh context instead of the self-check; with -f, after
+ *                rumus_cache_fill
  *
  * Exit status: 0 when every check is within its tolerance, 1 otherwise.
  */
@@ -17,15 +20,17 @@
 #include "selfcheck.h"
 
 static void usage(void) {
-  fprintf(stderr, "usage: rumus-info [-d DEVICE] [-l]\n");
+  fprintf(stderr, "usage: rumus-info [-d DEVICE] [-l | -s [-f]]\n");
 }
 
 int main(int argc, char **argv) {
   const char *device = NULL;
-  int list_only = 0;
+  int list_only = 0, startup = 0, fill = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-d") == 0 && i + 1 < argc) device = argv[++i];
     else if (strcmp(argv[i], "-l") == 0) list_only = 1;
+    else if (strcmp(argv[i], "-s") == 0) startup = 1;
+    else if (strcmp(argv[i], "-f") == 0) fill = 1;
     else {
       usage();
       return 2;
@@ -43,6 +48,7 @@ int main(int argc, char **argv) {
     if (rumus_device_describe(i, desc, sizeof desc) == RUMUS_OK) printf("  [%d] %s\n", i, desc);
   }
   if (list_only) return 0;
+  if (startup) return startup_report(device, fill);
   selfcheck in = {0};
   st = rumus_ctx_create(&in.ctx, device, 0);
   if (st != RUMUS_OK) {

@@ -35,4 +35,8 @@ void selfcheck_gemm(selfcheck *sc);
 void selfcheck_elementwise(selfcheck *sc);
 void selfcheck_optim(selfcheck *sc);
 
+/* rumus-info -s [-f] (startup.c): prints the start-up times of one fresh
+ * context, with rumus_cache_fill first if fill is set; the exit status. */
+int startup_report(const char *device, int fill);
+
 #endif /* RUMUS_SELFCHECK_H */

@@ -1,0 +1,419 @@
+/*
+ * check_framework.c - what the framework promises every op family:
+ *   core    rumus_cache_fill builds every program the ops choose (no op
+ *           builds one afterwards, on either variant, for aligned and
+ *           unaligned tensors, every row plan and every GEMM tile size);
+ *           buffers wrapped with CL_MEM_USE_HOST_PTR at an address that is
+ *           only float-aligned give the reference's results;
+ *   errors  tensors that partly share memory are RUMUS_EINVAL for every
+ *           op (exact aliasing only where the op documents in-place use);
+ *           infinite optimizer hyper-parameters are RUMUS_EINVAL;
+ *   limits  Adam's second moment stays finite where g^2 overflows float
+ *           but (1 - beta2) g^2 does not (tolerance: 1e-6 relative).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+/* ---- core: a filled cache builds nothing more ----------------------------- */
+
+/* Frees the tensors of a NULL-terminated list. */
+static void free_tensors(rumus_tensor *first, ...) {
+  va_list ap;
+  va_start(ap, first);
+  for (rumus_tensor *t = first; t; t = va_arg(ap, rumus_tensor *))
+    rumus_tensor_free(t);
+  va_end(ap);
+}
+
+/* A rows x cols tensor of uniform values in [-2, 2). */
+static rumus_tensor *rand_2d(rumus_ctx *ctx, tu_rng *r, size_t rows,
+                             size_t cols) {
+  float *x = malloc(rows * cols * sizeof *x + 1);
+  ck_assert_ptr_nonnull(x);
+  tu_fill_uniform(r, x, rows * cols, -2.0f, 2.0f);
+  rumus_tensor *t = tu_tensor_2d(ctx, rows, cols, x);
+  free(x);
+  return t;
+}
+
+/* Softmax, log-softmax and their backwards on rows x cols. */
+static void run_softmax_ops(rumus_ctx *ctx, tu_rng *r, size_t rows,
+                            size_t cols) {
+  rumus_tensor *x = rand_2d(ctx, r, rows, cols);
+  rumus_tensor *y = rand_2d(ctx, r, rows, cols);
+  rumus_tensor *dx = rand_2d(ctx, r, rows, cols);
+  TU_OK(ctx, rumus_softmax_fwd(ctx, x, y));
+  TU_OK(ctx, rumus_log_softmax_fwd(ctx, x, y));
+  TU_OK(ctx, rumus_softmax_bwd(ctx, y, x, dx));
+  TU_OK(ctx, rumus_log_softmax_bwd(ctx, y, x, dx));
+  free_tensors(x, y, dx, NULL);
+}
+
+/* Cross-entropy in every mode the kernels distinguish on rows x cols. */
+static void run_xent_ops(rumus_ctx *ctx, tu_rng *r, size_t rows,
+                         size_t cols) {
+  rumus_tensor *x = rand_2d(ctx, r, rows, cols);
+  rumus_tensor *g = rand_2d(ctx, r, rows, cols);
+  int32_t *t = malloc(rows * sizeof *t);
+  ck_assert_ptr_nonnull(t);
+  for (size_t i = 0; i < rows; i++) t[i] = (int32_t)(tu_rand_u32(r) % cols);
+  const size_t tshape[1] = {rows};
+  rumus_tensor *tt = tu_tensor(ctx, RUMUS_I32, 1, tshape, t);
+  rumus_tensor *loss = tu_tensor(ctx, RUMUS_F32, 0, NULL, NULL);
+  rumus_tensor *rows_loss = tu_tensor(ctx, RUMUS_F32, 1, tshape, NULL);
+  rumus_xent_params p = RUMUS_XENT_DEFAULTS;
+  for (int mode = 0; mode < 4; mode++) {
+    p.reduction = mode == 3 ? RUMUS_REDUCTION_NONE
+                            : (rumus_reduction)(mode % 2);
+    p.label_smoothing = mode == 2 ? 0.1f : 0.0f;
+    rumus_tensor *l = mode == 3 ? rows_loss : loss;
+    TU_OK(ctx, rumus_cross_entropy(ctx, x, tt, l, g, &p));
+    TU_OK(ctx, rumus_cross_entropy(ctx, x, tt, l, NULL, &p));
+  }
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  free(t);
+  free_tensors(x, g, tt, loss, rows_loss, NULL);
+}
+
+/* Every element-wise op, activation and the bias ops on rows x cols. */
+static void run_elementwise_ops(rumus_ctx *ctx, tu_rng *r, size_t rows,
+                                size_t cols) {
+  rumus_tensor *a = rand_2d(ctx, r, rows, cols);
+  rumus_tensor *b = rand_2d(ctx, r, rows, cols);
+  rumus_tensor *o = rand_2d(ctx, r, rows, cols);
+  rumus_tensor *bias = rand_2d(ctx, r, 1, cols);
+  const size_t bshape[1] = {cols};
+  TU_OK(ctx, rumus_tensor_reshape(bias, 1, bshape));
+  TU_OK(ctx, rumus_add(ctx, a, b, o));
+  TU_OK(ctx, rumus_sub(ctx, a, b, o));
+  TU_OK(ctx, rumus_mul(ctx, a, b, o));
+  TU_OK(ctx, rumus_scale(ctx, 0.5f, a, o));
+  TU_OK(ctx, rumus_axpy(ctx, 0.5f, a, o));
+  for (int act = RUMUS_ACT_RELU; act <= RUMUS_ACT_GELU_ERF; act++) {
+    TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, 0.1f, a, o));
+    TU_OK(ctx,
+          rumus_activation_bwd(ctx, (rumus_activation)act, 0.1f, a, b, o));
+  }
+  TU_OK(ctx, rumus_bias_add(ctx, o, bias));
+  TU_OK(ctx, rumus_bias_grad(ctx, o, bias));
+  free_tensors(a, b, o, bias, NULL);
+}
+
+/* GEMM with the four transposes on m x n x k (square operands, so every
+ * transpose has the same shapes). */
+static void run_gemm_ops(rumus_ctx *ctx, tu_rng *r, size_t m, size_t n,
+                         size_t k) {
+  rumus_tensor *A = rand_2d(ctx, r, m, k), *At = rand_2d(ctx, r, k, m);
+  rumus_tensor *B = rand_2d(ctx, r, k, n), *Bt = rand_2d(ctx, r, n, k);
+  rumus_tensor *C = rand_2d(ctx, r, m, n);
+  for (int t = 0; t < 4; t++) {
+    const int ta = t & 1, tb = t >> 1;
+    TU_OK(ctx, rumus_gemm(ctx, (rumus_transpose)ta, (rumus_transpose)tb,
+                          1.0f, ta ? At : A, tb ? Bt : B, 0.5f, C));
+  }
+  free_tensors(A, At, B, Bt, C, NULL);
+}
+
+static void run_optim_ops(rumus_ctx *ctx, tu_rng *r, size_t n) {
+  rumus_tensor *p = rand_2d(ctx, r, 1, n), *g = rand_2d(ctx, r, 1, n);
+  rumus_tensor *m = rand_2d(ctx, r, 1, n), *v = rand_2d(ctx, r, 1, n);
+  rumus_tensor *acc = tu_tensor(ctx, RUMUS_F32, 0, NULL, NULL);
+  TU_OK(ctx, rumus_tensor_fill(v, 0.0f));
+  const rumus_sgd_params sp = {0.1f, 0.9f, 0.0f, 0.01f, 1};
+  const rumus_adam_params ap = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1};
+  TU_OK(ctx, rumus_sgd_step(ctx, &sp, 1, p, g, m));
+  TU_OK(ctx, rumus_adam_step(ctx, &ap, 1, p, g, m, v));
+  TU_OK(ctx, rumus_tensor_fill(acc, 0.0f));
+  TU_OK(ctx, rumus_sum_squares(ctx, g, acc));
+  rumus_tensor *gs[1] = {g};
+  TU_OK(ctx, rumus_clip_grad_norm(ctx, gs, 1, 1.0f, acc));
+  free_tensors(p, g, m, v, acc, NULL);
+}
+
+START_TEST(cache_fill_builds_every_program) {
+  const int v = tu_variants[_i];
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, v);
+  TU_OK(ctx, rumus_cache_fill(ctx));
+  rumus_cache_info before, after;
+  TU_OK(ctx, rumus_cache_stats(ctx, &before));
+  ck_assert_uint_gt(before.programs, 0);
+  ck_assert_uint_eq(before.builds, before.programs);
+  tu_rng r;
+  tu_rng_seed(&r, 7);
+  /* Rows of 1, 3 and 4 float4 per register rung, the strided kernel past
+   * 8192 columns; odd widths take the unaligned programs. */
+  const size_t widths[] = {16, 1000, 3001, 6000, 9000, 8193};
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+    run_softmax_ops(ctx, &r, 3, widths[i]);
+    run_xent_ops(ctx, &r, 3, widths[i]);
+  }
+  run_elementwise_ops(ctx, &r, 5, 64);
+  run_elementwise_ops(ctx, &r, 5, 7);
+  /* Shapes that pick each tile size on a small device (docs/DESIGN.md),
+   * with K a multiple of 4 (aligned) and odd (unaligned). */
+  const size_t mn[][2] = {{256, 256}, {128, 64}, {64, 32}, {5, 3}};
+  for (size_t i = 0; i < sizeof mn / sizeof mn[0]; i++) {
+    run_gemm_ops(ctx, &r, mn[i][0], mn[i][1], 8);
+    run_gemm_ops(ctx, &r, mn[i][0], mn[i][1], 7);
+  }
+  run_optim_ops(ctx, &r, 1000);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  TU_OK(ctx, rumus_cache_stats(ctx, &after));
+  ck_assert_msg(after.builds == before.builds,
+                "%s variant: %llu programs built after rumus_cache_fill",
+                tu_variant_name(v),
+                (unsigned long long)(after.builds - before.builds));
+  ck_assert_uint_eq(after.programs, before.programs);
+  /* A second fill finds everything cached. */
+  TU_OK(ctx, rumus_cache_fill(ctx));
+  TU_OK(ctx, rumus_cache_stats(ctx, &after));
+  ck_assert_uint_eq(after.builds, before.builds);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+START_TEST(cache_stats_arguments) {
+  rumus_cache_info info;
+  TU_STATUS(RUMUS_ENULL, rumus_cache_stats(NULL, &info));
+  rumus_ctx *ctx = tu_ctx();
+  TU_STATUS(RUMUS_ENULL, rumus_cache_stats(ctx, NULL));
+  TU_OK(ctx, rumus_cache_stats(ctx, &info));
+  ck_assert_uint_eq(info.programs, 0);
+  ck_assert_uint_eq(info.builds, 0);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* ---- core: host-pointer buffers at a float-aligned address --------------- */
+
+/* Wraps n floats of `host` (which the driver may use in place). */
+static rumus_tensor *wrap_host(rumus_ctx *ctx, float *host, size_t n,
+                               cl_mem *buf) {
+  cl_int e;
+  *buf = clCreateBuffer(rumus_ctx_cl_context(ctx),
+                        CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+                        n * sizeof(float), host, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  const size_t shape[1] = {n};
+  rumus_tensor *t = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 1, shape, *buf, 0, &t));
+  return t;
+}
+
+START_TEST(host_pointer_buffers_off_alignment) {
+  const int v = tu_variants[_i];
+  enum { N = 1003 };
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, v);
+  /* One float past a 64-byte boundary: aligned to 4 bytes only. */
+  void *mem = NULL;
+  ck_assert_int_eq(posix_memalign(&mem, 64, 2 * (N + 16) * sizeof(float)), 0);
+  unsigned char *raw = mem;
+  float *x = (float *)(raw + 4), *y = x + N + 8;
+  tu_rng r;
+  tu_rng_seed(&r, 11);
+  tu_fill_uniform(&r, x, N, -1, 1);
+  tu_fill_uniform(&r, y, N, -1, 1);
+  double want[N];
+  for (size_t i = 0; i < N; i++) want[i] = 0.25 * (double)x[i] + y[i];
+  cl_mem bx, by;
+  rumus_tensor *tx = wrap_host(ctx, x, N, &bx), *ty = wrap_host(ctx, y, N, &by);
+  TU_OK(ctx, rumus_axpy(ctx, 0.25f, tx, ty));
+  float *got = tu_download(ctx, ty);
+  tu_check_close("axpy on host-pointer buffers", got, want, N, 1e-7, 1e-6);
+  free(got);
+  free_tensors(tx, ty, NULL);
+  TU_OK(ctx, rumus_ctx_free(ctx));
+  clReleaseMemObject(bx);
+  clReleaseMemObject(by);
+  free(raw);
+}
+END_TEST
+
+/* ---- errors: overlapping tensors ---------------------------------------- */
+
+/* Views into one buffer of 4096 floats: [offset, offset + rows * cols). */
+typedef struct {
+  rumus_ctx *ctx;
+  cl_mem buf;
+} shared_buf;
+
+static shared_buf shared_new(void) {
+  shared_buf s = {tu_ctx(), NULL};
+  cl_int e;
+  s.buf = clCreateBuffer(rumus_ctx_cl_context(s.ctx), CL_MEM_READ_WRITE,
+                         4096 * sizeof(float), NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  return s;
+}
+
+static rumus_tensor *view(shared_buf *s, rumus_dtype dt, size_t offset,
+                          int ndim, size_t d0, size_t d1) {
+  const size_t shape[2] = {d0, d1};
+  rumus_tensor *t = NULL;
+  TU_OK(s->ctx, rumus_tensor_wrap(s->ctx, dt, ndim, shape, s->buf,
+                                  offset * sizeof(float), &t));
+  return t;
+}
+
+/* Asserts RUMUS_EINVAL with a message that names an overlap. */
+#define TU_OVERLAP(ctx, expr)                                                 \
+  do {                                                                        \
+    TU_STATUS(RUMUS_EINVAL, expr);                                            \
+    ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "overlap") != NULL,           \
+                  "%s: message \"%s\"", #expr, rumus_ctx_errmsg(ctx));        \
+  } while (0)
+
+START_TEST(overlapping_tensors_are_rejected) {
+  shared_buf s = shared_new();
+  rumus_ctx *ctx = s.ctx;
+  /* x: rows 0-3 of 8 columns; y: one row further (overlaps 3 rows);
+   * z: after both. */
+  rumus_tensor *x = view(&s, RUMUS_F32, 0, 2, 4, 8);
+  rumus_tensor *y = view(&s, RUMUS_F32, 8, 2, 4, 8);
+  rumus_tensor *x2 = view(&s, RUMUS_F32, 0, 2, 4, 8); /* x's very bytes */
+  rumus_tensor *z = view(&s, RUMUS_F32, 64, 2, 4, 8);
+  TU_OK(ctx, rumus_tensor_fill(x, 0.5f));
+  TU_OK(ctx, rumus_tensor_fill(z, 0.25f));
+  TU_OVERLAP(ctx, rumus_softmax_fwd(ctx, x, y));
+  TU_OK(ctx, rumus_softmax_fwd(ctx, x, x2)); /* in place */
+  TU_OVERLAP(ctx, rumus_softmax_bwd(ctx, z, x, y));  /* dx into dy */
+  TU_OVERLAP(ctx, rumus_softmax_bwd(ctx, x, z, x2)); /* dx is y */
+  TU_OK(ctx, rumus_softmax_bwd(ctx, z, x, x2));      /* dx is dy */
+  TU_OVERLAP(ctx, rumus_add(ctx, x, z, y));
+  TU_OK(ctx, rumus_add(ctx, x, z, x2));
+  TU_OVERLAP(ctx, rumus_axpy(ctx, 1.0f, x, y));
+  TU_OVERLAP(ctx, rumus_activation_fwd(ctx, RUMUS_ACT_RELU, 0, x, y));
+  TU_OVERLAP(ctx,
+             rumus_activation_bwd(ctx, RUMUS_ACT_RELU, 0, z, x, y));
+  rumus_tensor *bias = view(&s, RUMUS_F32, 100, 1, 8, 0);
+  rumus_tensor *bias_in_x = view(&s, RUMUS_F32, 4, 1, 8, 0);
+  TU_OVERLAP(ctx, rumus_bias_add(ctx, x, bias_in_x));
+  TU_OVERLAP(ctx, rumus_bias_grad(ctx, x, bias_in_x));
+  TU_OK(ctx, rumus_bias_add(ctx, z, bias));
+  /* Cross-entropy: the gradient one row into the logits. */
+  rumus_tensor *tg = view(&s, RUMUS_I32, 200, 1, 4, 0);
+  rumus_tensor *loss = view(&s, RUMUS_F32, 210, 0, 0, 0);
+  rumus_tensor *loss_in_x = view(&s, RUMUS_F32, 3, 0, 0, 0);
+  TU_OK(ctx, rumus_tensor_fill(tg, 1.0f));
+  TU_OVERLAP(ctx, rumus_cross_entropy(ctx, x, tg, loss, y, NULL));
+  TU_OVERLAP(ctx, rumus_cross_entropy(ctx, x, tg, loss_in_x, NULL, NULL));
+  TU_OK(ctx, rumus_cross_entropy(ctx, z, tg, loss, NULL, NULL));
+  /* GEMM: C over A; views of one tensor that do not meet are fine. */
+  rumus_tensor *sq = view(&s, RUMUS_F32, 300, 2, 8, 8);
+  rumus_tensor *c_in_a = view(&s, RUMUS_F32, 308, 2, 8, 8);
+  TU_OVERLAP(ctx, rumus_gemm(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, sq,
+                             sq, 0.0f, c_in_a));
+  TU_OVERLAP(ctx, rumus_gemm(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, sq,
+                             sq, 0.0f, sq));
+  rumus_tensor *flat = view(&s, RUMUS_F32, 1000, 1, 48, 0);
+  TU_OK(ctx, rumus_tensor_fill(flat, 1.0f));
+  rumus_gemm_layout l = {4, 4, 4, 1, 0, 4, 0, 16, 4, 0, 32, 4, 0};
+  TU_OK(ctx, rumus_gemm_ex(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, flat,
+                           flat, 0.0f, flat, &l));
+  float c[48];
+  TU_OK(ctx, rumus_tensor_download(flat, c, sizeof c));
+  for (int i = 32; i < 48; i++) ck_assert_float_eq(c[i], 4.0f);
+  l.c_offset = 12; /* C's view now starts inside A's */
+  TU_OVERLAP(ctx, rumus_gemm_ex(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f,
+                                flat, flat, 0.0f, flat, &l));
+  /* Optimizers, sums of squares, clipping. */
+  const rumus_sgd_params sp = {0.1f, 0.9f, 0.0f, 0.0f, 0};
+  const rumus_adam_params ap = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1};
+  TU_OVERLAP(ctx, rumus_sgd_step(ctx, &sp, 1, x, z, y));
+  TU_OVERLAP(ctx, rumus_sgd_step(ctx, &sp, 1, x, x2, z));
+  TU_OVERLAP(ctx, rumus_adam_step(ctx, &ap, 1, z, x, y, x2));
+  TU_OVERLAP(ctx, rumus_sum_squares(ctx, x, loss_in_x));
+  rumus_tensor *gs[2] = {x, y};
+  TU_OVERLAP(ctx, rumus_clip_grad_norm(ctx, gs, 2, 1.0f, NULL));
+  TU_OVERLAP(ctx, rumus_clip_grad_norm(ctx, gs, 1, 1.0f, loss_in_x));
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  free_tensors(x, y, x2, z, bias, bias_in_x, tg, loss, loss_in_x, sq,
+                      c_in_a, flat, NULL);
+  TU_OK(ctx, rumus_ctx_free(ctx));
+  clReleaseMemObject(s.buf);
+}
+END_TEST
+
+/* ---- errors: infinite hyper-parameters ---------------------------------- */
+
+START_TEST(infinite_hyper_parameters) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t shape[1] = {8};
+  rumus_tensor *p = tu_tensor(ctx, RUMUS_F32, 1, shape, NULL);
+  rumus_tensor *g = tu_tensor(ctx, RUMUS_F32, 1, shape, NULL);
+  rumus_tensor *m = tu_tensor(ctx, RUMUS_F32, 1, shape, NULL);
+  rumus_tensor *v = tu_tensor(ctx, RUMUS_F32, 1, shape, NULL);
+  const float inf = INFINITY;
+  const rumus_sgd_params sgd[] = {{inf, 0.9f, 0.0f, 0.0f, 0},
+                                  {0.1f, inf, 0.0f, 0.0f, 0},
+                                  {0.1f, 0.9f, inf, 0.0f, 0},
+                                  {0.1f, 0.9f, -inf, 0.0f, 0},
+                                  {0.1f, 0.9f, 0.0f, inf, 0}};
+  for (size_t i = 0; i < sizeof sgd / sizeof sgd[0]; i++)
+    TU_STATUS(RUMUS_EINVAL, rumus_sgd_step(ctx, &sgd[i], 1, p, g, m));
+  const rumus_adam_params adam[] = {{inf, 0.9f, 0.999f, 1e-8f, 0.0f, 0},
+                                    {1e-3f, 0.9f, 0.999f, inf, 0.0f, 0},
+                                    {1e-3f, 0.9f, 0.999f, 1e-8f, inf, 1}};
+  for (size_t i = 0; i < sizeof adam / sizeof adam[0]; i++)
+    TU_STATUS(RUMUS_EINVAL, rumus_adam_step(ctx, &adam[i], 1, p, g, m, v));
+  tu_free_all(ctx, p, g, m, v, NULL);
+}
+END_TEST
+
+/* ---- limits: Adam's second moment near float's range -------------------- */
+
+START_TEST(adam_second_moment_stays_finite) {
+  enum { N = 12 };
+  rumus_ctx *ctx = tu_ctx();
+  /* g^2 overflows float from 1.85e19; (1 - 0.999) g^2 only from 5.8e20. */
+  const float grad[N] = {2e19f, -3e19f, 1e20f, -5e20f, 4e20f, 1.8e19f,
+                         1.0f,  -2.0f,  0.0f,  1e10f,  -1e15f, 3e18f};
+  float param[N], zero[N] = {0};
+  for (int i = 0; i < N; i++) param[i] = 0.5f * (float)i;
+  const size_t shape[1] = {N};
+  rumus_tensor *tp = tu_tensor(ctx, RUMUS_F32, 1, shape, param);
+  rumus_tensor *tg = tu_tensor(ctx, RUMUS_F32, 1, shape, grad);
+  rumus_tensor *tm = tu_tensor(ctx, RUMUS_F32, 1, shape, zero);
+  rumus_tensor *tv = tu_tensor(ctx, RUMUS_F32, 1, shape, zero);
+  const rumus_adam_params ap = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
+  TU_OK(ctx, rumus_adam_step(ctx, &ap, 1, tp, tg, tm, tv));
+  double p[N], g[N], m[N] = {0}, v[N] = {0};
+  for (int i = 0; i < N; i++) {
+    p[i] = param[i];
+    g[i] = grad[i];
+  }
+  ref_adam_step(ap.lr, ap.beta1, ap.beta2, ap.eps, 0.0, 0, 1, N, p, g, m, v);
+  float *got_v = tu_download(ctx, tv), *got_p = tu_download(ctx, tp);
+  for (int i = 0; i < N; i++)
+    ck_assert_msg(isfinite(got_v[i]), "v[%d] = %g for g = %g", i,
+                  (double)got_v[i], (double)grad[i]);
+  tu_check_close("adam v", got_v, v, N, 0.0, 1e-6);
+  tu_check_close("adam param", got_p, p, N, 1e-6, 1e-6);
+  free(got_v);
+  free(got_p);
+  tu_free_all(ctx, tp, tg, tm, tv, NULL);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("framework");
+  TCase *core = tu_tcase("core");
+  tcase_add_loop_test(core, cache_fill_builds_every_program, 0, 2);
+  tcase_add_test(core, cache_stats_arguments);
+  tcase_add_loop_test(core, host_pointer_buffers_off_alignment, 0, 2);
+  suite_add_tcase(s, core);
+  TCase *errors = tu_tcase("errors");
+  tcase_add_test(errors, overlapping_tensors_are_rejected);
+  tcase_add_test(errors, infinite_hyper_parameters);
+  suite_add_tcase(s, errors);
+  TCase *limits = tu_tcase("limits");
+  tcase_add_test(limits, adam_second_moment_stays_finite);
+  suite_add_tcase(s, limits);
+  return tu_run(s);
+}
