@@ -3,7 +3,8 @@
  *
  * rumus compiles its kernels at run time on whatever OpenCL 1.2+ device the
  * machine has (a GPU, or the CPU through PoCL) and runs them on tensors that
- * live in device memory.  This is the only public header.
+ * live in device memory.  This header and rumus_version.h, which it
+ * includes, are the whole public interface.
  *
  * Objects
  *   rumus_ctx     one OpenCL device, context and in-order command queue, plus
@@ -16,10 +17,22 @@
  *
  * Errors
  *   Every function that can fail returns an int status: RUMUS_OK (0) or a
- *   negative RUMUS_E* code.  rumus_strerror() gives the code's text;
- *   rumus_ctx_errmsg() gives the details of the context's last failure (the
- *   op, the shapes, the OpenCL error, a build log).  The library never
- *   prints, aborts or exits.
+ *   negative RUMUS_E* code; rumus_strerror() gives the code's text.  The
+ *   details of a failure (the op, the shapes, the OpenCL call and its error,
+ *   a build log) are kept per thread, as errno is: rumus_ctx_errmsg(ctx),
+ *   rumus_ctx_errcode(ctx) and rumus_ctx_last_cl_error(ctx) give the calling
+ *   thread's last failure when that failure was on ctx, and "", RUMUS_OK
+ *   and CL_SUCCESS otherwise.  A thread's message stays valid and unchanged
+ *   until that thread's next failure (on any context) or its exit:
+ *   successful calls leave it alone and other threads' failures never touch
+ *   it.  Failures before there is a context (rumus_ctx_create(),
+ *   rumus_ctx_adopt(), rumus_device_count(), rumus_device_describe()) are
+ *   described by rumus_last_create_error(), per thread too.  Failed OpenCL
+ *   calls give RUMUS_ENOMEM (CL_OUT_OF_HOST_MEMORY), RUMUS_EDEVMEM
+ *   (CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES) or RUMUS_ECL,
+ *   and a message that names the call: wherever a function below lists
+ *   RUMUS_ECL, read "RUMUS_ECL, RUMUS_EDEVMEM or RUMUS_ENOMEM".  The
+ *   library never prints, aborts or exits.
  *
  * Execution
  *   Ops check their arguments, enqueue kernels on the context's in-order
@@ -27,9 +40,23 @@
  *   that only the device can see, such as a class index out of range.
  *
  * Threads
- *   The program cache of a context is thread-safe, and so is launching
- *   kernels from several threads on one context.  The last-error message is
- *   per context: use one context per thread if you rely on it.
+ *   Several threads may share one context and call at the same time: every
+ *   op, rumus_tensor_create / _wrap / _free / _upload / _download / _fill /
+ *   _copy, rumus_ctx_sync(), rumus_ctx_kernel_time() / _span(),
+ *   rumus_cache_fill(), rumus_cache_clear() and the queries
+ *   (rumus_ctx_get_option(), rumus_ctx_device_name(), ...).  The context's
+ *   lock serialises the program cache, kernel arguments and launches;
+ *   commands of all threads go into its one in-order queue in the order
+ *   their calls take the lock, so threads that use the same tensor must
+ *   order those calls themselves, as with any shared data.  A tensor is not
+ *   freed or reshaped while another thread uses it.  rumus_ctx_sync() waits
+ *   for every thread's commands, and a device-side error (RUMUS_EINDEX) is
+ *   reported by the first sync that reads it, whichever thread made it;
+ *   rumus_ctx_kernel_time() sums every thread's kernels.
+ *   Not concurrent with any other call on the same context:
+ *   rumus_ctx_set_option() (ops read the options without the lock: set them
+ *   before the context is shared) and rumus_ctx_free() (once every other
+ *   thread is done with the context and its tensors).
  */
 #ifndef RUMUS_H
 #define RUMUS_H
@@ -58,9 +85,9 @@ extern "C" {
 /* Version                                                                   */
 /* ------------------------------------------------------------------------ */
 
-#define RUMUS_VERSION_MAJOR 0
-#define RUMUS_VERSION_MINOR 1
-#define RUMUS_VERSION_PATCH 0
+/* RUMUS_VERSION_MAJOR, _MINOR, _PATCH and RUMUS_VERSION_STRING, generated
+ * by configure from the one version number in configure.ac. */
+#include "rumus_version.h"
 #define RUMUS_VERSION_NUMBER \
   (RUMUS_VERSION_MAJOR * 10000 + RUMUS_VERSION_MINOR * 100 + RUMUS_VERSION_PATCH)
 
@@ -76,7 +103,9 @@ RUMUS_API const char *rumus_version_string(void);
 /* The one list of status codes: the enum, rumus_strerror() and
  * rumus_err_name() are generated from it.  Values are stable and grouped by
  * tens: arguments 10s, shapes and types 20s, device 30s, build 40s,
- * memory 50s, state 60s, files 70s. */
+ * memory 50s, state 60s.  -70 and -71 (RUMUS_EIO, RUMUS_EFORMAT) are
+ * retired: files are rumus-train's business, not the library's, and the
+ * two values are never given to another code. */
 #define RUMUS_ERRNO_MAP(XX)                                                   \
   XX(OK, 0, "success")                                                        \
   XX(EINVAL, -10, "invalid argument")                                         \
@@ -93,9 +122,7 @@ RUMUS_API const char *rumus_version_string(void);
   XX(ENOSOURCE, -41, "kernel source not found")                               \
   XX(ENOMEM, -50, "out of host memory")                                       \
   XX(EDEVMEM, -51, "out of device memory or resources")                       \
-  XX(EBUSY, -60, "the context still has live tensors")                        \
-  XX(EIO, -70, "a file could not be read or written")                         \
-  XX(EFORMAT, -71, "a file is malformed")
+  XX(EBUSY, -60, "the context still has live tensors")
 
 typedef enum {
 #define RUMUS__ERRNO_ENUM(name, value, msg) RUMUS_##name = (value),
@@ -118,14 +145,17 @@ typedef struct rumus_ctx rumus_ctx;
 
 /*! rumus_device_count() :
  *  Counts the OpenCL devices of every platform, in the order used by device
- *  indices.  @return RUMUS_OK or RUMUS_ECL; *count is 0 when there is no
- *  platform. */
+ *  indices.  @return RUMUS_OK, RUMUS_ENULL, or the status of a failed
+ *  OpenCL call (RUMUS_ECL, RUMUS_EDEVMEM, RUMUS_ENOMEM; details in
+ *  rumus_last_create_error()); *count is 0 when there is no platform. */
 RUMUS_API int rumus_device_count(int *count);
 
 /*! rumus_device_describe() :
  *  Writes "platform / device (type, OpenCL C x.y, N compute units)" of
  *  device `index` into buf (always NUL-terminated when len > 0).
- *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_ENODEVICE or RUMUS_ECL. */
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_ENODEVICE, or the status of a
+ *          failed OpenCL call as rumus_device_count(); details in
+ *          rumus_last_create_error(). */
 RUMUS_API int rumus_device_describe(int index, char *buf, size_t len);
 
 /* Flags of rumus_ctx_create(). */
@@ -139,9 +169,11 @@ RUMUS_API int rumus_device_describe(int index, char *buf, size_t len);
  *  first device.  `flags` is 0 or RUMUS_CTX_PROFILING.
  *  On success *out owns the new context; free it with rumus_ctx_free().
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (unknown flag),
- *          RUMUS_ENODEVICE, RUMUS_EUNSUPPORTED (OpenCL C older than 1.1),
- *          RUMUS_ECL, RUMUS_ENOMEM.  On failure *out is NULL and the
- *          details can be read with rumus_last_create_error(). */
+ *          RUMUS_ENODEVICE, RUMUS_EUNSUPPORTED (OpenCL C older than 1.1 or
+ *          unreadable), RUMUS_ECL, RUMUS_EDEVMEM, RUMUS_ENOMEM (a failed
+ *          OpenCL call, device queries included).  On failure *out is NULL,
+ *          nothing is left allocated and the details (the OpenCL call and
+ *          its error) can be read with rumus_last_create_error(). */
 RUMUS_API int rumus_ctx_create(rumus_ctx **out, const char *device,
                                unsigned flags);
 
@@ -149,22 +181,29 @@ RUMUS_API int rumus_ctx_create(rumus_ctx **out, const char *device,
  *  Creates a rumus context on an application's existing OpenCL objects.
  *  The queue must be in-order and belong to `context` and `device`.  rumus
  *  retains the three objects and releases them in rumus_ctx_free(); the
- *  application keeps its own references.
+ *  application keeps its own references.  On failure rumus holds no
+ *  reference (a retain that failed is not released).
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (out-of-order queue, or a
  *          queue of another context or device), RUMUS_EUNSUPPORTED,
- *          RUMUS_ECL, RUMUS_ENOMEM. */
+ *          RUMUS_ECL, RUMUS_EDEVMEM, RUMUS_ENOMEM; details in
+ *          rumus_last_create_error(). */
 RUMUS_API int rumus_ctx_adopt(rumus_ctx **out, cl_context context,
                               cl_device_id device, cl_command_queue queue);
 
 /*! rumus_ctx_free() :
  *  Waits for the queue, frees the programs and releases the OpenCL objects.
- *  Freeing NULL is a no-op that returns RUMUS_OK.
+ *  A failed wait or release is not reported: OpenCL keeps objects alive
+ *  while commands use them, and rumus gives up its references either way.
+ *  Freeing NULL is a no-op that returns RUMUS_OK.  Not concurrent with any
+ *  other call on the context.
  *  @return RUMUS_OK, or RUMUS_EBUSY (nothing freed) while tensors created on
  *          the context are alive. */
 RUMUS_API int rumus_ctx_free(rumus_ctx *ctx);
 
-/*! rumus_last_create_error() : details of the last failed
- *  rumus_ctx_create() / rumus_ctx_adopt() of the calling thread, or "". */
+/*! rumus_last_create_error() : details of the calling thread's last
+ *  failed rumus_ctx_create(), rumus_ctx_adopt(), rumus_device_count() or
+ *  rumus_device_describe(), or "" when its last such call succeeded;
+ *  thread-local storage. */
 RUMUS_API const char *rumus_last_create_error(void);
 
 /*! rumus_ctx_sync() :
@@ -172,17 +211,21 @@ RUMUS_API const char *rumus_last_create_error(void);
  *  then reports errors found on the device since the last sync (the first
  *  one wins; the flag is then cleared).
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINDEX (with the op, the bad value
- *          and its position in rumus_ctx_errmsg()), RUMUS_ECL. */
+ *          and its position in rumus_ctx_errmsg()), RUMUS_ECL,
+ *          RUMUS_EDEVMEM, RUMUS_ENOMEM. */
 RUMUS_API int rumus_ctx_sync(rumus_ctx *ctx);
 
-/*! rumus_ctx_errmsg() : the details of the context's last failure, owned by
- *  the context and valid until its next failure; "" if none; a static
- *  message for a NULL ctx. */
+/*! rumus_ctx_errmsg() : the details of the calling thread's last failure
+ *  if it was on ctx, else "" (see "Errors" above).  Thread-local storage,
+ *  valid until the thread's next failure; "NULL context" (static) for a
+ *  NULL ctx. */
 RUMUS_API const char *rumus_ctx_errmsg(const rumus_ctx *ctx);
-/*! rumus_ctx_errcode() : the status of the context's last failure, or 0. */
+/*! rumus_ctx_errcode() : the status of the calling thread's last failure if
+ *  it was on ctx, else RUMUS_OK; RUMUS_ENULL for a NULL ctx. */
 RUMUS_API int rumus_ctx_errcode(const rumus_ctx *ctx);
-/*! rumus_ctx_last_cl_error() : the raw cl_int of the last failed OpenCL call
- *  (CL_SUCCESS if the last failure was not an OpenCL call). */
+/*! rumus_ctx_last_cl_error() : the cl_int of that failure's OpenCL call;
+ *  CL_SUCCESS if it was not an OpenCL call, was not on ctx, or ctx is
+ *  NULL. */
 RUMUS_API cl_int rumus_ctx_last_cl_error(const rumus_ctx *ctx);
 
 /* Options of a context (rumus_ctx_set_option / rumus_ctx_get_option). */
@@ -203,7 +246,10 @@ typedef enum {
 
 enum { RUMUS_VARIANT_AUTO = 0, RUMUS_VARIANT_GPU = 1, RUMUS_VARIANT_CPU = 2 };
 
-/*! rumus_ctx_set_option() : @return RUMUS_OK, RUMUS_ENULL, RUMUS_EOPTION. */
+/*! rumus_ctx_set_option() : not concurrent with any other call on the
+ *  context (ops read the options without its lock): set options before
+ *  the context is shared between threads.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EOPTION. */
 RUMUS_API int rumus_ctx_set_option(rumus_ctx *ctx, rumus_option opt, int value);
 /*! rumus_ctx_get_option() : @return RUMUS_OK, RUMUS_ENULL, RUMUS_EOPTION. */
 RUMUS_API int rumus_ctx_get_option(const rumus_ctx *ctx, rumus_option opt,
@@ -225,7 +271,8 @@ RUMUS_API cl_command_queue rumus_ctx_cl_queue(const rumus_ctx *ctx);
 /*! rumus_ctx_kernel_time() :
  *  On a profiling queue (RUMUS_CTX_PROFILING, or an adopted queue created
  *  with CL_QUEUE_PROFILING_ENABLE), the summed device time in nanoseconds
- *  of the kernels launched since the previous call; it waits for them.
+ *  of the kernels launched since the previous call, by any thread; it
+ *  waits for them.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EUNSUPPORTED (no profiling queue),
  *          RUMUS_ECL. */
 RUMUS_API int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns);
@@ -267,7 +314,8 @@ typedef struct {
 RUMUS_API int rumus_cache_stats(rumus_ctx *ctx, rumus_cache_info *out);
 /*! rumus_cache_clear() : frees every compiled program of the context and
  *  the scratch buffers it keeps between ops (GEMM's packed panels on CPU
- *  devices, up to 2 x 64 MiB), after waiting for the queue.
+ *  devices, up to 2 x 64 MiB), after waiting for the queue.  Other threads
+ *  may launch meanwhile: they rebuild what they need.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_ECL. */
 RUMUS_API int rumus_cache_clear(rumus_ctx *ctx);
 
@@ -311,7 +359,8 @@ RUMUS_API int rumus_tensor_create(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
  *  Creates a tensor that borrows `offset` bytes into the application's
  *  buffer `buf` (of the context's cl_context).  rumus retains buf and
  *  releases it in rumus_tensor_free(); it never frees the memory itself.
- *  offset must be a multiple of the element size.
+ *  On failure rumus holds no reference to buf.  offset must be a multiple
+ *  of the element size.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (ndim, misaligned offset),
  *          RUMUS_EDTYPE, RUMUS_ESIZE (offset + bytes exceed the buffer),
  *          RUMUS_ECL, RUMUS_ENOMEM. */
@@ -319,8 +368,10 @@ RUMUS_API int rumus_tensor_wrap(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
                                 const size_t *shape, cl_mem buf, size_t offset,
                                 rumus_tensor **out);
 
-/*! rumus_tensor_free() : releases the tensor (and its buffer if owned).
- *  Commands already enqueued on it still complete.  NULL is a no-op. */
+/*! rumus_tensor_free() : releases the tensor (and its buffer if owned, or
+ *  its reference to a wrapped buffer).  Commands already enqueued on it
+ *  still complete.  A failed clReleaseMemObject is not reported (rumus
+ *  gives up the reference either way).  NULL is a no-op. */
 RUMUS_API void rumus_tensor_free(rumus_tensor *t);
 
 /*! rumus_tensor_upload() / rumus_tensor_download() :
@@ -332,17 +383,24 @@ RUMUS_API int rumus_tensor_upload(rumus_tensor *t, const void *src,
 RUMUS_API int rumus_tensor_download(const rumus_tensor *t, void *dst,
                                     size_t nbytes);
 
-/*! rumus_tensor_fill() : enqueues t[i] = value for every element (I32
- *  tensors get (int32_t)value).  @return RUMUS_OK, RUMUS_ENULL, RUMUS_ECL. */
+/*! rumus_tensor_fill() : enqueues t[i] = value for every element of an F32
+ *  or I32 tensor.  I32 tensors get value truncated toward zero, saturated
+ *  to INT32_MIN / INT32_MAX below and above the int32 range (infinities
+ *  included); NaN is refused.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (NaN for an I32 tensor),
+ *          RUMUS_EDTYPE (F16 and BF16: not yet), RUMUS_ECL. */
 RUMUS_API int rumus_tensor_fill(rumus_tensor *t, float value);
 
 /*! rumus_tensor_copy() : enqueues a copy of src into dst (same type and
- *  element count).  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE,
- *  RUMUS_ESHAPE, RUMUS_ECL. */
+ *  element count).  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (tensors of
+ *  two contexts), RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_ECL. */
 RUMUS_API int rumus_tensor_copy(rumus_tensor *dst, const rumus_tensor *src);
 
 /*! rumus_tensor_reshape() : gives t a new shape with the same element
- *  count.  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL, RUMUS_ESHAPE. */
+ *  count.  Not concurrent with other uses of t.
+ *  @return RUMUS_OK, RUMUS_ENULL (shape NULL with ndim > 0), RUMUS_EINVAL
+ *          (ndim), RUMUS_ESIZE (the new shape's element count overflows
+ *          size_t), RUMUS_ESHAPE (another element count). */
 RUMUS_API int rumus_tensor_reshape(rumus_tensor *t, int ndim,
                                    const size_t *shape);
 

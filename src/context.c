@@ -2,6 +2,7 @@
  * context.c - devices, contexts, options, synchronisation and profiling.
  */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@ struct rumus__event_node {
   rumus__event_node *next;
 };
 
-/* Message of the last failed create/adopt of this thread (no context yet). */
+/* Message of the last failed create/adopt or device query of this thread
+ * (there is no context to hold it). */
 static _Thread_local char create_error[1024];
 
 const char *rumus_last_create_error(void) { return create_error; }
@@ -32,6 +34,88 @@ static int create_fail(int code, const char *fmt, ...) {
   return code;
 }
 
+/* A failed OpenCL call before there is a context; `what` names the call. */
+static int create_fail_cl(cl_int e, const char *what) {
+  return create_fail(rumus__status_from_cl(e), "%s: %s (%d)", what,
+                     rumus__cl_error_name(e), (int)e);
+}
+
+/* ---- Device queries ------------------------------------------------------ */
+
+/* A fixed-size device query; `name` names the parameter in messages. */
+static int device_info(cl_device_id d, cl_device_info param, const char *name,
+                       size_t size, void *out) {
+  cl_int e = clGetDeviceInfo(d, param, size, out, NULL);
+  if (e == CL_SUCCESS) return RUMUS_OK;
+  char what[96];
+  snprintf(what, sizeof what, "clGetDeviceInfo(%s)", name);
+  return create_fail_cl(e, what);
+}
+#define DEVICE_INFO(d, param, var) \
+  device_info((d), (param), #param, sizeof(var), &(var))
+
+/* A string query of a platform (p != NULL) or a device into buf, cut to
+ * len - 1 characters: the size first, so that a long name is not an
+ * error. */
+static int info_string(cl_platform_id p, cl_device_id d, cl_uint param,
+                       const char *name, char *buf, size_t len) {
+  size_t need = 0;
+  char *tmp = NULL;
+  cl_int e = p ? clGetPlatformInfo(p, param, 0, NULL, &need)
+               : clGetDeviceInfo(d, param, 0, NULL, &need);
+  if (e == CL_SUCCESS) {
+    tmp = malloc(need + 1);
+    if (tmp == NULL) return create_fail(RUMUS_ENOMEM, "out of host memory");
+    e = p ? clGetPlatformInfo(p, param, need, tmp, NULL)
+          : clGetDeviceInfo(d, param, need, tmp, NULL);
+  }
+  if (e != CL_SUCCESS) {
+    free(tmp);
+    char what[96];
+    snprintf(what, sizeof what, "%s(%s)",
+             p ? "clGetPlatformInfo" : "clGetDeviceInfo", name);
+    return create_fail_cl(e, what);
+  }
+  tmp[need] = '\0';
+  snprintf(buf, len, "%s", tmp);
+  free(tmp);
+  return RUMUS_OK;
+}
+
+/* "platform / device" */
+static int device_label(cl_platform_id p, cl_device_id d, char *buf,
+                        size_t len) {
+  char pn[254], dn[254]; /* both fit in a 512-byte label */
+  RUMUS__FORWARD(
+      info_string(p, NULL, CL_PLATFORM_NAME, "CL_PLATFORM_NAME", pn, sizeof pn));
+  RUMUS__FORWARD(
+      info_string(NULL, d, CL_DEVICE_NAME, "CL_DEVICE_NAME", dn, sizeof dn));
+  snprintf(buf, len, "%s / %s", pn, dn);
+  return RUMUS_OK;
+}
+
+static int device_is_gpu(cl_device_id d, int *gpu) {
+  cl_device_type t = 0;
+  RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_TYPE, t));
+  *gpu = (t & CL_DEVICE_TYPE_GPU) != 0;
+  return RUMUS_OK;
+}
+
+/* The device's OpenCL C version as major * 10 + minor, and its text. */
+static int opencl_c_version(cl_device_id d, int *ver, char *text,
+                            size_t len) {
+  RUMUS__FORWARD(info_string(NULL, d, CL_DEVICE_OPENCL_C_VERSION,
+                             "CL_DEVICE_OPENCL_C_VERSION", text, len));
+  int major = 0, minor = 0;
+  if (sscanf(text, "OpenCL C %d.%d", &major, &minor) != 2 || major < 0 ||
+      minor < 0 || minor > 9)
+    return create_fail(RUMUS_EUNSUPPORTED,
+                       "the device's OpenCL C version \"%s\" cannot be read",
+                       text);
+  *ver = major * 10 + minor;
+  return RUMUS_OK;
+}
+
 /* ---- Device enumeration ------------------------------------------------ */
 
 typedef struct {
@@ -39,71 +123,74 @@ typedef struct {
   cl_device_id device;
 } device_entry;
 
-/* Lists every device of every platform; *list is malloc'ed. */
-static int list_devices(device_entry **list, int *count) {
+/* The platforms; *n is 0 (and *plats NULL) when none is installed. */
+static int list_platforms(cl_platform_id **plats, cl_uint *n) {
+  *plats = NULL;
+  *n = 0;
   cl_uint np = 0;
-  *list = NULL;
-  *count = 0;
   cl_int e = clGetPlatformIDs(0, NULL, &np);
-  if (e == CL_PLATFORM_NOT_FOUND_KHR_COMPAT || np == 0) return RUMUS_OK;
-  if (e != CL_SUCCESS)
-    return create_fail(RUMUS_ECL, "clGetPlatformIDs: %s (%d)",
-                       rumus__cl_error_name(e), (int)e);
-  cl_platform_id *plats = calloc(np, sizeof *plats);
-  if (plats == NULL) return RUMUS_ENOMEM;
-  clGetPlatformIDs(np, plats, NULL);
-  int total = 0, cap = 0;
-  device_entry *out = NULL;
-  for (cl_uint p = 0; p < np; p++) {
-    cl_uint nd = 0;
-    if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) !=
-            CL_SUCCESS ||
-        nd == 0)
-      continue;
-    cl_device_id *devs = calloc(nd, sizeof *devs);
-    if (devs == NULL) break;
-    clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, nd, devs, NULL);
-    for (cl_uint d = 0; d < nd; d++) {
-      if (total == cap) {
-        cap = cap ? cap * 2 : 8;
-        device_entry *n = realloc(out, (size_t)cap * sizeof *n);
-        if (n == NULL) break;
-        out = n;
-      }
-      if (total < cap) out[total++] = (device_entry){plats[p], devs[d]};
-    }
-    free(devs);
+  if (e == CL_PLATFORM_NOT_FOUND_KHR_COMPAT) return RUMUS_OK;
+  if (e != CL_SUCCESS) return create_fail_cl(e, "clGetPlatformIDs (count)");
+  if (np == 0) return RUMUS_OK;
+  *plats = calloc(np, sizeof **plats);
+  if (*plats == NULL) return create_fail(RUMUS_ENOMEM, "out of host memory");
+  e = clGetPlatformIDs(np, *plats, NULL);
+  if (e != CL_SUCCESS) {
+    free(*plats);
+    *plats = NULL;
+    return create_fail_cl(e, "clGetPlatformIDs (list)");
   }
-  free(plats);
-  *list = out;
-  *count = total;
+  *n = np;
   return RUMUS_OK;
 }
 
-static void device_label(cl_platform_id p, cl_device_id d, char *buf,
-                         size_t len) {
-  char pn[256] = "", dn[256] = "";
-  clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof pn - 1, pn, NULL);
-  clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof dn - 1, dn, NULL);
-  snprintf(buf, len, "%s / %s", pn, dn);
+/* Appends the devices of platform p to *list (*count entries). */
+static int append_devices(cl_platform_id p, device_entry **list, int *count) {
+  cl_uint nd = 0;
+  cl_int e = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
+  if (e == CL_DEVICE_NOT_FOUND || (e == CL_SUCCESS && nd == 0))
+    return RUMUS_OK; /* a platform without devices */
+  if (e != CL_SUCCESS) return create_fail_cl(e, "clGetDeviceIDs (count)");
+  cl_device_id *devs = calloc(nd, sizeof *devs);
+  device_entry *grown =
+      devs ? realloc(*list, ((size_t)*count + nd) * sizeof *grown) : NULL;
+  if (grown == NULL) {
+    free(devs);
+    return create_fail(RUMUS_ENOMEM, "out of host memory");
+  }
+  *list = grown;
+  e = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, devs, NULL);
+  if (e != CL_SUCCESS) {
+    free(devs);
+    return create_fail_cl(e, "clGetDeviceIDs (list)");
+  }
+  for (cl_uint d = 0; d < nd; d++)
+    grown[(*count)++] = (device_entry){p, devs[d]};
+  free(devs);
+  return RUMUS_OK;
 }
 
-static int device_is_gpu(cl_device_id d) {
-  cl_device_type t = 0;
-  clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof t, &t, NULL);
-  return (t & CL_DEVICE_TYPE_GPU) != 0;
-}
-
-/* Parses "OpenCL C 1.2 ..." into major * 10 + minor, 0 if unreadable. */
-static int opencl_c_version(cl_device_id d) {
-  char v[128] = "";
-  clGetDeviceInfo(d, CL_DEVICE_OPENCL_C_VERSION, sizeof v - 1, v, NULL);
-  int major = 0, minor = 0;
-  if (sscanf(v, "OpenCL C %d.%d", &major, &minor) != 2) return 0;
-  return major * 10 + minor;
+/* Lists every device of every platform; *list is malloc'ed. */
+static int list_devices(device_entry **list, int *count) {
+  *list = NULL;
+  *count = 0;
+  cl_platform_id *plats;
+  cl_uint np;
+  RUMUS__FORWARD(list_platforms(&plats, &np));
+  int st = RUMUS_OK;
+  for (cl_uint p = 0; p < np && st == RUMUS_OK; p++)
+    st = append_devices(plats[p], list, count);
+  free(plats);
+  if (st != RUMUS_OK) {
+    free(*list);
+    *list = NULL;
+    *count = 0;
+  }
+  return st;
 }
 
 int rumus_device_count(int *count) {
+  create_error[0] = '\0';
   if (count == NULL) return RUMUS_ENULL;
   device_entry *list;
   int st = list_devices(&list, count);
@@ -111,27 +198,33 @@ int rumus_device_count(int *count) {
   return st;
 }
 
+static int describe(const device_entry *dev, char *buf, size_t len) {
+  char label[512], ver[128];
+  int gpu;
+  cl_uint cu = 0;
+  RUMUS__FORWARD(device_label(dev->platform, dev->device, label, sizeof label));
+  RUMUS__FORWARD(info_string(NULL, dev->device, CL_DEVICE_OPENCL_C_VERSION,
+                             "CL_DEVICE_OPENCL_C_VERSION", ver, sizeof ver));
+  RUMUS__FORWARD(DEVICE_INFO(dev->device, CL_DEVICE_MAX_COMPUTE_UNITS, cu));
+  RUMUS__FORWARD(device_is_gpu(dev->device, &gpu));
+  snprintf(buf, len, "%s (%s, %s, %u compute units)", label,
+           gpu ? "GPU" : "not a GPU", ver, cu);
+  return RUMUS_OK;
+}
+
 int rumus_device_describe(int index, char *buf, size_t len) {
+  create_error[0] = '\0';
   if (buf == NULL) return RUMUS_ENULL;
   if (len) buf[0] = '\0';
   device_entry *list;
   int n;
   RUMUS__FORWARD(list_devices(&list, &n));
-  if (index < 0 || index >= n) {
-    free(list);
-    return RUMUS_ENODEVICE;
-  }
-  char label[512], ver[128] = "";
-  cl_uint cu = 0;
-  device_label(list[index].platform, list[index].device, label, sizeof label);
-  clGetDeviceInfo(list[index].device, CL_DEVICE_OPENCL_C_VERSION,
-                  sizeof ver - 1, ver, NULL);
-  clGetDeviceInfo(list[index].device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu,
-                  &cu, NULL);
-  snprintf(buf, len, "%s (%s, %s, %u compute units)", label,
-           device_is_gpu(list[index].device) ? "GPU" : "not a GPU", ver, cu);
+  int st = index < 0 || index >= n
+               ? create_fail(RUMUS_ENODEVICE, "no device %d (%d devices)",
+                             index, n)
+               : describe(&list[index], buf, len);
   free(list);
-  return RUMUS_OK;
+  return st;
 }
 
 static int ci_contains(const char *hay, const char *needle) {
@@ -146,10 +239,48 @@ static int ci_contains(const char *hay, const char *needle) {
   return n == 0;
 }
 
+/* The index of the first device whose label contains sel, or -1. */
+static int find_by_name(const device_entry *list, int n, const char *sel,
+                        int *pick) {
+  *pick = -1;
+  for (int i = 0; i < n && *pick < 0; i++) {
+    char label[512];
+    RUMUS__FORWARD(
+        device_label(list[i].platform, list[i].device, label, sizeof label));
+    if (ci_contains(label, sel)) *pick = i;
+  }
+  return RUMUS_OK;
+}
+
+/* The first GPU, else device 0. */
+static int find_default(const device_entry *list, int n, int *pick) {
+  *pick = 0;
+  for (int i = 0; i < n; i++) {
+    int gpu;
+    RUMUS__FORWARD(device_is_gpu(list[i].device, &gpu));
+    if (gpu) {
+      *pick = i;
+      break;
+    }
+  }
+  return RUMUS_OK;
+}
+
+static int pick_device(const device_entry *list, int n, const char *sel,
+                       int *pick) {
+  *pick = -1;
+  if (sel == NULL || sel[0] == '\0') return find_default(list, n, pick);
+  char *end;
+  long idx = strtol(sel, &end, 10);
+  if (*end != '\0') return find_by_name(list, n, sel, pick);
+  if (idx >= 0 && idx < n) *pick = (int)idx;
+  return RUMUS_OK;
+}
+
 /* Picks a device by the selector rules of rumus_ctx_create(). */
 static int select_device(const char *sel, device_entry *out) {
   device_entry *list;
-  int n;
+  int n, pick;
   RUMUS__FORWARD(list_devices(&list, &n));
   if (n == 0) {
     free(list);
@@ -157,33 +288,13 @@ static int select_device(const char *sel, device_entry *out) {
                        "no OpenCL platform or device was found (is an ICD "
                        "such as pocl-opencl-icd installed?)");
   }
-  int pick = -1;
-  if (sel != NULL && sel[0] != '\0') {
-    char *end;
-    long idx = strtol(sel, &end, 10);
-    if (*end == '\0') {
-      if (idx >= 0 && idx < n) pick = (int)idx;
-    } else {
-      for (int i = 0; i < n && pick < 0; i++) {
-        char label[512];
-        device_label(list[i].platform, list[i].device, label, sizeof label);
-        if (ci_contains(label, sel)) pick = i;
-      }
-    }
-    if (pick < 0) {
-      free(list);
-      return create_fail(RUMUS_ENODEVICE,
-                         "no OpenCL device matches \"%s\" (%d devices)", sel,
-                         n);
-    }
-  } else {
-    for (int i = 0; i < n && pick < 0; i++)
-      if (device_is_gpu(list[i].device)) pick = i;
-    if (pick < 0) pick = 0;
-  }
-  *out = list[pick];
+  int st = pick_device(list, n, sel, &pick);
+  if (st == RUMUS_OK && pick < 0)
+    st = create_fail(RUMUS_ENODEVICE,
+                     "no OpenCL device matches \"%s\" (%d devices)", sel, n);
+  if (st == RUMUS_OK) *out = list[pick];
   free(list);
-  return RUMUS_OK;
+  return st;
 }
 
 /* ---- Creation ---------------------------------------------------------- */
@@ -210,38 +321,51 @@ static int wg_from_env(const rumus_ctx *ctx) {
   return (*end == '\0' && n <= 4096 && wg_valid(ctx, n)) ? (int)n : 0;
 }
 
-/* Fills the device facts and the status buffer of a context whose device,
- * context and queue are set. */
-static int ctx_init_common(rumus_ctx *ctx) {
+/* Reads the device facts of ctx->device. */
+static int read_device(rumus_ctx *ctx) {
   cl_device_id d = ctx->device;
-  int ver = opencl_c_version(d);
+  char text[128];
+  int ver = 0;
+  RUMUS__FORWARD(opencl_c_version(d, &ver, text, sizeof text));
   if (ver < 11)
     return create_fail(RUMUS_EUNSUPPORTED,
-                       "the device's OpenCL C version is older than 1.1");
+                       "the device's OpenCL C version (\"%s\") is older than "
+                       "1.1",
+                       text);
   /* -cl-std follows the device's OpenCL C version, not the platform's
    * (PoCL reports platform 3.0 with OpenCL C 1.2). */
   snprintf(ctx->cl_std, sizeof ctx->cl_std, "-cl-std=CL%d.%d", ver / 10,
            ver % 10);
-  clGetDeviceInfo(d, CL_DEVICE_PLATFORM, sizeof ctx->platform, &ctx->platform,
-                  NULL);
-  device_label(ctx->platform, d, ctx->name, sizeof ctx->name);
-  ctx->is_gpu = device_is_gpu(d);
-  clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof ctx->compute_units,
-                  &ctx->compute_units, NULL);
-  clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof ctx->max_wg,
-                  &ctx->max_wg, NULL);
-  clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof ctx->local_mem,
-                  &ctx->local_mem, NULL);
-  clGetDeviceInfo(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ctx->max_alloc,
-                  &ctx->max_alloc, NULL);
+  RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_PLATFORM, ctx->platform));
+  RUMUS__FORWARD(device_label(ctx->platform, d, ctx->name, sizeof ctx->name));
+  RUMUS__FORWARD(device_is_gpu(d, &ctx->is_gpu));
+  RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_MAX_COMPUTE_UNITS,
+                             ctx->compute_units));
+  RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, ctx->max_wg));
+  RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_LOCAL_MEM_SIZE, ctx->local_mem));
+  RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, ctx->max_alloc));
+  if (ctx->max_wg == 0 || ctx->compute_units == 0)
+    return create_fail(RUMUS_EUNSUPPORTED,
+                       "the device reports %zu work-items per group and %u "
+                       "compute units",
+                       ctx->max_wg, (unsigned)ctx->compute_units);
+  return RUMUS_OK;
+}
+
+/* The queue must be in-order; profiling follows its properties. */
+static int read_queue(rumus_ctx *ctx) {
   cl_command_queue_properties props = 0;
-  clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES, sizeof props, &props,
-                        NULL);
+  cl_int e = clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES,
+                                   sizeof props, &props, NULL);
+  if (e != CL_SUCCESS)
+    return create_fail_cl(e, "clGetCommandQueueInfo(CL_QUEUE_PROPERTIES)");
   if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
     return create_fail(RUMUS_EINVAL, "the queue must be in-order");
   ctx->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
-  ctx->opt_variant = variant_from_env();
-  ctx->opt_wg = wg_from_env(ctx);
+  return RUMUS_OK;
+}
+
+static int init_locks(rumus_ctx *ctx) {
   if (pthread_mutex_init(&ctx->lock, NULL) != 0)
     return create_fail(RUMUS_ENOMEM, "pthread_mutex_init failed");
   if (pthread_mutex_init(&ctx->scratch_lock, NULL) != 0) {
@@ -249,24 +373,53 @@ static int ctx_init_common(rumus_ctx *ctx) {
     return create_fail(RUMUS_ENOMEM, "pthread_mutex_init failed");
   }
   ctx->locks_ready = 1;
+  return RUMUS_OK;
+}
+
+/* The device-side status buffer, zeroed. */
+static int init_status(rumus_ctx *ctx) {
   cl_int e;
   const size_t words = RUMUS__STATUS_WORDS + RUMUS__TICKETS;
   ctx->status = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE,
                                words * sizeof(cl_int), NULL, &e);
-  if (e != CL_SUCCESS)
-    return create_fail(RUMUS_ECL, "clCreateBuffer (status word): %s (%d)",
-                       rumus__cl_error_name(e), (int)e);
+  if (e != CL_SUCCESS) {
+    ctx->status = NULL;
+    return create_fail_cl(e, "clCreateBuffer (status words)");
+  }
   cl_int *zero = calloc(words, sizeof *zero);
   if (zero == NULL) return create_fail(RUMUS_ENOMEM, "out of host memory");
   e = clEnqueueWriteBuffer(ctx->queue, ctx->status, CL_TRUE, 0,
                            words * sizeof *zero, zero, 0, NULL, NULL);
   free(zero);
   if (e != CL_SUCCESS)
-    return create_fail(RUMUS_ECL, "clEnqueueWriteBuffer (status word): %s (%d)",
-                       rumus__cl_error_name(e), (int)e);
+    return create_fail_cl(e, "clEnqueueWriteBuffer (status words)");
   return RUMUS_OK;
 }
 
+/* Fills the device facts, options, locks and status buffer of a context
+ * whose device, context and queue are set. */
+static int ctx_init_common(rumus_ctx *ctx) {
+  RUMUS__FORWARD(read_device(ctx));
+  RUMUS__FORWARD(read_queue(ctx));
+  ctx->opt_variant = variant_from_env();
+  ctx->opt_wg = wg_from_env(ctx);
+  RUMUS__FORWARD(init_locks(ctx));
+  return init_status(ctx);
+}
+
+/* A zeroed context with a serial number no other context of the process
+ * had (the per-thread failure records tell contexts apart by it, even
+ * when a new context reuses a freed one's address). */
+static rumus_ctx *ctx_new(void) {
+  static atomic_uint_fast64_t last_serial;
+  rumus_ctx *ctx = calloc(1, sizeof *ctx);
+  if (ctx != NULL) ctx->serial = (uint64_t)atomic_fetch_add(&last_serial, 1) + 1;
+  return ctx;
+}
+
+/* Releases what the context holds: every object it created, and for an
+ * adopted context the references it took.  A failed release is not
+ * reported: the reference is given up either way. */
 static void ctx_destroy(rumus_ctx *ctx) {
   if (ctx->locks_ready) {
     pthread_mutex_destroy(&ctx->lock);
@@ -276,8 +429,19 @@ static void ctx_destroy(rumus_ctx *ctx) {
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->context) clReleaseContext(ctx->context);
   if (ctx->adopted && ctx->device) clReleaseDevice(ctx->device);
-  free(ctx->errmsg);
   free(ctx);
+}
+
+/* Finishes a context whose OpenCL objects are set: on failure it is
+ * destroyed and *out stays NULL. */
+static int ctx_finish(rumus_ctx *ctx, rumus_ctx **out) {
+  int st = ctx_init_common(ctx);
+  if (st != RUMUS_OK) {
+    ctx_destroy(ctx);
+    return st;
+  }
+  *out = ctx;
+  return RUMUS_OK;
 }
 
 int rumus_ctx_create(rumus_ctx **out, const char *device, unsigned flags) {
@@ -289,7 +453,7 @@ int rumus_ctx_create(rumus_ctx **out, const char *device, unsigned flags) {
   if (device == NULL) device = getenv("RUMUS_DEVICE");
   device_entry pick;
   RUMUS__FORWARD(select_device(device, &pick));
-  rumus_ctx *ctx = calloc(1, sizeof *ctx);
+  rumus_ctx *ctx = ctx_new();
   if (ctx == NULL) return create_fail(RUMUS_ENOMEM, "out of host memory");
   ctx->device = pick.device;
   cl_int e;
@@ -297,25 +461,56 @@ int rumus_ctx_create(rumus_ctx **out, const char *device, unsigned flags) {
                                     (cl_context_properties)pick.platform, 0};
   ctx->context = clCreateContext(cprops, 1, &pick.device, NULL, NULL, &e);
   if (e != CL_SUCCESS) {
+    ctx->context = NULL;
     ctx_destroy(ctx);
-    return create_fail(RUMUS_ECL, "clCreateContext: %s (%d)",
-                       rumus__cl_error_name(e), (int)e);
+    return create_fail_cl(e, "clCreateContext");
   }
   cl_command_queue_properties qp =
       (flags & RUMUS_CTX_PROFILING) ? CL_QUEUE_PROFILING_ENABLE : 0;
   /* clCreateCommandQueue is deprecated in 2.0 but is the 1.2 entry point. */
   ctx->queue = clCreateCommandQueue(ctx->context, pick.device, qp, &e);
   if (e != CL_SUCCESS) {
+    ctx->queue = NULL;
     ctx_destroy(ctx);
-    return create_fail(RUMUS_ECL, "clCreateCommandQueue: %s (%d)",
-                       rumus__cl_error_name(e), (int)e);
+    return create_fail_cl(e, "clCreateCommandQueue");
   }
-  int st = ctx_init_common(ctx);
-  if (st != RUMUS_OK) {
-    ctx_destroy(ctx);
-    return st;
+  return ctx_finish(ctx, out);
+}
+
+/* The queue must belong to context and device. */
+static int check_queue(cl_context context, cl_device_id device,
+                       cl_command_queue queue) {
+  cl_context qctx = NULL;
+  cl_device_id qdev = NULL;
+  cl_int e = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx,
+                                   NULL);
+  if (e != CL_SUCCESS)
+    return create_fail_cl(e, "adopt: clGetCommandQueueInfo(CL_QUEUE_CONTEXT)");
+  e = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL);
+  if (e != CL_SUCCESS)
+    return create_fail_cl(e, "adopt: clGetCommandQueueInfo(CL_QUEUE_DEVICE)");
+  if (qctx != context || qdev != device)
+    return create_fail(RUMUS_EINVAL,
+                       "adopt: the queue belongs to another context or device");
+  return RUMUS_OK;
+}
+
+/* Takes a reference to each of the application's objects, all or none. */
+static int retain_adopted(cl_context context, cl_device_id device,
+                          cl_command_queue queue) {
+  cl_int e = clRetainContext(context);
+  if (e != CL_SUCCESS) return create_fail_cl(e, "adopt: clRetainContext");
+  e = clRetainDevice(device);
+  if (e != CL_SUCCESS) {
+    clReleaseContext(context);
+    return create_fail_cl(e, "adopt: clRetainDevice");
   }
-  *out = ctx;
+  e = clRetainCommandQueue(queue);
+  if (e != CL_SUCCESS) {
+    clReleaseDevice(device);
+    clReleaseContext(context);
+    return create_fail_cl(e, "adopt: clRetainCommandQueue");
+  }
   return RUMUS_OK;
 }
 
@@ -327,34 +522,19 @@ int rumus_ctx_adopt(rumus_ctx **out, cl_context context, cl_device_id device,
   if (context == NULL || device == NULL || queue == NULL)
     return create_fail(RUMUS_ENULL, "adopt: context, device and queue are "
                                     "required");
-  cl_context qctx = NULL;
-  cl_device_id qdev = NULL;
-  cl_int e = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx,
-                                   NULL);
-  if (e == CL_SUCCESS)
-    e = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL);
-  if (e != CL_SUCCESS)
-    return create_fail(RUMUS_ECL, "adopt: clGetCommandQueueInfo: %s (%d)",
-                       rumus__cl_error_name(e), (int)e);
-  if (qctx != context || qdev != device)
-    return create_fail(RUMUS_EINVAL,
-                       "adopt: the queue belongs to another context or device");
-  rumus_ctx *ctx = calloc(1, sizeof *ctx);
+  RUMUS__FORWARD(check_queue(context, device, queue));
+  rumus_ctx *ctx = ctx_new();
   if (ctx == NULL) return create_fail(RUMUS_ENOMEM, "out of host memory");
-  clRetainContext(context);
-  clRetainDevice(device);
-  clRetainCommandQueue(queue);
+  int st = retain_adopted(context, device, queue);
+  if (st != RUMUS_OK) {
+    free(ctx);
+    return st;
+  }
   ctx->adopted = 1;
   ctx->context = context;
   ctx->device = device;
   ctx->queue = queue;
-  int st = ctx_init_common(ctx);
-  if (st != RUMUS_OK) {
-    ctx_destroy(ctx);
-    return st;
-  }
-  *out = ctx;
-  return RUMUS_OK;
+  return ctx_finish(ctx, out);
 }
 
 static void events_release(rumus_ctx *ctx) {
@@ -374,6 +554,9 @@ int rumus_ctx_free(rumus_ctx *ctx) {
   if (live)
     return rumus__fail(ctx, RUMUS_EBUSY,
                        "rumus_ctx_free: %zu tensors are still alive", live);
+  /* The wait is a courtesy to the device: a failed one changes nothing,
+   * since OpenCL keeps every object alive until the commands using it are
+   * done, so the context is freed all the same. */
   clFinish(ctx->queue);
   rumus__programs_free(ctx);
   rumus__scratch_free(ctx);
@@ -392,21 +575,36 @@ static const char *deverr_op(cl_int code) {
   return "unknown op";
 }
 
-int rumus_ctx_sync(rumus_ctx *ctx) {
-  if (ctx == NULL) return RUMUS_ENULL;
-  cl_int e = clFinish(ctx->queue);
-  if (e != CL_SUCCESS) return rumus__fail_cl(ctx, e, "rumus_ctx_sync: clFinish");
-  cl_int word[RUMUS__STATUS_WORDS];
-  e = clEnqueueReadBuffer(ctx->queue, ctx->status, CL_TRUE, 0, sizeof word,
-                          word, 0, NULL, NULL);
+/* Reads the status words and, if an op reported an error, clears them;
+ * *word gets what was read.  The caller holds ctx->lock, so that no launch
+ * comes between the read and the clear (its report would be lost) and two
+ * syncs do not both report one error. */
+static int take_device_error(rumus_ctx *ctx, cl_int word[]) {
+  cl_int e = clEnqueueReadBuffer(ctx->queue, ctx->status, CL_TRUE, 0,
+                                 RUMUS__STATUS_WORDS * sizeof *word, word, 0,
+                                 NULL, NULL);
   if (e != CL_SUCCESS)
-    return rumus__fail_cl(ctx, e, "rumus_ctx_sync: reading the status word");
+    return rumus__fail_cl(ctx, e,
+                          "rumus_ctx_sync: clEnqueueReadBuffer (status words)");
   if (word[0] == RUMUS__DEVERR_NONE) return RUMUS_OK;
   cl_int zero[RUMUS__STATUS_WORDS] = {0};
   e = clEnqueueWriteBuffer(ctx->queue, ctx->status, CL_TRUE, 0, sizeof zero,
                            zero, 0, NULL, NULL);
   if (e != CL_SUCCESS)
-    return rumus__fail_cl(ctx, e, "rumus_ctx_sync: clearing the status word");
+    return rumus__fail_cl(ctx, e, "rumus_ctx_sync: clEnqueueWriteBuffer "
+                                  "(clearing the status words)");
+  return RUMUS_OK;
+}
+
+int rumus_ctx_sync(rumus_ctx *ctx) {
+  if (ctx == NULL) return RUMUS_ENULL;
+  cl_int e = clFinish(ctx->queue);
+  if (e != CL_SUCCESS) return rumus__fail_cl(ctx, e, "rumus_ctx_sync: clFinish");
+  cl_int word[RUMUS__STATUS_WORDS];
+  pthread_mutex_lock(&ctx->lock);
+  int st = take_device_error(ctx, word);
+  pthread_mutex_unlock(&ctx->lock);
+  if (st != RUMUS_OK || word[0] == RUMUS__DEVERR_NONE) return st;
   return rumus__fail(ctx, RUMUS_EINDEX,
                      "%s %d out of range at row %d (found on the device)",
                      deverr_op(word[0]), (int)word[1], (int)word[2]);
@@ -511,7 +709,7 @@ static int kernel_times(rumus_ctx *ctx, const char *who, uint64_t *busy_ns,
       e = clGetEventProfilingInfo(n->event, CL_PROFILING_COMMAND_END,
                                   sizeof t1, &t1, NULL);
     if (e != CL_SUCCESS) {
-      st = rumus__fail_cl(ctx, e, "%s: profiling info", who);
+      st = rumus__fail_cl(ctx, e, "%s: clGetEventProfilingInfo", who);
       break;
     }
     total += t1 - t0;

@@ -1,6 +1,6 @@
 /*
- * error.c - status codes (generated from RUMUS_ERRNO_MAP), per-context
- * failure messages and OpenCL error names.
+ * error.c - status codes (generated from RUMUS_ERRNO_MAP), the per-thread
+ * record of the last failure and OpenCL error names.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,69 +68,157 @@ const char *rumus__cl_error_name(cl_int err) {
   return "CL_UNKNOWN_ERROR";
 }
 
-/* Replaces the context's message with the formatted text. */
-static void set_msg(rumus_ctx *ctx, const char *fmt, va_list ap) {
+/* ---- The calling thread's last failure --------------------------------
+ *
+ * Failures are recorded per thread, as errno is: the status, the cl_int and
+ * the message of the calling thread's last failure, with the serial number
+ * of the context it happened on.  Threads sharing a context never write the
+ * same memory, and a message stays valid until its own thread fails again.
+ * The message buffer grows as needed (build logs run to kilobytes); a
+ * pthread key's destructor frees it when the thread exits.  When it cannot
+ * grow, the message is cut to what fits, and without any buffer it goes to
+ * a small fixed one, so a failure is never lost for want of memory. */
+
+typedef struct {
+  uint64_t serial; /* the context's rumus_ctx.serial; 0: no failure yet */
+  int code;
+  cl_int cl_err;
+  char *msg;       /* malloc'ed, cap bytes; NULL until the first failure */
+  size_t cap;
+  char small[160]; /* the message when msg cannot be allocated */
+} last_failure;
+
+static _Thread_local last_failure last;
+static pthread_key_t last_key;
+static pthread_once_t last_key_once = PTHREAD_ONCE_INIT;
+static int last_key_ok;
+
+/* Runs at thread exit with the buffer registered below.  Another key's
+ * destructor may still record a failure afterwards: msg is cleared so that
+ * it starts a new buffer (registered again, so freed on the next round). */
+static void last_free(void *buf) {
+  free(buf);
+  if (last.msg == buf) {
+    last.msg = NULL;
+    last.cap = 0;
+    last.small[0] = '\0';
+  }
+}
+
+static void last_key_init(void) {
+  last_key_ok = pthread_key_create(&last_key, last_free) == 0;
+}
+
+/* The buffer to write a message of `need` bytes (NUL included) into, and its
+ * size: the thread's buffer, grown if possible, else whatever is left. */
+static char *msg_buffer(size_t need, size_t *cap) {
+  if (need > last.cap) {
+    pthread_once(&last_key_once, last_key_init);
+    char *p = last_key_ok ? realloc(last.msg, need) : NULL;
+    if (p != NULL) {
+      last.msg = p;
+      last.cap = need;
+      pthread_setspecific(last_key, p);
+    }
+  }
+  if (last.msg != NULL) {
+    *cap = last.cap;
+    return last.msg;
+  }
+  *cap = sizeof last.small;
+  return last.small;
+}
+
+static const char *msg_text(void) {
+  return last.msg != NULL ? last.msg : last.small;
+}
+
+/* Replaces the thread's message with the formatted text followed by
+ * tail. */
+static void set_msg(const char *tail, const char *fmt, va_list ap) {
   va_list ap2;
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap2);
   va_end(ap2);
-  if (n < 0) n = 0;
-  size_t need = (size_t)n + 1;
-  if (need > ctx->errmsg_cap) {
-    char *p = realloc(ctx->errmsg, need);
-    if (p == NULL) { /* Keep what fits in the old buffer. */
-      if (ctx->errmsg_cap) vsnprintf(ctx->errmsg, ctx->errmsg_cap, fmt, ap);
-      return;
-    }
-    ctx->errmsg = p;
-    ctx->errmsg_cap = need;
+  size_t cap;
+  char *buf = msg_buffer((n > 0 ? (size_t)n : 0) + strlen(tail) + 1, &cap);
+  buf[0] = '\0';
+  if (n > 0) vsnprintf(buf, cap, fmt, ap);
+  size_t have = strlen(buf);
+  if (have + 1 < cap) snprintf(buf + have, cap - have, "%s", tail);
+}
+
+static void set_failure(const rumus_ctx *ctx, int code, cl_int clerr) {
+  last.serial = ctx->serial;
+  last.code = code;
+  last.cl_err = clerr;
+}
+
+int rumus__status_from_cl(cl_int clerr) {
+  switch (clerr) {
+    case CL_SUCCESS:
+      return RUMUS_OK;
+    case CL_OUT_OF_HOST_MEMORY:
+      return RUMUS_ENOMEM;
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+    case CL_OUT_OF_RESOURCES:
+      return RUMUS_EDEVMEM;
   }
-  vsnprintf(ctx->errmsg, ctx->errmsg_cap, fmt, ap);
+  return RUMUS_ECL;
 }
 
 int rumus__fail(rumus_ctx *ctx, int code, const char *fmt, ...) {
   if (ctx == NULL) return code;
   va_list ap;
   va_start(ap, fmt);
-  set_msg(ctx, fmt, ap);
+  set_msg("", fmt, ap);
   va_end(ap);
-  ctx->err = code;
-  ctx->cl_err = CL_SUCCESS;
+  set_failure(ctx, code, CL_SUCCESS);
   return code;
 }
 
-int rumus__fail_cl(rumus_ctx *ctx, cl_int clerr, const char *fmt, ...) {
-  int code = RUMUS_ECL;
-  if (clerr == CL_MEM_OBJECT_ALLOCATION_FAILURE || clerr == CL_OUT_OF_RESOURCES)
-    code = RUMUS_EDEVMEM;
-  else if (clerr == CL_OUT_OF_HOST_MEMORY)
-    code = RUMUS_ENOMEM;
-  if (ctx == NULL) return code;
-  va_list ap;
-  va_start(ap, fmt);
-  set_msg(ctx, fmt, ap);
-  va_end(ap);
+/* The message, then ": CL_NAME (value)". */
+static void set_msg_cl(cl_int clerr, const char *fmt, va_list ap) {
   char tail[96];
   snprintf(tail, sizeof tail, ": %s (%d)", rumus__cl_error_name(clerr),
            (int)clerr);
-  rumus__append_msg(ctx, tail);
-  ctx->err = code;
-  ctx->cl_err = clerr;
+  set_msg(tail, fmt, ap);
+}
+
+int rumus__fail_cl(rumus_ctx *ctx, cl_int clerr, const char *fmt, ...) {
+  int code = rumus__status_from_cl(clerr);
+  if (ctx == NULL) return code;
+  va_list ap;
+  va_start(ap, fmt);
+  set_msg_cl(clerr, fmt, ap);
+  va_end(ap);
+  set_failure(ctx, code, clerr);
+  return code;
+}
+
+int rumus__fail_cl_as(rumus_ctx *ctx, int code, cl_int clerr,
+                      const char *fmt, ...) {
+  if (ctx == NULL) return code;
+  va_list ap;
+  va_start(ap, fmt);
+  set_msg_cl(clerr, fmt, ap);
+  va_end(ap);
+  set_failure(ctx, code, clerr);
   return code;
 }
 
 void rumus__append_msg(rumus_ctx *ctx, const char *text) {
-  if (ctx == NULL || text == NULL) return;
-  size_t have = ctx->errmsg ? strlen(ctx->errmsg) : 0;
-  size_t need = have + strlen(text) + 1;
-  if (need > ctx->errmsg_cap) {
-    char *p = realloc(ctx->errmsg, need);
-    if (p == NULL) return;
-    if (have == 0) p[0] = '\0';
-    ctx->errmsg = p;
-    ctx->errmsg_cap = need;
-  }
-  memcpy(ctx->errmsg + have, text, strlen(text) + 1);
+  if (ctx == NULL || text == NULL || last.serial != ctx->serial) return;
+  size_t have = strlen(msg_text()), add = strlen(text), cap;
+  char keep[sizeof last.small];
+  int in_small = last.msg == NULL;
+  if (in_small) memcpy(keep, last.small, have + 1);
+  char *buf = msg_buffer(have + add + 1, &cap);
+  if (in_small && buf != last.small) memcpy(buf, keep, have + 1);
+  if (have + 1 >= cap) return;
+  if (add > cap - have - 1) add = cap - have - 1;
+  memcpy(buf + have, text, add);
+  buf[have + add] = '\0';
 }
 
 const char *rumus__shape_str(const rumus_tensor *t, char *buf, size_t len) {
@@ -151,20 +239,18 @@ const char *rumus__shape_str(const rumus_tensor *t, char *buf, size_t len) {
 
 const char *rumus_ctx_errmsg(const rumus_ctx *ctx) {
   if (ctx == NULL) return "NULL context";
-  return ctx->errmsg ? ctx->errmsg : "";
+  return last.serial == ctx->serial ? msg_text() : "";
 }
 
-int rumus_ctx_errcode(const rumus_ctx *ctx) { return ctx ? ctx->err : RUMUS_ENULL; }
+int rumus_ctx_errcode(const rumus_ctx *ctx) {
+  if (ctx == NULL) return RUMUS_ENULL;
+  return last.serial == ctx->serial ? last.code : RUMUS_OK;
+}
 
 cl_int rumus_ctx_last_cl_error(const rumus_ctx *ctx) {
-  return ctx ? ctx->cl_err : CL_SUCCESS;
+  return ctx != NULL && last.serial == ctx->serial ? last.cl_err : CL_SUCCESS;
 }
 
 unsigned rumus_version_number(void) { return RUMUS_VERSION_NUMBER; }
 
-const char *rumus_version_string(void) {
-#define RUMUS__STR2(x) #x
-#define RUMUS__STR(x) RUMUS__STR2(x)
-  return RUMUS__STR(RUMUS_VERSION_MAJOR) "." RUMUS__STR(
-      RUMUS_VERSION_MINOR) "." RUMUS__STR(RUMUS_VERSION_PATCH);
-}
+const char *rumus_version_string(void) { return RUMUS_VERSION_STRING; }

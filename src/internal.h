@@ -74,11 +74,9 @@ struct rumus_ctx {
    * Every ticket is zero between launches. */
   cl_mem status;
 
-  /* Last failure. */
-  int err;
-  cl_int cl_err;
-  char *errmsg;
-  size_t errmsg_cap;
+  /* Tells this context's failures apart in each thread's record of its
+   * last failure (src/error.c): unique in the process, never 0. */
+  uint64_t serial;
 };
 
 struct rumus_tensor {
@@ -99,15 +97,30 @@ struct rumus_tensor {
 
 /* ---- Errors ------------------------------------------------------------ */
 
-/* Records a failure in ctx (which may be NULL) and returns code. */
+/* Failures are recorded per thread (src/error.c): these write only the
+ * calling thread's record, so threads sharing a context may fail at once.
+ * With a NULL ctx nothing is recorded and code is returned. */
+
+/* Records a failure on ctx and returns code. */
 RUMUS__HIDDEN int rumus__fail(rumus_ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Records a failed OpenCL call: the code follows from clerr (device memory,
- * host memory or RUMUS_ECL) and the message ends with the CL error name. */
+/* The status of a failed OpenCL call: RUMUS_ENOMEM for
+ * CL_OUT_OF_HOST_MEMORY, RUMUS_EDEVMEM for CL_MEM_OBJECT_ALLOCATION_FAILURE
+ * and CL_OUT_OF_RESOURCES, RUMUS_ECL for any other error (RUMUS_OK for
+ * CL_SUCCESS).  Every failed OpenCL call maps through this. */
+RUMUS__HIDDEN int rumus__status_from_cl(cl_int clerr);
+/* Records a failed OpenCL call with the status rumus__status_from_cl(clerr);
+ * the message should name the CL function and ends with the CL error's
+ * name and value. */
 RUMUS__HIDDEN int rumus__fail_cl(rumus_ctx *ctx, cl_int clerr,
                                  const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Appends text (a build log) to the context's current message. */
+/* rumus__fail_cl() with the status given (RUMUS_EBUILD for a build). */
+RUMUS__HIDDEN int rumus__fail_cl_as(rumus_ctx *ctx, int code, cl_int clerr,
+                                    const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Appends text (a build log) to the calling thread's message when its last
+ * failure is on ctx. */
 RUMUS__HIDDEN void rumus__append_msg(rumus_ctx *ctx, const char *text);
 /* "CL_OUT_OF_RESOURCES" for -5, and so on. */
 RUMUS__HIDDEN const char *rumus__cl_error_name(cl_int err);

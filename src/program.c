@@ -93,6 +93,51 @@ static int get_source(rumus_ctx *ctx, const char *op, const char *file,
   return RUMUS_OK;
 }
 
+/* The build log of prog (malloc'ed) into *log; NULL and the CL error when
+ * it cannot be had. */
+static cl_int build_log(rumus_ctx *ctx, cl_program prog, char **log) {
+  size_t len = 0;
+  *log = NULL;
+  cl_int e = clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0,
+                                   NULL, &len);
+  if (e != CL_SUCCESS) return e;
+  char *text = malloc(len + 1);
+  if (text == NULL) return CL_OUT_OF_HOST_MEMORY;
+  e = clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, len, text,
+                            NULL);
+  if (e != CL_SUCCESS) {
+    free(text);
+    return e;
+  }
+  text[len] = '\0';
+  *log = text;
+  return CL_SUCCESS;
+}
+
+/* A failed clBuildProgram: RUMUS_EBUILD with the options and the build log
+ * when the source or the options were refused, otherwise the status of
+ * the CL error (out of memory, no compiler). */
+static int build_failed(rumus_ctx *ctx, const char *op, const char *file,
+                        const char *opts, cl_program prog, cl_int e) {
+  if (e != CL_BUILD_PROGRAM_FAILURE && e != CL_INVALID_BUILD_OPTIONS)
+    return rumus__fail_cl(ctx, e, "%s: clBuildProgram of %s with \"%s\"", op,
+                          file, opts);
+  char *log;
+  cl_int le = build_log(ctx, prog, &log);
+  rumus__fail_cl_as(ctx, RUMUS_EBUILD, e,
+                    "%s: clBuildProgram of %s with \"%s\"", op, file, opts);
+  rumus__append_msg(ctx, "\nbuild log:\n");
+  if (log == NULL) {
+    char why[128];
+    snprintf(why, sizeof why, "(unavailable: clGetProgramBuildInfo: %s)",
+             rumus__cl_error_name(le));
+    rumus__append_msg(ctx, why);
+  }
+  rumus__append_msg(ctx, log);
+  free(log);
+  return RUMUS_EBUILD;
+}
+
 static int build(rumus_ctx *ctx, const char *op, const char *file,
                  const char *options, cl_program *out) {
   const char *common, *body;
@@ -121,25 +166,10 @@ static int build(rumus_ctx *ctx, const char *op, const char *file,
   ctx->builds++;
   e = clBuildProgram(prog, 1, &ctx->device, opts, NULL, NULL);
   if (e != CL_SUCCESS) {
-    size_t loglen = 0;
-    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
-                          &loglen);
-    char *log = malloc(loglen + 1);
-    if (log) {
-      log[0] = '\0';
-      clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, loglen,
-                            log, NULL);
-      log[loglen] = '\0';
-    }
-    rumus__fail(ctx, RUMUS_EBUILD, "%s: building %s with \"%s\" failed (%s)",
-                op, file, opts, rumus__cl_error_name(e));
-    ctx->cl_err = e;
-    rumus__append_msg(ctx, "\nbuild log:\n");
-    rumus__append_msg(ctx, log ? log : "(unavailable)");
-    free(log);
+    st = build_failed(ctx, op, file, opts, prog, e);
     free(opts);
     clReleaseProgram(prog);
-    return RUMUS_EBUILD;
+    return st;
   }
   free(opts);
   *out = prog;
@@ -328,8 +358,11 @@ int rumus__scratch(rumus_ctx *ctx, const char *op, size_t bytes, cl_mem *out) {
   cl_int e;
   *out = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes ? bytes : 4,
                         NULL, &e);
-  if (e != CL_SUCCESS)
-    return rumus__fail_cl(ctx, e, "%s: scratch buffer of %zu bytes", op, bytes);
+  if (e != CL_SUCCESS) {
+    *out = NULL;
+    return rumus__fail_cl(ctx, e, "%s: clCreateBuffer (scratch, %zu bytes)", op,
+                          bytes);
+  }
   return RUMUS_OK;
 }
 
@@ -369,7 +402,8 @@ void rumus__scratch_free(rumus_ctx *ctx) {
 int rumus_cache_clear(rumus_ctx *ctx) {
   if (ctx == NULL) return RUMUS_ENULL;
   cl_int e = clFinish(ctx->queue);
-  if (e != CL_SUCCESS) return rumus__fail_cl(ctx, e, "rumus_cache_clear");
+  if (e != CL_SUCCESS)
+    return rumus__fail_cl(ctx, e, "rumus_cache_clear: clFinish");
   pthread_mutex_lock(&ctx->lock);
   rumus__programs_free(ctx);
   pthread_mutex_unlock(&ctx->lock);

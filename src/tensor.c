@@ -2,6 +2,7 @@
  * tensor.c - tensor handles: owned or borrowed device buffers with a storage
  * type and a shape, host transfers, fill and copy.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +142,11 @@ int rumus_tensor_wrap(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
   rumus_tensor *t = NULL;
   RUMUS__FORWARD(tensor_new(ctx, dtype, ndim, shape, numel, &t));
   t->host_align = host_align;
-  clRetainMemObject(buf);
+  cl_int re = clRetainMemObject(buf);
+  if (re != CL_SUCCESS) { /* no reference taken: none to give back */
+    free(t);
+    return rumus__fail_cl(ctx, re, "rumus_tensor_wrap: clRetainMemObject");
+  }
   t->mem = buf;
   t->offset = offset;
   pthread_mutex_lock(&ctx->lock);
@@ -177,7 +182,10 @@ int rumus_tensor_upload(rumus_tensor *t, const void *src, size_t nbytes) {
   cl_int e = clEnqueueWriteBuffer(t->ctx->queue, t->mem, CL_TRUE, t->offset,
                                   nbytes, src, 0, NULL, NULL);
   if (e != CL_SUCCESS)
-    return rumus__fail_cl(t->ctx, e, "rumus_tensor_upload: %zu bytes", nbytes);
+    return rumus__fail_cl(t->ctx, e,
+                          "rumus_tensor_upload: clEnqueueWriteBuffer of %zu "
+                          "bytes",
+                          nbytes);
   return RUMUS_OK;
 }
 
@@ -187,29 +195,47 @@ int rumus_tensor_download(const rumus_tensor *t, void *dst, size_t nbytes) {
   cl_int e = clEnqueueReadBuffer(t->ctx->queue, t->mem, CL_TRUE, t->offset,
                                  nbytes, dst, 0, NULL, NULL);
   if (e != CL_SUCCESS)
-    return rumus__fail_cl(t->ctx, e, "rumus_tensor_download: %zu bytes",
+    return rumus__fail_cl(t->ctx, e,
+                          "rumus_tensor_download: clEnqueueReadBuffer of %zu "
+                          "bytes",
                           nbytes);
+  return RUMUS_OK;
+}
+
+/* The int32 an I32 fill writes: value truncated toward zero, as a C cast
+ * would, but saturated outside the int32 range, where the cast is
+ * undefined; NaN has no integer value. */
+static int fill_i32_value(rumus_tensor *t, float value, cl_int *v) {
+  RUMUS__FAIL_IF(isnan(value), t->ctx, RUMUS_EINVAL,
+                 "rumus_tensor_fill: NaN cannot fill an int32 tensor");
+  if (value >= 2147483648.0f) /* 2^31 */
+    *v = INT32_MAX;
+  else if (value <= -2147483648.0f)
+    *v = INT32_MIN;
+  else
+    *v = (cl_int)value;
   return RUMUS_OK;
 }
 
 int rumus_tensor_fill(rumus_tensor *t, float value) {
   if (t == NULL) return RUMUS_ENULL;
-  size_t nbytes = rumus_tensor_nbytes(t);
-  if (nbytes == 0) return RUMUS_OK;
-  cl_int e;
+  cl_int iv = 0;
+  const void *pattern = &value;
   if (t->dtype == RUMUS_I32) {
-    cl_int v = (cl_int)value;
-    e = clEnqueueFillBuffer(t->ctx->queue, t->mem, &v, sizeof v, t->offset,
-                            nbytes, 0, NULL, NULL);
-  } else if (t->dtype == RUMUS_F32) {
-    e = clEnqueueFillBuffer(t->ctx->queue, t->mem, &value, sizeof value,
-                            t->offset, nbytes, 0, NULL, NULL);
-  } else {
+    RUMUS__FORWARD(fill_i32_value(t, value, &iv));
+    pattern = &iv;
+  } else if (t->dtype != RUMUS_F32) {
     return rumus__fail(t->ctx, RUMUS_EDTYPE,
                        "rumus_tensor_fill: storage type %d is not supported",
                        (int)t->dtype);
   }
-  if (e != CL_SUCCESS) return rumus__fail_cl(t->ctx, e, "rumus_tensor_fill");
+  size_t nbytes = rumus_tensor_nbytes(t);
+  if (nbytes == 0) return RUMUS_OK;
+  cl_int e = clEnqueueFillBuffer(t->ctx->queue, t->mem, pattern, sizeof iv,
+                                 t->offset,
+                                 nbytes, 0, NULL, NULL);
+  if (e != CL_SUCCESS)
+    return rumus__fail_cl(t->ctx, e, "rumus_tensor_fill: clEnqueueFillBuffer");
   return RUMUS_OK;
 }
 
@@ -229,7 +255,8 @@ int rumus_tensor_copy(rumus_tensor *dst, const rumus_tensor *src) {
     return RUMUS_OK;
   cl_int e = clEnqueueCopyBuffer(ctx->queue, src->mem, dst->mem, src->offset,
                                  dst->offset, nbytes, 0, NULL, NULL);
-  if (e != CL_SUCCESS) return rumus__fail_cl(ctx, e, "rumus_tensor_copy");
+  if (e != CL_SUCCESS)
+    return rumus__fail_cl(ctx, e, "rumus_tensor_copy: clEnqueueCopyBuffer");
   return RUMUS_OK;
 }
 

@@ -137,8 +137,8 @@ static void make_labels(const char *path, uint32_t magic, size_t count,
  * contains `what`. */
 static void expect_err(int st, int want, const char *err, const char *path,
                        const char *what) {
-  ck_assert_msg(st == want, "got %s, expected %s (%s)", rumus_err_name(st),
-                rumus_err_name(want), err);
+  ck_assert_msg(st == want, "got %s, expected %s (%s)", train_err_name(st),
+                train_err_name(want), err);
   ck_assert_msg(strstr(err, path) != NULL, "message '%s' does not name %s", err,
                 path);
   ck_assert_msg(strstr(err, what) != NULL, "message '%s' does not say '%s'",
@@ -191,12 +191,12 @@ START_TEST(idx_missing_file) {
   size_t n = 7;
   char err[1024] = "";
   const char *p = tmp_path("x.gz");
-  expect_err(mnist_read_images(p, 0, &data, &n, err, sizeof err), RUMUS_EIO,
+  expect_err(mnist_read_images(p, 0, &data, &n, err, sizeof err), TRAIN_EIO,
              err, p, "cannot open");
   ck_assert_ptr_null(data);
   ck_assert_uint_eq(n, 0);
   mnist_set s;
-  expect_err(mnist_load(tmpdir, "a", 0, &s, err, sizeof err), RUMUS_EIO, err,
+  expect_err(mnist_load(tmpdir, "a", 0, &s, err, sizeof err), TRAIN_EIO, err,
              "a-images-idx3-ubyte.gz", "No such file");
   ck_assert_ptr_null(s.images);
 }
@@ -215,7 +215,7 @@ START_TEST(idx_truncated_gzip) {
     size_t count = 0;
     char err[1024] = "";
     expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-               RUMUS_EFORMAT, err, p, "truncated");
+               TRAIN_EFORMAT, err, p, "truncated");
     ck_assert_ptr_null(data);
   }
   free(gz);
@@ -235,7 +235,7 @@ START_TEST(idx_corrupt_gzip) {
   size_t count = 0;
   char err[1024] = "";
   expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "corrupt gzip data");
+             TRAIN_EFORMAT, err, p, "corrupt gzip data");
   ck_assert_ptr_null(data);
   free(gz);
 }
@@ -248,14 +248,14 @@ START_TEST(idx_bad_magic) {
   size_t count = 0;
   make_images(p, 0x801, 2, 28, 28, 2, 0); /* a label magic on images */
   expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "bad magic 0x00000801");
+             TRAIN_EFORMAT, err, p, "bad magic 0x00000801");
   make_labels(p, 0x803, 4, -1); /* an image magic on labels */
   expect_err(mnist_read_labels(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "bad magic 0x00000803");
+             TRAIN_EFORMAT, err, p, "bad magic 0x00000803");
   /* An uncompressed PNG-like header is read as is, and rejected. */
   write_raw(p, "\x89PNG\r\n\x1a\n0000000000000000", 24);
   expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "bad magic");
+             TRAIN_EFORMAT, err, p, "bad magic");
   ck_assert_ptr_null(data);
 }
 END_TEST
@@ -267,13 +267,13 @@ START_TEST(idx_wrong_dimensions) {
   size_t count = 0;
   make_images(p, 0x803, 2, 27, 28, 2, 0);
   expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "wrong dimensions 2x27x28");
+             TRAIN_EFORMAT, err, p, "wrong dimensions 2x27x28");
   make_images(p, 0x803, 2, 28, 32, 2, 0);
   expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "wrong dimensions 2x28x32");
+             TRAIN_EFORMAT, err, p, "wrong dimensions 2x28x32");
   make_images(p, 0x803, 0, 28, 28, 0, 0);
   expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "implausible images count 0");
+             TRAIN_EFORMAT, err, p, "implausible images count 0");
   ck_assert_ptr_null(data);
 }
 END_TEST
@@ -285,16 +285,16 @@ START_TEST(idx_short_and_long_data) {
   size_t count = 0;
   make_images(p, 0x803, 5, 28, 28, 3, 0); /* header says 5, data has 3 */
   expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "truncated data");
+             TRAIN_EFORMAT, err, p, "truncated data");
   make_images(p, 0x803, 3, 28, 28, 3, 1); /* one byte too many */
   expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "trailing bytes");
+             TRAIN_EFORMAT, err, p, "trailing bytes");
   write_gz(p, "", 0);
   expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "empty file");
+             TRAIN_EFORMAT, err, p, "empty file");
   write_gz(p, "\0\0\x08\x03\0\0", 6);
   expect_err(mnist_read_images(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "truncated IDX header");
+             TRAIN_EFORMAT, err, p, "truncated IDX header");
   ck_assert_ptr_null(data);
 }
 END_TEST
@@ -306,7 +306,7 @@ START_TEST(idx_label_out_of_range) {
   size_t count = 0;
   make_labels(p, 0x801, 20, 13);
   expect_err(mnist_read_labels(p, 0, &data, &count, err, sizeof err),
-             RUMUS_EFORMAT, err, p, "label 10 at index 13 is outside 0..9");
+             TRAIN_EFORMAT, err, p, "label 10 at index 13 is outside 0..9");
   ck_assert_ptr_null(data);
   ck_assert_uint_eq(count, 0);
 }
@@ -317,7 +317,7 @@ START_TEST(idx_count_mismatch) {
   make_labels(tmp_path("a-labels-idx1-ubyte.gz"), 0x801, 4, -1);
   mnist_set s;
   char err[1024] = "";
-  expect_err(mnist_load(tmpdir, "a", 0, &s, err, sizeof err), RUMUS_EFORMAT,
+  expect_err(mnist_load(tmpdir, "a", 0, &s, err, sizeof err), TRAIN_EFORMAT,
              err, "a-labels-idx1-ubyte.gz", "4 labels, but");
   ck_assert_ptr_null(s.images);
   ck_assert_ptr_null(s.labels);
@@ -538,10 +538,10 @@ START_TEST(model_file_damaged) {
   for (size_t len = 0; len < n; len++) {
     write_raw(bad, f, len);
     int st = mlp_params_load(&q, bad, err, sizeof err);
-    ck_assert_msg(st == RUMUS_EFORMAT, "length %zu: %s", len, rumus_err_name(st));
+    ck_assert_msg(st == TRAIN_EFORMAT, "length %zu: %s", len, train_err_name(st));
     ck_assert_ptr_null(q.w[0]);
     if (len == 0 || len == 20 || len == 30 || len == n - 1)
-      expect_err(st, RUMUS_EFORMAT, err, bad, "truncated");
+      expect_err(st, TRAIN_EFORMAT, err, bad, "truncated");
   }
   /* Any flipped bit in the weights fails the checksum. */
   unsigned char *g = malloc(n + 1);
@@ -549,41 +549,41 @@ START_TEST(model_file_damaged) {
     memcpy(g, f, n);
     g[at] ^= 0x10;
     write_raw(bad, g, n);
-    expect_err(mlp_params_load(&q, bad, err, sizeof err), RUMUS_EFORMAT, err,
+    expect_err(mlp_params_load(&q, bad, err, sizeof err), TRAIN_EFORMAT, err,
                bad, "checksum mismatch");
   }
   memcpy(g, f, n);
   g[0] = 'X';
   write_raw(bad, g, n);
-  expect_err(mlp_params_load(&q, bad, err, sizeof err), RUMUS_EFORMAT, err, bad,
+  expect_err(mlp_params_load(&q, bad, err, sizeof err), TRAIN_EFORMAT, err, bad,
              "bad magic");
   memcpy(g, f, n);
   g[8] = 2;
   write_raw(bad, g, n);
-  expect_err(mlp_params_load(&q, bad, err, sizeof err), RUMUS_EFORMAT, err, bad,
+  expect_err(mlp_params_load(&q, bad, err, sizeof err), TRAIN_EFORMAT, err, bad,
              "unsupported model file version 2");
   memcpy(g, f, n);
   g[12] = 200;
   write_raw(bad, g, n);
-  expect_err(mlp_params_load(&q, bad, err, sizeof err), RUMUS_EFORMAT, err, bad,
+  expect_err(mlp_params_load(&q, bad, err, sizeof err), TRAIN_EFORMAT, err, bad,
              "implausible layer count 200");
   memcpy(g, f, n);
   g[24 + 4 * 1 + 3] = 0x7f; /* a hidden width of about 2^31 */
   write_raw(bad, g, n);
-  expect_err(mlp_params_load(&q, bad, err, sizeof err), RUMUS_EFORMAT, err, bad,
+  expect_err(mlp_params_load(&q, bad, err, sizeof err), TRAIN_EFORMAT, err, bad,
              "implausible size");
   memcpy(g, f, n);
   memset(g + 20, 0, 4); /* std 0 */
   write_raw(bad, g, n);
-  expect_err(mlp_params_load(&q, bad, err, sizeof err), RUMUS_EFORMAT, err, bad,
+  expect_err(mlp_params_load(&q, bad, err, sizeof err), TRAIN_EFORMAT, err, bad,
              "implausible input normalisation");
   memcpy(g, f, n);
   g[n] = 0;
   write_raw(bad, g, n + 1);
-  expect_err(mlp_params_load(&q, bad, err, sizeof err), RUMUS_EFORMAT, err, bad,
+  expect_err(mlp_params_load(&q, bad, err, sizeof err), TRAIN_EFORMAT, err, bad,
              "trailing bytes");
   const char *missing = tmp_path("nothing.bin");
-  expect_err(mlp_params_load(&q, missing, err, sizeof err), RUMUS_EIO, err,
+  expect_err(mlp_params_load(&q, missing, err, sizeof err), TRAIN_EIO, err,
              missing, "cannot open");
   ck_assert_ptr_null(q.w[0]);
   free(g);

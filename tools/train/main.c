@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
     st = mnist_load(dir, "train", 0, &r.train, err, sizeof err);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: cannot read Fashion-MNIST (%s): %s\n",
-            rumus_err_name(st), err);
+            train_err_name(st), err);
     return cleanup(&r, 1);
   }
   double t_data = now_s();
@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
     st = mlp_params_load(&r.params, o.load, err, sizeof err);
     if (st != RUMUS_OK) {
       fprintf(stderr, "rumus-train: cannot load the model (%s): %s\n",
-              rumus_err_name(st), err);
+              train_err_name(st), err);
       return cleanup(&r, 1);
     }
     const mlp_shape *s = &r.params.shape;
@@ -358,7 +358,7 @@ int main(int argc, char **argv) {
     st = mlp_params_save(&r.params, o.save, err, sizeof err);
     if (st != RUMUS_OK) {
       fprintf(stderr, "rumus-train: cannot save the model (%s): %s\n",
-              rumus_err_name(st), err);
+              train_err_name(st), err);
       return cleanup(&r, 1);
     }
     printf("saved  : %s\n", o.save);

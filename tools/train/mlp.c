@@ -295,18 +295,18 @@ int mlp_params_save(const mlp_params *p, const char *path, char *err,
   errno = 0;
   FILE *f = fopen(tmp, "wb");
   if (!f) {
-    st = train_fail(err, errlen, RUMUS_EIO, "%s: cannot create: %s", tmp,
+    st = train_fail(err, errlen, TRAIN_EIO, "%s: cannot create: %s", tmp,
                   strerror(errno));
   } else {
     size_t wrote = fwrite(buf, 1, total, f);
     int e1 = errno;
     int closed = fclose(f);
     if (wrote != total || closed != 0) {
-      st = train_fail(err, errlen, RUMUS_EIO, "%s: write failed: %s", tmp,
+      st = train_fail(err, errlen, TRAIN_EIO, "%s: write failed: %s", tmp,
                     strerror(wrote != total ? e1 : errno));
       remove(tmp);
     } else if (rename(tmp, path) != 0) {
-      st = train_fail(err, errlen, RUMUS_EIO, "%s: cannot rename %s to it: %s",
+      st = train_fail(err, errlen, TRAIN_EIO, "%s: cannot rename %s to it: %s",
                     path, tmp, strerror(errno));
       remove(tmp);
     }
@@ -324,39 +324,39 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   errno = 0;
   FILE *f = fopen(path, "rb");
   if (!f)
-    return train_fail(err, errlen, RUMUS_EIO, "%s: cannot open: %s", path,
+    return train_fail(err, errlen, TRAIN_EIO, "%s: cannot open: %s", path,
                     strerror(errno));
   int st = RUMUS_OK;
   unsigned char *buf = NULL;
   unsigned char hdr[MODEL_HEADER + 4 * (MLP_MAX_LAYERS + 1)];
   size_t got = fread(hdr, 1, MODEL_HEADER, f);
   if (ferror(f)) {
-    st = train_fail(err, errlen, RUMUS_EIO, "%s: read error: %s", path,
+    st = train_fail(err, errlen, TRAIN_EIO, "%s: read error: %s", path,
                   strerror(errno));
     goto done;
   }
   if (got >= 8 && memcmp(hdr, MODEL_MAGIC, 8) != 0) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: bad magic: not a rumus model file (expected \"RUMUSMLP\")",
                   path);
     goto done;
   }
   if (got < MODEL_HEADER) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: truncated: %zu bytes, shorter than the %u-byte header",
                   path, got, MODEL_HEADER);
     goto done;
   }
   uint32_t version = get32(hdr + 8), nl = get32(hdr + 12);
   if (version != MODEL_VERSION) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: unsupported model file version %u (this program reads "
                   "version %u)",
                   path, (unsigned)version, MODEL_VERSION);
     goto done;
   }
   if (nl < 1 || nl > MLP_MAX_LAYERS) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: implausible layer count %u (expected 1 to %d)", path,
                   (unsigned)nl, MLP_MAX_LAYERS);
     goto done;
@@ -364,9 +364,9 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   size_t nsizes = 4 * ((size_t)nl + 1);
   got = fread(hdr + MODEL_HEADER, 1, nsizes, f);
   if (got < nsizes) {
-    st = ferror(f) ? train_fail(err, errlen, RUMUS_EIO, "%s: read error: %s",
+    st = ferror(f) ? train_fail(err, errlen, TRAIN_EIO, "%s: read error: %s",
                               path, strerror(errno))
-                   : train_fail(err, errlen, RUMUS_EFORMAT,
+                   : train_fail(err, errlen, TRAIN_EFORMAT,
                               "%s: truncated: the layer sizes end after %zu of "
                               "%zu bytes",
                               path, got, nsizes);
@@ -376,7 +376,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   get_floats(&in_mean, hdr + 16, 1);
   get_floats(&in_std, hdr + 20, 1);
   if (!isfinite(in_mean) || !isfinite(in_std) || !(in_std > 0.0f)) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: implausible input normalisation: mean %g, std %g", path,
                   (double)in_mean, (double)in_std);
     goto done;
@@ -388,7 +388,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   for (uint32_t i = 0; i <= nl; i++) {
     uint32_t v = get32(hdr + MODEL_HEADER + 4 * i);
     if (v == 0 || v > MLP_MAX_WIDTH) {
-      st = train_fail(err, errlen, RUMUS_EFORMAT,
+      st = train_fail(err, errlen, TRAIN_EFORMAT,
                     "%s: implausible size %u of layer boundary %u (expected 1 "
                     "to %zu)",
                     path, (unsigned)v, (unsigned)i, MLP_MAX_WIDTH);
@@ -397,7 +397,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
     s.sizes[i] = v;
     if (i > 0) params += s.sizes[i] * s.sizes[i - 1] + s.sizes[i];
     if (params > MLP_MAX_PARAMS) {
-      st = train_fail(err, errlen, RUMUS_EFORMAT,
+      st = train_fail(err, errlen, TRAIN_EFORMAT,
                     "%s: implausible model: more than %zu parameters", path,
                     MLP_MAX_PARAMS);
       goto done;
@@ -413,27 +413,27 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   memcpy(buf, hdr, head);
   got = fread(buf + head, 1, total - head, f);
   if (ferror(f)) {
-    st = train_fail(err, errlen, RUMUS_EIO, "%s: read error: %s", path,
+    st = train_fail(err, errlen, TRAIN_EIO, "%s: read error: %s", path,
                   strerror(errno));
     goto done;
   }
   if (got < total - head) {
     char s_str[256];
     mlp_shape_str(&s, s_str, sizeof s_str);
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: truncated: %zu bytes, but a %s model file has %zu",
                   path, head + got, s_str, total);
     goto done;
   }
   if (fgetc(f) != EOF) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: trailing bytes after the %zu bytes of the model", path,
                   total);
     goto done;
   }
   uint32_t want = get32(buf + total - 4), have = crc_of(buf, total - 4);
   if (want != have) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: checksum mismatch (stored CRC-32 0x%08x, contents give "
                   "0x%08x): the file is corrupt",
                   path, (unsigned)want, (unsigned)have);

@@ -92,11 +92,11 @@ void mlp_params_free(mlp_params *p);
 void mlp_params_init(mlp_params *p, uint64_t seed);
 
 /*! mlp_params_save() : writes the model file (format in docs/TRAINING.md)
- *  through PATH.tmp renamed to PATH.  @return RUMUS_OK, RUMUS_EIO. */
+ *  through PATH.tmp renamed to PATH.  @return RUMUS_OK, TRAIN_EIO. */
 int mlp_params_save(const mlp_params *p, const char *path, char *err,
                     size_t errlen);
 /*! mlp_params_load() : reads a model file into a new allocation of p.
- *  @return RUMUS_OK, RUMUS_EIO (cannot open or read), RUMUS_EFORMAT (bad
+ *  @return RUMUS_OK, TRAIN_EIO (cannot open or read), TRAIN_EFORMAT (bad
  *  magic, unsupported version, implausible layer count or sizes,
  *  truncated, trailing bytes, checksum mismatch), RUMUS_ENOMEM. */
 int mlp_params_load(mlp_params *p, const char *path, char *err,

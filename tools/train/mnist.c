@@ -15,6 +15,16 @@
 #define IDX_MAGIC_LABELS 0x00000801u /* unsigned bytes, 1 dimension */
 #define IDX_MAGIC_IMAGES 0x00000803u /* unsigned bytes, 3 dimensions */
 
+const char *train_err_name(int status) {
+  switch (status) {
+    case TRAIN_EIO:
+      return "TRAIN_EIO";
+    case TRAIN_EFORMAT:
+      return "TRAIN_EFORMAT";
+  }
+  return rumus_err_name(status);
+}
+
 int train_fail(char *err, size_t errlen, int code, const char *fmt, ...) {
   if (err && errlen) {
     va_list ap;
@@ -41,9 +51,9 @@ static int read_exact(gzFile f, const char *path, const char *what, void *buf,
       int zerr = 0;
       const char *zmsg = gzerror(f, &zerr);
       if (zerr == Z_ERRNO)
-        return train_fail(err, errlen, RUMUS_EIO, "%s: read error in the %s: %s",
+        return train_fail(err, errlen, TRAIN_EIO, "%s: read error in the %s: %s",
                     path, what, strerror(errno ? errno : EIO));
-      return train_fail(err, errlen, RUMUS_EFORMAT,
+      return train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: corrupt gzip data in the %s: %s", path, what,
                   zmsg ? zmsg : "unknown zlib error");
     }
@@ -56,12 +66,12 @@ static int read_exact(gzFile f, const char *path, const char *what, void *buf,
     int zerr = 0;
     const char *zmsg = gzerror(f, &zerr);
     if (zerr == Z_BUF_ERROR)
-      return train_fail(err, errlen, RUMUS_EFORMAT,
+      return train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: truncated gzip stream (%s) after %zu of the %zu bytes "
                   "of the %s",
                   path, zmsg ? zmsg : "unexpected end of file", done, n, what);
     if (zerr != Z_OK && zerr != Z_STREAM_END)
-      return train_fail(err, errlen, RUMUS_EFORMAT,
+      return train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: corrupt gzip data in the %s: %s", path, what,
                   zmsg ? zmsg : "unknown zlib error");
   }
@@ -86,7 +96,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
   errno = 0;
   gzFile f = gzopen(path, "rb");
   if (!f)
-    return train_fail(err, errlen, RUMUS_EIO, "%s: cannot open: %s", path,
+    return train_fail(err, errlen, TRAIN_EIO, "%s: cannot open: %s", path,
                 errno ? strerror(errno) : "out of memory in zlib");
 
   unsigned char hdr[4 + 4 * 3];
@@ -94,14 +104,14 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
   int st = read_exact(f, path, "IDX header", hdr, hdr_bytes, &got, err, errlen);
   if (st != RUMUS_OK) goto done;
   if (got < 4) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
               "%s: %s: %zu bytes, too short for an IDX magic number", path,
               got == 0 ? "empty file" : "truncated file", got);
     goto done;
   }
   uint32_t m = be32(hdr);
   if (m != magic) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
               "%s: bad magic 0x%08x, expected 0x%08x (IDX %s: unsigned bytes, "
               "%d dimension%s)",
               path, (unsigned)m, (unsigned)magic, kind, ndim,
@@ -109,7 +119,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
     goto done;
   }
   if (got < hdr_bytes) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
               "%s: truncated IDX header: %zu of %zu bytes", path, got,
               hdr_bytes);
     goto done;
@@ -119,7 +129,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
   for (int d = 1; d < ndim; d++) {
     uint32_t e = be32(hdr + 4 + 4 * d);
     if (e != want[d]) {
-      st = train_fail(err, errlen, RUMUS_EFORMAT,
+      st = train_fail(err, errlen, TRAIN_EFORMAT,
                 "%s: wrong dimensions %ux%ux%u, expected Nx%ux%u", path,
                 (unsigned)n, (unsigned)be32(hdr + 8),
                 (unsigned)be32(hdr + 12), (unsigned)want[1],
@@ -129,7 +139,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
     item *= e;
   }
   if (n == 0 || n > MNIST_MAX_COUNT) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
               "%s: implausible %s count %u in the header (expected 1 to %u)",
               path, kind, (unsigned)n, (unsigned)MNIST_MAX_COUNT);
     goto done;
@@ -144,7 +154,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
   }
   st = read_exact(f, path, "data", buf, bytes, &got, err, errlen);
   if (st == RUMUS_OK && got < bytes)
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
               "%s: truncated data: the header promises %u %s (%zu bytes) but "
               "the data ends after %zu bytes",
               path, (unsigned)n, kind, (size_t)n * item, got);
@@ -154,7 +164,7 @@ static int read_idx(const char *path, uint32_t magic, int ndim,
     unsigned char extra[64];
     st = read_exact(f, path, "data", extra, sizeof extra, &got, err, errlen);
     if (st == RUMUS_OK && got > 0)
-      st = train_fail(err, errlen, RUMUS_EFORMAT,
+      st = train_fail(err, errlen, TRAIN_EFORMAT,
                 "%s: trailing bytes after the %u %s the header announces",
                 path, (unsigned)n, kind);
   }
@@ -184,7 +194,7 @@ int mnist_read_labels(const char *path, size_t limit, uint8_t **labels,
   if (st != RUMUS_OK) return st;
   for (size_t i = 0; i < *count; i++) {
     if ((*labels)[i] >= MNIST_CLASSES) {
-      st = train_fail(err, errlen, RUMUS_EFORMAT,
+      st = train_fail(err, errlen, TRAIN_EFORMAT,
                 "%s: label %u at index %zu is outside 0..%d", path,
                 (unsigned)(*labels)[i], i, MNIST_CLASSES - 1);
       free(*labels);
@@ -223,7 +233,7 @@ int mnist_load(const char *dir, const char *split, size_t limit,
   st = mnist_read_labels(lpath, limit, &out->labels, &nl, err, errlen);
   if (st != RUMUS_OK) goto done;
   if (ni != nl) {
-    st = train_fail(err, errlen, RUMUS_EFORMAT,
+    st = train_fail(err, errlen, TRAIN_EFORMAT,
               "%s: %zu labels, but %s has %zu images%s", lpath, nl, ipath, ni,
               limit ? " (counting up to the limit asked for)" : "");
     goto done;

@@ -7,8 +7,8 @@
  *   labels: magic 0x00000801, extents [count], count bytes, each 0..9
  * The files may also be stored uncompressed (zlib reads them as is).
  *
- * Every function returns a rumus status: RUMUS_OK, RUMUS_EIO (the file
- * cannot be opened or read), RUMUS_EFORMAT (bad magic, wrong extents,
+ * Every function returns a status: RUMUS_OK, TRAIN_EIO (the file
+ * cannot be opened or read), TRAIN_EFORMAT (bad magic, wrong extents,
  * truncated or corrupt data, labels out of range, image/label count
  * mismatch, trailing bytes), RUMUS_ENOMEM or RUMUS_EINVAL (bad arguments).
  * On failure, err (if not NULL) receives a message that starts with the
@@ -19,6 +19,20 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* rumus-train's own statuses, beside the library's RUMUS_E* codes that its
+ * functions also return: files are the tool's business, not the library's.
+ * They keep the values the library once gave them as RUMUS_EIO and
+ * RUMUS_EFORMAT, which it retired and never gives to another code, so no
+ * library status can be mistaken for them. */
+enum {
+  TRAIN_EIO = -70,    /* a file could not be read or written */
+  TRAIN_EFORMAT = -71 /* a file is malformed */
+};
+
+/*! train_err_name() : "TRAIN_EIO" or "TRAIN_EFORMAT" for those, else
+ *  rumus_err_name(status). */
+const char *train_err_name(int status);
 
 /*! train_fail() : formats a message into err (when err and errlen are not
  *  0) and returns code; the error reporting of the training code. */
