@@ -4,9 +4,15 @@
  * specialises it only through -D options, so the options string names the
  * variant.  Every macro below has a default, so each file compiles alone.
  *
- * Storage and arithmetic: tensors are stored as `real_t` (RUMUS_STORAGE =
- * 32: float, 16: IEEE half through vload_half / vstore_half, which are core
- * OpenCL C and need no cl_khr_fp16).  Arithmetic is always float.
+ * Storage and arithmetic: floating tensors are stored as F32 (float), F16
+ * (IEEE half through vload_half / vstore_half_rte, which are core OpenCL C
+ * and need no cl_khr_fp16) or BF16 (the upper 16 bits of a float in a
+ * ushort, rounded to nearest even); arithmetic and accumulators are always
+ * float.  A kernel names a storage tag, not a type: RUMUS_TYPE(T),
+ * RUMUS_LOAD(T, p, i), RUMUS_STORE(T, v, p, i) and their 4-, 8- and
+ * 16-wide forms.  RUMUS_STORAGE is the program's main tag (real_t, LOAD,
+ * STORE, LOAD4, ...); a family with tensors of a second type (GEMM's C, an
+ * optimizer's master weights) takes a second tag of its own.
  *
  * Indexing: element offsets and extents arrive as ulong and index math is
  * done in size_t, so tensors over 2^31 elements are addressed correctly.
@@ -15,7 +21,7 @@
 #define RUMUS_COMMON_CL
 
 #ifndef RUMUS_STORAGE
-#define RUMUS_STORAGE 32 /* storage bits of floating tensors: 32 or 16 */
+#define RUMUS_STORAGE F32 /* storage of the floating tensors: F32, F16, BF16 */
 #endif
 
 #ifndef WG
@@ -47,30 +53,95 @@
 #define RUMUS_ALIGN4 0
 #endif
 
-#if RUMUS_STORAGE == 32
-typedef float real_t;
-#define LOAD(p, i) ((p)[i])
-#define STORE(v, p, i) ((p)[i] = (v))
+/* ---- Storage ------------------------------------------------------------ */
+
+#define RUMUS_CAT_(a, b) a##b
+#define RUMUS_CAT(a, b) RUMUS_CAT_(a, b)
+
+/* bfloat16 <-> float: widening is exact; narrowing rounds to nearest even,
+ * overflows to +-inf as IEEE rounding does, and keeps NaN a (quiet) NaN. */
+#define RUMUS_DEFINE_BF16(n, F, U, US, AS_F, AS_U, CONV_U, CONV_US)          \
+  inline __attribute__((always_inline)) F rumus_bf16_to_f##n(US b) {         \
+    return AS_F(CONV_U(b) << 16);                                            \
+  }                                                                          \
+  inline __attribute__((always_inline)) US rumus_f_to_bf16##n(F f) {         \
+    const U u = AS_U(f);                                                     \
+    const U r = (u + (U)0x7FFFu + ((u >> 16) & (U)1u)) >> 16;                \
+    const U nan = (u >> 16) | (U)0x40u;                                      \
+    return CONV_US(select(r, nan, (u & (U)0x7FFFFFFFu) > (U)0x7F800000u));   \
+  }
+RUMUS_DEFINE_BF16(4, float4, uint4, ushort4, as_float4, as_uint4,
+                  convert_uint4, convert_ushort4)
+RUMUS_DEFINE_BF16(8, float8, uint8, ushort8, as_float8, as_uint8,
+                  convert_uint8, convert_ushort8)
+RUMUS_DEFINE_BF16(16, float16, uint16, ushort16, as_float16, as_uint16,
+                  convert_uint16, convert_ushort16)
+inline __attribute__((always_inline)) float rumus_bf16_to_f(ushort b) {
+  return as_float((uint)b << 16);
+}
+inline __attribute__((always_inline)) ushort rumus_f_to_bf16(float f) {
+  const uint u = as_uint(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (ushort)((u >> 16) | 0x40u);
+  return (ushort)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* The element type of each storage tag. */
+#define RUMUS_TYPE_F32 float
+#define RUMUS_TYPE_F16 half
+#define RUMUS_TYPE_BF16 ushort
+#define RUMUS_TYPE(T) RUMUS_CAT(RUMUS_TYPE_, T)
+
+/* One element: p[i] as a float, and v stored into p[i]. */
+#define RUMUS_LD_F32(p, i) ((p)[i])
+#define RUMUS_ST_F32(v, p, i) ((p)[i] = (v))
+#define RUMUS_LD_F16(p, i) vload_half((i), (p))
+#define RUMUS_ST_F16(v, p, i) vstore_half_rte((v), (i), (p))
+#define RUMUS_LD_BF16(p, i) rumus_bf16_to_f((p)[i])
+#define RUMUS_ST_BF16(v, p, i) ((p)[i] = rumus_f_to_bf16(v))
+#define RUMUS_LOAD(T, p, i) RUMUS_CAT(RUMUS_LD_, T)(p, i)
+#define RUMUS_STORE(T, v, p, i) RUMUS_CAT(RUMUS_ST_, T)(v, p, i)
+
+/* n consecutive elements from p + i (n = 4, 8, 16) as a floatn, element
+ * alignment only (vloadn may assume no more). */
+#define RUMUS_LDN_F32(n, p, i) vload##n(0, (p) + (i))
+#define RUMUS_STN_F32(n, v, p, i) vstore##n((v), 0, (p) + (i))
+#define RUMUS_LDN_F16(n, p, i) vload_half##n(0, (p) + (i))
+#define RUMUS_STN_F16(n, v, p, i) vstore_half##n##_rte((v), 0, (p) + (i))
+#define RUMUS_LDN_BF16(n, p, i) rumus_bf16_to_f##n(vload##n(0, (p) + (i)))
+#define RUMUS_STN_BF16(n, v, p, i)                                           \
+  vstore##n(rumus_f_to_bf16##n(v), 0, (p) + (i))
+#define RUMUS_LOADN(T, n, p, i) RUMUS_CAT(RUMUS_LDN_, T)(n, p, i)
+#define RUMUS_STOREN(T, n, v, p, i) RUMUS_CAT(RUMUS_STN_, T)(n, v, p, i)
+
+/* The same at an address aligned to the whole vector (the host checked
+ * it: rumus__aligned), as typed accesses, which GPU compilers turn into
+ * one wide memory instruction; vloadn becomes n narrow loads on NVIDIA. */
+#define RUMUS_LDA_F32(n, p, i) (*(global const float##n *)((p) + (i)))
+#define RUMUS_STA_F32(n, v, p, i) (*(global float##n *)((p) + (i)) = (v))
+#define RUMUS_LDA_F16(n, p, i) vloada_half##n(0, (p) + (i))
+#define RUMUS_STA_F16(n, v, p, i) vstorea_half##n##_rte((v), 0, (p) + (i))
+#define RUMUS_LDA_BF16(n, p, i)                                              \
+  rumus_bf16_to_f##n(*(global const ushort##n *)((p) + (i)))
+#define RUMUS_STA_BF16(n, v, p, i)                                           \
+  (*(global ushort##n *)((p) + (i)) = rumus_f_to_bf16##n(v))
+#define RUMUS_LOADA(T, n, p, i) RUMUS_CAT(RUMUS_LDA_, T)(n, p, i)
+#define RUMUS_STOREA(T, n, v, p, i) RUMUS_CAT(RUMUS_STA_, T)(n, v, p, i)
+
+/* The program's main storage. */
+typedef RUMUS_TYPE(RUMUS_STORAGE) real_t;
+#define LOAD(p, i) RUMUS_LOAD(RUMUS_STORAGE, p, i)
+#define STORE(v, p, i) RUMUS_STORE(RUMUS_STORAGE, v, p, i)
 #if RUMUS_ALIGN4
-#define LOAD4(p, i) (*(global const float4 *)((p) + (i)))
-#define STORE4(v, p, i) (*(global float4 *)((p) + (i)) = (v))
+#define LOAD4(p, i) RUMUS_LOADA(RUMUS_STORAGE, 4, p, i)
+#define STORE4(v, p, i) RUMUS_STOREA(RUMUS_STORAGE, 4, v, p, i)
 #else
-#define LOAD4(p, i) vload4(0, (p) + (i))
-#define STORE4(v, p, i) vstore4((v), 0, (p) + (i))
+#define LOAD4(p, i) RUMUS_LOADN(RUMUS_STORAGE, 4, p, i)
+#define STORE4(v, p, i) RUMUS_STOREN(RUMUS_STORAGE, 4, v, p, i)
 #endif
-#define LOAD8(p, i) vload8(0, (p) + (i))
-#define STORE8(v, p, i) vstore8((v), 0, (p) + (i))
-#elif RUMUS_STORAGE == 16
-typedef half real_t;
-#define LOAD(p, i) vload_half((i), (p))
-#define STORE(v, p, i) vstore_half((v), (i), (p))
-#define LOAD4(p, i) vload_half4(0, (p) + (i))
-#define STORE4(v, p, i) vstore_half4((v), 0, (p) + (i))
-#define LOAD8(p, i) vload_half8(0, (p) + (i))
-#define STORE8(v, p, i) vstore_half8((v), 0, (p) + (i))
-#else
-#error "RUMUS_STORAGE must be 32 or 16"
-#endif
+#define LOAD8(p, i) RUMUS_LOADN(RUMUS_STORAGE, 8, p, i)
+#define STORE8(v, p, i) RUMUS_STOREN(RUMUS_STORAGE, 8, v, p, i)
+#define LOAD16(p, i) RUMUS_LOADN(RUMUS_STORAGE, 16, p, i)
+#define STORE16(v, p, i) RUMUS_STOREN(RUMUS_STORAGE, 16, v, p, i)
 
 /* Sum and max of the lanes of a float8 / float4. */
 inline float rumus_hsum8(float8 v) {

@@ -119,17 +119,6 @@
 #define B_IDX(k, j, ld) ((size_t)(k) * (ld) + (size_t)(j))
 #endif
 
-/* float16 loads and stores (float4 ones are common.cl's LOAD4 / STORE4:
- * typed when the host found the offsets, pitches and batch strides of A,
- * B and C multiples of 4, RUMUS_ALIGN4). */
-#if RUMUS_STORAGE == 32
-#define LOAD16(p, i) vload16(0, (p) + (i))
-#define STORE16(v, p, i) vstore16((v), 0, (p) + (i))
-#else
-#define LOAD16(p, i) vload_half16(0, (p) + (i))
-#define STORE16(v, p, i) vstore_half16((v), 0, (p) + (i))
-#endif
-
 /* ---- GPU variant --------------------------------------------------------- */
 
 /* Loads the work-item's share of the TSM x TSK slice of op(A) at (m0, k0)

@@ -68,13 +68,8 @@
  * when every tensor's element offset is a multiple of 8): typed accesses,
  * which GPU compilers turn into wide memory instructions; vload8 may only
  * assume the alignment of one element. */
-#if RUMUS_STORAGE == 32
-#define LOAD8A(p, i) (*(global const float8 *)((p) + (i)))
-#define STORE8A(v, p, i) (*(global float8 *)((p) + (i)) = (v))
-#else
-#define LOAD8A(p, i) LOAD8(p, i)
-#define STORE8A(v, p, i) STORE8(v, p, i)
-#endif
+#define LOAD8A(p, i) RUMUS_LOADA(RUMUS_STORAGE, 8, p, i)
+#define STORE8A(v, p, i) RUMUS_STOREA(RUMUS_STORAGE, 8, v, p, i)
 
 /* Loads cnt (1..8) elements from x + i; missing lanes are 0.  x + i is
  * 32-byte aligned when `aligned` is set and cnt == 8. */

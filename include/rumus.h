@@ -336,6 +336,17 @@ typedef enum {
 /*! rumus_dtype_size() : bytes of one element, 0 for an unknown type. */
 RUMUS_API size_t rumus_dtype_size(rumus_dtype dtype);
 
+/*! Host conversions between float and the 16-bit storage types, as the
+ *  kernels convert: narrowing rounds to nearest even; NaN stays a (quiet)
+ *  NaN; F16 overflows to +-infinity from 65520 up (its largest finite
+ *  value is 65504) and goes through subnormals to +-0 below 2^-24; BF16
+ *  keeps float's exponent range, so only values within half an ulp of
+ *  FLT_MAX's rounding overflow.  Widening is exact. */
+RUMUS_API uint16_t rumus_f32_to_f16(float x);
+RUMUS_API float rumus_f16_to_f32(uint16_t h);
+RUMUS_API uint16_t rumus_f32_to_bf16(float x);
+RUMUS_API float rumus_bf16_to_f32(uint16_t b);
+
 typedef struct rumus_tensor rumus_tensor;
 
 /* Tensors that share memory.  Several tensors may wrap one buffer.  An op
@@ -382,6 +393,17 @@ RUMUS_API int rumus_tensor_upload(rumus_tensor *t, const void *src,
                                   size_t nbytes);
 RUMUS_API int rumus_tensor_download(const rumus_tensor *t, void *dst,
                                     size_t nbytes);
+
+/*! rumus_tensor_upload_f32() / rumus_tensor_download_f32() :
+ *  rumus_tensor_upload() / _download() of n = rumus_tensor_numel(t) floats
+ *  for a tensor of any floating type, converted on the host as
+ *  rumus_f32_to_f16() / rumus_f32_to_bf16() and back.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE (not a floating tensor),
+ *          RUMUS_ESIZE (n), RUMUS_ENOMEM, RUMUS_ECL. */
+RUMUS_API int rumus_tensor_upload_f32(rumus_tensor *t, const float *src,
+                                      size_t n);
+RUMUS_API int rumus_tensor_download_f32(const rumus_tensor *t, float *dst,
+                                        size_t n);
 
 /*! rumus_tensor_fill() : enqueues t[i] = value for every element of an F32
  *  or I32 tensor.  I32 tensors get value truncated toward zero, saturated

@@ -147,6 +147,11 @@ RUMUS__HIDDEN const char *rumus__shape_str(const rumus_tensor *t, char *buf,
 RUMUS__HIDDEN int rumus__check_tensor(rumus_ctx *ctx, const char *op,
                                       const char *arg, const rumus_tensor *t,
                                       rumus_dtype dtype);
+/* t is not NULL, belongs to ctx and is floating (F32, F16 or BF16); the
+ * family then checks its other tensors against t's type. */
+RUMUS__HIDDEN int rumus__check_float_tensor(rumus_ctx *ctx, const char *op,
+                                            const char *arg,
+                                            const rumus_tensor *t);
 /* a and b have the same shape. */
 RUMUS__HIDDEN int rumus__check_same_shape(rumus_ctx *ctx, const char *op,
                                           const char *an, const rumus_tensor *a,

@@ -353,3 +353,15 @@ int rumus__check_overlap(rumus_ctx *ctx, const char *op, const char *an,
                      may_alias ? "; in-place use needs the same bytes"
                                : "; they must not share memory");
 }
+
+int rumus__check_float_tensor(rumus_ctx *ctx, const char *op, const char *arg,
+                              const rumus_tensor *t) {
+  RUMUS__FAIL_IF(t == NULL, ctx, RUMUS_ENULL, "%s: %s is NULL", op, arg);
+  RUMUS__FAIL_IF(t->ctx != ctx, ctx, RUMUS_EINVAL,
+                 "%s: %s belongs to another context", op, arg);
+  RUMUS__FAIL_IF(t->dtype != RUMUS_F32 && t->dtype != RUMUS_F16 &&
+                     t->dtype != RUMUS_BF16,
+                 ctx, RUMUS_EDTYPE, "%s: %s is %s, expected f32, f16 or bf16",
+                 op, arg, dtype_name(t->dtype));
+  return RUMUS_OK;
+}

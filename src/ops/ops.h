@@ -25,9 +25,12 @@ RUMUS__HIDDEN int rumus__optim_warm(rumus_ctx *ctx);
  * (rumus_cache_fill) both call it, so they name the same cache entry.  The
  * program cache normalises white space in the key as well. */
 
-/* What every program's options begin with: the storage type, the reduction
- * work-group size and RUMUS_ALIGN4 (cl/common.cl), e.g.
- * "-DRUMUS_STORAGE=32 -DWG=256 -DRUMUS_ALIGN4=0". */
+/* The storage tag of cl/common.cl for a floating type: "F32", "F16",
+ * "BF16" (for a family's second -D storage option). */
+RUMUS__HIDDEN const char *rumus__storage_tag(rumus_dtype storage);
+/* What every program's options begin with: the main storage type, the
+ * reduction work-group size and RUMUS_ALIGN4 (cl/common.cl), e.g.
+ * "-DRUMUS_STORAGE=F32 -DWG=256 -DRUMUS_ALIGN4=0". */
 RUMUS__HIDDEN void rumus__options_head(char *buf, size_t len,
                                        rumus_dtype storage, size_t wg,
                                        int align4);

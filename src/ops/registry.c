@@ -15,15 +15,18 @@ const rumus__warm_fn rumus__warmers[] = {
 const size_t rumus__warmers_count =
     sizeof rumus__warmers / sizeof rumus__warmers[0];
 
-/* -DRUMUS_STORAGE's value for a storage type (cl/common.cl). */
-static int storage_bits(rumus_dtype storage) {
-  return storage == RUMUS_F16 ? 16 : 32;
+const char *rumus__storage_tag(rumus_dtype storage) {
+  switch (storage) {
+    case RUMUS_F16: return "F16";
+    case RUMUS_BF16: return "BF16";
+    default: return "F32";
+  }
 }
 
 void rumus__options_head(char *buf, size_t len, rumus_dtype storage,
                          size_t wg, int align4) {
-  snprintf(buf, len, "-DRUMUS_STORAGE=%d -DWG=%zu -DRUMUS_ALIGN4=%d",
-           storage_bits(storage), wg, align4 ? 1 : 0);
+  snprintf(buf, len, "-DRUMUS_STORAGE=%s -DWG=%zu -DRUMUS_ALIGN4=%d",
+           rumus__storage_tag(storage), wg, align4 ? 1 : 0);
 }
 
 int rumus__aligned(const rumus_tensor *t, size_t elem, size_t elems) {
