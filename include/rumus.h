@@ -405,12 +405,13 @@ RUMUS_API int rumus_tensor_upload_f32(rumus_tensor *t, const float *src,
 RUMUS_API int rumus_tensor_download_f32(const rumus_tensor *t, float *dst,
                                         size_t n);
 
-/*! rumus_tensor_fill() : enqueues t[i] = value for every element of an F32
- *  or I32 tensor.  I32 tensors get value truncated toward zero, saturated
- *  to INT32_MIN / INT32_MAX below and above the int32 range (infinities
- *  included); NaN is refused.
+/*! rumus_tensor_fill() : enqueues t[i] = value for every element.  F16
+ *  and BF16 tensors get value rounded as rumus_f32_to_f16() / _bf16() do.
+ *  I32 tensors get value truncated toward zero, saturated to INT32_MIN /
+ *  INT32_MAX below and above the int32 range (infinities included); NaN
+ *  is refused.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (NaN for an I32 tensor),
- *          RUMUS_EDTYPE (F16 and BF16: not yet), RUMUS_ECL. */
+ *          RUMUS_EDTYPE (unknown type), RUMUS_ECL. */
 RUMUS_API int rumus_tensor_fill(rumus_tensor *t, float value);
 
 /*! rumus_tensor_copy() : enqueues a copy of src into dst (same type and

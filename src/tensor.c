@@ -220,10 +220,15 @@ static int fill_i32_value(rumus_tensor *t, float value, cl_int *v) {
 int rumus_tensor_fill(rumus_tensor *t, float value) {
   if (t == NULL) return RUMUS_ENULL;
   cl_int iv = 0;
+  uint16_t bits = 0;
   const void *pattern = &value;
   if (t->dtype == RUMUS_I32) {
     RUMUS__FORWARD(fill_i32_value(t, value, &iv));
     pattern = &iv;
+  } else if (t->dtype == RUMUS_F16 || t->dtype == RUMUS_BF16) {
+    bits = t->dtype == RUMUS_F16 ? rumus_f32_to_f16(value)
+                                 : rumus_f32_to_bf16(value);
+    pattern = &bits;
   } else if (t->dtype != RUMUS_F32) {
     return rumus__fail(t->ctx, RUMUS_EDTYPE,
                        "rumus_tensor_fill: storage type %d is not supported",
@@ -231,8 +236,8 @@ int rumus_tensor_fill(rumus_tensor *t, float value) {
   }
   size_t nbytes = rumus_tensor_nbytes(t);
   if (nbytes == 0) return RUMUS_OK;
-  cl_int e = clEnqueueFillBuffer(t->ctx->queue, t->mem, pattern, sizeof iv,
-                                 t->offset,
+  cl_int e = clEnqueueFillBuffer(t->ctx->queue, t->mem, pattern,
+                                 rumus_dtype_size(t->dtype), t->offset,
                                  nbytes, 0, NULL, NULL);
   if (e != CL_SUCCESS)
     return rumus__fail_cl(t->ctx, e, "rumus_tensor_fill: clEnqueueFillBuffer");

@@ -1,6 +1,9 @@
 /*
  * check_framework.c - what the framework promises every op family:
- *   core    rumus_cache_fill builds every program the ops choose (no op
+ *   core    16-bit conversions round to nearest even (every pattern
+ *           round-trips; random floats go to the nearest value, ties to
+ *           even), fills and float transfers of F16 / BF16 tensors;
+ *           rumus_cache_fill builds every program the ops choose (no op
  *           builds one afterwards, on either variant, for aligned and
  *           unaligned tensors, every row plan and every GEMM tile size);
  *           buffers wrapped with CL_MEM_USE_HOST_PTR at an address that is
@@ -16,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testutil.h"
+#include "tu_dtype.h"
 
 /* ---- core: a filled cache builds nothing more ----------------------------- */
 
@@ -235,6 +238,104 @@ START_TEST(host_pointer_buffers_off_alignment) {
 }
 END_TEST
 
+/* ---- core: 16-bit conversions and fills ----------------------------------- */
+
+/* The float of a 16-bit pattern of dtype. */
+static double widen(rumus_dtype d, uint16_t h) {
+  return d == RUMUS_F16 ? rumus_f16_to_f32(h) : rumus_bf16_to_f32(h);
+}
+
+/* Asserts that h, the rounding of finite x to dtype, is the nearest value
+ * to x, the even one of two equally near, or infinity past the largest
+ * finite value's rounding range.  Patterns are ordered like magnitudes, so
+ * the neighbours of h are h - 1 and h + 1 within a sign. */
+static void check_nearest(rumus_dtype d, float x, uint16_t h) {
+  const double v = widen(d, h), xd = x;
+  const uint16_t mag = h & 0x7FFF, inf = d == RUMUS_F16 ? 0x7C00 : 0x7F80;
+  ck_assert_msg(mag <= inf, "%s(%a) = 0x%04x is NaN", tu_dtype_name(d),
+                (double)x, h);
+  const double err = fabs(v - xd);
+  if (mag == inf) { /* overflow: x is at least max + half an ulp */
+    const double max = widen(d, inf - 1), below = widen(d, inf - 2);
+    ck_assert_msg(fabs(xd) >= max + (max - below) / 2, "%a overflowed",
+                  (double)x);
+    return;
+  }
+  for (int step = -1; step <= 1; step += 2) {
+    if ((mag == 0 && step < 0) || mag + step == inf) continue;
+    const double other = widen(d, (uint16_t)((h & 0x8000) | (mag + step)));
+    const double oerr = fabs(other - xd);
+    ck_assert_msg(err < oerr || (err == oerr && (mag & 1) == 0),
+                  "%s(%a) = %a, but %a is nearer (or even)", tu_dtype_name(d),
+                  (double)x, v, other);
+  }
+}
+
+START_TEST(host_conversions_round_to_nearest_even) {
+  for (uint32_t h = 0; h < 0x10000; h++) { /* every pattern survives */
+    const uint16_t b = (uint16_t)h;
+    const float f16 = rumus_f16_to_f32(b), bf = rumus_bf16_to_f32(b);
+    if (isnan(f16))
+      ck_assert(isnan(rumus_f16_to_f32(rumus_f32_to_f16(f16))));
+    else
+      ck_assert_uint_eq(rumus_f32_to_f16(f16), b);
+    if (isnan(bf))
+      ck_assert(isnan(rumus_bf16_to_f32(rumus_f32_to_bf16(bf))));
+    else
+      ck_assert_uint_eq(rumus_f32_to_bf16(bf), b);
+  }
+  tu_rng r;
+  tu_rng_seed(&r, 5);
+  for (int i = 0; i < 200000; i++) {
+    uint32_t u = tu_rand_u32(&r);
+    if (i % 2) /* half of them in F16's range (2^-25 to 2^16), with ties */
+      u = (u & 0x80000000u) | ((102u + tu_rand_u32(&r) % 42u) << 23) |
+          (u & 0x007FF000u);
+    float x;
+    memcpy(&x, &u, sizeof x);
+    if (isnan(x)) continue;
+    check_nearest(RUMUS_F16, x, rumus_f32_to_f16(x));
+    check_nearest(RUMUS_BF16, x, rumus_f32_to_bf16(x));
+  }
+  ck_assert(isnan(rumus_f16_to_f32(rumus_f32_to_f16(NAN))));
+  ck_assert(isnan(rumus_bf16_to_f32(rumus_f32_to_bf16(NAN))));
+  ck_assert_uint_eq(rumus_f32_to_f16(65504.0f), 0x7BFF);
+  ck_assert_uint_eq(rumus_f32_to_f16(65520.0f), 0x7C00);
+  ck_assert_uint_eq(rumus_f32_to_f16(-INFINITY), 0xFC00);
+  ck_assert_uint_eq(rumus_f32_to_f16(0x1p-25f), 0x0000);
+  ck_assert_uint_eq(rumus_f32_to_f16(0x1.000002p-25f), 0x0001);
+}
+END_TEST
+
+START_TEST(fill_and_float_transfers_of_16_bit_tensors) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t shape[1] = {37};
+  for (int d = 1; d < 3; d++) {
+    const rumus_dtype dt = tu_dtypes[d];
+    rumus_tensor *t = tu_tensor(ctx, dt, 1, shape, NULL);
+    TU_OK(ctx, rumus_tensor_fill(t, 1.0f / 3.0f));
+    uint16_t bits[37];
+    TU_OK(ctx, rumus_tensor_download(t, bits, sizeof bits));
+    const uint16_t want = dt == RUMUS_F16 ? rumus_f32_to_f16(1.0f / 3.0f)
+                                          : rumus_f32_to_bf16(1.0f / 3.0f);
+    for (int i = 0; i < 37; i++) ck_assert_uint_eq(bits[i], want);
+    float x[37], back[37];
+    for (int i = 0; i < 37; i++) x[i] = 1.0f + (float)i / 7.0f;
+    TU_OK(ctx, rumus_tensor_upload_f32(t, x, 37));
+    TU_OK(ctx, rumus_tensor_download_f32(t, back, 37));
+    tu_round_to(dt, x, 37);
+    for (int i = 0; i < 37; i++) ck_assert_float_eq(back[i], x[i]);
+    TU_STATUS(RUMUS_ESIZE, rumus_tensor_upload_f32(t, x, 36));
+    TU_STATUS(RUMUS_ENULL, rumus_tensor_download_f32(t, NULL, 37));
+    rumus_tensor_free(t);
+  }
+  rumus_tensor *ti = tu_tensor(ctx, RUMUS_I32, 1, shape, NULL);
+  float x[37] = {0};
+  TU_STATUS(RUMUS_EDTYPE, rumus_tensor_upload_f32(ti, x, 37));
+  tu_free_all(ctx, ti, NULL);
+}
+END_TEST
+
 /* ---- errors: overlapping tensors ---------------------------------------- */
 
 /* Views into one buffer of 4096 floats: [offset, offset + rows * cols). */
@@ -407,6 +508,8 @@ int main(void) {
   tcase_add_loop_test(core, cache_fill_builds_every_program, 0, 2);
   tcase_add_test(core, cache_stats_arguments);
   tcase_add_loop_test(core, host_pointer_buffers_off_alignment, 0, 2);
+  tcase_add_test(core, host_conversions_round_to_nearest_even);
+  tcase_add_test(core, fill_and_float_transfers_of_16_bit_tensors);
   suite_add_tcase(s, core);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, overlapping_tensors_are_rejected);
