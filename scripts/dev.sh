@@ -7,10 +7,12 @@
 #   scripts/dev.sh test        install what is missing, build, and run the
 #                              whole test suite: make check, the same suite
 #                              under AddressSanitizer + UndefinedBehavior-
+#                              Sanitizer, the threads test under Thread-
 #                              Sanitizer, and make distcheck
 #
-# Builds go to build/ (and build-asan/) beside this script's parent, so the
-# source tree stays clean.  RUMUS_DEVICE picks the device (index or name).
+# Builds go to build/ (and build-asan/, build-tsan/) beside this script's
+# parent, so the source tree stays clean.  RUMUS_DEVICE picks the device
+# (index or name).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cmd=${1:-}
@@ -51,6 +53,14 @@ case "$cmd" in
       LSAN_OPTIONS="suppressions=$top/tests/lsan.supp:print_suppressions=0" \
       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
       make -s -j"$jobs" check
+    echo "== the threads test under ThreadSanitizer"
+    # Only check_threads, in a build of its own (CK_FORK=no: one process,
+    # which halt_on_error stops at the first race).
+    configure_in build-tsan --disable-shared \
+      CFLAGS="-O1 -g -fsanitize=thread"
+    CK_FORK=no TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" \
+      make -s -j"$jobs" check-TESTS TESTS=tests/check_threads \
+      check_PROGRAMS=tests/check_threads check_LTLIBRARIES=tests/libtestutil.la
     echo "== make distcheck"
     cd "$top/build"
     make -s -j"$jobs" distcheck
