@@ -86,8 +86,8 @@ static int info_string(cl_platform_id p, cl_device_id d, cl_uint param,
 static int device_label(cl_platform_id p, cl_device_id d, char *buf,
                         size_t len) {
   char pn[254], dn[254]; /* both fit in a 512-byte label */
-  RUMUS__FORWARD(
-      info_string(p, NULL, CL_PLATFORM_NAME, "CL_PLATFORM_NAME", pn, sizeof pn));
+  RUMUS__FORWARD(info_string(p, NULL, CL_PLATFORM_NAME, "CL_PLATFORM_NAME",
+                             pn, sizeof pn));
   RUMUS__FORWARD(
       info_string(NULL, d, CL_DEVICE_NAME, "CL_DEVICE_NAME", dn, sizeof dn));
   snprintf(buf, len, "%s / %s", pn, dn);
@@ -413,7 +413,8 @@ static int ctx_init_common(rumus_ctx *ctx) {
 static rumus_ctx *ctx_new(void) {
   static atomic_uint_fast64_t last_serial;
   rumus_ctx *ctx = calloc(1, sizeof *ctx);
-  if (ctx != NULL) ctx->serial = (uint64_t)atomic_fetch_add(&last_serial, 1) + 1;
+  if (ctx != NULL)
+    ctx->serial = (uint64_t)atomic_fetch_add(&last_serial, 1) + 1;
   return ctx;
 }
 
@@ -599,7 +600,8 @@ static int take_device_error(rumus_ctx *ctx, cl_int word[]) {
 int rumus_ctx_sync(rumus_ctx *ctx) {
   if (ctx == NULL) return RUMUS_ENULL;
   cl_int e = clFinish(ctx->queue);
-  if (e != CL_SUCCESS) return rumus__fail_cl(ctx, e, "rumus_ctx_sync: clFinish");
+  if (e != CL_SUCCESS)
+    return rumus__fail_cl(ctx, e, "rumus_ctx_sync: clFinish");
   cl_int word[RUMUS__STATUS_WORDS];
   pthread_mutex_lock(&ctx->lock);
   int st = take_device_error(ctx, word);

@@ -5,9 +5,9 @@
  * call goes through tests/faultcl.c (see faultcl.h).  A fixed scenario
  * (create a context, tensors, a wrapped application buffer, uploads, a
  * fill and a copy, cross-entropy, softmax forward and backward, GEMM,
- * AdamW, sync, downloads, frees) runs once clean to count its calls and keep its
- * outputs; then once for each N with the N-th call failing, on both
- * variants.  For each N it asserts:
+ * AdamW, sync, downloads, frees) runs once clean to count its calls and
+ * keep its outputs; then once for each N with the N-th call failing, on
+ * both variants.  For each N it asserts:
  *   - the N-th call is the same function as in the clean run;
  *   - the failure surfaces as the status its cl_int maps to (RUMUS_EBUILD
  *     for a refused build) with a message naming the function: from

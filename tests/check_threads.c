@@ -132,8 +132,8 @@ static void op_bad_target(op_tensors *o, verdict *v, int round) {
   if (st != RUMUS_EINDEX || rumus_ctx_errcode(o->ctx) != RUMUS_EINDEX ||
       strstr(rumus_ctx_errmsg(o->ctx), want) == NULL)
     blame(v, "round %d: bad target gave %s (errcode %s): \"%s\"", round,
-         rumus_err_name(st), rumus_err_name(rumus_ctx_errcode(o->ctx)),
-         rumus_ctx_errmsg(o->ctx));
+          rumus_err_name(st), rumus_err_name(rumus_ctx_errcode(o->ctx)),
+          rumus_ctx_errmsg(o->ctx));
 }
 
 typedef struct {
@@ -151,17 +151,17 @@ static void op_check_round(op_job *j, op_tensors *o, int round) {
   int st = op_round(o, &got);
   if (st != RUMUS_OK) {
     blame(&j->v, "round %d: %s: %s", round, rumus_err_name(st),
-         rumus_ctx_errmsg(j->ctx));
+          rumus_ctx_errmsg(j->ctx));
     return;
   }
   if (j->want == NULL) *j->made = got;
   else if (memcmp(&got, j->want, sizeof got) != 0)
     blame(&j->v, "round %d: the results differ from the single-threaded run",
-         round);
+          round);
   /* Successful calls leave the last failure (if any) alone. */
   if (round > 0 && strstr(rumus_ctx_errmsg(j->ctx), "out of range") == NULL)
     blame(&j->v, "round %d: the thread's message became \"%s\"", round,
-         rumus_ctx_errmsg(j->ctx));
+          rumus_ctx_errmsg(j->ctx));
 }
 
 static void *op_thread(void *arg) {
@@ -172,7 +172,7 @@ static void *op_thread(void *arg) {
     blame(&j->v, "setup: %s: %s", rumus_err_name(st), rumus_ctx_errmsg(j->ctx));
   if (rumus_ctx_errmsg(j->ctx)[0] != '\0')
     blame(&j->v, "a message before any failure: \"%s\"",
-         rumus_ctx_errmsg(j->ctx));
+          rumus_ctx_errmsg(j->ctx));
   if (j->start) pthread_barrier_wait(j->start);
   for (int round = 0; round < ROUNDS && st == RUMUS_OK && !j->v.what[0];
        round++) {
@@ -202,8 +202,9 @@ static void expect(fail_job *j, int st, int want, const char *part) {
   if (st != want || rumus_ctx_errcode(j->ctx) != want ||
       rumus_ctx_last_cl_error(j->ctx) != CL_SUCCESS || !strstr(msg, part))
     blame(&j->v, "call %ld: %s (errcode %s), wanted %s with \"%s\": \"%s\"",
-         j->calls, rumus_err_name(st), rumus_err_name(rumus_ctx_errcode(j->ctx)),
-         rumus_err_name(want), part, msg);
+          j->calls, rumus_err_name(st),
+          rumus_err_name(rumus_ctx_errcode(j->ctx)), rumus_err_name(want),
+          part, msg);
   j->calls++;
 }
 

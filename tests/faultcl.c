@@ -122,7 +122,9 @@ int faultcl_faults(faultcl_fault *out, int max) {
 
 /* ---- The ledger -------------------------------------------------------- */
 
-typedef enum { K_CONTEXT, K_QUEUE, K_DEVICE, K_MEM, K_PROGRAM, K_KERNEL, K_EVENT } kind;
+typedef enum {
+  K_CONTEXT, K_QUEUE, K_DEVICE, K_MEM, K_PROGRAM, K_KERNEL, K_EVENT
+} kind;
 #define KIND_OF(obj)                                                        \
   _Generic((obj), cl_context: K_CONTEXT, cl_command_queue: K_QUEUE,         \
            cl_device_id: K_DEVICE, cl_mem: K_MEM, cl_program: K_PROGRAM,    \
@@ -307,7 +309,8 @@ void faultcl_memo_clear(void) {
     free(memo_prog[i].options);
   }
   nmemo_prog = 0;
-  for (int i = 0; i < nmemo_ctx; i++) real.clReleaseContext(memo_ctx[i].context);
+  for (int i = 0; i < nmemo_ctx; i++)
+    real.clReleaseContext(memo_ctx[i].context);
   nmemo_ctx = 0;
   pthread_mutex_unlock(&lock);
 }
@@ -537,7 +540,9 @@ cl_int CL_API_CALL __wrap_clReleaseProgram(cl_program obj) {
     return err;                                                \
   }
 #define WRAP_RELEASE(ret, name, params, args) \
-  ret CL_API_CALL __wrap_##name params { return release(#name, obj, KIND_OF(obj)); }
+  ret CL_API_CALL __wrap_##name params {      \
+    return release(#name, obj, KIND_OF(obj)); \
+  }
 #define WRAP_MEMO(ret, name, params, args) /* written above */
 #define FAULTCL_WRAP(kind, ret, name, params, args) \
   WRAP_##kind(ret, name, params, args)

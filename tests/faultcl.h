@@ -157,7 +157,8 @@ typedef void(CL_CALLBACK *faultcl_build_notify)(cl_program, void *);
 /* The driver's functions, for the wrappers and for the test's own calls
  * (which must not be counted). */
 typedef struct {
-#define FAULTCL_PTR(kind, ret, name, params, args) ret(CL_API_CALL *name) params;
+#define FAULTCL_PTR(kind, ret, name, params, args) \
+  ret(CL_API_CALL *name) params;
   FAULTCL_CALLS(FAULTCL_PTR)
 #undef FAULTCL_PTR
   /* Used by the test only. */
