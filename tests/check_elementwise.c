@@ -3,9 +3,9 @@
  * axpy and every activation (forward and backward) against float64
  * references, on both variants (the GPU and CPU settings of the flat
  * kernels, the work-group and row variants of bias_grad), over sizes that
- * are and are not multiples of the vector widths, special inputs, finite
- * differences, in-place calls, borrowed buffers at odd offsets, guard bytes
- * and bad input.
+ * are and are not multiples of the vector widths, more rows than one
+ * launch covers, special inputs, finite differences, in-place calls,
+ * borrowed buffers at odd offsets, guard bytes and bad input.
  *
  * Tolerances (`want` is the double result of the float inputs):
  *   add, sub, mul, scale, bias_add   1 ulp: |got - want| <= 2^-23 |want|
@@ -24,6 +24,10 @@
  *                                    (float sums over row chunks, then over
  *                                    the chunks; a missing or doubled row is
  *                                    >= 1/rows of that sum)
+ *   bias_grad vs central differences of the device's bias_add (h = 1/2):
+ *                                    the same, plus the rounding of y + b to
+ *                                    float: 2^-24 |y + b +- h| |dy| per
+ *                                    element and side, over the step
  * Infinities and NaN must match exactly (sign included).
  */
 #include <math.h>
@@ -47,44 +51,8 @@ static const char *const ACT_NAMES[NACT] = {"relu", "leaky_relu", "sigmoid",
                                             "tanh", "gelu_tanh", "gelu_erf"};
 static const float SLOPE = 0.01f; /* the leaky ReLU parameter */
 
-/* Every |got - want| <= bound[i]; infinities and NaN must match exactly.
- * Check's asserts write a checkpoint to a pipe each time they pass, so the
- * loop tests plainly and only a failure reaches ck_abort_msg. */
-static void check_bound(const char *what, const float *got, const double *want,
-                        const double *bound, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    double g = got[i], w = want[i];
-    int ok;
-    if (isnan(w) || isnan(g))
-      ok = isnan(w) && isnan(g);
-    else if (isinf(w) || isinf(g))
-      ok = g == w;
-    else
-      ok = fabs(g - w) <= bound[i];
-    if (!ok)
-      ck_abort_msg("%s[%zu]: got %.9g, want %.9g (error %.3g, bound %.3g)", what, i, g, w,
-                   fabs(g - w), bound[i]);
-  }
-}
-
-/* check_bound with |got - want| <= atol + rtol |want|. */
-static void check_close(const char *what, const float *got, const double *want, size_t n,
-                        double atol, double rtol) {
-  double *bound = malloc((n ? n : 1) * sizeof *bound);
-  ck_assert_ptr_nonnull(bound);
-  for (size_t i = 0; i < n; i++) bound[i] = atol + rtol * fabs(want[i]);
-  check_bound(what, got, want, bound, n);
-  free(bound);
-}
-
 static rumus_tensor *tensor_1d(rumus_ctx *ctx, size_t n, const float *data) {
   return tu_tensor(ctx, RUMUS_F32, 1, &n, data);
-}
-
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  ck_assert_ptr_nonnull(p);
-  return p;
 }
 
 /* ---- Element-wise arithmetic ------------------------------------------- */
@@ -125,8 +93,8 @@ START_TEST(binary_ops_sizes) {
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, 11 + (uint64_t)_i);
-  float *a = xmalloc(n * sizeof *a), *b = xmalloc(n * sizeof *b);
-  double *want = xmalloc(n * sizeof *want), *bound = xmalloc(n * sizeof *bound);
+  float *a = tu_malloc(n * sizeof *a), *b = tu_malloc(n * sizeof *b);
+  double *want = tu_malloc(n * sizeof *want), *bound = tu_malloc(n * sizeof *bound);
   tu_fill_uniform(&r, a, n, -4, 4);
   tu_fill_uniform(&r, b, n, -4, 4);
   rumus_tensor *ta = tensor_1d(ctx, n, a), *tb = tensor_1d(ctx, n, NULL), *to = tensor_1d(ctx, n, NULL);
@@ -141,7 +109,7 @@ START_TEST(binary_ops_sizes) {
       ref_op(op, alpha, a, b, n, want, bound);
       char name[96];
       snprintf(name, sizeof name, "%s_f32_%s_%zu", OP_NAMES[op], tu_variant_name(tu_variants[v]), n);
-      check_bound(name, got, want, bound, n);
+      tu_check_bound(name, got, want, bound, n);
       free(got);
     }
   }
@@ -160,7 +128,7 @@ static int act_exact(int act) { return act <= RUMUS_ACT_LEAKY_RELU; }
 /* Compares act's forward and backward on the device with the reference. */
 static void check_act(rumus_ctx *ctx, int act, const float *x, const float *dy, size_t n,
                       const char *what) {
-  double *want = xmalloc(n * sizeof *want), *bound = xmalloc(n * sizeof *bound);
+  double *want = tu_malloc(n * sizeof *want), *bound = tu_malloc(n * sizeof *bound);
   rumus_tensor *tx = tensor_1d(ctx, n, x), *tdy = tensor_1d(ctx, n, dy), *ty = tensor_1d(ctx, n, NULL);
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
@@ -181,7 +149,7 @@ static void check_act(rumus_ctx *ctx, int act, const float *x, const float *dy, 
       char name[128];
       snprintf(name, sizeof name, "%s_%s_%s_%s_%zu", ACT_NAMES[act], bwd ? "bwd" : "fwd", what,
                tu_variant_name(tu_variants[v]), n);
-      check_bound(name, got, want, bound, n);
+      tu_check_bound(name, got, want, bound, n);
       free(got);
     }
   }
@@ -203,7 +171,7 @@ START_TEST(activation_random) {
   tu_rng_seed(&r, 100 + (uint64_t)act);
   for (size_t s = 0; s < NACT_SIZES; s++) {
     const size_t n = ACT_SIZES[s];
-    float *x = xmalloc(n * sizeof *x), *dy = xmalloc(n * sizeof *dy);
+    float *x = tu_malloc(n * sizeof *x), *dy = tu_malloc(n * sizeof *dy);
     tu_fill_uniform(&r, x, n, -8, 8);
     tu_fill_uniform(&r, dy, n, -2, 2);
     check_act(ctx, act, x, dy, n, "uniform");
@@ -250,7 +218,7 @@ START_TEST(activation_tiny_inputs) {
       TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, SLOPE, tx, ty));
       float *got = tu_download(ctx, ty);
       for (int i = 0; i < N; i++) want[i] = ref_activation(act, SLOPE, TINY[i]);
-      check_close(ACT_NAMES[act], got, want, N, 0.0, 4e-6);
+      tu_check_close(ACT_NAMES[act], got, want, N, 0.0, 4e-6);
       free(got);
     }
   }
@@ -284,7 +252,7 @@ START_TEST(activation_bwd_finite_differences) {
       float *got = tu_download(ctx, tdx);
       char name[96];
       snprintf(name, sizeof name, "%s_bwd_fd_%s", ACT_NAMES[act], tu_variant_name(tu_variants[v]));
-      check_close(name, got, want, N, 2e-6, 4e-6);
+      tu_check_close(name, got, want, N, 2e-6, 4e-6);
       free(got);
     }
   }
@@ -293,33 +261,43 @@ START_TEST(activation_bwd_finite_differences) {
 END_TEST
 
 /* The device's backward against central differences of the device's own
- * float forward (fwd and bwd agree with each other). */
+ * float forward (fwd and bwd agree with each other), on both variants. */
 START_TEST(activation_bwd_device_differences) {
   enum { N = 67 };
   const float h = 1.0f / 64;
   float x[N], xp[N], xm[N], ones[N];
   double want[N];
   for (int i = 0; i < N; i++) {
-    x[i] = -5.0f + 10.0f * (float)i / (N - 1) + 0.03f; /* off the grid of h: no kink inside */
+    /* off the grid of h: no kink inside */
+    x[i] = -5.0f + 10.0f * (float)i / (N - 1) + 0.03f;
     xp[i] = x[i] + h;
     xm[i] = x[i] - h;
     ones[i] = 1.0f;
   }
   rumus_ctx *ctx = tu_ctx();
-  rumus_tensor *tx = tensor_1d(ctx, N, x), *txp = tensor_1d(ctx, N, xp), *txm = tensor_1d(ctx, N, xm),
-               *t1 = tensor_1d(ctx, N, ones), *typ = tensor_1d(ctx, N, NULL),
-               *tym = tensor_1d(ctx, N, NULL), *tdx = tensor_1d(ctx, N, NULL);
-  for (int act = 0; act < NACT; act++) {
-    rumus_activation a = (rumus_activation)act;
-    TU_OK(ctx, rumus_activation_fwd(ctx, a, SLOPE, txp, typ));
-    TU_OK(ctx, rumus_activation_fwd(ctx, a, SLOPE, txm, tym));
-    TU_OK(ctx, rumus_activation_bwd(ctx, a, SLOPE, tx, t1, tdx));
-    float *yp = tu_download(ctx, typ), *ym = tu_download(ctx, tym), *got = tu_download(ctx, tdx);
-    for (int i = 0; i < N; i++) want[i] = ((double)yp[i] - ym[i]) / ((double)xp[i] - xm[i]);
-    check_close(ACT_NAMES[act], got, want, N, 1e-3, 1e-2);
-    free(yp);
-    free(ym);
-    free(got);
+  rumus_tensor *tx = tensor_1d(ctx, N, x), *txp = tensor_1d(ctx, N, xp),
+               *txm = tensor_1d(ctx, N, xm), *t1 = tensor_1d(ctx, N, ones),
+               *typ = tensor_1d(ctx, N, NULL), *tym = tensor_1d(ctx, N, NULL),
+               *tdx = tensor_1d(ctx, N, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int act = 0; act < NACT; act++) {
+      rumus_activation a = (rumus_activation)act;
+      TU_OK(ctx, rumus_activation_fwd(ctx, a, SLOPE, txp, typ));
+      TU_OK(ctx, rumus_activation_fwd(ctx, a, SLOPE, txm, tym));
+      TU_OK(ctx, rumus_activation_bwd(ctx, a, SLOPE, tx, t1, tdx));
+      float *yp = tu_download(ctx, typ), *ym = tu_download(ctx, tym),
+            *got = tu_download(ctx, tdx);
+      for (int i = 0; i < N; i++)
+        want[i] = ((double)yp[i] - ym[i]) / ((double)xp[i] - xm[i]);
+      char name[64];
+      snprintf(name, sizeof name, "%s_bwd_device_fd_%s", ACT_NAMES[act],
+               tu_variant_name(tu_variants[v]));
+      tu_check_close(name, got, want, N, 1e-3, 1e-2);
+      free(yp);
+      free(ym);
+      free(got);
+    }
   }
   tu_free_all(ctx, tx, txp, txm, t1, typ, tym, tdx, NULL);
 }
@@ -356,8 +334,8 @@ START_TEST(bias_add_shapes) {
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, 200 + (uint64_t)_i);
-  float *y = xmalloc(n * sizeof *y), *b = xmalloc(F * sizeof *b);
-  double *want = xmalloc(n * sizeof *want), *bound = xmalloc(n * sizeof *bound);
+  float *y = tu_malloc(n * sizeof *y), *b = tu_malloc(F * sizeof *b);
+  double *want = tu_malloc(n * sizeof *want), *bound = tu_malloc(n * sizeof *bound);
   tu_fill_uniform(&r, y, n, -3, 3);
   tu_fill_uniform(&r, b, F, -3, 3);
   ref_bias_add(y, b, rows, F, want, bound);
@@ -373,7 +351,7 @@ START_TEST(bias_add_shapes) {
       char name[96];
       snprintf(name, sizeof name, "bias_add_%s_%dd_%zux%zu", tu_variant_name(tu_variants[v]),
                nd, rows, F);
-      check_bound(name, got, want, bound, n);
+      tu_check_bound(name, got, want, bound, n);
       free(got);
       rumus_tensor_free(ty);
     }
@@ -386,42 +364,52 @@ START_TEST(bias_add_shapes) {
 }
 END_TEST
 
-/* One feature over more rows than one launch covers in the CPU setting
- * (65535 work-groups of 16 rows along dimension 1). */
+/* One feature over more rows than one launch covers: bias_add launches
+ * at most 65535 work-groups along the rows, each of as many rows as the
+ * local size (256 on the GPU variant, 16 on the CPU one), so 65535 x 256
+ * + 77 rows (67 MB) and 65535 x 16 + 77 rows take two launches each. */
 START_TEST(bias_add_many_rows) {
-  const size_t rows = ((size_t)1 << 20) + 77, F = 1;
+  static const size_t GROUP_ROWS[2] = {256, 16}; /* for tu_variants[0], [1] */
+  const float b[1] = {0.375f};
   rumus_ctx *ctx = tu_ctx();
-  tu_rng r;
-  tu_rng_seed(&r, 250);
-  float *y = xmalloc(rows * sizeof *y), b[1] = {0.375f};
-  double *want = xmalloc(rows * sizeof *want), *bound = xmalloc(rows * sizeof *bound);
-  tu_fill_uniform(&r, y, rows, -3, 3);
-  ref_bias_add(y, b, rows, F, want, bound);
-  rumus_tensor *tb = tensor_1d(ctx, F, b), *ty = tu_tensor_2d(ctx, rows, F, NULL);
+  rumus_tensor *tb = tensor_1d(ctx, 1, b);
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
-    TU_OK(ctx, rumus_tensor_upload(ty, y, rows * sizeof *y));
-    TU_OK(ctx, rumus_bias_add(ctx, ty, tb));
-    float *got = tu_download(ctx, ty);
-    check_bound(tu_variant_name(tu_variants[v]), got, want, bound, rows);
-    free(got);
+    const size_t rows = 65535 * GROUP_ROWS[v] + 77;
+    tu_rng r;
+    tu_rng_seed(&r, 250 + (uint64_t)v);
+    float *y = tu_malloc(rows * sizeof *y);
+    double *want = tu_malloc(rows * sizeof *want);
+    tu_fill_uniform(&r, y, rows, -3, 3);
+    for (size_t i = 0; i < rows; i++) want[i] = (double)y[i] + b[0];
+    char name[64];
+    snprintf(name, sizeof name, "bias_add_many_rows_%s_%zux1",
+             tu_variant_name(tu_variants[v]), rows);
+    const size_t shape[2] = {rows, 1};
+    rumus_tensor *ty = tu_tensor_or_skip(ctx, RUMUS_F32, 2, shape, y, name);
+    if (ty) {
+      TU_OK(ctx, rumus_bias_add(ctx, ty, tb));
+      float *got = tu_download(ctx, ty);
+      tu_check_close(name, got, want, rows, 0.0, ULP); /* 1 ulp */
+      free(got);
+      rumus_tensor_free(ty);
+    }
+    free(y);
+    free(want);
   }
-  free(y);
-  free(want);
-  free(bound);
-  tu_free_all(ctx, tb, ty, NULL);
+  tu_free_all(ctx, tb, NULL);
 }
 END_TEST
 
 /* Checks dbias against the reference with the tolerance of the header. */
 static void check_bias_grad(const char *what, const float *got, const float *dy, size_t rows,
                             size_t F) {
-  double *want = xmalloc(F * sizeof *want), *bound = xmalloc(F * sizeof *bound);
+  double *want = tu_malloc(F * sizeof *want), *bound = tu_malloc(F * sizeof *bound);
   ref_bias_grad(dy, rows, F, want);
   for (size_t j = 0; j < F; j++) bound[j] = 0.0;
   for (size_t i = 0; i < rows * F; i++) bound[i % F] += fabs((double)dy[i]);
   for (size_t j = 0; j < F; j++) bound[j] *= 1e-5;
-  check_bound(what, got, want, bound, F);
+  tu_check_bound(what, got, want, bound, F);
   free(want);
   free(bound);
 }
@@ -456,7 +444,7 @@ START_TEST(bias_grad_shapes) {
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, 300 + (uint64_t)_i);
-  float *dy = xmalloc(n * sizeof *dy);
+  float *dy = tu_malloc(n * sizeof *dy);
   tu_fill_uniform(&r, dy, n, -1, 1);
   for (int three_d = 0; three_d < 2; three_d++) {
     size_t shape[3];
@@ -477,11 +465,90 @@ START_TEST(bias_grad_large) {
   tu_rng_seed(&r, 400);
   for (size_t c = 0; c < 3; c++) {
     const size_t rows = CASES[c][0], F = CASES[c][1];
-    float *dy = xmalloc(rows * F * sizeof *dy);
+    float *dy = tu_malloc(rows * F * sizeof *dy);
     tu_fill_uniform(&r, dy, rows * F, -1, 1);
     size_t shape[2] = {rows, F};
     run_bias_grad(ctx, dy, rows, F, 2, shape);
     free(dy);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* L(b) = sum_{r,j} w[r,j] bias_add(y, b)[r,j] through the device's own
+ * bias_add; one b_j at a time moves by -h and +h, and L (summed in double
+ * on the host) gives the central difference, against bias_grad(w)[j]: the
+ * device's backward agrees with its forward.  L is linear in b, so the
+ * difference carries only the rounding of y + b to float, at most
+ * 2^-24 |y + b_j +- h| per element and side, which the bound adds to the
+ * header's 1e-5 * sum_r |w[r, j]|.  The step is the float difference of
+ * the two perturbed values.  1100 x 19 (several row chunks on both
+ * variants) and 4 x 9 x 8 (3-D, the GPU variant's aligned path). */
+START_TEST(bias_grad_finite_differences) {
+  static const size_t SHAPES[2][3] = {{1100, 19, 0}, {4, 9, 8}};
+  const float h = 0.5f;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 450);
+  for (int k = 0; k < 2; k++) {
+    const int nd = SHAPES[k][2] ? 3 : 2;
+    const size_t F = SHAPES[k][nd - 1],
+                 n = SHAPES[k][0] * SHAPES[k][1] * (nd == 3 ? F : 1);
+    const size_t rows = n / F;
+    float *w = tu_malloc(n * sizeof *w), *y = tu_malloc(n * sizeof *y),
+          *b = tu_malloc(F * sizeof *b);
+    double *numeric = tu_malloc(F * sizeof *numeric),
+           *bound = tu_malloc(F * sizeof *bound);
+    tu_fill_uniform(&r, w, n, -1, 1);
+    tu_fill_uniform(&r, y, n, -2, 2);
+    tu_fill_uniform(&r, b, F, -2, 2);
+    rumus_tensor *tw = tu_tensor(ctx, RUMUS_F32, nd, SHAPES[k], w),
+                 *ty = tu_tensor(ctx, RUMUS_F32, nd, SHAPES[k], NULL),
+                 *tb = tensor_1d(ctx, F, NULL), *tdb = tensor_1d(ctx, F, NULL);
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      TU_OK(ctx, rumus_bias_grad(ctx, tw, tdb));
+      float *got = tu_download(ctx, tdb);
+      for (size_t j = 0; j < F; j++) {
+        double l[2];
+        float bj[2];
+        for (int s = 0; s < 2; s++) {
+          const float saved = b[j];
+          bj[s] = b[j] = s ? b[j] - h : b[j] + h;
+          TU_OK(ctx, rumus_tensor_upload(tb, b, F * sizeof *b));
+          b[j] = saved;
+          TU_OK(ctx, rumus_tensor_upload(ty, y, n * sizeof *y));
+          TU_OK(ctx, rumus_bias_add(ctx, ty, tb));
+          float *out = tu_download(ctx, ty);
+          l[s] = 0.0;
+          for (size_t i = 0; i < n; i++) l[s] += (double)w[i] * out[i];
+          free(out);
+        }
+        const double step = (double)bj[0] - bj[1];
+        numeric[j] = (l[0] - l[1]) / step;
+        double sum_w = 0.0, rounding = 0.0;
+        for (size_t i = 0; i < rows; i++) {
+          const double wi = fabs((double)w[i * F + j]), yi = y[i * F + j];
+          sum_w += wi;
+          rounding += wi * 0x1p-24 * (fabs(yi + bj[0]) + fabs(yi + bj[1]));
+        }
+        bound[j] = 1e-5 * sum_w + rounding / step;
+      }
+      char name[64];
+      snprintf(name, sizeof name, "bias_grad_fd_%s_%zux%zu",
+               tu_variant_name(tu_variants[v]), rows, F);
+      tu_check_bound(name, got, numeric, bound, F);
+      free(got);
+    }
+    free(w);
+    free(y);
+    free(b);
+    free(numeric);
+    free(bound);
+    rumus_tensor_free(tw);
+    rumus_tensor_free(ty);
+    rumus_tensor_free(tb);
+    rumus_tensor_free(tdb);
   }
   tu_free_all(ctx, NULL);
 }
@@ -517,7 +584,7 @@ START_TEST(in_place) {
         ref_op(op, 0.5f, op == AXPY ? b : a, b, N, want, bound);
         char name[64];
         snprintf(name, sizeof name, "%s_in_place_%d", OP_NAMES[op], which);
-        check_bound(name, got, want, bound, N);
+        tu_check_bound(name, got, want, bound, N);
         free(got);
       }
     for (int act = 0; act < NACT; act++) {
@@ -532,8 +599,8 @@ START_TEST(in_place) {
         wy[i] = ref_activation(act, SLOPE, a[i]);
         wdx[i] = dy[i] * ref_activation_grad(act, SLOPE, a[i]);
       }
-      check_close(ACT_NAMES[act], y, wy, N, 1e-6, 2e-6);
-      check_close(ACT_NAMES[act], dx, wdx, N, 1e-6, 2e-6);
+      tu_check_close(ACT_NAMES[act], y, wy, N, 1e-6, 2e-6);
+      tu_check_close(ACT_NAMES[act], dx, wdx, N, 1e-6, 2e-6);
       free(y);
       free(dx);
     }
@@ -579,17 +646,17 @@ START_TEST(borrowed_at_offsets) {
     TU_OK(ctx, rumus_mul(ctx, ta, tb, to));
     float *got = tu_download(ctx, to);
     ref_op(MUL, 0, a, b, N, want, bound);
-    check_bound("mul_offset", got, want, bound, N);
+    tu_check_bound("mul_offset", got, want, bound, N);
     free(got);
     TU_OK(ctx, rumus_activation_fwd(ctx, RUMUS_ACT_GELU_TANH, 0, ta, to));
     got = tu_download(ctx, to);
     for (int i = 0; i < N; i++) want[i] = ref_activation(RUMUS_ACT_GELU_TANH, 0, a[i]);
-    check_close("gelu_offset", got, want, N, 1e-6, 2e-6);
+    tu_check_close("gelu_offset", got, want, N, 1e-6, 2e-6);
     free(got);
     TU_OK(ctx, rumus_bias_add(ctx, ta, tbias));
     got = tu_download(ctx, ta);
     ref_bias_add(a, bias, R, F, want, bound);
-    check_bound("bias_add_offset", got, want, bound, N);
+    tu_check_bound("bias_add_offset", got, want, bound, N);
     free(got);
     TU_OK(ctx, rumus_bias_grad(ctx, tb, tdb));
     got = tu_download(ctx, tdb);
@@ -609,7 +676,7 @@ END_TEST
  * partial vector at the end, bias_grad with several row chunks). */
 START_TEST(guard_bytes) {
   enum { R = 1100, F = 19, N = R * F };
-  float *a = xmalloc(N * sizeof *a), *b = xmalloc(N * sizeof *b), bias[F];
+  float *a = tu_malloc(N * sizeof *a), *b = tu_malloc(N * sizeof *b), bias[F];
   tu_rng r;
   tu_rng_seed(&r, 700);
   tu_fill_uniform(&r, a, N, -2, 2);
@@ -785,6 +852,7 @@ int main(void) {
   tcase_add_test(core, activation_bwd_device_differences);
   tcase_add_loop_test(core, bias_add_shapes, 0, (int)(NFEATS * 3));
   tcase_add_loop_test(core, bias_grad_shapes, 0, (int)(NFEATS * 3));
+  tcase_add_test(core, bias_grad_finite_differences);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, activation_special_values);

@@ -1,13 +1,16 @@
 /*
  * check_softmax.c - softmax / log-softmax forward and backward against the
  * float64 reference, on both variants (work-group and row), over the
- * issue's class and batch sizes, special rows, finite differences, guard
- * bytes and bad input.
+ * issue's class and batch sizes, long rows, more rows than one launch
+ * covers, special rows, finite differences, in-place calls, guard bytes and
+ * bad input.
  *
  * Tolerances (|got - want| <= atol + rtol |want|):
  *   softmax fwd       atol 1e-7, rtol 2e-5  (float exp and a float sum)
  *   log-softmax fwd   atol 2e-5, rtol 2e-6  (values near -log C)
  *   backward          atol 2e-6, rtol 2e-5
+ *   backward against central differences of the device's float forward
+ *   (h = 1e-2)        atol 2e-3, rtol 1e-2
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,7 +23,11 @@ static const size_t CLASSES[] = {1, 63, 64, 65, 1000, 50257};
 static const size_t BATCHES[] = {1, 7, 4097};
 #define NC (sizeof CLASSES / sizeof CLASSES[0])
 #define NB (sizeof BATCHES / sizeof BATCHES[0])
-/* 4097 x 50257 (823 MB of logits) is left to the benchmark. */
+/* Batch 4097 at 50257 classes (823 MB a tensor, the float64 reference
+ * twice that) runs as LONG_ROW_BATCH rows: 4097 x 1000 covers the batch,
+ * and 67 rows give the work-group variant's one-group-per-row kernels many
+ * groups at that row length. */
+#define LONG_ROW_BATCH 67
 #define MAX_ELEMS ((size_t)1 << 24)
 
 static void run_fwd(rumus_ctx *ctx, const float *x, size_t B, size_t C,
@@ -85,16 +92,16 @@ static void run_bwd_of(rumus_ctx *ctx, const float *x, const float *dy,
   free(yd);
 }
 
-/* Loop index -> (B, C), skipping shapes over MAX_ELEMS. */
-static int shape_of(int i, size_t *B, size_t *C) {
+/* Loop index -> (B, C); shapes over MAX_ELEMS take LONG_ROW_BATCH rows. */
+static void shape_of(int i, size_t *B, size_t *C) {
   *B = BATCHES[i / NC];
   *C = CLASSES[i % NC];
-  return *B * *C <= MAX_ELEMS;
+  if (*B * *C > MAX_ELEMS) *B = LONG_ROW_BATCH;
 }
 
 START_TEST(fwd_random_shapes) {
   size_t B, C;
-  if (!shape_of(_i, &B, &C)) return;
+  shape_of(_i, &B, &C);
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, (uint64_t)_i + 1);
@@ -109,7 +116,7 @@ END_TEST
 
 START_TEST(bwd_random_shapes) {
   size_t B, C;
-  if (!shape_of(_i, &B, &C)) return;
+  shape_of(_i, &B, &C);
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, (uint64_t)_i + 100);
@@ -145,6 +152,54 @@ START_TEST(long_rows) {
     free(dy);
   }
   tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* More rows than one launch of the work-group variant covers: its kernels
+ * go in chunks of RUMUS__MAX_WG_ROWS = 2^22 rows (src/ops/ops.h), each with
+ * its own row offsets.  2^22 + 37 rows of 3 classes (50 MB a tensor), the
+ * forward (two tensors) and the backward at the device's forward (three),
+ * every row compared with the header's tolerances; outputs start as NaN, so
+ * a row that no chunk writes fails.  Softmax only (log-softmax shares the
+ * launch code): each call takes about 1 s on PoCL.  The row variant
+ * launches 2^30 rows at once (4 GiB of one-class rows): not tested. */
+START_TEST(chunked_rows) {
+  const size_t B = ((size_t)1 << 22) + 37, C = 3, n = B * C;
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  tu_rng r;
+  tu_rng_seed(&r, 61);
+  float *x = tu_malloc(n * sizeof *x), *dy = tu_malloc(n * sizeof *dy);
+  double *want = tu_malloc(n * sizeof *want);
+  tu_fill_uniform(&r, x, n, -8.0f, 8.0f);
+  tu_fill_uniform(&r, dy, n, -1.0f, 1.0f);
+  const size_t shape[2] = {B, C};
+  const char *what = "softmax chunked_rows 4194341 x 3";
+  rumus_tensor *tx = tu_tensor_or_skip(ctx, RUMUS_F32, 2, shape, x, what);
+  rumus_tensor *ty =
+      tx ? tu_tensor_or_skip(ctx, RUMUS_F32, 2, shape, NULL, what) : NULL;
+  rumus_tensor *tdy =
+      ty ? tu_tensor_or_skip(ctx, RUMUS_F32, 2, shape, dy, what) : NULL;
+  rumus_tensor *tdx =
+      tdy ? tu_tensor_or_skip(ctx, RUMUS_F32, 2, shape, NULL, what) : NULL;
+  if (tdx) {
+    TU_OK(ctx, rumus_tensor_fill(ty, NAN));
+    TU_OK(ctx, rumus_softmax_fwd(ctx, tx, ty));
+    float *y = tu_download(ctx, ty);
+    ref_softmax_fwd(x, B, C, 0, want);
+    tu_check_close("softmax_chunked_fwd", y, want, n, 1e-7, 2e-5);
+    TU_OK(ctx, rumus_tensor_fill(tdx, NAN));
+    TU_OK(ctx, rumus_softmax_bwd(ctx, ty, tdy, tdx));
+    float *dx = tu_download(ctx, tdx);
+    ref_softmax_bwd(y, dy, B, C, 0, want);
+    tu_check_close("softmax_chunked_bwd", dx, want, n, 2e-6, 2e-5);
+    free(y);
+    free(dx);
+  }
+  free(x);
+  free(dy);
+  free(want);
+  tu_free_all(ctx, tx, ty, tdy, tdx, NULL);
 }
 END_TEST
 
@@ -217,34 +272,53 @@ START_TEST(bwd_finite_differences) {
 }
 END_TEST
 
-/* In place (y == x), borrowed buffers at an offset with guard bytes, 3-D. */
-START_TEST(fwd_in_place_and_guards) {
+/* In place, in borrowed buffers at an offset with guard bytes, 3-D: the
+ * forward with y == x, then the backward at that y with dx == dy, both
+ * compared with the reference (tolerances of the header). */
+START_TEST(in_place_and_guards) {
   rumus_ctx *ctx = tu_ctx();
   const size_t shape[3] = {3, 5, 67};
-  const size_t n = 3 * 5 * 67;
-  float *x = malloc(n * sizeof *x);
-  double *want = malloc(n * sizeof *want);
+  const size_t B = 15, C = 67, n = B * C;
+  float *x = tu_malloc(n * sizeof *x), *dy = tu_malloc(n * sizeof *dy);
+  double *want = tu_malloc(n * sizeof *want);
   tu_rng r;
   tu_rng_seed(&r, 3);
   tu_fill_uniform(&r, x, n, -5, 5);
+  tu_fill_uniform(&r, dy, n, -1, 1);
   for (int log_mode = 0; log_mode < 2; log_mode++) {
-    ref_softmax_fwd(x, 15, 67, log_mode, want);
+    int (*fwd)(rumus_ctx *, const rumus_tensor *, rumus_tensor *) =
+        log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd;
+    int (*bwd)(rumus_ctx *, const rumus_tensor *, const rumus_tensor *,
+               rumus_tensor *) =
+        log_mode ? rumus_log_softmax_bwd : rumus_softmax_bwd;
     for (int v = 0; v < 2; v++) {
       tu_set_variant(ctx, tu_variants[v]);
+      char name[64], name_bwd[72];
+      snprintf(name, sizeof name, "%s_in_place_%s",
+               log_mode ? "log_softmax" : "softmax",
+               tu_variant_name(tu_variants[v]));
+      snprintf(name_bwd, sizeof name_bwd, "%s_bwd", name);
       tu_guarded g = tu_guarded_tensor(ctx, RUMUS_F32, 3, shape, x);
-      TU_OK(ctx, (log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd)(ctx, g.t, g.t));
-      float *got = tu_download(ctx, g.t);
-      tu_check_close("in_place", got, want, n, 2e-5, 2e-5);
-      free(got);
-      /* Backward in place too (dx aliases dy), still inside the guards. */
-      tu_guarded gy = tu_guarded_tensor(ctx, RUMUS_F32, 3, shape, x);
-      TU_OK(ctx, (log_mode ? rumus_log_softmax_bwd : rumus_softmax_bwd)(ctx, g.t, gy.t, gy.t));
-      TU_OK(ctx, rumus_ctx_sync(ctx));
-      tu_guarded_check_free(ctx, &gy);
+      TU_OK(ctx, fwd(ctx, g.t, g.t));
+      float *y = tu_download(ctx, g.t);
+      ref_softmax_fwd(x, B, C, log_mode, want);
+      if (log_mode)
+        tu_check_close(name, y, want, n, 2e-5, 2e-6);
+      else
+        tu_check_close(name, y, want, n, 1e-7, 2e-5);
+      tu_guarded gd = tu_guarded_tensor(ctx, RUMUS_F32, 3, shape, dy);
+      TU_OK(ctx, bwd(ctx, g.t, gd.t, gd.t));
+      float *dx = tu_download(ctx, gd.t);
+      ref_softmax_bwd(y, dy, B, C, log_mode, want);
+      tu_check_close(name_bwd, dx, want, n, 2e-6, 2e-5);
+      free(y);
+      free(dx);
+      tu_guarded_check_free(ctx, &gd);
       tu_guarded_check_free(ctx, &g);
     }
   }
   free(x);
+  free(dy);
   free(want);
   tu_free_all(ctx, NULL);
 }
@@ -298,7 +372,8 @@ int main(void) {
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, fwd_special_rows);
   tcase_add_test(limits, long_rows);
-  tcase_add_test(limits, fwd_in_place_and_guards);
+  tcase_add_test(limits, chunked_rows);
+  tcase_add_test(limits, in_place_and_guards);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

@@ -3,9 +3,10 @@
  * (ref_cross_entropy) on both variants (work-group and row), every
  * reduction mode, with and without the gradient: the issue's class and
  * batch sizes, special rows (+-1e4, equal values, -INFINITY, NaN),
- * ignore_index, label smoothing, grad_scale, 3-D and 1-D logits, borrowed
- * buffers with guard bytes, determinism, central finite differences,
- * out-of-range targets caught on the device, and bad input.  On the
+ * ignore_index, label smoothing, grad_scale, 3-D and 1-D logits, more rows
+ * than one launch covers, borrowed buffers with guard bytes, determinism,
+ * central finite differences, out-of-range targets caught on the device,
+ * and bad input.  On the
  * work-group variant rows of up to 8192 classes take the _wgc kernels
  * (several rows per work-group of 128 or 256; wgc_padding covers the padded
  * last group), longer ones _wgl / _wg (C = 9001, 50257, and 600 with WG
@@ -38,40 +39,18 @@ static const size_t CLASSES[] = {1, 63, 64, 65, 1000, 50257};
 static const size_t BATCHES[] = {1, 7, 4097};
 #define NC (sizeof CLASSES / sizeof CLASSES[0])
 #define NB (sizeof BATCHES / sizeof BATCHES[0])
-/* 4097 x 50257 is skipped: 823 MB of logits, as much again of gradient and
- * twice that of float64 reference gradient would not fit the CI machines'
- * memory and 60 s budget; 7 x 50257 covers that row length and 4097 x 1000
- * the batch. */
+/* Batch 4097 at 50257 classes runs as LONG_ROW_BATCH rows: 823 MB of
+ * logits, as much again of gradient and twice that of float64 reference
+ * gradient are more than the CI machines hold; 4097 x 1000 covers the
+ * batch, and 67 rows give the work-group variant's one-group-per-row kernel
+ * many groups at that row length. */
+#define LONG_ROW_BATCH 67
 #define MAX_ELEMS ((size_t)1 << 24)
 
 static const rumus_reduction REDUCTIONS[3] = {
     RUMUS_REDUCTION_MEAN, RUMUS_REDUCTION_SUM, RUMUS_REDUCTION_NONE};
 static const char *red_name(rumus_reduction r) {
   return r == RUMUS_REDUCTION_MEAN ? "mean" : r == RUMUS_REDUCTION_SUM ? "sum" : "none";
-}
-
-/* tu_check_close's rule, asserting only on a failing element (through
- * tu_check_close, for its message): every passing Check assertion records a
- * mark point, about 1 us each, which made a 4097 x 1000 gradient take 3 s
- * to compare. */
-static void check_close(const char *what, const float *got, const double *want,
-                        size_t n, double atol, double rtol) {
-  for (size_t i = 0; i < n; i++) {
-    const double g = got[i], w = want[i];
-    int ok;
-    if (isnan(w) || isnan(g))
-      ok = isnan(w) && isnan(g);
-    else if (isinf(w) || isinf(g))
-      ok = g == w;
-    else
-      ok = fabs(g - w) <= atol + rtol * fabs(w);
-    if (!ok) {
-      char name[200];
-      snprintf(name, sizeof name, "%s (element %zu)", what, i);
-      tu_check_close(name, got + i, want + i, 1, atol, rtol);
-      ck_abort_msg("%s: element %zu passed tu_check_close but not check_close", what, i);
-    }
-  }
 }
 
 /* The scale the gradient is multiplied by (for its tolerance). */
@@ -123,14 +102,14 @@ static void compare(rumus_ctx *ctx, const char *name, rumus_reduction red,
   float *l = tu_download(ctx, loss);
   snprintf(what, sizeof what, "%s_loss", name);
   if (red == RUMUS_REDUCTION_NONE)
-    check_close(what, l, want->rows, B, LOSS_ATOL, LOSS_RTOL);
+    tu_check_close(what, l, want->rows, B, LOSS_ATOL, LOSS_RTOL);
   else
-    check_close(what, l, &want->total, 1, LOSS_ATOL, LOSS_RTOL);
+    tu_check_close(what, l, &want->total, 1, LOSS_ATOL, LOSS_RTOL);
   free(l);
   if (grad) {
     float *g = tu_download(ctx, grad);
     snprintf(what, sizeof what, "%s_grad", name);
-    check_close(what, g, want->grad, B * C, GRAD_ATOL * fabs(scale), GRAD_RTOL);
+    tu_check_close(what, g, want->grad, B * C, GRAD_ATOL * fabs(scale), GRAD_RTOL);
     free(g);
   }
 }
@@ -181,8 +160,8 @@ static void random_case(tu_rng *r, float *x, int32_t *t, size_t B, size_t C) {
 /* ---- core ----------------------------------------------------------------- */
 
 START_TEST(random_shapes) {
-  const size_t B = BATCHES[_i / NC], C = CLASSES[_i % NC];
-  if (B * C > MAX_ELEMS) return; /* see MAX_ELEMS */
+  const size_t C = CLASSES[_i % NC];
+  const size_t B = BATCHES[_i / NC] * C > MAX_ELEMS ? LONG_ROW_BATCH : BATCHES[_i / NC];
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, (uint64_t)_i + 1);
@@ -267,7 +246,7 @@ START_TEST(grad_finite_differences) {
       }
       char name[64];
       snprintf(name, sizeof name, "fd_%s_%s", tu_variant_name(tu_variants[v]), red_name(p.reduction));
-      check_close(name, g, numeric, B * C, 1e-3, 1e-2);
+      tu_check_close(name, g, numeric, B * C, 1e-3, 1e-2);
       /* The ignored row's gradient is exactly zero. */
       for (size_t j = 0; j < C; j++) ck_assert_msg(g[2 * C + j] == 0.0f, "%s: ignored row", name);
       free(g);
@@ -301,7 +280,7 @@ START_TEST(deterministic) {
     }
     ck_assert_msg(memcmp(&l[0], &l[1], sizeof l[0]) == 0, "loss %.9g then %.9g", l[0], l[1]);
     ck_assert(memcmp(g[0], g[1], B * C * sizeof(float)) == 0);
-    check_close("deterministic_loss", &l[0], &want.total, 1, LOSS_ATOL, LOSS_RTOL);
+    tu_check_close("deterministic_loss", &l[0], &want.total, 1, LOSS_ATOL, LOSS_RTOL);
     free(g[0]);
     free(g[1]);
   }
@@ -491,6 +470,78 @@ START_TEST(logits_1d) {
     rumus_tensor_free(tt);
   }
   tu_free_all(ctx, tx, NULL);
+}
+END_TEST
+
+/* More rows than one launch of the work-group variant covers: its row
+ * kernels go in chunks of RUMUS__MAX_WG_ROWS = 2^22 rows (src/ops/ops.h),
+ * each with its own logits, target, loss-row and gradient offsets and its
+ * first row (for the device's error report).  2^22 + 37 rows of 3 classes
+ * (50 MB of logits), every row compared: MEAN with the gradient (per-row
+ * losses in scratch), then NONE without it and with an out-of-range target
+ * in the second chunk (losses in the loss tensor; the error names the
+ * row).  Most rows of the first chunk are ignored, so that the mean is
+ * over a few hundred rows and one misplaced row of the second chunk moves
+ * it far past the tolerance.  Outputs start as NaN, so a row that no chunk
+ * writes fails.  Two calls: 1-2 s each on PoCL.  The row variant launches
+ * 2^30 rows at once (4 GiB of one-class logits): not tested. */
+START_TEST(chunked_rows) {
+  enum { C = 3 };
+  const size_t CHUNK = (size_t)1 << 22, B = CHUNK + 37, BAD = CHUNK + 5;
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  tu_rng r;
+  tu_rng_seed(&r, 61);
+  float *x = tu_malloc(B * C * sizeof *x);
+  int32_t *t = tu_malloc(B * sizeof *t);
+  tu_fill_uniform(&r, x, B * C, -4.0f, 4.0f);
+  for (size_t i = 0; i < B; i++) {
+    const int counted = i < 64 || i >= CHUNK - 64 || i % 65536 == 7;
+    t[i] = counted && i != CHUNK + 11 ? (int32_t)(tu_rand_u32(&r) % C) : -100;
+  }
+  const size_t sx[2] = {B, C}, st[1] = {B};
+  const char *what = "xent chunked_rows 4194341 x 3";
+  rumus_tensor *tx = tu_tensor_or_skip(ctx, RUMUS_F32, 2, sx, x, what);
+  rumus_tensor *tt =
+      tx ? tu_tensor_or_skip(ctx, RUMUS_I32, 1, st, t, what) : NULL;
+  rumus_tensor *tg =
+      tt ? tu_tensor_or_skip(ctx, RUMUS_F32, 2, sx, NULL, what) : NULL;
+  rumus_tensor *tn =
+      tg ? tu_tensor_or_skip(ctx, RUMUS_F32, 1, st, NULL, what) : NULL;
+  if (tn) {
+    rumus_tensor *ts = tu_tensor(ctx, RUMUS_F32, 0, NULL, NULL);
+    rumus_xent_params p = {RUMUS_REDUCTION_MEAN, -100, 0.0f, 1.5f};
+    ref_out want = ref_run(x, t, B, C, &p);
+    TU_OK(ctx, rumus_tensor_fill(ts, NAN));
+    TU_OK(ctx, rumus_tensor_fill(tg, NAN));
+    TU_OK(ctx, rumus_cross_entropy(ctx, tx, tt, ts, tg, &p));
+    TU_OK(ctx, rumus_ctx_sync(ctx));
+    compare(ctx, "chunked_mean", p.reduction, ts, tg, &want, B, C,
+            grad_scale_of(t, B, &p));
+
+    t[BAD] = C;
+    TU_OK(ctx, rumus_tensor_upload(tt, t, B * sizeof *t));
+    p.reduction = RUMUS_REDUCTION_NONE;
+    ref_cross_entropy(x, t, B, C, (int)p.reduction, p.ignore_index,
+                      p.label_smoothing, p.grad_scale, want.rows, &want.total,
+                      NULL); /* no gradient */
+    TU_OK(ctx, rumus_tensor_fill(tn, NAN));
+    TU_OK(ctx, rumus_cross_entropy(ctx, tx, tt, tn, NULL, &p));
+    TU_STATUS(RUMUS_EINDEX, rumus_ctx_sync(ctx));
+    char row[32];
+    snprintf(row, sizeof row, "row %zu ", BAD);
+    ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), row), "%s",
+                  rumus_ctx_errmsg(ctx));
+    TU_OK(ctx, rumus_ctx_sync(ctx));
+    compare(ctx, "chunked_none", p.reduction, tn, NULL, &want, B, C,
+            p.grad_scale);
+    ck_assert(isnan(want.rows[BAD]));
+    ref_free(&want);
+    rumus_tensor_free(ts);
+  }
+  free(x);
+  free(t);
+  tu_free_all(ctx, tx, tt, tg, tn, NULL);
 }
 END_TEST
 
@@ -767,6 +818,7 @@ int main(void) {
   tcase_add_test(limits, ignore_index);
   tcase_add_test(limits, logits_3d_guarded);
   tcase_add_test(limits, logits_1d);
+  tcase_add_test(limits, chunked_rows);
   tcase_add_test(limits, empty_batch);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

@@ -1,4 +1,5 @@
 /* testutil.c - see testutil.h. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, beside _POSIX_C_SOURCE */
 #include "testutil.h"
 
 #include <math.h>
@@ -6,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 const int tu_variants[2] = {RUMUS_VARIANT_GPU, RUMUS_VARIANT_CPU};
 
@@ -100,13 +102,14 @@ void tu_guarded_check_free(rumus_ctx *ctx, tu_guarded *g) {
   g->buf = NULL;
 }
 
-double tu_check_close(const char *what, const float *got, const double *want,
-                      size_t n, double atol, double rtol) {
+/* The comparison loop behind tu_check_close (bound NULL: atol + rtol
+ * |want|) and tu_check_bound. */
+static double compare(const char *what, const float *got, const double *want,
+                      size_t n, const double *bound, double atol,
+                      double rtol) {
   double worst = 0.0;
-  /* Assert only on a failure: each passing ck_assert records a mark point,
-   * which costs about a microsecond per element. */
   for (size_t i = 0; i < n; i++) {
-    double g = got[i], w = want[i];
+    const double g = got[i], w = want[i];
     if (isnan(w) || isnan(g)) {
       if (!(isnan(w) && isnan(g)))
         ck_abort_msg("%s[%zu]: got %.9g, want %.9g", what, i, g, w);
@@ -116,13 +119,89 @@ double tu_check_close(const char *what, const float *got, const double *want,
       if (g != w) ck_abort_msg("%s[%zu]: got %.9g, want %.9g", what, i, g, w);
       continue;
     }
-    double err = fabs(g - w);
-    if (!(err <= atol + rtol * fabs(w)))
-      ck_abort_msg("%s[%zu]: got %.9g, want %.9g (error %.3g > %.3g + %.3g*|want|)",
-                   what, i, g, w, err, atol, rtol);
+    const double err = fabs(g - w);
+    const double b = bound ? bound[i] : atol + rtol * fabs(w);
+    if (!(err <= b)) {
+      if (bound)
+        ck_abort_msg("%s[%zu]: got %.9g, want %.9g (error %.3g > bound %.3g)",
+                     what, i, g, w, err, b);
+      ck_abort_msg("%s[%zu]: got %.9g, want %.9g (error %.3g > %.3g + "
+                   "%.3g*|want|)", what, i, g, w, err, atol, rtol);
+    }
     if (err > worst) worst = err;
   }
   return worst;
+}
+
+double tu_check_close(const char *what, const float *got, const double *want,
+                      size_t n, double atol, double rtol) {
+  return compare(what, got, want, n, NULL, atol, rtol);
+}
+
+double tu_check_bound(const char *what, const float *got, const double *want,
+                      const double *bound, size_t n) {
+  return compare(what, got, want, n, bound, 0.0, 0.0);
+}
+
+void *tu_malloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  ck_assert_msg(p != NULL, "out of host memory (%zu bytes)", bytes);
+  return p;
+}
+
+/* ---- Skips ------------------------------------------------------------- */
+
+/* The skip record.  tu_run maps it shared before the suite runs, so that
+ * what a forked test writes reaches the parent; without tu_run (or if the
+ * mapping fails) it is this process's own. */
+typedef struct {
+  unsigned count;
+  size_t used;
+  char lines[8192]; /* the SKIP lines, as many as fit */
+} skip_record;
+static skip_record skip_local;
+static skip_record *skips = &skip_local;
+
+static int skips_forbidden(void) {
+  const char *v = getenv("RUMUS_TEST_NO_SKIP");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+void tu_skip(const char *what, const char *why_fmt, ...) {
+  char why[256], line[512];
+  va_list ap;
+  va_start(ap, why_fmt);
+  vsnprintf(why, sizeof why, why_fmt, ap);
+  va_end(ap);
+  snprintf(line, sizeof line, "SKIP: %s (%s)\n", what, why);
+  if (skips_forbidden())
+    ck_abort_msg("SKIP: %s (%s), and RUMUS_TEST_NO_SKIP makes skips fail",
+                 what, why);
+  fputs(line, stderr);
+  fflush(stderr);
+  skips->count++;
+  const size_t len = strlen(line);
+  if (len < sizeof skips->lines - skips->used) {
+    memcpy(skips->lines + skips->used, line, len + 1);
+    skips->used += len;
+  }
+}
+
+rumus_tensor *tu_tensor_or_skip(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                                const size_t *shape, const void *data,
+                                const char *what) {
+  rumus_tensor *t = NULL;
+  int st = rumus_tensor_create(ctx, dtype, ndim, shape, &t);
+  if (st == RUMUS_OK && data)
+    st = rumus_tensor_upload(t, data, rumus_tensor_nbytes(t));
+  if (st == RUMUS_EDEVMEM || st == RUMUS_ESIZE) {
+    tu_skip(what, "%s: %s", rumus_err_name(st), rumus_ctx_errmsg(ctx));
+    rumus_tensor_free(t);
+    return NULL;
+  }
+  ck_assert_msg(st == RUMUS_OK, "%s: tensor: %s: %s", what, rumus_err_name(st),
+                rumus_ctx_errmsg(ctx));
+  return t;
 }
 
 void tu_rng_seed(tu_rng *r, uint64_t seed) {
@@ -154,9 +233,25 @@ TCase *tu_tcase(const char *name) {
 }
 
 int tu_run(Suite *s) {
+  void *shared = mmap(NULL, sizeof *skips, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared != MAP_FAILED) {
+    skips = shared;
+    memset(skips, 0, sizeof *skips);
+  }
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  const int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  const unsigned skipped = skips->count;
+  if (skipped)
+    fprintf(stderr, "%u case%s skipped, not run (exit status 77, SKIP, "
+            "unless a test failed):\n%s", skipped, skipped == 1 ? "" : "s",
+            skips->lines);
+  if (shared != MAP_FAILED) {
+    skips = &skip_local;
+    munmap(shared, sizeof *skips);
+  }
+  if (failed) return EXIT_FAILURE;
+  return skipped ? 77 : EXIT_SUCCESS;
 }
