@@ -22,8 +22,18 @@ START_TEST(status_codes) {
   ck_assert_str_eq(rumus_strerror(12345), "unknown status");
   ck_assert_str_eq(rumus_err_name(-9999), "RUMUS_UNKNOWN");
   ck_assert_uint_eq(rumus_version_number(), RUMUS_VERSION_NUMBER);
-  ck_assert_str_eq(rumus_version_string(), "0.1.0");
+  /* One version, configure.ac's, in every form. */
+  char v[32];
+  snprintf(v, sizeof v, "%d.%d.%d", RUMUS_VERSION_MAJOR, RUMUS_VERSION_MINOR,
+           RUMUS_VERSION_PATCH);
+  ck_assert_str_eq(rumus_version_string(), v);
+  ck_assert_str_eq(RUMUS_VERSION_STRING, v);
   ck_assert_str_eq(rumus_ctx_errmsg(NULL), "NULL context");
+  ck_assert_int_eq(rumus_ctx_errcode(NULL), RUMUS_ENULL);
+  ck_assert_int_eq(rumus_ctx_last_cl_error(NULL), CL_SUCCESS);
+  /* -70 and -71 are retired, not statuses. */
+  ck_assert_str_eq(rumus_err_name(-70), "RUMUS_UNKNOWN");
+  ck_assert_str_eq(rumus_err_name(-71), "RUMUS_UNKNOWN");
 }
 END_TEST
 
@@ -141,6 +151,67 @@ START_TEST(adopt_application_objects) {
 }
 END_TEST
 
+/* Failures are recorded per thread: a thread reads its own last failure,
+ * on the context it happened on; other contexts and other threads'
+ * failures read as none, and successful calls leave it alone. */
+typedef struct {
+  rumus_ctx *ctx;
+  rumus_tensor *t;
+  char before[256], after[256];
+  int code;
+} other_thread;
+
+static void *fail_elsewhere(void *arg) {
+  other_thread *o = arg;
+  float host[4] = {0};
+  snprintf(o->before, sizeof o->before, "%s", rumus_ctx_errmsg(o->ctx));
+  o->code = rumus_tensor_upload(o->t, host, 12);
+  snprintf(o->after, sizeof o->after, "%s", rumus_ctx_errmsg(o->ctx));
+  return NULL;
+}
+
+START_TEST(errors_per_thread) {
+  rumus_ctx *a = tu_ctx(), *b = tu_ctx();
+  ck_assert_str_eq(rumus_ctx_errmsg(a), "");
+  ck_assert_int_eq(rumus_ctx_errcode(a), RUMUS_OK);
+  size_t s[1] = {4};
+  rumus_tensor *t = tu_tensor(a, RUMUS_F32, 1, s, NULL);
+  float host[4] = {0};
+  TU_STATUS(RUMUS_ESIZE, rumus_tensor_upload(t, host, 8));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(a), "8 bytes given"), "%s",
+                rumus_ctx_errmsg(a));
+  ck_assert_int_eq(rumus_ctx_errcode(a), RUMUS_ESIZE);
+  ck_assert_str_eq(rumus_ctx_errmsg(b), "");
+  ck_assert_int_eq(rumus_ctx_errcode(b), RUMUS_OK);
+  TU_OK(a, rumus_tensor_upload(t, host, sizeof host));
+  ck_assert_int_eq(rumus_ctx_errcode(a), RUMUS_ESIZE);
+
+  other_thread o = {.ctx = a, .t = t};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, fail_elsewhere, &o), 0);
+  pthread_join(th, NULL);
+  ck_assert_str_eq(o.before, "");
+  ck_assert_int_eq(o.code, RUMUS_ESIZE);
+  ck_assert_msg(strstr(o.after, "12 bytes given"), "%s", o.after);
+  ck_assert_msg(strstr(rumus_ctx_errmsg(a), "8 bytes given"), "%s",
+                rumus_ctx_errmsg(a));
+
+  /* A failure on b is now this thread's last: a reads as clean. */
+  rumus_tensor *bad = NULL;
+  TU_STATUS(RUMUS_EINVAL, rumus_tensor_create(b, RUMUS_F32, 9, s, &bad));
+  ck_assert_str_eq(rumus_ctx_errmsg(a), "");
+  ck_assert_msg(strstr(rumus_ctx_errmsg(b), "ndim 9"), "%s",
+                rumus_ctx_errmsg(b));
+  /* A new context, perhaps at b's address, has no failure. */
+  TU_OK(b, rumus_ctx_free(b));
+  rumus_ctx *c = tu_ctx();
+  ck_assert_str_eq(rumus_ctx_errmsg(c), "");
+  ck_assert_int_eq(rumus_ctx_last_cl_error(c), CL_SUCCESS);
+  TU_OK(c, rumus_ctx_free(c));
+  tu_free_all(a, t, NULL);
+}
+END_TEST
+
 START_TEST(free_with_live_tensors) {
   rumus_ctx *ctx = tu_ctx();
   size_t s[1] = {10};
@@ -249,6 +320,23 @@ START_TEST(tensor_lifecycle) {
   int32_t iv[24];
   TU_OK(ctx, rumus_tensor_download(ints, iv, sizeof iv));
   ck_assert_int_eq(iv[23], 7);
+  /* I32 fills truncate toward zero and saturate; NaN has no int32. */
+  static const struct {
+    float value;
+    int32_t want;
+  } FILLS[] = {{-7.9f, -7},           {2147483520.0f, 2147483520},
+               {3e9f, INT32_MAX},     {INFINITY, INT32_MAX},
+               {-3e9f, INT32_MIN},    {-INFINITY, INT32_MIN},
+               {-2147483648.0f, INT32_MIN}};
+  for (size_t i = 0; i < sizeof FILLS / sizeof FILLS[0]; i++) {
+    TU_OK(ctx, rumus_tensor_fill(ints, FILLS[i].value));
+    TU_OK(ctx, rumus_tensor_download(ints, iv, sizeof iv));
+    ck_assert_msg(iv[0] == FILLS[i].want && iv[23] == FILLS[i].want,
+                  "fill %g gave %d", FILLS[i].value, iv[0]);
+  }
+  TU_STATUS(RUMUS_EINVAL, rumus_tensor_fill(ints, NAN));
+  TU_OK(ctx, rumus_tensor_download(ints, iv, sizeof iv));
+  ck_assert_int_eq(iv[5], INT32_MIN); /* untouched by the refused fill */
 
   /* Scalars and empty tensors. */
   rumus_tensor *sc = tu_tensor(ctx, RUMUS_F32, 0, NULL, NULL);
@@ -455,6 +543,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, free_with_live_tensors);
+  tcase_add_test(errors, errors_per_thread);
   tcase_add_test(errors, tensor_wrap_checks);
   tcase_add_test(errors, kernel_dir_and_build_errors);
   suite_add_tcase(s, errors);
