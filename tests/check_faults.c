@@ -3,11 +3,11 @@
  *
  * This program links a second build of the library in which every OpenCL
  * call goes through tests/faultcl.c (see faultcl.h).  A fixed scenario
- * (create a context, tensors, a wrapped application buffer, uploads, a
- * fill and a copy, cross-entropy, softmax forward and backward, GEMM,
- * AdamW, sync, downloads, frees) runs once clean to count its calls and
- * keep its outputs; then once for each N with the N-th call failing, on
- * both variants.  For each N it asserts:
+ * (create a context, tensors, a wrapped application buffer, uploads (one
+ * converted to F16), a fill and a copy, cross-entropy, softmax forward
+ * and backward, GEMM, AdamW, sync, downloads, frees) runs once clean to
+ * count its calls and keep its outputs; then once for each N with the
+ * N-th call failing, on both variants.  For each N it asserts:
  *   - the N-th call is the same function as in the clean run;
  *   - the failure surfaces as the status its cl_int maps to (RUMUS_EBUILD
  *     for a refused build) with a message naming the function: from
@@ -43,10 +43,11 @@ typedef struct {
   float grad[ROWS * CLASSES], y[ROWS * CLASSES], dx[ROWS * CLASSES];
   float dw[FEAT * CLASSES], w[FEAT * CLASSES], m[FEAT * CLASSES],
       v[FEAT * CLASSES], w0[FEAT * CLASSES];
+  float h[FEAT];
 } outputs;
 
 /* The scenario's tensors. */
-enum { LOGITS, TARGETS, LOSS, GRAD, Y, DX, A, W, DW, M, V, W0, NT };
+enum { LOGITS, TARGETS, LOSS, GRAD, Y, DX, A, W, DW, M, V, W0, H, NT };
 
 typedef struct {
   rumus_ctx *ctx;
@@ -86,8 +87,9 @@ static const size_t SHAPES[NT][2] = {
     [LOGITS] = {ROWS, CLASSES}, [TARGETS] = {ROWS, 0}, [LOSS] = {0, 0},
     [GRAD] = {ROWS, CLASSES},   [Y] = {ROWS, CLASSES}, [DX] = {ROWS, CLASSES},
     [A] = {ROWS, FEAT},         [W] = {FEAT, CLASSES}, [DW] = {FEAT, CLASSES},
-    [M] = {FEAT, CLASSES},      [V] = {FEAT, CLASSES}, [W0] = {FEAT, CLASSES}};
-static const int NDIM[NT] = {2, 1, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+    [M] = {FEAT, CLASSES},      [V] = {FEAT, CLASSES}, [W0] = {FEAT, CLASSES},
+    [H] = {FEAT, 0}};
+static const int NDIM[NT] = {2, 1, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1};
 
 /* The application's buffer: 64 bytes of guard, then Y. */
 enum { APP_GUARD = 64 };
@@ -108,7 +110,10 @@ static void make_tensors(run *r) {
       STEP(r, "rumus_tensor_wrap", make_app_buffer(r));
     else
       STEP(r, "rumus_tensor_create",
-           rumus_tensor_create(r->ctx, i == TARGETS ? RUMUS_I32 : RUMUS_F32,
+           rumus_tensor_create(r->ctx,
+                               i == TARGETS ? RUMUS_I32
+                               : i == H     ? RUMUS_F16
+                                            : RUMUS_F32,
                                NDIM[i], SHAPES[i], &r->t[i]));
   }
 }
@@ -130,6 +135,7 @@ static void upload(run *r) {
   STEP(r, "rumus_tensor_fill", rumus_tensor_fill(r->t[M], 0.0f));
   STEP(r, "rumus_tensor_fill", rumus_tensor_fill(r->t[V], 0.0f));
   STEP(r, "rumus_tensor_copy", rumus_tensor_copy(r->t[W0], r->t[W]));
+  STEP(r, "rumus_tensor_upload_f32", rumus_tensor_upload_f32(r->t[H], a, FEAT));
 }
 
 static void ops(run *r) {
@@ -162,6 +168,8 @@ static void download(run *r, outputs *o) {
   for (size_t i = 0; i < sizeof D / sizeof D[0]; i++)
     STEP(r, "rumus_tensor_download",
          rumus_tensor_download(r->t[D[i].t], D[i].dst, D[i].n));
+  STEP(r, "rumus_tensor_download_f32",
+       rumus_tensor_download_f32(r->t[H], o->h, FEAT));
 }
 
 static void free_tensors(run *r) {
