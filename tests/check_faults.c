@@ -5,9 +5,9 @@
  * call goes through tests/faultcl.c (see faultcl.h).  A fixed scenario
  * (create a context, tensors, a wrapped application buffer, uploads (one
  * converted to F16), a fill and a copy, cross-entropy, softmax forward
- * and backward, GEMM, AdamW, sync, downloads, frees) runs once clean to
- * count its calls and keep its outputs; then once for each N with the
- * N-th call failing, on both variants.  For each N it asserts:
+ * and backward, GEMM, AdamW, sync, downloads, frees, cache clear) runs
+ * once clean to count its calls and keep its outputs; then once for each
+ * N with the N-th call failing, on both variants.  For each N it asserts:
  *   - the N-th call is the same function as in the clean run;
  *   - the failure surfaces as the status its cl_int maps to (RUMUS_EBUILD
  *     for a refused build) with a message naming the function: from
@@ -201,6 +201,7 @@ static void scenario(run *r, int variant, outputs *o) {
        rumus_ctx_set_option(r->ctx, RUMUS_OPT_VARIANT, variant));
   if (r->st != RUMUS_OK) return;
   scenario_on(r, o);
+  STEP(r, "rumus_cache_clear", rumus_cache_clear(r->ctx));
   if (r->st != RUMUS_OK) return;
   STEP(r, "rumus_ctx_free", rumus_ctx_free(r->ctx));
   r->ctx = NULL;
