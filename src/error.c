@@ -109,6 +109,14 @@ static void last_key_init(void) {
   last_key_ok = pthread_key_create(&last_key, last_free) == 0;
 }
 
+/* A library unloaded with dlclose() must not leave its destructor behind
+ * for threads that exit later (they would call into unmapped code); their
+ * buffers are then not freed. */
+__attribute__((destructor)) static void last_key_delete(void) {
+  if (last_key_ok) pthread_key_delete(last_key);
+  last_key_ok = 0;
+}
+
 /* The buffer to write a message of `need` bytes (NUL included) into, and its
  * size: the thread's buffer, grown if possible, else whatever is left. */
 static char *msg_buffer(size_t need, size_t *cap) {
