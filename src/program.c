@@ -132,6 +132,8 @@ static int build_failed(rumus_ctx *ctx, const char *op, const char *file,
     snprintf(why, sizeof why, "(unavailable: clGetProgramBuildInfo: %s)",
              rumus__cl_error_name(le));
     rumus__append_msg(ctx, why);
+  } else if (log[strspn(log, " \t\r\n")] == '\0') {
+    rumus__append_msg(ctx, "(empty: the driver gave no log)");
   }
   rumus__append_msg(ctx, log);
   free(log);
