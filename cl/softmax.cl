@@ -25,7 +25,41 @@
  *          exp is rumus_exp_shifted8 (common.cl), far cheaper on PoCL than
  *          its exp, and its work-items take ROW_RUN rows each, the max of
  *          the next row read during the exp pass of the current one.
+ *
+ * Storage: any tag of common.cl (F32, F16, BF16), the same for every tensor
+ * of a call; loads widen to float, every sum and product is float, and each
+ * output is rounded to the storage type once.  The F32 _row forward keeps
+ * exp(x - m) (or x - m) in y between its passes; a 16-bit y would round
+ * those once there and again at the end, so the 16-bit _row forward reads
+ * x again instead (SOFTMAX_STAGE_IN_Y 0): a second exp per element for
+ * softmax, none for log-softmax.
  */
+
+#define SOFTMAX_STAGE_F32 1
+#define SOFTMAX_STAGE_F16 0
+#define SOFTMAX_STAGE_BF16 0
+#define SOFTMAX_STAGE_IN_Y RUMUS_CAT(SOFTMAX_STAGE_, RUMUS_STORAGE)
+
+/* PoCL 3.1 (x86 with F16C) may compile vload_half8 and vstore_half8_rte
+ * as aligned 16-byte moves (when it does not fold them into the
+ * conversion), which fault where a row is not 16-byte aligned (rows of 67
+ * or 68 halves); 8-byte moves cannot fault on alignment, so the _row
+ * kernels access F16 in groups of 4. */
+#define SOFTMAX_SPLIT8_F32 0
+#define SOFTMAX_SPLIT8_F16 1
+#define SOFTMAX_SPLIT8_BF16 0
+#if RUMUS_CAT(SOFTMAX_SPLIT8_, RUMUS_STORAGE)
+#undef LOAD8
+#undef STORE8
+#define LOAD8(p, i)                                                          \
+  (float8)(RUMUS_LOADN(F16, 4, p, i), RUMUS_LOADN(F16, 4, p, (i) + 4))
+#define STORE8(v, p, i)                                                      \
+  do {                                                                       \
+    const float8 st8_ = (v);                                                 \
+    RUMUS_STOREN(F16, 4, st8_.lo, p, i);                                     \
+    RUMUS_STOREN(F16, 4, st8_.hi, p, (i) + 4);                               \
+  } while (0)
+#endif
 
 
 /* ---- Work-group variants ------------------------------------------------ */
@@ -258,6 +292,7 @@ inline float row_max(global const real_t *x, size_t n) {
   return m;
 }
 
+#if SOFTMAX_STAGE_IN_Y
 /* Rows x, x + n, ... (run of them, y alike) of one work-item: the max pass
  * of each next row is fused into the exp pass of the current one, so that
  * its reads from memory overlap the exp arithmetic instead of following
@@ -303,6 +338,43 @@ inline void softmax_fwd_row_run(global const real_t *x, global real_t *y,
     m = fmax(rumus_hmax8(mn8), mn);
   }
 }
+#else
+/* softmax_fwd_row_run for 16-bit storage: the exp pass only sums (and
+ * takes the next row's max), and the store pass reads x again, so each
+ * output is rounded once.  In place, row k is read in full by its exp pass
+ * before its store pass writes it, and the next row before either. */
+inline void softmax_fwd_row_run(global const real_t *x, global real_t *y,
+                                size_t n, size_t run, int log_mode) {
+  float m = row_max(x, n);
+  for (size_t k = 0; k < run; k++) {
+    global const real_t *xr = x + k * n;
+    global real_t *yr = y + k * n;
+    global const real_t *xn = k + 1 < run ? xr + n : xr;
+    float8 s8 = 0.0f, mn8 = (float8)(-INFINITY);
+    float s = 0.0f, mn = -INFINITY;
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      s8 += rumus_exp_shifted8(LOAD8(xr, j) - m);
+      mn8 = fmax(mn8, LOAD8(xn, j));
+    }
+    for (; j < n; j++) {
+      s += exp(LOAD(xr, j) - m);
+      mn = fmax(mn, LOAD(xn, j));
+    }
+    s += rumus_hsum8(s8);
+    const float ls_ = log(s), inv = 1.0f / s;
+    for (j = 0; j + 8 <= n; j += 8) {
+      const float8 v = LOAD8(xr, j) - m;
+      STORE8(log_mode ? v - ls_ : rumus_exp_shifted8(v) * inv, yr, j);
+    }
+    for (; j < n; j++) {
+      const float v = LOAD(xr, j) - m;
+      STORE(log_mode ? v - ls_ : exp(v) * inv, yr, j);
+    }
+    m = fmax(rumus_hmax8(mn8), mn);
+  }
+}
+#endif
 
 inline void softmax_bwd_row_body(global const real_t *y, global const real_t *dy,
                                  global real_t *dx, size_t n, int log_mode) {

@@ -3,14 +3,30 @@
  * float64 reference, on both variants (work-group and row), over the
  * issue's class and batch sizes, long rows, more rows than one launch
  * covers, special rows, finite differences, in-place calls, guard bytes and
- * bad input.
+ * bad input; and with F16 and BF16 storage, on a set of shapes that takes
+ * every kernel (row, both register rungs, one group per row; aligned and
+ * not), special rows, in place with guard bytes, and mixed types.
  *
- * Tolerances (|got - want| <= atol + rtol |want|):
+ * Tolerances (|got - want| <= atol + rtol |want|), F32 storage:
  *   softmax fwd       atol 1e-7, rtol 2e-5  (float exp and a float sum)
  *   log-softmax fwd   atol 2e-5, rtol 2e-6  (values near -log C)
  *   backward          atol 2e-6, rtol 2e-5
  *   backward against central differences of the device's float forward
  *   (h = 1e-2)        atol 2e-3, rtol 1e-2
+ * F16 and BF16 storage: the reference takes the inputs as stored (rounded
+ * to the type) and the arithmetic is float, so the F32 tolerance holds
+ * before the result is stored; storing adds half an ulp of the type
+ * (tests/tu_dtype.h):
+ *   F16               atol + 2^-25, rtol + 2^-11
+ *   BF16              rtol + 2^-8
+ * The bounds are tight: values just above a power of two round by nearly
+ * half an ulp, and the largest errors seen reach 0.82 (softmax backward,
+ * F16) to 0.995 (log-softmax, BF16) of them on both variants, so they need
+ * every output rounded once: the row forward recomputes what the F32 one
+ * keeps in y between passes, since rounding there too exceeds them.
+ * There is no finite-difference check for 16-bit storage: a step that
+ * moves a BF16 input by whole ulps (2^-8 of it) is too coarse for a
+ * central difference to say anything the reference comparison does not.
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +34,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "tu_dtype.h"
 
 static const size_t CLASSES[] = {1, 63, 64, 65, 1000, 50257};
 static const size_t BATCHES[] = {1, 7, 4097};
@@ -30,64 +47,104 @@ static const size_t BATCHES[] = {1, 7, 4097};
 #define LONG_ROW_BATCH 67
 #define MAX_ELEMS ((size_t)1 << 24)
 
-static void run_fwd(rumus_ctx *ctx, const float *x, size_t B, size_t C,
-                    int log_mode, const char *what) {
-  rumus_tensor *tx = tu_tensor_2d(ctx, B, C, x), *ty = tu_tensor_2d(ctx, B, C, NULL);
-  double *want = malloc(B * C * sizeof *want);
+/* The header's tolerance of an op (FWD, FWD_LOG, BWD) on storage d. */
+enum { FWD, FWD_LOG, BWD };
+static void tol_of(rumus_dtype d, int op, double *atol, double *rtol) {
+  static const double ATOL[3] = {1e-7, 2e-5, 2e-6};
+  static const double RTOL[3] = {2e-5, 2e-6, 2e-5};
+  *atol = ATOL[op] + tu_store_atol(d);
+  *rtol = RTOL[op] + tu_store_rtol(d);
+}
+
+/* A copy of n floats rounded to what storage d holds (malloc'ed). */
+static float *rounded(rumus_dtype d, const float *x, size_t n) {
+  float *r = tu_malloc(n * sizeof *r);
+  memcpy(r, x, n * sizeof *r);
+  tu_round_to(d, r, n);
+  return r;
+}
+
+/* "softmax_<what>_<variant>_<B>x<C>", with "_f16" / "_bf16" after the op
+ * for 16-bit storage. */
+static void case_name(char *buf, size_t len, rumus_dtype d, const char *op,
+                      const char *what, int v, size_t B, size_t C) {
+  snprintf(buf, len, "%s%s%s_%s_%s_%zux%zu", op, d == RUMUS_F32 ? "" : "_",
+           d == RUMUS_F32 ? "" : tu_dtype_name(d), what,
+           tu_variant_name(tu_variants[v]), B, C);
+}
+
+/* The forward of x stored as d (x is rounded to d first), on both
+ * variants, against the reference of the stored x. */
+static void run_fwd(rumus_ctx *ctx, rumus_dtype d, const float *x0, size_t B,
+                    size_t C, int log_mode, const char *what) {
+  const size_t shape[2] = {B, C};
+  float *x = rounded(d, x0, B * C);
+  rumus_tensor *tx = tu_tensor_typed(ctx, d, 2, shape, x),
+               *ty = tu_tensor_typed(ctx, d, 2, shape, NULL);
+  double *want = malloc(B * C * sizeof *want), atol, rtol;
   ref_softmax_fwd(x, B, C, log_mode, want);
+  tol_of(d, log_mode ? FWD_LOG : FWD, &atol, &rtol);
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
     TU_OK(ctx, (log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd)(ctx, tx, ty));
     TU_OK(ctx, rumus_ctx_sync(ctx));
-    float *got = tu_download(ctx, ty);
+    float *got = tu_download_f32(ctx, ty);
     char name[128];
-    snprintf(name, sizeof name, "%s_%s_%s_%zux%zu", log_mode ? "log_softmax" : "softmax",
-             what, tu_variant_name(tu_variants[v]), B, C);
-    if (log_mode)
-      tu_check_close(name, got, want, B * C, 2e-5, 2e-6);
-    else
-      tu_check_close(name, got, want, B * C, 1e-7, 2e-5);
+    case_name(name, sizeof name, d, log_mode ? "log_softmax" : "softmax", what,
+              v, B, C);
+    tu_check_close(name, got, want, B * C, atol, rtol);
     free(got);
   }
   free(want);
+  free(x);
   rumus_tensor_free(tx);
   rumus_tensor_free(ty);
 }
 
-static void run_bwd(rumus_ctx *ctx, const float *y, const float *dy, size_t B,
-                    size_t C, int log_mode, const char *what) {
-  rumus_tensor *ty = tu_tensor_2d(ctx, B, C, y), *tdy = tu_tensor_2d(ctx, B, C, dy),
-               *tdx = tu_tensor_2d(ctx, B, C, NULL);
-  double *want = malloc(B * C * sizeof *want);
+/* The backward at y with dy, both stored as d (rounded first). */
+static void run_bwd(rumus_ctx *ctx, rumus_dtype d, const float *y0,
+                    const float *dy0, size_t B, size_t C, int log_mode,
+                    const char *what) {
+  const size_t shape[2] = {B, C};
+  float *y = rounded(d, y0, B * C), *dy = rounded(d, dy0, B * C);
+  rumus_tensor *ty = tu_tensor_typed(ctx, d, 2, shape, y),
+               *tdy = tu_tensor_typed(ctx, d, 2, shape, dy),
+               *tdx = tu_tensor_typed(ctx, d, 2, shape, NULL);
+  double *want = malloc(B * C * sizeof *want), atol, rtol;
   ref_softmax_bwd(y, dy, B, C, log_mode, want);
+  tol_of(d, BWD, &atol, &rtol);
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
     TU_OK(ctx, (log_mode ? rumus_log_softmax_bwd : rumus_softmax_bwd)(ctx, ty, tdy, tdx));
-    float *got = tu_download(ctx, tdx);
+    float *got = tu_download_f32(ctx, tdx);
     char name[128];
-    snprintf(name, sizeof name, "%s_bwd_%s_%s_%zux%zu", log_mode ? "log_softmax" : "softmax",
-             what, tu_variant_name(tu_variants[v]), B, C);
-    tu_check_close(name, got, want, B * C, 2e-6, 2e-5);
+    case_name(name, sizeof name, d,
+              log_mode ? "log_softmax_bwd" : "softmax_bwd", what, v, B, C);
+    tu_check_close(name, got, want, B * C, atol, rtol);
     free(got);
   }
   free(want);
+  free(y);
+  free(dy);
   rumus_tensor_free(ty);
   rumus_tensor_free(tdy);
   rumus_tensor_free(tdx);
 }
 
-/* For softmax and log-softmax: the forward of x (if with_fwd), then the
- * backward at y = the reference forward of x, rounded to float. */
-static void run_bwd_of(rumus_ctx *ctx, const float *x, const float *dy,
-                       size_t B, size_t C, int with_fwd, const char *what) {
-  float *y = malloc(B * C * sizeof *y);
+/* For softmax and log-softmax, storage d: the forward of x (if with_fwd),
+ * then the backward at y = the reference forward of x as stored. */
+static void run_bwd_of(rumus_ctx *ctx, rumus_dtype d, const float *x0,
+                       const float *dy, size_t B, size_t C, int with_fwd,
+                       const char *what) {
+  float *x = rounded(d, x0, B * C), *y = malloc(B * C * sizeof *y);
   double *yd = malloc(B * C * sizeof *yd);
   for (int log_mode = 0; log_mode < 2; log_mode++) {
-    if (with_fwd) run_fwd(ctx, x, B, C, log_mode, what);
+    if (with_fwd) run_fwd(ctx, d, x, B, C, log_mode, what);
     ref_softmax_fwd(x, B, C, log_mode, yd);
     for (size_t i = 0; i < B * C; i++) y[i] = (float)yd[i];
-    run_bwd(ctx, y, dy, B, C, log_mode, what);
+    run_bwd(ctx, d, y, dy, B, C, log_mode, what);
   }
+  free(x);
   free(y);
   free(yd);
 }
@@ -107,8 +164,8 @@ START_TEST(fwd_random_shapes) {
   tu_rng_seed(&r, (uint64_t)_i + 1);
   float *x = malloc(B * C * sizeof *x);
   tu_fill_uniform(&r, x, B * C, -8.0f, 8.0f);
-  run_fwd(ctx, x, B, C, 0, "uniform");
-  run_fwd(ctx, x, B, C, 1, "uniform");
+  run_fwd(ctx, RUMUS_F32, x, B, C, 0, "uniform");
+  run_fwd(ctx, RUMUS_F32, x, B, C, 1, "uniform");
   free(x);
   tu_free_all(ctx, NULL);
 }
@@ -123,9 +180,37 @@ START_TEST(bwd_random_shapes) {
   float *x = malloc(B * C * sizeof *x), *dy = malloc(B * C * sizeof *dy);
   tu_fill_uniform(&r, x, B * C, -4.0f, 4.0f);
   tu_fill_uniform(&r, dy, B * C, -1.0f, 1.0f);
-  run_bwd_of(ctx, x, dy, B, C, 0, "uniform");
+  run_bwd_of(ctx, RUMUS_F32, x, dy, B, C, 0, "uniform");
   free(x);
   free(dy);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* F16 (_i 0) and BF16 (_i 1) storage on shapes that take every kernel:
+ * one work-item per row (row variant: every shape, runs of ROW_RUN rows
+ * ending short at 37 and 33 rows, tails of fewer than 8 at 67 and 8193),
+ * the register rungs of 128 (C <= 4096: 1, 67, 1000) and 256 work-items
+ * (6000), one group per row (8193, 12000); the aligned programs where C is
+ * a multiple of 4 (1000, 6000, 12000).  Forward, then backward at the
+ * forward's reference, softmax and log-softmax, both variants. */
+START_TEST(typed_paths) {
+  static const size_t SHAPES[][2] = {{7, 1},    {37, 67},  {33, 1000},
+                                     {5, 6000}, {3, 8193}, {2, 12000}};
+  const rumus_dtype d = tu_dtypes[1 + _i];
+  rumus_ctx *ctx = tu_ctx();
+  for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
+    const size_t B = SHAPES[k][0], C = SHAPES[k][1];
+    tu_rng r;
+    tu_rng_seed(&r, 200 + k);
+    float *x = tu_malloc(B * C * sizeof *x);
+    float *dy = tu_malloc(B * C * sizeof *dy);
+    tu_fill_uniform(&r, x, B * C, -8.0f, 8.0f);
+    tu_fill_uniform(&r, dy, B * C, -1.0f, 1.0f);
+    run_bwd_of(ctx, d, x, dy, B, C, 1, "paths");
+    free(x);
+    free(dy);
+  }
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -147,7 +232,7 @@ START_TEST(long_rows) {
     tu_fill_uniform(&r, x, B * C, -60.0f, 20.0f);
     x[C - 1] = 30.0f;
     tu_fill_uniform(&r, dy, B * C, -1.0f, 1.0f);
-    run_bwd_of(ctx, x, dy, B, C, 1, "long");
+    run_bwd_of(ctx, RUMUS_F32, x, dy, B, C, 1, "long");
     free(x);
     free(dy);
   }
@@ -204,8 +289,10 @@ START_TEST(chunked_rows) {
 END_TEST
 
 /* Rows of +-1e4, of equal values, with -INFINITY entries, all -INFINITY,
- * with one NaN (a NaN row, as in PyTorch, whichever lane meets it first). */
+ * with one NaN (a NaN row, as in PyTorch, whichever lane meets it first);
+ * stored as tu_dtypes[_i]. */
 START_TEST(fwd_special_rows) {
+  const rumus_dtype d = tu_dtypes[_i];
   rumus_ctx *ctx = tu_ctx();
   const size_t B = 8, C = 70;
   float x[8 * 70];
@@ -221,8 +308,8 @@ START_TEST(fwd_special_rows) {
     x[6 * C + j] = (j == 0) ? NAN : tu_uniform(&r, -3, 3);
     x[7 * C + j] = (j == 0) ? -INFINITY : (j == 37) ? NAN : 1.0f;
   }
-  run_fwd(ctx, x, B, C, 0, "special");
-  run_fwd(ctx, x, B, C, 1, "special");
+  run_fwd(ctx, d, x, B, C, 0, "special");
+  run_fwd(ctx, d, x, B, C, 1, "special");
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -274,17 +361,24 @@ END_TEST
 
 /* In place, in borrowed buffers at an offset with guard bytes, 3-D: the
  * forward with y == x, then the backward at that y with dx == dy, both
- * compared with the reference (tolerances of the header). */
+ * compared with the reference (tolerances of the header).  Storage and
+ * row length by _i: F32, F16 and BF16 in rows of 67 (not aligned: the wgc
+ * kernels' partial float4 groups, the row kernels' F16 groups of 4 at
+ * every alignment), F16 in rows of 64 (aligned: typed vector accesses). */
 START_TEST(in_place_and_guards) {
+  const rumus_dtype d = tu_dtypes[_i < 3 ? _i : 1];
   rumus_ctx *ctx = tu_ctx();
-  const size_t shape[3] = {3, 5, 67};
-  const size_t B = 15, C = 67, n = B * C;
+  const size_t C = _i < 3 ? 67 : 64, shape[3] = {3, 5, C};
+  const size_t B = 15, n = B * C;
   float *x = tu_malloc(n * sizeof *x), *dy = tu_malloc(n * sizeof *dy);
-  double *want = tu_malloc(n * sizeof *want);
+  double *want = tu_malloc(n * sizeof *want), atol[3], rtol[3];
   tu_rng r;
   tu_rng_seed(&r, 3);
   tu_fill_uniform(&r, x, n, -5, 5);
   tu_fill_uniform(&r, dy, n, -1, 1);
+  tu_round_to(d, x, n);
+  tu_round_to(d, dy, n);
+  for (int op = 0; op < 3; op++) tol_of(d, op, &atol[op], &rtol[op]);
   for (int log_mode = 0; log_mode < 2; log_mode++) {
     int (*fwd)(rumus_ctx *, const rumus_tensor *, rumus_tensor *) =
         log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd;
@@ -294,23 +388,20 @@ START_TEST(in_place_and_guards) {
     for (int v = 0; v < 2; v++) {
       tu_set_variant(ctx, tu_variants[v]);
       char name[64], name_bwd[72];
-      snprintf(name, sizeof name, "%s_in_place_%s",
-               log_mode ? "log_softmax" : "softmax",
-               tu_variant_name(tu_variants[v]));
+      case_name(name, sizeof name, d, log_mode ? "log_softmax" : "softmax",
+                "in_place", v, B, C);
       snprintf(name_bwd, sizeof name_bwd, "%s_bwd", name);
-      tu_guarded g = tu_guarded_tensor(ctx, RUMUS_F32, 3, shape, x);
+      tu_guarded g = tu_guarded_typed(ctx, d, 3, shape, x);
       TU_OK(ctx, fwd(ctx, g.t, g.t));
-      float *y = tu_download(ctx, g.t);
+      float *y = tu_download_f32(ctx, g.t);
       ref_softmax_fwd(x, B, C, log_mode, want);
-      if (log_mode)
-        tu_check_close(name, y, want, n, 2e-5, 2e-6);
-      else
-        tu_check_close(name, y, want, n, 1e-7, 2e-5);
-      tu_guarded gd = tu_guarded_tensor(ctx, RUMUS_F32, 3, shape, dy);
+      const int op = log_mode ? FWD_LOG : FWD;
+      tu_check_close(name, y, want, n, atol[op], rtol[op]);
+      tu_guarded gd = tu_guarded_typed(ctx, d, 3, shape, dy);
       TU_OK(ctx, bwd(ctx, g.t, gd.t, gd.t));
-      float *dx = tu_download(ctx, gd.t);
+      float *dx = tu_download_f32(ctx, gd.t);
       ref_softmax_bwd(y, dy, B, C, log_mode, want);
-      tu_check_close(name_bwd, dx, want, n, 2e-6, 2e-5);
+      tu_check_close(name_bwd, dx, want, n, atol[BWD], rtol[BWD]);
       free(y);
       free(dx);
       tu_guarded_check_free(ctx, &gd);
@@ -362,22 +453,58 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* Every tensor of a call has the first one's type: mixed floating types
+ * and integer tensors are RUMUS_EDTYPE, naming the argument; nothing is
+ * enqueued. */
+START_TEST(bad_types) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t s[2] = {4, 8};
+  rumus_tensor *f32 = tu_tensor_typed(ctx, RUMUS_F32, 2, s, NULL),
+               *f16 = tu_tensor_typed(ctx, RUMUS_F16, 2, s, NULL),
+               *f16b = tu_tensor_typed(ctx, RUMUS_F16, 2, s, NULL),
+               *bf16 = tu_tensor_typed(ctx, RUMUS_BF16, 2, s, NULL),
+               *i32 = tu_tensor(ctx, RUMUS_I32, 2, s, NULL);
+  TU_STATUS(RUMUS_EDTYPE, rumus_softmax_fwd(ctx, f16, bf16));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "y is bf16, expected f16"),
+                "%s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_EDTYPE, rumus_log_softmax_fwd(ctx, f32, f16));
+  TU_STATUS(RUMUS_EDTYPE, rumus_softmax_fwd(ctx, bf16, f32));
+  TU_STATUS(RUMUS_EDTYPE, rumus_log_softmax_fwd(ctx, i32, i32));
+  TU_STATUS(RUMUS_EDTYPE, rumus_softmax_bwd(ctx, f16, bf16, f16b));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "dy is bf16"), "%s",
+                rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_EDTYPE, rumus_log_softmax_bwd(ctx, f16, f16b, f32));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "dx is f32"), "%s",
+                rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_EDTYPE, rumus_softmax_bwd(ctx, bf16, i32, bf16));
+  TU_STATUS(RUMUS_EDTYPE, rumus_log_softmax_bwd(ctx, i32, f16, f16b));
+  /* One type throughout is fine, in place too. */
+  TU_OK(ctx, rumus_tensor_fill(f16, 1.0f));
+  TU_OK(ctx, rumus_softmax_fwd(ctx, f16, f16));
+  TU_OK(ctx, rumus_log_softmax_bwd(ctx, f16, f16b, f16b));
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_free_all(ctx, f32, f16, f16b, bf16, i32, NULL);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("softmax");
   TCase *core = tu_tcase("core");
   tcase_add_loop_test(core, fwd_random_shapes, 0, (int)(NB * NC));
   tcase_add_loop_test(core, bwd_random_shapes, 0, (int)(NB * NC));
+  tcase_add_loop_test(core, typed_paths, 0, 2);
   tcase_add_test(core, bwd_finite_differences);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
-  tcase_add_test(limits, fwd_special_rows);
+  tcase_add_loop_test(limits, fwd_special_rows, 0, 3);
   tcase_add_test(limits, long_rows);
   tcase_add_test(limits, chunked_rows);
-  tcase_add_test(limits, in_place_and_guards);
+  tcase_add_loop_test(limits, in_place_and_guards, 0, 4);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_input);
+  tcase_add_test(errors, bad_types);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }

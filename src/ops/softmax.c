@@ -1,6 +1,8 @@
 /*
  * softmax.c - softmax / log-softmax forward and backward over the last
- * dimension (kernels in cl/softmax.cl).
+ * dimension (kernels in cl/softmax.cl).  Every tensor of a call has one
+ * floating storage type, the first tensor's (x, or y for the backward):
+ * the program's RUMUS_STORAGE.
  */
 #include <stdio.h>
 
@@ -62,9 +64,15 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
   return RUMUS_OK;
 }
 
+/* t is floating (first: any of F32, F16, BF16; then the first's type,
+ * `first` NULL for the first) and has a last dimension. */
 static int check_rows_tensor(rumus_ctx *ctx, const char *op, const char *name,
-                             const rumus_tensor *t) {
-  RUMUS__FORWARD(rumus__check_tensor(ctx, op, name, t, RUMUS_F32));
+                             const rumus_tensor *t,
+                             const rumus_tensor *first) {
+  if (first)
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, name, t, first->dtype));
+  else
+    RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, name, t));
   RUMUS__FAIL_IF(t->ndim < 1, ctx, RUMUS_ESHAPE,
                  "%s: %s must have at least one dimension", op, name);
   return RUMUS_OK;
@@ -73,8 +81,8 @@ static int check_rows_tensor(rumus_ctx *ctx, const char *op, const char *name,
 static int forward(rumus_ctx *ctx, const char *op, const char *base,
                    const rumus_tensor *x, rumus_tensor *y) {
   if (ctx == NULL) return RUMUS_ENULL;
-  RUMUS__FORWARD(check_rows_tensor(ctx, op, "x", x));
-  RUMUS__FORWARD(check_rows_tensor(ctx, op, "y", y));
+  RUMUS__FORWARD(check_rows_tensor(ctx, op, "x", x, NULL));
+  RUMUS__FORWARD(check_rows_tensor(ctx, op, "y", y, x));
   RUMUS__FORWARD(rumus__check_same_shape(ctx, op, "x", x, "y", y));
   RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 1));
   size_t rows, cols;
@@ -88,9 +96,9 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
                     const rumus_tensor *y, const rumus_tensor *dy,
                     rumus_tensor *dx) {
   if (ctx == NULL) return RUMUS_ENULL;
-  RUMUS__FORWARD(check_rows_tensor(ctx, op, "y", y));
-  RUMUS__FORWARD(check_rows_tensor(ctx, op, "dy", dy));
-  RUMUS__FORWARD(check_rows_tensor(ctx, op, "dx", dx));
+  RUMUS__FORWARD(check_rows_tensor(ctx, op, "y", y, NULL));
+  RUMUS__FORWARD(check_rows_tensor(ctx, op, "dy", dy, y));
+  RUMUS__FORWARD(check_rows_tensor(ctx, op, "dx", dx, y));
   RUMUS__FORWARD(rumus__check_same_shape(ctx, op, "y", y, "dy", dy));
   RUMUS__FORWARD(rumus__check_same_shape(ctx, op, "y", y, "dx", dx));
   RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dy", dy, "dx", dx, 1));
@@ -118,6 +126,8 @@ int rumus_log_softmax_bwd(rumus_ctx *ctx, const rumus_tensor *y,
   return backward(ctx, "rumus_log_softmax_bwd", "log_softmax_bwd", y, dy, dx);
 }
 
+/* F32 programs only, as rumus_cache_fill() documents: 16-bit programs are
+ * built by their first call. */
 int rumus__softmax_warm(rumus_ctx *ctx) {
   return rumus__row_family_warm(ctx, &SOFTMAX, RUMUS_F32);
 }

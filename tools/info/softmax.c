@@ -1,41 +1,126 @@
-/* softmax.c - rumus-info self-check of the softmax family. */
+/* softmax.c - rumus-info self-check of the softmax family, once per
+ * storage type (lines suffixed _f16 and _bf16 for the 16-bit types).
+ *
+ * Every storage type runs on the same inputs, rounded to the type, against
+ * the float64 reference of the rounded inputs; a 16-bit line's tolerance
+ * is the F32 line's plus the rounding of the stored result: half an ulp of
+ * the largest |want| (2^-11 relative for F16, 2^-8 for BF16) plus 2^-25
+ * for F16's subnormals. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "selfcheck.h"
 
-void selfcheck_softmax(selfcheck *sc) {
-  enum { R = 33, C = 1000 };
-  float *x = malloc(R * C * sizeof *x), *y = malloc(R * C * sizeof *y),
-        *dy = malloc(R * C * sizeof *dy), *dx = malloc(R * C * sizeof *dx);
-  double *want = malloc(R * C * sizeof *want);
-  if (!x || !y || !dy || !dx || !want) {
-    selfcheck_report(sc, "softmax", RUMUS_ENOMEM, 0, 0);
-    goto out;
+enum { R = 33, C = 1000, N = R * C };
+
+/* The inputs (x in [-6, 6), dy in [-1, 1)) and scratch. */
+typedef struct {
+  const float *x, *dy;
+  float *xr, *dyr, *y, *dx;
+  double *want;
+} buffers;
+
+static const char *suffix(rumus_dtype d) {
+  return d == RUMUS_F16 ? "_f16" : d == RUMUS_BF16 ? "_bf16" : "";
+}
+
+/* The F32 tolerance tol plus the rounding of results up to max |want| to
+ * type d. */
+static double typed_tol(rumus_dtype d, double tol, const double *want,
+                        size_t n) {
+  if (d == RUMUS_F32) return tol;
+  double m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(want[i]) && fabs(want[i]) > m) m = fabs(want[i]);
+  return d == RUMUS_F16 ? tol + m * 0x1p-11 + 0x1p-25 : tol + m * 0x1p-8;
+}
+
+/* src rounded to type d into dst. */
+static void round_to(rumus_dtype d, const float *src, float *dst, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dst[i] = d == RUMUS_F16    ? rumus_f16_to_f32(rumus_f32_to_f16(src[i]))
+             : d == RUMUS_BF16 ? rumus_bf16_to_f32(rumus_f32_to_bf16(src[i]))
+                               : src[i];
+}
+
+/* An R x C tensor of type d holding data (NULL: uninitialised). */
+static int typed_tensor(selfcheck *sc, rumus_dtype d, const float *data,
+                        rumus_tensor **out) {
+  const size_t shape[2] = {R, C};
+  int st = rumus_tensor_create(sc->ctx, d, 2, shape, out);
+  if (st == RUMUS_OK && data) st = rumus_tensor_upload_f32(*out, data, N);
+  return st;
+}
+
+/* Prints the line `name` + suffix(d) for tensor t's contents (downloaded
+ * into got when st is OK) against want. */
+static void report(selfcheck *sc, const char *name, rumus_dtype d, int st,
+                   const rumus_tensor *t, float *got, const double *want,
+                   double tol) {
+  char line[64];
+  snprintf(line, sizeof line, "%s%s", name, suffix(d));
+  if (st == RUMUS_OK) st = rumus_tensor_download_f32(t, got, N);
+  if (st != RUMUS_OK) {
+    selfcheck_report(sc, line, st, 0, 0);
+    return;
   }
-  for (size_t i = 0; i < R * C; i++)
-    x[i] = selfcheck_rand(-6, 6), dy[i] = selfcheck_rand(-1, 1);
-  rumus_tensor *tx = selfcheck_tensor(sc, R, C, x), *ty = selfcheck_tensor(sc, R, C, NULL),
-               *tdy = selfcheck_tensor(sc, R, C, dy), *tdx = selfcheck_tensor(sc, R, C, NULL);
-  for (int log_mode = 0; log_mode < 2 && tx && ty && tdy && tdx; log_mode++) {
-    int st = (log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd)(sc->ctx, tx, ty);
-    if (st == RUMUS_OK) st = rumus_tensor_download(ty, y, R * C * sizeof *y);
-    ref_softmax_fwd(x, R, C, log_mode, want);
-    selfcheck_report(sc, log_mode ? "log_softmax_fwd" : "softmax_fwd", st,
-                     selfcheck_max_err(y, want, R * C), log_mode ? 2e-5 : 1e-6);
-    st = (log_mode ? rumus_log_softmax_bwd : rumus_softmax_bwd)(sc->ctx, ty, tdy, tdx);
-    if (st == RUMUS_OK) st = rumus_tensor_download(tdx, dx, R * C * sizeof *dx);
-    ref_softmax_bwd(y, dy, R, C, log_mode, want);
-    selfcheck_report(sc, log_mode ? "log_softmax_bwd" : "softmax_bwd", st,
-                     selfcheck_max_err(dx, want, R * C), 2e-6);
+  selfcheck_report(sc, line, st, selfcheck_max_err(got, want, N),
+                   typed_tol(d, tol, want, N));
+}
+
+/* Softmax and log-softmax, forward and backward (at the device's forward),
+ * with every tensor of type d. */
+static void check_type(selfcheck *sc, rumus_dtype d, buffers *b) {
+  round_to(d, b->x, b->xr, N);
+  round_to(d, b->dy, b->dyr, N);
+  rumus_tensor *tx = NULL, *ty = NULL, *tdy = NULL, *tdx = NULL;
+  int st = typed_tensor(sc, d, b->xr, &tx);
+  if (st == RUMUS_OK) st = typed_tensor(sc, d, NULL, &ty);
+  if (st == RUMUS_OK) st = typed_tensor(sc, d, b->dyr, &tdy);
+  if (st == RUMUS_OK) st = typed_tensor(sc, d, NULL, &tdx);
+  for (int log_mode = 0; log_mode < 2; log_mode++) {
+    const char *fwd = log_mode ? "log_softmax_fwd" : "softmax_fwd";
+    const char *bwd = log_mode ? "log_softmax_bwd" : "softmax_bwd";
+    if (st != RUMUS_OK) {
+      report(sc, fwd, d, st, NULL, NULL, NULL, 0);
+      continue;
+    }
+    int s = (log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd)(sc->ctx,
+                                                                   tx, ty);
+    ref_softmax_fwd(b->xr, R, C, log_mode, b->want);
+    report(sc, fwd, d, s, ty, b->y, b->want, log_mode ? 2e-5 : 1e-6);
+    if (s == RUMUS_OK)
+      s = (log_mode ? rumus_log_softmax_bwd : rumus_softmax_bwd)(sc->ctx, ty,
+                                                                 tdy, tdx);
+    ref_softmax_bwd(b->y, b->dyr, R, C, log_mode, b->want);
+    report(sc, bwd, d, s, tdx, b->dx, b->want, 2e-6);
   }
   rumus_tensor_free(tx);
   rumus_tensor_free(ty);
   rumus_tensor_free(tdy);
   rumus_tensor_free(tdx);
-out:
+}
+
+void selfcheck_softmax(selfcheck *sc) {
+  static const rumus_dtype TYPES[] = {RUMUS_F32, RUMUS_F16, RUMUS_BF16};
+  float *x = malloc(N * sizeof *x), *dy = malloc(N * sizeof *dy);
+  buffers b = {x, dy, malloc(N * sizeof(float)), malloc(N * sizeof(float)),
+               malloc(N * sizeof(float)), malloc(N * sizeof(float)),
+               malloc(N * sizeof(double))};
+  if (!x || !dy || !b.xr || !b.dyr || !b.y || !b.dx || !b.want) {
+    selfcheck_report(sc, "softmax", RUMUS_ENOMEM, 0, 0);
+  } else {
+    for (size_t i = 0; i < N; i++)
+      x[i] = selfcheck_rand(-6, 6), dy[i] = selfcheck_rand(-1, 1);
+    for (int k = 0; k < 3; k++) check_type(sc, TYPES[k], &b);
+  }
   free(x);
-  free(y);
   free(dy);
-  free(dx);
-  free(want);
+  free(b.xr);
+  free(b.dyr);
+  free(b.y);
+  free(b.dx);
+  free(b.want);
 }
