@@ -27,6 +27,16 @@
  * DEVERR_XENT_TARGET, the target and its row in the context's status word.
  * An all -INFINITY row gives NaN (exp(-inf - -inf)), as in PyTorch.
  *
+ * Storage: the logits and the gradient have the program's RUMUS_STORAGE
+ * (F32, F16 or BF16); the losses the kernels write (lrow: the per-row
+ * losses; xent_sum's loss) have RUMUS_STORAGE_LOSS, F32 or the logits'
+ * type.  When the losses are reduced, the per-row losses and the partials
+ * are float scratch (the row program's RUMUS_STORAGE_LOSS is then F32) and
+ * only the reduced loss is rounded to its type.  Every sum is float, and
+ * each output is rounded to its type once: the F32 _row kernels keep
+ * exp(x - m) in the gradient between passes 2 and 3, the 16-bit ones read
+ * the logits again in pass 3 and recompute it (XENT_STAGE_IN_G 0).
+ *
  * Kernels:
  *   xent_fwd_row, xent_fwd_bwd_row (CPU path)
  *       ROW_RUN consecutive rows per work-item, no barriers, float8
@@ -35,7 +45,8 @@
  *       exp(x - m) (float8: rumus_exp_shifted8 of common.cl) and m - x,
  *       reads the next row for its max, and
  *       stores exp(x - m) in the gradient, pass 3 scales the gradient in
- *       place (from cache): one exp per element.
+ *       place (from cache): one exp per element (F32; 16-bit storage
+ *       recomputes it in pass 3, see Storage).
  *   xent_fwd_wgc, xent_fwd_bwd_wgc (GPU path, rows of at most
  *   4 * WG * CACHE_V4 elements)
  *       `rt` work-items per row (a power of two dividing WG, a kernel
@@ -56,10 +67,11 @@
  *       the gradient, and a second tree reduction gives d.
  *   xent_fwd_wgl, xent_fwd_bwd_wgl
  *       for rows of at most XENT_LOCAL_FLOATS elements: the first pass
- *       keeps the row in local memory and finds the max, so the logits are
- *       read from global memory once; the second sums exp(x - m) and m - x
- *       (one tree for both) and keeps exp(x - m) for the third, which
- *       writes the gradient (one exp per element, no online rescaling).
+ *       keeps the row in local memory (as floats, whatever the storage)
+ *       and finds the max, so the logits are read from global memory
+ *       once; the second sums exp(x - m) and m - x (one tree for both)
+ *       and keeps exp(x - m) for the third, which writes the gradient
+ *       (one exp per element, no online rescaling).
  *       The host picks them when there is a second pass: with a gradient
  *       or with smoothing.
  *   xent_count
@@ -82,6 +94,40 @@
 
 #ifndef XENT_LOCAL_FLOATS
 #define XENT_LOCAL_FLOATS 8192 /* row cache of the _wgl kernels (0: none) */
+#endif
+
+#ifndef RUMUS_STORAGE_LOSS
+#define RUMUS_STORAGE_LOSS F32 /* the losses written: F32 or RUMUS_STORAGE */
+#endif
+typedef RUMUS_TYPE(RUMUS_STORAGE_LOSS) loss_t;
+#define LOSS_STORE(v, p, i) RUMUS_STORE(RUMUS_STORAGE_LOSS, v, p, i)
+
+/* 1 where the _row kernels may keep exp(x - m) in the gradient between
+ * passes (a float gradient: no rounding there). */
+#define XENT_STAGE_F32 1
+#define XENT_STAGE_F16 0
+#define XENT_STAGE_BF16 0
+#define XENT_STAGE_IN_G RUMUS_CAT(XENT_STAGE_, RUMUS_STORAGE)
+
+/* PoCL 3.1 (x86 with F16C) may compile vload_half8 and vstore_half8_rte
+ * as aligned 16-byte moves (when it does not fold them into the
+ * conversion), which fault where a row is not 16-byte aligned (rows of 67
+ * or 68 halves); 8-byte moves cannot fault on alignment, so the _row
+ * kernels access F16 in groups of 4. */
+#define XENT_SPLIT8_F32 0
+#define XENT_SPLIT8_F16 1
+#define XENT_SPLIT8_BF16 0
+#if RUMUS_CAT(XENT_SPLIT8_, RUMUS_STORAGE)
+#undef LOAD8
+#undef STORE8
+#define LOAD8(p, i)                                                          \
+  (float8)(RUMUS_LOADN(F16, 4, p, i), RUMUS_LOADN(F16, 4, p, (i) + 4))
+#define STORE8(v, p, i)                                                      \
+  do {                                                                       \
+    const float8 st8_ = (v);                                                 \
+    RUMUS_STOREN(F16, 4, st8_.lo, p, i);                                     \
+    RUMUS_STOREN(F16, 4, st8_.hi, p, (i) + 4);                               \
+  } while (0)
 #endif
 
 
@@ -139,8 +185,9 @@ inline float xent_row_max(global const real_t *x, size_t n) {
   return m;
 }
 
-/* A valid row whose max m is known.  Pass 2 sums S and d; with a gradient,
- * g holds exp(x - m) until S is known (one exp per element); it also takes
+/* A valid row whose max m is known.  Pass 2 sums S and d; with a float
+ * gradient, g holds exp(x - m) until S is known (one exp per element; a
+ * 16-bit one is computed from x again in pass 3); pass 2 also takes
  * the max of the row at xn into *m_next (the next row of the work-item, so
  * that its reads overlap the exp work; xn == x when there is none).  x[t]
  * is read first, so that g may even alias the logits (the next row is read
@@ -157,14 +204,18 @@ inline float xent_row_body(global const real_t *x, size_t n, int t, float m,
     const float8 v = LOAD8(x, j), e = rumus_exp_shifted8(v - m);
     s8 += e;
     d8 += m - v;
+#if XENT_STAGE_IN_G
     if (with_grad) STORE8(e, g, j);
+#endif
     mn8 = fmax(mn8, LOAD8(xn, j));
   }
   for (; j < n; j++) {
     const float v = LOAD(x, j), e = exp(v - m);
     s += e;
     d += m - v;
+#if XENT_STAGE_IN_G
     if (with_grad) STORE(e, g, j);
+#endif
     mn = fmax(mn, LOAD(xn, j));
   }
   *m_next = fmax(rumus_hmax8(mn8), mn);
@@ -172,11 +223,19 @@ inline float xent_row_body(global const real_t *x, size_t n, int t, float m,
   d += rumus_hsum8(d8);
   const float log_s = log(s), inv_c = 1.0f / (float)n;
   if (with_grad) {
-    /* Pass 3 (over g, in cache): the gradient; then the target's entry
-     * again, by the same work-item. */
+    /* Pass 3 (over g, or x for 16-bit storage, in cache): the gradient;
+     * then the target's entry again, by the same work-item. */
     const float inv = 1.0f / s, sub = smooth * inv_c;
+#if XENT_STAGE_IN_G
     for (j = 0; j + 8 <= n; j += 8) STORE8((LOAD8(g, j) * inv - sub) * scale, g, j);
     for (; j < n; j++) STORE((LOAD(g, j) * inv - sub) * scale, g, j);
+#else
+    for (j = 0; j + 8 <= n; j += 8) {
+      const float8 e = rumus_exp_shifted8(LOAD8(x, j) - m);
+      STORE8((e * inv - sub) * scale, g, j);
+    }
+    for (; j < n; j++) STORE((exp(LOAD(x, j) - m) * inv - sub) * scale, g, j);
+#endif
     STORE((exp(xt - m) * inv - (1.0f - smooth) - sub) * scale, g, t);
   }
   return xent_loss(m, log_s, xt, d, inv_c, smooth);
@@ -187,7 +246,7 @@ inline float xent_row_body(global const real_t *x, size_t n, int t, float m,
  * gradient; the max of the row after it is then found on its own. */
 inline void xent_row_entry(global const real_t *x, ulong x_off,
                            global const int *tg, ulong t_off,
-                           global real_t *lrow, ulong l_off, global real_t *g,
+                           global loss_t *lrow, ulong l_off, global real_t *g,
                            ulong g_off, global const uint *cnt, ulong c_off,
                            ulong rows, ulong cols, ulong row0, int ignore_index,
                            float smooth, float grad_scale, int mean,
@@ -229,7 +288,7 @@ inline void xent_row_entry(global const real_t *x, ulong x_off,
       loss = kind == XENT_IGNORED ? 0.0f : NAN;
       have_m = 0;
     }
-    STORE(loss, lrow, (size_t)l_off + r);
+    LOSS_STORE(loss, lrow, (size_t)l_off + r);
     t = t_next;
   }
 }
@@ -238,7 +297,7 @@ inline void xent_row_entry(global const real_t *x, ulong x_off,
  * grad_scale and mean (the host may pass NULL buffers there). */
 #define XENT_ROW_ARGS                                                       \
   global const real_t *x, ulong x_off, global const int *tg, ulong t_off,   \
-      global real_t *lrow, ulong l_off, global real_t *g, ulong g_off,      \
+      global loss_t *lrow, ulong l_off, global real_t *g, ulong g_off,      \
       global const uint *cnt, ulong c_off, ulong rows, ulong cols,          \
       ulong row0, int ignore_index, float smooth, float grad_scale,         \
       int mean, volatile global int *status
@@ -401,7 +460,7 @@ inline void xent_wgl_body(global const real_t *x, size_t n, int t, int kind,
 
 inline void xent_wg_entry(global const real_t *x, ulong x_off,
                           global const int *tg, ulong t_off,
-                          global real_t *lrow, ulong l_off, global real_t *g,
+                          global loss_t *lrow, ulong l_off, global real_t *g,
                           ulong g_off, global const uint *cnt, ulong c_off,
                           ulong rows, ulong cols, ulong row0, int ignore_index,
                           float smooth, float grad_scale, int mean,
@@ -430,7 +489,8 @@ inline void xent_wg_entry(global const real_t *x, ulong x_off,
   else
     xent_wg_body(xr, n, t, kind, smooth, scale, gr, with_grad, lm, ls, ld,
                  &loss);
-  if (lid == 0 && kind != XENT_NO_ROW) STORE(loss, lrow, (size_t)l_off + r);
+  if (lid == 0 && kind != XENT_NO_ROW)
+    LOSS_STORE(loss, lrow, (size_t)l_off + r);
 }
 
 __kernel RUMUS_WG_ATTR void xent_fwd_wg(XENT_ROW_ARGS) {
@@ -552,7 +612,7 @@ inline void xent_wgc_body(global const real_t *x, size_t n, int t, int kind,
 
 inline void xent_wgc_entry(global const real_t *x, ulong x_off,
                            global const int *tg, ulong t_off,
-                           global real_t *lrow, ulong l_off, global real_t *g,
+                           global loss_t *lrow, ulong l_off, global real_t *g,
                            ulong g_off, global const uint *cnt, ulong c_off,
                            ulong rows, ulong cols, ulong row0, int ignore_index,
                            float smooth, float grad_scale, int mean,
@@ -577,7 +637,8 @@ inline void xent_wgc_entry(global const real_t *x, ulong x_off,
   float loss;
   xent_wgc_body(xr, n, t, kind, smooth, scale, gr, with_grad, rt, lm, ls, ld,
                 &loss);
-  if (lane == 0 && kind != XENT_NO_ROW) STORE(loss, lrow, (size_t)l_off + r);
+  if (lane == 0 && kind != XENT_NO_ROW)
+    LOSS_STORE(loss, lrow, (size_t)l_off + r);
 }
 
 __kernel RUMUS_WG_ATTR void xent_fwd_wgc(XENT_ROW_ARGS, uint rt) {
@@ -630,10 +691,10 @@ __kernel RUMUS_WG_ATTR void xent_count(global const int *tg, ulong t_off,
  * i + WG, ...), divides by cnt[0] for MEAN (0 / 0 gives NaN when every row
  * is ignored) and stores the loss.  The order depends only on WG and
  * RED_ITEMS: the same bits on every run, for any batch size. */
-__kernel RUMUS_WG_ATTR void xent_sum(global const real_t *v, ulong v_off,
+__kernel RUMUS_WG_ATTR void xent_sum(global const float *v, ulong v_off,
                                      ulong n, global float *part, ulong p_off,
                                      global const uint *cnt, ulong c_off,
-                                     int mean, global real_t *loss,
+                                     int mean, global loss_t *loss,
                                      ulong loss_off,
                                      volatile global int *status) {
   volatile global int *ticket = status + RUMUS_STATUS_TICKET;
@@ -645,7 +706,7 @@ __kernel RUMUS_WG_ATTR void xent_sum(global const real_t *v, ulong v_off,
   float a = 0.0f;
   for (size_t k = 0; k < RED_ITEMS; k++) {
     const size_t i = base + k * WG + lid;
-    if (i < n) a += LOAD(v, (size_t)v_off + i);
+    if (i < n) a += v[(size_t)v_off + i];
   }
   rumus_wg_sum(la, a);
   if (lid == 0) pv[get_group_id(0)] = la[0];
@@ -655,8 +716,8 @@ __kernel RUMUS_WG_ATTR void xent_sum(global const real_t *v, ulong v_off,
   rumus_wg_sum(la, a);
   if (lid == 0) {
     const float total = la[0];
-    STORE(mean ? total / (float)cnt[(size_t)c_off] : total, loss,
-          (size_t)loss_off);
+    LOSS_STORE(mean ? total / (float)cnt[(size_t)c_off] : total, loss,
+               (size_t)loss_off);
   }
   rumus_ticket_reset(ticket);
 }

@@ -10,9 +10,12 @@
  * work-group variant rows of up to 8192 classes take the _wgc kernels
  * (several rows per work-group of 128 or 256; wgc_padding covers the padded
  * last group), longer ones _wgl / _wg (C = 9001, 50257, and 600 with WG
- * 16).
+ * 16).  F16 and BF16 logits (and gradients) with an F32 loss and with a
+ * loss of the logits' type: every kernel (row; _wgc aligned and not; _wg;
+ * _wgl with WG 16), every reduction, ignored rows, smoothing, special rows,
+ * guard bytes around 16-bit losses and gradients, and mixed types.
  *
- * Tolerances (|got - want| <= atol + rtol |want|):
+ * Tolerances (|got - want| <= atol + rtol |want|), F32 tensors:
  *   loss (per row and reduced)  atol 1e-5,           rtol 1e-5
  *       (float exp and sums over up to 50257 classes; measured <= 7e-7
  *       relative)
@@ -21,6 +24,17 @@
  *       measured <= 1e-7 * |scale|)
  *   finite differences          atol 1e-3,           rtol 1e-2
  *       (h = 1e-2 on the float loss)
+ * 16-bit logits: the reference takes the logits as stored and the
+ * arithmetic is float, so the F32 tolerance holds for an F32 loss
+ * (measured <= 0.02 of it); a 16-bit loss or gradient adds the rounding of
+ * storing it once (tests/tu_dtype.h): F16 atol + 2^-25, rtol + 2^-11; BF16
+ * rtol + 2^-8 (measured up to 0.89 of the bound for losses and 0.96 for
+ * gradients: values just above a power of two round by nearly half an
+ * ulp, so a second rounding, as the F32 row kernels' staging of exp(x - m)
+ * in the gradient would give, exceeds it).
+ * There is no finite-difference check for 16-bit logits: a step that moves
+ * a BF16 logit by whole ulps (2^-8 of it) is too coarse for a central
+ * difference to say anything the reference comparison does not.
  */
 #include <limits.h>
 #include <math.h>
@@ -29,6 +43,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "tu_dtype.h"
 
 #define LOSS_ATOL 1e-5
 #define LOSS_RTOL 1e-5
@@ -61,15 +76,15 @@ static double grad_scale_of(const int32_t *t, size_t B, const rumus_xent_params 
   return count ? p->grad_scale / (double)count : 0.0;
 }
 
-/* A loss tensor for the mode: a scalar (ndim 0) for MEAN and SUM, the
- * targets' shape for NONE. */
+/* A loss tensor of type lt for the mode: a scalar (ndim 0) for MEAN and
+ * SUM, the targets' shape for NONE. */
 static rumus_tensor *loss_tensor(rumus_ctx *ctx, const rumus_tensor *targets,
-                                 rumus_reduction red) {
-  if (red != RUMUS_REDUCTION_NONE) return tu_tensor(ctx, RUMUS_F32, 0, NULL, NULL);
+                                 rumus_reduction red, rumus_dtype lt) {
+  if (red != RUMUS_REDUCTION_NONE) return tu_tensor(ctx, lt, 0, NULL, NULL);
   size_t shape[RUMUS_MAX_DIMS];
   int nd = rumus_tensor_ndim(targets);
   for (int i = 0; i < nd; i++) shape[i] = rumus_tensor_dim(targets, i);
-  return tu_tensor(ctx, RUMUS_F32, nd, shape, NULL);
+  return tu_tensor(ctx, lt, nd, shape, NULL);
 }
 
 /* The float64 reference of one call. */
@@ -94,40 +109,50 @@ static void ref_free(ref_out *o) {
 }
 
 /* Compares the loss (and grad, if not NULL) tensors after a call with the
- * reference. */
+ * reference, under the header's tolerances for the tensors' types. */
 static void compare(rumus_ctx *ctx, const char *name, rumus_reduction red,
                     const rumus_tensor *loss, const rumus_tensor *grad,
                     const ref_out *want, size_t B, size_t C, double scale) {
   char what[160];
-  float *l = tu_download(ctx, loss);
+  const rumus_dtype lt = rumus_tensor_dtype(loss);
+  const double la = LOSS_ATOL + tu_store_atol(lt);
+  const double lr = LOSS_RTOL + tu_store_rtol(lt);
+  float *l = tu_download_f32(ctx, loss);
   snprintf(what, sizeof what, "%s_loss", name);
   if (red == RUMUS_REDUCTION_NONE)
-    tu_check_close(what, l, want->rows, B, LOSS_ATOL, LOSS_RTOL);
+    tu_check_close(what, l, want->rows, B, la, lr);
   else
-    tu_check_close(what, l, &want->total, 1, LOSS_ATOL, LOSS_RTOL);
+    tu_check_close(what, l, &want->total, 1, la, lr);
   free(l);
   if (grad) {
-    float *g = tu_download(ctx, grad);
+    const rumus_dtype gt = rumus_tensor_dtype(grad);
+    float *g = tu_download_f32(ctx, grad);
     snprintf(what, sizeof what, "%s_grad", name);
-    tu_check_close(what, g, want->grad, B * C, GRAD_ATOL * fabs(scale), GRAD_RTOL);
+    tu_check_close(what, g, want->grad, B * C,
+                   GRAD_ATOL * fabs(scale) + tu_store_atol(gt),
+                   GRAD_RTOL + tu_store_rtol(gt));
     free(g);
   }
 }
 
 /* Runs every variant, every reduction mode, with and without the gradient,
- * with p's ignore_index, smoothing and grad_scale, and compares. */
-static void check_all_modes(rumus_ctx *ctx, rumus_tensor *tx, rumus_tensor *tt,
-                            const float *x, const int32_t *t, size_t B, size_t C,
-                            rumus_xent_params p, const char *what) {
+ * with p's ignore_index, smoothing and grad_scale, a gradient of the
+ * logits' type and a loss of type lt, and compares.  x holds the logits as
+ * tx stores them. */
+static void check_all_modes_typed(rumus_ctx *ctx, rumus_tensor *tx,
+                                  rumus_tensor *tt, const float *x,
+                                  const int32_t *t, size_t B, size_t C,
+                                  rumus_xent_params p, rumus_dtype lt,
+                                  const char *what) {
   size_t shape[RUMUS_MAX_DIMS];
   int nd = rumus_tensor_ndim(tx);
   for (int i = 0; i < nd; i++) shape[i] = rumus_tensor_dim(tx, i);
-  rumus_tensor *tg = tu_tensor(ctx, RUMUS_F32, nd, shape, NULL);
+  rumus_tensor *tg = tu_tensor(ctx, rumus_tensor_dtype(tx), nd, shape, NULL);
   for (int ri = 0; ri < 3; ri++) {
     p.reduction = REDUCTIONS[ri];
     ref_out want = ref_run(x, t, B, C, &p);
     const double scale = grad_scale_of(t, B, &p);
-    rumus_tensor *tl = loss_tensor(ctx, tt, p.reduction);
+    rumus_tensor *tl = loss_tensor(ctx, tt, p.reduction, lt);
     for (int v = 0; v < 2; v++) {
       tu_set_variant(ctx, tu_variants[v]);
       for (int with_grad = 0; with_grad < 2; with_grad++) {
@@ -148,6 +173,13 @@ static void check_all_modes(rumus_ctx *ctx, rumus_tensor *tx, rumus_tensor *tt,
     ref_free(&want);
   }
   rumus_tensor_free(tg);
+}
+
+static void check_all_modes(rumus_ctx *ctx, rumus_tensor *tx,
+                            rumus_tensor *tt, const float *x,
+                            const int32_t *t, size_t B, size_t C,
+                            rumus_xent_params p, const char *what) {
+  check_all_modes_typed(ctx, tx, tt, x, t, B, C, p, RUMUS_F32, what);
 }
 
 /* Uniform logits in [-8, 8), uniform targets, every 11th row ignored. */
@@ -291,6 +323,65 @@ START_TEST(deterministic) {
 }
 END_TEST
 
+/* The types of the typed tests: logits (and gradient) F16 for _i 0, BF16
+ * for _i 1; losses F32 and of the logits' type. */
+static rumus_dtype typed_logits(int i) { return tu_dtypes[1 + i % 2]; }
+
+/* Logits of type d (x rounded to it first) and targets, then every mode
+ * with an F32 loss and with a loss of type d. */
+static void check_typed(rumus_ctx *ctx, rumus_dtype d, float *x,
+                        const int32_t *t, size_t B, size_t C,
+                        rumus_xent_params p, const char *what) {
+  tu_round_to(d, x, B * C);
+  const size_t s[2] = {B, C};
+  rumus_tensor *tx = tu_tensor_typed(ctx, d, 2, s, x),
+               *tt = tu_tensor(ctx, RUMUS_I32, 1, s, t);
+  for (int k = 0; k < 2; k++) {
+    const rumus_dtype lt = k ? d : RUMUS_F32;
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s_loss_%s", what, tu_dtype_name(d),
+             tu_dtype_name(lt));
+    check_all_modes_typed(ctx, tx, tt, x, t, B, C, p, lt, name);
+  }
+  rumus_tensor_free(tx);
+  rumus_tensor_free(tt);
+}
+
+/* F16 and BF16 logits on shapes that take every kernel: the row variant
+ * (every shape; runs of ROW_RUN rows ending short at 37 and 33 rows, tails
+ * of fewer than 8 at 67 and 9001); _wgc on rows of 67 (not aligned) and
+ * 1000 (aligned); _wg at 9001; with WG 16, _wgl at 600 (with a gradient or
+ * smoothing, _wg without).  Every 11th row ignored; smoothing and
+ * grad_scale on some shapes. */
+START_TEST(typed_modes) {
+  static const struct {
+    size_t B, C;
+    int wg;
+    float smooth, scale;
+  } CASES[] = {{5, 1, 0, 0.0f, 1.0f},     {37, 67, 0, 0.1f, 2.5f},
+               {33, 1000, 0, 0.0f, 1.0f}, {3, 9001, 0, 0.1f, 1.0f},
+               {9, 600, 16, 0.0f, -0.5f}};
+  const rumus_dtype d = typed_logits(_i);
+  rumus_ctx *ctx = tu_ctx();
+  for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+    const size_t B = CASES[k].B, C = CASES[k].C;
+    TU_OK(ctx,
+          rumus_ctx_set_option(ctx, RUMUS_OPT_WORKGROUP_SIZE, CASES[k].wg));
+    float *x = tu_malloc(B * C * sizeof *x);
+    int32_t *t = tu_malloc(B * sizeof *t);
+    tu_rng r;
+    tu_rng_seed(&r, 300 + k);
+    random_case(&r, x, t, B, C);
+    rumus_xent_params p = {RUMUS_REDUCTION_MEAN, -100, CASES[k].smooth,
+                           CASES[k].scale};
+    check_typed(ctx, d, x, t, B, C, p, "typed");
+    free(x);
+    free(t);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* ---- limits --------------------------------------------------------------- */
 
 /* Other work-group sizes (RUMUS_OPT_WORKGROUP_SIZE): the row kernels, the
@@ -317,6 +408,25 @@ START_TEST(workgroup_sizes) {
 }
 END_TEST
 
+/* The SPECIAL_B rows of special_rows, of C classes, and their targets. */
+enum { SPECIAL_B = 8 };
+static void special_case(float *x, int32_t *t, size_t C) {
+  static const int32_t T[SPECIAL_B] = {1, 5, 0, 1, -1, 0, 2, 4};
+  for (int i = 0; i < SPECIAL_B; i++) t[i] = T[i] < 0 ? (int32_t)C - 1 : T[i];
+  tu_rng r;
+  tu_rng_seed(&r, 9);
+  for (size_t j = 0; j < C; j++) {
+    x[0 * C + j] = (j % 2) ? 1e4f : -1e4f;
+    x[1 * C + j] = 1e4f - (float)(j % 100);
+    x[2 * C + j] = 3.25f;
+    x[3 * C + j] = (j % 3 == 0) ? -INFINITY : tu_uniform(&r, -3, 3);
+    x[4 * C + j] = (j == C - 1) ? 0.5f : -INFINITY;
+    x[5 * C + j] = (j % 2 == 0) ? -INFINITY : tu_uniform(&r, -3, 3);
+    x[6 * C + j] = -INFINITY;
+    x[7 * C + j] = (j == C / 2) ? NAN : tu_uniform(&r, -3, 3);
+  }
+}
+
 /* Rows of +-1e4, a 1e4 ramp, equal values, -INFINITY entries, a single
  * finite entry, -INFINITY at the target (loss +inf), all -INFINITY (NaN), a
  * NaN entry (NaN).  The GPU variant's kernel for each (C, work-group size):
@@ -328,24 +438,13 @@ START_TEST(special_rows) {
   rumus_ctx *ctx = tu_ctx();
   static const size_t CS[4] = {70, 9001, 600, 9001};
   static const int WGS[4] = {0, 0, 16, 1024};
-  enum { B = 8 };
+  enum { B = SPECIAL_B };
   for (int k = 0; k < 4; k++) {
     const size_t C = CS[k];
     TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_WORKGROUP_SIZE, WGS[k]));
     float *x = malloc(B * C * sizeof *x);
-    int32_t t[B] = {1, 5, 0, 1, (int32_t)C - 1, 0, 2, 4};
-    tu_rng r;
-    tu_rng_seed(&r, 9);
-    for (size_t j = 0; j < C; j++) {
-      x[0 * C + j] = (j % 2) ? 1e4f : -1e4f;
-      x[1 * C + j] = 1e4f - (float)(j % 100);
-      x[2 * C + j] = 3.25f;
-      x[3 * C + j] = (j % 3 == 0) ? -INFINITY : tu_uniform(&r, -3, 3);
-      x[4 * C + j] = (j == C - 1) ? 0.5f : -INFINITY;
-      x[5 * C + j] = (j % 2 == 0) ? -INFINITY : tu_uniform(&r, -3, 3);
-      x[6 * C + j] = -INFINITY;
-      x[7 * C + j] = (j == C / 2) ? NAN : tu_uniform(&r, -3, 3);
-    }
+    int32_t t[B];
+    special_case(x, t, C);
     size_t s[2] = {B, C};
     rumus_tensor *tx = tu_tensor(ctx, RUMUS_F32, 2, s, x), *tt = tu_tensor(ctx, RUMUS_I32, 1, s, t);
     rumus_xent_params p = RUMUS_XENT_DEFAULTS;
@@ -365,6 +464,33 @@ START_TEST(special_rows) {
     ref_free(&want);
     rumus_tensor_free(tx);
     rumus_tensor_free(tt);
+    free(x);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* special_rows with F16 and BF16 logits (+-1e4 and the ramp as the types
+ * round them; inf and NaN losses stored in 16 bits), both loss types: rows
+ * of 70 (_wgc) and 600 with WG 16 (_wgl with a gradient or smoothing, _wg
+ * without); without smoothing and with. */
+START_TEST(typed_special_rows) {
+  static const size_t CS[2] = {70, 600};
+  static const int WGS[2] = {0, 16};
+  enum { B = SPECIAL_B };
+  const rumus_dtype d = typed_logits(_i);
+  rumus_ctx *ctx = tu_ctx();
+  for (int k = 0; k < 2; k++) {
+    const size_t C = CS[k];
+    TU_OK(ctx, rumus_ctx_set_option(ctx, RUMUS_OPT_WORKGROUP_SIZE, WGS[k]));
+    float *x = tu_malloc(B * C * sizeof *x);
+    int32_t t[B];
+    special_case(x, t, C);
+    for (int sm = 0; sm < 2; sm++) {
+      rumus_xent_params p = RUMUS_XENT_DEFAULTS;
+      p.label_smoothing = sm ? 0.1f : 0.0f;
+      check_typed(ctx, d, x, t, B, C, p, sm ? "special_smooth" : "special");
+    }
     free(x);
   }
   tu_free_all(ctx, NULL);
@@ -448,6 +574,70 @@ START_TEST(logits_3d_guarded) {
     }
     ref_free(&want);
   }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* logits_3d_guarded with F16 logits and gradient in rows of 67 (_i 0: the
+ * row kernels' F16 groups of 4 at every alignment) or BF16 in rows of 64
+ * (_i 1: the aligned programs' typed vector stores), each tensor 4096
+ * bytes into its buffer, and a loss of each type: a 16-bit loss is 2 bytes
+ * a row, so a 4-byte store of a per-row or reduced loss reaches the guard.
+ * Then every row ignored: MEAN NaN, SUM 0 in either loss type, gradient
+ * exactly 0. */
+START_TEST(typed_guarded) {
+  const rumus_dtype d = typed_logits(_i);
+  const size_t C = _i ? 64 : 67, sx[3] = {3, 5, C}, st[2] = {3, 5};
+  enum { B = 15 };
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 3);
+  float *x = tu_malloc(B * C * sizeof *x);
+  int32_t t[B];
+  tu_fill_uniform(&r, x, B * C, -5, 5);
+  tu_round_to(d, x, B * C);
+  for (int i = 0; i < B; i++)
+    t[i] = i == 7 ? -100 : (int32_t)(tu_rand_u32(&r) % C);
+  for (int all = 0; all < 2; all++) {
+    if (all)
+      for (int i = 0; i < B; i++) t[i] = -100;
+    for (int k = 0; k < 6; k++) {
+      const rumus_dtype lt = k % 2 ? d : RUMUS_F32;
+      rumus_xent_params p = {REDUCTIONS[k / 2], -100, 0.05f, 1.25f};
+      ref_out want = ref_run(x, t, B, C, &p);
+      for (int v = 0; v < 2; v++) {
+        tu_set_variant(ctx, tu_variants[v]);
+        tu_guarded gx = tu_guarded_typed(ctx, d, 3, sx, x);
+        tu_guarded gt = tu_guarded_tensor(ctx, RUMUS_I32, 2, st, t);
+        tu_guarded gl = p.reduction == RUMUS_REDUCTION_NONE
+                            ? tu_guarded_typed(ctx, lt, 2, st, NULL)
+                            : tu_guarded_typed(ctx, lt, 0, NULL, NULL);
+        tu_guarded gg = tu_guarded_typed(ctx, d, 3, sx, NULL);
+        TU_OK(ctx, rumus_tensor_fill(gg.t, 7.0f)); /* zeros must be written */
+        TU_OK(ctx, rumus_cross_entropy(ctx, gx.t, gt.t, gl.t, gg.t, &p));
+        TU_OK(ctx, rumus_ctx_sync(ctx));
+        char name[80];
+        snprintf(name, sizeof name, "3d_%s_loss_%s_C%zu_%s_%s%s",
+                 tu_dtype_name(d), tu_dtype_name(lt), C,
+                 tu_variant_name(tu_variants[v]), red_name(p.reduction),
+                 all ? "_all_ignored" : "");
+        compare(ctx, name, p.reduction, gl.t, gg.t, &want, B, C,
+                grad_scale_of(t, B, &p));
+        if (all && p.reduction != RUMUS_REDUCTION_NONE) {
+          float l;
+          TU_OK(ctx, rumus_tensor_download_f32(gl.t, &l, 1));
+          const int mean = p.reduction == RUMUS_REDUCTION_MEAN;
+          ck_assert_msg(mean ? isnan(l) : l == 0.0f, "%s: %g", name, l);
+        }
+        tu_guarded_check_free(ctx, &gx);
+        tu_guarded_check_free(ctx, &gt);
+        tu_guarded_check_free(ctx, &gl);
+        tu_guarded_check_free(ctx, &gg);
+      }
+      ref_free(&want);
+    }
+  }
+  free(x);
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -804,6 +994,68 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* Type rules: logits floating; grad the logits' type; loss F32 or the
+ * logits' type; targets I32.  Each breach is RUMUS_EDTYPE naming the
+ * argument, with nothing enqueued (the loss keeps its value). */
+START_TEST(bad_types) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t sx[2] = {4, 8}, st[1] = {4};
+  rumus_tensor *x16 = tu_tensor_typed(ctx, RUMUS_F16, 2, sx, NULL),
+               *xb16 = tu_tensor_typed(ctx, RUMUS_BF16, 2, sx, NULL),
+               *x32 = tu_tensor_typed(ctx, RUMUS_F32, 2, sx, NULL),
+               *xi = tu_tensor(ctx, RUMUS_I32, 2, sx, NULL),
+               *g16 = tu_tensor_typed(ctx, RUMUS_F16, 2, sx, NULL),
+               *gb16 = tu_tensor_typed(ctx, RUMUS_BF16, 2, sx, NULL),
+               *g32 = tu_tensor_typed(ctx, RUMUS_F32, 2, sx, NULL),
+               *t = tu_tensor(ctx, RUMUS_I32, 1, st, NULL),
+               *t16 = tu_tensor_typed(ctx, RUMUS_F16, 1, st, NULL),
+               *l32 = tu_tensor_typed(ctx, RUMUS_F32, 0, NULL, NULL),
+               *l16 = tu_tensor_typed(ctx, RUMUS_F16, 0, NULL, NULL),
+               *lb16 = tu_tensor_typed(ctx, RUMUS_BF16, 0, NULL, NULL),
+               *li = tu_tensor(ctx, RUMUS_I32, 0, NULL, NULL);
+  const int32_t tv[4] = {0, 1, 2, 3};
+  TU_OK(ctx, rumus_tensor_upload(t, tv, sizeof tv));
+  TU_OK(ctx, rumus_tensor_fill(x16, 0.5f));
+  TU_OK(ctx, rumus_tensor_fill(xb16, 0.5f));
+  TU_OK(ctx, rumus_tensor_fill(l16, 9.0f));
+  const rumus_xent_params p = RUMUS_XENT_DEFAULTS;
+  TU_STATUS(RUMUS_EDTYPE, rumus_cross_entropy(ctx, xi, t, l32, NULL, &p));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "logits is i32"), "%s",
+                rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cross_entropy(ctx, x16, t, l32, gb16, &p));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "grad is bf16, expected f16"),
+                "%s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cross_entropy(ctx, x16, t, l32, g32, &p));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cross_entropy(ctx, xb16, t, l32, g16, &p));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cross_entropy(ctx, x32, t, l32, g16, &p));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cross_entropy(ctx, x16, t, lb16, g16, &p));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx),
+                       "loss is bf16, expected f32 or the logits' type f16"),
+                "%s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cross_entropy(ctx, xb16, t, l16, NULL, &p));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cross_entropy(ctx, x16, t, li, NULL, &p));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cross_entropy(ctx, x32, t, l16, g32, &p));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "loss is f16, expected f32"),
+                "%s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cross_entropy(ctx, x16, t16, l16, g16, &p));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "targets"), "%s",
+                rumus_ctx_errmsg(ctx));
+  float lv;
+  TU_OK(ctx, rumus_tensor_download_f32(l16, &lv, 1));
+  ck_assert_msg(lv == 9.0f, "a refused call wrote the loss: %g", lv);
+  /* The accepted combinations: log 8 for equal logits. */
+  TU_OK(ctx, rumus_cross_entropy(ctx, x16, t, l16, g16, &p));
+  TU_OK(ctx, rumus_tensor_download_f32(l16, &lv, 1));
+  ck_assert_msg(fabs(lv - log(8.0)) < 2e-3, "f16 loss: %g", lv);
+  TU_OK(ctx, rumus_cross_entropy(ctx, xb16, t, l32, gb16, &p));
+  TU_OK(ctx, rumus_tensor_download_f32(l32, &lv, 1));
+  ck_assert_msg(fabs(lv - log(8.0)) < 1e-5, "f32 loss of bf16 logits: %g", lv);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_free_all(ctx, x16, xb16, x32, xi, g16, gb16, g32, t, t16, l32, l16,
+              lb16, li, NULL);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("xent");
   TCase *core = tu_tcase("core");
@@ -811,12 +1063,15 @@ int main(void) {
   tcase_add_test(core, smoothing_and_scale);
   tcase_add_test(core, grad_finite_differences);
   tcase_add_test(core, deterministic);
+  tcase_add_loop_test(core, typed_modes, 0, 2);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, workgroup_sizes);
   tcase_add_test(limits, special_rows);
+  tcase_add_loop_test(limits, typed_special_rows, 0, 2);
   tcase_add_test(limits, ignore_index);
   tcase_add_test(limits, logits_3d_guarded);
+  tcase_add_loop_test(limits, typed_guarded, 0, 2);
   tcase_add_test(limits, logits_1d);
   tcase_add_test(limits, chunked_rows);
   tcase_add_test(limits, empty_batch);
@@ -826,6 +1081,7 @@ int main(void) {
   tcase_add_test(errors, zero_classes);
   tcase_add_test(errors, wgc_padding);
   tcase_add_test(errors, bad_input);
+  tcase_add_test(errors, bad_types);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }

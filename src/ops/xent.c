@@ -13,6 +13,11 @@
  * One scratch buffer holds the per-row losses (MEAN, SUM), the loss
  * partials and the count partials plus the count; it is released after
  * the launches (OpenCL keeps it alive until the kernels finish).
+ *
+ * Types: logits F32, F16 or BF16 (the programs' RUMUS_STORAGE), grad the
+ * logits' type, targets I32, loss F32 or the logits' type (the second tag
+ * RUMUS_STORAGE_LOSS of cl/xent.cl).  The scratch is float whatever the
+ * types, so only the tensor the kernels write last is rounded.
  */
 #include <math.h>
 #include <stdio.h>
@@ -43,11 +48,15 @@ static size_t local_row_floats(const rumus_ctx *ctx) {
   return bytes >= 1024 ? bytes / sizeof(float) : 0;
 }
 
-/* The options of the program that runs `plan` (warm-up and launches).
- * The register-row programs (other work-group sizes) leave the _wgl
- * kernels out: their local arrays grow with WG. */
-static void xent_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
-                         char *buf, size_t len) {
+/* The options of the program that runs `plan` (warm-up and launches),
+ * whose kernels write losses of type `loss` (the per-row losses, or
+ * xent_sum's loss).  The register-row programs (other work-group sizes)
+ * leave the _wgl kernels out: their local arrays grow with WG.  An F32
+ * loss adds no option (cl/xent.cl's default), so an F32 call's programs
+ * are those rumus_cache_fill() builds. */
+static void xent_options_loss(const rumus_ctx *ctx,
+                              const rumus__row_plan *plan, rumus_dtype loss,
+                              char *buf, size_t len) {
   char head[96];
   rumus__options_head(head, sizeof head, plan->storage, plan->wg,
                       plan->align4);
@@ -58,32 +67,69 @@ static void xent_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
                    head, (int)RUMUS__DEVERR_XENT_TARGET, local_floats,
                    RED_ITEMS, ROW_RUN);
   if (plan->kind == RUMUS__ROWS_REGS && n > 0 && (size_t)n < len)
-    snprintf(buf + n, len - (size_t)n, " -DCACHE_V4=%d", plan->cache_v4);
+    n += snprintf(buf + n, len - (size_t)n, " -DCACHE_V4=%d", plan->cache_v4);
+  if (loss != RUMUS_F32 && n > 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, " -DRUMUS_STORAGE_LOSS=%s",
+             rumus__storage_tag(loss));
+}
+
+/* The row programs: per-row losses in float (scratch of MEAN and SUM, or
+ * an F32 loss of NONE), or in the logits' type (a 16-bit loss of NONE). */
+static void xent_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
+                         char *buf, size_t len) {
+  xent_options_loss(ctx, plan, RUMUS_F32, buf, len);
+}
+static void xent_options_typed_loss(const rumus_ctx *ctx,
+                                    const rumus__row_plan *plan, char *buf,
+                                    size_t len) {
+  xent_options_loss(ctx, plan, plan->storage, buf, len);
 }
 
 static const rumus__row_family XENT = {FILE_CL, xent_options};
+static const rumus__row_family XENT_TYPED_LOSS = {FILE_CL,
+                                                  xent_options_typed_loss};
 
 /* The options of the count and sum kernels: those of the one-group-per-row
- * program on unaligned tensors, which holds them too. */
-static void sums_options(const rumus_ctx *ctx, char *buf, size_t len) {
+ * F32 program on unaligned tensors, which holds them too (the per-row
+ * losses they add are float scratch whatever the logits), with the
+ * reduced loss of type `loss`. */
+static void sums_options(const rumus_ctx *ctx, rumus_dtype loss, char *buf,
+                         size_t len) {
   rumus__row_plan plan = {.kind = RUMUS__ROWS_GROUP,
                           .storage = RUMUS_F32,
                           .wg = rumus__reduce_wg(ctx)};
-  xent_options(ctx, &plan, buf, len);
+  xent_options_loss(ctx, &plan, loss, buf, len);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
 
 static int is_scalar(const rumus_tensor *t) { return t->numel == 1; }
 
+/* The types (logits checked floating first): grad the logits' type, loss
+ * F32 (PyTorch autocast's float loss of half logits) or the logits' type. */
+static int check_types(rumus_ctx *ctx, const rumus_tensor *logits,
+                       const rumus_tensor *targets, const rumus_tensor *loss,
+                       const rumus_tensor *grad) {
+  RUMUS__FORWARD(rumus__check_tensor(ctx, OP, "targets", targets, RUMUS_I32));
+  const rumus_dtype want =
+      loss && loss->dtype == logits->dtype ? logits->dtype : RUMUS_F32;
+  const int st = rumus__check_tensor(ctx, OP, "loss", loss, want);
+  if (st == RUMUS_EDTYPE && logits->dtype != RUMUS_F32)
+    rumus__append_msg(ctx, logits->dtype == RUMUS_F16
+                               ? " or the logits' type f16"
+                               : " or the logits' type bf16");
+  RUMUS__FORWARD(st);
+  if (grad)
+    RUMUS__FORWARD(rumus__check_tensor(ctx, OP, "grad", grad, logits->dtype));
+  return RUMUS_OK;
+}
+
 static int check_args(rumus_ctx *ctx, const rumus_tensor *logits,
                       const rumus_tensor *targets, const rumus_tensor *loss,
                       const rumus_tensor *grad, const rumus_xent_params *p) {
   char s1[RUMUS__SHAPE_BUF], s2[RUMUS__SHAPE_BUF];
-  RUMUS__FORWARD(rumus__check_tensor(ctx, OP, "logits", logits, RUMUS_F32));
-  RUMUS__FORWARD(rumus__check_tensor(ctx, OP, "targets", targets, RUMUS_I32));
-  RUMUS__FORWARD(rumus__check_tensor(ctx, OP, "loss", loss, RUMUS_F32));
-  if (grad) RUMUS__FORWARD(rumus__check_tensor(ctx, OP, "grad", grad, RUMUS_F32));
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, OP, "logits", logits));
+  RUMUS__FORWARD(check_types(ctx, logits, targets, loss, grad));
   RUMUS__FAIL_IF(p->reduction != RUMUS_REDUCTION_MEAN &&
                      p->reduction != RUMUS_REDUCTION_SUM &&
                      p->reduction != RUMUS_REDUCTION_NONE,
@@ -158,58 +204,32 @@ typedef struct {
   size_t total;
 } scratch_layout;
 
-static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
-                   const rumus_tensor *targets, rumus_tensor *loss,
-                   rumus_tensor *grad, const rumus_xent_params *p, size_t rows,
-                   size_t cols) {
-  char opts[256];
-  sums_options(ctx, opts, sizeof opts);
-  const int mean = p->reduction == RUMUS_REDUCTION_MEAN;
-  const int reduce = p->reduction != RUMUS_REDUCTION_NONE;
-  const size_t span = rumus__reduce_wg(ctx) * RED_ITEMS;
-  const size_t nparts = rows ? (rows + span - 1) / span : 1;
+/* One call: its tensors and parameters and what its launches share. */
+typedef struct {
+  const rumus_tensor *logits, *targets;
+  rumus_tensor *loss, *grad;
+  const rumus_xent_params *p;
+  size_t rows, cols, nparts;
+  int mean, reduce;
+  scratch_layout L;
+  cl_mem scratch;
+} xent_call;
 
-  scratch_layout L = {0, 0, 0, 0};
-  if (reduce) {
-    L.lrow = 0;
-    L.lpart = rows;
-    L.cpart = L.lpart + nparts;
-    L.total = L.cpart + (mean ? nparts + 1 : 0);
-  }
-  cl_mem scratch = NULL;
-  if (L.total)
-    RUMUS__FORWARD(rumus__scratch(ctx, OP, L.total * sizeof(float), &scratch));
-
-  int st = RUMUS_OK;
-  const cl_ulong n_rows = rows;
-  const cl_int ignore = p->ignore_index, mean_i = mean;
-  const cl_ulong t_off = rumus__off(targets);
-  const cl_ulong cpart_off = L.cpart;
-  const cl_ulong count_off = L.cpart + nparts;
-  const cl_ulong lpart_off = L.lpart;
-  const cl_mem no_mem = NULL;
-
-  /* 1. The count of non-ignored rows (MEAN). */
-  if (mean) {
-    const rumus__arg a1[] = {RUMUS__ARG(targets->mem), RUMUS__ARG(t_off),
-                             RUMUS__ARG(n_rows),       RUMUS__ARG(ignore),
-                             RUMUS__ARG(scratch),      RUMUS__ARG(cpart_off),
-                             RUMUS__ARG(ctx->status)};
-    st = launch_wg(ctx, opts, "xent_count", nparts, 7, a1);
-  }
-
-  /* 2. Per-row losses and the gradient. */
+/* 2. Per-row losses (into scratch for MEAN and SUM, else into loss) and the
+ * gradient: one of the row kernels, in chunks of rows. */
+static int launch_rows(rumus_ctx *ctx, const xent_call *c) {
+  const rumus_tensor *logits = c->logits, *grad = c->grad;
+  const rumus_xent_params *p = c->p;
+  const size_t rows = c->rows, cols = c->cols;
   const rumus_tensor *rows_ts[2] = {logits, grad};
   const char *base = grad ? "xent_fwd_bwd" : "xent_fwd";
+  /* Per-row losses in the loss's type only when they are the loss. */
+  const rumus__row_family *fam =
+      c->reduce || c->loss->dtype == RUMUS_F32 ? &XENT : &XENT_TYPED_LOSS;
   rumus__row_plan plan;
-  if (st == RUMUS_OK)
-    st = rumus__row_plan_make(ctx, OP, &XENT, base, logits->dtype,
-                              rumus__align4(ctx, rows_ts, 2, cols), cols,
-                              &plan);
-  if (st != RUMUS_OK) {
-    if (scratch) clReleaseMemObject(scratch);
-    return st;
-  }
+  RUMUS__FORWARD(rumus__row_plan_make(ctx, OP, fam, base, logits->dtype,
+                                      rumus__align4(ctx, rows_ts, 2, cols),
+                                      cols, &plan));
   /* Rows too long for registers: the local-memory row cache pays off when
    * the row is read twice, with a gradient or with smoothing. */
   if (plan.kind == RUMUS__ROWS_GROUP && (grad || p->label_smoothing > 0.0f) &&
@@ -219,19 +239,24 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
   const rumus__kernel_ref k = {FILE_CL, plan.options, plan.kernel};
   const size_t chunk =
       plan.kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30) : RUMUS__MAX_WG_ROWS;
-  const cl_mem lrow_mem = reduce ? scratch : loss->mem;
+  const cl_mem no_mem = NULL;
+  const cl_mem lrow_mem = c->reduce ? c->scratch : c->loss->mem;
   const cl_mem g_mem = grad ? grad->mem : no_mem;
-  const cl_mem c_mem = mean ? scratch : no_mem;
+  const cl_mem c_mem = c->mean ? c->scratch : no_mem;
   const cl_float smooth = p->label_smoothing, gscale = p->grad_scale;
+  const cl_int ignore = p->ignore_index, mean_i = c->mean;
+  const cl_mem t_mem = c->targets->mem;
+  const cl_ulong t_off = rumus__off(c->targets);
+  int st = RUMUS_OK;
   for (size_t r0 = 0; st == RUMUS_OK && r0 < rows; r0 += chunk) {
     const cl_ulong nr = rows - r0 < chunk ? rows - r0 : chunk;
     const cl_ulong x_off = rumus__off(logits) + (cl_ulong)(r0 * cols);
     const cl_ulong tr_off = t_off + r0;
-    const cl_ulong l_off = (reduce ? L.lrow : rumus__off(loss)) + r0;
+    const cl_ulong l_off = (c->reduce ? c->L.lrow : rumus__off(c->loss)) + r0;
     const cl_ulong g_off = grad ? rumus__off(grad) + (cl_ulong)(r0 * cols) : 0;
-    const cl_ulong c_off = count_off, ncols = cols, row0 = r0;
+    const cl_ulong c_off = c->L.cpart + c->nparts, ncols = cols, row0 = r0;
     const rumus__arg a[] = {
-        RUMUS__ARG(logits->mem), RUMUS__ARG(x_off),  RUMUS__ARG(targets->mem),
+        RUMUS__ARG(logits->mem), RUMUS__ARG(x_off),  RUMUS__ARG(t_mem),
         RUMUS__ARG(tr_off),      RUMUS__ARG(lrow_mem), RUMUS__ARG(l_off),
         RUMUS__ARG(g_mem),       RUMUS__ARG(g_off),  RUMUS__ARG(c_mem),
         RUMUS__ARG(c_off),       RUMUS__ARG(nr),     RUMUS__ARG(ncols),
@@ -244,20 +269,64 @@ static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
         rumus__row_plan_global(ctx, &plan, (size_t)nr, ROW_RUN, &local);
     st = rumus__launch(ctx, OP, &k, 1, &global, &local, nargs, a);
   }
+  return st;
+}
 
-  /* 3. The reduced loss (MEAN, SUM). */
-  if (reduce && st == RUMUS_OK) {
-    const cl_ulong lrow_off = L.lrow;
-    const cl_ulong loss_off = rumus__off(loss), c_off = count_off;
-    const rumus__arg a[] = {RUMUS__ARG(scratch),   RUMUS__ARG(lrow_off),
-                            RUMUS__ARG(n_rows),    RUMUS__ARG(scratch),
-                            RUMUS__ARG(lpart_off), RUMUS__ARG(c_mem),
-                            RUMUS__ARG(c_off),     RUMUS__ARG(mean_i),
-                            RUMUS__ARG(loss->mem), RUMUS__ARG(loss_off),
+/* 1. and 3.: the count of non-ignored rows (MEAN) before the row kernels,
+ * or the reduced loss (MEAN, SUM) after them; both in the program whose
+ * xent_sum writes the loss's type. */
+static int launch_sums(rumus_ctx *ctx, const xent_call *c, int count) {
+  char opts[256];
+  sums_options(ctx, c->loss->dtype, opts, sizeof opts);
+  const cl_ulong n_rows = c->rows;
+  const cl_int mean_i = c->mean;
+  const cl_ulong count_off = c->L.cpart + c->nparts;
+  if (count) {
+    const cl_int ignore = c->p->ignore_index;
+    const cl_ulong t_off = rumus__off(c->targets), cpart_off = c->L.cpart;
+    const rumus__arg a[] = {RUMUS__ARG(c->targets->mem), RUMUS__ARG(t_off),
+                            RUMUS__ARG(n_rows),          RUMUS__ARG(ignore),
+                            RUMUS__ARG(c->scratch),      RUMUS__ARG(cpart_off),
                             RUMUS__ARG(ctx->status)};
-    st = launch_wg(ctx, opts, "xent_sum", nparts, 11, a);
+    return launch_wg(ctx, opts, "xent_count", c->nparts, 7, a);
   }
-  if (scratch) clReleaseMemObject(scratch);
+  const cl_mem no_mem = NULL;
+  const cl_mem c_mem = c->mean ? c->scratch : no_mem;
+  const cl_ulong lrow_off = c->L.lrow, lpart_off = c->L.lpart;
+  const cl_ulong loss_off = rumus__off(c->loss);
+  const rumus__arg a[] = {RUMUS__ARG(c->scratch),   RUMUS__ARG(lrow_off),
+                          RUMUS__ARG(n_rows),       RUMUS__ARG(c->scratch),
+                          RUMUS__ARG(lpart_off),    RUMUS__ARG(c_mem),
+                          RUMUS__ARG(count_off),    RUMUS__ARG(mean_i),
+                          RUMUS__ARG(c->loss->mem), RUMUS__ARG(loss_off),
+                          RUMUS__ARG(ctx->status)};
+  return launch_wg(ctx, opts, "xent_sum", c->nparts, 11, a);
+}
+
+static int enqueue(rumus_ctx *ctx, const rumus_tensor *logits,
+                   const rumus_tensor *targets, rumus_tensor *loss,
+                   rumus_tensor *grad, const rumus_xent_params *p, size_t rows,
+                   size_t cols) {
+  xent_call c = {logits, targets, loss, grad, p, rows, cols, 1,
+                 p->reduction == RUMUS_REDUCTION_MEAN,
+                 p->reduction != RUMUS_REDUCTION_NONE,
+                 {0, 0, 0, 0}, NULL};
+  const size_t span = rumus__reduce_wg(ctx) * RED_ITEMS;
+  if (rows) c.nparts = (rows + span - 1) / span;
+  if (c.reduce) {
+    c.L.lrow = 0;
+    c.L.lpart = rows;
+    c.L.cpart = c.L.lpart + c.nparts;
+    c.L.total = c.L.cpart + (c.mean ? c.nparts + 1 : 0);
+  }
+  if (c.L.total)
+    RUMUS__FORWARD(
+        rumus__scratch(ctx, OP, c.L.total * sizeof(float), &c.scratch));
+  int st = RUMUS_OK;
+  if (c.mean) st = launch_sums(ctx, &c, 1);
+  if (st == RUMUS_OK) st = launch_rows(ctx, &c);
+  if (st == RUMUS_OK && c.reduce) st = launch_sums(ctx, &c, 0);
+  if (c.scratch) clReleaseMemObject(c.scratch);
   return st;
 }
 
@@ -275,6 +344,9 @@ int rumus_cross_entropy(rumus_ctx *ctx, const rumus_tensor *logits,
   return enqueue(ctx, logits, targets, loss, grad, p, rows, cols);
 }
 
+/* F32 programs only, as rumus_cache_fill() documents: 16-bit programs are
+ * built by their first call.  The count and sum kernels of F32 losses are
+ * in the GROUP program this builds. */
 int rumus__xent_warm(rumus_ctx *ctx) {
   return rumus__row_family_warm(ctx, &XENT, RUMUS_F32);
 }
