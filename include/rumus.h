@@ -445,12 +445,25 @@ RUMUS_API cl_mem rumus_tensor_cl_mem(const rumus_tensor *t, size_t *offset);
 /* These ops work over the last dimension: a tensor of shape [..., C] is
  * rows x C with rows the product of the other extents.  x and y may be the
  * same tensor (in place).  A row whose entries are all -INFINITY gives NaN,
- * as in PyTorch.  F32 only for now. */
+ * as in PyTorch.
+ * Storage types: softmax and log-softmax, forward and backward, take F32,
+ * F16 or BF16 tensors, all of one type in a call (RUMUS_EDTYPE otherwise,
+ * naming the argument).  rumus_cross_entropy() takes F32, F16 or BF16
+ * logits, a gradient of the logits' type, I32 targets, and a loss in F32
+ * whatever the logits (a float loss of half logits, as PyTorch's autocast
+ * gives) or in the logits' type.  Arithmetic is float whatever the
+ * storage: 16-bit values widen exactly, sums and the log-sum-exp are float,
+ * and each output is rounded once to its type (nearest even); reduced
+ * losses are summed in float before that one rounding.  An F16 output
+ * beyond 65504 in magnitude (a log-softmax or loss of huge logits) is
+ * +-infinity.  rumus_cache_fill() builds the F32 programs only: a 16-bit
+ * call builds its programs at first use. */
 
 /*! rumus_softmax_fwd() : y = exp(x - max) / sum(exp(x - max)) per row.
- *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE (x and y
- *          differ in shape, or ndim 0), RUMUS_EINVAL (another context,
- *          partial overlap), RUMUS_EBUILD, RUMUS_ECL. */
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE (x not floating, or y of
+ *          another type), RUMUS_ESHAPE (x and y differ in shape, or ndim
+ *          0), RUMUS_EINVAL (another context, partial overlap),
+ *          RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_softmax_fwd(rumus_ctx *ctx, const rumus_tensor *x,
                                 rumus_tensor *y);
 /*! rumus_log_softmax_fwd() : y = x - max - log(sum(exp(x - max))) per row.
@@ -458,7 +471,8 @@ RUMUS_API int rumus_softmax_fwd(rumus_ctx *ctx, const rumus_tensor *x,
 RUMUS_API int rumus_log_softmax_fwd(rumus_ctx *ctx, const rumus_tensor *x,
                                     rumus_tensor *y);
 /*! rumus_softmax_bwd() : dx = y * (dy - sum(dy * y)) per row, with y the
- *  softmax output.  dx may alias dy, not y.  Errors as rumus_softmax_fwd(). */
+ *  softmax output; dy and dx of y's type.  dx may alias dy, not y.  Errors
+ *  as rumus_softmax_fwd(). */
 RUMUS_API int rumus_softmax_bwd(rumus_ctx *ctx, const rumus_tensor *y,
                                 const rumus_tensor *dy, rumus_tensor *dx);
 /*! rumus_log_softmax_bwd() : dx = dy - exp(y) * sum(dy) per row, with y the
@@ -501,9 +515,11 @@ typedef struct {
  *  nothing is read or written outside the buffers, that row's loss is NaN
  *  and its gradient 0, and the next rumus_ctx_sync() returns RUMUS_EINDEX.
  *  No output may share memory with another tensor of the call.
- *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL
- *          (reduction, label_smoothing, overlapping tensors), RUMUS_EBUILD,
- *          RUMUS_ECL. */
+ *  Types: logits F32, F16 or BF16; grad the logits' type; targets I32;
+ *  loss F32 or the logits' type (see the section's text).
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE (a type outside those
+ *          rules), RUMUS_ESHAPE, RUMUS_EINVAL (reduction,
+ *          label_smoothing, overlapping tensors), RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_cross_entropy(rumus_ctx *ctx, const rumus_tensor *logits,
                                   const rumus_tensor *targets,
                                   rumus_tensor *loss, rumus_tensor *grad,
