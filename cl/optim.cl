@@ -4,6 +4,17 @@
  * Every tensor is a flat run of n elements starting at element `off` of its
  * buffer; the state buffers (momentum, m, v) have the parameter's layout.
  *
+ * Storage: the parameter and its state are RUMUS_STORAGE (real_t), the
+ * gradient RUMUS_STORAGE_G (grad_t) and the copy of the updated parameter
+ * that a step may write RUMUS_STORAGE_COPY (copy_t); each is F32, F16 or
+ * BF16, arithmetic is float.  The sum of squares and clip_scale read
+ * RUMUS_STORAGE (the host builds them with every tag set to the
+ * gradient's type).
+ *
+ * Loss scaling (the steps): the gradient is read as g * inv_scale, and
+ * with STEP_SKIP in `mode` the step writes nothing unless skip[0] (a total
+ * norm or sum of squares of the gradients) is finite.
+ *
  * Element-wise kernels (sgd_step, adam_step, clip_scale)
  *   SGD:   d = g + wd p;  with momentum: b = d (first step) or
  *          b = mom b + (1 - damp) d;  d = d + mom b (Nesterov) or d = b;
@@ -61,40 +72,52 @@
 #ifndef SQ_LOCAL
 #define SQ_LOCAL 2048 /* partials the _wg finals sum in local memory */
 #endif
+#ifndef RUMUS_STORAGE_G
+#define RUMUS_STORAGE_G RUMUS_STORAGE /* the steps' gradient */
+#endif
+#ifndef RUMUS_STORAGE_COPY
+#define RUMUS_STORAGE_COPY RUMUS_STORAGE /* the steps' parameter copy */
+#endif
+
+typedef RUMUS_TYPE(RUMUS_STORAGE_G) grad_t;
+typedef RUMUS_TYPE(RUMUS_STORAGE_COPY) copy_t;
 
 /* ---- 8-element vectors with a scalar tail -------------------------------- */
 
-/* Whole vectors at 32-byte aligned addresses (the host passes aligned = 1
- * when every tensor's element offset is a multiple of 8): typed accesses,
- * which GPU compilers turn into wide memory instructions; vload8 may only
- * assume the alignment of one element. */
-#define LOAD8A(p, i) RUMUS_LOADA(RUMUS_STORAGE, 8, p, i)
-#define STORE8A(v, p, i) RUMUS_STOREA(RUMUS_STORAGE, 8, v, p, i)
-
-/* Loads cnt (1..8) elements from x + i; missing lanes are 0.  x + i is
- * 32-byte aligned when `aligned` is set and cnt == 8. */
-inline float8 ld8(global const real_t *x, size_t i, size_t cnt,
-                  int aligned) {
-  if (cnt == 8) return aligned ? LOAD8A(x, i) : LOAD8(x, i);
-  float t[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  for (size_t j = 0; j < cnt; j++) t[j] = LOAD(x, i + j);
-  return vload8(0, t);
-}
-
-/* Stores the first cnt (1..8) lanes of v at x + i. */
-inline void st8(float8 v, global real_t *x, size_t i, size_t cnt,
-                int aligned) {
-  if (cnt == 8) {
-    if (aligned)
-      STORE8A(v, x, i);
-    else
-      STORE8(v, x, i);
-    return;
+/* ld8_T(x, i, cnt, aligned): cnt (1..8) elements of tag T from x + i;
+ * missing lanes are 0.  st8_T(v, x, i, cnt, aligned): the first cnt lanes
+ * of v into x + i.  With `aligned` set (the host found every tensor's
+ * element offset a multiple of 8: rumus__aligned) whole vectors are typed
+ * accesses at an address aligned to the vector, which GPU compilers turn
+ * into wide memory instructions; vload8 may only assume the alignment of
+ * one element.  A vector that runs past n goes element by element. */
+#define OPTIM_DEFINE_LD8(name, T)                                             \
+  inline float8 name(global const RUMUS_TYPE(T) *x, size_t i, size_t cnt,    \
+                     int aligned) {                                           \
+    if (cnt == 8)                                                             \
+      return aligned ? RUMUS_LOADA(T, 8, x, i) : RUMUS_LOADN(T, 8, x, i);     \
+    float t[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};            \
+    for (size_t j = 0; j < cnt; j++) t[j] = RUMUS_LOAD(T, x, i + j);          \
+    return vload8(0, t);                                                      \
   }
-  float t[8];
-  vstore8(v, 0, t);
-  for (size_t j = 0; j < cnt; j++) STORE(t[j], x, i + j);
-}
+#define OPTIM_DEFINE_ST8(name, T)                                             \
+  inline void name(float8 v, global RUMUS_TYPE(T) *x, size_t i, size_t cnt,  \
+                   int aligned) {                                             \
+    if (cnt == 8) {                                                           \
+      if (aligned)                                                            \
+        RUMUS_STOREA(T, 8, v, x, i);                                          \
+      else                                                                    \
+        RUMUS_STOREN(T, 8, v, x, i);                                          \
+      return;                                                                 \
+    }                                                                         \
+    float t[8];                                                               \
+    vstore8(v, 0, t);                                                         \
+    for (size_t j = 0; j < cnt; j++) RUMUS_STORE(T, t[j], x, i + j);          \
+  }
+OPTIM_DEFINE_LD8(ld8, RUMUS_STORAGE)
+OPTIM_DEFINE_ST8(st8, RUMUS_STORAGE)
+OPTIM_DEFINE_LD8(ld8_g, RUMUS_STORAGE_G)
+OPTIM_DEFINE_ST8(st8_copy, RUMUS_STORAGE_COPY)
 
 /* Element index of vector k of this work-item (see the banner). */
 inline size_t ew_index(size_t k) {
@@ -104,79 +127,117 @@ inline size_t ew_index(size_t k) {
 
 /* ---- SGD ------------------------------------------------------------------ */
 
-/* mode bits of sgd_step */
+/* mode bits of the steps */
 #define SGD_MOMENTUM 1 /* a momentum buffer is used */
 #define SGD_FIRST 2    /* first step: the buffer is set to d */
 #define SGD_NESTEROV 4
+#define STEP_COPY 8    /* the updated parameter is stored into c as well */
+#define STEP_SKIP 16   /* nothing is written unless skip[0] is finite */
 
-inline void sgd_vec(global real_t *p, global const real_t *g, global real_t *b,
-                    size_t i, size_t cnt, int al, float lr, float mom,
-                    float damp1, float wd, int mode) {
-  float8 pv = ld8(p, i, cnt, al), d = ld8(g, i, cnt, al);
+/* 0 when the step is skipped: STEP_SKIP and a non-finite skip[0].  Every
+ * work-item reads the one float (on a GPU one broadcast load). */
+inline int step_runs(global const float *skip, int mode) {
+  return !(mode & STEP_SKIP) || isfinite(skip[0]);
+}
+
+/* The gradient as the step uses it: g * inv_scale (not multiplied when
+ * inv_scale is 1, so unscaled steps are the same arithmetic as before). */
+inline float8 ld8_grad(global const grad_t *g, size_t i, size_t cnt, int al,
+                       float inv_scale) {
+  const float8 gv = ld8_g(g, i, cnt, al);
+  return inv_scale != 1.0f ? gv * inv_scale : gv;
+}
+
+/* Stores the updated parameter and, with STEP_COPY, its copy. */
+inline void st8_param(float8 np, global real_t *p, global copy_t *c, size_t i,
+                      size_t cnt, int al, int mode) {
+  st8(np, p, i, cnt, al);
+  if (mode & STEP_COPY) st8_copy(np, c, i, cnt, al);
+}
+
+inline void sgd_vec(global real_t *p, global const grad_t *g, global real_t *b,
+                    global copy_t *c, size_t i, size_t cnt, int al,
+                    float inv_scale, float lr, float mom, float damp1,
+                    float wd, int mode) {
+  float8 pv = ld8(p, i, cnt, al), d = ld8_grad(g, i, cnt, al, inv_scale);
   if (wd != 0.0f) d += wd * pv;
   if (mode & SGD_MOMENTUM) {
     float8 bv = (mode & SGD_FIRST) ? d : mom * ld8(b, i, cnt, al) + damp1 * d;
     st8(bv, b, i, cnt, al);
     d = (mode & SGD_NESTEROV) ? d + mom * bv : bv;
   }
-  st8(pv - lr * d, p, i, cnt, al);
+  st8_param(pv - lr * d, p, c, i, cnt, al, mode);
 }
 
-/* b may be any valid buffer when mode has no SGD_MOMENTUM (never touched).
- * damp1 = 1 - dampening; al: every offset is a multiple of 8 elements. */
+/* b, c and skip may be any valid buffers when mode lacks SGD_MOMENTUM,
+ * STEP_COPY, STEP_SKIP (never touched).  damp1 = 1 - dampening; al: every
+ * offset is a multiple of 8 elements. */
 __kernel RUMUS_REQD_WG(EW_WG, 1, 1)
 void sgd_step(global real_t *p, ulong p_off,
-              global const real_t *g, ulong g_off,
-              global real_t *b, ulong b_off, ulong n,
-              int al, float lr, float mom, float damp1,
+              global const grad_t *g, ulong g_off,
+              global real_t *b, ulong b_off,
+              global copy_t *c, ulong c_off,
+              global const float *skip, ulong s_off, ulong n,
+              int al, float inv_scale, float lr, float mom, float damp1,
               float wd, int mode) {
+  if (!step_runs(skip + s_off, mode)) return;
   for (size_t k = 0; k < EW_ITEMS; k++) {
     const size_t i = ew_index(k);
     if (i >= n) return;
     const size_t cnt = min((size_t)8, (size_t)n - i);
-    sgd_vec(p + p_off, g + g_off, b + b_off, i, cnt, al, lr, mom, damp1, wd,
-            mode);
+    sgd_vec(p + p_off, g + g_off, b + b_off, c + c_off, i, cnt, al,
+            inv_scale, lr, mom, damp1, wd, mode);
   }
 }
 
 /* ---- Adam / AdamW --------------------------------------------------------- */
 
-/* l2: weight decay added to the gradient (Adam), 0 for AdamW; decay: the
- * AdamW factor 1 - lr wd, 1 for Adam; omb1 = 1 - b1, omb2 = 1 - b2. */
-inline void adam_vec(global real_t *p, global const real_t *g, global real_t *m,
-                     global real_t *v, size_t i, size_t cnt, int al,
-                     float l2, float decay, float b1, float omb1, float b2, float omb2,
-                     float step_size, float bc2_sqrt, float eps) {
-  float8 pv = ld8(p, i, cnt, al), gv = ld8(g, i, cnt, al);
-  if (l2 != 0.0f) gv += l2 * pv;
-  if (decay != 1.0f) pv *= decay;
-  const float8 mv = b1 * ld8(m, i, cnt, al) + omb1 * gv;
+/* The hyper-parameters of a step: l2: weight decay added to the gradient
+ * (Adam), 0 for AdamW; decay: the AdamW factor 1 - lr wd, 1 for Adam;
+ * omb1 = 1 - b1, omb2 = 1 - b2. */
+typedef struct {
+  float inv_scale, l2, decay, b1, omb1, b2, omb2, step_size, bc2_sqrt, eps;
+} adam_hp;
+
+inline void adam_vec(global real_t *p, global const grad_t *g, global real_t *m,
+                     global real_t *v, global copy_t *c, size_t i, size_t cnt,
+                     int al, const adam_hp *h, int mode) {
+  float8 pv = ld8(p, i, cnt, al), gv = ld8_grad(g, i, cnt, al, h->inv_scale);
+  if (h->l2 != 0.0f) gv += h->l2 * pv;
+  if (h->decay != 1.0f) pv *= h->decay;
+  const float8 mv = h->b1 * ld8(m, i, cnt, al) + h->omb1 * gv;
   /* omb2 (g g), unless g g overflows where (omb2 g) g, as PyTorch's
    * addcmul computes it, is still finite: the same bits wherever g g is
    * finite. */
   const float8 gg = gv * gv;
-  const float8 tv = select(omb2 * gg, (omb2 * gv) * gv, isinf(gg));
-  const float8 vv = b2 * ld8(v, i, cnt, al) + tv;
+  const float8 tv = select(h->omb2 * gg, (h->omb2 * gv) * gv, isinf(gg));
+  const float8 vv = h->b2 * ld8(v, i, cnt, al) + tv;
   st8(mv, m, i, cnt, al);
   st8(vv, v, i, cnt, al);
-  const float8 denom = sqrt(vv) / bc2_sqrt + eps;
-  st8(pv - step_size * (mv / denom), p, i, cnt, al);
+  const float8 denom = sqrt(vv) / h->bc2_sqrt + h->eps;
+  st8_param(pv - h->step_size * (mv / denom), p, c, i, cnt, al, mode);
 }
 
+/* c and skip as in sgd_step; mode: STEP_COPY, STEP_SKIP. */
 __kernel RUMUS_REQD_WG(EW_WG, 1, 1)
 void adam_step(global real_t *p, ulong p_off,
-               global const real_t *g, ulong g_off,
+               global const grad_t *g, ulong g_off,
                global real_t *m, ulong m_off,
-               global real_t *v, ulong v_off, ulong n,
-               int al, float l2, float decay, float b1, float omb1,
-               float b2, float omb2, float step_size,
-               float bc2_sqrt, float eps) {
+               global real_t *v, ulong v_off,
+               global copy_t *c, ulong c_off,
+               global const float *skip, ulong s_off, ulong n,
+               int al, float inv_scale, float l2, float decay, float b1,
+               float omb1, float b2, float omb2, float step_size,
+               float bc2_sqrt, float eps, int mode) {
+  if (!step_runs(skip + s_off, mode)) return;
+  const adam_hp h = {inv_scale, l2,   decay,     b1,       omb1,
+                     b2,        omb2, step_size, bc2_sqrt, eps};
   for (size_t k = 0; k < EW_ITEMS; k++) {
     const size_t i = ew_index(k);
     if (i >= n) return;
     const size_t cnt = min((size_t)8, (size_t)n - i);
-    adam_vec(p + p_off, g + g_off, m + m_off, v + v_off, i, cnt, al, l2, decay, b1,
-             omb1, b2, omb2, step_size, bc2_sqrt, eps);
+    adam_vec(p + p_off, g + g_off, m + m_off, v + v_off, c + c_off, i, cnt,
+             al, &h, mode);
   }
 }
 

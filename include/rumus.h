@@ -630,6 +630,18 @@ RUMUS_API int rumus_activation_bwd(rumus_ctx *ctx, rumus_activation act,
 /* Optimizers (PyTorch's update rules, in place on the device)               */
 /* ------------------------------------------------------------------------ */
 
+/* Storage types: a step's param and its state (momentum_buf; m and v)
+ * share one floating type P (F32, F16 or BF16); grad may be any floating
+ * type (F32 master weights updated from F16 or BF16 gradients); an
+ * optional param_copy of any floating type receives the updated parameter
+ * rounded to its type in the same pass (the 16-bit weights of the next
+ * forward pass).  Arithmetic is float: 16-bit values are widened exactly
+ * and each result is rounded once to its tensor's type (nearest even; F16
+ * results beyond 65504 in magnitude are +-infinity).  The sums of squares
+ * take gradients of any floating type (each gradient of a clip its own)
+ * and keep acc, total_norm and the coefficient in float.  Any other type
+ * is RUMUS_EDTYPE. */
+
 typedef struct {
   float lr, momentum, dampening, weight_decay;
   int nesterov;
@@ -669,19 +681,65 @@ RUMUS_API int rumus_adam_step(rumus_ctx *ctx, const rumus_adam_params *p,
                               const rumus_tensor *grad, rumus_tensor *m,
                               rumus_tensor *v);
 
-/*! rumus_sum_squares() : acc[0] += sum of x[i]^2 (acc: one F32 element,
- *  not inside x), deterministic.  @return RUMUS_OK, RUMUS_ENULL,
- *  RUMUS_EDTYPE, RUMUS_ESHAPE (acc not one element), RUMUS_EINVAL
- *  (overlap), RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM (scratch buffer). */
+/* Loss scaling of a step: the building block of dynamic loss scaling for
+ * F16 training.  The loss gradient is multiplied by a scale S (the
+ * grad_scale of rumus_cross_entropy) so that small F16 gradients do not
+ * flush to zero; the step reads each gradient as grad * inv_scale (1 / S).
+ * When the scaled gradients overflowed, the step is skipped on the device:
+ * pass as skip_if_nonfinite the total_norm of rumus_clip_grad_norm, or the
+ * acc of rumus_sum_squares (zeroed first) over every gradient, which are
+ * inf or NaN as soon as one gradient element is (or when their sum of
+ * squares overflows float, which calls for a smaller S as well).  The host
+ * then reads that one float (no gradient leaves the device) to halve S
+ * and to keep `step` unchanged for the next call, as PyTorch's GradScaler
+ * skips optimizer.step(). */
+typedef struct {
+  float inv_scale; /* finite and > 0; 1: the gradient as it is */
+  /* NULL, or a one-element F32 tensor: when its value is inf or NaN the
+   * step writes nothing (param, state and param_copy keep their values). */
+  const rumus_tensor *skip_if_nonfinite;
+} rumus_grad_scaling;
+
+/*! rumus_sgd_step_ex() / rumus_adam_step_ex() :
+ *  rumus_sgd_step() / rumus_adam_step() that also store the updated
+ *  parameter, rounded to param_copy's type, into param_copy (NULL: none; a
+ *  tensor of any floating type with param's shape), and read the gradient
+ *  under `scaling` (NULL: inv_scale 1, never skipped).  No two of the
+ *  tensors (skip_if_nonfinite included) may share memory.
+ *  @return as rumus_sgd_step() / rumus_adam_step(); RUMUS_EINVAL also for
+ *          an inv_scale that is not finite and > 0, RUMUS_EDTYPE or
+ *          RUMUS_ESHAPE for a skip_if_nonfinite that is not one F32
+ *          element. */
+RUMUS_API int rumus_sgd_step_ex(rumus_ctx *ctx, const rumus_sgd_params *p,
+                                long step, rumus_tensor *param,
+                                const rumus_tensor *grad,
+                                rumus_tensor *momentum_buf,
+                                rumus_tensor *param_copy,
+                                const rumus_grad_scaling *scaling);
+RUMUS_API int rumus_adam_step_ex(rumus_ctx *ctx, const rumus_adam_params *p,
+                                 long step, rumus_tensor *param,
+                                 const rumus_tensor *grad, rumus_tensor *m,
+                                 rumus_tensor *v, rumus_tensor *param_copy,
+                                 const rumus_grad_scaling *scaling);
+
+/*! rumus_sum_squares() : acc[0] += sum of x[i]^2 (x of any floating type;
+ *  acc: one F32 element, not inside x), in float, deterministic; inf or
+ *  NaN once an element of x is (a skip_if_nonfinite of the steps).
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE (acc not one
+ *  element), RUMUS_EINVAL (overlap), RUMUS_EBUILD, RUMUS_ECL,
+ *  RUMUS_EDEVMEM (scratch buffer). */
 RUMUS_API int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
                                 rumus_tensor *acc);
 
 /*! rumus_clip_grad_norm() :
  *  torch.nn.utils.clip_grad_norm_ on the device: total = sqrt(sum of
  *  squares of all n gradients); every gradient is multiplied by
- *  min(1, max_norm / (total + 1e-6)), with no host readback.  If total_norm
- *  is not NULL (one F32 element) it receives total.  No two of the
- *  tensors may share memory.  max_norm = INFINITY clips nothing.
+ *  min(1, max_norm / (total + 1e-6)), with no host readback.  Each
+ *  gradient may have its own floating type; total and the coefficient are
+ *  float.  If total_norm is not NULL (one F32 element) it receives total,
+ *  which is inf or NaN when a gradient element is (the gradients are then
+ *  NaN or zero, as in PyTorch; a skip_if_nonfinite of the steps).  No two
+ *  of the tensors may share memory.  max_norm = INFINITY clips nothing.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (n == 0, max_norm <= 0 or
  *          NaN, overlap), RUMUS_EDTYPE, RUMUS_ESHAPE (total_norm not one
  *          element),
