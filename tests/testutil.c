@@ -89,11 +89,14 @@ void tu_guarded_check_free(rumus_ctx *ctx, tu_guarded *g) {
   cl_int e = clEnqueueReadBuffer(rumus_ctx_cl_queue(ctx), g->buf, CL_TRUE, 0,
                                  total, host, 0, NULL, NULL);
   ck_assert_int_eq(e, CL_SUCCESS);
+  /* Asserts only on a failure: 2 x 4096 passing ck_asserts cost 8 ms of
+   * mark points per tensor. */
   for (size_t i = 0; i < g->guard; i++) {
-    ck_assert_msg(host[i] == TU_GUARD_BYTE, "guard byte %zu before the tensor "
-                  "was overwritten", g->guard - i);
-    ck_assert_msg(host[g->guard + g->bytes + i] == TU_GUARD_BYTE,
-                  "guard byte %zu after the tensor was overwritten", i);
+    if (host[i] != TU_GUARD_BYTE)
+      ck_abort_msg("guard byte %zu before the tensor was overwritten",
+                   g->guard - i);
+    if (host[g->guard + g->bytes + i] != TU_GUARD_BYTE)
+      ck_abort_msg("guard byte %zu after the tensor was overwritten", i);
   }
   free(host);
   rumus_tensor_free(g->t);
