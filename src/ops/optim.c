@@ -125,7 +125,7 @@ static int check_scalar_out(rumus_ctx *ctx, const char *op, const char *name,
   return RUMUS_OK;
 }
 
-/* ---- What every step shares ----------------------------------------------- */
+/* ---- What every step shares ---------------------------------------------- */
 
 static const char *type_name(rumus_dtype d) {
   return d == RUMUS_F16 ? "f16" : d == RUMUS_BF16 ? "bf16" : "f32";
