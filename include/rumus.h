@@ -330,7 +330,8 @@ typedef enum {
   RUMUS_F32 = 1,
   RUMUS_F16 = 2,  /* IEEE half storage: reserved, no op accepts it yet */
   RUMUS_BF16 = 3, /* bfloat16 storage: reserved, no op accepts it yet */
-  RUMUS_I32 = 4   /* class indices, token ids */
+  RUMUS_I32 = 4,  /* class indices, token ids */
+  RUMUS_I8 = 5    /* int8: the values of Q8 blocks (see Quantization) */
 } rumus_dtype;
 
 /*! rumus_dtype_size() : bytes of one element, 0 for an unknown type. */
@@ -408,9 +409,9 @@ RUMUS_API int rumus_tensor_download_f32(const rumus_tensor *t, float *dst,
 /*! rumus_tensor_fill() : enqueues t[i] = value for every element.  F16
  *  and BF16 tensors get value rounded as rumus_f32_to_f16() / _bf16() do.
  *  I32 tensors get value truncated toward zero, saturated to INT32_MIN /
- *  INT32_MAX below and above the int32 range (infinities included); NaN
- *  is refused.
- *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (NaN for an I32 tensor),
+ *  INT32_MAX below and above the int32 range (infinities included); I8
+ *  tensors likewise, saturated to -128 / 127; NaN is refused for both.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (NaN for an I32 or I8 tensor),
  *          RUMUS_EDTYPE (unknown type), RUMUS_ECL. */
 RUMUS_API int rumus_tensor_fill(rumus_tensor *t, float value);
 
@@ -747,6 +748,82 @@ RUMUS_API int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
 RUMUS_API int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads,
                                    size_t n, float max_norm,
                                    rumus_tensor *total_norm);
+
+/* ------------------------------------------------------------------------ */
+/* Quantization (Q8: int8 blocks with an F16 scale)                          */
+/* ------------------------------------------------------------------------ */
+/* A floating tensor x [..., K] is stored as q, an RUMUS_I8 tensor of x's
+ * shape, and scales, an RUMUS_F16 tensor [..., NB] with x's leading
+ * extents and NB = ceil(K / block_size): block b of a row holds its
+ * elements b * block_size .. min((b + 1) * block_size, K) - 1, the last
+ * block of a row short when block_size does not divide K.  block_size is
+ * 0 (meaning RUMUS_Q8_BLOCK, 32, ggml's Q8_0) or a power of two from 16
+ * to 256, the same for quantize, dequantize and matmul; the functions do
+ * not store it.  Per block, with amax the largest |x| of the block:
+ *   s = amax / 127 rounded once to F16 (to nearest even), then clamped to
+ *       [2^-24, 65504], the smallest and largest finite F16 above 0: a
+ *       block with 0 < amax <= 127 * 2^-25 gets 2^-24, one whose amax /
+ *       127 rounds to F16's infinity (65520 and up) gets 65504, and its
+ *       values beyond 127.5 * 65504 clamp to +-127; s = 1 when amax is 0;
+ *   q = x / s rounded half away from zero (2.5 -> 3, -2.5 -> -3), then
+ *       clamped to [-127, 127] (-128 is never written), where s is the
+ *       F16 value stored, so dequantization multiplies by the very scale
+ *       the values were divided by;
+ *   dequantized value x' = q * s, exact in float.
+ * Every rounding above is exact on every device (decided by exact
+ * products, not by the device's division).  A block that holds a NaN or
+ * an infinity cannot be represented: its scale is stored as NaN (F16
+ * 0x7E00) and its q as 0, so it dequantizes to NaN and every product
+ * that reads it is NaN.
+ * Error: in a block whose s is a normal F16 (amax >= 127 * 2^-14, about
+ * 0.0078), |x - x'| <= s / 2 <= (1 + 2^-11) amax / 254 for every
+ * element: rounding to F16 moves s by at most 2^-11 of itself, so amax /
+ * s <= 127.07 and the clamp to 127 costs less than the half step.  On
+ * Gaussian data the relative error ||x - x'|| / ||x|| is about s / (2
+ * sqrt(3)) over the data's scale: 0.53% with blocks of 32, from 0.47%
+ * (16) to 0.69% (256) (tests/check_quant.c). */
+#define RUMUS_Q8_BLOCK 32
+
+/*! rumus_quantize_q8() :
+ *  Quantizes x [..., K] (F32, F16 or BF16, ndim >= 1) into q (I8, x's
+ *  shape) and scales (F16, [..., ceil(K / block_size)]) as above, one
+ *  work-item per block.  No two of the tensors may share memory.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE (the shape
+ *          and the axis that differ), RUMUS_EINVAL (block_size, a tensor
+ *          of another context, overlap), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_quantize_q8(rumus_ctx *ctx, const rumus_tensor *x,
+                                rumus_tensor *q, rumus_tensor *scales,
+                                size_t block_size);
+
+/*! rumus_dequantize_q8() :
+ *  y = q * scale of its block, for q (I8, [..., K]) and scales (F16,
+ *  [..., ceil(K / block_size)]) into y of q's shape, F32 (exact), F16 or
+ *  BF16 (rounded once, to nearest even).  y must not share memory with q
+ *  or scales.  Errors as rumus_quantize_q8(). */
+RUMUS_API int rumus_dequantize_q8(rumus_ctx *ctx, const rumus_tensor *q,
+                                  const rumus_tensor *scales,
+                                  size_t block_size, rumus_tensor *y);
+
+/*! rumus_matmul_q8() :
+ *  C = A * B^T with B = dequantize(Bq, Bscales): the product of a linear
+ *  layer whose weight [N, K] is quantized by rows of K.  A is [..., K]
+ *  (F32, F16 or BF16; its leading extents are rows, M in all, so a batch
+ *  [batch, M, K] is one product), Bq is I8 [N, K], Bscales F16 [N,
+ *  ceil(K / block_size)], C is [..., N] with A's leading extents, F32 or
+ *  A's type.  B is dequantized in registers, never stored; products and
+ *  sums are float, in a fixed order (deterministic for a device and
+ *  variant), and a 16-bit C is rounded once.  With M <= 8 (the
+ *  matrix-vector products of inference) B is read once, all rows of A at
+ *  a time; larger M runs a tiled product.  K == 0 gives C = 0.  C must
+ *  not share memory with A, Bq or Bscales.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE (C neither F32 nor A's
+ *          type, Bq not I8, ...), RUMUS_ESHAPE (the shapes and the axis
+ *          that differ), RUMUS_EINVAL (block_size, a tensor of another
+ *          context, overlap), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_matmul_q8(rumus_ctx *ctx, const rumus_tensor *A,
+                              const rumus_tensor *Bq,
+                              const rumus_tensor *Bscales, size_t block_size,
+                              rumus_tensor *C);
 
 #ifdef __cplusplus
 }

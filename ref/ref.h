@@ -47,4 +47,24 @@ void ref_adam_step(double lr, double beta1, double beta2, double eps,
                    double weight_decay, int decoupled, long step, size_t n,
                    double *param, const double *grad, double *m, double *v);
 
+/* Q8 block quantization (rumus.h, "Quantization") of rows of k floats in
+ * blocks of bs: the F16 bits of a block's scale (0x7E00, NaN, for a block
+ * with NaN or an infinity), one value rounded, and whole tensors (q:
+ * rows x k, scales: rows x ceil(k / bs) F16 bits). */
+uint16_t ref_q8_scale(const float *x, size_t n);
+int8_t ref_q8_round(float x, double scale);
+void ref_quantize_q8(const float *x, size_t rows, size_t k, size_t bs,
+                     int8_t *q, uint16_t *scales);
+/* The value of F16 bits. */
+double ref_f16_value(uint16_t h);
+/* y = q * scale per element (rows x k). */
+void ref_dequantize_q8(const int8_t *q, const uint16_t *scales, size_t rows,
+                       size_t k, size_t bs, double *y);
+/* C[i, j] = sum_p A[i, p] B[j, p] with B = dequant(q, scales) of n rows of
+ * k (A: m x k, C: m x n), and, if abs_sum is not NULL, the sums of
+ * |A[i, p] B[j, p]| (for error bounds). */
+void ref_matmul_q8(const float *A, size_t m, size_t k, const int8_t *q,
+                   const uint16_t *scales, size_t n, size_t bs, double *C,
+                   double *abs_sum);
+
 #endif /* RUMUS_REF_H */

@@ -17,6 +17,8 @@ size_t rumus_dtype_size(rumus_dtype dtype) {
     case RUMUS_F16:
     case RUMUS_BF16:
       return 2;
+    case RUMUS_I8:
+      return 1;
   }
   return 0;
 }
@@ -217,14 +219,32 @@ static int fill_i32_value(rumus_tensor *t, float value, cl_int *v) {
   return RUMUS_OK;
 }
 
+/* The int8 of an I8 fill: value truncated toward zero, then saturated
+ * to [-128, 127]; NaN has no integer value. */
+static int fill_i8_value(rumus_tensor *t, float value, cl_char *v) {
+  RUMUS__FAIL_IF(isnan(value), t->ctx, RUMUS_EINVAL,
+                 "rumus_tensor_fill: NaN cannot fill an int8 tensor");
+  if (value >= 127.0f)
+    *v = 127;
+  else if (value <= -128.0f)
+    *v = -128;
+  else
+    *v = (cl_char)value;
+  return RUMUS_OK;
+}
+
 int rumus_tensor_fill(rumus_tensor *t, float value) {
   if (t == NULL) return RUMUS_ENULL;
   cl_int iv = 0;
+  cl_char cv = 0;
   uint16_t bits = 0;
   const void *pattern = &value;
   if (t->dtype == RUMUS_I32) {
     RUMUS__FORWARD(fill_i32_value(t, value, &iv));
     pattern = &iv;
+  } else if (t->dtype == RUMUS_I8) {
+    RUMUS__FORWARD(fill_i8_value(t, value, &cv));
+    pattern = &cv;
   } else if (t->dtype == RUMUS_F16 || t->dtype == RUMUS_BF16) {
     bits = t->dtype == RUMUS_F16 ? rumus_f32_to_f16(value)
                                  : rumus_f32_to_bf16(value);
@@ -305,6 +325,7 @@ static const char *dtype_name(rumus_dtype d) {
     case RUMUS_F16: return "f16";
     case RUMUS_BF16: return "bf16";
     case RUMUS_I32: return "i32";
+    case RUMUS_I8: return "i8";
   }
   return "unknown";
 }

@@ -71,6 +71,7 @@ int main(int argc, char **argv) {
     selfcheck_gemm(&in);
     selfcheck_elementwise(&in);
     selfcheck_optim(&in);
+    selfcheck_quant(&in);
   }
   rumus_ctx_free(in.ctx);
   printf("%s: %d failure%s\n", in.failures ? "FAILED" : "all kernels ok", in.failures,

@@ -1,0 +1,482 @@
+/*
+ * quant.cl - int8 block quantization (Q8) and the product with a quantized
+ * matrix (rumus.h, "Quantization").
+ *
+ * Format: a tensor x of rows of K floats is stored as q (int8, x's shape)
+ * and scales (F16 bits, rows x NB, NB = ceil(K / BS)); block b of row r is
+ * x[r, b BS .. min((b + 1) BS, K)), the last block of a row short.  BS is
+ * a power of two from 16 to 256, so every 16-element chunk of a row that
+ * starts at a multiple of 16 lies in one block (scale index k >> shift).
+ *
+ *   amax = max |x| over the block
+ *   s    = amax / 127 rounded once to F16 (to nearest even), then
+ *          clamped to [2^-24, 65504] (the smallest and largest finite F16
+ *          above 0); 1 when amax = 0; NaN (0x7E00) when the block holds a
+ *          NaN or an infinity, and then every q of the block is 0
+ *   q    = x / s rounded half away from zero, clamped to [-127, 127]
+ *   dequant: y = q s (exact in float: 8 by 11 significant bits)
+ *
+ * The rounding decisions are exact on any device, though OpenCL's float
+ * division may be off by a few ulp: the quotients give candidates, and
+ * exact float products decide.  For s: amax / 127 is truncated to F16
+ * bits h, then compared with 127 times the midpoints between h and its
+ * neighbours (an F16 midpoint has 12 significant bits, 127 has 7: the
+ * product is exact).  For q: |x| / s gives q0, then |x| is compared with
+ * (q0 +- 0.5) s (9 by 11 bits: exact), ties going up (away from zero).
+ *
+ * Matrix product: C[m, n] = sum_k A[m, k] B[n, k], B = dequant(q, scales)
+ * of N rows of K (a linear layer's weight [out, in]), A of M rows of K in
+ * the program's storage (RUMUS_STORAGE), C in Q8_CT; every sum is float,
+ * in a fixed order.  Kernels:
+ *   q8_quantize, q8_dequantize   one work-item per block (both variants):
+ *       16-element vectors, a pass for amax and one for q; work-item g
+ *       takes block g0 + g (launches in pieces).
+ *   q8_mv_<MB> (GPU, M <= MB, MB = 1, 2, 4, 8): B is read once.  A
+ *       work-group of WG work-items is WG / Q8_LPR row groups of Q8_LPR
+ *       lanes; a row group takes RPW rows of B, and lane l the 16-byte
+ *       chunks l, l + Q8_LPR, ... of each: it dequantizes them in
+ *       registers and adds their dot products with the M rows of A (from
+ *       the cache) into M x RPW sums; the lanes' sums go through local
+ *       memory and one work-item per output adds them in lane order.
+ *   q8_tiled (GPU, M > 8): 64 x 64 tiles of C, 16 x 16 work-items of 4 x 4
+ *       outputs; K in steps of 16: the work-group copies 64 x 16 of A and
+ *       64 x 16 of B, dequantized on the way, into local memory (k-major),
+ *       the next step's values wait in registers meanwhile.
+ *   q8_rows_<MR> (CPU): work-item (i, j) computes rows i MR .. of C at
+ *       columns j NR ..: per 16-element chunk of K it dequantizes NR
+ *       chunks of B into float16 registers and adds their products with
+ *       MR chunks of A into MR x NR float16 accumulators; no barriers.
+ *       M <= 8 takes the MR that holds every row (B read once), larger M
+ *       MR = 4.
+ * K's last chunk (K % 16 elements) is read element by element, zeros
+ * after the end.  Rows of B past N read row N - 1 (never stored), so the
+ * inner loops carry no row test.  C's rows are ldc apart: the host
+ * launches B in pieces of rows (its offsets and C's advanced), so a
+ * launch's N may be less than C's row.
+ */
+
+#ifndef Q8_CT
+#define Q8_CT F32 /* storage of C: F32, F16, BF16 */
+#endif
+#ifndef Q8_GPU
+#define Q8_GPU 0 /* 1: the GPU variant's kernels, 0: the CPU variant's */
+#endif
+#ifndef Q8_LPR
+#define Q8_LPR 32 /* lanes per row group of q8_mv_<MB> (divides WG) */
+#endif
+#define Q8_MVG (WG / Q8_LPR) /* row groups per work-group of q8_mv */
+
+#define Q8_INLINE inline __attribute__((always_inline))
+/* Loops over register arrays of constant size, unrolled so that the
+ * arrays stay in registers.  (Loops bounded by the bodies' MB, RPW, MR
+ * and NR are unrolled by the compilers once the bodies are inlined into
+ * the thin kernels; a pragma there fails on the copy PoCL also compiles
+ * on its own, since it builds with -Dinline=.) */
+#define Q8_UNROLL _Pragma("unroll")
+
+typedef RUMUS_TYPE(Q8_CT) ct_t;
+#define STORE_C(v, p, i) RUMUS_STORE(Q8_CT, v, p, i)
+
+/* 16 consecutive elements of the main storage at p + i (element
+ * alignment).  F16 is read as four vload_half4: PoCL 3.1 reads wider
+ * vload_half with an instruction that needs 16-byte alignment
+ * (elementwise.cl, EW_LD8_F16). */
+#define Q8_LD16_F32(p, i) RUMUS_LOADN(F32, 16, p, i)
+#define Q8_LD16_BF16(p, i) RUMUS_LOADN(BF16, 16, p, i)
+#define Q8_LD16_F16(p, i)                                                    \
+  (float16)(vload_half4(0, (p) + (i)), vload_half4(0, (p) + (i) + 4),        \
+            vload_half4(0, (p) + (i) + 8), vload_half4(0, (p) + (i) + 12))
+#define Q8_LOAD16(p, i) RUMUS_CAT(Q8_LD16_, RUMUS_STORAGE)(p, i)
+#define Q8_ST16_F32(v, p, i) RUMUS_STOREN(F32, 16, v, p, i)
+#define Q8_ST16_BF16(v, p, i) RUMUS_STOREN(BF16, 16, v, p, i)
+#define Q8_ST16_F16(v, p, i)                                                 \
+  do {                                                                       \
+    const float16 q8_v_ = (v);                                               \
+    vstore_half4_rte(q8_v_.s0123, 0, (p) + (i));                             \
+    vstore_half4_rte(q8_v_.s4567, 0, (p) + (i) + 4);                         \
+    vstore_half4_rte(q8_v_.s89ab, 0, (p) + (i) + 8);                         \
+    vstore_half4_rte(q8_v_.scdef, 0, (p) + (i) + 12);                        \
+  } while (0)
+#define Q8_STORE16(v, p, i) RUMUS_CAT(Q8_ST16_, RUMUS_STORAGE)(v, p, i)
+
+/* 16 and 4 int8 of q at p + i: typed loads where the host found every
+ * row 16-byte aligned (RUMUS_ALIGN4 on the GPU variant), else vloads. */
+#if RUMUS_ALIGN4
+#define Q8_LOADQ16(p, i) (*(global const char16 *)((p) + (i)))
+#define Q8_LOADQ4(p, i) (*(global const char4 *)((p) + (i)))
+#else
+#define Q8_LOADQ16(p, i) vload16(0, (p) + (i))
+#define Q8_LOADQ4(p, i) vload4(0, (p) + (i))
+#endif
+
+/* Sums in a fixed order. */
+Q8_INLINE float q8_hsum16(float16 v) { return rumus_hsum8(v.lo + v.hi); }
+Q8_INLINE float q8_dot16(float16 a, float16 b) {
+  float4 s = a.s0123 * b.s0123;
+  s = fma(a.s4567, b.s4567, s);
+  s = fma(a.s89ab, b.s89ab, s);
+  s = fma(a.scdef, b.scdef, s);
+  return rumus_hsum4(s);
+}
+
+/* The last n < 16 elements of a row from p, zeros after them. */
+Q8_INLINE float16 q8_tail_x(global const real_t *p, size_t n) {
+  float e[16];
+  for (int j = 0; j < 16; j++) e[j] = (size_t)j < n ? LOAD(p, j) : 0.0f;
+  return vload16(0, e);
+}
+Q8_INLINE float16 q8_tail_q(global const char *p, size_t n) {
+  float e[16];
+  for (int j = 0; j < 16; j++) e[j] = (size_t)j < n ? (float)p[j] : 0.0f;
+  return vload16(0, e);
+}
+
+/* ---- Scales and rounding ------------------------------------------------ */
+
+/* The value of finite F16 bits h >= 0. */
+Q8_INLINE float q8_h2f(uint h) {
+  const uint e = h >> 10, m = h & 0x3FFu;
+  return e ? as_float(((e + 112u) << 23) | (m << 13)) : (float)m * 0x1p-24f;
+}
+
+/* t >= 0 truncated to F16 bits, at most 0x7BFF (65504). */
+Q8_INLINE uint q8_f2h_trunc(float t) {
+  if (t >= 65504.0f) return 0x7BFFu;
+  if (t >= 0x1p-14f) return (as_uint(t) - 0x38000000u) >> 13;
+  return (uint)(t * 0x1p24f);
+}
+
+/* The F16 bits of a block's scale from its amax (bad: a NaN or an
+ * infinity in the block).  The candidate h from the approximate quotient
+ * is within one of the answer; the midpoints decide, ties to even. */
+Q8_INLINE ushort q8_scale_bits(float amax, int bad) {
+  if (bad) return (ushort)0x7E00u;
+  if (amax == 0.0f) return (ushort)0x3C00u;
+  uint h = q8_f2h_trunc(amax / 127.0f);
+  if (h < 0x7BFFu) {
+    const float up = 127.0f * (0.5f * (q8_h2f(h) + q8_h2f(h + 1u)));
+    if (amax > up || (amax == up && (h & 1u))) h++;
+  }
+  if (h > 0u) {
+    const float dn = 127.0f * (0.5f * (q8_h2f(h - 1u) + q8_h2f(h)));
+    if (amax < dn || (amax == dn && (h & 1u))) h--;
+  }
+  return (ushort)max(h, 1u);
+}
+
+/* x / s rounded half away from zero and clamped to [-127, 127], for finite
+ * x and a finite scale s > 0. */
+Q8_INLINE float16 q8_round16(float16 x, float s) {
+  const float16 a = fabs(x);
+  float16 q = fmin(floor(a / s + 0.5f), 127.0f);
+  q = select(q, q + 1.0f, (q < 127.0f) & (a >= (q + 0.5f) * s));
+  q = select(q, q - 1.0f, (q > 0.0f) & (a < (q - 0.5f) * s));
+  return copysign(q, x);
+}
+
+/* ---- Quantize and dequantize -------------------------------------------- */
+
+/* Block g of rows x nb: its row's pointers advanced to the block, its
+ * length. */
+#define Q8_BLOCK(g)                                                          \
+  const size_t r = (g) / (size_t)nb, b = (g) % (size_t)nb;                   \
+  const size_t k0 = b * (size_t)bs;                                          \
+  const size_t len = min((size_t)bs, (size_t)K - k0);                        \
+  const size_t full = len / 16
+
+__kernel void q8_quantize(global const real_t *x, ulong x_off,
+                          global char *q, ulong q_off, global ushort *sc,
+                          ulong sc_off, ulong rows, ulong K, ulong nb,
+                          ulong bs, ulong g0) {
+  const size_t g = (size_t)g0 + get_global_id(0);
+  if (g >= (size_t)rows * (size_t)nb) return;
+  Q8_BLOCK(g);
+  global const real_t *xb = x + (size_t)x_off + r * (size_t)K + k0;
+  global char *qb = q + (size_t)q_off + r * (size_t)K + k0;
+
+  float16 m16 = 0.0f;
+  int16 bad = 0;
+  for (size_t c = 0; c < full; c++) {
+    const float16 v = Q8_LOAD16(xb, c * 16);
+    m16 = fmax(m16, fabs(v));
+    bad |= isnan(v) | isinf(v);
+  }
+  const size_t rest = len % 16;
+  if (rest) {
+    const float16 v = q8_tail_x(xb + full * 16, rest);
+    m16 = fmax(m16, fabs(v));
+    bad |= isnan(v) | isinf(v);
+  }
+  const float amax = rumus_hmax8(fmax(m16.lo, m16.hi));
+  const ushort h = q8_scale_bits(amax, any(bad));
+  sc[(size_t)sc_off + g] = h;
+  if (h == 0x7E00u) { /* a block that cannot be represented */
+    for (size_t j = 0; j < len; j++) qb[j] = 0;
+    return;
+  }
+  const float s = q8_h2f(h);
+  for (size_t c = 0; c < full; c++)
+    vstore16(convert_char16(q8_round16(Q8_LOAD16(xb, c * 16), s)), 0,
+             qb + c * 16);
+  if (rest) {
+    char e[16];
+    vstore16(convert_char16(q8_round16(q8_tail_x(xb + full * 16, rest), s)),
+             0, e);
+    for (size_t j = 0; j < rest; j++) qb[full * 16 + j] = e[j];
+  }
+}
+
+__kernel void q8_dequantize(global const char *q, ulong q_off,
+                            global const half *sc, ulong sc_off,
+                            global real_t *y, ulong y_off, ulong rows,
+                            ulong K, ulong nb, ulong bs, ulong g0) {
+  const size_t g = (size_t)g0 + get_global_id(0);
+  if (g >= (size_t)rows * (size_t)nb) return;
+  Q8_BLOCK(g);
+  global const char *qb = q + (size_t)q_off + r * (size_t)K + k0;
+  global real_t *yb = y + (size_t)y_off + r * (size_t)K + k0;
+  const float s = vload_half((size_t)sc_off + g, sc);
+  for (size_t c = 0; c < full; c++)
+    Q8_STORE16(convert_float16(vload16(0, qb + c * 16)) * s, yb, c * 16);
+  for (size_t j = full * 16; j < len; j++) STORE((float)qb[j] * s, yb, j);
+}
+
+#if Q8_GPU
+/* ---- GPU: matrix-vector products, M <= MB -------------------------------- */
+
+/* One lane's products over the 16 elements of chunk k (tail: n < 16
+ * elements) of RPW rows of B from row n0 with the M rows of A. */
+#define Q8_MV_CHUNK(LOADB, LOADA)                                            \
+  do {                                                                       \
+    float16 bv[4]; /* RPW of them */                                         \
+    float s[4];                                                              \
+    for (int j = 0; j < RPW; j++) {                                \
+      const size_t n = min(n0 + (size_t)j, N - 1);                           \
+      bv[j] = LOADB(q + n * K + k);                                          \
+      s[j] = vload_half(n * nb + (k >> shift), sc);                          \
+    }                                                                        \
+    for (int i = 0; i < MB; i++) {                                 \
+      if ((size_t)i < M) {                                                   \
+        const float16 av = LOADA(A + (size_t)i * K + k);                     \
+        for (int j = 0; j < RPW; j++)                              \
+          acc[i][j] = fma(q8_dot16(av, bv[j]), s[j], acc[i][j]);             \
+      }                                                                      \
+    }                                                                        \
+  } while (0)
+
+#define Q8_QFULL(p) convert_float16(Q8_LOADQ16(p, 0))
+#define Q8_QTAIL(p) q8_tail_q(p, K - k)
+#if RUMUS_ALIGN4
+#define Q8_AFULL(p)                                                          \
+  (float16)(LOAD4(p, 0), LOAD4(p, 4), LOAD4(p, 8), LOAD4(p, 12))
+#else
+#define Q8_AFULL(p) Q8_LOAD16(p, 0)
+#endif
+#define Q8_ATAIL(p) q8_tail_x(p, K - k)
+
+Q8_INLINE void q8_mv_body(const int MB, const int RPW,
+                          global const real_t *A, global const char *q,
+                          global const half *sc, global ct_t *C, size_t M,
+                          size_t N, size_t K, size_t ldc, size_t nb,
+                          uint shift, local float *red) {
+  const size_t lid = get_local_id(0), lane = lid % Q8_LPR;
+  const size_t n0 = (get_group_id(0) * Q8_MVG + lid / Q8_LPR) * RPW;
+  float acc[8][4];
+  for (int i = 0; i < MB; i++)
+    for (int j = 0; j < RPW; j++) acc[i][j] = 0.0f;
+  const size_t full = K / 16;
+  for (size_t c = lane; c < full; c += Q8_LPR) {
+    const size_t k = c * 16;
+    Q8_MV_CHUNK(Q8_QFULL, Q8_AFULL);
+  }
+  if (K % 16 && lane == full % Q8_LPR) { /* the lane whose turn it is */
+    const size_t k = full * 16;
+    Q8_MV_CHUNK(Q8_QTAIL, Q8_ATAIL);
+  }
+  /* The lanes' sums, then one work-item per output adds them in order. */
+  for (int i = 0; i < MB; i++)
+    for (int j = 0; j < RPW; j++)
+      red[(i * RPW + j) * WG + lid] = acc[i][j];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < (size_t)(Q8_MVG * MB * RPW)) {
+    const size_t grp = lid / (MB * RPW), o = lid % (MB * RPW);
+    const size_t i = o / RPW, n = (get_group_id(0) * Q8_MVG + grp) * RPW +
+                                  o % RPW;
+    local const float *p = red + o * WG + grp * Q8_LPR;
+    float sum = 0.0f;
+    for (int l = 0; l < Q8_LPR; l++) sum += p[l];
+    if (i < M && n < N) STORE_C(sum, C, i * ldc + n);
+  }
+}
+
+/* Rows of B per row group: four for one or two rows of A (more 16-byte
+ * loads in flight), two for four or eight (registers). */
+#define Q8_MV_KERNEL(MB, RPW)                                                \
+  __kernel RUMUS_WG_ATTR void q8_mv_##MB(                                    \
+      global const real_t *A, ulong a_off, global const char *q,             \
+      ulong q_off, global const half *sc, ulong sc_off, global ct_t *C,      \
+      ulong c_off, ulong M, ulong N, ulong K, ulong ldc, ulong nb,           \
+      uint shift) {                                                          \
+    local float red[MB * RPW * WG];                                          \
+    q8_mv_body(MB, RPW, A + (size_t)a_off, q + (size_t)q_off,                \
+               sc + (size_t)sc_off, C + (size_t)c_off, M, N, K, ldc, nb,     \
+               shift, red);                                                  \
+  }
+Q8_MV_KERNEL(1, 4)
+Q8_MV_KERNEL(2, 4)
+Q8_MV_KERNEL(4, 2)
+Q8_MV_KERNEL(8, 2)
+
+/* ---- GPU: tiled product, M > 8 ------------------------------------------- */
+
+#define Q8_TS 64 /* rows and columns of C per work-group */
+#define Q8_TK 16 /* depth of the slices in local memory */
+#define Q8_LP (Q8_TS + 4) /* pitch of a local slice's rows, in floats */
+
+/* Four elements of row m of A from column k (0 outside M x K). */
+Q8_INLINE float4 q8_tile_a(global const real_t *A, size_t M, size_t K,
+                           size_t m, size_t k) {
+  if (m >= M) return 0.0f;
+  global const real_t *p = A + m * K;
+  if (k + 4 <= K) return LOAD4(p, k);
+  float4 v = 0.0f;
+  if (k < K) v.x = LOAD(p, k);
+  if (k + 1 < K) v.y = LOAD(p, k + 1);
+  if (k + 2 < K) v.z = LOAD(p, k + 2);
+  return v;
+}
+
+/* Four dequantized elements of row n of B from column k (one block). */
+Q8_INLINE float4 q8_tile_b(global const char *q, global const half *sc,
+                           size_t N, size_t K, size_t nb, uint shift,
+                           size_t n, size_t k) {
+  if (n >= N || k >= K) return 0.0f;
+  global const char *p = q + n * K;
+  const float s = vload_half(n * nb + (k >> shift), sc);
+  if (k + 4 <= K) return convert_float4(Q8_LOADQ4(p, k)) * s;
+  float4 v = 0.0f;
+  v.x = (float)p[k] * s;
+  if (k + 1 < K) v.y = (float)p[k + 1] * s;
+  if (k + 2 < K) v.z = (float)p[k + 2] * s;
+  return v;
+}
+
+__kernel RUMUS_REQD_WG(16, 16, 1) void q8_tiled(
+    global const real_t *A, ulong a_off, global const char *q, ulong q_off,
+    global const half *sc, ulong sc_off, global ct_t *C, ulong c_off,
+    ulong M, ulong N, ulong K, ulong ldc, ulong nb, uint shift) {
+  local float4 as4[Q8_TK * Q8_LP / 4], bs4[Q8_TK * Q8_LP / 4];
+  local float *As = (local float *)as4, *Bs = (local float *)bs4;
+  A += (size_t)a_off;
+  q += (size_t)q_off;
+  sc += (size_t)sc_off;
+  C += (size_t)c_off;
+  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const int tid = ty * 16 + tx, lr = tid / 4, lk = (tid % 4) * 4;
+  const size_t m0 = get_group_id(1) * (size_t)Q8_TS;
+  const size_t n0 = get_group_id(0) * (size_t)Q8_TS;
+  float acc[4][4];
+  Q8_UNROLL for (int i = 0; i < 4; i++)
+    Q8_UNROLL for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+  float4 ra = q8_tile_a(A, M, K, m0 + lr, lk);
+  float4 rb = q8_tile_b(q, sc, N, K, nb, shift, n0 + lr, lk);
+  const size_t steps = ((size_t)K + Q8_TK - 1) / Q8_TK;
+  for (size_t t = 0; t < steps; t++) {
+    const float ea[4] = {ra.x, ra.y, ra.z, ra.w};
+    const float eb[4] = {rb.x, rb.y, rb.z, rb.w};
+    Q8_UNROLL for (int j = 0; j < 4; j++) {
+      As[(lk + j) * Q8_LP + lr] = ea[j];
+      Bs[(lk + j) * Q8_LP + lr] = eb[j];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t + 1 < steps) { /* the next slice travels during the products */
+      const size_t k = (t + 1) * Q8_TK + (size_t)lk;
+      ra = q8_tile_a(A, M, K, m0 + lr, k);
+      rb = q8_tile_b(q, sc, N, K, nb, shift, n0 + lr, k);
+    }
+    Q8_UNROLL for (int k = 0; k < Q8_TK; k++) {
+      const float4 a = *(local const float4 *)(As + k * Q8_LP + ty * 4);
+      const float4 b = *(local const float4 *)(Bs + k * Q8_LP + tx * 4);
+      const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+      Q8_UNROLL for (int i = 0; i < 4; i++)
+        Q8_UNROLL for (int j = 0; j < 4; j++)
+          acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  Q8_UNROLL for (int i = 0; i < 4; i++) {
+    const size_t m = m0 + (size_t)(ty * 4 + i);
+    Q8_UNROLL for (int j = 0; j < 4; j++) {
+      const size_t n = n0 + (size_t)(tx * 4 + j);
+      if (m < M && n < N) STORE_C(acc[i][j], C, m * (size_t)ldc + n);
+    }
+  }
+}
+
+#else
+/* ---- CPU: register-blocked rows ----------------------------------------- */
+
+/* NR dequantized chunks of B (rows n0 .., the last row repeated past N)
+ * times MR chunks of A, into the accumulators. */
+#define Q8_ROWS_CHUNK(LOADB, LOADA)                                          \
+  do {                                                                       \
+    float16 bv[8]; /* NR of them */                                          \
+    for (int j = 0; j < NR; j++) {                                 \
+      const size_t n = min(n0 + (size_t)j, N - 1);                           \
+      bv[j] = LOADB(q + n * K + k) * vload_half(n * nb + (k >> shift), sc);  \
+    }                                                                        \
+    for (int i = 0; i < MR; i++) {                                 \
+      if (m0 + (size_t)i < M) {                                              \
+        const float16 av = LOADA(A + (m0 + (size_t)i) * K + k);              \
+        for (int j = 0; j < NR; j++)                               \
+          acc[i][j] = fma(av, bv[j], acc[i][j]);                             \
+      }                                                                      \
+    }                                                                        \
+  } while (0)
+
+#define Q8_QFULL(p) convert_float16(vload16(0, p))
+#define Q8_QTAIL(p) q8_tail_q(p, K - k)
+#define Q8_AFULL(p) Q8_LOAD16(p, 0)
+#define Q8_ATAIL(p) q8_tail_x(p, K - k)
+
+Q8_INLINE void q8_rows_body(const int MR, const int NR,
+                            global const real_t *A, global const char *q,
+                            global const half *sc, global ct_t *C, size_t M,
+                            size_t N, size_t K, size_t ldc, size_t nb,
+                            uint shift) {
+  const size_t m0 = get_global_id(0) * MR, n0 = get_global_id(1) * NR;
+  if (m0 >= M || n0 >= N) return;
+  float16 acc[8][8];
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < NR; j++) acc[i][j] = 0.0f;
+  const size_t full = K / 16;
+  for (size_t c = 0; c < full; c++) {
+    const size_t k = c * 16;
+    Q8_ROWS_CHUNK(Q8_QFULL, Q8_AFULL);
+  }
+  if (K % 16) {
+    const size_t k = full * 16;
+    Q8_ROWS_CHUNK(Q8_QTAIL, Q8_ATAIL);
+  }
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < NR; j++)
+      if (m0 + i < M && n0 + j < N)
+        STORE_C(q8_hsum16(acc[i][j]), C, (m0 + i) * ldc + n0 + j);
+}
+
+/* MR x NR: 8 or 16 float16 accumulators (AVX-512 has 32 registers). */
+#define Q8_ROWS_KERNEL(MR, NR)                                               \
+  __kernel void q8_rows_##MR(                                                \
+      global const real_t *A, ulong a_off, global const char *q,             \
+      ulong q_off, global const half *sc, ulong sc_off, global ct_t *C,      \
+      ulong c_off, ulong M, ulong N, ulong K, ulong ldc, ulong nb,           \
+      uint shift) {                                                          \
+    q8_rows_body(MR, NR, A + (size_t)a_off, q + (size_t)q_off,               \
+                 sc + (size_t)sc_off, C + (size_t)c_off, M, N, K, ldc, nb,   \
+                 shift);                                                     \
+  }
+Q8_ROWS_KERNEL(1, 8)
+Q8_ROWS_KERNEL(2, 4)
+Q8_ROWS_KERNEL(4, 4)
+Q8_ROWS_KERNEL(8, 2)
+#endif
