@@ -1,7 +1,11 @@
 /*
  * elementwise.cl - bias add, bias gradient, element-wise arithmetic and
  * activations (forward and backward).  Every tensor arrives as (buffer,
- * ulong element offset); index math is size_t.
+ * ulong element offset); index math is size_t.  The tensors of a call share
+ * the program's storage (RUMUS_STORAGE: F32, F16 or BF16), read and written
+ * through LOAD / STORE with float arithmetic; the one exception is the bias
+ * gradient's dbias, which may also be F32 for 16-bit dy (the *_f32
+ * entries).  Conversions between storage types are in cast.cl.
  *
  *   add / sub / mul   out[i] = a[i] + b[i], a[i] - b[i], a[i] * b[i]
  *   scale             out[i] = alpha * x[i]
@@ -63,9 +67,9 @@
  * PoCL compiles only the entries actually launched.
  *
  * bias_grad variants (rows are cut into chunks of `rc` rows; with more than
- * one chunk each chunk writes a partial row part[chunk, F] and the chunks
- * of each column are summed in chunk order, so the result is the same on
- * every run):
+ * one chunk each chunk writes a partial row part[chunk, F] of floats, for
+ * every storage, and the chunks of each column are summed in chunk order,
+ * so the result is the same on every run):
  *   bias_grad_wg   GPU: a work-group of WG work-items covers 4 BG_TC
  *                  columns (a float4 each) x (WG / BG_TC) row lanes of one
  *                  chunk; lane t sums rows t, t + WG/BG_TC, ... (coalesced
@@ -110,11 +114,44 @@
 
 #define EW_SPAN (EW_VW * EW_NV) /* elements per work-item */
 
+/* 8 consecutive elements of the program's storage (element alignment), as
+ * LOAD8 / STORE8 but for two PoCL 3.1 (x86) problems with 16-bit types:
+ *  - F16: it reads vload_half8's 16 bytes with one 16-byte-aligned
+ *    instruction (vmovdqa) whenever it cannot fold the load into the
+ *    conversion (as when the value feeds a select, in ReLU), which faults
+ *    at any address that is not a multiple of 16 bytes; two vload_half4
+ *    (8-byte accesses, which x86 makes at any address) give the same
+ *    values, and the stores are split the same way;
+ *  - BF16: it turns vstore8 of a ushort8 into eight 2-byte stores; a store
+ *    through a packed struct, which the compiler knows to be unaligned, is
+ *    one instruction (vmovdqu): BF16 scale and add ran 3-5x faster on the
+ *    CI machine. */
+typedef struct __attribute__((packed, aligned(2))) {
+  ushort8 bits;
+} ew_packed_u16x8;
+#define EW_LD8_F32(p, i) RUMUS_LDN_F32(8, p, i)
+#define EW_LD8_BF16(p, i) RUMUS_LDN_BF16(8, p, i)
+#define EW_LD8_F16(p, i)                                                      \
+  (float8)(vload_half4(0, (p) + (i)), vload_half4(0, (p) + (i) + 4))
+#define EW_ST8_F32(v, p, i) RUMUS_STN_F32(8, v, p, i)
+#define EW_ST8_BF16(v, p, i)                                                  \
+  (((global ew_packed_u16x8 *)((p) + (i)))->bits = rumus_f_to_bf168(v))
+#define EW_ST8_F16(v, p, i)                                                   \
+  do {                                                                        \
+    const float8 ew_v8_ = (v);                                                \
+    vstore_half4_rte(ew_v8_.lo, 0, (p) + (i));                                \
+    vstore_half4_rte(ew_v8_.hi, 0, (p) + (i) + 4);                            \
+  } while (0)
+#define EW_LOAD8_T(T, p, i) RUMUS_CAT(EW_LD8_, T)(p, i)
+#define EW_STORE8_T(T, v, p, i) RUMUS_CAT(EW_ST8_, T)(v, p, i)
+#define EW_LOAD8(p, i) EW_LOAD8_T(RUMUS_STORAGE, p, i)
+#define EW_STORE8(v, p, i) EW_STORE8_T(RUMUS_STORAGE, v, p, i)
+
 #if EW_VW == 8
 typedef float8 vec_t;
 typedef int8 ivec_t;
-#define VLOAD(p, i) LOAD8(p, i)
-#define VSTORE(v, p, i) STORE8(v, p, i)
+#define VLOAD(p, i) EW_LOAD8(p, i)
+#define VSTORE(v, p, i) EW_STORE8(v, p, i)
 #define VLOAD_PRIV(a) vload8(0, a)
 #define VSTORE_PRIV(v, a) vstore8(v, 0, a)
 #define AS_VEC(v) as_float8(v)
@@ -429,6 +466,29 @@ __kernel void bias_add(global real_t *y, ulong y_off, global const real_t *bias,
 
 /* ---- Bias gradient ------------------------------------------------------ */
 
+/* The dbias entries come in two kinds, picked by name: `bias_grad_*`
+ * store into the program's storage (dbias of dy's type) and
+ * `bias_grad_*_f32` into float (dbias of F32 for 16-bit dy: gradients summed
+ * into float master gradients; also the partial rows).  Sums and partial
+ * rows are float for every storage.  With F32 storage the two are the same
+ * code. */
+#if RUMUS_ALIGN4
+#define BG_STORE4(T, v, p, i) RUMUS_STOREA(T, 4, v, p, i)
+#else
+#define BG_STORE4(T, v, p, i) RUMUS_STOREN(T, 4, v, p, i)
+#endif
+/* The lanes of v that lie inside n elements from column c0, in tag T. */
+#define BG_STORE4_PART(T, v, p, c0, n)                                        \
+  do {                                                                        \
+    if ((c0) + 4 <= (n)) {                                                    \
+      BG_STORE4(T, v, p, c0);                                                 \
+    } else {                                                                  \
+      RUMUS_STORE(T, (v).x, p, c0);                                           \
+      if ((c0) + 1 < (n)) RUMUS_STORE(T, (v).y, p, (c0) + 1);                 \
+      if ((c0) + 2 < (n)) RUMUS_STORE(T, (v).z, p, (c0) + 2);                 \
+    }                                                                         \
+  } while (0)
+
 /* Global (ceil(F / (4 BG_TC)) * WG, chunks), local (WG, 1).  Work-item
  * (tx, ty) sums columns 4 c .. 4 c + 3, c = group * BG_TC + tx, over rows
  * r0 + ty, r0 + ty + BG_TR, ... in two chains (loads in flight), then a
@@ -438,14 +498,13 @@ __kernel void bias_add(global real_t *y, ulong y_off, global const real_t *bias,
  * status word RUMUS_STATUS_SETS + block, rumus_last_group in common.cl)
  * folds them into db: lane ty adds chunks ty, ty + BG_TR, ... in order,
  * then the same tree over the lanes.  One launch; the order depends only
- * on the shape, so the bits are the same on every run. */
-__kernel RUMUS_WG_ATTR void bias_grad_wg(global const real_t *dy, ulong dy_off,
-                                         global real_t *db, ulong db_off,
-                                         global float *part, ulong rows,
-                                         ulong cols, ulong rc,
-                                         volatile global int *status) {
-  local float4 acc[WG];
-  local int last;
+ * on the shape, so the bits are the same on every run.
+ * bg_wg_sums is the whole but the store: 1 in the work-items that hold the
+ * sums of columns *c0 .. in *out. */
+EW_INLINE int bg_wg_sums(global const real_t *dy, global float *part,
+                         ulong rows, ulong cols, ulong rc,
+                         volatile global int *status, local float4 *acc,
+                         local int *last, float4 *out, size_t *c0_out) {
   const size_t lid = get_local_id(0);
   const size_t tx = lid % BG_TC, ty = lid / BG_TC;
   const size_t n = (size_t)cols;
@@ -454,7 +513,8 @@ __kernel RUMUS_WG_ATTR void bias_grad_wg(global const real_t *dy, ulong dy_off,
   const size_t r0 = chunk * (size_t)rc;
   const size_t r1 = min(r0 + (size_t)rc, (size_t)rows);
   float4 a = 0.0f, b = 0.0f;
-  global const real_t *p = dy + (size_t)dy_off + c0;
+  global const real_t *p = dy + c0;
+  *c0_out = c0;
   if (c0 + 4 <= n) {
     size_t r = r0 + ty;
     for (; r + BG_TR < r1; r += 2 * BG_TR) {
@@ -478,7 +538,6 @@ __kernel RUMUS_WG_ATTR void bias_grad_wg(global const real_t *dy, ulong dy_off,
     barrier(CLK_LOCAL_MEM_FENCE);                                           \
   }
   BG_LANE_TREE(a + b);
-  global real_t *dbp = db + (size_t)db_off;
   volatile global float *pv = part;
   if (nc > 1) {
     if (ty == 0 && c0 < n) {
@@ -490,7 +549,7 @@ __kernel RUMUS_WG_ATTR void bias_grad_wg(global const real_t *dy, ulong dy_off,
       if (c0 + 3 < n) o[3] = v.w;
     }
     volatile global int *ticket = status + RUMUS_STATUS_SETS + get_group_id(0);
-    if (!rumus_last_group(ticket, nc, &last)) return;
+    if (!rumus_last_group(ticket, nc, last)) return 0;
     /* acc was last read by the ty == 0 lanes, before the barrier inside
      * rumus_last_group. */
     a = 0.0f;
@@ -507,67 +566,100 @@ __kernel RUMUS_WG_ATTR void bias_grad_wg(global const real_t *dy, ulong dy_off,
     rumus_ticket_reset(ticket);
   }
 #undef BG_LANE_TREE
-  if (ty == 0 && c0 < n) {
-    const float4 v = acc[tx];
-    if (c0 + 4 <= n) {
-      STORE4(v, dbp, c0);
-    } else {
-      STORE(v.x, dbp, c0);
-      if (c0 + 1 < n) STORE(v.y, dbp, c0 + 1);
-      if (c0 + 2 < n) STORE(v.z, dbp, c0 + 2);
-    }
-  }
+  if (ty != 0 || c0 >= n) return 0;
+  *out = acc[tx];
+  return 1;
 }
+
+/* bias_grad_wg and bias_grad_wg_f32 (db in tag T). */
+#define BG_WG_KERNEL(name, T)                                                 \
+  __kernel RUMUS_WG_ATTR void name(                                           \
+      global const real_t *dy, ulong dy_off, global RUMUS_TYPE(T) *db,        \
+      ulong db_off, global float *part, ulong rows, ulong cols, ulong rc,     \
+      volatile global int *status) {                                          \
+    local float4 acc[WG];                                                     \
+    local int last;                                                           \
+    float4 v;                                                                 \
+    size_t c0;                                                                \
+    if (bg_wg_sums(dy + (size_t)dy_off, part, rows, cols, rc, status, acc,    \
+                   &last, &v, &c0))                                           \
+      BG_STORE4_PART(T, v, db + (size_t)db_off, c0, (size_t)cols);            \
+  }
+BG_WG_KERNEL(bias_grad_wg, RUMUS_STORAGE)
+BG_WG_KERNEL(bias_grad_wg_f32, F32)
 
 /* Global (ceil(F / BG_COLS), chunks): work-item (b, chunk) sums columns
  * [BG_COLS b, BG_COLS b + BG_COLS) of the chunk's rows into
  * out[chunk * cols + j], row by row (each row's block is read front to
  * back: a stream the prefetchers follow), into float8 accumulators and up
- * to 7 single ones for the last columns. */
-__kernel void bias_grad_row(global const real_t *dy, ulong dy_off,
-                            global real_t *out, ulong out_off, ulong rows,
-                            ulong cols, ulong rc) {
-  const size_t c0 = get_global_id(0) * BG_COLS;
-  const size_t chunk = get_global_id(1);
+ * to 7 single ones for the last columns.  bg_row_sums does the sums into
+ * a and t and returns the block's width (0: no work). */
+EW_INLINE size_t bg_row_sums(global const real_t *dy, ulong rows, ulong cols,
+                             ulong rc, size_t c0, size_t chunk, float8 *a,
+                             float *t) {
   const size_t n = (size_t)cols;
   const size_t r0 = chunk * (size_t)rc;
-  if (c0 >= n || r0 >= (size_t)rows) return;
+  if (c0 >= n || r0 >= (size_t)rows) return 0;
   const size_t r1 = min(r0 + (size_t)rc, (size_t)rows);
   const size_t w = min((size_t)BG_COLS, n - c0), g8 = w / 8, rest = w % 8;
-  global const real_t *p = dy + (size_t)dy_off + c0;
-  global real_t *o = out + (size_t)out_off + chunk * n + c0;
-  float8 a[BG_COLS / 8];
-  float t[8];
+  global const real_t *p = dy + c0;
   for (int k = 0; k < BG_COLS / 8; k++) a[k] = 0.0f;
   for (int k = 0; k < 8; k++) t[k] = 0.0f;
   for (size_t r = r0; r < r1; r++) {
     global const real_t *row = p + r * n;
-    for (size_t k = 0; k < g8; k++) a[k] += LOAD8(row, 8 * k);
+    for (size_t k = 0; k < g8; k++) a[k] += EW_LOAD8(row, 8 * k);
     for (size_t k = 0; k < rest; k++) t[k] += LOAD(row, 8 * g8 + k);
   }
-  for (size_t k = 0; k < g8; k++) STORE8(a[k], o, 8 * k);
-  for (size_t k = 0; k < rest; k++) STORE(t[k], o, 8 * g8 + k);
+  return w;
 }
 
+/* bias_grad_row (out in the storage: dbias) and bias_grad_row_f32 (out
+ * float: an F32 dbias or the partial rows). */
+#define BG_ROW_KERNEL(name, T)                                                \
+  __kernel void name(global const real_t *dy, ulong dy_off,                   \
+                     global RUMUS_TYPE(T) *out, ulong out_off, ulong rows,    \
+                     ulong cols, ulong rc) {                                  \
+    const size_t c0 = get_global_id(0) * BG_COLS;                             \
+    const size_t chunk = get_global_id(1);                                    \
+    float8 a[BG_COLS / 8];                                                    \
+    float t[8];                                                               \
+    const size_t w = bg_row_sums(dy + (size_t)dy_off, rows, cols, rc, c0,     \
+                                 chunk, a, t);                                \
+    const size_t g8 = w / 8, rest = w % 8;                                    \
+    global RUMUS_TYPE(T) *o =                                                 \
+        out + (size_t)out_off + chunk * (size_t)cols + c0;                    \
+    for (size_t k = 0; k < g8; k++) EW_STORE8_T(T, a[k], o, 8 * k);           \
+    for (size_t k = 0; k < rest; k++) RUMUS_STORE(T, t[k], o, 8 * g8 + k);    \
+  }
+BG_ROW_KERNEL(bias_grad_row, RUMUS_STORAGE)
+BG_ROW_KERNEL(bias_grad_row_f32, F32)
+
 /* Global F: db[j] = sum over chunks k of part[k * cols + j] (the fold of
- * bias_grad_row's partials). */
-__kernel RUMUS_REQD_WG(EW_LS, 1, 1)
-void bias_grad_fold(global const real_t *part, ulong chunks,
-                    global real_t *db, ulong db_off,
-                    ulong cols) {
-  const size_t j = get_global_id(0);
-  if (j >= (size_t)cols) return;
+ * bias_grad_row's float partials), stored in tag T. */
+EW_INLINE float bg_fold(global const float *part, size_t nc, size_t n,
+                        size_t j) {
   /* Four chains (chunks k = i mod 4), added in a fixed order: four loads
    * in flight. */
-  const size_t nc = (size_t)chunks, n = (size_t)cols;
   float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
   size_t k = 0;
   for (; k + 4 <= nc; k += 4) {
-    s0 += LOAD(part, k * n + j);
-    s1 += LOAD(part, (k + 1) * n + j);
-    s2 += LOAD(part, (k + 2) * n + j);
-    s3 += LOAD(part, (k + 3) * n + j);
+    s0 += part[k * n + j];
+    s1 += part[(k + 1) * n + j];
+    s2 += part[(k + 2) * n + j];
+    s3 += part[(k + 3) * n + j];
   }
-  for (; k < nc; k++) s0 += LOAD(part, k * n + j);
-  STORE((s0 + s1) + (s2 + s3), db + (size_t)db_off, j);
+  for (; k < nc; k++) s0 += part[k * n + j];
+  return (s0 + s1) + (s2 + s3);
 }
+
+#define BG_FOLD_KERNEL(name, T)                                               \
+  __kernel RUMUS_REQD_WG(EW_LS, 1, 1)                                         \
+  void name(global const float *part, ulong chunks,                           \
+            global RUMUS_TYPE(T) *db, ulong db_off, ulong cols) {             \
+    const size_t j = get_global_id(0);                                        \
+    if (j >= (size_t)cols) return;                                            \
+    RUMUS_STORE(T, bg_fold(part, (size_t)chunks, (size_t)cols, j),            \
+                db + (size_t)db_off, j);                                      \
+  }
+BG_FOLD_KERNEL(bias_grad_fold, RUMUS_STORAGE)
+BG_FOLD_KERNEL(bias_grad_fold_f32, F32)

@@ -574,21 +574,34 @@ RUMUS_API int rumus_gemm_ex(rumus_ctx *ctx, rumus_transpose ta,
 /* Bias, element-wise ops and activations                                    */
 /* ------------------------------------------------------------------------ */
 
+/* Storage types: every op of this section takes F32, F16 or BF16 tensors,
+ * all of one type in a call (RUMUS_EDTYPE otherwise), except that
+ * rumus_bias_grad's dbias may also be F32 for F16 or BF16 dy.  Arithmetic
+ * is float whatever the storage: 16-bit inputs are widened exactly, each
+ * result is rounded once to the output's type (nearest even), and the bias
+ * gradient's sums stay float until the one rounding of dbias.  An F16
+ * result of magnitude 65520 or more is stored as +-infinity (65504 is
+ * F16's largest value).  rumus_cache_fill() builds the F32 programs of
+ * these ops (and the one program of the casts): a 16-bit call builds its
+ * program at first use. */
+
 /*! rumus_bias_add() : y[r, j] += bias[j] for y of shape [..., F] and bias
- *  [F] (which must not share memory).  @return RUMUS_OK, RUMUS_ENULL,
- *  RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL (a tensor of another context,
- *  overlap), RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM (rumus_bias_grad's
- *  scratch buffer). */
+ *  [F] of y's type (which must not share memory).  @return RUMUS_OK,
+ *  RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL (a tensor of
+ *  another context, overlap), RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM
+ *  (rumus_bias_grad's scratch buffer). */
 RUMUS_API int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y,
                              const rumus_tensor *bias);
 /*! rumus_bias_grad() : dbias[j] = sum over rows r of dy[r, j] (for dy of
- *  shape [..., F]); deterministic.  Errors as rumus_bias_add(). */
+ *  shape [..., F]); deterministic.  dbias is of dy's type, or F32 (16-bit
+ *  gradients summed into float master gradients: the float sums are then
+ *  stored unrounded).  Errors as rumus_bias_add(). */
 RUMUS_API int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
                               rumus_tensor *dbias);
 
-/*! Element-wise ops on tensors of equal element count (out may alias an
- *  input): out = a + b, a - b, a * b; rumus_scale: out = alpha * x;
- *  rumus_axpy: y = alpha * x + y.
+/*! Element-wise ops on tensors of equal element count and one type (out
+ *  may alias an input): out = a + b, a - b, a * b; rumus_scale: out =
+ *  alpha * x; rumus_axpy: y = alpha * x + y.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL
  *  (a tensor of another context, partial overlap), RUMUS_EBUILD,
  *  RUMUS_ECL. */
@@ -612,20 +625,48 @@ typedef enum {
   RUMUS_ACT_GELU_ERF = 5   /* 0.5x(1 + erf(x / sqrt(2))) */
 } rumus_activation;
 
-/*! rumus_activation_fwd() : y = act(x) element-wise (y may alias x).
+/*! rumus_activation_fwd() : y = act(x) element-wise, x and y of one type
+ *  (y may alias x).
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (unknown act), RUMUS_EDTYPE,
  *          RUMUS_ESHAPE, RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_activation_fwd(rumus_ctx *ctx, rumus_activation act,
                                    float param, const rumus_tensor *x,
                                    rumus_tensor *y);
-/*! rumus_activation_bwd() : dx = dy * act'(x), from the forward input x
- *  (dx may alias dy or x).  Where x is NaN, dx is NaN for every
+/*! rumus_activation_bwd() : dx = dy * act'(x), from the forward input x,
+ *  x, dy and dx of one type (dx may alias dy or x).  Where x is NaN, dx is NaN for every
  *  activation; PyTorch's ReLU and leaky ReLU backward pass dy through
  *  there instead (NaN <= 0 is false in their threshold test).  Errors as
  *  rumus_activation_fwd(). */
 RUMUS_API int rumus_activation_bwd(rumus_ctx *ctx, rumus_activation act,
                                    float param, const rumus_tensor *x,
                                    const rumus_tensor *dy, rumus_tensor *dx);
+
+/* Casts */
+
+/*! rumus_cast() :
+ *  dst[i] = src[i] converted to dst's storage type, for tensors of equal
+ *  element count (their shapes may differ): between any two of F32, F16
+ *  and BF16, and from I32 to each of them; a cast to the same type is a
+ *  copy (of any type).  The results are the host conversions', bit for
+ *  bit: narrowing rounds to nearest even as rumus_f32_to_f16() and
+ *  rumus_f32_to_bf16() do (F16: +-infinity from 65520 up, its largest
+ *  finite value being 65504; subnormals below 2^-14, +-0 at 2^-25 and
+ *  below), widening is exact, and NaN stays a NaN (its sign and leading
+ *  payload bits kept, made quiet when narrowed).  F16 <-> BF16 goes through
+ *  float, which is exact, so it rounds once.  I32 -> F32 rounds integers
+ *  beyond 2^24 in magnitude to nearest even; I32 -> F16 and I32 -> BF16
+ *  convert to float first, so BF16 rounds twice for such integers (at most
+ *  one BF16 ulp from rounding the integer directly); F16 is not affected,
+ *  since every integer it holds finitely is exact in float.  dst may be the
+ *  same bytes as src only when the types match (a copy onto itself does
+ *  nothing); any other overlap is RUMUS_EINVAL.  One program holds every
+ *  pair of types, and rumus_cache_fill() builds it with the F32 programs.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE (dst not floating, or src
+ *          neither floating nor I32, unless both are of one type),
+ *          RUMUS_ESHAPE (element counts differ), RUMUS_EINVAL (a tensor of
+ *          another context, overlap), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_cast(rumus_ctx *ctx, const rumus_tensor *src,
+                         rumus_tensor *dst);
 
 /* ------------------------------------------------------------------------ */
 /* Optimizers (PyTorch's update rules, in place on the device)               */

@@ -1,11 +1,12 @@
 /*
  * check_elementwise.c - bias add / bias gradient, add, sub, mul, scale,
- * axpy and every activation (forward and backward) against float64
- * references, on both variants (the GPU and CPU settings of the flat
- * kernels, the work-group and row variants of bias_grad), over sizes that
- * are and are not multiples of the vector widths, more rows than one
- * launch covers, special inputs, finite differences, in-place calls,
- * borrowed buffers at odd offsets, guard bytes and bad input.
+ * axpy, every activation (forward and backward) and the casts between
+ * storage types against float64 references, on both variants (the GPU and
+ * CPU settings of the flat kernels, the work-group and row variants of
+ * bias_grad), over sizes that are and are not multiples of the vector
+ * widths, more rows than one launch covers, special inputs, finite
+ * differences, in-place calls, borrowed buffers at odd offsets, guard bytes
+ * and bad input; F16 and BF16 storage on a covering set of those shapes.
  *
  * Tolerances (`want` is the double result of the float inputs):
  *   add, sub, mul, scale, bias_add   1 ulp: |got - want| <= 2^-23 |want|
@@ -29,6 +30,22 @@
  *                                    float: 2^-24 |y + b +- h| |dy| per
  *                                    element and side, over the step
  * Infinities and NaN must match exactly (sign included).
+ *
+ * F16 and BF16 storage: `want` is the double result of the inputs rounded
+ * to the type (as the device holds them), and each bound above gains the
+ * rounding of the stored result (tests/tu_dtype.h):
+ *   F16    + 2^-11 |want| + 2^-25   (half an ulp of an 11-bit significand;
+ *                                    the absolute part for subnormals)
+ *   BF16   + 2^-8 |want|            (half an ulp of an 8-bit significand)
+ * A want beyond the type's range (F16: |want| >= 65520) must be the
+ * infinity of its sign.  bias_grad's F32 dbias of 16-bit dy keeps the F32
+ * bound (float sums, stored unrounded).  Finite differences stay F32-only:
+ * a step large enough to show through 16-bit rounding (2^-8 relative for
+ * BF16) would swamp the curvature of the activations, so 16-bit backwards
+ * are compared with the reference derivative only.
+ * Casts must give the host conversions' bits exactly (rumus_f32_to_f16
+ * and the others, NaN payloads included): every 16-bit pattern, ties,
+ * overflow, subnormals and NaNs of float, and integers.
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +53,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "tu_dtype.h"
 
 #define ULP 1.1920928955078125e-7 /* 2^-23 */
 
@@ -53,6 +71,36 @@ static const float SLOPE = 0.01f; /* the leaky ReLU parameter */
 
 static rumus_tensor *tensor_1d(rumus_ctx *ctx, size_t n, const float *data) {
   return tu_tensor(ctx, RUMUS_F32, 1, &n, data);
+}
+
+/* A 1-D tensor of dtype holding data (converted; NULL: uninitialised). */
+static rumus_tensor *typed_1d(rumus_ctx *ctx, rumus_dtype d, size_t n,
+                              const float *data) {
+  return tu_tensor_typed(ctx, d, 1, &n, data);
+}
+
+/* Results stored in d: want becomes the infinity that a value beyond d's
+ * range rounds to (F16 from 65520, BF16 and F32 from half an ulp past their
+ * largest finite value), and bound gains the rounding of the store. */
+static void store_bound(rumus_dtype d, double *want, double *bound,
+                        size_t n) {
+  const double lim = d == RUMUS_F16    ? 65520.0
+                     : d == RUMUS_BF16 ? 0x1.ff8p127
+                                       : 0x1.ffffffp127;
+  for (size_t i = 0; i < n; i++) {
+    if (fabs(want[i]) >= lim && !isinf(want[i]))
+      want[i] = copysign(INFINITY, want[i]);
+    bound[i] += tu_store_rtol(d) * fabs(want[i]) + tu_store_atol(d);
+  }
+}
+
+/* n floats in [lo, hi) rounded to d (malloc'ed). */
+static float *rand_typed(tu_rng *r, rumus_dtype d, size_t n, float lo,
+                         float hi) {
+  float *x = tu_malloc(n * sizeof *x);
+  tu_fill_uniform(r, x, n, lo, hi);
+  tu_round_to(d, x, n);
+  return x;
 }
 
 /* ---- Element-wise arithmetic ------------------------------------------- */
@@ -125,11 +173,14 @@ END_TEST
 
 static int act_exact(int act) { return act <= RUMUS_ACT_LEAKY_RELU; }
 
-/* Compares act's forward and backward on the device with the reference. */
-static void check_act(rumus_ctx *ctx, int act, const float *x, const float *dy, size_t n,
-                      const char *what) {
+/* Compares act's forward and backward on the device with the reference on
+ * both variants, on tensors tx (holding x), tdy (holding dy) and ty of
+ * type d (x and dy already rounded to d). */
+static void check_act_on(rumus_ctx *ctx, rumus_dtype d, int act,
+                         const rumus_tensor *tx, const rumus_tensor *tdy,
+                         rumus_tensor *ty, const float *x, const float *dy,
+                         size_t n, const char *what) {
   double *want = tu_malloc(n * sizeof *want), *bound = tu_malloc(n * sizeof *bound);
-  rumus_tensor *tx = tensor_1d(ctx, n, x), *tdy = tensor_1d(ctx, n, dy), *ty = tensor_1d(ctx, n, NULL);
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
     for (int bwd = 0; bwd < 2; bwd++) {
@@ -138,7 +189,7 @@ static void check_act(rumus_ctx *ctx, int act, const float *x, const float *dy, 
         TU_OK(ctx, rumus_activation_bwd(ctx, (rumus_activation)act, SLOPE, tx, tdy, ty));
       else
         TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, SLOPE, tx, ty));
-      float *got = tu_download(ctx, ty);
+      float *got = tu_download_f32(ctx, ty);
       for (size_t i = 0; i < n; i++) {
         want[i] = bwd ? (double)dy[i] * ref_activation_grad(act, SLOPE, x[i])
                       : ref_activation(act, SLOPE, x[i]);
@@ -146,8 +197,10 @@ static void check_act(rumus_ctx *ctx, int act, const float *x, const float *dy, 
         if (bwd && act == RUMUS_ACT_RELU && x[i] <= 0) want[i] = 0.0;
         bound[i] = act_exact(act) ? ULP * fabs(want[i]) : 1e-6 + 2e-6 * fabs(want[i]);
       }
+      store_bound(d, want, bound, n);
       char name[128];
-      snprintf(name, sizeof name, "%s_%s_%s_%s_%zu", ACT_NAMES[act], bwd ? "bwd" : "fwd", what,
+      snprintf(name, sizeof name, "%s_%s_%s_%s_%s_%zu", ACT_NAMES[act],
+               bwd ? "bwd" : "fwd", tu_dtype_name(d), what,
                tu_variant_name(tu_variants[v]), n);
       tu_check_bound(name, got, want, bound, n);
       free(got);
@@ -155,6 +208,14 @@ static void check_act(rumus_ctx *ctx, int act, const float *x, const float *dy, 
   }
   free(want);
   free(bound);
+}
+
+/* check_act_on with new tensors of type d. */
+static void check_act(rumus_ctx *ctx, rumus_dtype d, int act, const float *x,
+                      const float *dy, size_t n, const char *what) {
+  rumus_tensor *tx = typed_1d(ctx, d, n, x), *tdy = typed_1d(ctx, d, n, dy),
+               *ty = typed_1d(ctx, d, n, NULL);
+  check_act_on(ctx, d, act, tx, tdy, ty, x, dy, n, what);
   rumus_tensor_free(tx);
   rumus_tensor_free(tdy);
   rumus_tensor_free(ty);
@@ -174,7 +235,7 @@ START_TEST(activation_random) {
     float *x = tu_malloc(n * sizeof *x), *dy = tu_malloc(n * sizeof *dy);
     tu_fill_uniform(&r, x, n, -8, 8);
     tu_fill_uniform(&r, dy, n, -2, 2);
-    check_act(ctx, act, x, dy, n, "uniform");
+    check_act(ctx, RUMUS_F32, act, x, dy, n, "uniform");
     free(x);
     free(dy);
   }
@@ -183,22 +244,32 @@ START_TEST(activation_random) {
 END_TEST
 
 /* 0, +-1e-8, +-3, +-20, +-1e4, +-inf, NaN and a few more, repeated at
- * shifting positions so that each lands in vector lanes and in the tail. */
+ * shifting positions so that each lands in vector lanes and in the tail;
+ * NaN in dy at some positions.  Every storage type, the inputs rounded to
+ * it (for F16 1e20 and 3e38 become infinities, 1e-8 a subnormal, and
+ * +-65504 is its largest value). */
 START_TEST(activation_special_values) {
   static const float SPECIAL[] = {0.0f, -0.0f, 1e-8f, -1e-8f, 3.0f, -3.0f, 20.0f, -20.0f,
                                   1e4f, -1e4f, INFINITY, -INFINITY, NAN, 0.75f, -0.75f,
                                   1e-30f, 88.0f, -88.0f, 1e20f, -1e20f, 6.0f, -6.0f,
-                                  3e38f, -3e38f, 13.0f, -13.0f};
+                                  3e38f, -3e38f, 13.0f, -13.0f, 65504.0f, -65504.0f,
+                                  6e-8f, -1e-5f};
   enum { NS = sizeof SPECIAL / sizeof SPECIAL[0], N = 3 * NS + 5 };
-  float x[N], dy[N];
-  tu_rng r;
-  tu_rng_seed(&r, 5);
-  for (size_t i = 0; i < N; i++) {
-    x[i] = SPECIAL[(i * 7) % NS];
-    dy[i] = i % 3 ? tu_uniform(&r, -2, 2) : 1.0f;
-  }
   rumus_ctx *ctx = tu_ctx();
-  for (int act = 0; act < NACT; act++) check_act(ctx, act, x, dy, N, "special");
+  for (int t = 0; t < 3; t++) {
+    const rumus_dtype d = tu_dtypes[t];
+    float x[N], dy[N];
+    tu_rng r;
+    tu_rng_seed(&r, 5);
+    for (size_t i = 0; i < N; i++) {
+      x[i] = SPECIAL[(i * 7) % NS];
+      dy[i] = i % 11 == 5 ? NAN : i % 3 ? tu_uniform(&r, -2, 2) : 1.0f;
+    }
+    tu_round_to(d, x, N);
+    tu_round_to(d, dy, N);
+    for (int act = 0; act < NACT; act++)
+      check_act(ctx, d, act, x, dy, N, "special");
+  }
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -401,17 +472,25 @@ START_TEST(bias_add_many_rows) {
 }
 END_TEST
 
-/* Checks dbias against the reference with the tolerance of the header. */
-static void check_bias_grad(const char *what, const float *got, const float *dy, size_t rows,
-                            size_t F) {
+/* Checks dbias (stored in db_type) against the reference with the
+ * tolerance of the header. */
+static void check_bias_grad_t(const char *what, const float *got,
+                              const float *dy, size_t rows, size_t F,
+                              rumus_dtype db_type) {
   double *want = tu_malloc(F * sizeof *want), *bound = tu_malloc(F * sizeof *bound);
   ref_bias_grad(dy, rows, F, want);
   for (size_t j = 0; j < F; j++) bound[j] = 0.0;
   for (size_t i = 0; i < rows * F; i++) bound[i % F] += fabs((double)dy[i]);
   for (size_t j = 0; j < F; j++) bound[j] *= 1e-5;
+  store_bound(db_type, want, bound, F);
   tu_check_bound(what, got, want, bound, F);
   free(want);
   free(bound);
+}
+
+static void check_bias_grad(const char *what, const float *got,
+                            const float *dy, size_t rows, size_t F) {
+  check_bias_grad_t(what, got, dy, rows, F, RUMUS_F32);
 }
 
 /* Runs bias_grad on both variants, twice each (bitwise equal results). */
@@ -554,58 +633,560 @@ START_TEST(bias_grad_finite_differences) {
 }
 END_TEST
 
+/* ---- F16 and BF16 storage ------------------------------------------------ */
+
+/* A tensor of type d that starts `off` elements past GUARD_LEAD bytes of a
+ * buffer and is followed by GUARD_LEAD more, every byte outside it set to
+ * GUARD_BYTE: an odd off puts it off the 4-element alignment (the GPU
+ * variant's unaligned programs), and the guards catch stray writes. */
+#define GUARD_LEAD 4096
+#define GUARD_BYTE 0x5B
+typedef struct {
+  rumus_tensor *t;
+  cl_mem buf;
+  size_t lead, bytes; /* bytes before the tensor, and its own */
+} guarded_at;
+
+static guarded_at guarded_at_make(rumus_ctx *ctx, rumus_dtype d, int ndim,
+                                  const size_t *shape, const float *data,
+                                  size_t off) {
+  guarded_at g;
+  size_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  g.lead = GUARD_LEAD + off * rumus_dtype_size(d);
+  g.bytes = n * rumus_dtype_size(d);
+  const size_t total = g.lead + g.bytes + GUARD_LEAD;
+  unsigned char *host = tu_malloc(total);
+  memset(host, GUARD_BYTE, total);
+  cl_int e;
+  g.buf = clCreateBuffer(rumus_ctx_cl_context(ctx),
+                         CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, total, host,
+                         &e);
+  free(host);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  TU_OK(ctx, rumus_tensor_wrap(ctx, d, ndim, shape, g.buf, g.lead, &g.t));
+  if (data) TU_OK(ctx, rumus_tensor_upload_f32(g.t, data, n));
+  return g;
+}
+
+/* Asserts that every byte outside the tensor is intact, then frees it. */
+static void guarded_at_check_free(rumus_ctx *ctx, guarded_at *g) {
+  const size_t total = g->lead + g->bytes + GUARD_LEAD;
+  unsigned char *host = tu_malloc(total);
+  cl_int e = clEnqueueReadBuffer(rumus_ctx_cl_queue(ctx), g->buf, CL_TRUE, 0,
+                                 total, host, 0, NULL, NULL);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  for (size_t i = 0; i < total; i++)
+    if ((i < g->lead || i >= g->lead + g->bytes) && host[i] != GUARD_BYTE)
+      ck_abort_msg("byte %zu of a guarded buffer (tensor at %zu to %zu) "
+                   "was overwritten", i, g->lead, g->lead + g->bytes);
+  free(host);
+  rumus_tensor_free(g->t);
+  clReleaseMemObject(g->buf);
+}
+
+/* Every arithmetic op on a and b (rounded to d) in tensors ta (holding
+ * a), tb and to of type d, on both variants, against the reference with
+ * the header's bounds. */
+static void check_ops_on(rumus_ctx *ctx, rumus_dtype d,
+                         const rumus_tensor *ta, rumus_tensor *tb,
+                         rumus_tensor *to, const float *a, const float *b,
+                         size_t n, const char *what) {
+  double *want = tu_malloc(n * sizeof *want);
+  double *bound = tu_malloc(n * sizeof *bound);
+  const float alpha = -1.75f;
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int op = 0; op < NOPS; op++) {
+      TU_OK(ctx, rumus_tensor_upload_f32(tb, b, n));
+      TU_OK(ctx, rumus_tensor_fill(to, NAN));
+      TU_OK(ctx, run_op(ctx, op, alpha, ta, tb, to));
+      float *got = tu_download_f32(ctx, op == AXPY ? tb : to);
+      ref_op(op, alpha, a, b, n, want, bound);
+      store_bound(d, want, bound, n);
+      char name[96];
+      snprintf(name, sizeof name, "%s_%s_%s_%s_%zu", OP_NAMES[op],
+               tu_dtype_name(d), what, tu_variant_name(tu_variants[v]), n);
+      tu_check_bound(name, got, want, bound, n);
+      free(got);
+    }
+  }
+  free(want);
+  free(bound);
+}
+
+/* check_ops_on with new tensors of type d. */
+static void check_ops(rumus_ctx *ctx, rumus_dtype d, const float *a,
+                      const float *b, size_t n, const char *what) {
+  rumus_tensor *ta = typed_1d(ctx, d, n, a), *tb = typed_1d(ctx, d, n, NULL),
+               *to = typed_1d(ctx, d, n, NULL);
+  check_ops_on(ctx, d, ta, tb, to, a, b, n, what);
+  rumus_tensor_free(ta);
+  rumus_tensor_free(tb);
+  rumus_tensor_free(to);
+}
+
+/* Loop index: the 16-bit type, tu_dtypes[1 + _i].  Every arithmetic op and
+ * activation, forward and backward, on sizes that take lone elements (1),
+ * vector tails of both variants (9, 1023) and many whole spans (33339),
+ * from inputs rounded to the type; both variants. */
+START_TEST(typed_flat_ops) {
+  static const size_t NS[] = {1, 9, 1023, 33339};
+  const rumus_dtype d = tu_dtypes[1 + _i];
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 800 + (uint64_t)_i);
+  for (size_t s = 0; s < sizeof NS / sizeof NS[0]; s++) {
+    const size_t n = NS[s];
+    float *a = rand_typed(&r, d, n, -4, 4), *b = rand_typed(&r, d, n, -4, 4);
+    check_ops(ctx, d, a, b, n, "uniform");
+    float *x = rand_typed(&r, d, n, -8, 8), *dy = rand_typed(&r, d, n, -2, 2);
+    for (int act = 0; act < NACT; act++)
+      check_act(ctx, d, act, x, dy, n, "uniform");
+    free(a);
+    free(b);
+    free(x);
+    free(dy);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* bias_add of b to y (rows x F, type d) on the current variant. */
+static void check_bias_add_typed(rumus_ctx *ctx, rumus_dtype d,
+                                 rumus_tensor *ty, const rumus_tensor *tb,
+                                 const float *y, const float *b, size_t rows,
+                                 size_t F, const char *name) {
+  const size_t n = rows * F;
+  double *want = tu_malloc(n * sizeof *want);
+  double *bound = tu_malloc(n * sizeof *bound);
+  TU_OK(ctx, rumus_tensor_upload_f32(ty, y, n));
+  TU_OK(ctx, rumus_bias_add(ctx, ty, tb));
+  float *got = tu_download_f32(ctx, ty);
+  ref_bias_add(y, b, rows, F, want, bound);
+  store_bound(d, want, bound, n);
+  tu_check_bound(name, got, want, bound, n);
+  free(got);
+  free(want);
+  free(bound);
+}
+
+/* bias_grad of dy into tdb on the current variant, twice (the same bits). */
+static void check_bias_grad_typed(rumus_ctx *ctx, const rumus_tensor *tdy,
+                                  rumus_tensor *tdb, const float *dy,
+                                  size_t rows, size_t F, const char *name) {
+  TU_OK(ctx, rumus_tensor_fill(tdb, NAN));
+  TU_OK(ctx, rumus_bias_grad(ctx, tdy, tdb));
+  float *got = tu_download_f32(ctx, tdb);
+  check_bias_grad_t(name, got, dy, rows, F, rumus_tensor_dtype(tdb));
+  TU_OK(ctx, rumus_tensor_fill(tdb, 0.0f));
+  TU_OK(ctx, rumus_bias_grad(ctx, tdy, tdb));
+  float *again = tu_download_f32(ctx, tdb);
+  ck_assert_msg(memcmp(got, again, F * sizeof *got) == 0,
+                "%s: not deterministic", name);
+  free(got);
+  free(again);
+}
+
+/* Loop index: the 16-bit type.  bias_add, and bias_grad into a dbias of
+ * dy's type and of F32, on rows of 1, 7 and 64 features (64: the GPU
+ * variant's aligned float4 path) over 1, 129 and 1100 rows (1100: several
+ * row chunks on both variants, folded from float partials); both
+ * variants. */
+START_TEST(typed_bias) {
+  static const size_t TF[] = {1, 7, 64}, TR[] = {1, 129, 1100};
+  const rumus_dtype d = tu_dtypes[1 + _i];
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 850 + (uint64_t)_i);
+  for (size_t k = 0; k < 9; k++) {
+    const size_t F = TF[k % 3], rows = TR[k / 3], n = rows * F;
+    const size_t shape[2] = {rows, F};
+    float *y = rand_typed(&r, d, n, -3, 3), *b = rand_typed(&r, d, F, -3, 3);
+    float *dy = rand_typed(&r, d, n, -1, 1);
+    rumus_tensor *ty = tu_tensor_typed(ctx, d, 2, shape, NULL),
+                 *tb = typed_1d(ctx, d, F, b),
+                 *tdy = tu_tensor_typed(ctx, d, 2, shape, dy),
+                 *tdb = typed_1d(ctx, d, F, NULL),
+                 *tdb32 = typed_1d(ctx, RUMUS_F32, F, NULL);
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      char name[96];
+      snprintf(name, sizeof name, "bias_add_%s_%s_%zux%zu", tu_dtype_name(d),
+               tu_variant_name(tu_variants[v]), rows, F);
+      check_bias_add_typed(ctx, d, ty, tb, y, b, rows, F, name);
+      for (int f32 = 0; f32 < 2; f32++) {
+        snprintf(name, sizeof name, "bias_grad_%s_to_%s_%s_%zux%zu",
+                 tu_dtype_name(d), f32 ? "f32" : tu_dtype_name(d),
+                 tu_variant_name(tu_variants[v]), rows, F);
+        check_bias_grad_typed(ctx, tdy, f32 ? tdb32 : tdb, dy, rows, F, name);
+      }
+    }
+    free(y);
+    free(b);
+    free(dy);
+    rumus_tensor_free(ty);
+    rumus_tensor_free(tb);
+    rumus_tensor_free(tdy);
+    rumus_tensor_free(tdb);
+    rumus_tensor_free(tdb32);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* ---- Casts -------------------------------------------------------------- */
+
+static uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static const char *cast_type_name(rumus_dtype d) {
+  return d == RUMUS_I32 ? "i32" : tu_dtype_name(d);
+}
+
+/* The host's conversion of one element (its bits) from type s to type d:
+ * through float, as rumus.h defines every cast. */
+static uint32_t host_cast(rumus_dtype s, rumus_dtype d, uint32_t in) {
+  float f;
+  if (s == d) return in;
+  switch (s) {
+  case RUMUS_F16: f = rumus_f16_to_f32((uint16_t)in); break;
+  case RUMUS_BF16: f = rumus_bf16_to_f32((uint16_t)in); break;
+  case RUMUS_I32: f = (float)(int32_t)in; break;
+  default: f = bits_f32(in); break;
+  }
+  if (d == RUMUS_F16) return rumus_f32_to_f16(f);
+  if (d == RUMUS_BF16) return rumus_f32_to_bf16(f);
+  return f32_bits(f);
+}
+
+/* n elements of type d: their bits in 32-bit words, to and from the bytes
+ * a tensor stores (malloc'ed). */
+static void *pack_bits(rumus_dtype d, const uint32_t *w, size_t n) {
+  if (rumus_dtype_size(d) == 4) {
+    uint32_t *out = tu_malloc(n * 4);
+    memcpy(out, w, n * 4);
+    return out;
+  }
+  uint16_t *out = tu_malloc(n * 2);
+  for (size_t i = 0; i < n; i++) out[i] = (uint16_t)w[i];
+  return out;
+}
+
+static uint32_t *unpack_bits(rumus_dtype d, const void *bytes, size_t n) {
+  uint32_t *out = tu_malloc(n * 4);
+  if (rumus_dtype_size(d) == 4) {
+    memcpy(out, bytes, n * 4);
+  } else {
+    const uint16_t *h = bytes;
+    for (size_t i = 0; i < n; i++) out[i] = h[i];
+  }
+  return out;
+}
+
+/* Uploads the bits `in` into ts (type s), casts it into td (type d) and
+ * compares td's bits with host_cast, on the current variant. */
+static void check_cast_on(rumus_ctx *ctx, rumus_tensor *ts, rumus_tensor *td,
+                          const uint32_t *in, size_t n, const char *what) {
+  const rumus_dtype s = rumus_tensor_dtype(ts), d = rumus_tensor_dtype(td);
+  void *bytes = pack_bits(s, in, n);
+  TU_OK(ctx, rumus_tensor_upload(ts, bytes, n * rumus_dtype_size(s)));
+  free(bytes);
+  TU_OK(ctx, rumus_tensor_fill(td, d == RUMUS_I32 ? -7.0f : NAN));
+  TU_OK(ctx, rumus_cast(ctx, ts, td));
+  bytes = tu_malloc(n * rumus_dtype_size(d));
+  TU_OK(ctx, rumus_tensor_download(td, bytes, n * rumus_dtype_size(d)));
+  uint32_t *got = unpack_bits(d, bytes, n);
+  free(bytes);
+  for (size_t i = 0; i < n; i++) {
+    const uint32_t want = host_cast(s, d, in[i]);
+    if (got[i] != want)
+      ck_abort_msg("%s[%zu]: %s 0x%08x -> %s 0x%08x, want 0x%08x", what, i,
+                   cast_type_name(s), in[i], cast_type_name(d), got[i], want);
+  }
+  free(got);
+}
+
+/* check_cast_on with new 1-D tensors, on both variants. */
+static void check_cast(rumus_ctx *ctx, rumus_dtype s, rumus_dtype d,
+                       const uint32_t *in, size_t n, const char *what) {
+  rumus_tensor *ts = tu_tensor(ctx, s, 1, &n, NULL);
+  rumus_tensor *td = tu_tensor(ctx, d, 1, &n, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    char name[96];
+    snprintf(name, sizeof name, "cast_%s_%s_%s", what,
+             tu_dtype_name(d), tu_variant_name(tu_variants[v]));
+    check_cast_on(ctx, ts, td, in, n, name);
+  }
+  rumus_tensor_free(ts);
+  rumus_tensor_free(td);
+}
+
+/* Every 16-bit pattern, then 5 more (65541: a tail on both variants). */
+static uint32_t *all_16bit(size_t *n) {
+  *n = 65536 + 5;
+  uint32_t *w = tu_malloc(*n * sizeof *w);
+  for (size_t i = 0; i < *n; i++) w[i] = (uint32_t)(i & 0xFFFF);
+  return w;
+}
+
+/* F16 and BF16 to every other floating type, over every 16-bit pattern
+ * (NaN payloads, signalling NaNs, subnormals, infinities, signed zeros). */
+static void cast_16bit_patterns(rumus_ctx *ctx) {
+  size_t n;
+  uint32_t *w = all_16bit(&n);
+  check_cast(ctx, RUMUS_F16, RUMUS_F32, w, n, "f16");
+  check_cast(ctx, RUMUS_F16, RUMUS_BF16, w, n, "f16");
+  check_cast(ctx, RUMUS_BF16, RUMUS_F32, w, n, "bf16");
+  check_cast(ctx, RUMUS_BF16, RUMUS_F16, w, n, "bf16");
+  free(w);
+}
+
+/* Appends w to a growing list. */
+typedef struct {
+  uint32_t *w;
+  size_t n, cap;
+} word_list;
+
+static void push(word_list *l, uint32_t w) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 4096;
+    uint32_t *grown = realloc(l->w, l->cap * sizeof *grown);
+    ck_assert_ptr_nonnull(grown);
+    l->w = grown;
+  }
+  l->w[l->n++] = w;
+}
+
+/* Ties between neighbouring finite values of F16 (for every positive
+ * half h: the float halfway to the next, exact in float) and of BF16, each
+ * with its neighbours one float ulp below and above, every other one
+ * negated. */
+static void push_ties(word_list *l) {
+  for (uint32_t h = 0; h < 0x7C00u; h++) {
+    const uint32_t m = h & 0x3FFu;
+    const uint32_t tie = h < 0x400u /* subnormal: (m + 1/2) 2^-24 */
+                             ? f32_bits(((float)m + 0.5f) * 0x1p-24f)
+                             : f32_bits(rumus_f16_to_f32((uint16_t)h)) + 0x1000u;
+    for (uint32_t k = 0; k < 3; k++)
+      push(l, (tie + k - 1) | (h & 1u) << 31);
+  }
+  for (uint32_t b = 0; b < 0x7F80u; b++)
+    for (uint32_t k = 0; k < 3; k++)
+      push(l, ((b << 16 | 0x8000u) + k - 1) | (b & 1u) << 31);
+}
+
+/* Float patterns for F32 -> F16 / BF16: every F16 and BF16 value widened,
+ * the ties, F16's overflow threshold (65520 = 0x477FF000) and BF16's (half
+ * an ulp past its largest value), float subnormals, NaNs, and random
+ * patterns. */
+static uint32_t *float_cases(tu_rng *r, size_t *n) {
+  static const uint32_t EDGES[] = {
+      0x477FE000u, 0x477FEFFFu, 0x477FF000u, 0x477FF001u, 0x47800000u,
+      0x47C35000u, 0x7F7FFFFFu, 0x7F7F7FFFu, 0x7F7F8000u, 0x7F7EFFFFu,
+      0x7F800000u, 0x33000000u, 0x33000001u, 0x32FFFFFFu, 0x33C00000u,
+      0x387FC000u, 0x387FE000u, 0x387FF000u, 0x38800000u, 0x00000001u,
+      0x007FFFFFu, 0x00400000u, 0x00008000u, 0x00018000u, 0x7F800001u,
+      0x7FC00000u, 0x7FFFFFFFu, 0x7FA00000u, 0x7F802000u, 0x7FBFFFFFu,
+      0x00000000u};
+  word_list l = {0};
+  for (uint32_t h = 0; h < 0x10000u; h++) {
+    push(&l, f32_bits(rumus_f16_to_f32((uint16_t)h)));
+    push(&l, h << 16);
+  }
+  push_ties(&l);
+  for (size_t i = 0; i < sizeof EDGES / sizeof EDGES[0]; i++) {
+    push(&l, EDGES[i]);
+    push(&l, EDGES[i] | 0x80000000u);
+  }
+  for (int i = 0; i < 65536; i++) push(&l, tu_rand_u32(r));
+  for (int i = 0; i < 4096; i++) push(&l, tu_rand_u32(r) & 0x807FFFFFu);
+  push(&l, 0x3F800000u); /* one more: an odd count */
+  *n = l.n;
+  return l.w;
+}
+
+/* F32 -> F16 and F32 -> BF16 over float_cases. */
+static void cast_float_cases(rumus_ctx *ctx) {
+  tu_rng r;
+  tu_rng_seed(&r, 950);
+  size_t n;
+  uint32_t *w = float_cases(&r, &n);
+  check_cast(ctx, RUMUS_F32, RUMUS_F16, w, n, "f32");
+  check_cast(ctx, RUMUS_F32, RUMUS_BF16, w, n, "f32");
+  free(w);
+}
+
+/* I32 -> F32, F16 and BF16: the extremes, integers around 2^24 (where
+ * float starts to round) and F16's limits, a BF16 double rounding
+ * (2^24 + 2^16 + 1: to float 2^24 + 2^16, a BF16 tie, then to 2^24,
+ * where the integer itself would round up), random integers of every
+ * size and small ones. */
+static void cast_i32(rumus_ctx *ctx) {
+  static const int32_t EDGES[] = {0, 1, -1, 2147483647, -2147483647 - 1,
+                                  16777216, 16777217, 16777218, 16777219,
+                                  -16777217, 16842753, 65504, 65519, 65520,
+                                  65535, -65520, -65519, 2147483520,
+                                  2147483583, 2147483584, 33554435};
+  word_list l = {0};
+  tu_rng r;
+  tu_rng_seed(&r, 960);
+  for (size_t i = 0; i < sizeof EDGES / sizeof EDGES[0]; i++)
+    push(&l, (uint32_t)EDGES[i]);
+  for (int i = 0; i < 32768; i++) push(&l, tu_rand_u32(&r));
+  for (int i = 0; i < 32768; i++)
+    push(&l, (uint32_t)((int32_t)(tu_rand_u32(&r) % 140001u) - 70000));
+  check_cast(ctx, RUMUS_I32, RUMUS_F32, l.w, l.n, "i32");
+  check_cast(ctx, RUMUS_I32, RUMUS_F16, l.w, l.n, "i32");
+  check_cast(ctx, RUMUS_I32, RUMUS_BF16, l.w, l.n, "i32");
+  free(l.w);
+}
+
+/* Every cast between different types over the three sets above, on both
+ * variants, bit for bit (one test: one context, one build of the cast
+ * program per variant). */
+START_TEST(cast_bits) {
+  rumus_ctx *ctx = tu_ctx();
+  cast_16bit_patterns(ctx);
+  cast_float_cases(ctx);
+  cast_i32(ctx);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Every pair of types (the same type too: a copy) between guarded tensors
+ * at odd offsets (the unaligned programs) and of other shapes, 37 elements
+ * of a mix of values, on both variants; a copy onto itself leaves the
+ * tensor as it was, and an empty cast writes nothing. */
+START_TEST(cast_offsets_guards) {
+  static const rumus_dtype T[4] = {RUMUS_F32, RUMUS_F16, RUMUS_BF16,
+                                   RUMUS_I32};
+  enum { N = 37 };
+  const size_t s1[1] = {N}, s2[2] = {1, N};
+  uint32_t w[4][N];
+  tu_rng r;
+  tu_rng_seed(&r, 970);
+  for (size_t i = 0; i < N; i++) {
+    const float f = i % 5 == 0 ? NAN : tu_uniform(&r, -70000, 70000);
+    w[0][i] = i % 3 ? f32_bits(f) : tu_rand_u32(&r);
+    w[1][i] = rumus_f32_to_f16(f);
+    w[2][i] = rumus_f32_to_bf16(f);
+    w[3][i] = i % 3 ? (uint32_t)(int32_t)tu_uniform(&r, -1e9f, 1e9f)
+                    : tu_rand_u32(&r);
+  }
+  rumus_ctx *ctx = tu_ctx();
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int si = 0; si < 4; si++)
+      for (int di = 0; di < 4; di++) {
+        if (di == 3 && si != 3) continue; /* nothing casts to I32 */
+        guarded_at gs = guarded_at_make(ctx, T[si], 1, s1, NULL, 3);
+        guarded_at gd = guarded_at_make(ctx, T[di], 2, s2, NULL, 1);
+        char name[64];
+        snprintf(name, sizeof name, "cast_offset_%s_%s",
+                 cast_type_name(T[si]), tu_variant_name(tu_variants[v]));
+        check_cast_on(ctx, gs.t, gd.t, w[si], N, name);
+        guarded_at_check_free(ctx, &gs);
+        guarded_at_check_free(ctx, &gd);
+      }
+  }
+  /* A copy onto itself; an empty cast. */
+  rumus_tensor *t = tu_tensor(ctx, RUMUS_F16, 1, s1, NULL);
+  TU_OK(ctx, rumus_tensor_fill(t, 3.0f));
+  TU_OK(ctx, rumus_cast(ctx, t, t));
+  float *got = tu_download_f32(ctx, t);
+  for (size_t i = 0; i < N; i++) ck_assert_float_eq(got[i], 3.0f);
+  free(got);
+  const size_t s0[1] = {0};
+  guarded_at e16 = guarded_at_make(ctx, RUMUS_F16, 1, s0, NULL, 1),
+             e32 = guarded_at_make(ctx, RUMUS_F32, 1, s0, NULL, 1);
+  TU_OK(ctx, rumus_cast(ctx, e32.t, e16.t));
+  TU_OK(ctx, rumus_cast(ctx, e16.t, e32.t));
+  guarded_at_check_free(ctx, &e16);
+  guarded_at_check_free(ctx, &e32);
+  tu_free_all(ctx, t, NULL);
+}
+END_TEST
+
 /* ---- Limits: in place, offsets, guards, empty tensors ------------------- */
 
-/* out aliases an input for every op (and axpy with x == y). */
+/* out aliases an input for every op (and axpy with x == y), for every
+ * storage type. */
 START_TEST(in_place) {
   enum { N = 1031 };
-  float a[N], b[N], dy[N];
+  float a0[N], b0[N], dy0[N];
   double want[N], bound[N];
   tu_rng r;
   tu_rng_seed(&r, 500);
-  tu_fill_uniform(&r, a, N, -4, 4);
-  tu_fill_uniform(&r, b, N, -4, 4);
-  tu_fill_uniform(&r, dy, N, -1, 1);
+  tu_fill_uniform(&r, a0, N, -4, 4);
+  tu_fill_uniform(&r, b0, N, -4, 4);
+  tu_fill_uniform(&r, dy0, N, -1, 1);
   rumus_ctx *ctx = tu_ctx();
-  rumus_tensor *ta = tensor_1d(ctx, N, NULL), *tb = tensor_1d(ctx, N, NULL);
-  for (int v = 0; v < 2; v++) {
-    tu_set_variant(ctx, tu_variants[v]);
-    for (int op = 0; op < NOPS; op++)
-      for (int which = 0; which < 2; which++) { /* out = a, out = b */
-        if ((op == SCALE || op == AXPY) && which == 1) continue;
-        TU_OK(ctx, rumus_tensor_upload(ta, a, sizeof a));
-        TU_OK(ctx, rumus_tensor_upload(tb, b, sizeof b));
-        rumus_tensor *out = which ? tb : ta;
-        if (op == AXPY) /* y = alpha y + y */
-          TU_OK(ctx, rumus_axpy(ctx, 0.5f, tb, tb));
-        else
-          TU_OK(ctx, run_op(ctx, op, 0.5f, ta, tb, out));
-        float *got = tu_download(ctx, op == AXPY ? tb : out);
-        ref_op(op, 0.5f, op == AXPY ? b : a, b, N, want, bound);
-        char name[64];
-        snprintf(name, sizeof name, "%s_in_place_%d", OP_NAMES[op], which);
-        tu_check_bound(name, got, want, bound, N);
-        free(got);
+  for (int t = 0; t < 3; t++) {
+    const rumus_dtype d = tu_dtypes[t];
+    float a[N], b[N], dy[N];
+    memcpy(a, a0, sizeof a);
+    memcpy(b, b0, sizeof b);
+    memcpy(dy, dy0, sizeof dy);
+    tu_round_to(d, a, N);
+    tu_round_to(d, b, N);
+    tu_round_to(d, dy, N);
+    rumus_tensor *ta = typed_1d(ctx, d, N, NULL), *tb = typed_1d(ctx, d, N, NULL);
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      for (int op = 0; op < NOPS; op++)
+        for (int which = 0; which < 2; which++) { /* out = a, out = b */
+          if ((op == SCALE || op == AXPY) && which == 1) continue;
+          TU_OK(ctx, rumus_tensor_upload_f32(ta, a, N));
+          TU_OK(ctx, rumus_tensor_upload_f32(tb, b, N));
+          rumus_tensor *out = which ? tb : ta;
+          if (op == AXPY) /* y = alpha y + y */
+            TU_OK(ctx, rumus_axpy(ctx, 0.5f, tb, tb));
+          else
+            TU_OK(ctx, run_op(ctx, op, 0.5f, ta, tb, out));
+          float *got = tu_download_f32(ctx, op == AXPY ? tb : out);
+          ref_op(op, 0.5f, op == AXPY ? b : a, b, N, want, bound);
+          store_bound(d, want, bound, N);
+          char name[64];
+          snprintf(name, sizeof name, "%s_%s_in_place_%d", OP_NAMES[op],
+                   tu_dtype_name(d), which);
+          tu_check_bound(name, got, want, bound, N);
+          free(got);
+        }
+      for (int act = 0; act < NACT; act++) {
+        /* y = act(x) into x, then dx = dy * act'(x) into dy. */
+        TU_OK(ctx, rumus_tensor_upload_f32(ta, a, N));
+        TU_OK(ctx, rumus_tensor_upload_f32(tb, dy, N));
+        TU_OK(ctx, rumus_activation_bwd(ctx, (rumus_activation)act, SLOPE, ta, tb, tb));
+        TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, SLOPE, ta, ta));
+        float *y = tu_download_f32(ctx, ta), *dx = tu_download_f32(ctx, tb);
+        double wy[N], wdx[N];
+        for (int i = 0; i < N; i++) {
+          wy[i] = ref_activation(act, SLOPE, a[i]);
+          wdx[i] = dy[i] * ref_activation_grad(act, SLOPE, a[i]);
+        }
+        const double atol = 1e-6 + tu_store_atol(d);
+        const double rtol = 2e-6 + tu_store_rtol(d);
+        tu_check_close(ACT_NAMES[act], y, wy, N, atol, rtol);
+        tu_check_close(ACT_NAMES[act], dx, wdx, N, atol, rtol);
+        free(y);
+        free(dx);
       }
-    for (int act = 0; act < NACT; act++) {
-      /* y = act(x) into x, then dx = dy * act'(x) into dy. */
-      TU_OK(ctx, rumus_tensor_upload(ta, a, sizeof a));
-      TU_OK(ctx, rumus_tensor_upload(tb, dy, sizeof dy));
-      TU_OK(ctx, rumus_activation_bwd(ctx, (rumus_activation)act, SLOPE, ta, tb, tb));
-      TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, SLOPE, ta, ta));
-      float *y = tu_download(ctx, ta), *dx = tu_download(ctx, tb);
-      double wy[N], wdx[N];
-      for (int i = 0; i < N; i++) {
-        wy[i] = ref_activation(act, SLOPE, a[i]);
-        wdx[i] = dy[i] * ref_activation_grad(act, SLOPE, a[i]);
-      }
-      tu_check_close(ACT_NAMES[act], y, wy, N, 1e-6, 2e-6);
-      tu_check_close(ACT_NAMES[act], dx, wdx, N, 1e-6, 2e-6);
-      free(y);
-      free(dx);
     }
+    rumus_tensor_free(ta);
+    rumus_tensor_free(tb);
   }
-  tu_free_all(ctx, ta, tb, NULL);
+  tu_free_all(ctx, NULL);
 }
 END_TEST
 
@@ -759,6 +1340,71 @@ START_TEST(empty_tensors) {
 }
 END_TEST
 
+/* Every arithmetic op on every pair of special values in type d:
+ * infinities, NaN, signed zeros, subnormals, F16's largest value and sums
+ * and products past it (which must store as infinities). */
+static void typed_special_arith(rumus_ctx *ctx, rumus_dtype d) {
+  static const float S[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 1.0f,
+                            -3.0f, 0.5f, 60000.0f, -60000.0f, 65504.0f,
+                            1e38f, 1e-7f, -0x1p-24f};
+  enum { NS = sizeof S / sizeof S[0], N = NS * NS };
+  float a[N], b[N];
+  for (size_t i = 0; i < N; i++) {
+    a[i] = S[i % NS];
+    b[i] = S[i / NS];
+  }
+  tu_round_to(d, a, N);
+  tu_round_to(d, b, N);
+  check_ops(ctx, d, a, b, N, "special");
+}
+
+/* Loop index: the 16-bit type.  Special values in the arithmetic
+ * (typed_special_arith), then every op on 37 x 19 tensors (19: partial
+ * vectors on both variants) at odd element offsets, each with its own
+ * (the unaligned programs), between guard bytes: values and guards. */
+START_TEST(typed_limits) {
+  enum { R = 37, F = 19, N = R * F };
+  const rumus_dtype d = tu_dtypes[1 + _i];
+  const size_t shape[2] = {R, F}, bshape[1] = {F};
+  tu_rng r;
+  tu_rng_seed(&r, 900 + (uint64_t)_i);
+  float *a = rand_typed(&r, d, N, -4, 4), *b = rand_typed(&r, d, N, -2, 2),
+        *bias = rand_typed(&r, d, F, -2, 2);
+  rumus_ctx *ctx = tu_ctx();
+  typed_special_arith(ctx, d);
+  guarded_at g[6] = {
+      guarded_at_make(ctx, d, 2, shape, a, 3),
+      guarded_at_make(ctx, d, 2, shape, b, 1),
+      guarded_at_make(ctx, d, 2, shape, NULL, 5),
+      guarded_at_make(ctx, d, 1, bshape, bias, 7),
+      guarded_at_make(ctx, d, 1, bshape, NULL, 2),
+      guarded_at_make(ctx, RUMUS_F32, 1, bshape, NULL, 1)};
+  check_ops_on(ctx, d, g[0].t, g[1].t, g[2].t, a, b, N, "offset");
+  TU_OK(ctx, rumus_tensor_upload_f32(g[1].t, b, N)); /* axpy updated it */
+  for (int act = 0; act < NACT; act++)
+    check_act_on(ctx, d, act, g[0].t, g[1].t, g[2].t, a, b, N, "offset");
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    char name[64];
+    snprintf(name, sizeof name, "bias_add_%s_offset_%s", tu_dtype_name(d),
+             tu_variant_name(tu_variants[v]));
+    check_bias_add_typed(ctx, d, g[2].t, g[3].t, a, bias, R, F, name);
+    for (int f32 = 0; f32 < 2; f32++) {
+      snprintf(name, sizeof name, "bias_grad_%s_offset_%s_%s",
+               tu_dtype_name(d), f32 ? "f32" : "same",
+               tu_variant_name(tu_variants[v]));
+      check_bias_grad_typed(ctx, g[1].t, g[4 + f32].t, b, R, F, name);
+    }
+  }
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  for (int i = 0; i < 6; i++) guarded_at_check_free(ctx, &g[i]);
+  free(a);
+  free(b);
+  free(bias);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* ---- Errors --------------------------------------------------------------- */
 
 START_TEST(bad_input) {
@@ -843,6 +1489,94 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* Mixed storage types, and casts' bad arguments: exact codes. */
+START_TEST(typed_bad_input) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t s48[2] = {4, 8}, s8[1] = {8}, s9[1] = {9}, s32[1] = {32};
+  rumus_tensor *f32 = tu_tensor(ctx, RUMUS_F32, 2, s48, NULL),
+               *f16 = tu_tensor(ctx, RUMUS_F16, 2, s48, NULL),
+               *f16b = tu_tensor(ctx, RUMUS_F16, 2, s48, NULL),
+               *bf16 = tu_tensor(ctx, RUMUS_BF16, 2, s48, NULL),
+               *i32 = tu_tensor(ctx, RUMUS_I32, 1, s32, NULL),
+               *b32 = tu_tensor(ctx, RUMUS_F32, 1, s8, NULL),
+               *b16 = tu_tensor(ctx, RUMUS_F16, 1, s8, NULL),
+               *bb16 = tu_tensor(ctx, RUMUS_BF16, 1, s8, NULL),
+               *ib = tu_tensor(ctx, RUMUS_I32, 1, s8, NULL),
+               *f16_9 = tu_tensor(ctx, RUMUS_F16, 1, s9, NULL);
+  const rumus_activation G = RUMUS_ACT_GELU_TANH;
+
+  /* All tensors of a call of one type. */
+  TU_STATUS(RUMUS_EDTYPE, rumus_add(ctx, f16, f32, f16b));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "f32") &&
+                    strstr(rumus_ctx_errmsg(ctx), "f16"),
+                "message names the types: %s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_EDTYPE, rumus_sub(ctx, f16, f16b, bf16));
+  TU_STATUS(RUMUS_EDTYPE, rumus_mul(ctx, bf16, bf16, f16));
+  TU_STATUS(RUMUS_EDTYPE, rumus_scale(ctx, 2, bf16, f32));
+  TU_STATUS(RUMUS_EDTYPE, rumus_axpy(ctx, 2, f16, bf16));
+  TU_STATUS(RUMUS_EDTYPE, rumus_activation_fwd(ctx, G, 0, f16, f32));
+  TU_STATUS(RUMUS_EDTYPE, rumus_activation_bwd(ctx, G, 0, f16, f16b, bf16));
+  TU_STATUS(RUMUS_EDTYPE, rumus_activation_bwd(ctx, G, 0, f32, f16, f16b));
+  TU_STATUS(RUMUS_EDTYPE, rumus_bias_add(ctx, f16, b32));
+  TU_STATUS(RUMUS_EDTYPE, rumus_bias_add(ctx, f32, b16));
+  TU_STATUS(RUMUS_EDTYPE, rumus_bias_add(ctx, bf16, b16));
+  /* dbias: dy's type or F32, nothing else. */
+  TU_STATUS(RUMUS_EDTYPE, rumus_bias_grad(ctx, f16, bb16));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "or f32"),
+                "message names the choices: %s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_EDTYPE, rumus_bias_grad(ctx, f32, b16));
+  TU_STATUS(RUMUS_EDTYPE, rumus_bias_grad(ctx, bf16, ib));
+  TU_STATUS(RUMUS_ESHAPE, rumus_bias_grad(ctx, f16, f16_9));
+  TU_OK(ctx, rumus_bias_grad(ctx, f16, b32));
+  TU_OK(ctx, rumus_bias_grad(ctx, bf16, b32));
+  TU_OK(ctx, rumus_bias_grad(ctx, bf16, bb16));
+
+  /* Casts. */
+  TU_STATUS(RUMUS_ENULL, rumus_cast(NULL, f32, f16));
+  TU_STATUS(RUMUS_ENULL, rumus_cast(ctx, NULL, f16));
+  TU_STATUS(RUMUS_ENULL, rumus_cast(ctx, f32, NULL));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cast(ctx, f32, i32));
+  TU_STATUS(RUMUS_EDTYPE, rumus_cast(ctx, f16, i32));
+  TU_STATUS(RUMUS_ESHAPE, rumus_cast(ctx, f32, f16_9));
+  TU_STATUS(RUMUS_ESHAPE, rumus_cast(ctx, i32, b16));
+  TU_OK(ctx, rumus_cast(ctx, i32, f16));  /* 32 elements in another shape */
+  TU_OK(ctx, rumus_cast(ctx, i32, i32));  /* the same type: a copy */
+  TU_OK(ctx, rumus_cast(ctx, f16, f16b));
+  /* Overlaps: only the same bytes and the same type. */
+  cl_int e;
+  cl_mem buf = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE,
+                              256, NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  rumus_tensor *w32 = NULL, *w16 = NULL, *wbf = NULL, *w16s = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 1, s8, buf, 0, &w32));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F16, 1, s8, buf, 0, &w16));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_BF16, 1, s8, buf, 0, &wbf));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F16, 1, s8, buf, 2, &w16s));
+  TU_STATUS(RUMUS_EINVAL, rumus_cast(ctx, w32, w16));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "overlap"),
+                "message says overlap: %s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_EINVAL, rumus_cast(ctx, w16, w32));
+  TU_STATUS(RUMUS_EINVAL, rumus_cast(ctx, w16, wbf)); /* same bytes */
+  TU_STATUS(RUMUS_EINVAL, rumus_cast(ctx, w16, w16s));
+  TU_OK(ctx, rumus_cast(ctx, w16, w16));
+  /* A tensor of another context. */
+  rumus_ctx *other = tu_ctx();
+  rumus_tensor *o = tu_tensor(other, RUMUS_F16, 2, s48, NULL);
+  TU_STATUS(RUMUS_EINVAL, rumus_cast(ctx, o, f32));
+  TU_STATUS(RUMUS_EINVAL, rumus_cast(ctx, f32, o));
+  TU_STATUS(RUMUS_EINVAL, rumus_cast(ctx, f16, o)); /* same type too */
+  rumus_tensor_free(o);
+  TU_OK(other, rumus_ctx_free(other));
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  rumus_tensor_free(w32);
+  rumus_tensor_free(w16);
+  rumus_tensor_free(wbf);
+  rumus_tensor_free(w16s);
+  clReleaseMemObject(buf);
+  tu_free_all(ctx, f32, f16, f16b, bf16, i32, b32, b16, bb16, ib, f16_9, NULL);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("elementwise");
   TCase *core = tu_tcase("core");
@@ -853,6 +1587,9 @@ int main(void) {
   tcase_add_loop_test(core, bias_add_shapes, 0, (int)(NFEATS * 3));
   tcase_add_loop_test(core, bias_grad_shapes, 0, (int)(NFEATS * 3));
   tcase_add_test(core, bias_grad_finite_differences);
+  tcase_add_loop_test(core, typed_flat_ops, 0, 2);
+  tcase_add_loop_test(core, typed_bias, 0, 2);
+  tcase_add_test(core, cast_bits);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, activation_special_values);
@@ -863,9 +1600,12 @@ int main(void) {
   tcase_add_test(limits, borrowed_at_offsets);
   tcase_add_test(limits, guard_bytes);
   tcase_add_test(limits, empty_tensors);
+  tcase_add_loop_test(limits, typed_limits, 0, 2);
+  tcase_add_test(limits, cast_offsets_guards);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_input);
+  tcase_add_test(errors, typed_bad_input);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }

@@ -1,19 +1,26 @@
 /*
- * elementwise.c - bias add / bias gradient, element-wise arithmetic and
- * activations (kernels in cl/elementwise.cl).
+ * elementwise.c - bias add / bias gradient, element-wise arithmetic,
+ * activations (kernels in cl/elementwise.cl) and casts between storage
+ * types (cl/cast.cl).
  *
  * Element-wise ops take tensors of equal element count (their shapes may
- * differ); out may alias an input.  Every kernel of the family lives in one
- * program, specialised by the variant: the GPU setting reads one float4
- * per work-item in work-groups of 256, the CPU setting (PoCL) several
- * float8 per work-item in small work-groups.  Activations are chosen by
- * kernel name, so one program serves all of them.
+ * differ); out may alias an input.  The tensors of a call are all F32, all
+ * F16 or all BF16 (the program's storage), except the bias gradient's
+ * dbias, which may be F32 for 16-bit dy.  Every kernel of the family for
+ * one storage type lives in one program, specialised by the variant: the
+ * GPU setting reads one float4 per work-item in work-groups of 256, the
+ * CPU setting (PoCL) several float8 per work-item in small work-groups.
+ * Activations, and the type of dbias, are chosen by kernel name, so one
+ * program serves all of them.  The casts have one program of their own
+ * with the same geometry and options (every pair of types, picked by
+ * kernel name); rumus_cache_fill builds it with the F32 programs.
  */
 #include <stdio.h>
 
 #include "ops.h"
 
 static const char *const FILE_CL = "elementwise.cl";
+static const char *const FILE_CAST = "cast.cl";
 
 /* Work-items per launch at most (NDRange limits of some drivers); larger
  * tensors are launched in pieces. */
@@ -83,10 +90,11 @@ static void ew_options(const rumus_ctx *ctx, const geom *g, char *buf,
 }
 
 /* The geometry and program options for the op's tensors ts[0 .. nt) with
- * rows of `cols` elements (0 for flat ops). */
-static void plan_flat(const rumus_ctx *ctx, const rumus_tensor *const *ts,
-                      int nt, size_t cols, geom *g, char *opts, size_t len) {
-  get_geom(ctx, ts[0]->dtype, rumus__align4(ctx, ts, nt, cols), g);
+ * rows of `cols` elements (0 for flat ops), in `storage`. */
+static void plan_flat(const rumus_ctx *ctx, rumus_dtype storage,
+                      const rumus_tensor *const *ts, int nt, size_t cols,
+                      geom *g, char *opts, size_t len) {
+  get_geom(ctx, storage, rumus__align4(ctx, ts, nt, cols), g);
   ew_options(ctx, g, opts, len);
 }
 
@@ -103,13 +111,16 @@ static int check_same_numel(rumus_ctx *ctx, const char *op, const char *an,
                      rumus__shape_str(b, sb, sizeof sb));
 }
 
-/* Checks ts[0..nt) (F32, of ctx, all of ts[0]'s element count); the last
- * is the output, which may be one of the inputs (element-wise kernels read
- * an element before they write it) but not overlap one partly. */
+/* Checks ts[0..nt) (of ctx, floating, all of ts[0]'s type and element
+ * count); the last is the output, which may be one of the inputs
+ * (element-wise kernels read an element before they write it) but not
+ * overlap one partly. */
 static int check_flat(rumus_ctx *ctx, const char *op, const char *const *names,
                       const rumus_tensor *const *ts, int nt) {
-  for (int i = 0; i < nt; i++)
-    RUMUS__FORWARD(rumus__check_tensor(ctx, op, names[i], ts[i], RUMUS_F32));
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, names[0], ts[0]));
+  for (int i = 1; i < nt; i++)
+    RUMUS__FORWARD(
+        rumus__check_tensor(ctx, op, names[i], ts[i], ts[0]->dtype));
   for (int i = 1; i < nt; i++)
     RUMUS__FORWARD(check_same_numel(ctx, op, names[0], ts[0], names[i], ts[i]));
   for (int i = 0; i + 1 < nt; i++)
@@ -118,12 +129,31 @@ static int check_flat(rumus_ctx *ctx, const char *op, const char *const *names,
   return RUMUS_OK;
 }
 
-/* y of shape [..., F] and a 1-D bias of F elements. */
+/* "f32", "f16", "bf16", "i32" for messages and the casts' kernel names. */
+static const char *type_name(rumus_dtype d) {
+  switch (d) {
+  case RUMUS_F32: return "f32";
+  case RUMUS_F16: return "f16";
+  case RUMUS_BF16: return "bf16";
+  case RUMUS_I32: return "i32";
+  default: return "a type without casts";
+  }
+}
+
+/* y of shape [..., F] (floating) and a 1-D bias of F elements, of y's
+ * type, or F32 as well when f32_ok (bias_grad's dbias). */
 static int check_bias(rumus_ctx *ctx, const char *op, const char *yn,
                       const rumus_tensor *y, const char *bn,
-                      const rumus_tensor *b) {
-  RUMUS__FORWARD(rumus__check_tensor(ctx, op, yn, y, RUMUS_F32));
-  RUMUS__FORWARD(rumus__check_tensor(ctx, op, bn, b, RUMUS_F32));
+                      const rumus_tensor *b, int f32_ok) {
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, yn, y));
+  if (f32_ok && b && b->ctx == ctx) {
+    RUMUS__FAIL_IF(b->dtype != y->dtype && b->dtype != RUMUS_F32, ctx,
+                   RUMUS_EDTYPE, "%s: %s is %s, expected %s (the type of "
+                   "%s) or f32", op, bn, type_name(b->dtype),
+                   type_name(y->dtype), yn);
+  } else {
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, bn, b, y->dtype));
+  }
   char sy[RUMUS__SHAPE_BUF], sb[RUMUS__SHAPE_BUF];
   RUMUS__FAIL_IF(y->ndim < 1, ctx, RUMUS_ESHAPE,
                  "%s: %s must have at least one dimension", op, yn);
@@ -136,16 +166,17 @@ static int check_bias(rumus_ctx *ctx, const char *op, const char *yn,
 
 /* ---- Flat launches ----------------------------------------------------- */
 
-/* Runs kernel `kname` over n elements of the tensors ts[0..nt) (their
- * (buffer, element offset) pairs in kernel order), then n, then alpha if
- * with_alpha. */
-static int run_flat(rumus_ctx *ctx, const char *op, const char *kname,
-                    const rumus_tensor *const *ts, int nt, size_t n,
-                    int with_alpha, float alpha) {
+/* Runs kernel `kname` of `file` over n elements of the tensors ts[0..nt)
+ * (their (buffer, element offset) pairs in kernel order), then n, then
+ * alpha if with_alpha; the program's storage is `storage`. */
+static int run_flat_in(rumus_ctx *ctx, const char *op, const char *file,
+                       rumus_dtype storage, const char *kname,
+                       const rumus_tensor *const *ts, int nt, size_t n,
+                       int with_alpha, float alpha) {
   geom g;
   char opts[192];
-  plan_flat(ctx, ts, nt, 0, &g, opts, sizeof opts);
-  const rumus__kernel_ref k = {FILE_CL, opts, kname};
+  plan_flat(ctx, storage, ts, nt, 0, &g, opts, sizeof opts);
+  const rumus__kernel_ref k = {file, opts, kname};
   const size_t span = g.vw * g.nv, piece = MAX_ITEMS * span;
   for (size_t e0 = 0; e0 < n; e0 += piece) {
     cl_ulong cnt = n - e0 < piece ? n - e0 : piece;
@@ -163,6 +194,14 @@ static int run_flat(rumus_ctx *ctx, const char *op, const char *kname,
     RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
   }
   return RUMUS_OK;
+}
+
+/* run_flat_in for elementwise.cl in the storage of ts[0]. */
+static int run_flat(rumus_ctx *ctx, const char *op, const char *kname,
+                    const rumus_tensor *const *ts, int nt, size_t n,
+                    int with_alpha, float alpha) {
+  return run_flat_in(ctx, op, FILE_CL, ts[0]->dtype, kname, ts, nt, n,
+                     with_alpha, alpha);
 }
 
 static int binary(rumus_ctx *ctx, const char *op, const char *kname,
@@ -265,14 +304,14 @@ static size_t pow2_at_least(size_t n, size_t cap) {
 int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y, const rumus_tensor *bias) {
   const char *op = "rumus_bias_add";
   if (ctx == NULL) return RUMUS_ENULL;
-  RUMUS__FORWARD(check_bias(ctx, op, "y", y, "bias", bias));
+  RUMUS__FORWARD(check_bias(ctx, op, "y", y, "bias", bias, 0));
   size_t rows, cols;
   rumus__rows_cols(y, &rows, &cols);
   if (rows == 0 || cols == 0) return RUMUS_OK;
   geom g;
   char opts[192];
   const rumus_tensor *al_ts[2] = {y, bias};
-  plan_flat(ctx, al_ts, 2, cols, &g, opts, sizeof opts);
+  plan_flat(ctx, y->dtype, al_ts, 2, cols, &g, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, "bias_add"};
   /* Work-item (c, r): EW_VW * EW_NV columns c of row r.  The local size
    * spans the row's column blocks (rounded up to a power of two) and as
@@ -297,30 +336,17 @@ int rumus_bias_add(rumus_ctx *ctx, rumus_tensor *y, const rumus_tensor *bias) {
   return RUMUS_OK;
 }
 
-int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
-                    rumus_tensor *dbias) {
-  const char *op = "rumus_bias_grad";
-  if (ctx == NULL) return RUMUS_ENULL;
-  RUMUS__FORWARD(check_bias(ctx, op, "dy", dy, "dbias", dbias));
-  size_t rows, cols;
-  rumus__rows_cols(dy, &rows, &cols);
-  if (cols == 0) return RUMUS_OK;
-  if (rows == 0) return rumus_tensor_fill(dbias, 0.0f); /* empty sums */
-  geom g;
-  char opts[192];
-  const rumus_tensor *al_ts[2] = {dy, dbias};
-  plan_flat(ctx, al_ts, 2, cols, &g, opts, sizeof opts);
-  /* Rows per chunk: at least BG_RC_*, and no more than BG_MAX_CHUNKS
-   * chunks.  The work-group variant cuts the rows into about enough chunks
-   * for BG_GROUPS_PER_CU work-groups per compute unit (fewer chunks: less
-   * to fold).  It depends on the shape, variant and device only, so the
-   * summation order (and the result) is the same on every run. */
-  const size_t tc = rumus__reduce_wg(ctx) >= 8 ? 8 : rumus__reduce_wg(ctx);
-  const size_t gx = (cols + 4 * tc - 1) / (4 * tc); /* column blocks (GPU) */
-  size_t rc = g.gpu ? BG_RC_GPU : BG_RC_CPU;
-  if (g.gpu && rows <= BG_ONE_CHUNK_GPU) {
+/* Rows per chunk of bias_grad: at least BG_RC_*, and no more than
+ * BG_MAX_CHUNKS chunks.  The work-group variant cuts the rows into about
+ * enough chunks for BG_GROUPS_PER_CU work-groups per compute unit (fewer
+ * chunks: less to fold).  It depends on the shape, variant and device only,
+ * so the summation order (and the result) is the same on every run. */
+static size_t bg_rows_per_chunk(const rumus_ctx *ctx, int gpu, size_t rows,
+                                size_t gx) {
+  size_t rc = gpu ? BG_RC_GPU : BG_RC_CPU;
+  if (gpu && rows <= BG_ONE_CHUNK_GPU) {
     rc = rows; /* the fold would cost more than the parallelism saves */
-  } else if (g.gpu) {
+  } else if (gpu) {
     size_t want = BG_GROUPS_PER_CU * (size_t)ctx->compute_units / gx;
     if (want < 1) want = 1;
     const size_t r = (rows + want - 1) / want;
@@ -329,60 +355,164 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   const size_t rc_cap = (rows + BG_MAX_CHUNKS - 1) / BG_MAX_CHUNKS;
   if (rc < rc_cap) rc = rc_cap;
   /* The work-group variant's column blocks each need a ticket word. */
-  if (g.gpu && gx > RUMUS__TICKETS) rc = rows;
-  const size_t chunks = (rows + rc - 1) / rc;
-  cl_mem part = NULL;
-  if (chunks > 1) {
-    RUMUS__FAIL_IF(chunks > (size_t)-1 / sizeof(float) / cols, ctx,
+  if (gpu && gx > RUMUS__TICKETS) rc = rows;
+  return rc;
+}
+
+/* One bias_grad call: its tensors, shape, chunks and program. */
+typedef struct {
+  const rumus_tensor *dy;
+  rumus_tensor *dbias;
+  cl_mem part; /* float partial rows, or NULL with one chunk */
+  size_t rows, cols, rc, chunks, gx;
+  const char *opts;
+  const char *db_sfx; /* "_f32" for an F32 dbias of 16-bit dy, else "" */
+} bg_call;
+
+/* The work-group variant: one launch; with several chunks the last
+ * work-group of each column block folds them. */
+static int bg_launch_wg(rumus_ctx *ctx, const char *op, const bg_call *c) {
+  const size_t wg = rumus__reduce_wg(ctx);
+  char kname[32];
+  snprintf(kname, sizeof kname, "bias_grad_wg%s", c->db_sfx);
+  const rumus__kernel_ref k = {FILE_CL, c->opts, kname};
+  cl_ulong dy_off = rumus__off(c->dy), db_off = rumus__off(c->dbias);
+  cl_ulong nrows = c->rows, ncols = c->cols, nrc = c->rc;
+  cl_mem pm = c->part ? c->part : c->dbias->mem; /* unused with one chunk */
+  rumus__arg args[9] = {RUMUS__ARG(c->dy->mem),    RUMUS__ARG(dy_off),
+                        RUMUS__ARG(c->dbias->mem), RUMUS__ARG(db_off),
+                        RUMUS__ARG(pm),            RUMUS__ARG(nrows),
+                        RUMUS__ARG(ncols),         RUMUS__ARG(nrc),
+                        RUMUS__ARG(ctx->status)};
+  /* Each work-item takes 4 columns: a work-group covers 4 tc. */
+  size_t global[2] = {c->gx * wg, c->chunks}, local[2] = {wg, 1};
+  return rumus__launch(ctx, op, &k, 2, global, local, 9, args);
+}
+
+/* The row variant: bias_grad_row into dbias (one chunk) or into the float
+ * partial rows, which bias_grad_fold then sums into dbias. */
+static int bg_launch_row(rumus_ctx *ctx, const char *op, const bg_call *c,
+                         size_t ls) {
+  cl_mem out = c->part ? c->part : c->dbias->mem;
+  cl_ulong db_off = rumus__off(c->dbias), dy_off = rumus__off(c->dy);
+  cl_ulong out_off = c->part ? 0 : db_off;
+  cl_ulong nrows = c->rows, ncols = c->cols, nrc = c->rc;
+  rumus__arg args[7] = {RUMUS__ARG(c->dy->mem), RUMUS__ARG(dy_off),
+                        RUMUS__ARG(out),        RUMUS__ARG(out_off),
+                        RUMUS__ARG(nrows),      RUMUS__ARG(ncols),
+                        RUMUS__ARG(nrc)};
+  /* Partial rows are float: the _f32 entry unless the storage is F32. */
+  const char *sfx = c->part ? (c->dy->dtype == RUMUS_F32 ? "" : "_f32")
+                            : c->db_sfx;
+  char kname[32];
+  snprintf(kname, sizeof kname, "bias_grad_row%s", sfx);
+  const rumus__kernel_ref k = {FILE_CL, c->opts, kname};
+  const size_t blocks = (c->cols + BG_COLS_CPU - 1) / BG_COLS_CPU;
+  size_t global[2] = {blocks, c->chunks}, local[2] = {blocks >= 8 ? 8 : 1, 1};
+  RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, 7, args));
+  if (!c->part) return RUMUS_OK;
+  snprintf(kname, sizeof kname, "bias_grad_fold%s", c->db_sfx);
+  const rumus__kernel_ref kf = {FILE_CL, c->opts, kname};
+  cl_ulong nchunks = c->chunks;
+  rumus__arg fargs[5] = {RUMUS__ARG(c->part), RUMUS__ARG(nchunks),
+                         RUMUS__ARG(c->dbias->mem), RUMUS__ARG(db_off),
+                         RUMUS__ARG(ncols)};
+  size_t fglobal = c->cols, flocal = ls;
+  return rumus__launch(ctx, op, &kf, 1, &fglobal, &flocal, 5, fargs);
+}
+
+int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
+                    rumus_tensor *dbias) {
+  const char *op = "rumus_bias_grad";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(check_bias(ctx, op, "dy", dy, "dbias", dbias, 1));
+  bg_call c = {dy, dbias, NULL, 0, 0, 0, 0, 0, NULL,
+               dbias->dtype == dy->dtype ? "" : "_f32"};
+  rumus__rows_cols(dy, &c.rows, &c.cols);
+  if (c.cols == 0) return RUMUS_OK;
+  if (c.rows == 0) return rumus_tensor_fill(dbias, 0.0f); /* empty sums */
+  geom g;
+  char opts[192];
+  const rumus_tensor *al_ts[2] = {dy, dbias};
+  plan_flat(ctx, dy->dtype, al_ts, 2, c.cols, &g, opts, sizeof opts);
+  c.opts = opts;
+  const size_t tc = rumus__reduce_wg(ctx) >= 8 ? 8 : rumus__reduce_wg(ctx);
+  c.gx = (c.cols + 4 * tc - 1) / (4 * tc); /* column blocks (GPU) */
+  c.rc = bg_rows_per_chunk(ctx, g.gpu, c.rows, c.gx);
+  c.chunks = (c.rows + c.rc - 1) / c.rc;
+  if (c.chunks > 1) {
+    RUMUS__FAIL_IF(c.chunks > (size_t)-1 / sizeof(float) / c.cols, ctx,
                    RUMUS_ESIZE, "%s: %zu x %zu partial sums overflow size_t",
-                   op, chunks, cols);
-    RUMUS__FORWARD(rumus__scratch(ctx, op, chunks * cols * sizeof(float), &part));
+                   op, c.chunks, c.cols);
+    RUMUS__FORWARD(rumus__scratch(ctx, op, c.chunks * c.cols * sizeof(float),
+                                  &c.part));
   }
-  cl_ulong dy_off = rumus__off(dy), db_off = rumus__off(dbias);
-  cl_ulong nrows = rows, ncols = cols, nrc = rc;
-  int st;
-  if (g.gpu) {
-    /* One launch: with several chunks the last work-group of each column
-     * block folds them. */
-    const size_t wg = rumus__reduce_wg(ctx);
-    const rumus__kernel_ref k = {FILE_CL, opts, "bias_grad_wg"};
-    cl_mem pm = part ? part : dbias->mem; /* unused with one chunk */
-    rumus__arg args[9] = {RUMUS__ARG(dy->mem), RUMUS__ARG(dy_off),
-                          RUMUS__ARG(dbias->mem), RUMUS__ARG(db_off),
-                          RUMUS__ARG(pm),     RUMUS__ARG(nrows),
-                          RUMUS__ARG(ncols),  RUMUS__ARG(nrc),
-                          RUMUS__ARG(ctx->status)};
-    /* Each work-item takes 4 columns: a work-group covers 4 tc. */
-    size_t global[2] = {gx * wg, chunks},
-           local[2] = {wg, 1};
-    st = rumus__launch(ctx, op, &k, 2, global, local, 9, args);
-  } else {
-    cl_mem out = part ? part : dbias->mem;
-    cl_ulong out_off = part ? 0 : db_off;
-    rumus__arg args[7] = {RUMUS__ARG(dy->mem), RUMUS__ARG(dy_off),
-                          RUMUS__ARG(out),     RUMUS__ARG(out_off),
-                          RUMUS__ARG(nrows),   RUMUS__ARG(ncols),
-                          RUMUS__ARG(nrc)};
-    const rumus__kernel_ref k = {FILE_CL, opts, "bias_grad_row"};
-    const size_t blocks = (cols + BG_COLS_CPU - 1) / BG_COLS_CPU;
-    size_t global[2] = {blocks, chunks}, local[2] = {blocks >= 8 ? 8 : 1, 1};
-    st = rumus__launch(ctx, op, &k, 2, global, local, 7, args);
-    if (st == RUMUS_OK && part) {
-      const rumus__kernel_ref kf = {FILE_CL, opts, "bias_grad_fold"};
-      cl_ulong nchunks = chunks;
-      rumus__arg fargs[5] = {RUMUS__ARG(part), RUMUS__ARG(nchunks),
-                             RUMUS__ARG(dbias->mem), RUMUS__ARG(db_off),
-                             RUMUS__ARG(ncols)};
-      size_t fglobal = cols, flocal = g.ls;
-      st = rumus__launch(ctx, op, &kf, 1, &fglobal, &flocal, 5, fargs);
-    }
-  }
+  const int st = g.gpu ? bg_launch_wg(ctx, op, &c)
+                       : bg_launch_row(ctx, op, &c, g.ls);
   /* The queue keeps the scratch buffer alive until the kernels finish. */
-  if (part) clReleaseMemObject(part);
+  if (c.part) clReleaseMemObject(c.part);
   return st;
 }
 
-/* Both alignments on the GPU variant; the CPU variant has one program. */
+/* ---- Casts ------------------------------------------------------------- */
+
+static int is_floating(rumus_dtype d) {
+  return d == RUMUS_F32 || d == RUMUS_F16 || d == RUMUS_BF16;
+}
+
+/* src F32, F16, BF16 or I32 and dst F32, F16 or BF16, or both of one type
+ * (a copy, of any type); equal element counts; dst the same bytes as src
+ * only when the types match. */
+static int check_cast(rumus_ctx *ctx, const char *op, const rumus_tensor *src,
+                      const rumus_tensor *dst) {
+  RUMUS__FAIL_IF(src == NULL, ctx, RUMUS_ENULL, "%s: src is NULL", op);
+  RUMUS__FAIL_IF(dst == NULL, ctx, RUMUS_ENULL, "%s: dst is NULL", op);
+  RUMUS__FAIL_IF(src->ctx != ctx, ctx, RUMUS_EINVAL,
+                 "%s: src belongs to another context", op);
+  RUMUS__FAIL_IF(dst->ctx != ctx, ctx, RUMUS_EINVAL,
+                 "%s: dst belongs to another context", op);
+  if (src->dtype != dst->dtype) {
+    RUMUS__FAIL_IF(!is_floating(dst->dtype), ctx, RUMUS_EDTYPE,
+                   "%s: dst is %s, src %s: casts go to f32, f16 or bf16 "
+                   "(to another type only from the same type, a copy)", op,
+                   type_name(dst->dtype), type_name(src->dtype));
+    RUMUS__FAIL_IF(!is_floating(src->dtype) && src->dtype != RUMUS_I32, ctx,
+                   RUMUS_EDTYPE, "%s: src is %s: casts go from f32, f16, "
+                   "bf16 or i32", op, type_name(src->dtype));
+  }
+  RUMUS__FORWARD(check_same_numel(ctx, op, "src", src, "dst", dst));
+  return rumus__check_overlap(ctx, op, "src", src, "dst", dst,
+                              src->dtype == dst->dtype);
+}
+
+int rumus_cast(rumus_ctx *ctx, const rumus_tensor *src, rumus_tensor *dst) {
+  const char *op = "rumus_cast";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(check_cast(ctx, op, src, dst));
+  if (src->numel == 0) return RUMUS_OK;
+  if (src->dtype == dst->dtype) {
+    if (src->mem == dst->mem && src->offset == dst->offset) return RUMUS_OK;
+    cl_int e = clEnqueueCopyBuffer(ctx->queue, src->mem, dst->mem,
+                                   src->offset, dst->offset,
+                                   rumus_tensor_nbytes(src), 0, NULL, NULL);
+    if (e != CL_SUCCESS)
+      return rumus__fail_cl(ctx, e, "%s: clEnqueueCopyBuffer", op);
+    return RUMUS_OK;
+  }
+  char kname[48];
+  snprintf(kname, sizeof kname, "cast_%s_%s", type_name(src->dtype),
+           type_name(dst->dtype));
+  const rumus_tensor *ts[2] = {src, dst};
+  /* cast.cl has no storage of its own: its options are those of the F32
+   * element-wise program, so every cast shares one program per variant
+   * and alignment. */
+  return run_flat_in(ctx, op, FILE_CAST, RUMUS_F32, kname, ts, 2, src->numel,
+                     0, 0.0f);
+}
+
+/* The F32 programs of elementwise.cl and the program of cast.cl (every
+ * pair of types): both alignments on the GPU variant, one program each on
+ * the CPU variant. */
 int rumus__elementwise_warm(rumus_ctx *ctx) {
   const int aligns = rumus__gpu_variant(ctx) ? 2 : 1;
   for (int align4 = 0; align4 < aligns; align4++) {
@@ -393,6 +523,8 @@ int rumus__elementwise_warm(rumus_ctx *ctx) {
     ew_options(ctx, &g, opts, sizeof opts);
     RUMUS__FORWARD(
         rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &p));
+    RUMUS__FORWARD(
+        rumus__program_get(ctx, "rumus_cache_fill", FILE_CAST, opts, &p));
   }
   return RUMUS_OK;
 }
