@@ -47,9 +47,60 @@
  * feed MR x NV float16 accumulators (register blocking, no barriers, no
  * local memory).  Work-items of a group share the B panel (in L2).
  *
+ * Storage: A and B are of the program's main storage (RUMUS_STORAGE), C
+ * of RUMUS_STORAGE_C (the same, or F32 under 16-bit A and B).  Both
+ * variants convert to float where they read the storage (the tiled loads,
+ * the packs) and round only where C is stored, so the local slices, the
+ * packed panels and every product and sum are float whatever the storage.
+ *
  * Accumulation order is fixed (k ascending, fma), so results are
  * deterministic for a given device and variant.
  */
+
+#ifndef RUMUS_STORAGE_C
+#define RUMUS_STORAGE_C RUMUS_STORAGE /* storage of C: F32, F16, BF16 */
+#endif
+
+/* 16 consecutive elements at element alignment as a float16 (the packs
+ * read A and B so, the packed product C).  F16 moves in groups of 4: PoCL
+ * 3.1 (x86 with F16C) may compile vload_half8 / 16 and vstore_half8 / 16
+ * _rte as aligned vector moves, which fault at addresses that are only
+ * element-aligned.  Softmax's row kernels met it; GEMM's programs ran
+ * clean with vload_half16 at odd offsets, but that rests on how the
+ * compiler folds each load, and 8-byte moves cannot fault on alignment. */
+#define GEMM_LD16_F32(p, i) RUMUS_LOADN(F32, 16, p, i)
+#define GEMM_LD16_BF16(p, i) RUMUS_LOADN(BF16, 16, p, i)
+#define GEMM_LD16_F16(p, i)                                                  \
+  (float16)(RUMUS_LOADN(F16, 4, p, i), RUMUS_LOADN(F16, 4, p, (i) + 4),      \
+            RUMUS_LOADN(F16, 4, p, (i) + 8), RUMUS_LOADN(F16, 4, p, (i) + 12))
+#define GEMM_ST16_F32(v, p, i) RUMUS_STOREN(F32, 16, v, p, i)
+#define GEMM_ST16_BF16(v, p, i) RUMUS_STOREN(BF16, 16, v, p, i)
+#define GEMM_ST16_F16(v, p, i)                                               \
+  do {                                                                       \
+    const float16 st16_ = (v);                                               \
+    RUMUS_STOREN(F16, 4, st16_.s0123, p, i);                                 \
+    RUMUS_STOREN(F16, 4, st16_.s4567, p, (i) + 4);                           \
+    RUMUS_STOREN(F16, 4, st16_.s89ab, p, (i) + 8);                           \
+    RUMUS_STOREN(F16, 4, st16_.scdef, p, (i) + 12);                          \
+  } while (0)
+#define GEMM_LD16(T, p, i) RUMUS_CAT(GEMM_LD16_, T)(p, i)
+#define GEMM_ST16(T, v, p, i) RUMUS_CAT(GEMM_ST16_, T)(v, p, i)
+#undef LOAD16
+#define LOAD16(p, i) GEMM_LD16(RUMUS_STORAGE, p, i)
+
+/* C's storage: its element type and LOAD / STORE forms (common.cl). */
+typedef RUMUS_TYPE(RUMUS_STORAGE_C) c_t;
+#define LOADC(p, i) RUMUS_LOAD(RUMUS_STORAGE_C, p, i)
+#define STOREC(v, p, i) RUMUS_STORE(RUMUS_STORAGE_C, v, p, i)
+#if RUMUS_ALIGN4
+#define LOADC4(p, i) RUMUS_LOADA(RUMUS_STORAGE_C, 4, p, i)
+#define STOREC4(v, p, i) RUMUS_STOREA(RUMUS_STORAGE_C, 4, v, p, i)
+#else
+#define LOADC4(p, i) RUMUS_LOADN(RUMUS_STORAGE_C, 4, p, i)
+#define STOREC4(v, p, i) RUMUS_STOREN(RUMUS_STORAGE_C, 4, v, p, i)
+#endif
+#define LOADC16(p, i) GEMM_LD16(RUMUS_STORAGE_C, p, i)
+#define STOREC16(v, p, i) GEMM_ST16(RUMUS_STORAGE_C, v, p, i)
 
 #ifndef TA
 #define TA 0 /* 1: A is stored [K, M] and op(A) = A^T */
@@ -232,19 +283,19 @@ inline void tiled_store_b(local float *Bs, const float4 *rb, int tid) {
 }
 
 /* C[m][n0 + n .. + 3] = alpha * acc + beta * C, guarded against N. */
-inline void tiled_store_c(global real_t *C, size_t ldc, size_t m, size_t n,
+inline void tiled_store_c(global c_t *C, size_t ldc, size_t m, size_t n,
                           size_t N, float4 acc, float alpha, float beta) {
   const size_t at = m * ldc + n;
   float4 v = alpha * acc;
   if (n + 3 < N) {
-    if (beta != 0.0f) v += beta * LOAD4(C, at);
-    STORE4(v, C, at);
+    if (beta != 0.0f) v += beta * LOADC4(C, at);
+    STOREC4(v, C, at);
   } else {
     float e[4] = {v.x, v.y, v.z, v.w};
     for (int c = 0; c < 4 && n + c < N; c++) {
       float r = e[c];
-      if (beta != 0.0f) r += beta * LOAD(C, at + c);
-      STORE(r, C, at + c);
+      if (beta != 0.0f) r += beta * LOADC(C, at + c);
+      STOREC(r, C, at + c);
     }
   }
 }
@@ -279,7 +330,7 @@ inline void tiled_multiply(float acc[WPTM][WPTN], local const float *As,
 /* As and Bs hold DBUF slices each (LSA, LSB floats apart). */
 inline void gemm_tiled_body(global const real_t *A, size_t lda,
                             global const real_t *B, size_t ldb,
-                            global real_t *C, size_t ldc, size_t M, size_t N,
+                            global c_t *C, size_t ldc, size_t M, size_t N,
                             size_t K, float alpha, float beta, local float *As,
                             local float *Bs) {
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
@@ -350,7 +401,7 @@ __kernel RUMUS_REQD_WG(RTSN, RTSM, 1)
 void gemm_tiled(
     global const real_t *A, ulong a_off, ulong lda, ulong stride_a,
     global const real_t *B, ulong b_off, ulong ldb, ulong stride_b,
-    global real_t *C, ulong c_off, ulong ldc, ulong stride_c, ulong M,
+    global c_t *C, ulong c_off, ulong ldc, ulong stride_c, ulong M,
     ulong N, ulong K, float alpha, float beta) {
   /* float4 arrays: the slices are read and written as float4, which needs
    * 16-byte alignment (a float array is only 4-byte aligned). */
@@ -471,7 +522,7 @@ __kernel void gemm_pack_b(global const real_t *restrict B, ulong b_off,
  * z * stride_ap and z * stride_bp (0: one packed matrix for every batch). */
 __kernel void gemm_packed(global const float *restrict Ap, ulong stride_ap,
                           global const float *restrict Bp, ulong stride_bp,
-                          global real_t *restrict C, ulong c_off, ulong ldc,
+                          global c_t *restrict C, ulong c_off, ulong ldc,
                           ulong stride_c, ulong M, ulong N, ulong K,
                           float alpha, float beta) {
   const size_t q = get_global_id(0), p = get_global_id(1), z = get_global_id(2);
@@ -497,20 +548,20 @@ __kernel void gemm_packed(global const float *restrict Ap, ulong stride_ap,
 
   UNROLL for (int r = 0; r < MR; r++) {
     if (i0 + r >= M) break;
-    global real_t *c = C + (i0 + r) * (size_t)ldc + j0;
+    global c_t *c = C + (i0 + r) * (size_t)ldc + j0;
     if (j0 + NR <= N) {
       UNROLL for (int v = 0; v < NV; v++) {
         float16 y = alpha * acc[r][v];
-        if (beta != 0.0f) y += beta * LOAD16(c, 16 * v);
-        STORE16(y, c, 16 * v);
+        if (beta != 0.0f) y += beta * LOADC16(c, 16 * v);
+        STOREC16(y, c, 16 * v);
       }
     } else {
       float row[NR];
       UNROLL for (int v = 0; v < NV; v++) vstore16(acc[r][v], v, row);
       for (size_t j = 0; j < NR && j0 + j < N; j++) {
         float y = alpha * row[j];
-        if (beta != 0.0f) y += beta * LOAD(c, j);
-        STORE(y, c, j);
+        if (beta != 0.0f) y += beta * LOADC(c, j);
+        STOREC(y, c, j);
       }
     }
   }

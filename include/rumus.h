@@ -532,6 +532,17 @@ RUMUS_API int rumus_cross_entropy(rumus_ctx *ctx, const rumus_tensor *logits,
 
 typedef enum { RUMUS_NO_TRANS = 0, RUMUS_TRANS = 1 } rumus_transpose;
 
+/* Storage types of rumus_gemm() and rumus_gemm_ex(): A and B have one
+ * floating type T (RUMUS_F32, RUMUS_F16 or RUMUS_BF16) and C is T or
+ * RUMUS_F32, so 16-bit operands may accumulate into a float C.  Products
+ * and sums are float whatever the storage (16-bit values widen exactly);
+ * a 16-bit C receives alpha * op(A) * op(B) + beta * C rounded once, to
+ * nearest even.  Any other combination (A and B of two types, C of a
+ * third type, a 16-bit C under F32 operands) is RUMUS_EDTYPE, with a
+ * message naming the tensors and their types, before shapes and layouts
+ * are checked.  Offsets, leading sizes and strides count elements of each
+ * tensor's own type. */
+
 /*! rumus_gemm() :
  *  C = alpha * op(A) * op(B) + beta * C on row-major tensors, op(X) = X or
  *  X^T.  2-D: A is [M, K] ([K, M] if transposed), B is [K, N] ([N, K]),

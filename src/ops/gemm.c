@@ -12,9 +12,15 @@
  *                chunks accumulate into C with beta = 1).
  * alpha == 0 or K == 0 reads neither A nor B (as BLAS): C = beta * C, and
  * beta == 1 then leaves C alone.
+ *
+ * Storage: A and B share one floating type T (the programs' RUMUS_STORAGE)
+ * and C is T or F32 (RUMUS_STORAGE_C), so half or bfloat16 operands can
+ * accumulate into a float C; every other combination is RUMUS_EDTYPE.  The
+ * kernels compute in float either way.
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -56,6 +62,28 @@ enum { PACK_KB = 16, PACK_LOCAL = 8 };
 #define SCRATCH_CAP ((size_t)1 << 24)
 
 /* ---- Checks ------------------------------------------------------------ */
+
+static const char *type_name(rumus_dtype d) {
+  return d == RUMUS_F16 ? "f16" : d == RUMUS_BF16 ? "bf16" : "f32";
+}
+
+/* A and B floating of one type T, C floating and either T or F32. */
+static int check_types(rumus_ctx *ctx, const char *op, const rumus_tensor *A,
+                       const rumus_tensor *B, const rumus_tensor *C) {
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "A", A));
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "B", B));
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "C", C));
+  const char *t = type_name(A->dtype);
+  RUMUS__FAIL_IF(B->dtype != A->dtype, ctx, RUMUS_EDTYPE,
+                 "%s: A is %s and B is %s; A and B must have one type", op,
+                 t, type_name(B->dtype));
+  RUMUS__FAIL_IF(C->dtype != A->dtype && C->dtype != RUMUS_F32, ctx,
+                 RUMUS_EDTYPE,
+                 "%s: C is %s with A and B %s; C must be %s%s", op,
+                 type_name(C->dtype), t, t,
+                 A->dtype == RUMUS_F32 ? "" : " or f32");
+  return RUMUS_OK;
+}
 
 static int check_trans(rumus_ctx *ctx, const char *op, const char *name,
                        rumus_transpose t) {
@@ -109,10 +137,11 @@ static int view_aligned4(const rumus_tensor *t, size_t off, size_t ld,
          (batch <= 1 || stride % 4 == 0);
 }
 
-/* One program of the family: the GPU variant's tiles (NULL for the CPU
- * variant's packed kernels), the transposes and the alignment. */
+/* One program of the family: the storage of A and B and that of C, the
+ * GPU variant's tiles (NULL for the CPU variant's packed kernels), the
+ * transposes and the alignment. */
 typedef struct {
-  rumus_dtype storage;
+  rumus_dtype storage, c_storage;
   const tiled_cfg *tiles;
   int ta, tb, align4;
 } gemm_prog;
@@ -120,9 +149,12 @@ typedef struct {
 /* The options of the program (warm-up and launches). */
 static void gemm_options(const rumus_ctx *ctx, const gemm_prog *g, char *buf,
                          size_t len) {
-  char head[96];
+  char head[128];
   rumus__options_head(head, sizeof head, g->storage, rumus__reduce_wg(ctx),
                       g->align4);
+  const size_t used = strlen(head);
+  snprintf(head + used, sizeof head - used, " -DRUMUS_STORAGE_C=%s",
+           rumus__storage_tag(g->c_storage));
   const tiled_cfg *t = g->tiles;
   if (t)
     snprintf(buf, len,
@@ -173,7 +205,7 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
                     l->batch) &&
       view_aligned4(p->C, l->c_offset - rumus__off(p->C), l->ldc, l->stride_c,
                     l->batch);
-  const gemm_prog g = {p->C->dtype, t, p->ta, p->tb, align4};
+  const gemm_prog g = {p->A->dtype, p->C->dtype, t, p->ta, p->tb, align4};
   char opts[320];
   gemm_options(ctx, &g, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, "gemm_tiled"};
@@ -210,8 +242,8 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
 
 static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
   const rumus_gemm_layout *l = &p->l;
-  const gemm_prog g = {p->C->dtype, NULL, p->ta, p->tb, 0};
-  char opts[200];
+  const gemm_prog g = {p->A->dtype, p->C->dtype, NULL, p->ta, p->tb, 0};
+  char opts[256];
   gemm_options(ctx, &g, opts, sizeof opts);
   const rumus__kernel_ref kpa = {FILE_CL, opts, "gemm_pack_a"},
                           kpb = {FILE_CL, opts, "gemm_pack_b"},
@@ -351,9 +383,7 @@ int rumus_gemm_ex(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
                   const rumus_gemm_layout *layout) {
   static const char op[] = "rumus_gemm_ex";
   if (ctx == NULL) return RUMUS_ENULL;
-  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "A", A, RUMUS_F32));
-  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "B", B, RUMUS_F32));
-  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "C", C, RUMUS_F32));
+  RUMUS__FORWARD(check_types(ctx, op, A, B, C));
   RUMUS__FAIL_IF(layout == NULL, ctx, RUMUS_ENULL, "%s: layout is NULL", op);
   RUMUS__FORWARD(check_trans(ctx, op, "ta", ta));
   RUMUS__FORWARD(check_trans(ctx, op, "tb", tb));
@@ -390,9 +420,7 @@ int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
                float beta, rumus_tensor *C) {
   static const char op[] = "rumus_gemm";
   if (ctx == NULL) return RUMUS_ENULL;
-  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "A", A, RUMUS_F32));
-  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "B", B, RUMUS_F32));
-  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "C", C, RUMUS_F32));
+  RUMUS__FORWARD(check_types(ctx, op, A, B, C));
   RUMUS__FORWARD(check_trans(ctx, op, "ta", ta));
   RUMUS__FORWARD(check_trans(ctx, op, "tb", tb));
   char sa[RUMUS__SHAPE_BUF], sb[RUMUS__SHAPE_BUF], sc[RUMUS__SHAPE_BUF];
@@ -434,15 +462,16 @@ int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
   return run(ctx, op, ta, tb, alpha, A, B, beta, C, &l);
 }
 
-/* Builds the programs of the current variant for the four transposes: on
- * the GPU variant for every tile size that fits the device, with aligned
- * and unaligned operands. */
+/* Builds the F32 programs of the current variant for the four transposes:
+ * on the GPU variant for every tile size that fits the device, with
+ * aligned and unaligned operands.  The 16-bit programs (four storage pairs
+ * more) build at their first use, as rumus_cache_fill documents. */
 int rumus__gemm_warm(rumus_ctx *ctx) {
   char opts[320];
   cl_program prog;
   const int gpu = rumus__gpu_variant(ctx);
   for (int t = 0; t < 4; t++) {
-    gemm_prog g = {RUMUS_F32, NULL, t & 1, t >> 1, 0};
+    gemm_prog g = {RUMUS_F32, RUMUS_F32, NULL, t & 1, t >> 1, 0};
     int tiled = 0;
     for (size_t i = 0; gpu && i < N_TILES; i++) {
       if (!tiled_fits(ctx, &GPU_TILES[i])) continue;
