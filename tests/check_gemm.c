@@ -16,6 +16,22 @@
  * max|a| max|b| or more.
  * beta == 0 must not read C: C starts as NaN there and must come back
  * finite.
+ *
+ * 16-bit storage (A and B F16 or BF16, C of their type or F32): the
+ * reference takes the operands as stored (rounded to their types), so the
+ * float arithmetic inside owes the same bound as above; a 16-bit C adds
+ * the rounding of the stored result (tests/tu_dtype.h):
+ *     F16 C   bound (1 + 2^-11) + 2^-25 + 2^-11 |want|
+ *     BF16 C  bound (1 + 2^-8) + 2^-8 |want|
+ * (the float result lies within `bound` of want and is then rounded to
+ * half an ulp of itself).  Measured: up to 0.96 of the F16 bound and 0.99
+ * of the BF16 one (the rounding of C dominates), 0.03 of the bound with a
+ * float C.  The typed cases form a covering set rather than the whole
+ * cross product, since every program costs a build on PoCL (a second or
+ * more cold): on both variants each storage pair runs the tile-selecting
+ * shapes (one transpose each, aligned and unaligned), two strided gemm_ex
+ * (one aligned) and a batched gemm, the transposes turning so that each
+ * type meets all four; guard bytes surround each 16-bit C.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +39,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "tu_dtype.h"
 
 typedef struct {
   size_t m, n, k;
@@ -59,21 +76,23 @@ static void ref_layout(int ta, int tb, double alpha, const float *a,
 }
 
 /* Runs C = alpha op(A) op(B) + beta C on one variant through rumus_gemm
- * (layout NULL: A, B, C are 2-D or 3-D tensors with the given data) or
- * rumus_gemm_ex, and checks the whole of C. */
+ * (A, B, C are 2-D or 3-D tensors with the given data; l describes them)
+ * or rumus_gemm_ex, and checks the whole of C.  a, b and c0 hold the
+ * values as the tensors store them (rounded to their types). */
 static void check_one(rumus_ctx *ctx, const char *what, int ta, int tb,
                       float alpha, float beta, rumus_tensor *tA,
                       const float *a, size_t an, rumus_tensor *tB,
                       const float *b, size_t bn, rumus_tensor *tC,
                       const float *c0, size_t cn, const rumus_gemm_layout *l,
                       int use_ex) {
-  TU_OK(ctx, rumus_tensor_upload(tC, c0, cn * sizeof *c0));
+  const rumus_dtype ct = rumus_tensor_dtype(tC);
+  TU_OK(ctx, rumus_tensor_upload_f32(tC, c0, cn));
   if (use_ex)
     TU_OK(ctx, rumus_gemm_ex(ctx, ta, tb, alpha, tA, tB, beta, tC, l));
   else
     TU_OK(ctx, rumus_gemm(ctx, ta, tb, alpha, tA, tB, beta, tC));
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  float *got = tu_download(ctx, tC);
+  float *got = tu_download_f32(ctx, tC);
   double *want = malloc(cn * sizeof *want);
   ck_assert_ptr_nonnull(want);
   ref_layout(ta, tb, alpha, a, b, beta, c0, cn, l, want);
@@ -82,11 +101,16 @@ static void check_one(rumus_ctx *ctx, const char *what, int ta, int tb,
   for (size_t i = 0; i < cn; i++)
     if (!isnan(c0[i]) && fabsf(c0[i]) > cmax) cmax = fabsf(c0[i]);
   double tol = tolerance(l->k, alpha, absmax(a, an), absmax(b, bn), beta, cmax);
+  const double rtol = tu_store_rtol(ct); /* 0 for F32 */
   char name[256];
-  snprintf(name, sizeof name, "gemm_%s_%s_%c%c_%zux%zux%zu_b%zu_alpha%g_beta%g",
-           what, rumus_ctx_uses_gpu_variant(ctx) ? "wg" : "row", ta ? 't' : 'n',
-           tb ? 't' : 'n', l->m, l->n, l->k, l->batch, alpha, beta);
-  tu_check_close(name, got, want, cn, tol, 0.0);
+  snprintf(name, sizeof name,
+           "gemm_%s_%s_%s_c%s_%c%c_%zux%zux%zu_b%zu_alpha%g_beta%g", what,
+           rumus_ctx_uses_gpu_variant(ctx) ? "wg" : "row",
+           tu_dtype_name(rumus_tensor_dtype(tA)), tu_dtype_name(ct),
+           ta ? 't' : 'n', tb ? 't' : 'n', l->m, l->n, l->k, l->batch, alpha,
+           beta);
+  tu_check_close(name, got, want, cn, tol * (1.0 + rtol) + tu_store_atol(ct),
+                 rtol);
   free(got);
   free(want);
 }
@@ -97,6 +121,20 @@ static float *random_floats(tu_rng *r, size_t n, float lo, float hi) {
   tu_fill_uniform(r, x, n, lo, hi);
   return x;
 }
+
+/* random_floats rounded to what a tensor of type d stores. */
+static float *random_typed(tu_rng *r, rumus_dtype d, size_t n, float lo,
+                           float hi) {
+  float *x = random_floats(r, n, lo, hi);
+  tu_round_to(d, x, n);
+  return x;
+}
+
+/* The storage pairs of the typed cases: A and B, then C. */
+static const rumus_dtype PAIRS[4][2] = {{RUMUS_F16, RUMUS_F16},
+                                        {RUMUS_F16, RUMUS_F32},
+                                        {RUMUS_BF16, RUMUS_BF16},
+                                        {RUMUS_BF16, RUMUS_F32}};
 
 /* Shape SHAPES[_i / 4], transposes _i % 4: 2-D tensors, both variants,
  * (alpha, beta) = (1, 0) over a NaN C, (-0.5, 1) and (1.5, -2). */
@@ -162,8 +200,35 @@ START_TEST(tile_sizes) {
 }
 END_TEST
 
-/* 3-D tensors: C [3, M, N] with A batched and B a 2-D matrix broadcast over
- * the batch, then the other way round, then both batched. */
+/* 3-D tensors of storage ab (A, B) and ct (C) with transposes t: C
+ * [3, 19, 37] with A batched and B a 2-D matrix broadcast over the batch,
+ * then the other way round, then both batched, on both variants.  a, b and
+ * c hold 3 x 19 x 23, 3 x 23 x 37 and 3 x 19 x 37 values as stored. */
+static void run_batched(rumus_ctx *ctx, int t, rumus_dtype ab, rumus_dtype ct,
+                        const float *a, const float *b, const float *c) {
+  const size_t Z = 3, M = 19, N = 37, K = 23;
+  const int ta = t & 1, tb = t >> 1;
+  size_t sa[3] = {Z, ta ? K : M, ta ? M : K};
+  size_t sb[3] = {Z, tb ? N : K, tb ? K : N}, sc[3] = {Z, M, N};
+  rumus_tensor *tC = tu_tensor_typed(ctx, ct, 3, sc, NULL);
+  for (int mode = 0; mode < 3; mode++) { /* 0: B 2-D, 1: A 2-D, 2: both 3-D */
+    const int a3 = mode != 1, b3 = mode != 0;
+    /* 2-D: the shape without its batch extent */
+    rumus_tensor *tA = tu_tensor_typed(ctx, ab, 2 + a3, sa + 1 - a3, a),
+                 *tB = tu_tensor_typed(ctx, ab, 2 + b3, sb + 1 - b3, b);
+    rumus_gemm_layout l = {M, N, K, Z, 0, sa[2], a3 ? M * K : 0,
+                           0, sb[2], b3 ? K * N : 0, 0, N, M * N};
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      check_one(ctx, "3d", ta, tb, 1.25f, 0.5f, tA, a, Z * M * K, tB, b,
+                Z * K * N, tC, c, Z * M * N, &l, 0);
+    }
+    rumus_tensor_free(tA);
+    rumus_tensor_free(tB);
+  }
+  rumus_tensor_free(tC);
+}
+
 START_TEST(batched_3d) {
   const size_t Z = 3, M = 19, N = 37, K = 23;
   rumus_ctx *ctx = tu_ctx();
@@ -171,41 +236,31 @@ START_TEST(batched_3d) {
   tu_rng_seed(&r, 99);
   float *a = random_floats(&r, Z * M * K, -1, 1), *b = random_floats(&r, Z * K * N, -1, 1),
         *c = random_floats(&r, Z * M * N, -1, 1);
-  size_t sc[3] = {Z, M, N};
-  rumus_tensor *tC = tu_tensor(ctx, RUMUS_F32, 3, sc, NULL);
-  for (int t = 0; t < 4; t++) {
-    const int ta = t & 1, tb = t >> 1;
-    size_t sa[3] = {Z, ta ? K : M, ta ? M : K}, sb[3] = {Z, tb ? N : K, tb ? K : N};
-    for (int mode = 0; mode < 3; mode++) { /* 0: B 2-D, 1: A 2-D, 2: both 3-D */
-      const int a3 = mode != 1, b3 = mode != 0;
-      rumus_tensor *tA = tu_tensor(ctx, RUMUS_F32, a3 ? 3 : 2, a3 ? sa : sa + 1, a),
-                   *tB = tu_tensor(ctx, RUMUS_F32, b3 ? 3 : 2, b3 ? sb : sb + 1, b);
-      rumus_gemm_layout l = {M, N, K, Z, 0, sa[2], a3 ? M * K : 0,
-                             0, sb[2], b3 ? K * N : 0, 0, N, M * N};
-      for (int v = 0; v < 2; v++) {
-        tu_set_variant(ctx, tu_variants[v]);
-        check_one(ctx, "3d", ta, tb, 1.25f, 0.5f, tA, a, Z * M * K, tB, b,
-                  Z * K * N, tC, c, Z * M * N, &l, 0);
-      }
-      rumus_tensor_free(tA);
-      rumus_tensor_free(tB);
-    }
-  }
+  for (int t = 0; t < 4; t++)
+    run_batched(ctx, t, RUMUS_F32, RUMUS_F32, a, b, c);
   free(a);
   free(b);
   free(c);
-  tu_free_all(ctx, tC, NULL);
+  tu_free_all(ctx, NULL);
 }
 END_TEST
 
-/* rumus_gemm_ex on 1-D buffers: offsets, leading sizes larger than the
- * rows (odd and multiples of 4), batch strides with gaps, a broadcast
+/* A pitch past rows of n elements: n + extra, or aligned the next multiple
+ * of 4 above n. */
+static size_t pitch(size_t n, size_t extra, int aligned) {
+  return aligned ? (n + 4) / 4 * 4 : n + extra;
+}
+
+/* rumus_gemm_ex on 1-D buffers of storage ab (A, B) and ct (C): offsets,
+ * leading sizes larger than the rows, batch strides with gaps, a broadcast
  * operand (stride 0) and C interleaved as [M, batch, N]; elements between
- * the views must stay as they were. */
-START_TEST(strided_ex) {
-  const int ta = _i & 1, tb = _i >> 1 & 1, aligned = _i >> 2;
+ * the views must stay as they were.  Unaligned: odd offsets and pitches.
+ * Aligned: every offset, pitch and stride a multiple of 4, so that the
+ * work-group variant takes its aligned vector path (the rows of 21, 31 and
+ * 45 elements are padded up to it).  Both variants, beta 1 and beta 0. */
+static void run_strided(rumus_ctx *ctx, int ta, int tb, int aligned,
+                        rumus_dtype ab, rumus_dtype ct, uint64_t seed) {
   const size_t M = 21, N = 45, K = 31, Z = 4;
-  const size_t pad = aligned ? 4 : 3;
   rumus_gemm_layout l;
   l.m = M;
   l.n = N;
@@ -214,29 +269,25 @@ START_TEST(strided_ex) {
   const size_t a_rows = ta ? K : M, a_cols = ta ? M : K;
   const size_t b_rows = tb ? N : K, b_cols = tb ? K : N;
   l.a_offset = aligned ? 8 : 5;
-  l.lda = a_cols + pad;
+  l.lda = pitch(a_cols, 3, aligned);
   l.stride_a = a_rows * l.lda + (aligned ? 4 : 7);
   l.b_offset = aligned ? 4 : 2;
-  l.ldb = b_cols + pad + 1;
+  l.ldb = pitch(b_cols, 4, aligned);
   l.stride_b = 0; /* one B for every batch */
   l.c_offset = aligned ? 12 : 9;
-  l.ldc = Z * (N + pad); /* C is [M, Z, N + pad]: batches interleave */
-  l.stride_c = N + pad;
+  l.stride_c = pitch(N, 3, aligned);
+  l.ldc = Z * l.stride_c; /* C is [M, Z, pitch]: batches interleave */
   const size_t an = l.a_offset + (Z - 1) * l.stride_a + a_rows * l.lda + 3;
   const size_t bn = l.b_offset + b_rows * l.ldb + 1;
   const size_t cn = l.c_offset + M * l.ldc + 5;
-  rumus_ctx *ctx = tu_ctx();
   tu_rng r;
-  tu_rng_seed(&r, 7 + (uint64_t)_i);
-  float *a = random_floats(&r, an, -1, 1), *b = random_floats(&r, bn, -1, 1),
-        *c = random_floats(&r, cn, -1, 1);
-  size_t s;
-  s = an;
-  rumus_tensor *tA = tu_tensor(ctx, RUMUS_F32, 1, &s, a);
-  s = bn;
-  rumus_tensor *tB = tu_tensor(ctx, RUMUS_F32, 1, &s, b);
-  s = cn;
-  rumus_tensor *tC = tu_tensor(ctx, RUMUS_F32, 1, &s, NULL);
+  tu_rng_seed(&r, seed);
+  float *a = random_typed(&r, ab, an, -1, 1),
+        *b = random_typed(&r, ab, bn, -1, 1),
+        *c = random_typed(&r, ct, cn, -1, 1);
+  rumus_tensor *tA = tu_tensor_typed(ctx, ab, 1, &an, a),
+               *tB = tu_tensor_typed(ctx, ab, 1, &bn, b),
+               *tC = tu_tensor_typed(ctx, ct, 1, &cn, NULL);
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
     check_one(ctx, "ex", ta, tb, -0.5f, 1.0f, tA, a, an, tB, b, bn, tC, c, cn,
@@ -247,7 +298,97 @@ START_TEST(strided_ex) {
   free(a);
   free(b);
   free(c);
-  tu_free_all(ctx, tA, tB, tC, NULL);
+  rumus_tensor_free(tA);
+  rumus_tensor_free(tB);
+  rumus_tensor_free(tC);
+}
+
+START_TEST(strided_ex) {
+  rumus_ctx *ctx = tu_ctx();
+  run_strided(ctx, _i & 1, _i >> 1 & 1, _i >> 2, RUMUS_F32, RUMUS_F32,
+              7 + (uint64_t)_i);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* ---- 16-bit storage ------------------------------------------------------ */
+
+static float *nan_floats(size_t n) {
+  float *x = malloc((n ? n : 1) * sizeof *x);
+  ck_assert_ptr_nonnull(x);
+  for (size_t i = 0; i < n; i++) x[i] = NAN;
+  return x;
+}
+
+/* Storage pair PAIRS[_i] on the shapes that pick each tile size of the
+ * work-group variant on PoCL's two compute units (check_framework's cache
+ * test: 128, 64, 32 and 32), K a multiple of 4 with aligned views and K
+ * odd, one transpose each; NN and TT aligned cover every vector load of A
+ * and B, NT and TN unaligned their element loads.  Both variants (the CPU
+ * variant packs with all four transposes), (alpha, beta) = (1, 0) over a
+ * NaN C and (1.5, -2). */
+START_TEST(typed_tiles) {
+  static const struct {
+    size_t m, n, k;
+    int t;
+  } CASES[] = {{256, 256, 8, 0}, {128, 64, 8, 3}, {64, 32, 7, 2}, {5, 3, 7, 1}};
+  const rumus_dtype ab = PAIRS[_i][0], ct = PAIRS[_i][1];
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 200 + (uint64_t)_i);
+  for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+    const size_t m = CASES[i].m, n = CASES[i].n, k = CASES[i].k;
+    const int ta = CASES[i].t & 1, tb = CASES[i].t >> 1;
+    float *a = random_typed(&r, ab, m * k, -2, 2),
+          *b = random_typed(&r, ab, k * n, -2, 2),
+          *c = random_typed(&r, ct, m * n, -2, 2), *cnan = nan_floats(m * n);
+    size_t sa[2] = {ta ? k : m, ta ? m : k}, sb[2] = {tb ? n : k, tb ? k : n},
+           sc[2] = {m, n};
+    rumus_tensor *tA = tu_tensor_typed(ctx, ab, 2, sa, a),
+                 *tB = tu_tensor_typed(ctx, ab, 2, sb, b),
+                 *tC = tu_tensor_typed(ctx, ct, 2, sc, NULL);
+    rumus_gemm_layout l = {m, n, k, 1, 0, sa[1], 0, 0, sb[1], 0, 0, n, 0};
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      check_one(ctx, "tiles", ta, tb, 1.0f, 0.0f, tA, a, m * k, tB, b, k * n,
+                tC, cnan, m * n, &l, 0);
+      check_one(ctx, "tiles", ta, tb, 1.5f, -2.0f, tA, a, m * k, tB, b,
+                k * n, tC, c, m * n, &l, 0);
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(cnan);
+    rumus_tensor_free(tA);
+    rumus_tensor_free(tB);
+    rumus_tensor_free(tC);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Storage pair PAIRS[_i / 2]: a strided gemm_ex, with aligned views for
+ * odd _i, and for even _i a batched gemm with the same transposes (the
+ * same programs); the transposes turn with _i, so each storage type meets
+ * all four. */
+START_TEST(typed_layouts) {
+  const rumus_dtype ab = PAIRS[_i / 2][0], ct = PAIRS[_i / 2][1];
+  const int t = _i % 4;
+  rumus_ctx *ctx = tu_ctx();
+  run_strided(ctx, t & 1, t >> 1, _i % 2, ab, ct, 300 + (uint64_t)_i);
+  if (_i % 2 == 0) {
+    const size_t Z = 3, M = 19, N = 37, K = 23;
+    tu_rng r;
+    tu_rng_seed(&r, 400 + (uint64_t)_i);
+    float *a = random_typed(&r, ab, Z * M * K, -1, 1),
+          *b = random_typed(&r, ab, Z * K * N, -1, 1),
+          *c = random_typed(&r, ct, Z * M * N, -1, 1);
+    run_batched(ctx, t, ab, ct, a, b, c);
+    free(a);
+    free(b);
+    free(c);
+  }
+  tu_free_all(ctx, NULL);
 }
 END_TEST
 
@@ -298,24 +439,28 @@ START_TEST(k_zero_and_alpha_zero) {
 }
 END_TEST
 
-/* Odd shapes inside buffers with guard bytes before and after A, B and C. */
-START_TEST(guard_bytes) {
-  const int ta = _i & 1, tb = _i >> 1;
+/* Odd shapes inside buffers with guard bytes before and after A, B and C,
+ * of storage ab (A, B) and ct (C), on both variants; alpha == 0 (C =
+ * beta * C) too. */
+static void run_guarded(rumus_ctx *ctx, int ta, int tb, rumus_dtype ab,
+                        rumus_dtype ct, uint64_t seed) {
   const size_t M = 67, N = 131, K = 33;
-  rumus_ctx *ctx = tu_ctx();
   tu_rng r;
-  tu_rng_seed(&r, 11 + (uint64_t)_i);
-  float *a = random_floats(&r, M * K, -1, 1), *b = random_floats(&r, K * N, -1, 1),
-        *c = random_floats(&r, M * N, -1, 1);
+  tu_rng_seed(&r, seed);
+  float *a = random_typed(&r, ab, M * K, -1, 1),
+        *b = random_typed(&r, ab, K * N, -1, 1),
+        *c = random_typed(&r, ct, M * N, -1, 1);
   size_t sa[2] = {ta ? K : M, ta ? M : K}, sb[2] = {tb ? N : K, tb ? K : N},
          sc[2] = {M, N};
   rumus_gemm_layout l = {M, N, K, 1, 0, sa[1], 0, 0, sb[1], 0, 0, N, 0};
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
-    tu_guarded gA = tu_guarded_tensor(ctx, RUMUS_F32, 2, sa, a),
-               gB = tu_guarded_tensor(ctx, RUMUS_F32, 2, sb, b),
-               gC = tu_guarded_tensor(ctx, RUMUS_F32, 2, sc, c);
+    tu_guarded gA = tu_guarded_typed(ctx, ab, 2, sa, a),
+               gB = tu_guarded_typed(ctx, ab, 2, sb, b),
+               gC = tu_guarded_typed(ctx, ct, 2, sc, c);
     check_one(ctx, "guarded", ta, tb, 1.0f, 0.5f, gA.t, a, M * K, gB.t, b,
+              K * N, gC.t, c, M * N, &l, 0);
+    check_one(ctx, "guarded", ta, tb, 0.0f, -0.5f, gA.t, a, M * K, gB.t, b,
               K * N, gC.t, c, M * N, &l, 0);
     tu_guarded_check_free(ctx, &gA);
     tu_guarded_check_free(ctx, &gB);
@@ -324,6 +469,22 @@ START_TEST(guard_bytes) {
   free(a);
   free(b);
   free(c);
+}
+
+START_TEST(guard_bytes) {
+  rumus_ctx *ctx = tu_ctx();
+  run_guarded(ctx, _i & 1, _i >> 1, RUMUS_F32, RUMUS_F32, 11 + (uint64_t)_i);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Guard bytes around 16-bit tensors: the stores of a 16-bit C, vector and
+ * element, must stay inside it (storage pairs F16 / F16 and BF16 / BF16:
+ * an F32 C is stored as in guard_bytes), TN. */
+START_TEST(typed_guard_bytes) {
+  rumus_ctx *ctx = tu_ctx();
+  const rumus_dtype t = _i ? RUMUS_BF16 : RUMUS_F16;
+  run_guarded(ctx, 1, 0, t, t, 500 + (uint64_t)_i);
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -546,6 +707,74 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* Storage combinations other than A and B of one type T with C of T or
+ * F32: RUMUS_EDTYPE before any other check of shapes or layout, with a
+ * message naming the tensors and their types. */
+static void expect_edtype(rumus_ctx *ctx, int st, const char *what,
+                          const char *part1, const char *part2) {
+  const char *msg = rumus_ctx_errmsg(ctx);
+  ck_assert_msg(st == RUMUS_EDTYPE, "%s -> %s, expected RUMUS_EDTYPE", what,
+                rumus_err_name(st));
+  ck_assert_msg(strstr(msg, part1) && strstr(msg, part2),
+                "%s: message names the types (%s, %s): %s", what, part1, part2,
+                msg);
+}
+
+START_TEST(bad_types) {
+  rumus_ctx *ctx = tu_ctx();
+  const rumus_transpose N_ = RUMUS_NO_TRANS;
+  size_t s23[2] = {2, 3}, s34[2] = {3, 4}, s24[2] = {2, 4}, s44[2] = {4, 4};
+  rumus_tensor *a32 = tu_tensor(ctx, RUMUS_F32, 2, s23, NULL),
+               *a16 = tu_tensor(ctx, RUMUS_F16, 2, s23, NULL),
+               *abf = tu_tensor(ctx, RUMUS_BF16, 2, s23, NULL),
+               *b32 = tu_tensor(ctx, RUMUS_F32, 2, s34, NULL),
+               *b16 = tu_tensor(ctx, RUMUS_F16, 2, s34, NULL),
+               *bbf = tu_tensor(ctx, RUMUS_BF16, 2, s34, NULL),
+               *bbf44 = tu_tensor(ctx, RUMUS_BF16, 2, s44, NULL),
+               *c32 = tu_tensor(ctx, RUMUS_F32, 2, s24, NULL),
+               *c16 = tu_tensor(ctx, RUMUS_F16, 2, s24, NULL),
+               *cbf = tu_tensor(ctx, RUMUS_BF16, 2, s24, NULL),
+               *ci = tu_tensor(ctx, RUMUS_I32, 2, s24, NULL);
+  rumus_gemm_layout l = {2, 4, 3, 1, 0, 3, 0, 0, 4, 0, 0, 4, 0};
+  /* A and B of two types. */
+  expect_edtype(ctx, rumus_gemm(ctx, N_, N_, 1, a16, bbf, 0, c32), "f16 bf16",
+                "A is f16", "B is bf16");
+  expect_edtype(ctx, rumus_gemm(ctx, N_, N_, 1, a16, b32, 0, c16), "f16 f32",
+                "A is f16", "B is f32");
+  expect_edtype(ctx, rumus_gemm(ctx, N_, N_, 1, a32, b16, 0, c32), "f32 f16",
+                "A is f32", "B is f16");
+  expect_edtype(ctx, rumus_gemm_ex(ctx, N_, N_, 1, abf, b16, 0, cbf, &l),
+                "ex bf16 f16", "A is bf16", "B is f16");
+  /* Checked before the shapes (K 3 against 4) and the layout. */
+  expect_edtype(ctx, rumus_gemm(ctx, N_, N_, 1, a16, bbf44, 0, c16),
+                "f16 bf16 [4, 4]", "A is f16", "B is bf16");
+  expect_edtype(ctx, rumus_gemm_ex(ctx, N_, N_, 1, a16, bbf, 0, c16, NULL),
+                "ex layout NULL", "A is f16", "B is bf16");
+  /* C of a third type, or 16-bit under F32 operands. */
+  expect_edtype(ctx, rumus_gemm(ctx, N_, N_, 1, a16, b16, 0, cbf), "C bf16",
+                "C is bf16 with A and B f16", "f16 or f32");
+  expect_edtype(ctx, rumus_gemm(ctx, N_, N_, 1, abf, bbf, 0, c16), "C f16",
+                "C is f16 with A and B bf16", "bf16 or f32");
+  expect_edtype(ctx, rumus_gemm(ctx, N_, N_, 1, a32, b32, 0, c16),
+                "f32 C f16", "C is f16 with A and B f32", "must be f32");
+  expect_edtype(ctx, rumus_gemm_ex(ctx, N_, N_, 1, a32, b32, 0, cbf, &l),
+                "ex f32 C bf16", "C is bf16", "must be f32");
+  expect_edtype(ctx, rumus_gemm(ctx, N_, N_, 1, a16, b16, 0, ci), "C i32",
+                "C is i32", "expected f32, f16 or bf16");
+  /* The pairs that are allowed pass the checks (empty products: the
+   * typed cases run them). */
+  rumus_gemm_layout l0 = l;
+  l0.batch = 0;
+  TU_OK(ctx, rumus_gemm_ex(ctx, N_, N_, 1, a16, b16, 0, c32, &l0));
+  TU_OK(ctx, rumus_gemm_ex(ctx, N_, N_, 1, a16, b16, 0, c16, &l0));
+  TU_OK(ctx, rumus_gemm_ex(ctx, N_, N_, 1, abf, bbf, 0, c32, &l0));
+  TU_OK(ctx, rumus_gemm_ex(ctx, N_, N_, 0, abf, bbf, 0.5f, cbf, &l0));
+  TU_OK(ctx, rumus_gemm_ex(ctx, N_, N_, 1, a32, b32, 0, c32, &l0));
+  tu_free_all(ctx, a32, a16, abf, b32, b16, bbf, bbf44, c32, c16, cbf, ci,
+              NULL);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gemm");
   TCase *core = tu_tcase("core");
@@ -553,10 +782,13 @@ int main(void) {
   tcase_add_loop_test(core, tile_sizes, 0, 6);
   tcase_add_test(core, batched_3d);
   tcase_add_loop_test(core, strided_ex, 0, 8);
+  tcase_add_loop_test(core, typed_tiles, 0, 4);
+  tcase_add_loop_test(core, typed_layouts, 0, 8);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, k_zero_and_alpha_zero);
   tcase_add_loop_test(limits, guard_bytes, 0, 4);
+  tcase_add_loop_test(limits, typed_guard_bytes, 0, 2);
   tcase_add_test(limits, empty_dims);
   tcase_add_test(limits, many_batches);
   tcase_add_test(limits, many_rows);
@@ -564,6 +796,7 @@ int main(void) {
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_input);
+  tcase_add_test(errors, bad_types);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }
