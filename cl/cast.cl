@@ -79,10 +79,12 @@ typedef struct __attribute__((packed, aligned(2))) {
 typedef cast_pv_F16 cast_pv_BF16;
 #if RUMUS_ALIGN4
 #define CAST_LOADV(T, p, i) (*(global const CAST_V(CAST_E_##T) *)((p) + (i)))
-#define CAST_STOREV(T, v, p, i) (*(global CAST_V(CAST_E_##T) *)((p) + (i)) = (v))
+#define CAST_STOREV(T, v, p, i)                                               \
+  (*(global CAST_V(CAST_E_##T) *)((p) + (i)) = (v))
 #elif EW_VW == 8
 #define CAST_LOADV(T, p, i) CAST_VLOAD(p, i)
-#define CAST_STOREV(T, v, p, i) (((global cast_pv_##T *)((p) + (i)))->bits = (v))
+#define CAST_STOREV(T, v, p, i)                                               \
+  (((global cast_pv_##T *)((p) + (i)))->bits = (v))
 #else
 #define CAST_LOADV(T, p, i) CAST_VLOAD(p, i)
 #define CAST_STOREV(T, v, p, i) CAST_VSTORE(v, p, i)

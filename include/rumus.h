@@ -644,10 +644,10 @@ RUMUS_API int rumus_activation_fwd(rumus_ctx *ctx, rumus_activation act,
                                    float param, const rumus_tensor *x,
                                    rumus_tensor *y);
 /*! rumus_activation_bwd() : dx = dy * act'(x), from the forward input x,
- *  x, dy and dx of one type (dx may alias dy or x).  Where x is NaN, dx is NaN for every
- *  activation; PyTorch's ReLU and leaky ReLU backward pass dy through
- *  there instead (NaN <= 0 is false in their threshold test).  Errors as
- *  rumus_activation_fwd(). */
+ *  x, dy and dx of one type (dx may alias dy or x).  Where x is NaN, dx
+ *  is NaN for every activation; PyTorch's ReLU and leaky ReLU backward
+ *  pass dy through there instead (NaN <= 0 is false in their threshold
+ *  test).  Errors as rumus_activation_fwd(). */
 RUMUS_API int rumus_activation_bwd(rumus_ctx *ctx, rumus_activation act,
                                    float param, const rumus_tensor *x,
                                    const rumus_tensor *dy, rumus_tensor *dx);

@@ -252,8 +252,8 @@ START_TEST(activation_special_values) {
   static const float SPECIAL[] = {0.0f, -0.0f, 1e-8f, -1e-8f, 3.0f, -3.0f, 20.0f, -20.0f,
                                   1e4f, -1e4f, INFINITY, -INFINITY, NAN, 0.75f, -0.75f,
                                   1e-30f, 88.0f, -88.0f, 1e20f, -1e20f, 6.0f, -6.0f,
-                                  3e38f, -3e38f, 13.0f, -13.0f, 65504.0f, -65504.0f,
-                                  6e-8f, -1e-5f};
+                                  3e38f, -3e38f, 13.0f, -13.0f, 65504.0f,
+                                  -65504.0f, 6e-8f, -1e-5f};
   enum { NS = sizeof SPECIAL / sizeof SPECIAL[0], N = 3 * NS + 5 };
   rumus_ctx *ctx = tu_ctx();
   for (int t = 0; t < 3; t++) {
@@ -975,9 +975,10 @@ static void push(word_list *l, uint32_t w) {
 static void push_ties(word_list *l) {
   for (uint32_t h = 0; h < 0x7C00u; h++) {
     const uint32_t m = h & 0x3FFu;
+    const uint32_t h32 = f32_bits(rumus_f16_to_f32((uint16_t)h));
     const uint32_t tie = h < 0x400u /* subnormal: (m + 1/2) 2^-24 */
                              ? f32_bits(((float)m + 0.5f) * 0x1p-24f)
-                             : f32_bits(rumus_f16_to_f32((uint16_t)h)) + 0x1000u;
+                             : h32 + 0x1000u;
     for (uint32_t k = 0; k < 3; k++)
       push(l, (tie + k - 1) | (h & 1u) << 31);
   }
@@ -1141,7 +1142,8 @@ START_TEST(in_place) {
     tu_round_to(d, a, N);
     tu_round_to(d, b, N);
     tu_round_to(d, dy, N);
-    rumus_tensor *ta = typed_1d(ctx, d, N, NULL), *tb = typed_1d(ctx, d, N, NULL);
+    rumus_tensor *ta = typed_1d(ctx, d, N, NULL);
+    rumus_tensor *tb = typed_1d(ctx, d, N, NULL);
     for (int v = 0; v < 2; v++) {
       tu_set_variant(ctx, tu_variants[v]);
       for (int op = 0; op < NOPS; op++)
@@ -1167,8 +1169,9 @@ START_TEST(in_place) {
         /* y = act(x) into x, then dx = dy * act'(x) into dy. */
         TU_OK(ctx, rumus_tensor_upload_f32(ta, a, N));
         TU_OK(ctx, rumus_tensor_upload_f32(tb, dy, N));
-        TU_OK(ctx, rumus_activation_bwd(ctx, (rumus_activation)act, SLOPE, ta, tb, tb));
-        TU_OK(ctx, rumus_activation_fwd(ctx, (rumus_activation)act, SLOPE, ta, ta));
+        const rumus_activation A = (rumus_activation)act;
+        TU_OK(ctx, rumus_activation_bwd(ctx, A, SLOPE, ta, tb, tb));
+        TU_OK(ctx, rumus_activation_fwd(ctx, A, SLOPE, ta, ta));
         float *y = tu_download_f32(ctx, ta), *dx = tu_download_f32(ctx, tb);
         double wy[N], wdx[N];
         for (int i = 0; i < N; i++) {
