@@ -101,15 +101,59 @@ inline __attribute__((always_inline)) ushort rumus_f_to_bf16(float f) {
 #define RUMUS_LOAD(T, p, i) RUMUS_CAT(RUMUS_LD_, T)(p, i)
 #define RUMUS_STORE(T, v, p, i) RUMUS_CAT(RUMUS_ST_, T)(v, p, i)
 
+/* F16 moves in groups of 4 and BF16 stores go through packed structs,
+ * for two PoCL 3.1 (x86 with F16C) problems: it may compile vload_half8 /
+ * 16 and vstore_half8 / 16_rte as 16-byte-aligned moves (vmovdqa) when it
+ * does not fold them into the conversion, which fault at addresses that
+ * are only element-aligned (F16 rows of 67 halves, a ReLU at an odd
+ * offset); and it turns vstore8 of a ushort8 into eight 2-byte stores,
+ * where a store through a packed struct, known to be unaligned, is one
+ * instruction (BF16 scale and add ran 3-5x faster on the CI machine). */
+inline __attribute__((always_inline)) float4
+rumus_ld_half4(global const half *p) {
+  return vload_half4(0, p);
+}
+inline __attribute__((always_inline)) float8
+rumus_ld_half8(global const half *p) {
+  return (float8)(vload_half4(0, p), vload_half4(0, p + 4));
+}
+inline __attribute__((always_inline)) float16
+rumus_ld_half16(global const half *p) {
+  return (float16)(rumus_ld_half8(p), rumus_ld_half8(p + 8));
+}
+inline __attribute__((always_inline)) void rumus_st_half4(float4 v,
+                                                          global half *p) {
+  vstore_half4_rte(v, 0, p);
+}
+inline __attribute__((always_inline)) void rumus_st_half8(float8 v,
+                                                          global half *p) {
+  vstore_half4_rte(v.lo, 0, p);
+  vstore_half4_rte(v.hi, 0, p + 4);
+}
+inline __attribute__((always_inline)) void rumus_st_half16(float16 v,
+                                                           global half *p) {
+  rumus_st_half8(v.lo, p);
+  rumus_st_half8(v.hi, p + 8);
+}
+typedef struct __attribute__((packed, aligned(2))) {
+  ushort4 bits;
+} rumus_u16x4;
+typedef struct __attribute__((packed, aligned(2))) {
+  ushort8 bits;
+} rumus_u16x8;
+typedef struct __attribute__((packed, aligned(2))) {
+  ushort16 bits;
+} rumus_u16x16;
+
 /* n consecutive elements from p + i (n = 4, 8, 16) as a floatn, element
  * alignment only (vloadn may assume no more). */
 #define RUMUS_LDN_F32(n, p, i) vload##n(0, (p) + (i))
 #define RUMUS_STN_F32(n, v, p, i) vstore##n((v), 0, (p) + (i))
-#define RUMUS_LDN_F16(n, p, i) vload_half##n(0, (p) + (i))
-#define RUMUS_STN_F16(n, v, p, i) vstore_half##n##_rte((v), 0, (p) + (i))
+#define RUMUS_LDN_F16(n, p, i) rumus_ld_half##n((p) + (i))
+#define RUMUS_STN_F16(n, v, p, i) rumus_st_half##n((v), (p) + (i))
 #define RUMUS_LDN_BF16(n, p, i) rumus_bf16_to_f##n(vload##n(0, (p) + (i)))
 #define RUMUS_STN_BF16(n, v, p, i)                                           \
-  vstore##n(rumus_f_to_bf16##n(v), 0, (p) + (i))
+  (((global rumus_u16x##n *)((p) + (i)))->bits = rumus_f_to_bf16##n(v))
 #define RUMUS_LOADN(T, n, p, i) RUMUS_CAT(RUMUS_LDN_, T)(n, p, i)
 #define RUMUS_STOREN(T, n, v, p, i) RUMUS_CAT(RUMUS_STN_, T)(n, v, p, i)
 

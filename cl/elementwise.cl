@@ -114,44 +114,11 @@
 
 #define EW_SPAN (EW_VW * EW_NV) /* elements per work-item */
 
-/* 8 consecutive elements of the program's storage (element alignment), as
- * LOAD8 / STORE8 but for two PoCL 3.1 (x86) problems with 16-bit types:
- *  - F16: it reads vload_half8's 16 bytes with one 16-byte-aligned
- *    instruction (vmovdqa) whenever it cannot fold the load into the
- *    conversion (as when the value feeds a select, in ReLU), which faults
- *    at any address that is not a multiple of 16 bytes; two vload_half4
- *    (8-byte accesses, which x86 makes at any address) give the same
- *    values, and the stores are split the same way;
- *  - BF16: it turns vstore8 of a ushort8 into eight 2-byte stores; a store
- *    through a packed struct, which the compiler knows to be unaligned, is
- *    one instruction (vmovdqu): BF16 scale and add ran 3-5x faster on the
- *    CI machine. */
-typedef struct __attribute__((packed, aligned(2))) {
-  ushort8 bits;
-} ew_packed_u16x8;
-#define EW_LD8_F32(p, i) RUMUS_LDN_F32(8, p, i)
-#define EW_LD8_BF16(p, i) RUMUS_LDN_BF16(8, p, i)
-#define EW_LD8_F16(p, i)                                                      \
-  (float8)(vload_half4(0, (p) + (i)), vload_half4(0, (p) + (i) + 4))
-#define EW_ST8_F32(v, p, i) RUMUS_STN_F32(8, v, p, i)
-#define EW_ST8_BF16(v, p, i)                                                  \
-  (((global ew_packed_u16x8 *)((p) + (i)))->bits = rumus_f_to_bf168(v))
-#define EW_ST8_F16(v, p, i)                                                   \
-  do {                                                                        \
-    const float8 ew_v8_ = (v);                                                \
-    vstore_half4_rte(ew_v8_.lo, 0, (p) + (i));                                \
-    vstore_half4_rte(ew_v8_.hi, 0, (p) + (i) + 4);                            \
-  } while (0)
-#define EW_LOAD8_T(T, p, i) RUMUS_CAT(EW_LD8_, T)(p, i)
-#define EW_STORE8_T(T, v, p, i) RUMUS_CAT(EW_ST8_, T)(v, p, i)
-#define EW_LOAD8(p, i) EW_LOAD8_T(RUMUS_STORAGE, p, i)
-#define EW_STORE8(v, p, i) EW_STORE8_T(RUMUS_STORAGE, v, p, i)
-
 #if EW_VW == 8
 typedef float8 vec_t;
 typedef int8 ivec_t;
-#define VLOAD(p, i) EW_LOAD8(p, i)
-#define VSTORE(v, p, i) EW_STORE8(v, p, i)
+#define VLOAD(p, i) LOAD8(p, i)
+#define VSTORE(v, p, i) STORE8(v, p, i)
 #define VLOAD_PRIV(a) vload8(0, a)
 #define VSTORE_PRIV(v, a) vstore8(v, 0, a)
 #define AS_VEC(v) as_float8(v)
@@ -607,7 +574,7 @@ EW_INLINE size_t bg_row_sums(global const real_t *dy, ulong rows, ulong cols,
   for (int k = 0; k < 8; k++) t[k] = 0.0f;
   for (size_t r = r0; r < r1; r++) {
     global const real_t *row = p + r * n;
-    for (size_t k = 0; k < g8; k++) a[k] += EW_LOAD8(row, 8 * k);
+    for (size_t k = 0; k < g8; k++) a[k] += LOAD8(row, 8 * k);
     for (size_t k = 0; k < rest; k++) t[k] += LOAD(row, 8 * g8 + k);
   }
   return w;
@@ -628,7 +595,7 @@ EW_INLINE size_t bg_row_sums(global const real_t *dy, ulong rows, ulong cols,
     const size_t g8 = w / 8, rest = w % 8;                                    \
     global RUMUS_TYPE(T) *o =                                                 \
         out + (size_t)out_off + chunk * (size_t)cols + c0;                    \
-    for (size_t k = 0; k < g8; k++) EW_STORE8_T(T, a[k], o, 8 * k);           \
+    for (size_t k = 0; k < g8; k++) RUMUS_STOREN(T, 8, a[k], o, 8 * k);           \
     for (size_t k = 0; k < rest; k++) RUMUS_STORE(T, t[k], o, 8 * g8 + k);    \
   }
 BG_ROW_KERNEL(bias_grad_row, RUMUS_STORAGE)

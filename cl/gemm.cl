@@ -61,33 +61,6 @@
 #define RUMUS_STORAGE_C RUMUS_STORAGE /* storage of C: F32, F16, BF16 */
 #endif
 
-/* 16 consecutive elements at element alignment as a float16 (the packs
- * read A and B so, the packed product C).  F16 moves in groups of 4: PoCL
- * 3.1 (x86 with F16C) may compile vload_half8 / 16 and vstore_half8 / 16
- * _rte as aligned vector moves, which fault at addresses that are only
- * element-aligned.  Softmax's row kernels met it; GEMM's programs ran
- * clean with vload_half16 at odd offsets, but that rests on how the
- * compiler folds each load, and 8-byte moves cannot fault on alignment. */
-#define GEMM_LD16_F32(p, i) RUMUS_LOADN(F32, 16, p, i)
-#define GEMM_LD16_BF16(p, i) RUMUS_LOADN(BF16, 16, p, i)
-#define GEMM_LD16_F16(p, i)                                                  \
-  (float16)(RUMUS_LOADN(F16, 4, p, i), RUMUS_LOADN(F16, 4, p, (i) + 4),      \
-            RUMUS_LOADN(F16, 4, p, (i) + 8), RUMUS_LOADN(F16, 4, p, (i) + 12))
-#define GEMM_ST16_F32(v, p, i) RUMUS_STOREN(F32, 16, v, p, i)
-#define GEMM_ST16_BF16(v, p, i) RUMUS_STOREN(BF16, 16, v, p, i)
-#define GEMM_ST16_F16(v, p, i)                                               \
-  do {                                                                       \
-    const float16 st16_ = (v);                                               \
-    RUMUS_STOREN(F16, 4, st16_.s0123, p, i);                                 \
-    RUMUS_STOREN(F16, 4, st16_.s4567, p, (i) + 4);                           \
-    RUMUS_STOREN(F16, 4, st16_.s89ab, p, (i) + 8);                           \
-    RUMUS_STOREN(F16, 4, st16_.scdef, p, (i) + 12);                          \
-  } while (0)
-#define GEMM_LD16(T, p, i) RUMUS_CAT(GEMM_LD16_, T)(p, i)
-#define GEMM_ST16(T, v, p, i) RUMUS_CAT(GEMM_ST16_, T)(v, p, i)
-#undef LOAD16
-#define LOAD16(p, i) GEMM_LD16(RUMUS_STORAGE, p, i)
-
 /* C's storage: its element type and LOAD / STORE forms (common.cl). */
 typedef RUMUS_TYPE(RUMUS_STORAGE_C) c_t;
 #define LOADC(p, i) RUMUS_LOAD(RUMUS_STORAGE_C, p, i)
@@ -99,8 +72,8 @@ typedef RUMUS_TYPE(RUMUS_STORAGE_C) c_t;
 #define LOADC4(p, i) RUMUS_LOADN(RUMUS_STORAGE_C, 4, p, i)
 #define STOREC4(v, p, i) RUMUS_STOREN(RUMUS_STORAGE_C, 4, v, p, i)
 #endif
-#define LOADC16(p, i) GEMM_LD16(RUMUS_STORAGE_C, p, i)
-#define STOREC16(v, p, i) GEMM_ST16(RUMUS_STORAGE_C, v, p, i)
+#define LOADC16(p, i) RUMUS_LOADN(RUMUS_STORAGE_C, 16, p, i)
+#define STOREC16(v, p, i) RUMUS_STOREN(RUMUS_STORAGE_C, 16, v, p, i)
 
 #ifndef TA
 #define TA 0 /* 1: A is stored [K, M] and op(A) = A^T */

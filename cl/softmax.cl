@@ -40,28 +40,6 @@
 #define SOFTMAX_STAGE_BF16 0
 #define SOFTMAX_STAGE_IN_Y RUMUS_CAT(SOFTMAX_STAGE_, RUMUS_STORAGE)
 
-/* PoCL 3.1 (x86 with F16C) may compile vload_half8 and vstore_half8_rte
- * as aligned 16-byte moves (when it does not fold them into the
- * conversion), which fault where a row is not 16-byte aligned (rows of 67
- * or 68 halves); 8-byte moves cannot fault on alignment, so the _row
- * kernels access F16 in groups of 4. */
-#define SOFTMAX_SPLIT8_F32 0
-#define SOFTMAX_SPLIT8_F16 1
-#define SOFTMAX_SPLIT8_BF16 0
-#if RUMUS_CAT(SOFTMAX_SPLIT8_, RUMUS_STORAGE)
-#undef LOAD8
-#undef STORE8
-#define LOAD8(p, i)                                                          \
-  (float8)(RUMUS_LOADN(F16, 4, p, i), RUMUS_LOADN(F16, 4, p, (i) + 4))
-#define STORE8(v, p, i)                                                      \
-  do {                                                                       \
-    const float8 st8_ = (v);                                                 \
-    RUMUS_STOREN(F16, 4, st8_.lo, p, i);                                     \
-    RUMUS_STOREN(F16, 4, st8_.hi, p, (i) + 4);                               \
-  } while (0)
-#endif
-
-
 /* ---- Work-group variants ------------------------------------------------ */
 
 inline void softmax_fwd_wg_body(global const real_t *x, global real_t *y,

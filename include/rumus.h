@@ -325,11 +325,15 @@ RUMUS_API int rumus_cache_clear(rumus_ctx *ctx);
 
 #define RUMUS_MAX_DIMS 8
 
-/* Storage types.  Arithmetic is float for every floating storage type. */
+/* Storage types.  Every op that takes F32 tensors also takes F16 and BF16
+ * ones (each op's contract says which tensors of a call must share a
+ * type); arithmetic and every accumulator are float whatever the storage,
+ * and results are rounded to nearest even once, when stored.  Neither
+ * needs cl_khr_fp16. */
 typedef enum {
   RUMUS_F32 = 1,
-  RUMUS_F16 = 2,  /* IEEE half storage: reserved, no op accepts it yet */
-  RUMUS_BF16 = 3, /* bfloat16 storage: reserved, no op accepts it yet */
+  RUMUS_F16 = 2,  /* IEEE half: 11-bit significand, largest finite 65504 */
+  RUMUS_BF16 = 3, /* bfloat16: float's upper 16 bits, 8-bit significand */
   RUMUS_I32 = 4,  /* class indices, token ids */
   RUMUS_I8 = 5    /* int8: the values of Q8 blocks (see Quantization) */
 } rumus_dtype;
