@@ -4,7 +4,11 @@
 
 #include "selfcheck.h"
 
-static uint64_t rng_state = 0x853c49e6748fea9bull;
+#define SELFCHECK_SEED 0x853c49e6748fea9bull
+
+static uint64_t rng_state = SELFCHECK_SEED;
+
+void selfcheck_reseed(void) { rng_state = SELFCHECK_SEED; }
 
 float selfcheck_rand(float lo, float hi) {
   rng_state ^= rng_state << 13;

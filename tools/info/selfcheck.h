@@ -24,6 +24,10 @@ void selfcheck_report(selfcheck *sc, const char *kernel, int status,
 double selfcheck_max_err(const float *got, const double *want, size_t n);
 /* Uniform float in [lo, hi) from a fixed-seed generator. */
 float selfcheck_rand(float lo, float hi);
+/* Puts the generator back to its seed: main.c does so before each family
+ * of each variant, so a family's inputs do not depend on how many values
+ * the families before it drew. */
+void selfcheck_reseed(void);
 /* An F32 tensor of rows x cols holding data (NULL: uninitialised), or NULL
  * on failure. */
 rumus_tensor *selfcheck_tensor(selfcheck *sc, size_t rows, size_t cols,
