@@ -340,6 +340,9 @@ typedef enum {
 
 /*! rumus_dtype_size() : bytes of one element, 0 for an unknown type. */
 RUMUS_API size_t rumus_dtype_size(rumus_dtype dtype);
+/*! rumus_dtype_name() : "f32", "f16", "bf16", "i32", "i8", static storage;
+ *  "unknown" for an unknown type. */
+RUMUS_API const char *rumus_dtype_name(rumus_dtype dtype);
 
 /*! Host conversions between float and the 16-bit storage types, as the
  *  kernels convert: narrowing rounds to nearest even; NaN stays a (quiet)

@@ -319,7 +319,7 @@ cl_mem rumus_tensor_cl_mem(const rumus_tensor *t, size_t *offset) {
 
 /* ---- Checks shared by the ops ----------------------------------------- */
 
-static const char *dtype_name(rumus_dtype d) {
+const char *rumus_dtype_name(rumus_dtype d) {
   switch (d) {
     case RUMUS_F32: return "f32";
     case RUMUS_F16: return "f16";
@@ -336,8 +336,8 @@ int rumus__check_tensor(rumus_ctx *ctx, const char *op, const char *arg,
   RUMUS__FAIL_IF(t->ctx != ctx, ctx, RUMUS_EINVAL,
                  "%s: %s belongs to another context", op, arg);
   RUMUS__FAIL_IF(t->dtype != dtype, ctx, RUMUS_EDTYPE,
-                 "%s: %s is %s, expected %s", op, arg, dtype_name(t->dtype),
-                 dtype_name(dtype));
+                 "%s: %s is %s, expected %s", op, arg,
+                 rumus_dtype_name(t->dtype), rumus_dtype_name(dtype));
   return RUMUS_OK;
 }
 
@@ -388,6 +388,6 @@ int rumus__check_float_tensor(rumus_ctx *ctx, const char *op, const char *arg,
   RUMUS__FAIL_IF(t->dtype != RUMUS_F32 && t->dtype != RUMUS_F16 &&
                      t->dtype != RUMUS_BF16,
                  ctx, RUMUS_EDTYPE, "%s: %s is %s, expected f32, f16 or bf16",
-                 op, arg, dtype_name(t->dtype));
+                 op, arg, rumus_dtype_name(t->dtype));
   return RUMUS_OK;
 }

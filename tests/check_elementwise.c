@@ -849,10 +849,6 @@ static float bits_f32(uint32_t u) {
   return f;
 }
 
-static const char *cast_type_name(rumus_dtype d) {
-  return d == RUMUS_I32 ? "i32" : tu_dtype_name(d);
-}
-
 /* The host's conversion of one element (its bits) from type s to type d:
  * through float, as rumus.h defines every cast. */
 static uint32_t host_cast(rumus_dtype s, rumus_dtype d, uint32_t in) {
@@ -911,7 +907,7 @@ static void check_cast_on(rumus_ctx *ctx, rumus_tensor *ts, rumus_tensor *td,
     const uint32_t want = host_cast(s, d, in[i]);
     if (got[i] != want)
       ck_abort_msg("%s[%zu]: %s 0x%08x -> %s 0x%08x, want 0x%08x", what, i,
-                   cast_type_name(s), in[i], cast_type_name(d), got[i], want);
+                   rumus_dtype_name(s), in[i], rumus_dtype_name(d), got[i], want);
   }
   free(got);
 }
@@ -1095,7 +1091,7 @@ START_TEST(cast_offsets_guards) {
         guarded_at gd = guarded_at_make(ctx, T[di], 2, s2, NULL, 1);
         char name[64];
         snprintf(name, sizeof name, "cast_offset_%s_%s",
-                 cast_type_name(T[si]), tu_variant_name(tu_variants[v]));
+                 rumus_dtype_name(T[si]), tu_variant_name(tu_variants[v]));
         check_cast_on(ctx, gs.t, gd.t, w[si], N, name);
         guarded_at_check_free(ctx, &gs);
         guarded_at_check_free(ctx, &gd);

@@ -6,9 +6,7 @@
 
 const rumus_dtype tu_dtypes[3] = {RUMUS_F32, RUMUS_F16, RUMUS_BF16};
 
-const char *tu_dtype_name(rumus_dtype d) {
-  return d == RUMUS_F16 ? "f16" : d == RUMUS_BF16 ? "bf16" : "f32";
-}
+const char *tu_dtype_name(rumus_dtype d) { return rumus_dtype_name(d); }
 
 void tu_round_to(rumus_dtype d, float *x, size_t n) {
   for (size_t i = 0; i < n; i++) {

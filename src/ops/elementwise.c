@@ -129,17 +129,6 @@ static int check_flat(rumus_ctx *ctx, const char *op, const char *const *names,
   return RUMUS_OK;
 }
 
-/* "f32", "f16", "bf16", "i32" for messages and the casts' kernel names. */
-static const char *type_name(rumus_dtype d) {
-  switch (d) {
-  case RUMUS_F32: return "f32";
-  case RUMUS_F16: return "f16";
-  case RUMUS_BF16: return "bf16";
-  case RUMUS_I32: return "i32";
-  default: return "a type without casts";
-  }
-}
-
 /* y of shape [..., F] (floating) and a 1-D bias of F elements, of y's
  * type, or F32 as well when f32_ok (bias_grad's dbias). */
 static int check_bias(rumus_ctx *ctx, const char *op, const char *yn,
@@ -149,8 +138,8 @@ static int check_bias(rumus_ctx *ctx, const char *op, const char *yn,
   if (f32_ok && b && b->ctx == ctx) {
     RUMUS__FAIL_IF(b->dtype != y->dtype && b->dtype != RUMUS_F32, ctx,
                    RUMUS_EDTYPE, "%s: %s is %s, expected %s (the type of "
-                   "%s) or f32", op, bn, type_name(b->dtype),
-                   type_name(y->dtype), yn);
+                   "%s) or f32", op, bn, rumus_dtype_name(b->dtype),
+                   rumus_dtype_name(y->dtype), yn);
   } else {
     RUMUS__FORWARD(rumus__check_tensor(ctx, op, bn, b, y->dtype));
   }
@@ -475,10 +464,10 @@ static int check_cast(rumus_ctx *ctx, const char *op, const rumus_tensor *src,
     RUMUS__FAIL_IF(!is_floating(dst->dtype), ctx, RUMUS_EDTYPE,
                    "%s: dst is %s, src %s: casts go to f32, f16 or bf16 "
                    "(to another type only from the same type, a copy)", op,
-                   type_name(dst->dtype), type_name(src->dtype));
+                   rumus_dtype_name(dst->dtype), rumus_dtype_name(src->dtype));
     RUMUS__FAIL_IF(!is_floating(src->dtype) && src->dtype != RUMUS_I32, ctx,
                    RUMUS_EDTYPE, "%s: src is %s: casts go from f32, f16, "
-                   "bf16 or i32", op, type_name(src->dtype));
+                   "bf16 or i32", op, rumus_dtype_name(src->dtype));
   }
   RUMUS__FORWARD(check_same_numel(ctx, op, "src", src, "dst", dst));
   return rumus__check_overlap(ctx, op, "src", src, "dst", dst,
@@ -500,8 +489,8 @@ int rumus_cast(rumus_ctx *ctx, const rumus_tensor *src, rumus_tensor *dst) {
     return RUMUS_OK;
   }
   char kname[48];
-  snprintf(kname, sizeof kname, "cast_%s_%s", type_name(src->dtype),
-           type_name(dst->dtype));
+  snprintf(kname, sizeof kname, "cast_%s_%s", rumus_dtype_name(src->dtype),
+           rumus_dtype_name(dst->dtype));
   const rumus_tensor *ts[2] = {src, dst};
   /* cast.cl has no storage of its own: its options are those of the F32
    * element-wise program, so every cast shares one program per variant

@@ -70,17 +70,6 @@ static void q8_options(const rumus_ctx *ctx, const q8_prog *p, char *buf,
 
 /* ---- Checks ------------------------------------------------------------- */
 
-static const char *type_name(rumus_dtype d) {
-  switch (d) {
-    case RUMUS_F32: return "f32";
-    case RUMUS_F16: return "f16";
-    case RUMUS_BF16: return "bf16";
-    case RUMUS_I32: return "i32";
-    case RUMUS_I8: return "i8";
-  }
-  return "an unknown type";
-}
-
 /* The block size (0: 32) and its log2; a power of two from 16 to 256. */
 static int check_bs(rumus_ctx *ctx, const char *op, size_t block_size,
                     size_t *bs, unsigned *shift) {
@@ -317,7 +306,8 @@ static int check_c(rumus_ctx *ctx, const char *op, const rumus_tensor *A,
                  "%s: C belongs to another context", op);
   RUMUS__FAIL_IF(C->dtype != RUMUS_F32 && C->dtype != A->dtype, ctx,
                  RUMUS_EDTYPE, "%s: C is %s, expected f32 or %s (the type "
-                 "of A)", op, type_name(C->dtype), type_name(A->dtype));
+                 "of A)", op, rumus_dtype_name(C->dtype),
+                 rumus_dtype_name(A->dtype));
   char sa[RUMUS__SHAPE_BUF], sc[RUMUS__SHAPE_BUF];
   rumus__shape_str(A, sa, sizeof sa);
   rumus__shape_str(C, sc, sizeof sc);

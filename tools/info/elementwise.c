@@ -170,13 +170,6 @@ static float bits_f32(uint32_t u) {
   return f;
 }
 
-static const char *type_name(rumus_dtype d) {
-  return d == RUMUS_F16    ? "f16"
-         : d == RUMUS_BF16 ? "bf16"
-         : d == RUMUS_I32  ? "i32"
-                           : "f32";
-}
-
 /* Element i of n stored elements of d: its bits, and its value. */
 static uint32_t elem_bits(rumus_dtype d, const void *p, size_t i) {
   if (rumus_dtype_size(d) == 2) return ((const uint16_t *)p)[i];
@@ -207,7 +200,7 @@ static void check_cast(selfcheck *sc, rumus_tensor *src, rumus_tensor *dst,
                        const void *in, void *out) {
   const rumus_dtype s = rumus_tensor_dtype(src), d = rumus_tensor_dtype(dst);
   char line[40];
-  snprintf(line, sizeof line, "cast_%s_%s", type_name(s), type_name(d));
+  snprintf(line, sizeof line, "cast_%s_%s", rumus_dtype_name(s), rumus_dtype_name(d));
   int st = rumus_tensor_upload(src, in, rumus_tensor_nbytes(src));
   if (st == RUMUS_OK) st = rumus_cast(sc->ctx, src, dst);
   if (st == RUMUS_OK)
