@@ -357,6 +357,36 @@ static const char *peer_sumsq_(bench_case *c) {
   return "omp";
 }
 
+/* ---- Q8 product ---------------------------------------------------------- */
+
+#define Q8_BS 32
+
+/* C = A dequant(B)^T, "MxNxK": A [M, K] F32, B [N, K] int8 with F16
+ * scales per 32, C [M, N] F32.  Bytes: those of B (q and scales), which
+ * the matrix-vector products (M <= 8) read once and which are all but
+ * 4(MK + MN) of the traffic; flops 2MNK. */
+static const char *describe_q8(bench_case *c) {
+  if (c->shape.ndim != 3 || c->shape.ta || c->shape.tb)
+    return "needs a shape MxNxK";
+  size_t m = c->shape.d[0], n = c->shape.d[1], k = c->shape.d[2];
+  size_t nb = (k + Q8_BS - 1) / Q8_BS;
+  tensor(c, "A", BT_IN, RUMUS_F32, 2, m, k, -1, 1);
+  tensor(c, "Bq", BT_IN, RUMUS_I8, 2, n, k, 0, 0);
+  tensor(c, "Bscales", BT_IN, RUMUS_F16, 2, n, nb, 0.001f, 0.01f);
+  tensor(c, "C", BT_OUT, RUMUS_F32, 2, m, n, 0, 0);
+  c->bytes = (double)n * (double)k + 2.0 * (double)n * (double)nb;
+  c->flops = 2.0 * (double)m * (double)n * (double)k;
+  return NULL;
+}
+static int run_q8(bench_case *c) {
+  return rumus_matmul_q8(c->ctx, T(0), T(1), T(2), Q8_BS, T(3));
+}
+static const char *peer_q8(bench_case *c) {
+  peer_matmul_q8(H(0), (const int8_t *)c->h[1], (const uint16_t *)c->h[2],
+                 P(3), c->shape.d[0], c->shape.d[1], c->shape.d[2], Q8_BS);
+  return "omp";
+}
+
 /* ---- The table ----------------------------------------------------------- */
 
 #define ROWS_DEFAULT "128x10,1024x1024,4096x4096,65536x1024"
@@ -415,6 +445,10 @@ const bench_op bench_ops[] = {
      describe_adamw, run_adamw, peer_adamw_, NULL},
     {"sum_squares", "optim", N_DEFAULT, NULL, 1, "bytes 4N, flops 2N",
      describe_sumsq, run_sumsq, peer_sumsq_, NULL},
+    {"matmul_q8", "quant",
+     "1x4096x4096,8x4096x4096,1x11008x4096,8x11008x4096,1x4096x11008", NULL,
+     1, "MxNxK, blocks of 32: bytes of B, NK + 2N ceil(K/32); flops 2MNK",
+     describe_q8, run_q8, peer_q8, NULL},
 };
 const size_t bench_nops = sizeof bench_ops / sizeof bench_ops[0];
 

@@ -103,6 +103,21 @@ static void fill(const bench_tdesc *td, void *buf) {
     for (size_t i = 0; i < n; i++) p[i] = (int32_t)((mix(s + i) >> 32) % k);
     return;
   }
+  if (td->dtype == RUMUS_I8) { /* Q8 values: -127 to 127 */
+    int8_t *p = buf;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+      p[i] = (int8_t)((int)((mix(s + i) >> 32) % 255) - 127);
+    return;
+  }
+  if (td->dtype == RUMUS_F16) { /* uniform in [lo, hi), rounded */
+    uint16_t *p = buf;
+    const float lo = td->lo, scale = (td->hi - td->lo) * (1.0f / 16777216.0f);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+      p[i] = rumus_f32_to_f16(lo + scale * (float)(mix(s + i) >> 40));
+    return;
+  }
   float *p = buf;
   const float lo = td->lo, scale = (td->hi - td->lo) * (1.0f / 16777216.0f);
 #pragma omp parallel for schedule(static)
@@ -130,7 +145,7 @@ static void set_fail(bench_case *c, int st, const char *what) {
 static int setup(bench_case *c) {
   for (int i = 0; i < c->nt; i++) {
     const bench_tdesc *td = &c->td[i];
-    size_t nb = td->n * 4;
+    size_t nb = td->n * rumus_dtype_size(td->dtype);
     c->h[i] = malloc(nb);
     if (td->role != BT_IN) c->p[i] = malloc(nb);
     if (c->h[i] == NULL || (td->role != BT_IN && c->p[i] == NULL)) {
@@ -180,7 +195,7 @@ static int check(bench_case *c) {
   int ok = 0;
   for (int i = 0; i < c->nt; i++) {
     if (c->td[i].role == BT_IN) continue;
-    size_t nb = c->td[i].n * 4;
+    size_t nb = c->td[i].n * rumus_dtype_size(c->td[i].dtype);
     got[i] = malloc(nb);
     if (got[i] == NULL) goto done;
     st = rumus_tensor_download(c->t[i], got[i], nb);
@@ -361,7 +376,8 @@ static int time_paired(bench_case *c, const options *o, bench_copy *dc,
   const int large = dc && hc && c->bytes >= PAIRED_COPY_BYTES;
   int use_peer = !o->no_peer;
   for (int i = 0; i < c->nt; i++)
-    if (c->td[i].role != BT_IN) memcpy(c->p[i], c->h[i], c->td[i].n * 4);
+    if (c->td[i].role != BT_IN)
+      memcpy(c->p[i], c->h[i], c->td[i].n * rumus_dtype_size(c->td[i].dtype));
   c->peer_step = 0;
 
   /* One of each, to size the warm-up and the repetitions. */

@@ -304,3 +304,31 @@ float peer_sum_squares(const float *restrict x, size_t n) {
   for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
   return (float)s;
 }
+
+/* The value of finite F16 bits (the scales). */
+static float f16_value(uint16_t h) {
+  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  const float v = e ? ldexpf(1024.0f + (float)m, e - 25)
+                    : ldexpf((float)m, -24);
+  return (h & 0x8000) ? -v : v;
+}
+
+void peer_matmul_q8(const float *restrict a, const int8_t *restrict q,
+                    const uint16_t *restrict s, float *restrict c, size_t m,
+                    size_t n, size_t k, size_t bs) {
+  const size_t nb = (k + bs - 1) / bs;
+#pragma omp parallel for schedule(static)
+  for (size_t j = 0; j < n; j++)
+    for (size_t i = 0; i < m; i++) {
+      float acc = 0.0f;
+      for (size_t b = 0; b < nb; b++) {
+        const size_t k0 = b * bs, k1 = k0 + bs < k ? k0 + bs : k;
+        float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+        for (size_t p = k0; p < k1; p++)
+          d += a[i * k + p] * (float)q[j * k + p];
+        acc += d * f16_value(s[j * nb + b]);
+      }
+      c[i * n + j] = acc;
+    }
+}
