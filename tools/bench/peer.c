@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef _OPENMP
@@ -317,18 +318,27 @@ void peer_matmul_q8(const float *restrict a, const int8_t *restrict q,
                     const uint16_t *restrict s, float *restrict c, size_t m,
                     size_t n, size_t k, size_t bs) {
   const size_t nb = (k + bs - 1) / bs;
-#pragma omp parallel for schedule(static)
-  for (size_t j = 0; j < n; j++)
-    for (size_t i = 0; i < m; i++) {
-      float acc = 0.0f;
+#pragma omp parallel
+  {
+    /* Row j of B dequantized once into w, then its dot with each row of
+     * A. */
+    float *w = malloc(k * sizeof *w);
+#pragma omp for schedule(static)
+    for (size_t j = 0; j < n; j++) {
+      if (w == NULL) continue;
       for (size_t b = 0; b < nb; b++) {
         const size_t k0 = b * bs, k1 = k0 + bs < k ? k0 + bs : k;
+        const float sc = f16_value(s[j * nb + b]);
+#pragma omp simd
+        for (size_t p = k0; p < k1; p++) w[p] = (float)q[j * k + p] * sc;
+      }
+      for (size_t i = 0; i < m; i++) {
         float d = 0.0f;
 #pragma omp simd reduction(+ : d)
-        for (size_t p = k0; p < k1; p++)
-          d += a[i * k + p] * (float)q[j * k + p];
-        acc += d * f16_value(s[j * nb + b]);
+        for (size_t p = 0; p < k; p++) d += a[i * k + p] * w[p];
+        c[i * n + j] = d;
       }
-      c[i * n + j] = acc;
     }
+    free(w);
+  }
 }

@@ -61,7 +61,8 @@ float peer_sum_squares(const float *x, size_t n);
 
 /* C[m, n] = sum_k A[m, k] q[n, k] s[n, k / bs], A [M, K], q int8 [N, K],
  * s F16 bits [N, ceil(K / bs)]: rumus_matmul_q8 on the host (rows of q
- * split over the threads, each row read once for all M rows of A). */
+ * split over the threads, each dequantized once into a float row, then
+ * dotted with every row of A). */
 void peer_matmul_q8(const float *a, const int8_t *q, const uint16_t *s,
                     float *c, size_t m, size_t n, size_t k, size_t bs);
 
