@@ -21,7 +21,10 @@
  *                37, 128 (tiled / row blocks), odd N, K not a multiple of
  *                the block or of 16, aligned and unaligned rows, A in F32,
  *                F16 and BF16, C in F32 and A's type, batches, guard
- *                bytes, odd offsets, B past one launch's rows.
+ *                bytes, odd offsets, B past one launch's rows;
+ *   the int8 type (fills), rumus_cache_fill covering every F32 program of
+ *   the family, and bad arguments (exact statuses, messages naming the
+ *   argument, axis or byte ranges).
  * Bound of the product: B's values are exact in float (q s: 8 by 11
  * significant bits), so each output is a float sum of K float products in
  * some order, whose error is at most (K + 1) 2^-24 sum_k |a_k b_k|
@@ -698,6 +701,50 @@ START_TEST(i8_tensors) {
 }
 END_TEST
 
+/* After rumus_cache_fill, F32 calls of every kernel of the family
+ * (quantize, dequantize, each product path, aligned rows and not) build
+ * nothing more, on either variant. */
+START_TEST(cache_fill_covers) {
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, tu_variants[_i]);
+  TU_OK(ctx, rumus_cache_fill(ctx));
+  rumus_cache_info before, after;
+  TU_OK(ctx, rumus_cache_stats(ctx, &before));
+  tu_rng rng;
+  tu_rng_seed(&rng, 41);
+  for (size_t k = 100; k <= 128; k += 28) { /* rows unaligned, aligned */
+    qmat B = qmat_new(&rng, 9, k, 32);
+    const size_t sq[2] = {B.n, k}, ss[2] = {B.n, B.nb};
+    rumus_tensor *tq = tu_tensor(ctx, RUMUS_I8, 2, sq, B.q),
+                 *ts = tu_tensor(ctx, RUMUS_F16, 2, ss, B.s),
+                 *tw = tu_tensor(ctx, RUMUS_F32, 2, sq, NULL),
+                 *tq2 = tu_tensor(ctx, RUMUS_I8, 2, sq, NULL);
+    TU_OK(ctx, rumus_dequantize_q8(ctx, tq, ts, 0, tw));
+    TU_OK(ctx, rumus_quantize_q8(ctx, tw, tq2, ts, 0));
+    for (size_t m = 1; m <= 16; m *= 2) {
+      const size_t sa[2] = {m, k}, sc[2] = {m, B.n};
+      rumus_tensor *ta = tu_tensor(ctx, RUMUS_F32, 2, sa, NULL),
+                   *tc = tu_tensor(ctx, RUMUS_F32, 2, sc, NULL);
+      TU_OK(ctx, rumus_tensor_fill(ta, 0.5f));
+      TU_OK(ctx, rumus_matmul_q8(ctx, ta, tq, ts, 0, tc));
+      rumus_tensor_free(ta);
+      rumus_tensor_free(tc);
+    }
+    TU_OK(ctx, rumus_ctx_sync(ctx));
+    qmat_free(&B);
+    rumus_tensor_free(tq);
+    rumus_tensor_free(ts);
+    rumus_tensor_free(tw);
+    rumus_tensor_free(tq2);
+  }
+  TU_OK(ctx, rumus_cache_stats(ctx, &after));
+  ck_assert_msg(after.builds == before.builds,
+                "%llu programs built after rumus_cache_fill",
+                (unsigned long long)(after.builds - before.builds));
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* ---- Errors -------------------------------------------------------------- */
 
 /* Asserts the status and that the message holds `part`. */
@@ -881,6 +928,7 @@ int main(void) {
   tcase_add_test(limits, empty_and_zero_k);
   tcase_add_loop_test(limits, matmul_past_one_launch, 0, 2);
   tcase_add_test(limits, i8_tensors);
+  tcase_add_loop_test(limits, cache_fill_covers, 0, 2);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_quantize);
