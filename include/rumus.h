@@ -800,10 +800,13 @@ RUMUS_API int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
  *  which is inf or NaN when a gradient element is (the gradients are then
  *  NaN or zero, as in PyTorch; a skip_if_nonfinite of the steps).  No two
  *  of the tensors may share memory.  max_norm = INFINITY clips nothing.
+ *  Gradients scaled by a loss scale S (to be unscaled by the steps'
+ *  inv_scale = 1 / S) are clipped to max_norm by passing max_norm * S;
+ *  total is then S times the true norm.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (n == 0, max_norm <= 0 or
  *          NaN, overlap), RUMUS_EDTYPE, RUMUS_ESHAPE (total_norm not one
- *          element),
- *          RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM (scratch buffer). */
+ *          element), RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM (scratch
+ *          buffer). */
 RUMUS_API int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads,
                                    size_t n, float max_norm,
                                    rumus_tensor *total_norm);
