@@ -10,6 +10,21 @@ static uint64_t rng_state = SELFCHECK_SEED;
 
 void selfcheck_reseed(void) { rng_state = SELFCHECK_SEED; }
 
+float selfcheck_stored(rumus_dtype d, float x) {
+  if (d == RUMUS_F16) return rumus_f16_to_f32(rumus_f32_to_f16(x));
+  if (d == RUMUS_BF16) return rumus_bf16_to_f32(rumus_f32_to_bf16(x));
+  return x;
+}
+
+double selfcheck_typed_tol(rumus_dtype d, double tol, const double *want,
+                           size_t n) {
+  if (d == RUMUS_F32) return tol;
+  double m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(want[i]) && fabs(want[i]) > m) m = fabs(want[i]);
+  return d == RUMUS_F16 ? tol + m * 0x1p-11 + 0x1p-25 : tol + m * 0x1p-8;
+}
+
 float selfcheck_rand(float lo, float hi) {
   rng_state ^= rng_state << 13;
   rng_state ^= rng_state >> 7;

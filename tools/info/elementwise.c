@@ -44,10 +44,7 @@ static double store_atol(rumus_dtype d) {
 
 /* Rounds n floats to the values d stores. */
 static void round_to(rumus_dtype d, float *x, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    if (d == RUMUS_F16) x[i] = rumus_f16_to_f32(rumus_f32_to_f16(x[i]));
-    if (d == RUMUS_BF16) x[i] = rumus_bf16_to_f32(rumus_f32_to_bf16(x[i]));
-  }
+  for (size_t i = 0; i < n; i++) x[i] = selfcheck_stored(d, x[i]);
 }
 
 /* A tensor of d and the given shape holding data (converted; NULL:

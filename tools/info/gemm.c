@@ -26,13 +26,6 @@ static float typed_rand(float lo, float hi) {
   return lo + (hi - lo) * (float)((s >> 40) * (1.0 / 16777216.0));
 }
 
-/* Values as a tensor of type d stores them. */
-static float stored(rumus_dtype d, float x) {
-  if (d == RUMUS_F16) return rumus_f16_to_f32(rumus_f32_to_f16(x));
-  if (d == RUMUS_BF16) return rumus_bf16_to_f32(rumus_f32_to_bf16(x));
-  return x;
-}
-
 /* A rows x cols tensor of type d holding data, or NULL on failure. */
 static rumus_tensor *typed_tensor(selfcheck *sc, rumus_dtype d, size_t rows,
                                   size_t cols, const float *data) {
@@ -58,9 +51,9 @@ static void check_case(selfcheck *sc, const char *name, rumus_dtype ab,
   rumus_tensor *tA = NULL, *tB = NULL, *tC = NULL;
   int st = RUMUS_ENOMEM;
   if (!a || !b || !c || !got || !want) goto out;
-  for (size_t i = 0; i < m * k; i++) a[i] = stored(ab, rnd(-1, 1));
-  for (size_t i = 0; i < k * n; i++) b[i] = stored(ab, rnd(-1, 1));
-  for (size_t i = 0; i < m * n; i++) c[i] = stored(ct, rnd(-1, 1));
+  for (size_t i = 0; i < m * k; i++) a[i] = selfcheck_stored(ab, rnd(-1, 1));
+  for (size_t i = 0; i < k * n; i++) b[i] = selfcheck_stored(ab, rnd(-1, 1));
+  for (size_t i = 0; i < m * n; i++) c[i] = selfcheck_stored(ct, rnd(-1, 1));
   tA = typed_tensor(sc, ab, ta ? k : m, ta ? m : k, a);
   tB = typed_tensor(sc, ab, tb ? n : k, tb ? k : n, b);
   tC = typed_tensor(sc, ct, m, n, c);

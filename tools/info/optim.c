@@ -37,18 +37,11 @@ static const types LINES[] = {
 };
 static const types MIXED = {RUMUS_F32, RUMUS_F16, RUMUS_F16, "_f32_f16g"};
 
-/* x rounded to the values type d stores. */
-static float stored(rumus_dtype d, float x) {
-  if (d == RUMUS_F16) return rumus_f16_to_f32(rumus_f32_to_f16(x));
-  if (d == RUMUS_BF16) return rumus_bf16_to_f32(rumus_f32_to_bf16(x));
-  return x;
-}
-
 /* Each ref[i] rounded to d (nothing for F32, whose state the reference
  * keeps in double). */
 static void round_state(rumus_dtype d, double *ref, size_t n) {
   if (d == RUMUS_F32) return;
-  for (size_t i = 0; i < n; i++) ref[i] = stored(d, (float)ref[i]);
+  for (size_t i = 0; i < n; i++) ref[i] = selfcheck_stored(d, (float)ref[i]);
 }
 
 /* The F32 tolerance tol plus one ulp of type d at the largest |want|. */
@@ -84,7 +77,7 @@ static void draw_inputs(inputs *in) {
 static void fill(rumus_dtype d, const float *src, float *x, double *xd,
                  size_t n) {
   for (size_t i = 0; i < n; i++) {
-    x[i] = stored(d, src[i]);
+    x[i] = selfcheck_stored(d, src[i]);
     if (xd) xd[i] = x[i];
   }
 }

@@ -28,6 +28,13 @@ float selfcheck_rand(float lo, float hi);
  * of each variant, so a family's inputs do not depend on how many values
  * the families before it drew. */
 void selfcheck_reseed(void);
+/* x as a tensor of type d stores it (rounded to nearest even). */
+float selfcheck_stored(rumus_dtype d, float x);
+/* The F32 tolerance tol plus the rounding to type d of results up to the
+ * largest finite |want|: half an ulp (F16: 2^-11 relative and 2^-25
+ * absolute; BF16: 2^-8). */
+double selfcheck_typed_tol(rumus_dtype d, double tol, const double *want,
+                           size_t n);
 /* An F32 tensor of rows x cols holding data (NULL: uninitialised), or NULL
  * on failure. */
 rumus_tensor *selfcheck_tensor(selfcheck *sc, size_t rows, size_t cols,

@@ -26,25 +26,6 @@ static const char *suffix(rumus_dtype d) {
   return d == RUMUS_F16 ? "_f16" : d == RUMUS_BF16 ? "_bf16" : "";
 }
 
-/* The F32 tolerance tol plus the rounding of results up to max |want| to
- * type d. */
-static double typed_tol(rumus_dtype d, double tol, const double *want,
-                        size_t n) {
-  if (d == RUMUS_F32) return tol;
-  double m = 0;
-  for (size_t i = 0; i < n; i++)
-    if (isfinite(want[i]) && fabs(want[i]) > m) m = fabs(want[i]);
-  return d == RUMUS_F16 ? tol + m * 0x1p-11 + 0x1p-25 : tol + m * 0x1p-8;
-}
-
-/* src rounded to type d into dst. */
-static void round_to(rumus_dtype d, const float *src, float *dst, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    dst[i] = d == RUMUS_F16    ? rumus_f16_to_f32(rumus_f32_to_f16(src[i]))
-             : d == RUMUS_BF16 ? rumus_bf16_to_f32(rumus_f32_to_bf16(src[i]))
-                               : src[i];
-}
-
 /* An R x C tensor of type d holding data (NULL: uninitialised). */
 static int typed_tensor(selfcheck *sc, rumus_dtype d, const float *data,
                         rumus_tensor **out) {
@@ -67,14 +48,16 @@ static void report(selfcheck *sc, const char *name, rumus_dtype d, int st,
     return;
   }
   selfcheck_report(sc, line, st, selfcheck_max_err(got, want, N),
-                   typed_tol(d, tol, want, N));
+                   selfcheck_typed_tol(d, tol, want, N));
 }
 
 /* Softmax and log-softmax, forward and backward (at the device's forward),
  * with every tensor of type d. */
 static void check_type(selfcheck *sc, rumus_dtype d, buffers *b) {
-  round_to(d, b->x, b->xr, N);
-  round_to(d, b->dy, b->dyr, N);
+  for (size_t i = 0; i < N; i++) {
+    b->xr[i] = selfcheck_stored(d, b->x[i]);
+    b->dyr[i] = selfcheck_stored(d, b->dy[i]);
+  }
   rumus_tensor *tx = NULL, *ty = NULL, *tdy = NULL, *tdx = NULL;
   int st = typed_tensor(sc, d, b->xr, &tx);
   if (st == RUMUS_OK) st = typed_tensor(sc, d, NULL, &ty);

@@ -27,17 +27,6 @@ typedef struct {
   double *want_g, *want_l;
 } buffers;
 
-/* The F32 tolerance tol plus the rounding of results up to max |want| to
- * type d. */
-static double typed_tol(rumus_dtype d, double tol, const double *want,
-                        size_t n) {
-  if (d == RUMUS_F32) return tol;
-  double m = 0;
-  for (size_t i = 0; i < n; i++)
-    if (isfinite(want[i]) && fabs(want[i]) > m) m = fabs(want[i]);
-  return d == RUMUS_F16 ? tol + m * 0x1p-11 + 0x1p-25 : tol + m * 0x1p-8;
-}
-
 /* "cross_entropy", "cross_entropy_f16" or "cross_entropy_bf16", then the
  * part checked. */
 static void report(selfcheck *sc, rumus_dtype d, const char *part, int st,
@@ -65,9 +54,7 @@ static int make_tensors(selfcheck *sc, rumus_dtype d, const buffers *b,
 static void check_type(selfcheck *sc, rumus_dtype d, rumus_tensor *tt,
                        buffers *b) {
   for (size_t i = 0; i < (size_t)R * C; i++)
-    b->xr[i] = d == RUMUS_F16    ? rumus_f16_to_f32(rumus_f32_to_f16(b->x[i]))
-               : d == RUMUS_BF16 ? rumus_bf16_to_f32(rumus_f32_to_bf16(b->x[i]))
-                                 : b->x[i];
+    b->xr[i] = selfcheck_stored(d, b->x[i]);
   rumus_tensor *tx = NULL, *tg = NULL, *tl = NULL, *ts = NULL;
   int st = make_tensors(sc, d, b, &tx, &tg, &tl, &ts);
   if (st != RUMUS_OK) {
@@ -89,14 +76,14 @@ static void check_type(selfcheck *sc, rumus_dtype d, rumus_tensor *tt,
   if (st == RUMUS_OK) st = rumus_tensor_download_f32(tg, b->g, R * C);
   /* Gradients are about 1/65 of softmax probabilities here. */
   report(sc, d, "mean grad", st, selfcheck_max_err(b->g, b->want_g, R * C),
-         typed_tol(d, 2e-8, b->want_g, R * C));
+         selfcheck_typed_tol(d, 2e-8, b->want_g, R * C));
   /* Per-row losses (NONE). */
   p.reduction = RUMUS_REDUCTION_NONE;
   st = rumus_cross_entropy(sc->ctx, tx, tt, tl, NULL, &p);
   if (st == RUMUS_OK) st = rumus_ctx_sync(sc->ctx);
   if (st == RUMUS_OK) st = rumus_tensor_download_f32(tl, b->l, R);
   report(sc, d, "row losses", st, selfcheck_max_err(b->l, b->want_l, R),
-         typed_tol(d, 2e-5, b->want_l, R));
+         selfcheck_typed_tol(d, 2e-5, b->want_l, R));
 out:
   rumus_tensor_free(tx);
   rumus_tensor_free(tg);
