@@ -52,6 +52,11 @@
  * 103% of copy and softmax at 16384 x 8192 from 91% to 99%. */
 #define RUMUS_ALIGN4 0
 #endif
+#ifndef RUMUS_ALIGN8
+/* 1: the same for LOAD8 / STORE8 at 8-element aligned addresses (16
+ * bytes of 16-bit storage: one wide access per work-item on a GPU). */
+#define RUMUS_ALIGN8 0
+#endif
 
 /* ---- Storage ------------------------------------------------------------ */
 
@@ -182,8 +187,13 @@ typedef RUMUS_TYPE(RUMUS_STORAGE) real_t;
 #define LOAD4(p, i) RUMUS_LOADN(RUMUS_STORAGE, 4, p, i)
 #define STORE4(v, p, i) RUMUS_STOREN(RUMUS_STORAGE, 4, v, p, i)
 #endif
+#if RUMUS_ALIGN8
+#define LOAD8(p, i) RUMUS_LOADA(RUMUS_STORAGE, 8, p, i)
+#define STORE8(v, p, i) RUMUS_STOREA(RUMUS_STORAGE, 8, v, p, i)
+#else
 #define LOAD8(p, i) RUMUS_LOADN(RUMUS_STORAGE, 8, p, i)
 #define STORE8(v, p, i) RUMUS_STOREN(RUMUS_STORAGE, 8, v, p, i)
+#endif
 #define LOAD16(p, i) RUMUS_LOADN(RUMUS_STORAGE, 16, p, i)
 #define STORE16(v, p, i) RUMUS_STOREN(RUMUS_STORAGE, 16, v, p, i)
 

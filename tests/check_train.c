@@ -605,14 +605,15 @@ static void load_real(const char *split, size_t limit, mnist_set *s) {
 
 /* A model initialised from seed; with norm, inputs normalised with the
  * pixel mean and std of that set (as rumus-train does by default). */
-static mlp *new_model(rumus_ctx *ctx, const size_t *hidden, int nhidden,
-                      size_t batch, uint64_t seed, const mnist_set *norm) {
+static mlp *new_model_typed(rumus_ctx *ctx, const size_t *hidden,
+                            int nhidden, size_t batch, uint64_t seed,
+                            const mnist_set *norm, rumus_dtype precision) {
   mlp_shape s;
   ck_assert_int_eq(mlp_shape_make(&s, MNIST_PIXELS, hidden, nhidden, MNIST_CLASSES),
                    RUMUS_OK);
   mlp *m = NULL;
   char err[1024] = "";
-  int st = mlp_create(ctx, &s, batch, NULL, &m, err, sizeof err);
+  int st = mlp_create(ctx, &s, batch, NULL, precision, &m, err, sizeof err);
   ck_assert_msg(st == RUMUS_OK, "mlp_create: %s", err);
   mlp_params p;
   ck_assert_int_eq(mlp_params_alloc(&p, &s), RUMUS_OK);
@@ -627,6 +628,11 @@ static mlp *new_model(rumus_ctx *ctx, const size_t *hidden, int nhidden,
   ck_assert_msg(st == RUMUS_OK, "mlp_set_params: %s", mlp_errmsg(m));
   mlp_params_free(&p);
   return m;
+}
+
+static mlp *new_model(rumus_ctx *ctx, const size_t *hidden, int nhidden,
+                      size_t batch, uint64_t seed, const mnist_set *norm) {
+  return new_model_typed(ctx, hidden, nhidden, batch, seed, norm, RUMUS_F32);
 }
 
 #define M_OK(m, expr)                                                         \
@@ -678,10 +684,11 @@ END_TEST
 
 /* Steps on the first 3 batches of 64 rows and one of 17 rows (a partial
  * batch goes through the wrapped views), returns the parameters. */
-static void few_steps(rumus_ctx *ctx, const mnist_set *train, uint64_t seed,
-                      mlp_params *out) {
+static void few_steps_typed(rumus_ctx *ctx, const mnist_set *train,
+                            uint64_t seed, rumus_dtype precision,
+                            mlp_params *out) {
   static const size_t hidden[2] = {32, 16};
-  mlp *m = new_model(ctx, hidden, 2, 64, seed, NULL);
+  mlp *m = new_model_typed(ctx, hidden, 2, 64, seed, NULL, precision);
   float *x = malloc(64 * MNIST_PIXELS * sizeof *x);
   int32_t y[64];
   uint32_t idx[64];
@@ -701,6 +708,11 @@ static void few_steps(rumus_ctx *ctx, const mnist_set *train, uint64_t seed,
   M_OK(m, mlp_get_params(m, out));
   free(x);
   mlp_free(m);
+}
+
+static void few_steps(rumus_ctx *ctx, const mnist_set *train, uint64_t seed,
+                      mlp_params *out) {
+  few_steps_typed(ctx, train, seed, RUMUS_F32, out);
 }
 
 START_TEST(train_deterministic) {
@@ -792,7 +804,7 @@ START_TEST(save_load_predictions) {
 
   /* A second model from the file predicts exactly as the first. */
   mlp *m2 = NULL;
-  M_OK(m, mlp_create(ctx, &q.shape, 128, NULL, &m2, err, sizeof err));
+  M_OK(m, mlp_create(ctx, &q.shape, 128, NULL, RUMUS_F32, &m2, err, sizeof err));
   M_OK(m2, mlp_set_params(m2, &q));
   mlp_params r;
   memset(&r, 0, sizeof r);
@@ -836,6 +848,111 @@ START_TEST(save_load_predictions) {
 }
 END_TEST
 
+/* Mixed precision: the steps of few_steps in F16 and in BF16 are
+ * deterministic, and move the F32 master weights as the F32 steps do up to
+ * the 16-bit rounding of activations and gradients: the mean difference of
+ * the updates is a small fraction of the mean update. */
+START_TEST(train_mixed_precision_steps) {
+  mnist_set train;
+  load_real("train", 256, &train);
+  rumus_ctx *ctx = tu_ctx();
+  mlp_params init, f32;
+  few_steps(ctx, &train, 5, &f32);
+  ck_assert_int_eq(mlp_params_alloc(&init, &f32.shape), RUMUS_OK);
+  mlp_params_init(&init, 5);
+  static const rumus_dtype types[2] = {RUMUS_F16, RUMUS_BF16};
+  static const double bound[2] = {0.005, 0.05};
+  for (int k = 0; k < 2; k++) {
+    mlp_params a, b;
+    few_steps_typed(ctx, &train, 5, types[k], &a);
+    few_steps_typed(ctx, &train, 5, types[k], &b);
+    assert_params_equal(&a, &b);
+    for (int l = 0; l < 3; l++) {
+      size_t n = a.shape.sizes[l] * a.shape.sizes[l + 1];
+      double diff = 0.0, moved = 0.0;
+      for (size_t i = 0; i < n; i++) {
+        double d32 = (double)f32.w[l][i] - init.w[l][i];
+        double d16 = (double)a.w[l][i] - init.w[l][i];
+        diff += fabs(d16 - d32);
+        moved += fabs(d32);
+      }
+      fprintf(stderr, "mixed %s layer %d: mean |update difference| / mean "
+              "|update| = %.4f\n", rumus_dtype_name(types[k]), l, diff / moved);
+      ck_assert_msg(moved > 0.0 && diff / moved < bound[k],
+                    "%s layer %d: updates differ from F32 by %.4f of their size",
+                    rumus_dtype_name(types[k]), l, diff / moved);
+    }
+    mlp_params_free(&a);
+    mlp_params_free(&b);
+  }
+  mlp_params_free(&init);
+  mlp_params_free(&f32);
+  TU_OK(ctx, rumus_ctx_free(ctx));
+  mnist_free(&train);
+}
+END_TEST
+
+/* Dynamic loss scaling: at the largest scale the scaled F16 gradients
+ * overflow, so the step is skipped on the device (the weights stay bit for
+ * bit) and the scale halves, until a step goes through; with a growth
+ * interval of 2, two steps without overflow double the scale.  BF16 and
+ * F32 have no scaling. */
+START_TEST(train_loss_scaling) {
+  mnist_set train;
+  load_real("train", 64, &train);
+  rumus_ctx *ctx = tu_ctx();
+  static const size_t hidden[1] = {16};
+  mlp *m = new_model_typed(ctx, hidden, 1, 64, 3, NULL, RUMUS_F16);
+  ck_assert(mlp_loss_scale(m) == MLP_LOSS_SCALE_INIT);
+  float *x = malloc(64 * MNIST_PIXELS * sizeof *x);
+  int32_t y[64];
+  uint32_t idx[64];
+  for (uint32_t i = 0; i < 64; i++) idx[i] = i;
+  mnist_batch(&train, idx, 64, 0.0f, 1.0f, x, y);
+  mlp_params before, after;
+  memset(&before, 0, sizeof before);
+  memset(&after, 0, sizeof after);
+  M_OK(m, mlp_get_params(m, &before));
+  mlp_set_loss_scale(m, MLP_LOSS_SCALE_MAX, 2);
+  double loss = 0.0;
+  M_OK(m, mlp_train_step(m, x, y, 64, &loss, NULL));
+  ck_assert(isfinite(loss));
+  ck_assert_int_eq(mlp_skipped_steps(m), 1);
+  ck_assert(mlp_loss_scale(m) == MLP_LOSS_SCALE_MAX / 2);
+  M_OK(m, mlp_get_params(m, &after));
+  assert_params_equal(&before, &after);
+  long steps = 1;
+  while (mlp_skipped_steps(m) == steps && steps < 40) {
+    M_OK(m, mlp_train_step(m, x, y, 64, NULL, NULL));
+    steps++;
+  }
+  long skipped = mlp_skipped_steps(m);
+  ck_assert_msg(skipped < steps, "every one of %ld steps overflowed", steps);
+  float settled = mlp_loss_scale(m);
+  ck_assert(settled == MLP_LOSS_SCALE_MAX / (float)(1L << skipped));
+  /* The scaled gradients of this batch are 2^skipped times smaller than
+   * at the largest scale: far from overflow now. */
+  M_OK(m, mlp_train_step(m, x, y, 64, NULL, NULL));
+  ck_assert_int_eq(mlp_skipped_steps(m), skipped);
+  ck_assert(mlp_loss_scale(m) == 2 * settled);
+  M_OK(m, mlp_get_params(m, &after));
+  ck_assert(memcmp(before.w[0], after.w[0], 16 * MNIST_PIXELS * sizeof(float)) != 0);
+  ck_assert_int_eq(mlp_steps(m), steps + 1);
+  mlp_free(m);
+  m = new_model_typed(ctx, hidden, 1, 64, 3, NULL, RUMUS_BF16);
+  mlp_set_loss_scale(m, 1024.0f, 1);
+  ck_assert(mlp_loss_scale(m) == 1.0f);
+  M_OK(m, mlp_train_step(m, x, y, 64, NULL, NULL));
+  ck_assert(mlp_loss_scale(m) == 1.0f && mlp_skipped_steps(m) == 0);
+  mlp_free(m);
+  mlp_params_free(&before);
+  mlp_params_free(&after);
+  free(x);
+  TU_OK(ctx, rumus_ctx_free(ctx));
+  mnist_free(&train);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("train");
   TCase *idx = tu_tcase("idx");
@@ -866,6 +983,8 @@ int main(void) {
   tcase_add_test(dev, train_deterministic);
   tcase_add_test(dev, train_lr_decay);
   tcase_add_test(dev, save_load_predictions);
+  tcase_add_test(dev, train_mixed_precision_steps);
+  tcase_add_test(dev, train_loss_scaling);
   tcase_add_test(dev, train_short_run);
   suite_add_tcase(s, dev);
   return tu_run(s);

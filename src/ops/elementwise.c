@@ -52,6 +52,7 @@ typedef struct {
   size_t vw, nv, ls; /* vector width, vectors per work-item, local size */
   rumus_dtype storage;
   int align4;
+  int align8; /* wide 16-bit vectors (GPU variant; RUMUS_ALIGN8) */
 } geom;
 
 static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
@@ -59,6 +60,7 @@ static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
   g->gpu = rumus__gpu_variant(ctx);
   g->storage = storage;
   g->align4 = align4;
+  g->align8 = 0;
   if (g->gpu) {
     /* One float4 per work-item in groups of 256.  On the H200 float8 or two
      * contiguous float4 per work-item ran streaming ops 2-3.5x slower (a
@@ -85,8 +87,8 @@ static void ew_options(const rumus_ctx *ctx, const geom *g, char *buf,
                       g->align4);
   snprintf(buf, len,
            "%s -DEW_VW=%zu -DEW_NV=%zu -DEW_LS=%zu -DBG_COLS=%d "
-           "-DEW_GPU_MATH=%d",
-           head, g->vw, g->nv, g->ls, BG_COLS_CPU, g->gpu);
+           "-DEW_GPU_MATH=%d -DRUMUS_ALIGN8=%d",
+           head, g->vw, g->nv, g->ls, BG_COLS_CPU, g->gpu, g->align8);
 }
 
 /* The geometry and program options for the op's tensors ts[0 .. nt) with
@@ -95,6 +97,26 @@ static void plan_flat(const rumus_ctx *ctx, rumus_dtype storage,
                       const rumus_tensor *const *ts, int nt, size_t cols,
                       geom *g, char *opts, size_t len) {
   get_geom(ctx, storage, rumus__align4(ctx, ts, nt, cols), g);
+  ew_options(ctx, g, opts, len);
+}
+
+/* plan_flat() for the flat kernels, which on the GPU variant give each
+ * work-item 8 elements (16 bytes) when a tensor is 16-bit and every
+ * tensor is 8-element aligned: 4 halves are only 8 bytes per work-item,
+ * too few in flight to stream at copy speed. */
+static void plan_flat_wide(const rumus_ctx *ctx, rumus_dtype storage,
+                           const rumus_tensor *const *ts, int nt, geom *g,
+                           char *opts, size_t len) {
+  get_geom(ctx, storage, rumus__align4(ctx, ts, nt, 0), g);
+  int sixteen = 0, aligned = g->gpu && g->align4;
+  for (int i = 0; i < nt && aligned; i++) {
+    if (rumus_dtype_size(ts[i]->dtype) == 2) sixteen = 1;
+    if (!rumus__aligned(ts[i], 0, 8)) aligned = 0;
+  }
+  if (sixteen && aligned) {
+    g->vw = 8;
+    g->align8 = 1;
+  }
   ew_options(ctx, g, opts, len);
 }
 
@@ -164,7 +186,7 @@ static int run_flat_in(rumus_ctx *ctx, const char *op, const char *file,
                        int with_alpha, float alpha) {
   geom g;
   char opts[192];
-  plan_flat(ctx, storage, ts, nt, 0, &g, opts, sizeof opts);
+  plan_flat_wide(ctx, storage, ts, nt, &g, opts, sizeof opts);
   const rumus__kernel_ref k = {file, opts, kname};
   const size_t span = g.vw * g.nv, piece = MAX_ITEMS * span;
   for (size_t e0 = 0; e0 < n; e0 += piece) {

@@ -236,7 +236,7 @@ int main(int argc, char **argv) {
   }
   rumus_adam_params adam = MLP_ADAMW_DEFAULTS;
   adam.lr = o.lr;
-  st = mlp_create(r.ctx, &r.params.shape, o.batch, &adam, &r.model, err, sizeof err);
+  st = mlp_create(r.ctx, &r.params.shape, o.batch, &adam, o.precision, &r.model, err, sizeof err);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: cannot create the model: %s\n", err);
     return cleanup(&r, 1);
@@ -255,7 +255,7 @@ int main(int argc, char **argv) {
    * that here, so that epoch 1 is timed like the others. */
   if (!o.eval_only) {
     mlp *scratch = NULL;
-    st = mlp_create(r.ctx, &r.params.shape, o.batch, &adam, &scratch, err, sizeof err);
+    st = mlp_create(r.ctx, &r.params.shape, o.batch, &adam, o.precision, &scratch, err, sizeof err);
     float *x = calloc(o.batch * MNIST_PIXELS, sizeof *x);
     int32_t *y = calloc(o.batch, sizeof *y);
     if (st == RUMUS_OK && x && y) {
@@ -299,6 +299,12 @@ int main(int argc, char **argv) {
            (double)adam.lr, o.constant_lr ? " (constant)" : " with cosine decay to 0",
            (double)adam.beta1, (double)adam.beta2,
            (double)adam.eps, (double)adam.weight_decay);
+    if (o.precision == RUMUS_F32)
+      printf("storage: f32\n");
+    else
+      printf("storage: %s, F32 master weights%s\n",
+             rumus_dtype_name(o.precision),
+             o.precision == RUMUS_F16 ? ", dynamic loss scaling from 65536" : "");
   }
   printf("setup  : %.2f s (reading data %.2f s, device, kernels and a warm-up "
          "step %.2f s)\n",
@@ -373,6 +379,10 @@ int main(int argc, char **argv) {
          (double)r.train.count * o.epochs / train_time, eval_time / o.epochs);
   printf("         final test accuracy %.2f%% (%zu/%zu)\n",
          100.0 * (double)correct / (double)r.test.count, correct, r.test.count);
+  if (o.precision == RUMUS_F16)
+    printf("         loss scale %g, %ld of %ld steps skipped for overflow\n",
+           (double)mlp_loss_scale(r.model), mlp_skipped_steps(r.model),
+           mlp_steps(r.model));
   printf("         device %s\n", device);
   return cleanup(&r, 0);
 }

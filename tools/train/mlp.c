@@ -16,7 +16,15 @@ struct mlp {
   mlp_shape shape;
   size_t max_batch;
   rumus_adam_params adam;
-  long step;
+  long step;    /* training steps taken (the learning-rate schedule's t) */
+  long updates; /* AdamW updates applied (its bias-correction t) */
+  rumus_dtype prec; /* storage of the compute copies, activations, grads */
+  /* Dynamic loss scaling (F16 only; scale 1 otherwise): the loss gradient
+   * is multiplied by scale; a step whose scaled gradients overflowed is
+   * skipped on the device and halves the scale; growth_interval steps in
+   * a row without overflow double it (PyTorch's GradScaler). */
+  float scale;
+  long growth_interval, good_steps, skipped;
   /* Cosine learning-rate decay: lr = base_lr * (1 + cos(pi * t / T)) / 2
    * for step t = 0 .. T - 1; T == 0 keeps adam.lr constant. */
   float base_lr;
@@ -26,6 +34,12 @@ struct mlp {
   /* Parameters, gradients and AdamW moments. */
   rumus_tensor *w[L_MAX], *b[L_MAX], *gw[L_MAX], *gb[L_MAX];
   rumus_tensor *mw[L_MAX], *vw[L_MAX], *mb[L_MAX], *vb[L_MAX];
+  /* The parameters in prec, written by every AdamW step, read by the
+   * forward and backward passes: w and b themselves under F32. */
+  rumus_tensor *wc[L_MAX], *bc[L_MAX];
+  /* F16: the sum of squares of every scaled gradient (one F32), inf or
+   * NaN when one overflowed: the steps' skip_if_nonfinite. */
+  rumus_tensor *overflow;
 
   /* Activations at max_batch rows: x [B, sizes[0]], y [B] (int32),
    * z[l] and dz[l] [B, sizes[l+1]], h[l] [B, sizes[l]] for l >= 1 (h[0] is
@@ -485,7 +499,10 @@ void mlp_free(mlp *m) {
   rumus_tensor *const all[] = {m->x_full, m->y_full, m->loss};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     rumus_tensor_free(all[i]);
+  rumus_tensor_free(m->overflow);
   for (int l = 0; l < L_MAX; l++) {
+    if (m->wc[l] != m->w[l]) rumus_tensor_free(m->wc[l]);
+    if (m->bc[l] != m->b[l]) rumus_tensor_free(m->bc[l]);
     rumus_tensor_free(m->w[l]);
     rumus_tensor_free(m->b[l]);
     rumus_tensor_free(m->gw[l]);
@@ -556,12 +573,53 @@ static int bind_rows(mlp *m, size_t n) {
   return RUMUS_OK;
 }
 
+/* Parameters (F32 masters and, under 16-bit precision, their copies),
+ * gradients, AdamW moments and the activations of layer l. */
+static int create_layer(mlp *m, int l) {
+  const mlp_shape *s = &m->shape;
+  size_t in = s->sizes[l], o = s->sizes[l + 1], B = m->max_batch;
+  rumus_dtype T = m->prec;
+  int st = new_tensor(m, RUMUS_F32, 2, o, in, &m->w[l], "rumus_tensor_create (weights)", l);
+  if (st == RUMUS_OK)
+    st = new_tensor(m, RUMUS_F32, 1, o, 0, &m->b[l], "rumus_tensor_create (biases)", l);
+  rumus_tensor **moments[] = {&m->mw[l], &m->vw[l]};
+  rumus_tensor **bmoments[] = {&m->mb[l], &m->vb[l]};
+  for (int k = 0; k < 2 && st == RUMUS_OK; k++) {
+    st = new_tensor(m, RUMUS_F32, 2, o, in, moments[k], "rumus_tensor_create (AdamW moments)", l);
+    if (st == RUMUS_OK)
+      st = new_tensor(m, RUMUS_F32, 1, o, 0, bmoments[k], "rumus_tensor_create (AdamW moments)", l);
+  }
+  if (st == RUMUS_OK)
+    st = new_tensor(m, T, 2, o, in, &m->gw[l], "rumus_tensor_create (weight gradients)", l);
+  if (st == RUMUS_OK)
+    st = new_tensor(m, T, 1, o, 0, &m->gb[l], "rumus_tensor_create (bias gradients)", l);
+  if (st == RUMUS_OK && T != RUMUS_F32) {
+    st = new_tensor(m, T, 2, o, in, &m->wc[l], "rumus_tensor_create (weights)", l);
+    if (st == RUMUS_OK)
+      st = new_tensor(m, T, 1, o, 0, &m->bc[l], "rumus_tensor_create (biases)", l);
+  } else if (st == RUMUS_OK) {
+    m->wc[l] = m->w[l];
+    m->bc[l] = m->b[l];
+  }
+  if (st == RUMUS_OK)
+    st = new_tensor(m, T, 2, B, o, &m->z_full[l], "rumus_tensor_create (activations)", l);
+  if (st == RUMUS_OK)
+    st = new_tensor(m, T, 2, B, o, &m->dz_full[l], "rumus_tensor_create (gradients)", l);
+  if (st == RUMUS_OK && l > 0)
+    st = new_tensor(m, T, 2, B, in, &m->h_full[l], "rumus_tensor_create (activations)", l);
+  return st;
+}
+
 int mlp_create(rumus_ctx *ctx, const mlp_shape *s, size_t max_batch,
-               const rumus_adam_params *adam, mlp **out, char *err,
-               size_t errlen) {
+               const rumus_adam_params *adam, rumus_dtype precision, mlp **out,
+               char *err, size_t errlen) {
   if (!ctx || !s || !out)
     return train_fail(err, errlen, RUMUS_ENULL, "mlp_create: NULL argument");
   *out = NULL;
+  if (precision != RUMUS_F32 && precision != RUMUS_F16 && precision != RUMUS_BF16)
+    return train_fail(err, errlen, RUMUS_EINVAL,
+                      "mlp_create: precision %s is not F32, F16 or BF16",
+                      rumus_dtype_name(precision));
   if (!shape_valid(s))
     return train_fail(err, errlen, RUMUS_EINVAL, "mlp_create: invalid shape");
   if (max_batch == 0 || max_batch > ((size_t)1 << 24))
@@ -578,6 +636,9 @@ int mlp_create(rumus_ctx *ctx, const mlp_shape *s, size_t max_batch,
   m->base_lr = m->adam.lr;
   m->in_mean = 0.0f;
   m->in_std = 1.0f;
+  m->prec = precision;
+  m->scale = precision == RUMUS_F16 ? MLP_LOSS_SCALE_INIT : 1.0f;
+  m->growth_interval = MLP_LOSS_SCALE_GROWTH;
   int L = s->nlayers;
   size_t B = max_batch, in0 = s->sizes[0], outL = s->sizes[L];
   m->xbuf = malloc(B * in0 * sizeof *m->xbuf);
@@ -590,24 +651,11 @@ int mlp_create(rumus_ctx *ctx, const mlp_shape *s, size_t max_batch,
     snprintf(m->err, sizeof m->err, "mlp_create: out of host memory");
     goto done;
   }
-  for (int l = 0; l < L && st == RUMUS_OK; l++) {
-    size_t in = s->sizes[l], o = s->sizes[l + 1];
-    rumus_tensor **pw[] = {&m->w[l], &m->gw[l], &m->mw[l], &m->vw[l]};
-    rumus_tensor **pb[] = {&m->b[l], &m->gb[l], &m->mb[l], &m->vb[l]};
-    for (int k = 0; k < 4 && st == RUMUS_OK; k++) {
-      st = new_tensor(m, RUMUS_F32, 2, o, in, pw[k], "rumus_tensor_create (weights)", l);
-      if (st == RUMUS_OK)
-        st = new_tensor(m, RUMUS_F32, 1, o, 0, pb[k], "rumus_tensor_create (biases)", l);
-    }
-    if (st == RUMUS_OK)
-      st = new_tensor(m, RUMUS_F32, 2, B, o, &m->z_full[l], "rumus_tensor_create (activations)", l);
-    if (st == RUMUS_OK)
-      st = new_tensor(m, RUMUS_F32, 2, B, o, &m->dz_full[l], "rumus_tensor_create (gradients)", l);
-    if (st == RUMUS_OK && l > 0)
-      st = new_tensor(m, RUMUS_F32, 2, B, in, &m->h_full[l], "rumus_tensor_create (activations)", l);
-  }
+  for (int l = 0; l < L && st == RUMUS_OK; l++) st = create_layer(m, l);
   if (st == RUMUS_OK)
-    st = new_tensor(m, RUMUS_F32, 2, B, in0, &m->x_full, "rumus_tensor_create (inputs)", -1);
+    st = new_tensor(m, precision, 2, B, in0, &m->x_full, "rumus_tensor_create (inputs)", -1);
+  if (st == RUMUS_OK && precision == RUMUS_F16)
+    st = new_tensor(m, RUMUS_F32, 0, 1, 0, &m->overflow, "rumus_tensor_create (overflow flag)", -1);
   if (st == RUMUS_OK)
     st = new_tensor(m, RUMUS_I32, 1, B, 0, &m->y_full, "rumus_tensor_create (labels)", -1);
   if (st == RUMUS_OK)
@@ -647,9 +695,19 @@ int mlp_set_params(mlp *m, const mlp_params *p) {
     rumus_tensor *zero[] = {m->mw[l], m->vw[l], m->mb[l], m->vb[l]};
     for (int k = 0; k < 4; k++)
       RCALL(m, "rumus_tensor_fill (AdamW moments)", l, rumus_tensor_fill(zero[k], 0.0f));
+    if (m->wc[l] != m->w[l]) {
+      RCALL(m, "rumus_cast (weights to the compute copy)", l,
+            rumus_cast(m->ctx, m->w[l], m->wc[l]));
+      RCALL(m, "rumus_cast (biases to the compute copy)", l,
+            rumus_cast(m->ctx, m->b[l], m->bc[l]));
+    }
   }
   RCALL(m, "rumus_ctx_sync", -1, rumus_ctx_sync(m->ctx));
   m->step = 0;
+  m->updates = 0;
+  m->skipped = 0;
+  m->good_steps = 0;
+  m->scale = m->prec == RUMUS_F16 ? MLP_LOSS_SCALE_INIT : 1.0f;
   m->in_mean = p->in_mean;
   m->in_std = p->in_std;
   return RUMUS_OK;
@@ -692,16 +750,16 @@ static int forward(mlp *m, const float *x, const int32_t *y, size_t n) {
   int st = bind_rows(m, n);
   if (st != RUMUS_OK) return st;
   RCALL(m, "upload inputs", -1,
-        rumus_tensor_upload(m->x, x, rumus_tensor_nbytes(m->x)));
+        rumus_tensor_upload_f32(m->x, x, rumus_tensor_numel(m->x)));
   if (y)
     RCALL(m, "upload labels", -1,
           rumus_tensor_upload(m->y, y, rumus_tensor_nbytes(m->y)));
   int L = m->shape.nlayers;
   for (int l = 0; l < L; l++) {
     RCALL(m, "rumus_gemm (forward z = h W^T)", l,
-          rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, m->h[l], m->w[l],
+          rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, m->h[l], m->wc[l],
                      0.0f, m->z[l]));
-    RCALL(m, "rumus_bias_add", l, rumus_bias_add(m->ctx, m->z[l], m->b[l]));
+    RCALL(m, "rumus_bias_add", l, rumus_bias_add(m->ctx, m->z[l], m->bc[l]));
     if (l + 1 < L)
       RCALL(m, "rumus_activation_fwd (ReLU)", l,
             rumus_activation_fwd(m->ctx, RUMUS_ACT_RELU, 0.0f, m->z[l],
@@ -728,16 +786,15 @@ static size_t count_correct(const float *logits, const int32_t *y, size_t n,
   return ok;
 }
 
-int mlp_train_step(mlp *m, const float *x, const int32_t *y, size_t n,
-                   double *loss, size_t *correct) {
-  int st = check_rows(m, "mlp_train_step", n);
-  if (st != RUMUS_OK) return st;
-  st = forward(m, x, y, n);
-  if (st != RUMUS_OK) return st;
+/* Enqueues the loss, its gradient times the loss scale, and the backward
+ * pass into gw, gb. */
+static int backward(mlp *m) {
   int L = m->shape.nlayers;
+  rumus_xent_params xp = RUMUS_XENT_DEFAULTS;
+  xp.grad_scale = m->scale;
   RCALL(m, "rumus_cross_entropy", -1,
         rumus_cross_entropy(m->ctx, m->z[L - 1], m->y, m->loss, m->dz[L - 1],
-                            NULL));
+                            &xp));
   for (int l = L - 1; l >= 0; l--) {
     RCALL(m, "rumus_gemm (backward dW = dz^T h)", l,
           rumus_gemm(m->ctx, RUMUS_TRANS, RUMUS_NO_TRANS, 1.0f, m->dz[l], m->h[l],
@@ -746,31 +803,91 @@ int mlp_train_step(mlp *m, const float *x, const int32_t *y, size_t n,
     if (l > 0) {
       RCALL(m, "rumus_gemm (backward dh = dz W)", l,
             rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, m->dz[l],
-                       m->w[l], 0.0f, m->dz[l - 1]));
+                       m->wc[l], 0.0f, m->dz[l - 1]));
       RCALL(m, "rumus_activation_bwd (ReLU)", l - 1,
             rumus_activation_bwd(m->ctx, RUMUS_ACT_RELU, 0.0f, m->z[l - 1],
                                  m->dz[l - 1], m->dz[l - 1]));
     }
   }
-  m->step++;
+  return RUMUS_OK;
+}
+
+/* Enqueues AdamW on every parameter, reading the gradients divided by the
+ * loss scale and writing the compute copies.  Under F16 the sum of squares
+ * of every gradient goes first into the overflow flag, and the steps skip
+ * themselves on the device when it is not finite. */
+static int update(mlp *m) {
+  int L = m->shape.nlayers;
+  rumus_grad_scaling scaling = {1.0f / m->scale, m->overflow};
+  if (m->overflow) {
+    RCALL(m, "rumus_tensor_fill (overflow flag)", -1,
+          rumus_tensor_fill(m->overflow, 0.0f));
+    for (int l = 0; l < L; l++) {
+      RCALL(m, "rumus_sum_squares (weight gradients)", l,
+            rumus_sum_squares(m->ctx, m->gw[l], m->overflow));
+      RCALL(m, "rumus_sum_squares (bias gradients)", l,
+            rumus_sum_squares(m->ctx, m->gb[l], m->overflow));
+    }
+  }
   if (m->decay_steps > 0) {
     double t = (double)(m->step - 1) / (double)m->decay_steps;
     if (t > 1.0) t = 1.0;
     m->adam.lr = (float)(m->base_lr * 0.5 * (1.0 + cos(3.14159265358979323846 * t)));
   }
+  long t = m->updates + 1;
   for (int l = 0; l < L; l++) {
-    RCALL(m, "rumus_adam_step (weights)", l,
-          rumus_adam_step(m->ctx, &m->adam, m->step, m->w[l], m->gw[l], m->mw[l],
-                          m->vw[l]));
-    RCALL(m, "rumus_adam_step (biases)", l,
-          rumus_adam_step(m->ctx, &m->adam, m->step, m->b[l], m->gb[l], m->mb[l],
-                          m->vb[l]));
+    rumus_tensor *wc = m->wc[l] != m->w[l] ? m->wc[l] : NULL;
+    rumus_tensor *bc = m->bc[l] != m->b[l] ? m->bc[l] : NULL;
+    RCALL(m, "rumus_adam_step_ex (weights)", l,
+          rumus_adam_step_ex(m->ctx, &m->adam, t, m->w[l], m->gw[l], m->mw[l],
+                             m->vw[l], wc, &scaling));
+    RCALL(m, "rumus_adam_step_ex (biases)", l,
+          rumus_adam_step_ex(m->ctx, &m->adam, t, m->b[l], m->gb[l], m->mb[l],
+                             m->vb[l], bc, &scaling));
   }
+  return RUMUS_OK;
+}
+
+/* After a step: under F16, reads the overflow flag (one float: no
+ * gradient leaves the device) and moves the loss scale as GradScaler
+ * does; otherwise the update always counts. */
+static int settle_scale(mlp *m) {
+  if (!m->overflow) {
+    m->updates++;
+    return RUMUS_OK;
+  }
+  float flag = 0.0f;
+  RCALL(m, "download overflow flag", -1,
+        rumus_tensor_download(m->overflow, &flag, sizeof flag));
+  if (!isfinite(flag)) {
+    m->skipped++;
+    m->good_steps = 0;
+    if (m->scale > MLP_LOSS_SCALE_MIN) m->scale *= 0.5f;
+    return RUMUS_OK;
+  }
+  m->updates++;
+  if (++m->good_steps >= m->growth_interval) {
+    m->good_steps = 0;
+    if (m->scale < MLP_LOSS_SCALE_MAX) m->scale *= 2.0f;
+  }
+  return RUMUS_OK;
+}
+
+int mlp_train_step(mlp *m, const float *x, const int32_t *y, size_t n,
+                   double *loss, size_t *correct) {
+  int st = check_rows(m, "mlp_train_step", n);
+  if (st == RUMUS_OK) st = forward(m, x, y, n);
+  if (st == RUMUS_OK) st = backward(m);
+  if (st != RUMUS_OK) return st;
+  m->step++;
+  st = update(m);
+  if (st != RUMUS_OK) return st;
   /* The logits are not touched by the backward pass or the update. */
+  int L = m->shape.nlayers;
   if (correct) {
     RCALL(m, "download logits", -1,
-          rumus_tensor_download(m->z[L - 1], m->logits,
-                                rumus_tensor_nbytes(m->z[L - 1])));
+          rumus_tensor_download_f32(m->z[L - 1], m->logits,
+                                    rumus_tensor_numel(m->z[L - 1])));
     *correct = count_correct(m->logits, y, n, m->shape.sizes[L]);
   }
   if (loss) {
@@ -778,8 +895,21 @@ int mlp_train_step(mlp *m, const float *x, const int32_t *y, size_t n,
     RCALL(m, "download loss", -1, rumus_tensor_download(m->loss, &l32, sizeof l32));
     *loss = l32;
   }
+  st = settle_scale(m);
+  if (st != RUMUS_OK) return st;
   RCALL(m, "rumus_ctx_sync (after a training step)", -1, rumus_ctx_sync(m->ctx));
   return RUMUS_OK;
+}
+
+rumus_dtype mlp_precision(const mlp *m) { return m->prec; }
+float mlp_loss_scale(const mlp *m) { return m->scale; }
+long mlp_skipped_steps(const mlp *m) { return m->skipped; }
+
+void mlp_set_loss_scale(mlp *m, float scale, long growth_interval) {
+  if (!m->overflow) return;
+  if (scale >= MLP_LOSS_SCALE_MIN && scale <= MLP_LOSS_SCALE_MAX) m->scale = scale;
+  if (growth_interval >= 1) m->growth_interval = growth_interval;
+  m->good_steps = 0;
 }
 
 int mlp_logits(mlp *m, const float *x, size_t n, float *logits) {
@@ -789,7 +919,7 @@ int mlp_logits(mlp *m, const float *x, size_t n, float *logits) {
   if (st != RUMUS_OK) return st;
   int L = m->shape.nlayers;
   RCALL(m, "download logits", -1,
-        rumus_tensor_download(m->z[L - 1], logits, rumus_tensor_nbytes(m->z[L - 1])));
+        rumus_tensor_download_f32(m->z[L - 1], logits, rumus_tensor_numel(m->z[L - 1])));
   RCALL(m, "rumus_ctx_sync (after a forward pass)", -1, rumus_ctx_sync(m->ctx));
   return RUMUS_OK;
 }

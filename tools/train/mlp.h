@@ -109,19 +109,50 @@ typedef struct mlp mlp;
 /* PyTorch's torch.optim.AdamW defaults. */
 #define MLP_ADAMW_DEFAULTS {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1}
 
+/* Dynamic loss scaling of F16 training, PyTorch's GradScaler defaults:
+ * the first scale, the overflow-free steps after which it doubles, and
+ * the range it is kept in (halving stops at MIN, doubling at MAX). */
+#define MLP_LOSS_SCALE_INIT 65536.0f
+#define MLP_LOSS_SCALE_GROWTH 2000
+#define MLP_LOSS_SCALE_MIN (1.0f / 16777216.0f)
+#define MLP_LOSS_SCALE_MAX 16777216.0f
+
 /*! mlp_create() : device tensors for the parameters, their gradients and
  *  AdamW moments, and activations for batches of up to max_batch rows.
  *  The parameters are undefined until mlp_set_params().  adam NULL means
- *  MLP_ADAMW_DEFAULTS.  @return RUMUS_OK, RUMUS_EINVAL, RUMUS_ENOMEM or a
- *  rumus error, with the message in err. */
+ *  MLP_ADAMW_DEFAULTS.
+ *  precision RUMUS_F32 trains in float throughout.  RUMUS_F16 or
+ *  RUMUS_BF16 is mixed precision, as PyTorch's autocast with F32 master
+ *  weights: the inputs, activations, their gradients and the parameter
+ *  gradients are stored in that type (GEMMs accumulate in float, the loss
+ *  is float); AdamW keeps F32 weights and moments, reads the 16-bit
+ *  gradients and writes a 16-bit copy of the weights for the next pass in
+ *  the same kernel.  F16 adds dynamic loss scaling (MLP_LOSS_SCALE_*):
+ *  the loss gradient is multiplied by the scale, the steps divide it out,
+ *  and a step whose gradients overflowed is skipped on the device (an
+ *  inf/NaN sum of squares of the gradients), which halves the scale.
+ *  @return RUMUS_OK, RUMUS_EINVAL, RUMUS_ENOMEM or a rumus error, with the
+ *  message in err. */
 int mlp_create(rumus_ctx *ctx, const mlp_shape *s, size_t max_batch,
-               const rumus_adam_params *adam, mlp **out, char *err,
-               size_t errlen);
+               const rumus_adam_params *adam, rumus_dtype precision, mlp **out,
+               char *err, size_t errlen);
+rumus_dtype mlp_precision(const mlp *m);
+/*! mlp_loss_scale() : the current loss scale (1 unless F16).
+ *  mlp_skipped_steps() : steps skipped for overflow since
+ *  mlp_set_params(). */
+float mlp_loss_scale(const mlp *m);
+long mlp_skipped_steps(const mlp *m);
+/*! mlp_set_loss_scale() : under F16, sets the scale (kept if outside
+ *  [MLP_LOSS_SCALE_MIN, MLP_LOSS_SCALE_MAX]) and the growth interval (kept
+ *  if < 1); mlp_set_params() puts back the defaults.  No-op otherwise. */
+void mlp_set_loss_scale(mlp *m, float scale, long growth_interval);
 /*! mlp_free() : frees every tensor of the model (NULL is a no-op). */
 void mlp_free(mlp *m);
 const char *mlp_errmsg(const mlp *m);
 const mlp_shape *mlp_get_shape(const mlp *m);
-/*! mlp_steps() : optimizer steps taken since the last mlp_set_params(). */
+/*! mlp_steps() : training steps taken since the last mlp_set_params()
+ *  (those skipped for F16 overflow included: the learning-rate schedule
+ *  counts them, AdamW's bias correction does not). */
 long mlp_steps(const mlp *m);
 /*! mlp_set_lr_decay() : from now on, step t (counted from 1 since the last
  *  mlp_set_params()) uses lr * (1 + cos(pi * (t - 1) / steps)) / 2, with lr

@@ -18,6 +18,9 @@ void train_usage(FILE *f) {
           "  --lr X            AdamW learning rate (default 0.001), decayed to\n"
           "                    0 over the run along a cosine\n"
           "  --constant-lr     keep the learning rate constant\n"
+          "  --precision P     f32 (default), or f16 / bf16: mixed precision\n"
+          "                    with F32 master weights (f16 with dynamic loss\n"
+          "                    scaling)\n"
           "  --hidden W,W,...  hidden layer widths (default 256,128; \"none\"\n"
           "                    for no hidden layer)\n"
           "  --seed N          seed of the initialisation and the shuffling\n"
@@ -93,10 +96,11 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
   o->hidden[0] = 256;
   o->hidden[1] = 128;
   o->seed = TRAIN_DEFAULT_SEED;
+  o->precision = RUMUS_F32;
 
   static const char *const with_value[] = {
       "--epochs", "--batch-size", "--lr",   "--hidden", "--seed",
-      "--device", "--data",       "--save", "--load"};
+      "--device", "--data",       "--save", "--load", "--precision"};
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -173,6 +177,15 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
     } else if (strcmp(name, "--save") == 0) {
       if (val[0] == '\0') return bad(err, errlen, "--save: empty file name");
       o->save = val;
+    } else if (strcmp(name, "--precision") == 0) {
+      if (strcmp(val, "f32") == 0)
+        o->precision = RUMUS_F32;
+      else if (strcmp(val, "f16") == 0)
+        o->precision = RUMUS_F16;
+      else if (strcmp(val, "bf16") == 0)
+        o->precision = RUMUS_BF16;
+      else
+        return bad(err, errlen, "--precision '%s': expected f32, f16 or bf16", val);
     } else if (strcmp(name, "--load") == 0) {
       if (val[0] == '\0') return bad(err, errlen, "--load: empty file name");
       o->load = val;

@@ -32,6 +32,7 @@ typedef struct {
   int quiet;         /* --quiet: no progress display */
   int no_normalize;  /* --no-normalize: inputs pixel / 255 only */
   int constant_lr;   /* --constant-lr: no cosine decay of the rate */
+  rumus_dtype precision; /* --precision f32|f16|bf16 */
   int help;          /* --help */
 } train_opts;
 
