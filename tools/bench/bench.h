@@ -34,6 +34,10 @@ typedef struct {
   size_t shape[3];
   size_t n;      /* elements */
   float lo, hi;  /* uniform initial values (I32: classes in [0, hi)) */
+  /* 1: a floating tensor of the run's --dtype in place of F32, whose host
+   * copies (initial contents, peer outputs) stay float arrays, holding the
+   * values the device stores; uploaded and downloaded with conversion. */
+  int host_f32;
 } bench_tdesc;
 
 typedef struct bench_op bench_op;
@@ -42,6 +46,7 @@ typedef struct bench_op bench_op;
 typedef struct {
   const bench_op *op;
   bench_shape shape;
+  rumus_dtype dtype; /* --dtype: the storage of the op's floating tensors */
   rumus_ctx *ctx;
   int nt;
   bench_tdesc td[BENCH_MAXT];
@@ -90,6 +95,14 @@ struct bench_op {
 
 extern const bench_op bench_ops[];
 extern const size_t bench_nops;
+/* Whether op runs with 16-bit storage under --dtype (every floating
+ * tensor in that type); the others are measured in F32 only. */
+int bench_op_takes_dtype(const bench_op *op);
+/* The largest normwise relative error against the peer: 1e-3 for F32,
+ * plus the rounding of a 16-bit result (F16 2^-11, BF16 2^-8). */
+double bench_check_limit(rumus_dtype d);
+/* The bytes of one element of td's host copies. */
+size_t bench_host_elem(const bench_tdesc *td);
 const bench_op *bench_find_op(const char *name);
 int bench_parse_shape(const char *s, bench_shape *out);
 
@@ -120,6 +133,7 @@ typedef struct {
   char load_start[64], load_end[64]; /* /proc/loadavg: 1, 5, 15 minutes */
   int threads;
   const char *blas;
+  rumus_dtype dtype; /* --dtype */
   double copy_gbs;   /* device copy kernel: the faster of its two forms */
   double copy_forms[2]; /* one float4 per work-item; strided grid */
   double empty_us;   /* device time of an empty kernel (one work-group) */

@@ -65,12 +65,26 @@ static const char *rows_cols(const bench_case *c, size_t *rows, size_t *cols) {
   return NULL;
 }
 
+int bench_op_takes_dtype(const bench_op *op) {
+  return strcmp(op->family, "quant") != 0 && strcmp(op->name, "sum_squares") != 0;
+}
+
+double bench_check_limit(rumus_dtype d) {
+  return d == RUMUS_F16 ? 1e-3 + 4.9e-4 : d == RUMUS_BF16 ? 1e-3 + 3.9e-3 : 1e-3;
+}
+
+size_t bench_host_elem(const bench_tdesc *td) {
+  return td->host_f32 ? sizeof(float) : rumus_dtype_size(td->dtype);
+}
+
+/* Under --dtype every F32 tensor of an op that takes it is in that type. */
 static void tensor(bench_case *c, const char *name, int role, rumus_dtype dt,
                    int ndim, size_t d0, size_t d1, float lo, float hi) {
   bench_tdesc *t = &c->td[c->nt++];
   t->name = name;
   t->role = role;
-  t->dtype = dt;
+  t->host_f32 = dt == RUMUS_F32 && c->dtype != RUMUS_F32;
+  t->dtype = t->host_f32 ? c->dtype : dt;
   t->ndim = ndim;
   t->shape[0] = d0;
   t->shape[1] = d1;

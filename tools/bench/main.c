@@ -40,7 +40,6 @@
 #include "bench.h"
 #include "peer.h"
 
-#define CHECK_LIMIT 1e-3
 
 typedef struct {
   const char *ops;    /* comma-separated, NULL = all */
@@ -52,6 +51,7 @@ typedef struct {
   const char *csv, *json;
   int quick, no_peer, no_check, list;
   double copy_mb;
+  rumus_dtype dtype; /* --dtype f32|f16|bf16 */
 } options;
 
 static int progress_on;
@@ -92,10 +92,29 @@ static uint64_t mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+/* Rounds n floats to the values a tensor of type d holds. */
+static void round_to(rumus_dtype d, float *x, size_t n) {
+  if (d == RUMUS_F16) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] = rumus_f16_to_f32(rumus_f32_to_f16(x[i]));
+  } else if (d == RUMUS_BF16) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] = rumus_bf16_to_f32(rumus_f32_to_bf16(x[i]));
+  }
+}
+
 static void fill(const bench_tdesc *td, void *buf) {
   const uint64_t s = seed;
   const size_t n = td->n;
   seed += n + 1;
+  if (td->host_f32) {
+    float *p = buf;
+    const float lo = td->lo, scale = (td->hi - td->lo) * (1.0f / 16777216.0f);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) p[i] = lo + scale * (float)(mix(s + i) >> 40);
+    round_to(td->dtype, p, n);
+    return;
+  }
   if (td->dtype == RUMUS_I32) {
     int32_t *p = buf;
     const uint64_t k = (uint64_t)td->hi;
@@ -145,7 +164,7 @@ static void set_fail(bench_case *c, int st, const char *what) {
 static int setup(bench_case *c) {
   for (int i = 0; i < c->nt; i++) {
     const bench_tdesc *td = &c->td[i];
-    size_t nb = td->n * rumus_dtype_size(td->dtype);
+    size_t nb = td->n * bench_host_elem(td);
     c->h[i] = malloc(nb);
     if (td->role != BT_IN) c->p[i] = malloc(nb);
     if (c->h[i] == NULL || (td->role != BT_IN && c->p[i] == NULL)) {
@@ -155,7 +174,9 @@ static int setup(bench_case *c) {
     }
     fill(td, c->h[i]);
     int st = rumus_tensor_create(c->ctx, td->dtype, td->ndim, td->shape, &c->t[i]);
-    if (st == RUMUS_OK) st = rumus_tensor_upload(c->t[i], c->h[i], nb);
+    if (st == RUMUS_OK)
+      st = td->host_f32 ? rumus_tensor_upload_f32(c->t[i], c->h[i], td->n)
+                        : rumus_tensor_upload(c->t[i], c->h[i], nb);
     if (st != RUMUS_OK) {
       set_fail(c, st, td->name);
       return -1;
@@ -195,10 +216,12 @@ static int check(bench_case *c) {
   int ok = 0;
   for (int i = 0; i < c->nt; i++) {
     if (c->td[i].role == BT_IN) continue;
-    size_t nb = c->td[i].n * rumus_dtype_size(c->td[i].dtype);
+    const bench_tdesc *td = &c->td[i];
+    size_t nb = td->n * bench_host_elem(td);
     got[i] = malloc(nb);
     if (got[i] == NULL) goto done;
-    st = rumus_tensor_download(c->t[i], got[i], nb);
+    st = td->host_f32 ? rumus_tensor_download_f32(c->t[i], got[i], td->n)
+                      : rumus_tensor_download(c->t[i], got[i], nb);
     if (st != RUMUS_OK) {
       set_fail(c, st, "download");
       ok = -1;
@@ -377,7 +400,7 @@ static int time_paired(bench_case *c, const options *o, bench_copy *dc,
   int use_peer = !o->no_peer;
   for (int i = 0; i < c->nt; i++)
     if (c->td[i].role != BT_IN)
-      memcpy(c->p[i], c->h[i], c->td[i].n * rumus_dtype_size(c->td[i].dtype));
+      memcpy(c->p[i], c->h[i], c->td[i].n * bench_host_elem(&c->td[i]));
   c->peer_step = 0;
 
   /* One of each, to size the warm-up and the repetitions. */
@@ -548,6 +571,9 @@ static void usage(FILE *f) {
           "  --variant V       gpu, cpu or auto: the kernels' reduction variant\n"
           "  --csv FILE        write the results as CSV\n"
           "  --json FILE       write the results as JSON\n"
+          "  --dtype T         f32 (default), f16 or bf16: the storage of every\n"
+          "                    floating tensor of the ops that take 16-bit types\n"
+          "                    (the others run in F32); bytes count 2 per element\n"
           "  --quick           short run: default shapes up to 64 MB, 5 reps\n"
           "  --no-peer         skip the host peers\n"
           "  --no-check        skip the check against the peer\n"
@@ -613,6 +639,12 @@ static int parse_args(int argc, char **argv, options *o) {
       char *end;
       o->copy_mb = strtod(v, &end);
       if (*end || !(o->copy_mb >= 1)) goto bad;
+    } else if (!strcmp(a, "--dtype")) {
+      NEED_VALUE;
+      if (!strcmp(v, "f32")) o->dtype = RUMUS_F32;
+      else if (!strcmp(v, "f16")) o->dtype = RUMUS_F16;
+      else if (!strcmp(v, "bf16")) o->dtype = RUMUS_BF16;
+      else goto bad;
     } else if (!strcmp(a, "--quick")) {
       o->quick = 1;
     } else if (!strcmp(a, "--no-peer")) {
@@ -647,6 +679,18 @@ static void list_ops(void) {
   }
 }
 
+/* The compulsory bytes of a case with 16-bit tensors: every input read
+ * once, every output written once, state read and written, at each
+ * tensor's own element size (the F32 models of cases.c count the same
+ * passes at 4 bytes). */
+static double typed_bytes(const bench_case *c) {
+  double b = 0;
+  for (int i = 0; i < c->nt; i++)
+    b += (double)c->td[i].n * (double)rumus_dtype_size(c->td[i].dtype) *
+         (c->td[i].role == BT_INOUT ? 2.0 : 1.0);
+  return b;
+}
+
 /* Appends the cases of one op; returns -1 on a bad shape. */
 static int add_cases(const bench_op *op, const options *o, int is_gpu,
                      bench_case **cases, size_t *n, size_t *cap) {
@@ -659,11 +703,13 @@ static int add_cases(const bench_op *op, const options *o, int is_gpu,
     bench_case c;
     memset(&c, 0, sizeof c);
     c.op = op;
+    c.dtype = bench_op_takes_dtype(op) ? o->dtype : RUMUS_F32;
     if (bench_parse_shape(s, &c.shape) != 0) {
       fprintf(stderr, "rumus-bench: bad shape '%s'\n", s);
       return -1;
     }
     const char *why = op->describe(&c);
+    if (!why && c.dtype != RUMUS_F32) c.bytes = typed_bytes(&c);
     if (why) {
       if (!o->shapes) continue;
       c.status = RUMUS_ESHAPE;
@@ -685,6 +731,7 @@ static int add_cases(const bench_op *op, const options *o, int is_gpu,
 
 int main(int argc, char **argv) {
   options o = {0};
+  o.dtype = RUMUS_F32;
   o.reps = 20;
   o.warmup = 3;
   o.budget = 2.0;
@@ -727,6 +774,7 @@ int main(int argc, char **argv) {
   run.blas = peer_blas_name();
   run.warmup = o.warmup;
   run.copy_bytes = (size_t)(o.copy_mb * 1048576.0);
+  run.dtype = o.dtype;
 
   /* Select the cases first, so that bad arguments fail before any work. */
   bench_case *cases = NULL;
@@ -785,7 +833,7 @@ int main(int argc, char **argv) {
         dc = run.is_gpu ? NULL : bench_copy_new(ctx, run.copy_bytes, err, sizeof err);
       }
     }
-    if (c->check_err > CHECK_LIMIT || isnan(c->check_err)) failed = 1;
+    if (c->check_err > bench_check_limit(c->dtype) || isnan(c->check_err)) failed = 1;
   }
   if (progress_on) fprintf(stderr, "\r\033[K");
   host_load(run.load_end, sizeof run.load_end);

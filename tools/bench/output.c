@@ -48,6 +48,9 @@ void bench_print_table(const bench_run *r, FILE *f) {
   fprintf(f, "rumus-bench %s, %s\n", rumus_version_string(), r->date);
   fprintf(f, "device: %s (%s, %s)\n", r->device, r->is_gpu ? "GPU" : "CPU",
           variant_text(r));
+  if (r->dtype != RUMUS_F32)
+    fprintf(f, "storage: %s for the ops that take it (the others F32)\n",
+            rumus_dtype_name(r->dtype));
   fprintf(f, "host:   %s, %d OpenMP threads; BLAS: %s\n", r->host_cpu,
           r->threads, r->blas ? r->blas : "none");
   fprintf(f, "host load average (1, 5, 15 min): %s at the start, %s at the end\n",
@@ -93,7 +96,7 @@ void bench_print_table(const bench_run *r, FILE *f) {
     }
     if (c->check_err >= 0 || isnan(c->check_err))
       fprintf(f, " %8.1e%s\n", c->check_err,
-              c->check_err > 1e-3 || isnan(c->check_err) ? " BAD" : "");
+              c->check_err > bench_check_limit(c->dtype) || isnan(c->check_err) ? " BAD" : "");
     else
       fprintf(f, " %8s\n", "-");
   }
@@ -122,15 +125,15 @@ static void csv_num(FILE *f, int ok, double v) {
 int bench_write_csv(const bench_run *r, const char *path) {
   FILE *f = fopen(path, "w");
   if (f == NULL) return -1;
-  fprintf(f, "op,family,shape,bytes,flops,status,reps,rumus_us,rumus_min_us,"
+  fprintf(f, "op,family,dtype,shape,bytes,flops,status,reps,rumus_us,rumus_min_us,"
              "rumus_wall_us,rumus_busy_us,gbs,gflops,pct_copy,pct_stream,peer,peer_reps,"
              "peer_us,peer_min_us,"
              "speed_vs_peer,check_err,copy_gbs,stream_gbs,device\n");
   for (size_t i = 0; i < r->ncases; i++) {
     const bench_case *c = &r->cases[i];
     int m = measured(c), p = m && c->peer_ns > 0;
-    fprintf(f, "%s,%s,%s,%.0f,%.0f,%s", c->op->name, c->op->family,
-            c->shape.text, c->bytes, c->flops,
+    fprintf(f, "%s,%s,%s,%s,%.0f,%.0f,%s", c->op->name, c->op->family,
+            rumus_dtype_name(c->dtype), c->shape.text, c->bytes, c->flops,
             status_text(c));
     if (m) fprintf(f, ",%d", c->reps);
     else fputs(",", f);
@@ -193,8 +196,8 @@ int bench_write_json(const bench_run *r, const char *path) {
   for (size_t i = 0; i < r->ncases; i++) {
     const bench_case *c = &r->cases[i];
     int m = measured(c), p = m && c->peer_ns > 0;
-    fprintf(f, "%s\n    {\"op\": \"%s\", \"family\": \"%s\", \"shape\": ",
-            i ? "," : "", c->op->name, c->op->family);
+    fprintf(f, "%s\n    {\"op\": \"%s\", \"family\": \"%s\", \"dtype\": \"%s\", \"shape\": ",
+            i ? "," : "", c->op->name, c->op->family, rumus_dtype_name(c->dtype));
     json_str(f, c->shape.text);
     fprintf(f, ", \"dims\": [");
     for (int d = 0; d < c->shape.ndim; d++)
