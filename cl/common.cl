@@ -90,6 +90,58 @@ inline __attribute__((always_inline)) ushort rumus_f_to_bf16(float f) {
   return (ushort)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
+#ifndef RUMUS_F16_BITS
+/* 1 (the framework sets it on the work-group variant): F16 moves are
+ * ushort loads and stores converted by the integer arithmetic below
+ * rather than vload_half / vstore_half_rte.  NVIDIA's driver (no
+ * cl_khr_fp16) compiled those to narrow accesses and slow conversions:
+ * on the H200, F16 add and ReLU ran at 41% and 25% of copy bandwidth,
+ * where the same kernels on BF16 bits ran at 91% and 93%.  PoCL keeps
+ * the builtins on the CPU variant: x86's F16C converts 8 halves in one
+ * instruction. */
+#define RUMUS_F16_BITS 0
+#endif
+
+/* half bits <-> float, both exact where IEEE is (bit for bit as the host's
+ * rumus_f16_to_f32 / rumus_f32_to_f16 and cast.cl, up to NaN payloads):
+ * widening rebiases the exponent, and makes a subnormal m 2^-24 from the
+ * float m; narrowing rounds the 13 dropped bits to nearest even (a carry
+ * bumps the exponent, up to infinity at 65520), gives +-inf above, and a
+ * subnormal below 2^-14 as the bits of |x| + 0.5 less those of 0.5 (float's
+ * ulp at 0.5 is 2^-24, so the addition rounds m to nearest even). */
+#define RUMUS_DEFINE_F16(n, F, U, US, AS_F, AS_U, CONV_U, CONV_US, CONV_F)   \
+  inline __attribute__((always_inline)) F rumus_f16_to_f##n(US h) {          \
+    const U u = CONV_U(h);                                                   \
+    const U sign = (u & (U)0x8000u) << 16;                                   \
+    const U e = (u >> 10) & (U)0x1Fu, m = u & (U)0x3FFu;                     \
+    const U normal = sign | ((e + (U)112u) << 23) | (m << 13);               \
+    const U special = sign | (U)0x7F800000u | (m << 13);                     \
+    const U sub = sign | AS_U(CONV_F(m) * 0x1p-24f);                         \
+    return AS_F(select(select(normal, special, e == (U)31u), sub,            \
+                       e == (U)0u));                                         \
+  }                                                                          \
+  inline __attribute__((always_inline)) US rumus_f_to_f16##n(F f) {          \
+    const U u = AS_U(f);                                                     \
+    const U sign = (u >> 16) & (U)0x8000u, ax = u & (U)0x7FFFFFFFu;          \
+    const U r = ax - (U)0x38000000u;                                         \
+    const U normal = (r + (U)0xFFFu + ((r >> 13) & (U)1u)) >> 13;            \
+    const U sub = AS_U(AS_F(ax) + 0.5f) - (U)0x3F000000u;                    \
+    U h = select(normal, sub, ax < (U)0x38800000u);                          \
+    h = select(h, (U)0x7C00u, ax >= (U)0x477FF000u);                         \
+    h = select(h, (U)0x7E00u | ((ax >> 13) & (U)0x3FFu), ax > (U)0x7F800000u); \
+    return CONV_US(sign | h);                                                \
+  }
+#if RUMUS_F16_BITS
+RUMUS_DEFINE_F16(, float, uint, ushort, as_float, as_uint, (uint), (ushort),
+                 (float))
+RUMUS_DEFINE_F16(4, float4, uint4, ushort4, as_float4, as_uint4,
+                 convert_uint4, convert_ushort4, convert_float4)
+RUMUS_DEFINE_F16(8, float8, uint8, ushort8, as_float8, as_uint8,
+                 convert_uint8, convert_ushort8, convert_float8)
+RUMUS_DEFINE_F16(16, float16, uint16, ushort16, as_float16, as_uint16,
+                 convert_uint16, convert_ushort16, convert_float16)
+#endif
+
 /* The element type of each storage tag. */
 #define RUMUS_TYPE_F32 float
 #define RUMUS_TYPE_F16 half
@@ -99,8 +151,13 @@ inline __attribute__((always_inline)) ushort rumus_f_to_bf16(float f) {
 /* One element: p[i] as a float, and v stored into p[i]. */
 #define RUMUS_LD_F32(p, i) ((p)[i])
 #define RUMUS_ST_F32(v, p, i) ((p)[i] = (v))
+#if RUMUS_F16_BITS
+#define RUMUS_LD_F16(p, i) rumus_f16_to_f(((global const ushort *)(p))[i])
+#define RUMUS_ST_F16(v, p, i) (((global ushort *)(p))[i] = rumus_f_to_f16(v))
+#else
 #define RUMUS_LD_F16(p, i) vload_half((i), (p))
 #define RUMUS_ST_F16(v, p, i) vstore_half_rte((v), (i), (p))
+#endif
 #define RUMUS_LD_BF16(p, i) rumus_bf16_to_f((p)[i])
 #define RUMUS_ST_BF16(v, p, i) ((p)[i] = rumus_f_to_bf16(v))
 #define RUMUS_LOAD(T, p, i) RUMUS_CAT(RUMUS_LD_, T)(p, i)
@@ -154,8 +211,15 @@ typedef struct __attribute__((packed, aligned(2))) {
  * alignment only (vloadn may assume no more). */
 #define RUMUS_LDN_F32(n, p, i) vload##n(0, (p) + (i))
 #define RUMUS_STN_F32(n, v, p, i) vstore##n((v), 0, (p) + (i))
+#if RUMUS_F16_BITS
+#define RUMUS_LDN_F16(n, p, i)                                               \
+  rumus_f16_to_f##n(vload##n(0, (global const ushort *)((p) + (i))))
+#define RUMUS_STN_F16(n, v, p, i)                                            \
+  (((global rumus_u16x##n *)((p) + (i)))->bits = rumus_f_to_f16##n(v))
+#else
 #define RUMUS_LDN_F16(n, p, i) rumus_ld_half##n((p) + (i))
 #define RUMUS_STN_F16(n, v, p, i) rumus_st_half##n((v), (p) + (i))
+#endif
 #define RUMUS_LDN_BF16(n, p, i) rumus_bf16_to_f##n(vload##n(0, (p) + (i)))
 #define RUMUS_STN_BF16(n, v, p, i)                                           \
   (((global rumus_u16x##n *)((p) + (i)))->bits = rumus_f_to_bf16##n(v))
@@ -167,8 +231,15 @@ typedef struct __attribute__((packed, aligned(2))) {
  * one wide memory instruction; vloadn becomes n narrow loads on NVIDIA. */
 #define RUMUS_LDA_F32(n, p, i) (*(global const float##n *)((p) + (i)))
 #define RUMUS_STA_F32(n, v, p, i) (*(global float##n *)((p) + (i)) = (v))
+#if RUMUS_F16_BITS
+#define RUMUS_LDA_F16(n, p, i)                                               \
+  rumus_f16_to_f##n(*(global const ushort##n *)((p) + (i)))
+#define RUMUS_STA_F16(n, v, p, i)                                            \
+  (*(global ushort##n *)((p) + (i)) = rumus_f_to_f16##n(v))
+#else
 #define RUMUS_LDA_F16(n, p, i) vloada_half##n(0, (p) + (i))
 #define RUMUS_STA_F16(n, v, p, i) vstorea_half##n##_rte((v), 0, (p) + (i))
+#endif
 #define RUMUS_LDA_BF16(n, p, i)                                              \
   rumus_bf16_to_f##n(*(global const ushort##n *)((p) + (i)))
 #define RUMUS_STA_BF16(n, v, p, i)                                           \

@@ -2,8 +2,9 @@
  * program.c - kernel sources, the per-context program cache and launches.
  *
  * A program is common.cl followed by one family's .cl, built with the
- * device's -cl-std and the op's -D options; (file, options) is the cache
- * key, so the options string names the variant.  Programs live as long as
+ * device's -cl-std, the op's -D options and those of the context's
+ * variant (variant_options); (file, options) is the cache key, so the
+ * options string names the variant.  Programs live as long as
  * the context (or until rumus_cache_clear()).  No binary cache is added:
  * PoCL and NVIDIA cache compiled kernels on disk already.
  */
@@ -224,10 +225,24 @@ static int program_find_or_build(rumus_ctx *ctx, const char *op,
   return RUMUS_OK;
 }
 
+/* The options every program of the context's current variant gets after
+ * the family's: the work-group variant moves F16 as bits
+ * (RUMUS_F16_BITS in cl/common.cl). */
+static const char *variant_options(const rumus_ctx *ctx) {
+  return rumus__gpu_variant(ctx) ? " -DRUMUS_F16_BITS=1" : "";
+}
+
 /* Finds or builds the cache entry; the caller holds ctx->lock. */
 static int program_entry(rumus_ctx *ctx, const char *op, const char *file,
-                         const char *raw_options, rumus__program **out) {
+                         const char *family_options, rumus__program **out) {
+  const char *extra = variant_options(ctx);
+  size_t len = strlen(family_options) + strlen(extra) + 1;
+  char *raw_options = malloc(len);
+  if (raw_options == NULL)
+    return rumus__fail(ctx, RUMUS_ENOMEM, "out of host memory");
+  snprintf(raw_options, len, "%s%s", family_options, extra);
   char *options = normalised_options(raw_options);
+  free(raw_options);
   if (options == NULL)
     return rumus__fail(ctx, RUMUS_ENOMEM, "out of host memory");
   int st = program_find_or_build(ctx, op, file, options, out);
