@@ -6,9 +6,10 @@
  * needs no tensor from the forward.  x and y (dy and dx) share one
  * floating storage type, the program's RUMUS_STORAGE, and have equal
  * element counts (the tensors are flat).  The mask is the same on every
- * variant and work-group size; the variant only picks the geometry: one
+ * variant and work-group size; the variant only picks the kernel: one
  * group of 4 elements (one Philox call) per work-item in groups of 256 on
- * GPUs, DO_GROUPS_CPU groups per work-item in groups of 16 on PoCL.
+ * GPUs (dropout), DO_VEC groups per work-item in SIMD lanes, in groups of
+ * 16, on PoCL (dropout_vec).
  * RUMUS_OPT_WORKGROUP_SIZE, when set, is the local size on both.
  */
 #include <math.h>
@@ -21,10 +22,11 @@ static const char *const FILE_CL = "dropout.cl";
 /* Work-items per launch at most (NDRange limits of some drivers); larger
  * tensors are launched in pieces, each told its first group. */
 #define MAX_ITEMS ((size_t)1 << 30)
-/* Groups of 4 per work-item and local size of the CPU variant: 32
- * elements a work-item, as the element-wise ops' 4 float8, and small
- * work-groups, so that even small tensors spread over the cores. */
-#define DO_GROUPS_CPU 8
+/* Groups of 4 per work-item of the CPU variant (dropout_vec): one per
+ * lane of 16-wide vectors (AVX-512), 64 elements a work-item; and its
+ * local size: small work-groups, so that small tensors spread over the
+ * cores. */
+#define DO_VEC 16
 #define DO_LS_CPU 16
 #define DO_LS_GPU 256
 
@@ -32,7 +34,8 @@ static const char *const FILE_CL = "dropout.cl";
 typedef struct {
   rumus_dtype storage;
   int align4;
-  size_t groups, ls; /* DO_GROUPS, DO_LS */
+  size_t groups, ls; /* groups per work-item (1 or DO_VEC), DO_LS */
+  const char *kernel;
 } geom;
 
 static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
@@ -40,7 +43,8 @@ static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
   const int gpu = rumus__gpu_variant(ctx);
   g->storage = storage;
   g->align4 = align4;
-  g->groups = gpu ? 1 : DO_GROUPS_CPU;
+  g->groups = gpu ? 1 : DO_VEC;
+  g->kernel = gpu ? "dropout" : "dropout_vec";
   g->ls = ctx->opt_wg ? (size_t)ctx->opt_wg : gpu ? DO_LS_GPU : DO_LS_CPU;
   while (g->ls > ctx->max_wg) g->ls /= 2;
 }
@@ -51,8 +55,7 @@ static void dropout_options(const rumus_ctx *ctx, const geom *g, char *buf,
   char head[96];
   rumus__options_head(head, sizeof head, g->storage, rumus__reduce_wg(ctx),
                       g->align4);
-  snprintf(buf, len, "%s -DDO_GROUPS=%zu -DDO_LS=%zu", head, g->groups,
-           g->ls);
+  snprintf(buf, len, "%s -DDO_VEC=%d -DDO_LS=%zu", head, DO_VEC, g->ls);
 }
 
 /* p in [0, 1] (NaN fails both tests); in, out floating, of one type and
@@ -97,7 +100,7 @@ static int launch(rumus_ctx *ctx, const char *op, float p, uint64_t seed,
   char opts[160];
   get_geom(ctx, in->dtype, rumus__align4(ctx, ts, 2, 0), &g);
   dropout_options(ctx, &g, opts, sizeof opts);
-  const rumus__kernel_ref k = {FILE_CL, opts, "dropout"};
+  const rumus__kernel_ref k = {FILE_CL, opts, g.kernel};
   /* thresh = ceil(p 2^24): (r >> 8) >= thresh is u >= p for the 24-bit
    * uniform u; p = 1 gives 2^24, which no 24-bit value reaches.  scale is
    * unused then (no element is kept). */
