@@ -731,11 +731,13 @@ RUMUS_API int rumus_cast(rumus_ctx *ctx, const rumus_tensor *src,
  * once; a kept element is x * scale in float, rounded once to the tensor's
  * type (nearest even); a dropped element is +0 even where x is NaN or
  * infinite (selected, not multiplied: PyTorch's x * 0 gives NaN there).
- * p = 0 copies the tensor's bytes exactly (no kernel; NaN payloads too);
+ * So the results are the same bits on every run, device, variant and
+ * work-group size (a device that flushes float subnormals to zero gives
+ * 0 for a subnormal product; PoCL does not flush).  p = 0 copies the tensor's bytes exactly (no kernel; NaN payloads too);
  * p = 1 gives zeros.  F32, F16 and BF16 tensors, both of one type.
  * rumus_cache_fill() builds the F32 programs; a 16-bit call builds its
- * program at first use.  Tensors of more than 2^32 elements run in several
- * launches, each continuing the same mask. */
+ * program at first use.  A tensor too large for one launch (2^32
+ * elements and more on GPUs) runs in several, with the same mask. */
 
 /*! rumus_dropout_fwd() :
  *  y = keep(i) ? x[i] * scale : 0 with the mask above, for x and y of one
