@@ -20,9 +20,10 @@
  *           differences of the device's F32 forward;
  *   limits  p = 0 copies the bytes (NaN payloads too), p = 1 gives +0
  *           everywhere (NaN and infinities included); NaN and infinities
- *           at other p (kept: NaN / infinity, dropped: +0); in place at an
- *           unaligned element offset of a borrowed buffer with guard
- *           elements around it; empty tensors;
+ *           at other p (kept: NaN / infinity, dropped: +0); into and in
+ *           place on a view at an unaligned (and an aligned) element
+ *           offset of a borrowed buffer with guard elements around it;
+ *           empty tensors;
  *   errors  bad arguments, each with its exact status.
  *
  * Tolerances.  A kept element is x * scale in float (scale = 1 / (1 - p)
@@ -401,9 +402,10 @@ START_TEST(special_values) {
 }
 END_TEST
 
-/* In place at element offset G + shift of a buffer whose other elements
+/* A view at element offset G + shift of a buffer whose other elements
  * are guard bytes: shift 3 (not 16-byte aligned: the unaligned programs)
- * and 4; forward, then backward in place on its output; storage
+ * and 4.  The forward from a tensor at offset 0 into the view, then in
+ * place, then the backward in place on its output; storage
  * tu_dtypes[_i % 3], shift by _i / 3. */
 START_TEST(in_place_offsets_guards) {
   enum { G = 64, N = 1001 };
@@ -423,9 +425,16 @@ START_TEST(in_place_offsets_guards) {
     rumus_tensor *t = NULL;
     TU_OK(ctx, rumus_tensor_wrap(ctx, d, 2, shape, buf, (G + shift) * esz, &t));
     float *x = inputs(d, 5 + _i, N);
+    /* From a tensor of its own (offset 0) into the view, then in place. */
+    rumus_tensor *src = tu_tensor_typed(ctx, d, 2, shape, x);
+    TU_OK(ctx, rumus_dropout_fwd(ctx, 0.4f, 21, 22, src, t));
+    float *y = tu_download_f32(ctx, t);
+    check_result("into_view_fwd", d, 0.4f, 21, 22, x, y, N);
+    free(y);
+    rumus_tensor_free(src);
     TU_OK(ctx, rumus_tensor_upload_f32(t, x, N));
     TU_OK(ctx, rumus_dropout_fwd(ctx, 0.4f, 21, 22, t, t));
-    float *y = tu_download_f32(ctx, t);
+    y = tu_download_f32(ctx, t);
     check_result("in_place_fwd", d, 0.4f, 21, 22, x, y, N);
     TU_OK(ctx, rumus_dropout_bwd(ctx, 0.4f, 21, 22, t, t));
     float *dx = tu_download_f32(ctx, t);
