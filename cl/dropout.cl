@@ -39,8 +39,11 @@
 
 /* ---- Philox4x32-10 ------------------------------------------------------
  * Self-contained (no -D option, no storage): a family that needs random
- * numbers later can move this block into common.cl unchanged.  Checked
- * against Random123's published known-answer vectors by the tests. */
+ * numbers later can move this block into common.cl unchanged.  The tests
+ * check the host reference (ref/dropout.c) against Random123's three
+ * published known answers for philox4x32-10, the device against the
+ * zero-counter one (the top 24 bits of each word, through p) and against
+ * the reference at extreme seeds and offsets. */
 
 #define RUMUS_PHILOX_M0 0xD2511F53u /* multipliers */
 #define RUMUS_PHILOX_M1 0xCD9E8D57u
