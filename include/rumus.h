@@ -239,7 +239,8 @@ typedef enum {
   /* Work-group size of reduction kernels: 0 picks it per kernel from the
    * device limits and the row length (128 or 256 for rows held in
    * registers, 256 otherwise); otherwise a power of two from 16 to the
-   * device maximum, used for every reduction.  The environment variable
+   * device maximum, used for every reduction and as dropout's local size
+   * (which changes no result).  The environment variable
    * RUMUS_WORKGROUP_SIZE sets the initial value (ignored unless valid). */
   RUMUS_OPT_WORKGROUP_SIZE = 2
 } rumus_option;
@@ -685,6 +686,78 @@ RUMUS_API int rumus_activation_bwd(rumus_ctx *ctx, rumus_activation act,
  *          another context, overlap), RUMUS_EBUILD, RUMUS_ECL. */
 RUMUS_API int rumus_cast(rumus_ctx *ctx, const rumus_tensor *src,
                          rumus_tensor *dst);
+
+/* ------------------------------------------------------------------------ */
+/* Dropout                                                                   */
+/* ------------------------------------------------------------------------ */
+/* Inverted dropout (PyTorch's training-mode nn.Dropout): each element is
+ * kept with probability 1 - p and scaled by 1 / (1 - p), or set to 0.
+ * The mask is not stored anywhere: it is a function of (seed, offset) and
+ * the element's index, drawn from the counter-based generator
+ * Philox4x32-10, and the backward draws it again from the same (seed,
+ * offset), so a training step keeps no mask tensor between its passes.
+ *
+ * The mask, exactly (reproducible from this text alone).  Tensors are flat:
+ * element i is the i-th element of the tensor in row-major order, from 0,
+ * whatever its shape and wherever it starts in its buffer.  Element i
+ * belongs to group q = i / 4 and takes word j = i % 4 of
+ *     r = philox4x32_10(counter = {q_lo, q_hi, offset_lo, offset_hi},
+ *                       key = {seed_lo, seed_hi})
+ * where _lo / _hi are the low and high 32 bits of a 64-bit value and
+ * philox4x32_10 is Salmon et al.'s generator (SC 2011) as Random123's
+ * philox4x32_R(10, counter, key): 10 rounds, each taking the 32 x 32 ->
+ * 64-bit products
+ *     0xD2511F53 * c0 = (hi0, lo0),  0xCD9E8D57 * c2 = (hi1, lo1)
+ * to c = {hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0}, with the key bumped by
+ * k0 += 0x9E3779B9, k1 += 0xBB67AE85 between rounds (so
+ * philox4x32_10({0, 0, 0, 0}, {0, 0}) = {0x6627e8d5, 0xe169c58d,
+ * 0xbc57ac4c, 0x9b00dbd8}: Random123's known answer).  The element's
+ * uniform is u = (r[j] >> 8) * 2^-24, in [0, 1) with 24 bits (exact in
+ * float), and the element is kept if u >= p.  One Philox call serves 4
+ * consecutive elements; the counter never wraps (q < 2^62 for any tensor)
+ * and every 64-bit seed and offset is valid.  The mask is the same on
+ * every device, variant, work-group size and storage type, and in place
+ * or not.
+ *
+ * Offsets.  Calls with two different offsets (or seeds) use disjoint
+ * counters, so their masks are independent: a training loop keeps one
+ * seed and a 64-bit offset counter, passes the counter to each dropout
+ * forward and adds 1 to it afterwards, and passes each forward's (seed,
+ * offset) to its backward.  Any increment works (PyTorch advances its
+ * Philox offset by the element count rounded up to 4, which serves too);
+ * only a pair used twice repeats a mask.
+ *
+ * Values.  scale = 1 / (1 - p) is computed in double and rounded to float
+ * once; a kept element is x * scale in float, rounded once to the tensor's
+ * type (nearest even); a dropped element is +0 even where x is NaN or
+ * infinite (selected, not multiplied: PyTorch's x * 0 gives NaN there).
+ * So the results are the same bits on every run, device, variant and
+ * work-group size (a device that flushes float subnormals to zero gives
+ * 0 for a subnormal product; PoCL does not flush).  p = 0 copies the tensor's bytes exactly (no kernel; NaN payloads too);
+ * p = 1 gives zeros.  F32, F16 and BF16 tensors, both of one type.
+ * rumus_cache_fill() builds the F32 programs; a 16-bit call builds its
+ * program at first use.  A tensor too large for one launch (2^32
+ * elements and more on GPUs) runs in several, with the same mask. */
+
+/*! rumus_dropout_fwd() :
+ *  y = keep(i) ? x[i] * scale : 0 with the mask above, for x and y of one
+ *  floating type and equal element count (their shapes may differ); y may
+ *  alias x (the same bytes: in place).
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (p outside [0, 1] or NaN, a
+ *          tensor of another context, a partial overlap of y and x),
+ *          RUMUS_EDTYPE (x not floating, y of another type), RUMUS_ESHAPE
+ *          (element counts differ), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_dropout_fwd(rumus_ctx *ctx, float p, uint64_t seed,
+                                uint64_t offset, const rumus_tensor *x,
+                                rumus_tensor *y);
+/*! rumus_dropout_bwd() :
+ *  dx = keep(i) ? dy[i] * scale : 0, with the mask of the forward that
+ *  took the same p, seed and offset (and a tensor of the same element
+ *  count): the gradient of rumus_dropout_fwd.  dx may alias dy.  Errors
+ *  as rumus_dropout_fwd(), with dy and dx in place of x and y. */
+RUMUS_API int rumus_dropout_bwd(rumus_ctx *ctx, float p, uint64_t seed,
+                                uint64_t offset, const rumus_tensor *dy,
+                                rumus_tensor *dx);
 
 /* ------------------------------------------------------------------------ */
 /* Optimizers (PyTorch's update rules, in place on the device)               */

@@ -67,4 +67,16 @@ void ref_matmul_q8(const float *A, size_t m, size_t k, const int8_t *q,
                    const uint16_t *scales, size_t n, size_t bs, double *C,
                    double *abs_sum);
 
+/* Dropout (rumus.h, "Dropout"): one Philox4x32-10 call (Random123's
+ * philox4x32_R with R = 10) of a 4-word counter and a 2-word key; the
+ * 32-bit word that element i of a tensor draws under (seed, offset); 1 if
+ * the element is kept at rate p (u = (bits >> 8) 2^-24 >= p); and y =
+ * keep ? x / (1 - p) : 0 over n elements (p = 0: y = x). */
+void ref_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
+                       uint32_t out[4]);
+uint32_t ref_dropout_bits(uint64_t seed, uint64_t offset, uint64_t i);
+int ref_dropout_keep(float p, uint64_t seed, uint64_t offset, uint64_t i);
+void ref_dropout(const float *x, size_t n, float p, uint64_t seed,
+                 uint64_t offset, double *y);
+
 #endif /* RUMUS_REF_H */

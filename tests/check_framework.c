@@ -137,6 +137,29 @@ static void run_optim_ops(rumus_ctx *ctx, tu_rng *r, size_t n) {
   free_tensors(p, g, m, v, acc, NULL);
 }
 
+/* Dropout forward and backward on rows x cols, in place too, and into a
+ * view one float into a buffer (the unaligned program of the GPU
+ * variant). */
+static void run_dropout_ops(rumus_ctx *ctx, tu_rng *r, size_t rows,
+                            size_t cols) {
+  rumus_tensor *x = rand_2d(ctx, r, rows, cols);
+  rumus_tensor *y = rand_2d(ctx, r, rows, cols);
+  TU_OK(ctx, rumus_dropout_fwd(ctx, 0.5f, 1, 0, x, y));
+  TU_OK(ctx, rumus_dropout_bwd(ctx, 0.5f, 1, 0, y, x));
+  TU_OK(ctx, rumus_dropout_fwd(ctx, 0.25f, 2, 3, y, y));
+  cl_int e;
+  cl_mem buf = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE,
+                              (rows * cols + 1) * sizeof(float), NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  const size_t shape[2] = {rows, cols};
+  rumus_tensor *v = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, shape, buf, sizeof(float),
+                               &v));
+  TU_OK(ctx, rumus_dropout_fwd(ctx, 0.5f, 1, 0, x, v));
+  free_tensors(x, y, v, NULL);
+  clReleaseMemObject(buf);
+}
+
 START_TEST(cache_fill_builds_every_program) {
   const int v = tu_variants[_i];
   rumus_ctx *ctx = tu_ctx();
@@ -165,6 +188,8 @@ START_TEST(cache_fill_builds_every_program) {
     run_gemm_ops(ctx, &r, mn[i][0], mn[i][1], 7);
   }
   run_optim_ops(ctx, &r, 1000);
+  run_dropout_ops(ctx, &r, 5, 64);
+  run_dropout_ops(ctx, &r, 5, 7);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   TU_OK(ctx, rumus_cache_stats(ctx, &after));
   ck_assert_msg(after.builds == before.builds,
@@ -392,6 +417,9 @@ START_TEST(overlapping_tensors_are_rejected) {
   TU_OVERLAP(ctx, rumus_activation_fwd(ctx, RUMUS_ACT_RELU, 0, x, y));
   TU_OVERLAP(ctx,
              rumus_activation_bwd(ctx, RUMUS_ACT_RELU, 0, z, x, y));
+  TU_OVERLAP(ctx, rumus_dropout_fwd(ctx, 0.5f, 1, 0, x, y));
+  TU_OVERLAP(ctx, rumus_dropout_bwd(ctx, 0.5f, 1, 0, y, x));
+  TU_OK(ctx, rumus_dropout_fwd(ctx, 0.5f, 1, 0, x, x2)); /* in place */
   rumus_tensor *bias = view(&s, RUMUS_F32, 100, 1, 8, 0);
   rumus_tensor *bias_in_x = view(&s, RUMUS_F32, 4, 1, 8, 0);
   TU_OVERLAP(ctx, rumus_bias_add(ctx, x, bias_in_x));

@@ -1,0 +1,214 @@
+/*
+ * dropout.cl - dropout forward and backward with a counter-based generator,
+ * Philox4x32-10 (Salmon, Moraes, Dror and Shaw, "Parallel random numbers:
+ * as easy as 1, 2, 3", SC 2011; the construction of Random123).
+ *
+ *   y[i] = keep(i) ? x[i] * scale : 0       (forward: x -> y)
+ *   dx[i] = keep(i) ? dy[i] * scale : 0     (backward: dy -> dx)
+ *
+ * Both are this one map, so one kernel serves both.  scale is the float
+ * the host computed (1 / (1 - p), rounded once from double); a dropped
+ * element is 0 by selection, not by multiplication, so NaN or infinity
+ * there gives 0.  Arithmetic is float; the tensors share the program's
+ * storage (RUMUS_STORAGE: F32, F16, BF16) through LOAD / STORE.
+ *
+ * The mask (rumus.h, "Dropout", states it for users): element i of the
+ * tensor (flat index from its first element) belongs to group q = i / 4
+ * and takes word j = i % 4 of
+ *   r = philox4x32_10(counter = (q lo, q hi, offset lo, offset hi),
+ *                     key = (seed lo, seed hi))
+ * (lo / hi: the low and high 32 bits of a 64-bit value).  It is kept when
+ * (r[j] >> 8) >= thresh, thresh = ceil(p * 2^24) from the host: the same
+ * as u >= p for the uniform u = (r[j] >> 8) * 2^-24 in [0, 1), which is
+ * exact in float.  So the mask depends on (seed, offset, i) alone: not on
+ * the device, the variant, the work-group size or how a launch is cut.
+ *
+ * Index scheme: g0 is the launch's first group (the host cuts huge
+ * tensors into launches).  GPU variant (dropout): work-item g takes group
+ * g0 + g, one LOAD4 / STORE4 (typed and aligned under RUMUS_ALIGN4, see
+ * common.cl), so neighbouring work-items read neighbouring 16-byte
+ * vectors.  CPU variant (dropout_vec): work-item g takes DO_VEC groups
+ * from g0 + g DO_VEC, one per SIMD lane (below).  The tensor's last group,
+ * when shorter than 4, goes element by element; padding work-items return
+ * at the bounds check.
+ */
+
+#ifndef DO_LS
+#define DO_LS 256 /* local size */
+#endif
+
+/* ---- Philox4x32-10 ------------------------------------------------------
+ * Self-contained (no -D option, no storage): a family that needs random
+ * numbers later can move this block into common.cl unchanged.  The tests
+ * check the host reference (ref/dropout.c) against Random123's three
+ * published known answers for philox4x32-10, the device against the
+ * zero-counter one (the top 24 bits of each word, through p) and against
+ * the reference at extreme seeds and offsets. */
+
+#define RUMUS_PHILOX_M0 0xD2511F53u /* multipliers */
+#define RUMUS_PHILOX_M1 0xCD9E8D57u
+#define RUMUS_PHILOX_W0 0x9E3779B9u /* Weyl increments of the key */
+#define RUMUS_PHILOX_W1 0xBB67AE85u
+
+/* One round: two 32 x 32 -> 64-bit products, their halves crossed and
+ * mixed with the other two words and the round's key. */
+inline __attribute__((always_inline)) uint4 rumus_philox_round(uint4 c,
+                                                              uint2 k) {
+  const uint lo0 = RUMUS_PHILOX_M0 * c.x, hi0 = mul_hi(RUMUS_PHILOX_M0, c.x);
+  const uint lo1 = RUMUS_PHILOX_M1 * c.z, hi1 = mul_hi(RUMUS_PHILOX_M1, c.z);
+  return (uint4)(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+}
+
+/* Ten rounds, the key bumped by the Weyl increments between rounds. */
+inline __attribute__((always_inline)) uint4 rumus_philox4x32_10(uint4 c,
+                                                               uint2 k) {
+  const uint2 w = (uint2)(RUMUS_PHILOX_W0, RUMUS_PHILOX_W1);
+  c = rumus_philox_round(c, k);
+  for (int r = 1; r < 10; r++) {
+    k += w;
+    c = rumus_philox_round(c, k);
+  }
+  return c;
+}
+
+/* ---- Dropout ------------------------------------------------------------ */
+
+/* The 4 results of one group from its inputs v and Philox words r. */
+inline __attribute__((always_inline)) float4 do_apply(float4 v, uint4 r,
+                                                      uint thresh,
+                                                      float scale) {
+  const int4 keep = (r >> 8) >= (uint4)(thresh);
+  return select((float4)(0.0f), v * scale, keep);
+}
+
+/* The last group of n, i .. n - 1 (fewer than 4), element by element. */
+inline __attribute__((always_inline)) void do_tail(global const real_t *x,
+                                                   global real_t *y,
+                                                   size_t i, size_t n,
+                                                   uint4 r, uint thresh,
+                                                   float scale) {
+  float v[4], o[4];
+  for (int k = 0; k < 4; k++) v[k] = i + k < n ? LOAD(x, i + k) : 0.0f;
+  vstore4(do_apply(vload4(0, v), r, thresh, scale), 0, o);
+  for (int k = 0; k < 4; k++)
+    if (i + k < n) STORE(o[k], y, i + k);
+}
+
+/* Group q's 4 elements i .. i + 3 (fewer at the tensor's end). */
+inline __attribute__((always_inline)) void do_group(global const real_t *x,
+                                                    global real_t *y,
+                                                    size_t i, size_t n,
+                                                    ulong q, uint2 key,
+                                                    ulong offset, uint thresh,
+                                                    float scale) {
+  const uint4 ctr = (uint4)((uint)q, (uint)(q >> 32), (uint)offset,
+                            (uint)(offset >> 32));
+  const uint4 r = rumus_philox4x32_10(ctr, key);
+  if (i + 4 <= n)
+    STORE4(do_apply(LOAD4(x, i), r, thresh, scale), y, i);
+  else
+    do_tail(x, y, i, n, r, thresh, scale);
+}
+
+/* GPU variant: one group per work-item.  y = dropout of x over n
+ * elements; x may be y (each element is read before it is written, by
+ * the same work-item). */
+__kernel RUMUS_REQD_WG(DO_LS, 1, 1)
+void dropout(global const real_t *x, ulong x_off, global real_t *y,
+             ulong y_off, ulong n, ulong g0, ulong seed, ulong offset,
+             uint thresh, float scale) {
+  const size_t g = get_global_id(0), i = 4 * g;
+  if (i >= (size_t)n) return;
+  const uint2 key = (uint2)((uint)seed, (uint)(seed >> 32));
+  do_group(x + x_off, y + y_off, i, (size_t)n, g0 + (ulong)g, key, offset,
+           thresh, scale);
+}
+
+/* ---- CPU variant: DO_VEC groups per work-item, in SIMD lanes ------------
+ * PoCL runs the scalar generator one call at a time (its work-group
+ * vectoriser does not take it): 2^24 F32 elements took 170 ms on the
+ * 2-core CI machine, where rumus_scale took 4-6 ms; this kernel took
+ * 25 ms (16 lanes; computing the products as ulong instead of mul_hi
+ * changed nothing measurable).  Here lane l of uintN vectors runs group
+ * first + l (structure of arrays), and the words are put back in element
+ * order (element 4 l + j takes word j of lane l) 8 at a time for the
+ * float8 loads and stores. */
+
+#ifndef DO_VEC
+#define DO_VEC 16 /* groups per work-item of dropout_vec: 8 or 16 */
+#endif
+#define DO_U RUMUS_CAT(uint, DO_VEC)
+#define DO_VSTORE_U RUMUS_CAT(vstore, DO_VEC)
+#if DO_VEC == 8
+#define DO_LANES ((DO_U)(0, 1, 2, 3, 4, 5, 6, 7))
+#elif DO_VEC == 16
+#define DO_LANES ((DO_U)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#else
+#error "DO_VEC must be 8 or 16"
+#endif
+
+/* rumus_philox4x32_10 on DO_VEC counters at once: c[j] holds word j. */
+inline __attribute__((always_inline)) void do_philox_lanes(DO_U *c,
+                                                           uint2 k) {
+  for (int r = 0; r < 10; r++) {
+    if (r > 0) k += (uint2)(RUMUS_PHILOX_W0, RUMUS_PHILOX_W1);
+    const DO_U hi0 = mul_hi(c[0], (DO_U)(RUMUS_PHILOX_M0));
+    const DO_U lo0 = c[0] * RUMUS_PHILOX_M0;
+    const DO_U hi1 = mul_hi(c[2], (DO_U)(RUMUS_PHILOX_M1));
+    const DO_U lo1 = c[2] * RUMUS_PHILOX_M1;
+    c[0] = hi1 ^ c[1] ^ k.x;
+    c[1] = lo1;
+    c[2] = hi0 ^ c[3] ^ k.y;
+    c[3] = lo0;
+  }
+}
+
+/* 4 DO_VEC elements from `i`, all inside the tensor; groups q .. q +
+ * DO_VEC - 1. */
+inline __attribute__((always_inline)) void do_lanes(global const real_t *x,
+                                                    global real_t *y,
+                                                    size_t i, ulong q,
+                                                    uint2 key, ulong offset,
+                                                    uint thresh,
+                                                    float scale) {
+  DO_U c[4];
+  c[0] = (uint)q + DO_LANES;
+  /* The carry into the high word where a lane's low word wrapped (never,
+   * while launches and work-items start at multiples of DO_VEC groups;
+   * kept so that the lanes hold the right counters for any q). */
+  c[1] = (uint)(q >> 32) + select((DO_U)(0), (DO_U)(1), c[0] < (uint)q);
+  c[2] = (DO_U)((uint)offset);
+  c[3] = (DO_U)((uint)(offset >> 32));
+  do_philox_lanes(c, key);
+  uint w[4][DO_VEC];
+  for (int j = 0; j < 4; j++) DO_VSTORE_U(c[j] >> 8, 0, w[j]);
+  for (int v = 0; v < DO_VEC / 2; v++) {
+    const int l = 2 * v;
+    const uint8 bits = (uint8)(w[0][l], w[1][l], w[2][l], w[3][l],
+                               w[0][l + 1], w[1][l + 1], w[2][l + 1],
+                               w[3][l + 1]);
+    const size_t e = i + 8 * (size_t)v;
+    const float8 o = LOAD8(x, e) * scale;
+    STORE8(select((float8)(0.0f), o, bits >= (uint8)(thresh)), y, e);
+  }
+}
+
+/* CPU variant: work-item g takes groups g DO_VEC .. (g + 1) DO_VEC - 1;
+ * the one that holds the tensor's end goes group by group. */
+__kernel RUMUS_REQD_WG(DO_LS, 1, 1)
+void dropout_vec(global const real_t *x, ulong x_off, global real_t *y,
+                 ulong y_off, ulong n, ulong g0, ulong seed, ulong offset,
+                 uint thresh, float scale) {
+  const size_t g = get_global_id(0) * (size_t)DO_VEC, i = 4 * g;
+  if (i >= (size_t)n) return;
+  x += x_off;
+  y += y_off;
+  const uint2 key = (uint2)((uint)seed, (uint)(seed >> 32));
+  if (i + 4 * DO_VEC <= (size_t)n) {
+    do_lanes(x, y, i, g0 + (ulong)g, key, offset, thresh, scale);
+    return;
+  }
+  for (size_t k = 0; i + 4 * k < (size_t)n; k++)
+    do_group(x, y, i + 4 * k, (size_t)n, g0 + (ulong)(g + k), key, offset,
+             thresh, scale);
+}
