@@ -944,7 +944,8 @@ typedef struct {
  *  @return RUMUS_OK, RUMUS_ENULL (p, oh or ow NULL), RUMUS_EINVAL (a
  *          kernel, stride or dilation of 0, padding over half the kernel,
  *          a value over INT32_MAX), RUMUS_ESHAPE (an output extent below
- *          1, such as a kernel larger than the padded input). */
+ *          1, such as a kernel larger than the padded input; h or w over
+ *          INT32_MAX). */
 RUMUS_API int rumus_pool2d_output_size(rumus_ctx *ctx,
                                        const rumus_pool2d_params *p,
                                        size_t h, size_t w, size_t *oh,

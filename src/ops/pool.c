@@ -144,11 +144,10 @@ static int check_extents(rumus_ctx *ctx, const char *op, const char *name,
   return RUMUS_OK;
 }
 
-/* An op's input-side tensor (x or dx), output-side tensor (y or dy) and
- * what the kernels need of them. */
+/* The geometry the kernels take: (H, W, OH, OW), (kh, kw, sh, sw),
+ * (ph, pw, dh, dw). */
 typedef struct {
-  const rumus_tensor *in, *out;
-  cl_long4 io, ks, pd; /* (H, W, OH, OW), (kh, kw, sh, sw), (ph, pw, dh, dw) */
+  cl_long4 io, ks, pd;
 } pool_call;
 
 /* Checks `in` (floating, 4-D), `out` (in's type, 4-D) and, for max
@@ -174,8 +173,6 @@ static int check_window_call(rumus_ctx *ctx, const char *op,
                    "%s: H * W = %zu exceeds INT32_MAX (int32 indices)", op,
                    in->shape[2] * in->shape[3]);
   }
-  c->in = in;
-  c->out = out;
   c->io = (cl_long4){{(cl_long)in->shape[2], (cl_long)in->shape[3],
                       (cl_long)oh, (cl_long)ow}};
   c->ks = (cl_long4){{(cl_long)p->kernel_h, (cl_long)p->kernel_w,
@@ -310,8 +307,6 @@ static int check_adaptive(rumus_ctx *ctx, const char *op, const char *in_name,
                    "INT32_MAX", op, out_name, out->shape[a], a,
                    a == 2 ? "OH" : "OW");
   }
-  c->in = in;
-  c->out = out;
   c->io = (cl_long4){{(cl_long)in->shape[2], (cl_long)in->shape[3],
                       (cl_long)out->shape[2], (cl_long)out->shape[3]}};
   return RUMUS_OK;
