@@ -6,7 +6,8 @@
  * kernels 1, 2, 3, 5, 7, stride 1 < kernel (overlapping windows), stride
  * 2 on odd sizes, padding, dilation, ceil mode on and off,
  * count_include_pad both ways, a divisor override, adaptive bins with out
- * > in and out not dividing in, N 1 and 3, C 1 and 5.  Both variants run
+ * > in and out not dividing in, N 1 and 3, C 1 and 5; tensors in guarded
+ * buffers and at odd element offsets.  Both variants run
  * the same kernels: their results must be the same bits.
  *
  * Tolerances (|got - want| <= atol + rtol |want|), F32 storage, inputs in
@@ -543,6 +544,89 @@ START_TEST(guards_and_offsets) {
 }
 END_TEST
 
+/* A tensor of type d wrapped `elem` elements into buf, holding data. */
+static rumus_tensor *wrap_at(rumus_ctx *ctx, cl_mem buf, rumus_dtype d,
+                             const size_t shape[4], size_t elem,
+                             const float *data) {
+  rumus_tensor *t = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, d, 4, shape, buf,
+                               elem * rumus_dtype_size(d), &t));
+  if (data)
+    TU_OK(ctx, rumus_tensor_upload_f32(t, data, rumus_tensor_numel(t)));
+  return t;
+}
+
+/* Tensors at odd element offsets of one buffer (x at 3, y at 201, dy at
+ * 457, dx at 711, indices at 901 of 4-byte elements), storage
+ * tu_dtypes[_i]: 1 x 5 x 7 x 5, 2 x 2 windows, stride 1 (overlapping),
+ * padding 1; adaptive 3 x 2. */
+START_TEST(odd_offsets) {
+  const rumus_dtype d = tu_dtypes[_i];
+  const rumus_pool2d_params p = {2, 2, 1, 1, 1, 1, 1, 1, 0, 1, 0};
+  const size_t in[4] = {1, 5, 7, 5}, out[4] = {1, 5, 8, 6},
+               ada[4] = {1, 5, 3, 2};
+  const size_t nin = 175, nout = 240, nada = 30;
+  rumus_ctx *ctx = tu_ctx();
+  cl_int e;
+  cl_mem buf = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE,
+                              2048 * sizeof(float), NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  tu_rng r;
+  tu_rng_seed(&r, 95 + (uint64_t)_i);
+  float *x = rand_typed(&r, d, nin, -2, 2), *g = rand_typed(&r, d, nout, -1, 1);
+  rumus_tensor *tx = wrap_at(ctx, buf, d, in, 3, x),
+               *ty = wrap_at(ctx, buf, d, out, 201, NULL),
+               *tg = wrap_at(ctx, buf, d, out, 457, g),
+               *tdx = wrap_at(ctx, buf, d, in, 711, NULL),
+               *ti = wrap_at(ctx, buf, RUMUS_I32, out, 901, NULL),
+               *tya = wrap_at(ctx, buf, d, ada, 201, NULL),
+               *tga = wrap_at(ctx, buf, d, ada, 457, g);
+  const ref_pool2d rp = ref_of(&p);
+  double *want = tu_malloc(nout * sizeof *want), fa, fr, ba, br, ma, mr;
+  int32_t *idx = tu_malloc(nout * sizeof *idx);
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  tol_of(d, TOL_MAX_BWD, &ma, &mr);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, tx, ty, ti));
+  float *got = tu_download_f32(ctx, ty);
+  ref_maxpool2d_fwd(x, 5, 7, 5, &rp, 8, 6, want, idx);
+  tu_check_close("odd_offsets_maxpool2d_fwd", got, want, nout, 0, 0);
+  free(got);
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
+  got = tu_download_f32(ctx, tdx);
+  ref_maxpool2d_bwd(g, idx, 5, 7, 5, 8, 6, want);
+  tu_check_close("odd_offsets_maxpool2d_bwd", got, want, nin, ma, mr);
+  free(got);
+  TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &p, tx, ty));
+  got = tu_download_f32(ctx, ty);
+  ref_avgpool2d_fwd(x, 5, 7, 5, &rp, 8, 6, want);
+  tu_check_close("odd_offsets_avgpool2d_fwd", got, want, nout, fa, fr);
+  free(got);
+  TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &p, tg, tdx));
+  got = tu_download_f32(ctx, tdx);
+  ref_avgpool2d_bwd(g, 5, 7, 5, &rp, 8, 6, want);
+  tu_check_close("odd_offsets_avgpool2d_bwd", got, want, nin, ba, br);
+  free(got);
+  TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, tx, tya));
+  got = tu_download_f32(ctx, tya);
+  ref_adaptive_avgpool2d_fwd(x, 5, 7, 5, 3, 2, want);
+  tu_check_close("odd_offsets_adaptive_fwd", got, want, nada, fa, fr);
+  free(got);
+  TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, tga, tdx));
+  got = tu_download_f32(ctx, tdx);
+  ref_adaptive_avgpool2d_bwd(g, 5, 7, 5, 3, 2, want);
+  tu_check_close("odd_offsets_adaptive_bwd", got, want, nin, ba, br);
+  free(got);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  free(x);
+  free(g);
+  free(want);
+  free(idx);
+  tu_free_all(ctx, tx, ty, tg, tdx, ti, tya, tga, NULL);
+  clReleaseMemObject(buf);
+}
+END_TEST
+
 /* N or C of 0: checked, nothing enqueued. */
 START_TEST(empty_tensors) {
   rumus_ctx *ctx = tu_ctx();
@@ -732,6 +816,7 @@ int main(void) {
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, max_special_values);
   tcase_add_loop_test(limits, guards_and_offsets, 0, 3);
+  tcase_add_loop_test(limits, odd_offsets, 0, 3);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
