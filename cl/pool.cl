@@ -83,8 +83,11 @@ inline int pool_index_ok(int t, long j, long4 io, long4 ks, long4 pd) {
     return t == -1 && !(pool_axis_hits(hs, ks.s0, pd.s2, io.s0) &&
                         pool_axis_hits(ws, ks.s1, pd.s3, io.s1));
   const long a = (long)t / io.s1 - hs, b = (long)t % io.s1 - ws;
-  return a >= 0 && a % pd.s2 == 0 && a / pd.s2 < ks.s0 && b >= 0 &&
-         b % pd.s3 == 0 && b / pd.s3 < ks.s1;
+  if (a < 0 || b < 0) return 0;
+  /* Without dilation (the usual case) no division is needed. */
+  if (pd.s2 == 1 && pd.s3 == 1) return a < ks.s0 && b < ks.s1;
+  return a % pd.s2 == 0 && a / pd.s2 < ks.s0 && b % pd.s3 == 0 &&
+         b / pd.s3 < ks.s1;
 }
 
 inline void maxpool_fwd_item(global const real_t *x, global real_t *y,
@@ -142,11 +145,12 @@ inline void maxpool_bwd_item(global const real_t *dy, global const int *idx,
   const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
   const long ow0 = max(0L, pool_cdiv(w + pd.s1 - (ks.s1 - 1) * pd.s3, ks.s3));
   const long ow1 = min(io.s3 - 1, pool_fdiv(w + pd.s1, ks.s3));
+  const int dilated = pd.s2 != 1 || pd.s3 != 1; /* skips two modulos */
   float s = 0.0f;
   for (long oh = oh0; oh <= oh1; oh++) {
-    if ((h + pd.s0 - oh * ks.s2) % pd.s2 != 0) continue;
+    if (dilated && (h + pd.s0 - oh * ks.s2) % pd.s2 != 0) continue;
     for (long ow = ow0; ow <= ow1; ow++) {
-      if ((w + pd.s1 - ow * ks.s3) % pd.s3 != 0) continue;
+      if (dilated && (w + pd.s1 - ow * ks.s3) % pd.s3 != 0) continue;
       const long j = oh * io.s3 + ow;
       if (ip[j] == (int)q) s += LOAD(gp, j);
     }

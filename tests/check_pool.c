@@ -422,7 +422,7 @@ START_TEST(bwd_finite_differences) {
 }
 END_TEST
 
-/* ---- limits --------------------------------------------------------------- */
+/* ---- limits ------------------------------------------------------------ */
 
 /* NaN wins (the window's last NaN, as PyTorch), ties keep the first, an
  * all -inf window gives -inf at its first element; the backward sends dy
@@ -646,7 +646,7 @@ START_TEST(empty_tensors) {
 }
 END_TEST
 
-/* ---- errors ---------------------------------------------------------------- */
+/* ---- errors ------------------------------------------------------------ */
 
 /* Window parameters and the output-size helper. */
 START_TEST(bad_parameters) {

@@ -210,11 +210,11 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   RUMUS__FORWARD(rumus__check_overlap(ctx, op, "y", y, "indices", indices, 0));
   if (y->numel == 0) return RUMUS_OK;
   cl_ulong xo = rumus__off(x), yo = rumus__off(y), io = rumus__off(indices);
-  rumus__arg args[11] = {
-      {0, NULL},           {0, NULL},         RUMUS__ARG(x->mem),
-      RUMUS__ARG(xo),      RUMUS__ARG(y->mem), RUMUS__ARG(yo),
-      RUMUS__ARG(indices->mem), RUMUS__ARG(io), RUMUS__ARG(c.io),
-      RUMUS__ARG(c.ks),    RUMUS__ARG(c.pd)};
+  rumus__arg args[11] = {{0, NULL}, {0, NULL}, /* count, first: run_items */
+                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
+                         RUMUS__ARG(y->mem), RUMUS__ARG(yo),
+                         RUMUS__ARG(indices->mem), RUMUS__ARG(io),
+                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
   return run_items(ctx, op, x->dtype, "maxpool2d_fwd", y->numel, args, 11);
 }
 
@@ -232,14 +232,16 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   RUMUS__FORWARD(
       check_window_call(ctx, op, p, "dx", dx, "dy", dy, indices, &c));
   RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dy", dy, "dx", dx, 0));
-  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "indices", indices, "dx", dx, 0));
+  RUMUS__FORWARD(
+      rumus__check_overlap(ctx, op, "indices", indices, "dx", dx, 0));
   if (dx->numel == 0) return RUMUS_OK;
   cl_ulong go = rumus__off(dy), io = rumus__off(indices), xo = rumus__off(dx);
-  rumus__arg args[12] = {
-      {0, NULL},          {0, NULL},          RUMUS__ARG(dy->mem),
-      RUMUS__ARG(go),     RUMUS__ARG(indices->mem), RUMUS__ARG(io),
-      RUMUS__ARG(dx->mem), RUMUS__ARG(xo),    RUMUS__ARG(c.io),
-      RUMUS__ARG(c.ks),   RUMUS__ARG(c.pd),   RUMUS__ARG(ctx->status)};
+  rumus__arg args[12] = {{0, NULL}, {0, NULL},
+                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
+                         RUMUS__ARG(indices->mem), RUMUS__ARG(io),
+                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
+                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
+                         RUMUS__ARG(ctx->status)};
   return run_items(ctx, op, dy->dtype, "maxpool2d_bwd", dx->numel, args, 12);
 }
 
@@ -255,11 +257,11 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (y->numel == 0) return RUMUS_OK;
   cl_ulong xo = rumus__off(x), yo = rumus__off(y);
   cl_int cip = p->count_include_pad ? 1 : 0, div = p->divisor_override;
-  rumus__arg args[11] = {
-      {0, NULL},       {0, NULL},          RUMUS__ARG(x->mem),
-      RUMUS__ARG(xo),  RUMUS__ARG(y->mem), RUMUS__ARG(yo),
-      RUMUS__ARG(c.io), RUMUS__ARG(c.ks),  RUMUS__ARG(c.pd),
-      RUMUS__ARG(cip), RUMUS__ARG(div)};
+  rumus__arg args[11] = {{0, NULL}, {0, NULL},
+                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
+                         RUMUS__ARG(y->mem), RUMUS__ARG(yo),
+                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
+                         RUMUS__ARG(cip), RUMUS__ARG(div)};
   return run_items(ctx, op, x->dtype, "avgpool2d_fwd", y->numel, args, 11);
 }
 
@@ -277,11 +279,11 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (dx->numel == 0) return RUMUS_OK;
   cl_ulong go = rumus__off(dy), xo = rumus__off(dx);
   cl_int cip = p->count_include_pad ? 1 : 0, div = p->divisor_override;
-  rumus__arg args[11] = {
-      {0, NULL},        {0, NULL},           RUMUS__ARG(dy->mem),
-      RUMUS__ARG(go),   RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
-      RUMUS__ARG(c.io), RUMUS__ARG(c.ks),    RUMUS__ARG(c.pd),
-      RUMUS__ARG(cip),  RUMUS__ARG(div)};
+  rumus__arg args[11] = {{0, NULL}, {0, NULL},
+                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
+                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
+                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
+                         RUMUS__ARG(cip), RUMUS__ARG(div)};
   return run_items(ctx, op, dy->dtype, "avgpool2d_bwd", dx->numel, args, 11);
 }
 
@@ -301,7 +303,8 @@ static int check_adaptive(rumus_ctx *ctx, const char *op, const char *in_name,
   for (int a = 2; a < 4; a++) {
     RUMUS__FAIL_IF(in->shape[a] == 0 || in->shape[a] > INT32_MAX, ctx,
                    RUMUS_ESHAPE, "%s: %s has %zu along axis %d (%s): 1 to "
-                   "INT32_MAX", op, in_name, in->shape[a], a, a == 2 ? "H" : "W");
+                   "INT32_MAX", op, in_name, in->shape[a], a,
+                   a == 2 ? "H" : "W");
     RUMUS__FAIL_IF(out->shape[a] == 0 || out->shape[a] > INT32_MAX, ctx,
                    RUMUS_ESHAPE, "%s: %s has %zu along axis %d (%s): 1 to "
                    "INT32_MAX", op, out_name, out->shape[a], a,
@@ -320,9 +323,9 @@ int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx, const rumus_tensor *x,
   RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 0));
   if (y->numel == 0) return RUMUS_OK;
   cl_ulong xo = rumus__off(x), yo = rumus__off(y);
-  rumus__arg args[7] = {{0, NULL},          {0, NULL},      RUMUS__ARG(x->mem),
-                        RUMUS__ARG(xo),     RUMUS__ARG(y->mem), RUMUS__ARG(yo),
-                        RUMUS__ARG(c.io)};
+  rumus__arg args[7] = {{0, NULL}, {0, NULL},
+                        RUMUS__ARG(x->mem), RUMUS__ARG(xo),
+                        RUMUS__ARG(y->mem), RUMUS__ARG(yo), RUMUS__ARG(c.io)};
   return run_items(ctx, op, x->dtype, "adaptive_avgpool2d_fwd", y->numel,
                    args, 7);
 }
@@ -339,9 +342,9 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dy", dy, "dx", dx, 0));
   if (dx->numel == 0) return RUMUS_OK;
   cl_ulong go = rumus__off(dy), xo = rumus__off(dx);
-  rumus__arg args[7] = {{0, NULL},        {0, NULL},          RUMUS__ARG(dy->mem),
-                        RUMUS__ARG(go),   RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
-                        RUMUS__ARG(c.io)};
+  rumus__arg args[7] = {{0, NULL}, {0, NULL},
+                        RUMUS__ARG(dy->mem), RUMUS__ARG(go),
+                        RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
   return run_items(ctx, op, dy->dtype, "adaptive_avgpool2d_bwd", dx->numel,
                    args, 7);
 }

@@ -67,7 +67,8 @@ static void check_max(selfcheck *sc, bufs *b) {
   for (size_t i = 0; st == RUMUS_OK && i < NOUT; i++)
     if (b->idx[i] != b->want_idx[i]) bad = INFINITY;
   report(sc, b, "maxpool2d_fwd", st, b->ty, NOUT, 0, bad);
-  if (st == RUMUS_OK) st = rumus_maxpool2d_bwd(sc->ctx, &P, b->tdy, b->ti, b->tdx);
+  if (st == RUMUS_OK)
+    st = rumus_maxpool2d_bwd(sc->ctx, &P, b->tdy, b->ti, b->tdx);
   if (st == RUMUS_OK) st = rumus_ctx_sync(sc->ctx);
   ref_maxpool2d_bwd(b->dy, b->want_idx, PL, H, W, OH, OW, b->want);
   report(sc, b, "maxpool2d_bwd", st, b->tdx, NIN, 1e-6, 0);
