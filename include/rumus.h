@@ -963,6 +963,145 @@ RUMUS_API int rumus_matmul_q8(rumus_ctx *ctx, const rumus_tensor *A,
                               const rumus_tensor *Bscales, size_t block_size,
                               rumus_tensor *C);
 
+/* ------------------------------------------------------------------------ */
+/* Pooling (2-D, NCHW)                                                       */
+/* ------------------------------------------------------------------------ */
+/* PyTorch's torch.nn.functional.max_pool2d, avg_pool2d and
+ * adaptive_avg_pool2d and their backwards, on 4-D tensors x [N, C, H, W]
+ * and y [N, C, OH, OW] (row-major: W contiguous).  x, y, dy and dx of one
+ * call share one floating type (F32, F16 or BF16; RUMUS_EDTYPE otherwise,
+ * naming the argument); max pooling's indices are RUMUS_I32 of y's shape.
+ * Arithmetic is float: sums are float in a fixed order and each output is
+ * rounded once to its type; max pooling copies values exactly.
+ * Every backward is a gather: each dx element sums, in a fixed order, the
+ * contributions of the outputs whose window holds it, so results are the
+ * same bits run to run (no atomics), overlapping windows (stride < kernel)
+ * included.  dx is overwritten, not accumulated into.  The work-group and
+ * CPU variants run the same kernels (one work-item per output element in
+ * the forwards, per input element in the backwards: these ops move memory
+ * and reduce nothing across work-items), and one program per storage type
+ * holds the family; rumus_cache_fill() builds the F32 one.
+ * No output may share memory with another tensor of its call.  A tensor
+ * with N or C of 0 makes the call check its arguments and do nothing. */
+
+/* Window of rumus_maxpool2d_* and rumus_avgpool2d_*, per axis (h, w):
+ * kernel k, stride s (PyTorch's default stride = kernel is what
+ * RUMUS_POOL2D_PARAMS gives), zero padding p <= k / 2 (integer division,
+ * as PyTorch requires) on both sides, dilation d (max pooling only: avg
+ * pooling takes d = 1).  Output extent, PyTorch's rule:
+ *   out = floor((in + 2p - d (k - 1) - 1 + (ceil_mode ? s - 1 : 0)) / s) + 1,
+ * less 1 in ceil mode when the last window would start at or past
+ * in + p (it must start inside the input or the left padding).  Every
+ * value must be at most INT32_MAX. */
+typedef struct {
+  size_t kernel_h, kernel_w;     /* >= 1 */
+  size_t stride_h, stride_w;     /* >= 1 */
+  size_t padding_h, padding_w;   /* <= kernel / 2 */
+  size_t dilation_h, dilation_w; /* >= 1; 1 for avg pooling */
+  int ceil_mode;                 /* 0: floor the output extent, 1: ceil */
+  /* Avg pooling: whether the padding's zeros count in the divisor
+   * (PyTorch's default: 1), and divisor_override (0: none; > 0 divides
+   * every window's sum by it). */
+  int count_include_pad;
+  int divisor_override;
+} rumus_pool2d_params;
+
+/* PyTorch's defaults for a kh x kw kernel: stride = kernel, no padding,
+ * dilation 1, floor mode, count_include_pad, no divisor override. */
+#define RUMUS_POOL2D_PARAMS(kh, kw) {(kh), (kw), (kh), (kw), 0, 0, 1, 1, 0, 1, 0}
+
+/*! rumus_pool2d_output_size() :
+ *  The output extents *oh, *ow of a max or avg pooling of an h x w plane
+ *  under p (the rule above).  ctx may be NULL (nothing is recorded then);
+ *  otherwise a failure's message names the parameter or axis.
+ *  @return RUMUS_OK, RUMUS_ENULL (p, oh or ow NULL), RUMUS_EINVAL (a
+ *          kernel, stride or dilation of 0, padding over half the kernel,
+ *          a value over INT32_MAX), RUMUS_ESHAPE (an output extent below
+ *          1, such as a kernel larger than the padded input; h or w over
+ *          INT32_MAX). */
+RUMUS_API int rumus_pool2d_output_size(rumus_ctx *ctx,
+                                       const rumus_pool2d_params *p,
+                                       size_t h, size_t w, size_t *oh,
+                                       size_t *ow);
+
+/*! rumus_maxpool2d_fwd() :
+ *  y[n, c, oh, ow] = the largest x of the window of (oh, ow): rows
+ *  oh s - p + i d (i < k) inside [0, H), columns likewise; padding never
+ *  wins.  indices (I32, y's shape) receives its position h * W + w within
+ *  the plane, as PyTorch's return_indices.  Ties keep the first in
+ *  row-major window order; a NaN always wins (the window's last NaN, as
+ *  PyTorch); an all -inf window gives -inf at its first element.  A
+ *  window with no element inside the input (only possible with dilation,
+ *  e.g. H = 2, k = 2, p = 1, d = 3) gives -inf and index -1.  H * W must
+ *  be at most INT32_MAX (the indices are int32).
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (parameters as
+ *          rumus_pool2d_output_size(), a tensor of another context,
+ *          overlap), RUMUS_EDTYPE (x not floating, y not x's type, indices
+ *          not I32), RUMUS_ESHAPE (a tensor not 4-D, an output extent
+ *          below 1, y or indices not [N, C, OH, OW]: the message names
+ *          the axis; H * W over INT32_MAX), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                                  const rumus_tensor *x, rumus_tensor *y,
+                                  rumus_tensor *indices);
+
+/*! rumus_maxpool2d_bwd() :
+ *  dx[n, c, h, w] = the sum of dy[n, c, oh, ow] over the outputs whose
+ *  window holds (h, w) and whose index is h * W + w, oh then ow
+ *  ascending (a gather; 0 where none).  dy and indices are [N, C, OH, OW]
+ *  with OH, OW the output extents of dx's H, W under p; dx is [N, C, H,
+ *  W] of dy's type.  The indices are read on the device: one that is not
+ *  an element of its output's window (outside the plane included; -1 is
+ *  accepted where the window is empty) adds nothing, and the next
+ *  rumus_ctx_sync() returns RUMUS_EINDEX naming the index and its flat
+ *  position in indices (as an int: "at row" in the message).
+ *  @return as rumus_maxpool2d_fwd(), for dy, indices and dx. */
+RUMUS_API int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                                  const rumus_tensor *dy,
+                                  const rumus_tensor *indices,
+                                  rumus_tensor *dx);
+
+/*! rumus_avgpool2d_fwd() :
+ *  y[n, c, oh, ow] = (sum of x over rows [hs, he) x columns [ws, we)
+ *  clipped to the input) / divisor, with hs = oh s - p and he = min(hs + k,
+ *  H + p) (a ceil-mode window past the right padding stops there), and
+ *  divisor = divisor_override if > 0, else (he - hs)(we - ws) with
+ *  count_include_pad, else the count of elements inside the input.
+ *  p->dilation_h and _w must be 1.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (parameters as
+ *          rumus_pool2d_output_size(), a dilation other than 1, a negative
+ *          divisor_override, another context, overlap), RUMUS_EDTYPE,
+ *          RUMUS_ESHAPE (as rumus_maxpool2d_fwd()), RUMUS_EBUILD,
+ *          RUMUS_ECL. */
+RUMUS_API int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                                  const rumus_tensor *x, rumus_tensor *y);
+/*! rumus_avgpool2d_bwd() :
+ *  dx[n, c, h, w] = the sum over the outputs whose window holds (h, w),
+ *  oh then ow ascending, of dy / that output's divisor (a gather).  dy is
+ *  [N, C, OH, OW] for dx's [N, C, H, W] under p.  Errors as
+ *  rumus_avgpool2d_fwd(). */
+RUMUS_API int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                                  const rumus_tensor *dy, rumus_tensor *dx);
+
+/*! rumus_adaptive_avgpool2d_fwd() :
+ *  y[n, c, oh, ow] = the mean of x over the bin rows [floor(oh H / OH),
+ *  ceil((oh + 1) H / OH)) x columns likewise, for the OH x OW of y's
+ *  shape (larger than H x W too: bins then repeat rows).  Bins may overlap
+ *  and differ in size when OH does not divide H.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE (a tensor not
+ *          4-D, N or C differing: the axis named; H, W, OH or OW of 0),
+ *          RUMUS_EINVAL (another context, overlap), RUMUS_EBUILD,
+ *          RUMUS_ECL. */
+RUMUS_API int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx,
+                                           const rumus_tensor *x,
+                                           rumus_tensor *y);
+/*! rumus_adaptive_avgpool2d_bwd() :
+ *  dx[n, c, h, w] = the sum over the bins that hold (h, w), oh then ow
+ *  ascending, of dy / (the bin's height x width) (a gather); dy [N, C, OH,
+ *  OW], dx [N, C, H, W].  Errors as rumus_adaptive_avgpool2d_fwd(). */
+RUMUS_API int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx,
+                                           const rumus_tensor *dy,
+                                           rumus_tensor *dx);
+
 #ifdef __cplusplus
 }
 #endif

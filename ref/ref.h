@@ -78,5 +78,32 @@ uint32_t ref_dropout_bits(uint64_t seed, uint64_t offset, uint64_t i);
 int ref_dropout_keep(float p, uint64_t seed, uint64_t offset, uint64_t i);
 void ref_dropout(const float *x, size_t n, float p, uint64_t seed,
                  uint64_t offset, double *y);
+/* 2-D pooling over planes x H x W (NCHW with planes = N * C), PyTorch's
+ * rules (rumus.h, "Pooling").  Window parameters per axis; divisor 0 means
+ * none.  ref_pool2d_out gives an output extent (< 1: no window fits). */
+typedef struct {
+  long kh, kw, sh, sw, ph, pw, dh, dw;
+  int ceil_mode, count_include_pad, divisor;
+} ref_pool2d;
+long ref_pool2d_out(long in, long k, long s, long p, long d, int ceil_mode);
+/* Max pooling: values and int32 indices (h * W + w; -1 for an empty
+ * window); the backward scatters dy to the indices named (ignoring any
+ * outside the plane). */
+void ref_maxpool2d_fwd(const float *x, size_t planes, long H, long W,
+                       const ref_pool2d *p, long OH, long OW, double *y,
+                       int32_t *idx);
+void ref_maxpool2d_bwd(const float *dy, const int32_t *idx, size_t planes,
+                       long H, long W, long OH, long OW, double *dx);
+/* Average pooling, forward and backward (a scatter). */
+void ref_avgpool2d_fwd(const float *x, size_t planes, long H, long W,
+                       const ref_pool2d *p, long OH, long OW, double *y);
+void ref_avgpool2d_bwd(const float *dy, size_t planes, long H, long W,
+                       const ref_pool2d *p, long OH, long OW, double *dx);
+/* Adaptive average pooling into OH x OW bins, forward and backward (a
+ * scatter). */
+void ref_adaptive_avgpool2d_fwd(const float *x, size_t planes, long H,
+                                long W, long OH, long OW, double *y);
+void ref_adaptive_avgpool2d_bwd(const float *dy, size_t planes, long H,
+                                long W, long OH, long OW, double *dx);
 
 #endif /* RUMUS_REF_H */

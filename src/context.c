@@ -572,6 +572,8 @@ static const char *deverr_op(cl_int code) {
   switch (code) {
     case RUMUS__DEVERR_XENT_TARGET:
       return "rumus_cross_entropy: target";
+    case RUMUS__DEVERR_POOL_INDEX:
+      return "rumus_maxpool2d_bwd: index";
   }
   return "unknown op";
 }

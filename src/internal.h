@@ -22,7 +22,8 @@
  * word holds the code of the first op that found a bad index. */
 enum {
   RUMUS__DEVERR_NONE = 0,
-  RUMUS__DEVERR_XENT_TARGET = 1
+  RUMUS__DEVERR_XENT_TARGET = 1,
+  RUMUS__DEVERR_POOL_INDEX = 2
 };
 
 /* Reusable scratch buffers per context (rumus__scratch_begin). */

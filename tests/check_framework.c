@@ -5,7 +5,8 @@
  *           even), fills and float transfers of F16 / BF16 tensors;
  *           rumus_cache_fill builds every program the ops choose (no op
  *           builds one afterwards, on either variant, for aligned and
- *           unaligned tensors, every row plan and every GEMM tile size);
+ *           unaligned tensors, every row plan and every GEMM tile size,
+ *           the pooling ops);
  *           buffers wrapped with CL_MEM_USE_HOST_PTR at an address that is
  *           only float-aligned give the reference's results;
  *   errors  tensors that partly share memory are RUMUS_EINVAL for every
@@ -160,6 +161,26 @@ static void run_dropout_ops(rumus_ctx *ctx, tu_rng *r, size_t rows,
   clReleaseMemObject(buf);
 }
 
+/* Every pooling op, forward and backward, on 2 x 3 x 7 x 5. */
+static void run_pool_ops(rumus_ctx *ctx, tu_rng *r) {
+  const size_t in[4] = {2, 3, 7, 5}, out[4] = {2, 3, 4, 3};
+  rumus_tensor *x = rand_2d(ctx, r, 6, 35), *dx = rand_2d(ctx, r, 6, 35);
+  rumus_tensor *y = rand_2d(ctx, r, 6, 12), *dy = rand_2d(ctx, r, 6, 12);
+  rumus_tensor *idx = tu_tensor(ctx, RUMUS_I32, 4, out, NULL);
+  TU_OK(ctx, rumus_tensor_reshape(x, 4, in));
+  TU_OK(ctx, rumus_tensor_reshape(dx, 4, in));
+  TU_OK(ctx, rumus_tensor_reshape(y, 4, out));
+  TU_OK(ctx, rumus_tensor_reshape(dy, 4, out));
+  const rumus_pool2d_params p = {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0};
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, x, y, idx));
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, dy, idx, dx));
+  TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &p, x, y));
+  TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &p, dy, dx));
+  TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, x, y));
+  TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, dy, dx));
+  free_tensors(x, dx, y, dy, idx, NULL);
+}
+
 START_TEST(cache_fill_builds_every_program) {
   const int v = tu_variants[_i];
   rumus_ctx *ctx = tu_ctx();
@@ -190,6 +211,7 @@ START_TEST(cache_fill_builds_every_program) {
   run_optim_ops(ctx, &r, 1000);
   run_dropout_ops(ctx, &r, 5, 64);
   run_dropout_ops(ctx, &r, 5, 7);
+  run_pool_ops(ctx, &r);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   TU_OK(ctx, rumus_cache_stats(ctx, &after));
   ck_assert_msg(after.builds == before.builds,
@@ -461,6 +483,25 @@ START_TEST(overlapping_tensors_are_rejected) {
   rumus_tensor *gs[2] = {x, y};
   TU_OVERLAP(ctx, rumus_clip_grad_norm(ctx, gs, 2, 1.0f, NULL));
   TU_OVERLAP(ctx, rumus_clip_grad_norm(ctx, gs, 1, 1.0f, loss_in_x));
+  /* Pooling: y and indices one element into x (4-D views of the rows). */
+  const size_t px[4] = {1, 1, 4, 8}, py[4] = {1, 1, 2, 4};
+  rumus_tensor *p4x = NULL, *p4y = NULL, *p4i = NULL, *p4z = NULL,
+               *p4j = NULL; /* indices two elements into p4z */
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, px, s.buf, 0, &p4x));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, py, s.buf, 4, &p4y));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_I32, 4, py, s.buf, 3000 * 4, &p4i));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, py, s.buf, 3100 * 4, &p4z));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_I32, 4, py, s.buf, 3102 * 4, &p4j));
+  const rumus_pool2d_params pp = RUMUS_POOL2D_PARAMS(2, 2);
+  TU_OVERLAP(ctx, rumus_maxpool2d_fwd(ctx, &pp, p4x, p4y, p4i));
+  TU_OVERLAP(ctx, rumus_maxpool2d_fwd(ctx, &pp, p4x, p4z, p4j));
+  TU_OVERLAP(ctx, rumus_maxpool2d_bwd(ctx, &pp, p4y, p4i, p4x));
+  TU_OVERLAP(ctx, rumus_avgpool2d_fwd(ctx, &pp, p4x, p4y));
+  TU_OVERLAP(ctx, rumus_avgpool2d_bwd(ctx, &pp, p4y, p4x));
+  TU_OVERLAP(ctx, rumus_adaptive_avgpool2d_fwd(ctx, p4x, p4y));
+  TU_OVERLAP(ctx, rumus_adaptive_avgpool2d_bwd(ctx, p4y, p4x));
+  TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &pp, p4x, p4z));
+  free_tensors(p4x, p4y, p4i, p4z, p4j, NULL);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   free_tensors(x, y, x2, z, bias, bias_in_x, tg, loss, loss_in_x, sq,
                       c_in_a, flat, NULL);

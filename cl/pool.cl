@@ -1,0 +1,311 @@
+/*
+ * pool.cl - 2-D pooling over NCHW tensors, forward and backward, with
+ * PyTorch's semantics (max_pool2d, avg_pool2d, adaptive_avg_pool2d).
+ * x is [N, C, H, W], y (and max pooling's int32 indices) [N, C, OH, OW];
+ * a plane is one (n, c) pair, H * W input or OH * OW output elements.
+ * Every tensor arrives as (buffer, ulong element offset); index math is
+ * size_t across planes and long within one (signed: windows start in the
+ * padding).  Values go through LOAD / STORE of the program's storage
+ * (RUMUS_STORAGE: F32, F16, BF16) with float arithmetic.
+ *
+ * Window of output (oh, ow), per axis (h shown; w the same):
+ *   max   rows hs + i * dh, i < kh, hs = oh * sh - ph, those in [0, H);
+ *   avg   rows [hs, he) clipped to [0, H), he = min(hs + kh, H + ph); the
+ *         divisor is divisor_override if > 0, else (he - hs) (we - ws)
+ *         with count_include_pad, else the count of rows x columns kept;
+ *   adaptive  rows [floor(oh H / OH), ceil((oh + 1) H / OH)).
+ * Max pooling keeps the first largest value in row-major window order
+ * (`v > m`), except that a NaN always wins (`|| isnan(v)`: the last NaN's
+ * index, as PyTorch's kernels do); the index is h * W + w within the
+ * plane.  A window with no element inside the input (possible only with
+ * dilation) gives -inf and index -1.
+ *
+ * Index scheme: one work-item per output element (forwards) or per input
+ * element (backwards), flat over the whole tensor: work-item g of a launch
+ * takes element base + g; padding work-items (g >= n) return.  The host
+ * launches at most 2^30 work-items at a time (base counts the earlier
+ * ones).  These ops move a few bytes per flop, so both variants run these
+ * same kernels: nothing is reduced across work-items.
+ *
+ * Backwards are gathers, never scatters: input element (h, w) visits, in
+ * a fixed order (oh, then ow, ascending), the outputs whose window holds
+ * it, and sums their contributions in float: deterministic, no atomics,
+ * for any stride (overlapping windows included).
+ *   max        dy of the outputs whose index is h * W + w;
+ *   avg        dy / divisor of every such output;
+ *   adaptive   dy / (bin height x bin width).
+ * The outputs whose window holds row h are those with
+ *   max   oh sh in [h + ph - (kh - 1) dh, h + ph], (h + ph - oh sh) % dh == 0
+ *   avg   oh sh in [h + ph - kh + 1, h + ph]
+ *   adaptive  oh in [floor(h OH / H), ceil((h + 1) OH / H)), each checked
+ *         against its bin.
+ * Max pooling's backward also checks every index it is given, each once:
+ * input work-item q of a plane checks the indices at positions q, q + H W,
+ * ... < OH OW of that plane.  An index that is not an element of its
+ * output's window (outside the plane included; -1 is accepted for an
+ * empty window) is reported through rumus_report (DEVERR_POOL_INDEX, the
+ * index, its flat position in the indices tensor) and adds nothing.
+ */
+
+#ifndef DEVERR_POOL_INDEX
+#define DEVERR_POOL_INDEX 2 /* the host passes RUMUS__DEVERR_POOL_INDEX */
+#endif
+
+/* Floor and ceiling of a / b for b > 0 and any sign of a. */
+inline long pool_fdiv(long a, long b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+inline long pool_cdiv(long a, long b) { return -pool_fdiv(-a, b); }
+
+/* Geometry: io = (H, W, OH, OW), ks = (kh, kw, sh, sw), pd = (ph, pw, dh,
+ * dw).  The element e of a flat tensor of planes of `area` elements:
+ * its plane and its position in the plane. */
+inline size_t pool_plane(size_t e, long area, long *pos) {
+  const size_t plane = e / (size_t)area;
+  *pos = (long)(e - plane * (size_t)area);
+  return plane;
+}
+
+/* ---- Max pooling ------------------------------------------------------ */
+
+/* 1 if some element hs + i d (i < k) of an axis lies in [0, n). */
+inline int pool_axis_hits(long hs, long k, long d, long n) {
+  const long i = hs < 0 ? pool_cdiv(-hs, d) : 0;
+  return i < k && hs + i * d < n;
+}
+
+/* 1 if t names an element of output j's window (or is -1 for an empty
+ * window). */
+inline int pool_index_ok(int t, long j, long4 io, long4 ks, long4 pd) {
+  const long oh = j / io.s3, ow = j % io.s3;
+  const long hs = oh * ks.s2 - pd.s0, ws = ow * ks.s3 - pd.s1;
+  if (t < 0 || (long)t >= io.s0 * io.s1)
+    return t == -1 && !(pool_axis_hits(hs, ks.s0, pd.s2, io.s0) &&
+                        pool_axis_hits(ws, ks.s1, pd.s3, io.s1));
+  const long a = (long)t / io.s1 - hs, b = (long)t % io.s1 - ws;
+  if (a < 0 || b < 0) return 0;
+  /* Without dilation (the usual case) no division is needed. */
+  if (pd.s2 == 1 && pd.s3 == 1) return a < ks.s0 && b < ks.s1;
+  return a % pd.s2 == 0 && a / pd.s2 < ks.s0 && b % pd.s3 == 0 &&
+         b / pd.s3 < ks.s1;
+}
+
+inline void maxpool_fwd_item(global const real_t *x, global real_t *y,
+                             global int *idx, size_t o, long4 io, long4 ks,
+                             long4 pd) {
+  long r;
+  const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
+  const long hs = r / io.s3 * ks.s2 - pd.s0, ws = r % io.s3 * ks.s3 - pd.s1;
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  float m = -INFINITY;
+  int mi = -1;
+  for (long i = 0; i < ks.s0; i++) {
+    const long h = hs + i * pd.s2;
+    if (h < 0 || h >= io.s0) continue;
+    for (long j = 0; j < ks.s1; j++) {
+      const long w = ws + j * pd.s3;
+      if (w < 0 || w >= io.s1) continue;
+      const float v = LOAD(xp, h * io.s1 + w);
+      /* The first element of the window is the index of an all -inf
+       * window, as in PyTorch. */
+      if (v > m || isnan(v) || mi < 0) {
+        m = v;
+        mi = (int)(h * io.s1 + w);
+      }
+    }
+  }
+  STORE(m, y, o);
+  idx[o] = mi;
+}
+
+/* Checks the indices that input element q of its plane answers for. */
+inline void maxpool_check(global const int *ip, size_t plane, long q,
+                          long4 io, long4 ks, long4 pd,
+                          volatile global int *status) {
+  const long area_out = io.s2 * io.s3, area_in = io.s0 * io.s1;
+  for (long j = q; j < area_out; j += area_in) {
+    const int t = ip[j];
+    if (!pool_index_ok(t, j, io, ks, pd))
+      rumus_report(status, DEVERR_POOL_INDEX, t,
+                   (int)(plane * (size_t)area_out + (size_t)j));
+  }
+}
+
+inline void maxpool_bwd_item(global const real_t *dy, global const int *idx,
+                             global real_t *dx, size_t e, long4 io, long4 ks,
+                             long4 pd, volatile global int *status) {
+  long q;
+  const size_t plane = pool_plane(e, io.s0 * io.s1, &q);
+  const size_t out0 = plane * (size_t)(io.s2 * io.s3);
+  global const int *ip = idx + out0;
+  global const real_t *gp = dy + out0;
+  maxpool_check(ip, plane, q, io, ks, pd, status);
+  const long h = q / io.s1, w = q % io.s1;
+  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
+  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+  const long ow0 = max(0L, pool_cdiv(w + pd.s1 - (ks.s1 - 1) * pd.s3, ks.s3));
+  const long ow1 = min(io.s3 - 1, pool_fdiv(w + pd.s1, ks.s3));
+  const int dilated = pd.s2 != 1 || pd.s3 != 1; /* skips two modulos */
+  float s = 0.0f;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    if (dilated && (h + pd.s0 - oh * ks.s2) % pd.s2 != 0) continue;
+    for (long ow = ow0; ow <= ow1; ow++) {
+      if (dilated && (w + pd.s1 - ow * ks.s3) % pd.s3 != 0) continue;
+      const long j = oh * io.s3 + ow;
+      if (ip[j] == (int)q) s += LOAD(gp, j);
+    }
+  }
+  STORE(s, dx, e);
+}
+
+/* ---- Average pooling -------------------------------------------------- */
+
+/* One axis of output o's window: [*lo, *hi) clipped to [0, n), and the
+ * padded extent that count_include_pad divides by. */
+inline long avg_axis(long o, long k, long s, long p, long n, long *lo,
+                     long *hi) {
+  const long start = o * s - p, end = min(start + k, n + p);
+  *lo = max(start, 0L);
+  *hi = min(end, n);
+  return end - start;
+}
+
+inline float avg_divisor(long padded, long kept, int cip, int divisor) {
+  return divisor > 0 ? (float)divisor : (float)(cip ? padded : kept);
+}
+
+inline void avgpool_fwd_item(global const real_t *x, global real_t *y,
+                             size_t o, long4 io, long4 ks, long4 pd, int cip,
+                             int divisor) {
+  long r, h0, h1, w0, w1;
+  const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
+  const long ph = avg_axis(r / io.s3, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const long pw = avg_axis(r % io.s3, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  float s = 0.0f;
+  for (long h = h0; h < h1; h++)
+    for (long w = w0; w < w1; w++) s += LOAD(xp, h * io.s1 + w);
+  STORE(s / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor), y, o);
+}
+
+inline void avgpool_bwd_item(global const real_t *dy, global real_t *dx,
+                             size_t e, long4 io, long4 ks, long4 pd, int cip,
+                             int divisor) {
+  long q;
+  const size_t plane = pool_plane(e, io.s0 * io.s1, &q);
+  global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
+  const long h = q / io.s1, w = q % io.s1;
+  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
+  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+  const long ow0 = max(0L, pool_cdiv(w + pd.s1 - ks.s1 + 1, ks.s3));
+  const long ow1 = min(io.s3 - 1, pool_fdiv(w + pd.s1, ks.s3));
+  float s = 0.0f;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    long h0, h1, w0, w1;
+    const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+    for (long ow = ow0; ow <= ow1; ow++) {
+      const long pw = avg_axis(ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+      const float d =
+          avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+      s += LOAD(gp, oh * io.s3 + ow) / d;
+    }
+  }
+  STORE(s, dx, e);
+}
+
+/* ---- Adaptive average pooling ----------------------------------------- */
+
+/* Bin o of an axis of n inputs cut into m: [floor(o n / m), ceil((o + 1)
+ * n / m)). */
+inline long ada_lo(long o, long n, long m) { return o * n / m; }
+inline long ada_hi(long o, long n, long m) { return pool_cdiv((o + 1) * n, m); }
+
+inline void adaptive_fwd_item(global const real_t *x, global real_t *y,
+                              size_t o, long4 io) {
+  long r;
+  const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
+  const long oh = r / io.s3, ow = r % io.s3;
+  const long h0 = ada_lo(oh, io.s0, io.s2), h1 = ada_hi(oh, io.s0, io.s2);
+  const long w0 = ada_lo(ow, io.s1, io.s3), w1 = ada_hi(ow, io.s1, io.s3);
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  float s = 0.0f;
+  for (long h = h0; h < h1; h++)
+    for (long w = w0; w < w1; w++) s += LOAD(xp, h * io.s1 + w);
+  STORE(s / (float)((h1 - h0) * (w1 - w0)), y, o);
+}
+
+inline void adaptive_bwd_item(global const real_t *dy, global real_t *dx,
+                              size_t e, long4 io) {
+  long q;
+  const size_t plane = pool_plane(e, io.s0 * io.s1, &q);
+  global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
+  const long h = q / io.s1, w = q % io.s1;
+  const long oh0 = h * io.s2 / io.s0, oh1 = pool_cdiv((h + 1) * io.s2, io.s0);
+  const long ow0 = w * io.s3 / io.s1, ow1 = pool_cdiv((w + 1) * io.s3, io.s1);
+  float s = 0.0f;
+  for (long oh = oh0; oh < oh1; oh++) {
+    const long h0 = ada_lo(oh, io.s0, io.s2), h1 = ada_hi(oh, io.s0, io.s2);
+    if (h < h0 || h >= h1) continue;
+    for (long ow = ow0; ow < ow1; ow++) {
+      const long w0 = ada_lo(ow, io.s1, io.s3), w1 = ada_hi(ow, io.s1, io.s3);
+      if (w < w0 || w >= w1) continue;
+      s += LOAD(gp, oh * io.s3 + ow) / (float)((h1 - h0) * (w1 - w0));
+    }
+  }
+  STORE(s, dx, e);
+}
+
+/* ---- Entries: element base + get_global_id(0) of n ---------------------- */
+
+#define POOL_ITEM(n, base)                                                   \
+  const size_t g_ = get_global_id(0);                                        \
+  if (g_ >= (size_t)(n)) return;                                             \
+  const size_t item = (size_t)(base) + g_
+
+__kernel RUMUS_WG_ATTR
+void maxpool2d_fwd(ulong n, ulong base, global const real_t *x, ulong xo,
+                   global real_t *y, ulong yo, global int *idx, ulong io_,
+                   long4 io, long4 ks, long4 pd) {
+  POOL_ITEM(n, base);
+  maxpool_fwd_item(x + xo, y + yo, idx + io_, item, io, ks, pd);
+}
+
+__kernel RUMUS_WG_ATTR
+void maxpool2d_bwd(ulong n, ulong base, global const real_t *dy, ulong dyo,
+                   global const int *idx, ulong io_, global real_t *dx,
+                   ulong dxo, long4 io, long4 ks, long4 pd,
+                   volatile global int *status) {
+  POOL_ITEM(n, base);
+  maxpool_bwd_item(dy + dyo, idx + io_, dx + dxo, item, io, ks, pd, status);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_fwd(ulong n, ulong base, global const real_t *x, ulong xo,
+                   global real_t *y, ulong yo, long4 io, long4 ks, long4 pd,
+                   int cip, int divisor) {
+  POOL_ITEM(n, base);
+  avgpool_fwd_item(x + xo, y + yo, item, io, ks, pd, cip, divisor);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_bwd(ulong n, ulong base, global const real_t *dy, ulong dyo,
+                   global real_t *dx, ulong dxo, long4 io, long4 ks, long4 pd,
+                   int cip, int divisor) {
+  POOL_ITEM(n, base);
+  avgpool_bwd_item(dy + dyo, dx + dxo, item, io, ks, pd, cip, divisor);
+}
+
+__kernel RUMUS_WG_ATTR
+void adaptive_avgpool2d_fwd(ulong n, ulong base, global const real_t *x,
+                            ulong xo, global real_t *y, ulong yo, long4 io) {
+  POOL_ITEM(n, base);
+  adaptive_fwd_item(x + xo, y + yo, item, io);
+}
+
+__kernel RUMUS_WG_ATTR
+void adaptive_avgpool2d_bwd(ulong n, ulong base, global const real_t *dy,
+                            ulong dyo, global real_t *dx, ulong dxo,
+                            long4 io) {
+  POOL_ITEM(n, base);
+  adaptive_bwd_item(dy + dyo, dx + dxo, item, io);
+}

@@ -1,0 +1,359 @@
+/*
+ * pool.c - 2-D max, average and adaptive average pooling, forward and
+ * backward, on NCHW tensors (kernels in cl/pool.cl).  One program per
+ * storage type holds the six kernels; both variants run it (the ops move
+ * memory and reduce nothing across work-items), with a fixed local size
+ * over a padded global size, at most 2^30 work-items a launch.
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ops.h"
+
+static const char *const FILE_CL = "pool.cl";
+
+/* Local size: small groups keep PoCL's work-group loops short and give
+ * both cores work on small tensors; GPUs run 64 at full occupancy. */
+#define POOL_LS 64
+/* Work-items per launch at most (NDRange limits of some drivers). */
+#define MAX_ITEMS ((size_t)1 << 30)
+
+static size_t pool_ls(const rumus_ctx *ctx) {
+  size_t ls = POOL_LS;
+  while (ls > ctx->max_wg) ls /= 2;
+  return ls;
+}
+
+/* The options of the family's program for `storage` (warm-up and
+ * launches). */
+static void pool_options(const rumus_ctx *ctx, rumus_dtype storage, char *buf,
+                         size_t len) {
+  char head[96];
+  rumus__options_head(head, sizeof head, storage, pool_ls(ctx), 0);
+  snprintf(buf, len, "%s -DDEVERR_POOL_INDEX=%d", head,
+           (int)RUMUS__DEVERR_POOL_INDEX);
+}
+
+/* Launches `kernel` over n elements in pieces of MAX_ITEMS; args[0] and
+ * args[1] are set here to the piece's count and first element. */
+static int run_items(rumus_ctx *ctx, const char *op, rumus_dtype storage,
+                     const char *kernel, size_t n, rumus__arg *args,
+                     size_t na) {
+  char opts[192];
+  pool_options(ctx, storage, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, kernel};
+  for (size_t base = 0; base < n; base += MAX_ITEMS) {
+    cl_ulong cnt = n - base < MAX_ITEMS ? n - base : MAX_ITEMS;
+    cl_ulong first = base;
+    args[0] = RUMUS__ARG(cnt);
+    args[1] = RUMUS__ARG(first);
+    size_t global = (size_t)cnt, local = pool_ls(ctx);
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
+  }
+  return RUMUS_OK;
+}
+
+/* ---- Parameters and shapes -------------------------------------------- */
+
+/* One axis's window parameters; `what` is "h" or "w". */
+static int check_axis(rumus_ctx *ctx, const char *op, const char *what,
+                      size_t k, size_t s, size_t pad, size_t d) {
+  RUMUS__FAIL_IF(k == 0, ctx, RUMUS_EINVAL, "%s: kernel_%s is 0", op, what);
+  RUMUS__FAIL_IF(s == 0, ctx, RUMUS_EINVAL, "%s: stride_%s is 0", op, what);
+  RUMUS__FAIL_IF(d == 0, ctx, RUMUS_EINVAL, "%s: dilation_%s is 0", op, what);
+  RUMUS__FAIL_IF(k > INT32_MAX || s > INT32_MAX || pad > INT32_MAX ||
+                     d > INT32_MAX,
+                 ctx, RUMUS_EINVAL,
+                 "%s: a window parameter of axis %s exceeds INT32_MAX", op,
+                 what);
+  RUMUS__FAIL_IF(pad > k / 2, ctx, RUMUS_EINVAL,
+                 "%s: padding_%s %zu exceeds half of kernel_%s %zu", op, what,
+                 pad, what, k);
+  return RUMUS_OK;
+}
+
+/* PyTorch's pooling_output_shape; < 1 when no window fits. */
+static long long out_extent(size_t in, size_t k, size_t s, size_t pad,
+                            size_t d, int ceil_mode) {
+  const long long S = (long long)s;
+  long long num = (long long)in + 2 * (long long)pad -
+                  (long long)d * ((long long)k - 1) - 1 +
+                  (ceil_mode ? S - 1 : 0);
+  long long out = (num >= 0 ? num / S : -((-num + S - 1) / S)) + 1;
+  /* The last window must start inside the input or the left padding. */
+  if (ceil_mode && out > 0 && (out - 1) * S >= (long long)(in + pad)) out--;
+  return out;
+}
+
+/* The checks and output extents of rumus_pool2d_output_size. */
+static int output_size(rumus_ctx *ctx, const char *op,
+                       const rumus_pool2d_params *p, size_t h, size_t w,
+                       size_t *oh, size_t *ow) {
+  RUMUS__FORWARD(check_axis(ctx, op, "h", p->kernel_h, p->stride_h,
+                            p->padding_h, p->dilation_h));
+  RUMUS__FORWARD(check_axis(ctx, op, "w", p->kernel_w, p->stride_w,
+                            p->padding_w, p->dilation_w));
+  RUMUS__FAIL_IF(h > INT32_MAX || w > INT32_MAX, ctx, RUMUS_ESHAPE,
+                 "%s: input extent %zu x %zu exceeds INT32_MAX", op, h, w);
+  const long long e[2] = {
+      out_extent(h, p->kernel_h, p->stride_h, p->padding_h, p->dilation_h,
+                 p->ceil_mode),
+      out_extent(w, p->kernel_w, p->stride_w, p->padding_w, p->dilation_w,
+                 p->ceil_mode)};
+  for (int a = 0; a < 2; a++)
+    RUMUS__FAIL_IF(e[a] < 1, ctx, RUMUS_ESHAPE,
+                   "%s: output extent along axis %d (%s) is %lld: the "
+                   "window does not fit the padded input of %zu",
+                   op, a + 2, a ? "W" : "H", e[a], a ? w : h);
+  *oh = (size_t)e[0];
+  *ow = (size_t)e[1];
+  return RUMUS_OK;
+}
+
+int rumus_pool2d_output_size(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                             size_t h, size_t w, size_t *oh, size_t *ow) {
+  if (p == NULL || oh == NULL || ow == NULL) return RUMUS_ENULL;
+  return output_size(ctx, "rumus_pool2d_output_size", p, h, w, oh, ow);
+}
+
+/* t is a 4-D tensor of `dtype` (first: any floating type, `dtype` 0). */
+static int check_4d(rumus_ctx *ctx, const char *op, const char *name,
+                    const rumus_tensor *t, rumus_dtype dtype) {
+  if (dtype == 0)
+    RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, name, t));
+  else
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, name, t, dtype));
+  char s[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(t->ndim != 4, ctx, RUMUS_ESHAPE,
+                 "%s: %s must be 4-D [N, C, H, W], got %s", op, name,
+                 rumus__shape_str(t, s, sizeof s));
+  return RUMUS_OK;
+}
+
+/* t (4-D) has the extents want[0..4); the message names the axis. */
+static int check_extents(rumus_ctx *ctx, const char *op, const char *name,
+                         const rumus_tensor *t, const size_t want[4]) {
+  static const char *const AXES[4] = {"N", "C", "H", "W"};
+  for (int a = 0; a < 4; a++) {
+    char s[RUMUS__SHAPE_BUF];
+    RUMUS__FAIL_IF(t->shape[a] != want[a], ctx, RUMUS_ESHAPE,
+                   "%s: %s %s has %zu along axis %d (%s), expected %zu", op,
+                   name, rumus__shape_str(t, s, sizeof s), t->shape[a], a,
+                   AXES[a], want[a]);
+  }
+  return RUMUS_OK;
+}
+
+/* The geometry the kernels take: (H, W, OH, OW), (kh, kw, sh, sw),
+ * (ph, pw, dh, dw). */
+typedef struct {
+  cl_long4 io, ks, pd;
+} pool_call;
+
+/* Checks `in` (floating, 4-D), `out` (in's type, 4-D) and, for max
+ * pooling, `idx` (I32, out's shape; NULL otherwise), and the window p;
+ * out must be [N, C, OH, OW] for in's [N, C, H, W]. */
+static int check_window_call(rumus_ctx *ctx, const char *op,
+                             const rumus_pool2d_params *p, const char *in_name,
+                             const rumus_tensor *in, const char *out_name,
+                             const rumus_tensor *out, const rumus_tensor *idx,
+                             pool_call *c) {
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FAIL_IF(p == NULL, ctx, RUMUS_ENULL, "%s: p is NULL", op);
+  RUMUS__FORWARD(check_4d(ctx, op, in_name, in, 0));
+  RUMUS__FORWARD(check_4d(ctx, op, out_name, out, in->dtype));
+  size_t oh, ow;
+  RUMUS__FORWARD(output_size(ctx, op, p, in->shape[2], in->shape[3], &oh, &ow));
+  const size_t want[4] = {in->shape[0], in->shape[1], oh, ow};
+  RUMUS__FORWARD(check_extents(ctx, op, out_name, out, want));
+  if (idx) {
+    RUMUS__FORWARD(check_4d(ctx, op, "indices", idx, RUMUS_I32));
+    RUMUS__FORWARD(check_extents(ctx, op, "indices", idx, want));
+    RUMUS__FAIL_IF(in->shape[2] * in->shape[3] > INT32_MAX, ctx, RUMUS_ESHAPE,
+                   "%s: H * W = %zu exceeds INT32_MAX (int32 indices)", op,
+                   in->shape[2] * in->shape[3]);
+  }
+  c->io = (cl_long4){{(cl_long)in->shape[2], (cl_long)in->shape[3],
+                      (cl_long)oh, (cl_long)ow}};
+  c->ks = (cl_long4){{(cl_long)p->kernel_h, (cl_long)p->kernel_w,
+                      (cl_long)p->stride_h, (cl_long)p->stride_w}};
+  c->pd = (cl_long4){{(cl_long)p->padding_h, (cl_long)p->padding_w,
+                      (cl_long)p->dilation_h, (cl_long)p->dilation_w}};
+  return RUMUS_OK;
+}
+
+/* Average pooling's extra rules: no dilation, no negative divisor. */
+static int check_avg_params(rumus_ctx *ctx, const char *op,
+                            const rumus_pool2d_params *p) {
+  if (ctx == NULL || p == NULL) return RUMUS_OK; /* reported later */
+  RUMUS__FAIL_IF(p->dilation_h != 1 || p->dilation_w != 1, ctx, RUMUS_EINVAL,
+                 "%s: dilation %zu x %zu: avg pooling takes dilation 1", op,
+                 p->dilation_h, p->dilation_w);
+  RUMUS__FAIL_IF(p->divisor_override < 0, ctx, RUMUS_EINVAL,
+                 "%s: divisor_override %d is negative", op,
+                 p->divisor_override);
+  return RUMUS_OK;
+}
+
+/* ---- Max pooling -------------------------------------------------------- */
+
+int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                        const rumus_tensor *x, rumus_tensor *y,
+                        rumus_tensor *indices) {
+  const char *op = "rumus_maxpool2d_fwd";
+  pool_call c;
+  if (ctx && indices == NULL)
+    return rumus__fail(ctx, RUMUS_ENULL, "%s: indices is NULL", op);
+  RUMUS__FORWARD(check_window_call(ctx, op, p, "x", x, "y", y, indices, &c));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 0));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "indices", indices, 0));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "y", y, "indices", indices, 0));
+  if (y->numel == 0) return RUMUS_OK;
+  cl_ulong xo = rumus__off(x), yo = rumus__off(y), io = rumus__off(indices);
+  rumus__arg args[11] = {{0, NULL}, {0, NULL}, /* count, first: run_items */
+                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
+                         RUMUS__ARG(y->mem), RUMUS__ARG(yo),
+                         RUMUS__ARG(indices->mem), RUMUS__ARG(io),
+                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
+  return run_items(ctx, op, x->dtype, "maxpool2d_fwd", y->numel, args, 11);
+}
+
+int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                        const rumus_tensor *dy, const rumus_tensor *indices,
+                        rumus_tensor *dx) {
+  const char *op = "rumus_maxpool2d_bwd";
+  pool_call c;
+  if (ctx && indices == NULL)
+    return rumus__fail(ctx, RUMUS_ENULL, "%s: indices is NULL", op);
+  if (ctx && dy && dx) { /* dy's type decides; dx is checked against it */
+    RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "dy", dy));
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, "dx", dx, dy->dtype));
+  }
+  RUMUS__FORWARD(
+      check_window_call(ctx, op, p, "dx", dx, "dy", dy, indices, &c));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dy", dy, "dx", dx, 0));
+  RUMUS__FORWARD(
+      rumus__check_overlap(ctx, op, "indices", indices, "dx", dx, 0));
+  if (dx->numel == 0) return RUMUS_OK;
+  cl_ulong go = rumus__off(dy), io = rumus__off(indices), xo = rumus__off(dx);
+  rumus__arg args[12] = {{0, NULL}, {0, NULL},
+                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
+                         RUMUS__ARG(indices->mem), RUMUS__ARG(io),
+                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
+                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
+                         RUMUS__ARG(ctx->status)};
+  return run_items(ctx, op, dy->dtype, "maxpool2d_bwd", dx->numel, args, 12);
+}
+
+/* ---- Average pooling ---------------------------------------------------- */
+
+int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                        const rumus_tensor *x, rumus_tensor *y) {
+  const char *op = "rumus_avgpool2d_fwd";
+  pool_call c;
+  RUMUS__FORWARD(check_avg_params(ctx, op, p));
+  RUMUS__FORWARD(check_window_call(ctx, op, p, "x", x, "y", y, NULL, &c));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 0));
+  if (y->numel == 0) return RUMUS_OK;
+  cl_ulong xo = rumus__off(x), yo = rumus__off(y);
+  cl_int cip = p->count_include_pad ? 1 : 0, div = p->divisor_override;
+  rumus__arg args[11] = {{0, NULL}, {0, NULL},
+                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
+                         RUMUS__ARG(y->mem), RUMUS__ARG(yo),
+                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
+                         RUMUS__ARG(cip), RUMUS__ARG(div)};
+  return run_items(ctx, op, x->dtype, "avgpool2d_fwd", y->numel, args, 11);
+}
+
+int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                        const rumus_tensor *dy, rumus_tensor *dx) {
+  const char *op = "rumus_avgpool2d_bwd";
+  pool_call c;
+  RUMUS__FORWARD(check_avg_params(ctx, op, p));
+  if (ctx && dy && dx) {
+    RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "dy", dy));
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, "dx", dx, dy->dtype));
+  }
+  RUMUS__FORWARD(check_window_call(ctx, op, p, "dx", dx, "dy", dy, NULL, &c));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dy", dy, "dx", dx, 0));
+  if (dx->numel == 0) return RUMUS_OK;
+  cl_ulong go = rumus__off(dy), xo = rumus__off(dx);
+  cl_int cip = p->count_include_pad ? 1 : 0, div = p->divisor_override;
+  rumus__arg args[11] = {{0, NULL}, {0, NULL},
+                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
+                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
+                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
+                         RUMUS__ARG(cip), RUMUS__ARG(div)};
+  return run_items(ctx, op, dy->dtype, "avgpool2d_bwd", dx->numel, args, 11);
+}
+
+/* ---- Adaptive average pooling ------------------------------------------ */
+
+/* in (floating, 4-D) and out (in's type, 4-D) with equal N and C and no
+ * zero H, W, OH or OW; c->io gets (H, W, OH, OW). */
+static int check_adaptive(rumus_ctx *ctx, const char *op, const char *in_name,
+                          const rumus_tensor *in, const char *out_name,
+                          const rumus_tensor *out, pool_call *c) {
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(check_4d(ctx, op, in_name, in, 0));
+  RUMUS__FORWARD(check_4d(ctx, op, out_name, out, in->dtype));
+  const size_t want[4] = {in->shape[0], in->shape[1], out->shape[2],
+                          out->shape[3]};
+  RUMUS__FORWARD(check_extents(ctx, op, out_name, out, want));
+  for (int a = 2; a < 4; a++) {
+    RUMUS__FAIL_IF(in->shape[a] == 0 || in->shape[a] > INT32_MAX, ctx,
+                   RUMUS_ESHAPE, "%s: %s has %zu along axis %d (%s): 1 to "
+                   "INT32_MAX", op, in_name, in->shape[a], a,
+                   a == 2 ? "H" : "W");
+    RUMUS__FAIL_IF(out->shape[a] == 0 || out->shape[a] > INT32_MAX, ctx,
+                   RUMUS_ESHAPE, "%s: %s has %zu along axis %d (%s): 1 to "
+                   "INT32_MAX", op, out_name, out->shape[a], a,
+                   a == 2 ? "OH" : "OW");
+  }
+  c->io = (cl_long4){{(cl_long)in->shape[2], (cl_long)in->shape[3],
+                      (cl_long)out->shape[2], (cl_long)out->shape[3]}};
+  return RUMUS_OK;
+}
+
+int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx, const rumus_tensor *x,
+                                 rumus_tensor *y) {
+  const char *op = "rumus_adaptive_avgpool2d_fwd";
+  pool_call c;
+  RUMUS__FORWARD(check_adaptive(ctx, op, "x", x, "y", y, &c));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 0));
+  if (y->numel == 0) return RUMUS_OK;
+  cl_ulong xo = rumus__off(x), yo = rumus__off(y);
+  rumus__arg args[7] = {{0, NULL}, {0, NULL},
+                        RUMUS__ARG(x->mem), RUMUS__ARG(xo),
+                        RUMUS__ARG(y->mem), RUMUS__ARG(yo), RUMUS__ARG(c.io)};
+  return run_items(ctx, op, x->dtype, "adaptive_avgpool2d_fwd", y->numel,
+                   args, 7);
+}
+
+int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
+                                 rumus_tensor *dx) {
+  const char *op = "rumus_adaptive_avgpool2d_bwd";
+  pool_call c;
+  if (ctx && dy && dx) {
+    RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "dy", dy));
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, "dx", dx, dy->dtype));
+  }
+  RUMUS__FORWARD(check_adaptive(ctx, op, "dx", dx, "dy", dy, &c));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dy", dy, "dx", dx, 0));
+  if (dx->numel == 0) return RUMUS_OK;
+  cl_ulong go = rumus__off(dy), xo = rumus__off(dx);
+  rumus__arg args[7] = {{0, NULL}, {0, NULL},
+                        RUMUS__ARG(dy->mem), RUMUS__ARG(go),
+                        RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
+  return run_items(ctx, op, dy->dtype, "adaptive_avgpool2d_bwd", dx->numel,
+                   args, 7);
+}
+
+/* The F32 program (both variants run it); 16-bit programs are built by
+ * their first call, as rumus_cache_fill() documents. */
+int rumus__pool_warm(rumus_ctx *ctx) {
+  char opts[192];
+  cl_program prog;
+  pool_options(ctx, RUMUS_F32, opts, sizeof opts);
+  return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog);
+}

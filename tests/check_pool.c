@@ -1,0 +1,828 @@
+/*
+ * check_pool.c - 2-D max, average and adaptive average pooling, forward
+ * and backward, against the float64 reference (ref/pool.c, whose
+ * backwards scatter, independently of the device's gathers), with every
+ * storage type on both variants, over odd shapes: 1x1 images, 7x5 inputs,
+ * kernels 1, 2, 3, 5, 7, stride 1 < kernel (overlapping windows), stride
+ * 2 on odd sizes, padding, dilation, ceil mode on and off,
+ * count_include_pad both ways, a divisor override, adaptive bins with out
+ * > in and out not dividing in, N 1 and 3, C 1 and 5; tensors in guarded
+ * buffers and at odd element offsets.  Both variants run
+ * the same kernels: their results must be the same bits.
+ *
+ * Tolerances (|got - want| <= atol + rtol |want|), F32 storage, inputs in
+ * [-2, 2), dy in [-1, 1):
+ *   max fwd            exact: values are copied, indices equal the
+ *                      reference's (ties keep the first, on the stored
+ *                      values, in both)
+ *   max bwd            atol 1e-6, rtol 1e-6 (float sums of a few dy)
+ *   avg / adaptive fwd atol 1e-5, rtol 1e-5 (float sums of up to 49
+ *                      values, one division)
+ *   avg / adaptive bwd atol 1e-6, rtol 1e-5
+ *   every backward against central differences (h = 1e-2) of the float64
+ *   reference forward, F32 device backward: atol 1e-4, rtol 1e-3
+ *   (max pooling on distinct inputs 0.1 apart, so no step moves an argmax)
+ * F16 and BF16: the reference takes the stored inputs; storing adds half
+ * an ulp of the type (tests/tu_dtype.h: F16 atol + 2^-25, rtol + 2^-11;
+ * BF16 rtol + 2^-8).
+ * Launches past 2^30 work-items (4 GiB tensors) are not tested.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "tu_dtype.h"
+
+/* One shape and window: N, C, H, W and the window's parameters. */
+typedef struct {
+  size_t n, c, h, w;
+  rumus_pool2d_params p;
+} pool_case;
+
+/* kh, kw, sh, sw, ph, pw, dh, dw, ceil, count_include_pad, divisor */
+static const pool_case MAX_CASES[] = {
+    {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},  /* 1x1 image */
+    {3, 5, 7, 5, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},  /* stride 2, odd */
+    {3, 5, 7, 5, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},  /* ceil mode */
+    {1, 1, 7, 5, {2, 2, 1, 1, 1, 1, 1, 1, 0, 1, 0}},  /* overlap, k 2 */
+    {3, 1, 7, 5, {5, 5, 1, 1, 2, 2, 1, 1, 0, 1, 0}},  /* overlap, k 5 */
+    {1, 5, 9, 9, {7, 7, 3, 3, 3, 3, 1, 1, 1, 1, 0}},  /* k 7, ceil */
+    {1, 1, 7, 5, {2, 2, 2, 2, 0, 0, 1, 1, 1, 1, 0}},  /* partial last */
+    {1, 5, 7, 7, {3, 3, 1, 1, 1, 1, 2, 2, 0, 1, 0}},  /* dilation 2 */
+    {3, 1, 7, 5, {3, 2, 2, 1, 1, 1, 1, 2, 1, 1, 0}},  /* mixed axes */
+    {1, 1, 2, 2, {2, 2, 1, 1, 1, 1, 3, 3, 0, 1, 0}},  /* empty window */
+};
+static const pool_case AVG_CASES[] = {
+    {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
+    {3, 5, 7, 5, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {3, 5, 7, 5, {3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}},
+    {1, 1, 7, 5, {2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {3, 1, 7, 5, {5, 5, 1, 1, 2, 2, 1, 1, 0, 1, 0}},
+    {1, 5, 9, 9, {7, 7, 3, 3, 3, 3, 1, 1, 1, 0, 0}},
+    {1, 5, 9, 9, {7, 7, 3, 3, 3, 3, 1, 1, 1, 1, 0}},
+    {1, 1, 7, 5, {3, 3, 2, 2, 0, 0, 1, 1, 0, 1, 5}},  /* divisor 5 */
+    {3, 1, 7, 5, {3, 2, 1, 2, 1, 1, 1, 1, 1, 1, 0}},
+};
+/* N, C, H, W, OH, OW */
+static const size_t ADA_CASES[][6] = {
+    {1, 1, 1, 1, 1, 1}, {3, 5, 7, 5, 3, 2}, {1, 1, 7, 5, 1, 1},
+    {3, 1, 5, 7, 7, 9}, {1, 5, 1, 1, 3, 3}, {1, 1, 9, 9, 4, 5},
+    {3, 5, 10, 10, 5, 5},
+};
+#define N_MAX (sizeof MAX_CASES / sizeof MAX_CASES[0])
+#define N_AVG (sizeof AVG_CASES / sizeof AVG_CASES[0])
+#define N_ADA (sizeof ADA_CASES / sizeof ADA_CASES[0])
+
+enum { TOL_MAX_BWD, TOL_AVG_FWD, TOL_AVG_BWD };
+static void tol_of(rumus_dtype d, int which, double *atol, double *rtol) {
+  static const double ATOL[3] = {1e-6, 1e-5, 1e-6};
+  static const double RTOL[3] = {1e-6, 1e-5, 1e-5};
+  *atol = ATOL[which] + tu_store_atol(d);
+  *rtol = RTOL[which] + tu_store_rtol(d);
+}
+
+static ref_pool2d ref_of(const rumus_pool2d_params *p) {
+  ref_pool2d r = {(long)p->kernel_h,   (long)p->kernel_w,
+                  (long)p->stride_h,   (long)p->stride_w,
+                  (long)p->padding_h,  (long)p->padding_w,
+                  (long)p->dilation_h, (long)p->dilation_w,
+                  p->ceil_mode,        p->count_include_pad,
+                  p->divisor_override};
+  return r;
+}
+
+/* n uniform values in [lo, hi) rounded to d (malloc'ed). */
+static float *rand_typed(tu_rng *r, rumus_dtype d, size_t n, float lo,
+                         float hi) {
+  float *x = tu_malloc(n * sizeof *x);
+  tu_fill_uniform(r, x, n, lo, hi);
+  tu_round_to(d, x, n);
+  return x;
+}
+
+/* Asserts that two downloads are the same bits (both variants). */
+static void check_same_bits(const char *what, const void *a, const void *b,
+                            size_t bytes) {
+  ck_assert_msg(memcmp(a, b, bytes) == 0,
+                "%s: the variants' results differ", what);
+}
+
+/* ---- core: every op against the reference -------------------------------- */
+
+/* The pieces of one typed run: host inputs, tensors and the reference. */
+typedef struct {
+  rumus_dtype d;
+  size_t planes, nin, nout, oh, ow;
+  float *x, *dy;
+  rumus_tensor *tx, *ty, *tdy, *tdx, *tidx;
+} run;
+
+static void run_setup(rumus_ctx *ctx, run *r, rumus_dtype d,
+                      const size_t in[4], size_t oh, size_t ow, int with_idx,
+                      uint64_t seed) {
+  tu_rng g;
+  tu_rng_seed(&g, seed);
+  r->d = d;
+  r->planes = in[0] * in[1];
+  r->nin = r->planes * in[2] * in[3];
+  r->nout = r->planes * oh * ow;
+  r->oh = oh;
+  r->ow = ow;
+  const size_t out[4] = {in[0], in[1], oh, ow};
+  r->x = rand_typed(&g, d, r->nin, -2.0f, 2.0f);
+  r->dy = rand_typed(&g, d, r->nout, -1.0f, 1.0f);
+  r->tx = tu_tensor_typed(ctx, d, 4, in, r->x);
+  r->ty = tu_tensor_typed(ctx, d, 4, out, NULL);
+  r->tdy = tu_tensor_typed(ctx, d, 4, out, r->dy);
+  r->tdx = tu_tensor_typed(ctx, d, 4, in, NULL);
+  r->tidx = with_idx ? tu_tensor(ctx, RUMUS_I32, 4, out, NULL) : NULL;
+}
+
+static void run_free(run *r) {
+  free(r->x);
+  free(r->dy);
+  rumus_tensor_free(r->tx);
+  rumus_tensor_free(r->ty);
+  rumus_tensor_free(r->tdy);
+  rumus_tensor_free(r->tdx);
+  rumus_tensor_free(r->tidx);
+}
+
+static void name_of(char *buf, size_t len, const char *op, rumus_dtype d,
+                    int v, size_t k) {
+  snprintf(buf, len, "%s_%s_%s_case%zu", op, tu_dtype_name(d),
+           tu_variant_name(tu_variants[v]), k);
+}
+
+/* Max pooling, case k, storage d: forward (values exact, indices equal)
+ * and backward from the device's indices, both variants, same bits. */
+static void max_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
+  const pool_case *pc = &MAX_CASES[k];
+  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
+  size_t oh, ow;
+  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
+  run r;
+  run_setup(ctx, &r, d, in, oh, ow, 1, 10 + k);
+  const ref_pool2d rp = ref_of(&pc->p);
+  double *want = tu_malloc(r.nout * sizeof *want);
+  double *want_dx = tu_malloc(r.nin * sizeof *want_dx);
+  int32_t *want_idx = tu_malloc(r.nout * sizeof *want_idx);
+  ref_maxpool2d_fwd(r.x, r.planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                    (long)ow, want, want_idx);
+  ref_maxpool2d_bwd(r.dy, want_idx, r.planes, (long)pc->h, (long)pc->w,
+                    (long)oh, (long)ow, want_dx);
+  double atol, rtol;
+  tol_of(d, TOL_MAX_BWD, &atol, &rtol);
+  float *prev[2] = {NULL, NULL};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    char name[96];
+    TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, r.tx, r.ty, r.tidx));
+    TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, r.tdy, r.tidx, r.tdx));
+    TU_OK(ctx, rumus_ctx_sync(ctx));
+    float *y = tu_download_f32(ctx, r.ty), *dx = tu_download_f32(ctx, r.tdx);
+    int32_t *idx = tu_malloc(r.nout * sizeof *idx);
+    TU_OK(ctx, rumus_tensor_download(r.tidx, idx, r.nout * sizeof *idx));
+    name_of(name, sizeof name, "maxpool2d_fwd", d, v, k);
+    tu_check_close(name, y, want, r.nout, 0.0, 0.0);
+    for (size_t i = 0; i < r.nout; i++)
+      ck_assert_msg(idx[i] == want_idx[i], "%s: index %zu is %d, expected %d",
+                    name, i, idx[i], want_idx[i]);
+    name_of(name, sizeof name, "maxpool2d_bwd", d, v, k);
+    tu_check_close(name, dx, want_dx, r.nin, atol, rtol);
+    if (v == 1) {
+      check_same_bits(name, prev[0], y, r.nout * sizeof *y);
+      check_same_bits(name, prev[1], dx, r.nin * sizeof *dx);
+    }
+    free(prev[0]);
+    free(prev[1]);
+    prev[0] = y;
+    prev[1] = dx;
+    free(idx);
+  }
+  free(prev[0]);
+  free(prev[1]);
+  free(want);
+  free(want_dx);
+  free(want_idx);
+  run_free(&r);
+}
+
+/* Average pooling, case k, storage d, both variants, same bits. */
+static void avg_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
+  const pool_case *pc = &AVG_CASES[k];
+  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
+  size_t oh, ow;
+  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
+  run r;
+  run_setup(ctx, &r, d, in, oh, ow, 0, 30 + k);
+  const ref_pool2d rp = ref_of(&pc->p);
+  double *want = tu_malloc(r.nout * sizeof *want);
+  double *want_dx = tu_malloc(r.nin * sizeof *want_dx);
+  ref_avgpool2d_fwd(r.x, r.planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                    (long)ow, want);
+  ref_avgpool2d_bwd(r.dy, r.planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                    (long)ow, want_dx);
+  double fa, fr, ba, br;
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  float *prev[2] = {NULL, NULL};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    char name[96];
+    TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &pc->p, r.tx, r.ty));
+    TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, r.tdy, r.tdx));
+    float *y = tu_download_f32(ctx, r.ty), *dx = tu_download_f32(ctx, r.tdx);
+    name_of(name, sizeof name, "avgpool2d_fwd", d, v, k);
+    tu_check_close(name, y, want, r.nout, fa, fr);
+    name_of(name, sizeof name, "avgpool2d_bwd", d, v, k);
+    tu_check_close(name, dx, want_dx, r.nin, ba, br);
+    if (v == 1) {
+      check_same_bits(name, prev[0], y, r.nout * sizeof *y);
+      check_same_bits(name, prev[1], dx, r.nin * sizeof *dx);
+    }
+    free(prev[0]);
+    free(prev[1]);
+    prev[0] = y;
+    prev[1] = dx;
+  }
+  free(prev[0]);
+  free(prev[1]);
+  free(want);
+  free(want_dx);
+  run_free(&r);
+}
+
+/* Adaptive average pooling, case k, storage d, both variants. */
+static void ada_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
+  const size_t *s = ADA_CASES[k];
+  const size_t in[4] = {s[0], s[1], s[2], s[3]};
+  run r;
+  run_setup(ctx, &r, d, in, s[4], s[5], 0, 50 + k);
+  double *want = tu_malloc(r.nout * sizeof *want);
+  double *want_dx = tu_malloc(r.nin * sizeof *want_dx);
+  ref_adaptive_avgpool2d_fwd(r.x, r.planes, (long)s[2], (long)s[3],
+                             (long)s[4], (long)s[5], want);
+  ref_adaptive_avgpool2d_bwd(r.dy, r.planes, (long)s[2], (long)s[3],
+                             (long)s[4], (long)s[5], want_dx);
+  double fa, fr, ba, br;
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  float *prev[2] = {NULL, NULL};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    char name[96];
+    TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, r.tx, r.ty));
+    TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, r.tdy, r.tdx));
+    float *y = tu_download_f32(ctx, r.ty), *dx = tu_download_f32(ctx, r.tdx);
+    name_of(name, sizeof name, "adaptive_avgpool2d_fwd", d, v, k);
+    tu_check_close(name, y, want, r.nout, fa, fr);
+    name_of(name, sizeof name, "adaptive_avgpool2d_bwd", d, v, k);
+    tu_check_close(name, dx, want_dx, r.nin, ba, br);
+    if (v == 1) {
+      check_same_bits(name, prev[0], y, r.nout * sizeof *y);
+      check_same_bits(name, prev[1], dx, r.nin * sizeof *dx);
+    }
+    free(prev[0]);
+    free(prev[1]);
+    prev[0] = y;
+    prev[1] = dx;
+  }
+  free(prev[0]);
+  free(prev[1]);
+  free(want);
+  free(want_dx);
+  run_free(&r);
+}
+
+/* _i: the storage type; every case of the op in one context. */
+START_TEST(maxpool_cases) {
+  rumus_ctx *ctx = tu_ctx();
+  for (size_t k = 0; k < N_MAX; k++) max_case(ctx, k, tu_dtypes[_i]);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+START_TEST(avgpool_cases) {
+  rumus_ctx *ctx = tu_ctx();
+  for (size_t k = 0; k < N_AVG; k++) avg_case(ctx, k, tu_dtypes[_i]);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+START_TEST(adaptive_cases) {
+  rumus_ctx *ctx = tu_ctx();
+  for (size_t k = 0; k < N_ADA; k++) ada_case(ctx, k, tu_dtypes[_i]);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* ---- core: backwards against finite differences ------------------------- */
+
+enum { OP_MAX, OP_AVG, OP_ADA };
+
+/* The float64 reference forward of op on x (1 x 2 x 7 x 5). */
+static void ref_fwd(int op, const rumus_pool2d_params *p, const float *x,
+                    size_t oh, size_t ow, double *y) {
+  const ref_pool2d rp = ref_of(p);
+  int32_t idx[2 * 7 * 5];
+  if (op == OP_MAX)
+    ref_maxpool2d_fwd(x, 2, 7, 5, &rp, (long)oh, (long)ow, y, idx);
+  else if (op == OP_AVG)
+    ref_avgpool2d_fwd(x, 2, 7, 5, &rp, (long)oh, (long)ow, y);
+  else
+    ref_adaptive_avgpool2d_fwd(x, 2, 7, 5, (long)oh, (long)ow, y);
+}
+
+/* The device's backward of op at x with dy = g (F32, variant v). */
+static float *device_bwd(rumus_ctx *ctx, int op, const rumus_pool2d_params *p,
+                         const float *x, const float *g, size_t oh,
+                         size_t ow) {
+  const size_t in[4] = {1, 2, 7, 5}, out[4] = {1, 2, oh, ow};
+  rumus_tensor *tx = tu_tensor(ctx, RUMUS_F32, 4, in, x),
+               *ty = tu_tensor(ctx, RUMUS_F32, 4, out, NULL),
+               *tg = tu_tensor(ctx, RUMUS_F32, 4, out, g),
+               *tdx = tu_tensor(ctx, RUMUS_F32, 4, in, NULL),
+               *ti = tu_tensor(ctx, RUMUS_I32, 4, out, NULL);
+  if (op == OP_MAX) {
+    TU_OK(ctx, rumus_maxpool2d_fwd(ctx, p, tx, ty, ti));
+    TU_OK(ctx, rumus_maxpool2d_bwd(ctx, p, tg, ti, tdx));
+  } else if (op == OP_AVG) {
+    TU_OK(ctx, rumus_avgpool2d_bwd(ctx, p, tg, tdx));
+  } else {
+    TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, tg, tdx));
+  }
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  float *dx = tu_download(ctx, tdx);
+  rumus_tensor_free(tx);
+  rumus_tensor_free(ty);
+  rumus_tensor_free(tg);
+  rumus_tensor_free(tdx);
+  rumus_tensor_free(ti);
+  return dx;
+}
+
+/* d/dx_i of L = sum g y(x) by central differences of the reference. */
+static void numeric_grad(int op, const rumus_pool2d_params *p, const float *x,
+                         const float *g, size_t oh, size_t ow, double *num) {
+  enum { NIN = 2 * 7 * 5 };
+  const size_t nout = 2 * oh * ow;
+  float xp[NIN];
+  double *y = tu_malloc(nout * sizeof *y);
+  for (size_t i = 0; i < NIN; i++) {
+    double l[2];
+    float at[2];
+    for (int s = 0; s < 2; s++) {
+      memcpy(xp, x, sizeof xp);
+      xp[i] = at[s] = x[i] + (s ? -1e-2f : 1e-2f);
+      ref_fwd(op, p, xp, oh, ow, y);
+      l[s] = 0;
+      for (size_t j = 0; j < nout; j++) l[s] += (double)g[j] * y[j];
+    }
+    num[i] = (l[0] - l[1]) / ((double)at[0] - at[1]);
+  }
+  free(y);
+}
+
+/* _i: max, avg, adaptive on 1 x 2 x 7 x 5 with overlapping windows. */
+START_TEST(bwd_finite_differences) {
+  enum { NIN = 2 * 7 * 5 };
+  const int op = _i;
+  const rumus_pool2d_params p = {3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0};
+  size_t oh = 3, ow = 4;
+  rumus_ctx *ctx = tu_ctx();
+  if (op != OP_ADA)
+    TU_OK(ctx, rumus_pool2d_output_size(ctx, &p, 7, 5, &oh, &ow));
+  tu_rng r;
+  tu_rng_seed(&r, 70 + (uint64_t)op);
+  float x[NIN], g[2 * 7 * 5];
+  /* Distinct values 0.1 apart (a shuffled ramp): no step of 1e-2 changes
+   * which element of a window is largest. */
+  for (size_t i = 0; i < NIN; i++) x[i] = 0.1f * (float)i - 3.0f;
+  for (size_t i = NIN - 1; i > 0; i--) {
+    const size_t j = tu_rand_u32(&r) % (i + 1);
+    const float t = x[i];
+    x[i] = x[j];
+    x[j] = t;
+  }
+  tu_fill_uniform(&r, g, 2 * oh * ow, -1, 1);
+  double num[NIN];
+  numeric_grad(op, &p, x, g, oh, ow, num);
+  static const char *const NAMES[3] = {"maxpool2d_fd", "avgpool2d_fd",
+                                       "adaptive_avgpool2d_fd"};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    float *dx = device_bwd(ctx, op, &p, x, g, oh, ow);
+    tu_check_close(NAMES[op], dx, num, NIN, 1e-4, 1e-3);
+    free(dx);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* ---- limits ------------------------------------------------------------ */
+
+/* NaN wins (the window's last NaN, as PyTorch), ties keep the first, an
+ * all -inf window gives -inf at its first element; the backward sends dy
+ * to exactly those indices.  4 x 4 plane, 2 x 2 windows, stride 2. */
+START_TEST(max_special_values) {
+  const float nan = NAN, inf = INFINITY;
+  const float x[16] = {1,    nan,  -inf, -inf, /* */
+                       3,    nan,  -inf, -inf, /* */
+                       5,    5,    nan,  2,    /* */
+                       2,    5,    7,    -inf};
+  const int32_t want_idx[4] = {5, 2, 8, 10};
+  const size_t in[4] = {1, 1, 4, 4}, out[4] = {1, 1, 2, 2};
+  const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
+  const float dy[4] = {1, 2, 3, 4};
+  rumus_ctx *ctx = tu_ctx();
+  for (int k = 0; k < 3; k++) {
+    const rumus_dtype d = tu_dtypes[k];
+    rumus_tensor *tx = tu_tensor_typed(ctx, d, 4, in, x),
+                 *ty = tu_tensor_typed(ctx, d, 4, out, NULL),
+                 *tg = tu_tensor_typed(ctx, d, 4, out, dy),
+                 *tdx = tu_tensor_typed(ctx, d, 4, in, NULL),
+                 *ti = tu_tensor(ctx, RUMUS_I32, 4, out, NULL);
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, tx, ty, ti));
+      TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
+      TU_OK(ctx, rumus_ctx_sync(ctx));
+      float *y = tu_download_f32(ctx, ty), *dx = tu_download_f32(ctx, tdx);
+      int32_t idx[4];
+      TU_OK(ctx, rumus_tensor_download(ti, idx, sizeof idx));
+      const double want_y[4] = {NAN, -INFINITY, 5.0, NAN};
+      double want_dx[16] = {0};
+      for (int i = 0; i < 4; i++) want_dx[want_idx[i]] += dy[i];
+      tu_check_close("max_special_fwd", y, want_y, 4, 0, 0);
+      tu_check_close("max_special_bwd", dx, want_dx, 16, 0, 0);
+      for (int i = 0; i < 4; i++)
+        ck_assert_msg(idx[i] == want_idx[i], "%s window %d: index %d, not %d",
+                      tu_dtype_name(d), i, idx[i], want_idx[i]);
+      free(y);
+      free(dx);
+    }
+    rumus_tensor_free(tx);
+    rumus_tensor_free(ty);
+    rumus_tensor_free(tg);
+    rumus_tensor_free(tdx);
+    rumus_tensor_free(ti);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Every op in borrowed buffers at an offset (4096 bytes in) with guard
+ * bytes on both sides, storage tu_dtypes[_i], against the reference:
+ * 3 x 5 x 7 x 5, overlapping 3 x 3 windows with stride 2 and padding. */
+START_TEST(guards_and_offsets) {
+  const rumus_dtype d = tu_dtypes[_i];
+  const rumus_pool2d_params p = {3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0};
+  const size_t in[4] = {3, 5, 7, 5}, out[4] = {3, 5, 4, 3};
+  const size_t nin = 3 * 5 * 7 * 5, nout = 3 * 5 * 4 * 3, planes = 15;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 90 + (uint64_t)_i);
+  float *x = rand_typed(&r, d, nin, -2, 2), *g = rand_typed(&r, d, nout, -1, 1);
+  tu_guarded gx = tu_guarded_typed(ctx, d, 4, in, x);
+  tu_guarded gy = tu_guarded_typed(ctx, d, 4, out, NULL);
+  tu_guarded gg = tu_guarded_typed(ctx, d, 4, out, g);
+  tu_guarded gdx = tu_guarded_typed(ctx, d, 4, in, NULL);
+  tu_guarded gi = tu_guarded_tensor(ctx, RUMUS_I32, 4, out, NULL);
+  const ref_pool2d rp = ref_of(&p);
+  double *want = tu_malloc(nin * sizeof *want), fa, fr, ba, br, ma, mr;
+  int32_t *idx = tu_malloc(nout * sizeof *idx);
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  tol_of(d, TOL_MAX_BWD, &ma, &mr);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, gx.t, gy.t, gi.t));
+    float *got = tu_download_f32(ctx, gy.t);
+    ref_maxpool2d_fwd(x, planes, 7, 5, &rp, 4, 3, want, idx);
+    tu_check_close("guarded_maxpool2d_fwd", got, want, nout, 0, 0);
+    free(got);
+    TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, gg.t, gi.t, gdx.t));
+    got = tu_download_f32(ctx, gdx.t);
+    ref_maxpool2d_bwd(g, idx, planes, 7, 5, 4, 3, want);
+    tu_check_close("guarded_maxpool2d_bwd", got, want, nin, ma, mr);
+    free(got);
+    TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &p, gx.t, gy.t));
+    got = tu_download_f32(ctx, gy.t);
+    ref_avgpool2d_fwd(x, planes, 7, 5, &rp, 4, 3, want);
+    tu_check_close("guarded_avgpool2d_fwd", got, want, nout, fa, fr);
+    free(got);
+    TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &p, gg.t, gdx.t));
+    got = tu_download_f32(ctx, gdx.t);
+    ref_avgpool2d_bwd(g, planes, 7, 5, &rp, 4, 3, want);
+    tu_check_close("guarded_avgpool2d_bwd", got, want, nin, ba, br);
+    free(got);
+    TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, gx.t, gy.t));
+    got = tu_download_f32(ctx, gy.t);
+    ref_adaptive_avgpool2d_fwd(x, planes, 7, 5, 4, 3, want);
+    tu_check_close("guarded_adaptive_fwd", got, want, nout, fa, fr);
+    free(got);
+    TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, gg.t, gdx.t));
+    got = tu_download_f32(ctx, gdx.t);
+    ref_adaptive_avgpool2d_bwd(g, planes, 7, 5, 4, 3, want);
+    tu_check_close("guarded_adaptive_bwd", got, want, nin, ba, br);
+    free(got);
+  }
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_guarded_check_free(ctx, &gx);
+  tu_guarded_check_free(ctx, &gy);
+  tu_guarded_check_free(ctx, &gg);
+  tu_guarded_check_free(ctx, &gdx);
+  tu_guarded_check_free(ctx, &gi);
+  free(x);
+  free(g);
+  free(want);
+  free(idx);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* A tensor of type d wrapped `elem` elements into buf, holding data. */
+static rumus_tensor *wrap_at(rumus_ctx *ctx, cl_mem buf, rumus_dtype d,
+                             const size_t shape[4], size_t elem,
+                             const float *data) {
+  rumus_tensor *t = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, d, 4, shape, buf,
+                               elem * rumus_dtype_size(d), &t));
+  if (data)
+    TU_OK(ctx, rumus_tensor_upload_f32(t, data, rumus_tensor_numel(t)));
+  return t;
+}
+
+/* Tensors at odd element offsets of one buffer (x at 3, y at 201, dy at
+ * 457, dx at 711, indices at 901 of 4-byte elements), storage
+ * tu_dtypes[_i]: 1 x 5 x 7 x 5, 2 x 2 windows, stride 1 (overlapping),
+ * padding 1; adaptive 3 x 2. */
+START_TEST(odd_offsets) {
+  const rumus_dtype d = tu_dtypes[_i];
+  const rumus_pool2d_params p = {2, 2, 1, 1, 1, 1, 1, 1, 0, 1, 0};
+  const size_t in[4] = {1, 5, 7, 5}, out[4] = {1, 5, 8, 6},
+               ada[4] = {1, 5, 3, 2};
+  const size_t nin = 175, nout = 240, nada = 30;
+  rumus_ctx *ctx = tu_ctx();
+  cl_int e;
+  cl_mem buf = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE,
+                              2048 * sizeof(float), NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  tu_rng r;
+  tu_rng_seed(&r, 95 + (uint64_t)_i);
+  float *x = rand_typed(&r, d, nin, -2, 2), *g = rand_typed(&r, d, nout, -1, 1);
+  rumus_tensor *tx = wrap_at(ctx, buf, d, in, 3, x),
+               *ty = wrap_at(ctx, buf, d, out, 201, NULL),
+               *tg = wrap_at(ctx, buf, d, out, 457, g),
+               *tdx = wrap_at(ctx, buf, d, in, 711, NULL),
+               *ti = wrap_at(ctx, buf, RUMUS_I32, out, 901, NULL),
+               *tya = wrap_at(ctx, buf, d, ada, 201, NULL),
+               *tga = wrap_at(ctx, buf, d, ada, 457, g);
+  const ref_pool2d rp = ref_of(&p);
+  double *want = tu_malloc(nout * sizeof *want), fa, fr, ba, br, ma, mr;
+  int32_t *idx = tu_malloc(nout * sizeof *idx);
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  tol_of(d, TOL_MAX_BWD, &ma, &mr);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, tx, ty, ti));
+  float *got = tu_download_f32(ctx, ty);
+  ref_maxpool2d_fwd(x, 5, 7, 5, &rp, 8, 6, want, idx);
+  tu_check_close("odd_offsets_maxpool2d_fwd", got, want, nout, 0, 0);
+  free(got);
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
+  got = tu_download_f32(ctx, tdx);
+  ref_maxpool2d_bwd(g, idx, 5, 7, 5, 8, 6, want);
+  tu_check_close("odd_offsets_maxpool2d_bwd", got, want, nin, ma, mr);
+  free(got);
+  TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &p, tx, ty));
+  got = tu_download_f32(ctx, ty);
+  ref_avgpool2d_fwd(x, 5, 7, 5, &rp, 8, 6, want);
+  tu_check_close("odd_offsets_avgpool2d_fwd", got, want, nout, fa, fr);
+  free(got);
+  TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &p, tg, tdx));
+  got = tu_download_f32(ctx, tdx);
+  ref_avgpool2d_bwd(g, 5, 7, 5, &rp, 8, 6, want);
+  tu_check_close("odd_offsets_avgpool2d_bwd", got, want, nin, ba, br);
+  free(got);
+  TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, tx, tya));
+  got = tu_download_f32(ctx, tya);
+  ref_adaptive_avgpool2d_fwd(x, 5, 7, 5, 3, 2, want);
+  tu_check_close("odd_offsets_adaptive_fwd", got, want, nada, fa, fr);
+  free(got);
+  TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, tga, tdx));
+  got = tu_download_f32(ctx, tdx);
+  ref_adaptive_avgpool2d_bwd(g, 5, 7, 5, 3, 2, want);
+  tu_check_close("odd_offsets_adaptive_bwd", got, want, nin, ba, br);
+  free(got);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  free(x);
+  free(g);
+  free(want);
+  free(idx);
+  tu_free_all(ctx, tx, ty, tg, tdx, ti, tya, tga, NULL);
+  clReleaseMemObject(buf);
+}
+END_TEST
+
+/* N or C of 0: checked, nothing enqueued. */
+START_TEST(empty_tensors) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t in[4] = {0, 3, 7, 5}, out[4] = {0, 3, 3, 2};
+  rumus_tensor *x = tu_tensor(ctx, RUMUS_F32, 4, in, NULL),
+               *y = tu_tensor(ctx, RUMUS_F32, 4, out, NULL),
+               *i = tu_tensor(ctx, RUMUS_I32, 4, out, NULL);
+  const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, x, y, i));
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, y, i, x));
+  TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &p, x, y));
+  TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &p, y, x));
+  TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, x, y));
+  TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, y, x));
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_free_all(ctx, x, y, i, NULL);
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Window parameters and the output-size helper. */
+START_TEST(bad_parameters) {
+  rumus_ctx *ctx = tu_ctx();
+  size_t oh, ow;
+  rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(3, 3);
+  TU_OK(ctx, rumus_pool2d_output_size(ctx, &p, 7, 5, &oh, &ow));
+  ck_assert(oh == 2 && ow == 1);
+  p.ceil_mode = 1;
+  TU_OK(ctx, rumus_pool2d_output_size(NULL, &p, 7, 5, &oh, &ow));
+  ck_assert(oh == 3 && ow == 2);
+  TU_STATUS(RUMUS_ENULL, rumus_pool2d_output_size(ctx, NULL, 7, 5, &oh, &ow));
+  TU_STATUS(RUMUS_ENULL, rumus_pool2d_output_size(ctx, &p, 7, 5, NULL, &ow));
+  const struct {
+    rumus_pool2d_params p;
+    int status;
+    const char *msg;
+  } BAD[] = {
+      {{0, 3, 1, 1, 0, 0, 1, 1, 0, 1, 0}, RUMUS_EINVAL, "kernel_h is 0"},
+      {{3, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0}, RUMUS_EINVAL, "kernel_w is 0"},
+      {{3, 3, 0, 1, 0, 0, 1, 1, 0, 1, 0}, RUMUS_EINVAL, "stride_h is 0"},
+      {{3, 3, 1, 0, 0, 0, 1, 1, 0, 1, 0}, RUMUS_EINVAL, "stride_w is 0"},
+      {{3, 3, 1, 1, 0, 0, 0, 1, 0, 1, 0}, RUMUS_EINVAL, "dilation_h is 0"},
+      {{3, 3, 1, 1, 2, 0, 1, 1, 0, 1, 0}, RUMUS_EINVAL, "padding_h 2"},
+      {{4, 4, 1, 1, 0, 3, 1, 1, 0, 1, 0}, RUMUS_EINVAL, "padding_w 3"},
+      {{9, 3, 1, 1, 0, 0, 1, 1, 0, 1, 0}, RUMUS_ESHAPE, "axis 2 (H)"},
+      {{3, 3, 1, 1, 0, 0, 1, 3, 0, 1, 0}, RUMUS_ESHAPE, "axis 3 (W)"},
+  };
+  for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+    TU_STATUS(BAD[i].status,
+              rumus_pool2d_output_size(ctx, &BAD[i].p, 7, 5, &oh, &ow));
+    ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), BAD[i].msg), "%zu: %s", i,
+                  rumus_ctx_errmsg(ctx));
+  }
+  /* The ops give the helper's statuses, and avg pooling's own rules. */
+  const size_t in[4] = {1, 2, 7, 5}, out[4] = {1, 2, 7, 5};
+  rumus_tensor *x = tu_tensor(ctx, RUMUS_F32, 4, in, NULL),
+               *y = tu_tensor(ctx, RUMUS_F32, 4, out, NULL),
+               *i = tu_tensor(ctx, RUMUS_I32, 4, out, NULL);
+  TU_STATUS(RUMUS_EINVAL, rumus_maxpool2d_fwd(ctx, &BAD[0].p, x, y, i));
+  TU_STATUS(RUMUS_ESHAPE, rumus_avgpool2d_fwd(ctx, &BAD[7].p, x, y));
+  TU_STATUS(RUMUS_EINVAL, rumus_avgpool2d_bwd(ctx, &BAD[5].p, y, x));
+  rumus_pool2d_params q = {3, 3, 1, 1, 1, 1, 2, 1, 0, 1, 0};
+  TU_STATUS(RUMUS_EINVAL, rumus_avgpool2d_fwd(ctx, &q, x, y));
+  ck_assert(strstr(rumus_ctx_errmsg(ctx), "dilation 2 x 1"));
+  q.dilation_h = 1;
+  q.divisor_override = -2;
+  TU_STATUS(RUMUS_EINVAL, rumus_avgpool2d_bwd(ctx, &q, y, x));
+  ck_assert(strstr(rumus_ctx_errmsg(ctx), "divisor_override -2"));
+  q.divisor_override = 0;
+  TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &q, x, y)); /* 3 x 3, stride 1, pad 1 */
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_free_all(ctx, x, y, i, NULL);
+}
+END_TEST
+
+/* Ranks, extents, types, NULLs, another context. */
+START_TEST(bad_tensors) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t in[4] = {3, 5, 7, 5}, out[4] = {3, 5, 3, 2},
+               wrong_c[4] = {3, 4, 3, 2}, wrong_w[4] = {3, 5, 3, 3},
+               in3[3] = {5, 7, 5};
+  rumus_tensor *x = tu_tensor(ctx, RUMUS_F32, 4, in, NULL),
+               *y = tu_tensor(ctx, RUMUS_F32, 4, out, NULL),
+               *i = tu_tensor(ctx, RUMUS_I32, 4, out, NULL),
+               *yc = tu_tensor(ctx, RUMUS_F32, 4, wrong_c, NULL),
+               *yw = tu_tensor(ctx, RUMUS_F32, 4, wrong_w, NULL),
+               *iw = tu_tensor(ctx, RUMUS_I32, 4, wrong_w, NULL),
+               *x3 = tu_tensor(ctx, RUMUS_F32, 3, in3, NULL),
+               *y16 = tu_tensor(ctx, RUMUS_F16, 4, out, NULL),
+               *if32 = tu_tensor(ctx, RUMUS_F32, 4, out, NULL);
+  const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
+  TU_STATUS(RUMUS_ENULL, rumus_maxpool2d_fwd(NULL, &p, x, y, i));
+  TU_STATUS(RUMUS_ENULL, rumus_maxpool2d_fwd(ctx, NULL, x, y, i));
+  TU_STATUS(RUMUS_ENULL, rumus_maxpool2d_fwd(ctx, &p, NULL, y, i));
+  TU_STATUS(RUMUS_ENULL, rumus_maxpool2d_fwd(ctx, &p, x, y, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_maxpool2d_bwd(ctx, &p, y, i, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_avgpool2d_fwd(ctx, &p, x, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_adaptive_avgpool2d_bwd(ctx, NULL, x));
+  TU_STATUS(RUMUS_ESHAPE, rumus_maxpool2d_fwd(ctx, &p, x3, y, i));
+  ck_assert(strstr(rumus_ctx_errmsg(ctx), "x must be 4-D"));
+  TU_STATUS(RUMUS_ESHAPE, rumus_avgpool2d_fwd(ctx, &p, x, yc));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "axis 1 (C)"), "%s",
+                rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_ESHAPE, rumus_maxpool2d_fwd(ctx, &p, x, yw, iw));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "y [3, 5, 3, 3] has 3 along "
+                                              "axis 3 (W), expected 2"),
+                "%s", rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_ESHAPE, rumus_maxpool2d_fwd(ctx, &p, x, y, iw));
+  ck_assert(strstr(rumus_ctx_errmsg(ctx), "indices"));
+  TU_STATUS(RUMUS_ESHAPE, rumus_maxpool2d_bwd(ctx, &p, yw, iw, x));
+  ck_assert(strstr(rumus_ctx_errmsg(ctx), "dy"));
+  TU_STATUS(RUMUS_ESHAPE, rumus_avgpool2d_bwd(ctx, &p, y, x3));
+  TU_STATUS(RUMUS_ESHAPE, rumus_adaptive_avgpool2d_fwd(ctx, x, yc));
+  TU_STATUS(RUMUS_EDTYPE, rumus_maxpool2d_fwd(ctx, &p, x, y16, i));
+  TU_STATUS(RUMUS_EDTYPE, rumus_maxpool2d_fwd(ctx, &p, x, y, if32));
+  ck_assert(strstr(rumus_ctx_errmsg(ctx), "indices"));
+  TU_STATUS(RUMUS_EDTYPE, rumus_maxpool2d_fwd(ctx, &p, i, y, i));
+  TU_STATUS(RUMUS_EDTYPE, rumus_avgpool2d_bwd(ctx, &p, y16, x));
+  ck_assert(strstr(rumus_ctx_errmsg(ctx), "dx"));
+  TU_STATUS(RUMUS_EDTYPE, rumus_adaptive_avgpool2d_fwd(ctx, x, y16));
+  /* Adaptive output extents of 0. */
+  const size_t zero_oh[4] = {3, 5, 0, 2};
+  rumus_tensor *yz = tu_tensor(ctx, RUMUS_F32, 4, zero_oh, NULL);
+  TU_STATUS(RUMUS_ESHAPE, rumus_adaptive_avgpool2d_fwd(ctx, x, yz));
+  ck_assert(strstr(rumus_ctx_errmsg(ctx), "axis 2 (OH)"));
+  /* Overlap: y in x's bytes (the same tensor). */
+  TU_STATUS(RUMUS_EINVAL, rumus_adaptive_avgpool2d_fwd(ctx, x, x));
+  /* A tensor of another context. */
+  rumus_ctx *other = tu_ctx();
+  rumus_tensor *o = tu_tensor(other, RUMUS_F32, 4, in, NULL);
+  TU_STATUS(RUMUS_EINVAL, rumus_avgpool2d_fwd(ctx, &p, o, y));
+  rumus_tensor_free(o);
+  TU_OK(other, rumus_ctx_free(other));
+  tu_free_all(ctx, x, y, i, yc, yw, iw, x3, y16, if32, yz, NULL);
+}
+END_TEST
+
+/* Indices outside the plane, or inside it but outside their window, are
+ * caught on the device: RUMUS_EINDEX at the next sync, naming the index
+ * and its position; the other outputs' gradients still arrive, and the
+ * following sync is clean.  Both variants. */
+START_TEST(bad_indices_on_device) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t in[4] = {1, 2, 4, 4}, out[4] = {1, 2, 2, 2};
+  const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
+  const float dy[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  /* Plane 1's output 2 names 99 (outside the plane); case 2 names 3,
+   * inside the plane but in the window of output 1, not 2. */
+  const int32_t bad[2][8] = {{0, 2, 8, 10, 0, 3, 99, 15},
+                             {0, 2, 3, 10, 0, 3, 12, 15}};
+  const int32_t value[2] = {99, 3}, where[2] = {6, 2};
+  rumus_tensor *tg = tu_tensor(ctx, RUMUS_F32, 4, out, dy),
+               *tdx = tu_tensor(ctx, RUMUS_F32, 4, in, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int k = 0; k < 2; k++) {
+      rumus_tensor *ti = tu_tensor(ctx, RUMUS_I32, 4, out, bad[k]);
+      TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
+      TU_STATUS(RUMUS_EINDEX, rumus_ctx_sync(ctx));
+      char want[96];
+      snprintf(want, sizeof want, "rumus_maxpool2d_bwd: index %d out of "
+               "range at row %d", value[k], where[k]);
+      ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), want), "%s",
+                    rumus_ctx_errmsg(ctx));
+      TU_OK(ctx, rumus_ctx_sync(ctx));
+      float *dx = tu_download(ctx, tdx);
+      ck_assert_float_eq(dx[0], 1.0f);      /* plane 0, output 0 */
+      ck_assert_float_eq(dx[16 + 3], 6.0f); /* plane 1, output 1 */
+      ck_assert_float_eq(dx[16 + 15], 8.0f);
+      free(dx);
+      rumus_tensor_free(ti);
+    }
+  }
+  tu_free_all(ctx, tg, tdx, NULL);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("pool");
+  TCase *core = tu_tcase("core");
+  tcase_add_loop_test(core, maxpool_cases, 0, 3);
+  tcase_add_loop_test(core, avgpool_cases, 0, 3);
+  tcase_add_loop_test(core, adaptive_cases, 0, 3);
+  tcase_add_loop_test(core, bwd_finite_differences, 0, 3);
+  suite_add_tcase(s, core);
+  TCase *limits = tu_tcase("limits");
+  tcase_add_test(limits, max_special_values);
+  tcase_add_loop_test(limits, guards_and_offsets, 0, 3);
+  tcase_add_loop_test(limits, odd_offsets, 0, 3);
+  tcase_add_test(limits, empty_tensors);
+  suite_add_tcase(s, limits);
+  TCase *errors = tu_tcase("errors");
+  tcase_add_test(errors, bad_parameters);
+  tcase_add_test(errors, bad_tensors);
+  tcase_add_test(errors, bad_indices_on_device);
+  suite_add_tcase(s, errors);
+  return tu_run(s);
+}
