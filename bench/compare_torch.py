@@ -52,6 +52,8 @@ import targets  # noqa: E402
 # and autograd code, so the events time the GPU's work, not host overhead.
 SLEEP_CYCLES = 5_000_000
 
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
 
 def cuda_time_us(fn, reps, warmup, budget_s=2.0):
     """Median CUDA-event time of fn() in microseconds, and the reps used."""
@@ -77,9 +79,11 @@ def make_case(rec, dev):
     """(callable, description) for one rumus-bench record, or None."""
     op, d = rec["op"], rec["dims"]
     g = torch.Generator(device=dev).manual_seed(1)
+    # The storage of rumus-bench --dtype: the same type on both sides.
+    dt = DTYPES[rec.get("dtype", "f32")]
 
     def rand(*shape, lo=-1.0, hi=1.0):
-        return torch.rand(*shape, device=dev, generator=g) * (hi - lo) + lo
+        return (torch.rand(*shape, device=dev, generator=g) * (hi - lo) + lo).to(dt)
 
     def rows_cols():
         cols = d[-1]
@@ -115,18 +119,18 @@ def make_case(rec, dev):
         m, nn_, k = d
         a = rand(k, m).t() if rec["trans_a"] else rand(m, k)
         b = rand(nn_, k).t() if rec["trans_b"] else rand(k, nn_)
-        out = torch.empty(m, nn_, device=dev)
-        return (lambda: torch.mm(a, b, out=out)), "torch.mm FP32"
+        out = torch.empty(m, nn_, device=dev, dtype=dt)
+        return (lambda: torch.mm(a, b, out=out)), f"torch.mm {'FP32' if dt == torch.float32 else str(dt)[6:]}"
     if op == "bias_add":
         r, c = rows_cols()
         y, b = rand(r, c), rand(c)
         return (lambda: y.add_(b)), "y.add_(bias)"
     if op == "bias_grad":
         r, c = rows_cols()
-        dy, out = rand(r, c), torch.empty(c, device=dev)
+        dy, out = rand(r, c), torch.empty(c, device=dev, dtype=dt)
         return (lambda: torch.sum(dy, 0, out=out)), "dy.sum(0)"
     if op in ("add", "mul"):
-        a, b, out = rand(n), rand(n), torch.empty(n, device=dev)
+        a, b, out = rand(n), rand(n), torch.empty(n, device=dev, dtype=dt)
         f = torch.add if op == "add" else torch.mul
         return (lambda: f(a, b, out=out)), f"torch.{op}(out=)"
     if op == "axpy":
@@ -206,6 +210,10 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
+    # Half GEMMs accumulate in float, as rumus's do (cuBLAS still picks its
+    # tensor-core kernels for 16-bit inputs: the ratio says so).
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     dev = torch.device("cuda")
     gpu = torch.cuda.get_device_name(dev)
 
@@ -238,6 +246,8 @@ def main():
           f"- run: {date}; rumus-bench {run['version']} at {run['date']}; PyTorch {torch.__version__}, "
           f"CUDA {torch.version.cuda}",
           f"- OpenCL device: {run['device']} ({run['variant']} variant)",
+          f"- storage: {run['results'][0].get('dtype', 'f32') if run['results'] else 'f32'} on both sides "
+          "(rumus-bench --dtype; ops without 16-bit storage in F32)",
           f"- copy, 2 x {run['copy_bytes'] / 2**20:.0f} MiB: OpenCL copy kernel {run['copy_gbs']:.0f} GB/s"
           + (f" (median of {len(run['copy_runs_gbs'])} processes, "
              f"{min(run['copy_runs_gbs']):.0f} to {max(run['copy_runs_gbs']):.0f})" if run.get("copy_runs_gbs") else "")
