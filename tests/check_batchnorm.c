@@ -542,109 +542,167 @@ END_TEST
 
 /* ---- Errors ------------------------------------------------------------ */
 
-START_TEST(bad_arguments) {
-  rumus_ctx *ctx = tu_ctx();
+/* The tensors of the error cases: x, y [2, 3, 4, 5] (F32), yb [2, 3, 5,
+ * 4], x3 [2, 3, 20], xh (F16), xi (I32), x1 [1, 3, 1, 1]; per-channel m,
+ * is [3] (F32), m4 [4], mh (F16), mb (BF16). */
+typedef struct {
+  rumus_ctx *ctx;
+  rumus_tensor *x, *y, *yb, *x3, *xh, *xi, *x1, *m, *is, *m4, *mh, *mb;
+} bad_set;
+
+static bad_set bad_make(void) {
   const size_t s4[4] = {2, 3, 4, 5}, s4b[4] = {2, 3, 5, 4}, s3[3] = {2, 3, 20};
   const size_t c3[1] = {3}, c4[1] = {4}, one[4] = {1, 3, 1, 1};
-  rumus_tensor *x = tu_tensor(ctx, RUMUS_F32, 4, s4, NULL),
-               *y = tu_tensor(ctx, RUMUS_F32, 4, s4, NULL),
-               *yb = tu_tensor(ctx, RUMUS_F32, 4, s4b, NULL),
-               *x3 = tu_tensor(ctx, RUMUS_F32, 3, s3, NULL),
-               *xh = tu_tensor(ctx, RUMUS_F16, 4, s4, NULL),
-               *xi = tu_tensor(ctx, RUMUS_I32, 4, s4, NULL),
-               *x1 = tu_tensor(ctx, RUMUS_F32, 4, one, NULL),
-               *m = tu_tensor(ctx, RUMUS_F32, 1, c3, NULL),
-               *is = tu_tensor(ctx, RUMUS_F32, 1, c3, NULL),
-               *m4 = tu_tensor(ctx, RUMUS_F32, 1, c4, NULL),
-               *mh = tu_tensor(ctx, RUMUS_F16, 1, c3, NULL),
-               *mb = tu_tensor(ctx, RUMUS_BF16, 1, c3, NULL);
-  TU_OK(ctx, rumus_tensor_fill(x, 1.0f));
-  rumus_batchnorm_params p = RUMUS_BATCHNORM_DEFAULTS;
-  TU_STATUS(RUMUS_ENULL, rumus_channel_bias_add(NULL, x, m, y));
-  TU_STATUS(RUMUS_ENULL, rumus_channel_bias_add(ctx, x, NULL, y));
-  TU_STATUS(RUMUS_ENULL, rumus_channel_bias_grad(ctx, x, NULL));
-  TU_STATUS(RUMUS_ENULL, rumus_batchnorm2d_fwd_train(ctx, &p, NULL, NULL,
-                                                     NULL, NULL, NULL, y, m,
-                                                     is));
-  TU_STATUS(RUMUS_ENULL, rumus_batchnorm2d_fwd_train(ctx, &p, x, NULL, NULL,
-                                                     NULL, NULL, y, NULL, is));
-  TU_STATUS(RUMUS_ENULL, rumus_batchnorm2d_fwd_eval(ctx, &p, x, NULL, NULL,
-                                                    m, NULL, y));
-  TU_STATUS(RUMUS_ENULL, rumus_batchnorm2d_bwd(ctx, x, x, NULL, m, is, NULL,
-                                               NULL, NULL));
-  /* Types: x not floating, y of another type, per-channel tensors not
-   * F32 (the bias: not x's type nor F32). */
-  TU_STATUS(RUMUS_EDTYPE, rumus_channel_bias_add(ctx, xi, m, xi));
-  TU_STATUS(RUMUS_EDTYPE, rumus_channel_bias_add(ctx, xh, mb, xh));
+  bad_set b;
+  b.ctx = tu_ctx();
+  b.x = tu_tensor(b.ctx, RUMUS_F32, 4, s4, NULL);
+  b.y = tu_tensor(b.ctx, RUMUS_F32, 4, s4, NULL);
+  b.yb = tu_tensor(b.ctx, RUMUS_F32, 4, s4b, NULL);
+  b.x3 = tu_tensor(b.ctx, RUMUS_F32, 3, s3, NULL);
+  b.xh = tu_tensor(b.ctx, RUMUS_F16, 4, s4, NULL);
+  b.xi = tu_tensor(b.ctx, RUMUS_I32, 4, s4, NULL);
+  b.x1 = tu_tensor(b.ctx, RUMUS_F32, 4, one, NULL);
+  b.m = tu_tensor(b.ctx, RUMUS_F32, 1, c3, NULL);
+  b.is = tu_tensor(b.ctx, RUMUS_F32, 1, c3, NULL);
+  b.m4 = tu_tensor(b.ctx, RUMUS_F32, 1, c4, NULL);
+  b.mh = tu_tensor(b.ctx, RUMUS_F16, 1, c3, NULL);
+  b.mb = tu_tensor(b.ctx, RUMUS_BF16, 1, c3, NULL);
+  TU_OK(b.ctx, rumus_tensor_fill(b.x, 1.0f));
+  TU_OK(b.ctx, rumus_tensor_fill(b.xh, 1.0f));
+  TU_OK(b.ctx, rumus_tensor_fill(b.x1, 1.0f));
+  TU_OK(b.ctx, rumus_tensor_fill(b.m, 0.0f));
+  TU_OK(b.ctx, rumus_tensor_fill(b.is, 1.0f));
+  TU_OK(b.ctx, rumus_tensor_fill(b.mh, 0.0f));
+  return b;
+}
+
+static void bad_free(bad_set *b) {
+  TU_OK(b->ctx, rumus_ctx_sync(b->ctx));
+  tu_free_all(b->ctx, b->x, b->y, b->yb, b->x3, b->xh, b->xi, b->x1, b->m,
+              b->is, b->m4, b->mh, b->mb, NULL);
+}
+
+/* NULL context or tensors: RUMUS_ENULL; tensors of a type the op does
+ * not take: RUMUS_EDTYPE naming the argument. */
+START_TEST(bad_nulls_and_types) {
+  bad_set b = bad_make();
+  rumus_ctx *ctx = b.ctx;
+  const rumus_batchnorm_params p = RUMUS_BATCHNORM_DEFAULTS;
+  TU_STATUS(RUMUS_ENULL, rumus_channel_bias_add(NULL, b.x, b.m, b.y));
+  TU_STATUS(RUMUS_ENULL, rumus_channel_bias_add(ctx, b.x, NULL, b.y));
+  TU_STATUS(RUMUS_ENULL, rumus_channel_bias_grad(ctx, b.x, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_batchnorm2d_fwd_train(
+                             ctx, &p, NULL, NULL, NULL, NULL, NULL, b.y, b.m,
+                             b.is));
+  TU_STATUS(RUMUS_ENULL, rumus_batchnorm2d_fwd_train(
+                             ctx, &p, b.x, NULL, NULL, NULL, NULL, b.y, NULL,
+                             b.is));
+  TU_STATUS(RUMUS_ENULL, rumus_batchnorm2d_fwd_eval(ctx, &p, b.x, NULL, NULL,
+                                                    b.m, NULL, b.y));
+  TU_STATUS(RUMUS_ENULL, rumus_batchnorm2d_bwd(ctx, b.x, b.x, NULL, b.m, b.is,
+                                               NULL, NULL, NULL));
+  TU_STATUS(RUMUS_EDTYPE, rumus_channel_bias_add(ctx, b.xi, b.m, b.xi));
+  TU_STATUS(RUMUS_EDTYPE, rumus_channel_bias_add(ctx, b.xh, b.mb, b.xh));
   ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "b is bf16"), "%s",
                 rumus_ctx_errmsg(ctx));
-  TU_OK(ctx, rumus_channel_bias_add(ctx, xh, mh, xh));
-  TU_OK(ctx, rumus_channel_bias_add(ctx, xh, m, xh));
-  TU_STATUS(RUMUS_EDTYPE, rumus_channel_bias_grad(ctx, xh, mb));
-  TU_STATUS(RUMUS_EDTYPE, rumus_batchnorm2d_fwd_train(ctx, &p, x, NULL, NULL,
-                                                      NULL, NULL, xh, m, is));
-  TU_STATUS(RUMUS_EDTYPE, rumus_batchnorm2d_fwd_train(ctx, &p, xh, mh, NULL,
-                                                      NULL, NULL, xh, m, is));
+  TU_OK(ctx, rumus_channel_bias_add(ctx, b.xh, b.mh, b.xh)); /* x's type */
+  TU_OK(ctx, rumus_channel_bias_add(ctx, b.xh, b.m, b.xh));  /* F32 */
+  TU_STATUS(RUMUS_EDTYPE, rumus_channel_bias_grad(ctx, b.xh, b.mb));
+  TU_STATUS(RUMUS_EDTYPE, rumus_batchnorm2d_fwd_train(
+                              ctx, &p, b.x, NULL, NULL, NULL, NULL, b.xh, b.m,
+                              b.is));
+  TU_STATUS(RUMUS_EDTYPE, rumus_batchnorm2d_fwd_train(
+                              ctx, &p, b.xh, b.mh, NULL, NULL, NULL, b.xh,
+                              b.m, b.is));
   ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "gamma is f16"), "%s",
                 rumus_ctx_errmsg(ctx));
-  TU_STATUS(RUMUS_EDTYPE, rumus_batchnorm2d_fwd_eval(ctx, &p, x, NULL, NULL,
-                                                     m, mb, y));
-  TU_STATUS(RUMUS_EDTYPE, rumus_batchnorm2d_bwd(ctx, xh, x, NULL, m, is, y,
-                                                NULL, NULL));
-  TU_STATUS(RUMUS_EDTYPE, rumus_batchnorm2d_bwd(ctx, x, x, NULL, m, is, y,
-                                                mh, NULL));
-  /* Shapes. */
-  TU_STATUS(RUMUS_ESHAPE, rumus_channel_bias_add(ctx, x, m4, y));
+  TU_STATUS(RUMUS_EDTYPE, rumus_batchnorm2d_fwd_eval(ctx, &p, b.x, NULL, NULL,
+                                                     b.m, b.mb, b.y));
+  TU_STATUS(RUMUS_EDTYPE, rumus_batchnorm2d_bwd(ctx, b.xh, b.x, NULL, b.m,
+                                                b.is, b.y, NULL, NULL));
+  TU_STATUS(RUMUS_EDTYPE, rumus_batchnorm2d_bwd(ctx, b.x, b.x, NULL, b.m,
+                                                b.is, b.y, b.mh, NULL));
+  bad_free(&b);
+}
+END_TEST
+
+/* Shapes: RUMUS_ESHAPE, naming the shapes; training with one value per
+ * channel (PyTorch refuses it too). */
+START_TEST(bad_shapes) {
+  bad_set b = bad_make();
+  rumus_ctx *ctx = b.ctx;
+  const rumus_batchnorm_params p = RUMUS_BATCHNORM_DEFAULTS;
+  TU_STATUS(RUMUS_ESHAPE, rumus_channel_bias_add(ctx, b.x, b.m4, b.y));
   ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "[4]"), "%s",
                 rumus_ctx_errmsg(ctx));
-  TU_STATUS(RUMUS_ESHAPE, rumus_channel_bias_add(ctx, x, m, yb));
-  TU_STATUS(RUMUS_ESHAPE, rumus_channel_bias_grad(ctx, m, m4));
-  TU_OK(ctx, rumus_channel_bias_grad(ctx, x3, m)); /* [N, C, ...] */
-  TU_STATUS(RUMUS_ESHAPE, rumus_batchnorm2d_fwd_train(ctx, &p, x3, NULL, NULL,
-                                                      NULL, NULL, x3, m, is));
-  TU_STATUS(RUMUS_ESHAPE, rumus_batchnorm2d_fwd_train(ctx, &p, x, m4, NULL,
-                                                      NULL, NULL, y, m, is));
-  TU_STATUS(RUMUS_ESHAPE, rumus_batchnorm2d_fwd_eval(ctx, &p, x, NULL, NULL,
-                                                     m, is, yb));
-  TU_STATUS(RUMUS_ESHAPE, rumus_batchnorm2d_bwd(ctx, x, x, NULL, m4, is, y,
-                                                NULL, NULL));
-  /* One value per channel in training (PyTorch refuses it too). */
-  TU_STATUS(RUMUS_ESHAPE, rumus_batchnorm2d_fwd_train(ctx, &p, x1, NULL, NULL,
-                                                      NULL, NULL, x1, m, is));
+  TU_STATUS(RUMUS_ESHAPE, rumus_channel_bias_add(ctx, b.x, b.m, b.yb));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "[2, 3, 5, 4]"), "%s",
+                rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_ESHAPE, rumus_channel_bias_grad(ctx, b.m, b.m4));
+  TU_OK(ctx, rumus_channel_bias_grad(ctx, b.x3, b.m)); /* [N, C, ...] */
+  TU_STATUS(RUMUS_ESHAPE, rumus_batchnorm2d_fwd_train(
+                              ctx, &p, b.x3, NULL, NULL, NULL, NULL, b.x3,
+                              b.m, b.is));
+  TU_STATUS(RUMUS_ESHAPE, rumus_batchnorm2d_fwd_train(
+                              ctx, &p, b.x, b.m4, NULL, NULL, NULL, b.y, b.m,
+                              b.is));
+  TU_STATUS(RUMUS_ESHAPE, rumus_batchnorm2d_fwd_eval(ctx, &p, b.x, NULL, NULL,
+                                                     b.m, b.is, b.yb));
+  TU_STATUS(RUMUS_ESHAPE, rumus_batchnorm2d_bwd(ctx, b.x, b.x, NULL, b.m4,
+                                                b.is, b.y, NULL, NULL));
+  TU_STATUS(RUMUS_ESHAPE, rumus_batchnorm2d_fwd_train(
+                              ctx, &p, b.x1, NULL, NULL, NULL, NULL, b.x1,
+                              b.m, b.is));
   ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "N * H * W = 1"), "%s",
                 rumus_ctx_errmsg(ctx));
-  TU_OK(ctx, rumus_batchnorm2d_fwd_eval(ctx, &p, x1, NULL, NULL, m, is, x1));
-  /* Parameters and running statistics. */
+  /* Evaluation has no reduction: one value per channel is fine. */
+  TU_OK(ctx, rumus_batchnorm2d_fwd_eval(ctx, &p, b.x1, NULL, NULL, b.m, b.is,
+                                        b.x1));
+  bad_free(&b);
+}
+END_TEST
+
+/* eps, momentum, one running statistic without the other, outputs that
+ * share memory with another tensor, a tensor of another context:
+ * RUMUS_EINVAL. */
+START_TEST(bad_values) {
+  bad_set b = bad_make();
+  rumus_ctx *ctx = b.ctx;
+  rumus_batchnorm_params p = RUMUS_BATCHNORM_DEFAULTS;
   p.eps = -1e-5f;
-  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_train(ctx, &p, x, NULL, NULL,
-                                                      NULL, NULL, y, m, is));
+  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_train(
+                              ctx, &p, b.x, NULL, NULL, NULL, NULL, b.y, b.m,
+                              b.is));
   p.eps = NAN;
-  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_eval(ctx, &p, x, NULL, NULL,
-                                                     m, is, y));
+  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_eval(ctx, &p, b.x, NULL, NULL,
+                                                     b.m, b.is, b.y));
   p.eps = 1e-5f;
   p.momentum = 1.5f;
-  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_train(ctx, &p, x, NULL, NULL,
-                                                      NULL, NULL, y, m, is));
+  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_train(
+                              ctx, &p, b.x, NULL, NULL, NULL, NULL, b.y, b.m,
+                              b.is));
   p.momentum = 0.1f;
-  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_train(ctx, &p, x, NULL, NULL,
-                                                      m4, NULL, y, m, is));
-  /* Outputs that share memory with another tensor. */
-  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_train(ctx, &p, x, NULL, NULL,
-                                                      NULL, NULL, y, m, m));
-  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_bwd(ctx, x, y, NULL, m, is, y,
-                                                NULL, NULL));
-  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_bwd(ctx, x, y, NULL, m, is, x, m,
-                                                NULL));
-  /* A tensor of another context. */
+  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_train(
+                              ctx, &p, b.x, NULL, NULL, b.m4, NULL, b.y, b.m,
+                              b.is));
+  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_train(
+                              ctx, &p, b.x, NULL, NULL, NULL, NULL, b.y, b.m,
+                              b.m)); /* save_mean is save_invstd */
+  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_bwd(ctx, b.x, b.y, NULL, b.m,
+                                                b.is, b.y, NULL, NULL));
+  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_bwd(ctx, b.x, b.y, NULL, b.m,
+                                                b.is, b.x, b.m, NULL));
+  /* (Partial overlaps of views: tests/check_framework.c.) */
   rumus_ctx *other = tu_ctx();
+  const size_t c3[1] = {3};
   rumus_tensor *o = tu_tensor(other, RUMUS_F32, 1, c3, NULL);
-  TU_STATUS(RUMUS_EINVAL, rumus_channel_bias_grad(ctx, x, o));
-  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_train(ctx, &p, x, o, NULL,
-                                                      NULL, NULL, y, m, is));
+  TU_STATUS(RUMUS_EINVAL, rumus_channel_bias_grad(ctx, b.x, o));
+  TU_STATUS(RUMUS_EINVAL, rumus_batchnorm2d_fwd_train(
+                              ctx, &p, b.x, o, NULL, NULL, NULL, b.y, b.m,
+                              b.is));
   rumus_tensor_free(o);
   TU_OK(other, rumus_ctx_free(other));
-  TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_free_all(ctx, x, y, yb, x3, xh, xi, x1, m, is, m4, mh, mb, NULL);
+  bad_free(&b);
 }
 END_TEST
 
@@ -660,7 +718,9 @@ int main(void) {
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
-  tcase_add_test(errors, bad_arguments);
+  tcase_add_test(errors, bad_nulls_and_types);
+  tcase_add_test(errors, bad_shapes);
+  tcase_add_test(errors, bad_values);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }
