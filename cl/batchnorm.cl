@@ -253,7 +253,8 @@ __kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_mean(
  * running statistics r = (1 - m) r + m stat, with the unbiased variance
  * var * M / (M - 1) for running_var (M >= 2: the host refuses M < 2).
  * The correction s1^2 / M cannot make the variance negative in exact
- * arithmetic; the max keeps rounding from doing so. */
+ * arithmetic; the clamp keeps rounding from doing so (and keeps a NaN,
+ * which fmax would not). */
 __kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_var(
     global const float *part, ulong parts, ulong C, ulong M, float eps,
     float momentum, global const float *mean, ulong mean_off,
@@ -261,7 +262,8 @@ __kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_var(
     global float *rmean, ulong rm_off, global float *rvar, ulong rv_off) {
   BN_FOLD_HEAD;
   const float fm = (float)M;
-  const float var = fmax((s.y - s.x * (s.x / fm)) / fm, 0.0f);
+  float var = (s.y - s.x * (s.x / fm)) / fm;
+  if (var < 0.0f) var = 0.0f;
   invstd[(size_t)inv_off + c] = 1.0f / sqrt(var + eps);
   if (has_running) {
     const float unbiased = var * (fm / (float)(M - 1));

@@ -754,7 +754,9 @@ typedef struct {
  *  stat, with the unbiased variance var * M / (M - 1) for running_var, as
  *  PyTorch does.  params NULL means RUMUS_BATCHNORM_DEFAULTS.  y may alias
  *  x; no other tensors may share memory.  M < 2 (one value per channel:
- *  PyTorch refuses it) is RUMUS_ESHAPE; C = 0 does nothing.
+ *  PyTorch refuses it) is RUMUS_ESHAPE; C = 0 does nothing.  A NaN in a
+ *  channel makes that channel's y, statistics and running statistics NaN,
+ *  as in PyTorch; the other channels are unaffected.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE (not 4-D,
  *          shapes differ, a per-channel tensor not [C], M < 2),
  *          RUMUS_EINVAL (eps, momentum, one running statistic NULL, a

@@ -6,6 +6,7 @@
  * and 64 x 3 x 28 x 28 (several ranges per channel: the two-stage
  * reduction); affine and not; inputs and outputs in borrowed buffers at
  * odd element offsets with guard bytes; in place; bits equal run to run;
+ * a NaN confined to its channel; empty tensors;
  * backward by central finite differences of the float64 forward; bad
  * arguments with exact statuses.
  *
@@ -540,6 +541,37 @@ START_TEST(empty_tensors) {
 }
 END_TEST
 
+/* A NaN in channel 1 makes that channel's y, statistics and running
+ * statistics NaN (as in PyTorch) and leaves the other channels alone;
+ * both variants. */
+START_TEST(nan_channel) {
+  rumus_ctx *ctx = tu_ctx();
+  const shp s = {2, 3, 4, 5};
+  inputs in = make_inputs(&s, RUMUS_F32, 5);
+  in.x[(1 * 3 + 1) * 20 + 7] = NAN; /* n 1, c 1 */
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    bn_tensors t = bn_make(ctx, &in);
+    TU_OK(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, t.x.t, t.gamma.t,
+                                           t.beta.t, t.rm.t, t.rv.t, t.y.t,
+                                           t.sm.t, t.si.t));
+    float *y = tu_download_f32(ctx, t.y.t), *rv = tu_download_f32(ctx, t.rv.t);
+    float *rm = tu_download_f32(ctx, t.rm.t);
+    for (size_t i = 0; i < numel(&s); i++)
+      ck_assert_msg(isnan(y[i]) == (i / 20 % 3 == 1), "y[%zu] = %g", i,
+                    (double)y[i]);
+    for (int c = 0; c < 3; c++)
+      ck_assert_msg(isnan(rm[c]) == (c == 1) && isnan(rv[c]) == (c == 1),
+                    "channel %d: running mean %g, var %g", c, (double)rm[c],
+                    (double)rv[c]);
+    free(y), free(rv), free(rm);
+    bn_free(ctx, &t);
+  }
+  free_inputs(&in);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* ---- Errors ------------------------------------------------------------ */
 
 /* The tensors of the error cases: x, y [2, 3, 4, 5] (F32), yb [2, 3, 5,
@@ -716,6 +748,7 @@ int main(void) {
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, bn_in_place_and_repeatable);
   tcase_add_test(limits, empty_tensors);
+  tcase_add_test(limits, nan_channel);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_nulls_and_types);
