@@ -12,7 +12,8 @@
  *   sum    s1 = sum a                          (bias grad: a = dy; mean: x)
  *   dev    d = x - mean[c]: s1 = sum d, s2 = sum d^2
  *          var = (s2 - s1^2 / M) / M: the corrected two-pass variance
- *          (s1 is the rounding error of the mean, ~0), never E[x^2]-E[x]^2
+ *          (s1 is the rounding error of the mean, ~0, which then
+ *          corrects the mean too), never E[x^2] - E[x]^2
  *   bwd    d = x - mean[c]: s1 = sum dy, s2 = sum dy * d
  *          dbeta = s1, dgamma = s2 * invstd,
  *          dx = (dy - s1 / M - d * s2 * invstd^2 / M) * gamma * invstd
@@ -33,7 +34,8 @@
  * the mean, invstd and running statistics, the backward's dgamma, dbeta
  * and coefficients).  The order depends only on the shape, the variant,
  * WG and the device's compute units (the host's choice of parts), so the
- * bits are the same on every run; they differ between the variants.
+ * bits are the same on every run; the two variants may differ in the last
+ * bits.
  *
  * The maps (bn_apply_*) are 2-D: dimension 0 walks blocks of BN_SPAN
  * elements of one (n, c) plane of S elements, dimension 1 the planes
@@ -46,7 +48,7 @@
  */
 
 #ifndef BN_GPU
-#define BN_GPU 0 /* 1: the work-group variant's geometry (BN_VW 4) */
+#define BN_GPU 0 /* stage 1: 1 the work-group bn_*_wg, 0 the bn_*_item */
 #endif
 #ifndef BN_VW
 #define BN_VW 8 /* vector width of the maps: 4 (GPU) or 8 (CPU) */
@@ -249,26 +251,32 @@ __kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_mean(
   mean[(size_t)mean_off + c] = s.x / (float)M;
 }
 
-/* The biased variance of the dev sums, invstd, and (has_running) the
- * running statistics r = (1 - m) r + m stat, with the unbiased variance
- * var * M / (M - 1) for running_var (M >= 2: the host refuses M < 2).
+/* From the dev sums about the first pass's mean m0: the mean m0 + s1 / M
+ * (s1 holds the rounding error of m0's float sums, so this is the mean to
+ * about the precision of the deviations, written back), the biased
+ * variance, invstd, and (has_running) the running statistics r = (1 - m)
+ * r + m stat, with the unbiased variance var * M / (M - 1) for
+ * running_var (M >= 2: the host refuses M < 2).
  * The correction s1^2 / M cannot make the variance negative in exact
  * arithmetic; the clamp keeps rounding from doing so (and keeps a NaN,
  * which fmax would not). */
 __kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_var(
     global const float *part, ulong parts, ulong C, ulong M, float eps,
-    float momentum, global const float *mean, ulong mean_off,
+    float momentum, global float *mean, ulong mean_off,
     global float *invstd, ulong inv_off, int has_running,
     global float *rmean, ulong rm_off, global float *rvar, ulong rv_off) {
   BN_FOLD_HEAD;
   const float fm = (float)M;
   float var = (s.y - s.x * (s.x / fm)) / fm;
   if (var < 0.0f) var = 0.0f;
+  global float *mp = mean + (size_t)mean_off + c;
+  const float mc = *mp + s.x / fm;
+  *mp = mc;
   invstd[(size_t)inv_off + c] = 1.0f / sqrt(var + eps);
   if (has_running) {
     const float unbiased = var * (fm / (float)(M - 1));
     global float *rm = rmean + (size_t)rm_off + c, *rv = rvar + (size_t)rv_off + c;
-    *rm = (1.0f - momentum) * *rm + momentum * mean[(size_t)mean_off + c];
+    *rm = (1.0f - momentum) * *rm + momentum * mc;
     *rv = (1.0f - momentum) * *rv + momentum * unbiased;
   }
 }

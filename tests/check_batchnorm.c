@@ -6,7 +6,8 @@
  * and 64 x 3 x 28 x 28 (several ranges per channel: the two-stage
  * reduction); affine and not; inputs and outputs in borrowed buffers at
  * odd element offsets with guard bytes; in place; bits equal run to run;
- * a NaN confined to its channel; empty tensors;
+ * statistics of values far from 0 (1000 + U(-1, 1)); a NaN confined to
+ * its channel; empty tensors;
  * backward by central finite differences of the float64 forward; bad
  * arguments with exact statuses.
  *
@@ -541,6 +542,46 @@ START_TEST(empty_tensors) {
 }
 END_TEST
 
+/* Values 1000 + U(-1, 1) (std 0.58), where a variance of E[x^2] - E[x]^2
+ * in float would be off by tens of percent: the corrected two-pass
+ * statistics keep invstd within rtol 1e-4, the mean within 1e-7 of
+ * itself, and y within atol 2e-4 (the float mean's own rounding,
+ * ulp(1000) / 2 = 3e-5, times invstd 1.7, plus the sums' errors). */
+START_TEST(large_offset) {
+  rumus_ctx *ctx = tu_ctx();
+  const shp s = {64, 2, 28, 28};
+  inputs in = make_inputs(&s, RUMUS_F32, 17);
+  tu_rng r;
+  tu_rng_seed(&r, 18);
+  for (size_t i = 0; i < in.n; i++) in.x[i] = 1000.0f + tu_uniform(&r, -1, 1);
+  double *want = tu_malloc(in.n * 8), mean[2], var[2], is[2];
+  ref_batchnorm2d_stats(in.x, s.N, s.C, s.H * s.W, mean, var);
+  ref_batchnorm2d_apply(in.x, s.N, s.C, s.H * s.W, mean, var, 1e-5, NULL,
+                        NULL, want);
+  for (int c = 0; c < 2; c++) is[c] = 1.0 / sqrt(var[c] + 1e-5);
+  for (int v = 0; v < 2; v++) {
+    char nm[96];
+    tu_set_variant(ctx, tu_variants[v]);
+    bn_tensors t = bn_make(ctx, &in);
+    TU_OK(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, t.x.t, NULL, NULL,
+                                           NULL, NULL, t.y.t, t.sm.t, t.si.t));
+    float *y = tu_download_f32(ctx, t.y.t), *m = tu_download_f32(ctx, t.sm.t);
+    float *si = tu_download_f32(ctx, t.si.t);
+    tu_check_close(name_of(nm, sizeof nm, "offset_y", RUMUS_F32, v, &s), y,
+                   want, in.n, 2e-4, 0);
+    tu_check_close(name_of(nm, sizeof nm, "offset_mean", RUMUS_F32, v, &s), m,
+                   mean, 2, 0, 1e-7);
+    tu_check_close(name_of(nm, sizeof nm, "offset_invstd", RUMUS_F32, v, &s),
+                   si, is, 2, 0, 1e-4);
+    free(y), free(m), free(si);
+    bn_free(ctx, &t);
+  }
+  free(want);
+  free_inputs(&in);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* A NaN in channel 1 makes that channel's y, statistics and running
  * statistics NaN (as in PyTorch) and leaves the other channels alone;
  * both variants. */
@@ -749,6 +790,7 @@ int main(void) {
   tcase_add_test(limits, bn_in_place_and_repeatable);
   tcase_add_test(limits, empty_tensors);
   tcase_add_test(limits, nan_channel);
+  tcase_add_test(limits, large_offset);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_nulls_and_types);
