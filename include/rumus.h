@@ -758,6 +758,117 @@ RUMUS_API int rumus_dropout_fwd(rumus_ctx *ctx, float p, uint64_t seed,
 RUMUS_API int rumus_dropout_bwd(rumus_ctx *ctx, float p, uint64_t seed,
                                 uint64_t offset, const rumus_tensor *dy,
                                 rumus_tensor *dx);
+/* Channel bias and batch norm (NCHW)                                        */
+/* ------------------------------------------------------------------------ */
+/* Per-channel ops on NCHW tensors: x [N, C, H, W] holds element (n, c, h,
+ * w) at ((n * C + c) * H + h) * W + w.  The channel bias ops take any
+ * tensor [N, C, ...] of at least 2 dimensions (the extents after C act as
+ * H * W, 1 for [N, C]); batch norm takes 4-D tensors only.  Each channel
+ * has M = N * H * W values.
+ * Storage types: x, y, dy and dx are F32, F16 or BF16, all of one type in
+ * a call; the channel bias b and its gradient db are of x's type or F32;
+ * batch norm's gamma, beta, running_mean, running_var, save_mean,
+ * save_invstd, dgamma and dbeta are F32 whatever x's type (as PyTorch's
+ * autocast keeps them), 1-D of C elements.  Any other type is RUMUS_EDTYPE
+ * naming the argument.  Arithmetic and every accumulator are float; each
+ * output is rounded once to its type.
+ * Reductions over a channel's M values (the bias gradient, the batch
+ * statistics, the backward's sums) run in two stages on the device: ranges
+ * of each channel, then the ranges in a fixed order, no atomics.  The
+ * ranges depend on the shape, the variant (RUMUS_OPT_VARIANT), the
+ * work-group size option and the device's compute units only, so a call
+ * gives the same bits on every run on one device; the two variants sum in
+ * different orders and may differ in the last bits.
+ * rumus_cache_fill() builds the F32 program of these ops; a 16-bit call
+ * builds its program at first use. */
+
+/*! rumus_channel_bias_add() :
+ *  y[n, c, ...] = x[n, c, ...] + b[c] for x [N, C, ...] (ndim >= 2), b [C]
+ *  of x's type or F32 and y of x's shape and type.  y may alias x (in
+ *  place); no other overlap.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE (ndim < 2, b
+ *          not [C], y of another shape), RUMUS_EINVAL (a tensor of another
+ *          context, overlap), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_channel_bias_add(rumus_ctx *ctx, const rumus_tensor *x,
+                                     const rumus_tensor *b, rumus_tensor *y);
+/*! rumus_channel_bias_grad() :
+ *  db[c] = sum over n and the spatial positions of dy[n, c, ...], for dy
+ *  [N, C, ...] (ndim >= 2, any N, C and H * W, 1 included) and db [C] of
+ *  dy's type or F32 (the float sum stored unrounded); deterministic, as
+ *  the section says.  M = 0 gives db = 0.  db must not share memory with
+ *  dy.  @return as rumus_channel_bias_add(), and RUMUS_EDEVMEM (scratch). */
+RUMUS_API int rumus_channel_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
+                                      rumus_tensor *db);
+
+/* Parameters of batch norm; RUMUS_BATCHNORM_DEFAULTS gives PyTorch's
+ * (torch.nn.BatchNorm2d: eps 1e-5, momentum 0.1).  PyTorch's momentum =
+ * None (a cumulative average) is not offered. */
+typedef struct {
+  float eps;      /* added to the variance; finite, >= 0 */
+  float momentum; /* running-statistics update weight, in [0, 1] */
+} rumus_batchnorm_params;
+
+#define RUMUS_BATCHNORM_DEFAULTS {1e-5f, 0.1f}
+
+/*! rumus_batchnorm2d_fwd_train() :
+ *  Batch norm in training mode (torch.nn.BatchNorm2d.train()): per channel
+ *  c, over its M = N * H * W values of x [N, C, H, W],
+ *      mean = sum x / M,  var = sum (x - mean)^2 / M  (biased),
+ *      invstd = 1 / sqrt(var + eps),
+ *      y = (x - mean) * invstd * gamma[c] + beta[c]
+ *  with gamma = 1 where gamma is NULL and beta = 0 where beta is NULL (not
+ *  affine).  The variance is a corrected two-pass one (sums of x - mean
+ *  after the mean is known), never E[x^2] - E[x]^2.  save_mean and
+ *  save_invstd (required) receive mean and invstd for
+ *  rumus_batchnorm2d_bwd().  running_mean and running_var, both given or
+ *  both NULL, are updated in place: r = (1 - momentum) * r + momentum *
+ *  stat, with the unbiased variance var * M / (M - 1) for running_var, as
+ *  PyTorch does.  params NULL means RUMUS_BATCHNORM_DEFAULTS.  y may alias
+ *  x; no other tensors may share memory.  M < 2 (one value per channel:
+ *  PyTorch refuses it) is RUMUS_ESHAPE; C = 0 does nothing.  A NaN in a
+ *  channel makes that channel's y, statistics and running statistics NaN,
+ *  as in PyTorch; the other channels are unaffected.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE (not 4-D,
+ *          shapes differ, a per-channel tensor not [C], M < 2),
+ *          RUMUS_EINVAL (eps, momentum, one running statistic NULL, a
+ *          tensor of another context, overlap), RUMUS_EBUILD, RUMUS_ECL,
+ *          RUMUS_EDEVMEM (scratch). */
+RUMUS_API int rumus_batchnorm2d_fwd_train(
+    rumus_ctx *ctx, const rumus_batchnorm_params *params,
+    const rumus_tensor *x, const rumus_tensor *gamma, const rumus_tensor *beta,
+    rumus_tensor *running_mean, rumus_tensor *running_var, rumus_tensor *y,
+    rumus_tensor *save_mean, rumus_tensor *save_invstd);
+/*! rumus_batchnorm2d_fwd_eval() :
+ *  Batch norm in evaluation mode: y = (x - running_mean[c]) /
+ *  sqrt(running_var[c] + eps) * gamma[c] + beta[c] (gamma, beta NULL: 1,
+ *  0; the running statistics are required and only read).  No reduction:
+ *  any N, H, W.  y may alias x; no other overlap.  Errors as
+ *  rumus_batchnorm2d_fwd_train() (but for M < 2 and scratch). */
+RUMUS_API int rumus_batchnorm2d_fwd_eval(
+    rumus_ctx *ctx, const rumus_batchnorm_params *params,
+    const rumus_tensor *x, const rumus_tensor *gamma, const rumus_tensor *beta,
+    const rumus_tensor *running_mean, const rumus_tensor *running_var,
+    rumus_tensor *y);
+/*! rumus_batchnorm2d_bwd() :
+ *  The backward of rumus_batchnorm2d_fwd_train(), from its input x, the
+ *  gradient dy of y and its save_mean and save_invstd; with xhat = (x -
+ *  mean) * invstd, per channel,
+ *      dbeta = sum dy,  dgamma = sum dy * xhat,
+ *      dx = gamma * invstd * (dy - dbeta / M - xhat * dgamma / M)
+ *  (gamma NULL: 1).  dgamma and dbeta may each be NULL (not computed).
+ *  dx, dy and x are [N, C, H, W] of one type; dx may alias dy; no other
+ *  overlap.  M = 0 gives dgamma = dbeta = 0.  Deterministic, as the
+ *  section says.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_ESHAPE, RUMUS_EINVAL
+ *          (a tensor of another context, overlap), RUMUS_EBUILD,
+ *          RUMUS_ECL, RUMUS_EDEVMEM (scratch). */
+RUMUS_API int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
+                                    const rumus_tensor *x,
+                                    const rumus_tensor *gamma,
+                                    const rumus_tensor *save_mean,
+                                    const rumus_tensor *save_invstd,
+                                    rumus_tensor *dx, rumus_tensor *dgamma,
+                                    rumus_tensor *dbeta);
 
 /* ------------------------------------------------------------------------ */
 /* Optimizers (PyTorch's update rules, in place on the device)               */

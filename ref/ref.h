@@ -105,5 +105,24 @@ void ref_adaptive_avgpool2d_fwd(const float *x, size_t planes, long H,
                                 long W, long OH, long OW, double *y);
 void ref_adaptive_avgpool2d_bwd(const float *dy, size_t planes, long H,
                                 long W, long OH, long OW, double *dx);
+/* Channel bias and batch norm 2d over NCHW tensors [N, C, S] (S = H * W):
+ * y = x + b[c]; db[c] = sum of dy over n, s; the batch statistics (mean
+ * and biased variance per channel); y = (x - mean) / sqrt(var + eps) *
+ * gamma + beta (gamma, beta NULL: 1, 0), for training (the batch's
+ * statistics) and evaluation (the running ones); the training backward
+ * from the saved mean and invstd (dx: N C S values; dgamma, dbeta: C). */
+void ref_channel_bias_add(const float *x, const float *b, size_t N, size_t C,
+                          size_t S, double *y);
+void ref_channel_bias_grad(const float *dy, size_t N, size_t C, size_t S,
+                           double *db);
+void ref_batchnorm2d_stats(const float *x, size_t N, size_t C, size_t S,
+                           double *mean, double *var);
+void ref_batchnorm2d_apply(const float *x, size_t N, size_t C, size_t S,
+                           const double *mean, const double *var, double eps,
+                           const float *gamma, const float *beta, double *y);
+void ref_batchnorm2d_bwd(const float *dy, const float *x, size_t N, size_t C,
+                         size_t S, const float *gamma, const double *mean,
+                         const double *invstd, double *dx, double *dgamma,
+                         double *dbeta);
 
 #endif /* RUMUS_REF_H */

@@ -181,6 +181,35 @@ static void run_pool_ops(rumus_ctx *ctx, tu_rng *r) {
   free_tensors(x, dx, y, dy, idx, NULL);
 }
 
+/* The channel bias ops and batch norm (training, evaluation, backward) on
+ * [n, c, h, w]. */
+static void run_batchnorm_ops(rumus_ctx *ctx, tu_rng *r, size_t n, size_t c,
+                              size_t h, size_t w) {
+  rumus_tensor *x = rand_2d(ctx, r, n * c, h * w);
+  rumus_tensor *y = rand_2d(ctx, r, n * c, h * w);
+  rumus_tensor *dx = rand_2d(ctx, r, n * c, h * w);
+  const size_t shape[4] = {n, c, h, w};
+  TU_OK(ctx, rumus_tensor_reshape(x, 4, shape));
+  TU_OK(ctx, rumus_tensor_reshape(y, 4, shape));
+  TU_OK(ctx, rumus_tensor_reshape(dx, 4, shape));
+  rumus_tensor *ch[6];
+  const size_t cshape[1] = {c};
+  for (int i = 0; i < 6; i++) {
+    ch[i] = rand_2d(ctx, r, 1, c);
+    TU_OK(ctx, rumus_tensor_reshape(ch[i], 1, cshape));
+  }
+  TU_OK(ctx, rumus_tensor_fill(ch[3], 1.0f)); /* running_var */
+  TU_OK(ctx, rumus_channel_bias_add(ctx, x, ch[0], y));
+  TU_OK(ctx, rumus_channel_bias_grad(ctx, y, ch[0]));
+  TU_OK(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, x, ch[0], ch[1], ch[2],
+                                         ch[3], y, ch[4], ch[5]));
+  TU_OK(ctx, rumus_batchnorm2d_fwd_eval(ctx, NULL, x, ch[0], ch[1], ch[2],
+                                        ch[3], y));
+  TU_OK(ctx, rumus_batchnorm2d_bwd(ctx, y, x, ch[0], ch[4], ch[5], dx, ch[1],
+                                   ch[2]));
+  free_tensors(x, y, dx, ch[0], ch[1], ch[2], ch[3], ch[4], ch[5], NULL);
+}
+
 START_TEST(cache_fill_builds_every_program) {
   const int v = tu_variants[_i];
   rumus_ctx *ctx = tu_ctx();
@@ -212,6 +241,10 @@ START_TEST(cache_fill_builds_every_program) {
   run_dropout_ops(ctx, &r, 5, 64);
   run_dropout_ops(ctx, &r, 5, 7);
   run_pool_ops(ctx, &r);
+  /* Rows of 1 and of 784 (the work-group variant's two walks), one range
+   * per channel and several. */
+  run_batchnorm_ops(ctx, &r, 3, 5, 1, 1);
+  run_batchnorm_ops(ctx, &r, 16, 2, 28, 28);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   TU_OK(ctx, rumus_cache_stats(ctx, &after));
   ck_assert_msg(after.builds == before.builds,
@@ -473,6 +506,37 @@ START_TEST(overlapping_tensors_are_rejected) {
   l.c_offset = 12; /* C's view now starts inside A's */
   TU_OVERLAP(ctx, rumus_gemm_ex(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f,
                                 flat, flat, 0.0f, flat, &l));
+  /* Channel bias and batch norm: x viewed as [1, 4, 2, 4], y one row of
+   * 8 further; per-channel tensors of 4 inside x or beside it. */
+  const size_t nchw[4] = {1, 4, 2, 4};
+  rumus_tensor *bx = view(&s, RUMUS_F32, 0, 2, 4, 8);
+  rumus_tensor *by = view(&s, RUMUS_F32, 8, 2, 4, 8);
+  rumus_tensor *bz = view(&s, RUMUS_F32, 64, 2, 4, 8);
+  TU_OK(ctx, rumus_tensor_reshape(bx, 4, nchw));
+  TU_OK(ctx, rumus_tensor_reshape(by, 4, nchw));
+  TU_OK(ctx, rumus_tensor_reshape(bz, 4, nchw));
+  rumus_tensor *c_in_x = view(&s, RUMUS_F32, 2, 1, 4, 0);
+  rumus_tensor *c_a = view(&s, RUMUS_F32, 400, 1, 4, 0);
+  rumus_tensor *c_b = view(&s, RUMUS_F32, 404, 1, 4, 0);
+  rumus_tensor *c_ab = view(&s, RUMUS_F32, 402, 1, 4, 0); /* over both */
+  TU_OK(ctx, rumus_tensor_fill(c_a, 1.0f));
+  TU_OK(ctx, rumus_tensor_fill(c_b, 1.0f));
+  TU_OVERLAP(ctx, rumus_channel_bias_add(ctx, bx, c_a, by));
+  TU_OK(ctx, rumus_channel_bias_add(ctx, bz, c_a, bz)); /* in place */
+  TU_OVERLAP(ctx, rumus_channel_bias_grad(ctx, bx, c_in_x));
+  TU_OVERLAP(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, bz, NULL, NULL,
+                                              NULL, NULL, bz, c_a, c_ab));
+  TU_OVERLAP(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, bx, NULL, NULL,
+                                              NULL, NULL, by, c_a, c_b));
+  TU_OVERLAP(ctx, rumus_batchnorm2d_fwd_eval(ctx, NULL, bx, c_in_x, NULL,
+                                             c_a, c_b, bx));
+  TU_OVERLAP(ctx, rumus_batchnorm2d_bwd(ctx, bz, bx, NULL, c_a, c_b, by,
+                                        NULL, NULL));
+  TU_OVERLAP(ctx, rumus_batchnorm2d_bwd(ctx, bz, bx, NULL, c_a, c_b, bz,
+                                        c_ab, NULL));
+  TU_OK(ctx, rumus_batchnorm2d_fwd_eval(ctx, NULL, bz, NULL, NULL, c_a, c_b,
+                                        bz));
+  free_tensors(bx, by, bz, c_in_x, c_a, c_b, c_ab, NULL);
   /* Optimizers, sums of squares, clipping. */
   const rumus_sgd_params sp = {0.1f, 0.9f, 0.0f, 0.0f, 0};
   const rumus_adam_params ap = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1};

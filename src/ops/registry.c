@@ -13,6 +13,7 @@ const rumus__warm_fn rumus__warmers[] = {
     rumus__elementwise_warm, rumus__optim_warm, rumus__quant_warm,
     rumus__dropout_warm,
     rumus__pool_warm,
+    rumus__batchnorm_warm,
 };
 const size_t rumus__warmers_count =
     sizeof rumus__warmers / sizeof rumus__warmers[0];

@@ -1,0 +1,394 @@
+/*
+ * batchnorm.cl - per-channel reductions of NCHW tensors: the channel bias
+ * gradient and batch norm 2d (statistics, forward, backward), and the
+ * per-channel maps that apply their results (channel bias add, the
+ * normalisation, the input gradient).
+ *
+ * Layout: a tensor [N, C, S] (S = H * W, or the product of the extents
+ * after the channel) holds element (n, c, s) at ((n * C + c) * S + s);
+ * channel c is N "rows" of S contiguous elements, C * S apart.  Its
+ * M = N * S elements are numbered m = n * S + s.
+ *
+ *   sum    s1 = sum a                          (bias grad: a = dy; mean: x)
+ *   dev    d = x - mean[c]: s1 = sum d, s2 = sum d^2
+ *          var = (s2 - s1^2 / M) / M: the corrected two-pass variance
+ *          (s1 is the rounding error of the mean, ~0, which then
+ *          corrects the mean too), never E[x^2] - E[x]^2
+ *   bwd    d = x - mean[c]: s1 = sum dy, s2 = sum dy * d
+ *          dbeta = s1, dgamma = s2 * invstd,
+ *          dx = (dy - s1 / M - d * s2 * invstd^2 / M) * gamma * invstd
+ *
+ * Reductions run in two stages.  Stage 1 cuts each channel's M elements
+ * into `parts` ranges of L consecutive m (the last shorter) and writes the
+ * sums of range p of channel c to part[2 (c * parts + p)] (+1: s2), floats
+ * whatever the storage:
+ *   bn_<mode>_wg    GPU: one work-group of WG per (channel, range); with
+ *                   S >= WG it walks the range row segment by row segment
+ *                   (one division per segment, coalesced), with shorter
+ *                   rows work-item i takes m = m0 + i, m0 + i + WG, ...
+ *                   (a division each); a tree in local memory.
+ *   bn_<mode>_item  CPU: one work-item per (channel, range), no barriers,
+ *                   float8 accumulators along each row segment.
+ * Stage 2, bn_fold_<what>: one work-item per channel adds the ranges in
+ * order p = 0, 1, ... and writes what the op needs (the bias gradient,
+ * the mean, invstd and running statistics, the backward's dgamma, dbeta
+ * and coefficients).  The order depends only on the shape, the variant,
+ * WG and the device's compute units (the host's choice of parts), so the
+ * bits are the same on every run; the two variants may differ in the last
+ * bits.
+ *
+ * The maps (bn_apply_*) are 2-D: dimension 0 walks blocks of BN_SPAN
+ * elements of one (n, c) plane of S elements, dimension 1 the planes
+ * q0 + q (the host launches planes in chunks); a work-item reads its
+ * channel's coefficients once.
+ *
+ * Storage: x, y, dy, dx (and the bias when it is not F32) in the program's
+ * tag (F32, F16, BF16) through LOAD / STORE; batch norm's gamma, beta,
+ * running and saved statistics are float; all arithmetic is float.
+ */
+
+#ifndef BN_GPU
+#define BN_GPU 0 /* stage 1: 1 the work-group bn_*_wg, 0 the bn_*_item */
+#endif
+#ifndef BN_VW
+#define BN_VW 8 /* vector width of the maps: 4 (GPU) or 8 (CPU) */
+#endif
+#ifndef BN_NV
+#define BN_NV 4 /* vectors per work-item of the maps */
+#endif
+#ifndef BN_FOLD_LS
+#define BN_FOLD_LS 8 /* local size of the fold kernels */
+#endif
+
+#define BN_SPAN (BN_VW * BN_NV) /* elements per work-item of the maps */
+
+#if BN_VW == 8
+typedef float8 bn_vec;
+#define BN_LOADV(p, i) LOAD8(p, i)
+#define BN_STOREV(v, p, i) STORE8(v, p, i)
+#else
+typedef float4 bn_vec;
+#define BN_LOADV(p, i) RUMUS_LOADN(RUMUS_STORAGE, 4, p, i)
+#define BN_STOREV(v, p, i) RUMUS_STOREN(RUMUS_STORAGE, 4, v, p, i)
+#endif
+
+/* Modes of the reductions and the maps; constant in each entry, so the
+ * branches fold at compile time. */
+#define BN_SUM 0
+#define BN_DEV 1
+#define BN_BWD 2
+
+/* ---- Stage 1 ------------------------------------------------------------ */
+
+/* Adds element i to the sums of the mode: a is dy (BWD) or the reduced
+ * tensor, b is x (BWD), mc the channel's mean (DEV, BWD). */
+#define BN_ACC(mode, a, b, i, mc, s1, s2)                                    \
+  do {                                                                       \
+    if ((mode) == BN_SUM) {                                                  \
+      s1 += LOAD(a, i);                                                      \
+    } else if ((mode) == BN_DEV) {                                           \
+      const float d_ = LOAD(a, i) - (mc);                                    \
+      s1 += d_;                                                              \
+      s2 += d_ * d_;                                                         \
+    } else {                                                                 \
+      const float g_ = LOAD(a, i);                                           \
+      s1 += g_;                                                              \
+      s2 += g_ * (LOAD(b, i) - (mc));                                        \
+    }                                                                        \
+  } while (0)
+
+/* The range [m0, m1) of channel c, and the channel's mean (0 for SUM). */
+typedef struct {
+  size_t c, m0, m1;
+  float mc;
+} bn_range;
+
+inline bn_range bn_range_of(size_t c, size_t p, ulong L, ulong M,
+                            global const float *mean, int mode) {
+  bn_range r;
+  r.c = c;
+  r.m0 = p * (size_t)L;
+  r.m1 = min(r.m0 + (size_t)L, (size_t)M);
+  r.mc = mode == BN_SUM ? 0.0f : mean[c];
+  return r;
+}
+
+#if BN_GPU
+/* Work-group sums of a range into ls1[0], ls2[0] (every work-item calls
+ * it: barriers). */
+inline void bn_wg_sums(int mode, global const real_t *a,
+                       global const real_t *b, bn_range r, size_t C,
+                       size_t S, local float *ls1, local float *ls2) {
+  const size_t lid = get_local_id(0);
+  float s1 = 0.0f, s2 = 0.0f;
+  if (S >= WG) {
+    for (size_t m = r.m0; m < r.m1;) {
+      const size_t n = m / S, s = m - n * S;
+      const size_t len = min(S - s, r.m1 - m);
+      const size_t base = (n * C + r.c) * S + s;
+      for (size_t j = lid; j < len; j += WG)
+        BN_ACC(mode, a, b, base + j, r.mc, s1, s2);
+      m += len;
+    }
+  } else {
+    for (size_t m = r.m0 + lid; m < r.m1; m += WG) {
+      const size_t n = m / S;
+      BN_ACC(mode, a, b, (n * C + r.c) * S + (m - n * S), r.mc, s1, s2);
+    }
+  }
+  /* Two buffers: no barrier is needed between the trees. */
+  rumus_wg_sum(ls1, s1);
+  if (mode != BN_SUM) rumus_wg_sum(ls2, s2);
+}
+
+/* Global parts * C * WG, local WG: group g takes range g % parts of
+ * channel g / parts. */
+#define BN_WG_KERNEL(name, mode)                                             \
+  __kernel RUMUS_WG_ATTR void name(                                          \
+      global const real_t *a, ulong a_off, global const real_t *b,           \
+      ulong b_off, global const float *mean, ulong mean_off,                 \
+      global float *part, ulong C, ulong S, ulong M, ulong L, ulong parts) { \
+    local float ls1[WG], ls2[WG];                                            \
+    const size_t g = get_group_id(0), p = g % (size_t)parts;                 \
+    const bn_range r = bn_range_of(g / (size_t)parts, p, L, M,               \
+                                   mean + (size_t)mean_off, mode);           \
+    bn_wg_sums(mode, a + (size_t)a_off, b + (size_t)b_off, r, (size_t)C,     \
+               (size_t)S, ls1, ls2);                                         \
+    if (get_local_id(0) == 0) {                                              \
+      part[2 * g] = ls1[0];                                                  \
+      part[2 * g + 1] = mode == BN_SUM ? 0.0f : ls2[0];                      \
+    }                                                                        \
+  }
+BN_WG_KERNEL(bn_sum_wg, BN_SUM)
+BN_WG_KERNEL(bn_dev_wg, BN_DEV)
+BN_WG_KERNEL(bn_bwd_wg, BN_BWD)
+
+#else /* the CPU variant */
+
+/* The sums of one row segment [i0, i0 + len) in float8 lanes and a scalar
+ * tail. */
+inline void bn_seg_sums(int mode, global const real_t *a,
+                        global const real_t *b, size_t i0, size_t len,
+                        float mc, float8 *a1, float8 *a2, float *t1,
+                        float *t2) {
+  size_t j = 0;
+  for (; j + 8 <= len; j += 8) {
+    if (mode == BN_SUM) {
+      *a1 += LOAD8(a, i0 + j);
+    } else if (mode == BN_DEV) {
+      const float8 d = LOAD8(a, i0 + j) - mc;
+      *a1 += d;
+      *a2 += d * d;
+    } else {
+      const float8 g = LOAD8(a, i0 + j);
+      *a1 += g;
+      *a2 += g * (LOAD8(b, i0 + j) - mc);
+    }
+  }
+  for (; j < len; j++) BN_ACC(mode, a, b, i0 + j, mc, *t1, *t2);
+}
+
+/* Global parts * C (padded), one work-item per (channel, range). */
+#define BN_ITEM_KERNEL(name, mode)                                           \
+  __kernel void name(global const real_t *a, ulong a_off,                    \
+                     global const real_t *b, ulong b_off,                    \
+                     global const float *mean, ulong mean_off,               \
+                     global float *part, ulong C, ulong S, ulong M, ulong L, \
+                     ulong parts) {                                          \
+    const size_t g = get_global_id(0);                                       \
+    if (g >= (size_t)parts * (size_t)C) return;                              \
+    const bn_range r = bn_range_of(g / (size_t)parts, g % (size_t)parts, L,  \
+                                   M, mean + (size_t)mean_off, mode);        \
+    global const real_t *pa = a + (size_t)a_off, *pb = b + (size_t)b_off;    \
+    float8 a1 = 0.0f, a2 = 0.0f;                                             \
+    float t1 = 0.0f, t2 = 0.0f;                                              \
+    for (size_t m = r.m0; m < r.m1;) {                                       \
+      const size_t n = m / (size_t)S, s = m - n * (size_t)S;                 \
+      const size_t len = min((size_t)S - s, r.m1 - m);                       \
+      bn_seg_sums(mode, pa, pb, (n * (size_t)C + r.c) * (size_t)S + s, len,  \
+                  r.mc, &a1, &a2, &t1, &t2);                                 \
+      m += len;                                                              \
+    }                                                                        \
+    part[2 * g] = rumus_hsum8(a1) + t1;                                      \
+    part[2 * g + 1] = rumus_hsum8(a2) + t2;                                  \
+  }
+BN_ITEM_KERNEL(bn_sum_item, BN_SUM)
+BN_ITEM_KERNEL(bn_dev_item, BN_DEV)
+BN_ITEM_KERNEL(bn_bwd_item, BN_BWD)
+#endif
+
+/* ---- Stage 2: one work-item per channel --------------------------------- */
+
+/* The channel's two sums, ranges added in order. */
+inline float2 bn_fold(global const float *part, size_t c, size_t parts) {
+  float2 s = 0.0f;
+  global const float2 *q = (global const float2 *)part + c * parts;
+  for (size_t p = 0; p < parts; p++) s += q[p];
+  return s;
+}
+
+#define BN_FOLD_HEAD                                                         \
+  const size_t c = get_global_id(0);                                         \
+  if (c >= (size_t)C) return;                                                \
+  const float2 s = bn_fold(part, c, (size_t)parts)
+
+/* db[c] = s1, in tag T (the storage, or F32). */
+#define BN_FOLD_BIAS_KERNEL(name, T)                                         \
+  __kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void name(                        \
+      global const float *part, ulong parts, ulong C,                        \
+      global RUMUS_TYPE(T) *db, ulong db_off) {                              \
+    BN_FOLD_HEAD;                                                            \
+    RUMUS_STORE(T, s.x, db + (size_t)db_off, c);                             \
+  }
+BN_FOLD_BIAS_KERNEL(bn_fold_bias, RUMUS_STORAGE)
+BN_FOLD_BIAS_KERNEL(bn_fold_bias_f32, F32)
+
+/* mean[c] = s1 / M. */
+__kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_mean(
+    global const float *part, ulong parts, ulong C, ulong M,
+    global float *mean, ulong mean_off) {
+  BN_FOLD_HEAD;
+  mean[(size_t)mean_off + c] = s.x / (float)M;
+}
+
+/* From the dev sums about the first pass's mean m0: the mean m0 + s1 / M
+ * (s1 holds the rounding error of m0's float sums, so this is the mean to
+ * about the precision of the deviations, written back), the biased
+ * variance, invstd, and (has_running) the running statistics r = (1 - m)
+ * r + m stat, with the unbiased variance var * M / (M - 1) for
+ * running_var (M >= 2: the host refuses M < 2).
+ * The correction s1^2 / M cannot make the variance negative in exact
+ * arithmetic; the clamp keeps rounding from doing so (and keeps a NaN,
+ * which fmax would not). */
+__kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_var(
+    global const float *part, ulong parts, ulong C, ulong M, float eps,
+    float momentum, global float *mean, ulong mean_off,
+    global float *invstd, ulong inv_off, int has_running,
+    global float *rmean, ulong rm_off, global float *rvar, ulong rv_off) {
+  BN_FOLD_HEAD;
+  const float fm = (float)M;
+  float var = (s.y - s.x * (s.x / fm)) / fm;
+  if (var < 0.0f) var = 0.0f;
+  global float *mp = mean + (size_t)mean_off + c;
+  const float mc = *mp + s.x / fm;
+  *mp = mc;
+  invstd[(size_t)inv_off + c] = 1.0f / sqrt(var + eps);
+  if (has_running) {
+    const float unbiased = var * (fm / (float)(M - 1));
+    global float *rm = rmean + (size_t)rm_off + c, *rv = rvar + (size_t)rv_off + c;
+    *rm = (1.0f - momentum) * *rm + momentum * mc;
+    *rv = (1.0f - momentum) * *rv + momentum * unbiased;
+  }
+}
+
+/* The backward's dbeta = s1 and dgamma = s2 * invstd (each if wanted),
+ * and the coefficients of dx: coef[2c] = s1 / M, coef[2c + 1] =
+ * s2 invstd^2 / M. */
+__kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_bwd(
+    global const float *part, ulong parts, ulong C, ulong M,
+    global const float *invstd, ulong inv_off, global float *coef,
+    ulong coef_off, int has_dgamma, global float *dgamma, ulong dg_off, int has_dbeta,
+    global float *dbeta, ulong db_off) {
+  BN_FOLD_HEAD;
+  const float is = invstd[(size_t)inv_off + c], fm = (float)M;
+  if (has_dbeta) dbeta[(size_t)db_off + c] = s.x;
+  if (has_dgamma) dgamma[(size_t)dg_off + c] = s.y * is;
+  global float *k = coef + (size_t)coef_off + 2 * c;
+  k[0] = s.x / fm;
+  k[1] = (s.y * is) * is / fm;
+}
+
+/* ---- Maps --------------------------------------------------------------- */
+
+/* The maps, and their per-channel coefficients k: out = map(x, dy, k). */
+#define BN_ADD 0  /* x + k.x                                  (bias add) */
+#define BN_NORM 1 /* (x - k.x) * k.y + k.z     (k: mean, invstd gamma, beta) */
+#define BN_GRAD 2 /* (dy - k.z - (x - k.x) * k.w) * k.y       (batch norm dx) */
+#define BN_MAP(mode, xv, gv, k)                                              \
+  ((mode) == BN_ADD ? (xv) + (k).x                                           \
+   : (mode) == BN_NORM ? ((xv) - (k).x) * (k).y + (k).z                       \
+                       : ((gv) - (k).z - ((xv) - (k).x) * (k).w) * (k).y)
+
+/* The S elements of plane (n, c) from `base`: work-item block c0 of
+ * BN_SPAN, whole vectors then a scalar tail.  out may be x or dy (each
+ * element is read before it is written). */
+inline void bn_map_span(int mode, global const real_t *x,
+                        global const real_t *dy, global real_t *out,
+                        size_t base, size_t c0, size_t S, float4 k) {
+  const size_t end = min(c0 + (size_t)BN_SPAN, S);
+  size_t j = c0;
+  for (; j + BN_VW <= end; j += BN_VW) {
+    const bn_vec xv = BN_LOADV(x, base + j);
+    const bn_vec gv = mode == BN_GRAD ? BN_LOADV(dy, base + j) : xv;
+    BN_STOREV(BN_MAP(mode, xv, gv, k), out, base + j);
+  }
+  for (; j < end; j++) {
+    const float xv = LOAD(x, base + j);
+    const float gv = mode == BN_GRAD ? LOAD(dy, base + j) : xv;
+    STORE(BN_MAP(mode, xv, gv, k), out, base + j);
+  }
+}
+
+/* Work-item (block, plane): c0, the plane q = q0 + get_global_id(1), its
+ * channel and first element; returns from the padding work-items. */
+#define BN_MAP_HEAD                                                          \
+  const size_t c0 = get_global_id(0) * (size_t)BN_SPAN;                     \
+  const size_t q = (size_t)q0 + get_global_id(1);                            \
+  if (c0 >= (size_t)S || q >= (size_t)planes) return;                       \
+  const size_t c = q % (size_t)C, base = q * (size_t)S
+
+/* y = x + bias[c], bias in tag T. */
+#define BN_APPLY_BIAS_KERNEL(name, T)                                        \
+  __kernel void name(global const real_t *x, ulong x_off, global real_t *y,  \
+                     ulong y_off, global const RUMUS_TYPE(T) *bias,          \
+                     ulong b_off, ulong C, ulong S, ulong planes, ulong q0) { \
+    BN_MAP_HEAD;                                                             \
+    const float4 k =                                                         \
+        (float4)(RUMUS_LOAD(T, bias + (size_t)b_off, c), 0.0f, 0.0f, 0.0f);  \
+    bn_map_span(BN_ADD, x + (size_t)x_off, x + (size_t)x_off,                \
+                y + (size_t)y_off, base, c0, (size_t)S, k);                  \
+  }
+BN_APPLY_BIAS_KERNEL(bn_apply_bias, RUMUS_STORAGE)
+BN_APPLY_BIAS_KERNEL(bn_apply_bias_f32, F32)
+
+/* y = (x - mean) * invstd * gamma + beta, with gamma 1 and beta 0 where
+ * not given; stat_is_var: stat holds the running variance (eval: invstd
+ * = 1 / sqrt(var + eps)), otherwise the saved invstd. */
+__kernel void bn_apply_fwd(global const real_t *x, ulong x_off,
+                           global real_t *y, ulong y_off,
+                           global const float *mean, ulong mean_off,
+                           global const float *stat, ulong stat_off,
+                           int stat_is_var, float eps, int has_gamma,
+                           global const float *gamma, ulong g_off,
+                           int has_beta, global const float *beta,
+                           ulong b_off, ulong C, ulong S, ulong planes,
+                           ulong q0) {
+  BN_MAP_HEAD;
+  const float st = stat[(size_t)stat_off + c];
+  const float is = stat_is_var ? 1.0f / sqrt(st + eps) : st;
+  const float ga = has_gamma ? gamma[(size_t)g_off + c] : 1.0f;
+  const float be = has_beta ? beta[(size_t)b_off + c] : 0.0f;
+  const float4 k = (float4)(mean[(size_t)mean_off + c], is * ga, be, 0.0f);
+  bn_map_span(BN_NORM, x + (size_t)x_off, x + (size_t)x_off, y + (size_t)y_off,
+              base, c0, (size_t)S, k);
+}
+
+/* dx = (dy - coef[2c] - (x - mean) * coef[2c + 1]) * gamma * invstd,
+ * gamma 1 where not given. */
+__kernel void bn_apply_bwd(global const real_t *x, ulong x_off,
+                           global const real_t *dy, ulong dy_off,
+                           global real_t *dx, ulong dx_off,
+                           global const float *mean, ulong mean_off,
+                           global const float *invstd, ulong inv_off,
+                           int has_gamma, global const float *gamma,
+                           ulong g_off, global const float *coef,
+                           ulong coef_off, ulong C, ulong S, ulong planes,
+                           ulong q0) {
+  BN_MAP_HEAD;
+  const float ga = has_gamma ? gamma[(size_t)g_off + c] : 1.0f;
+  global const float *kc = coef + (size_t)coef_off + 2 * c;
+  const float4 k = (float4)(mean[(size_t)mean_off + c],
+                            ga * invstd[(size_t)inv_off + c], kc[0], kc[1]);
+  bn_map_span(BN_GRAD, x + (size_t)x_off, dy + (size_t)dy_off,
+              dx + (size_t)dx_off, base, c0, (size_t)S, k);
+}

@@ -1,0 +1,554 @@
+/*
+ * batchnorm.c - channel bias add / gradient and batch norm 2d over NCHW
+ * tensors (kernels in cl/batchnorm.cl).  x, y, dy and dx share one
+ * floating storage type, the program's RUMUS_STORAGE; batch norm's
+ * per-channel tensors are F32; the channel bias (and its gradient) is of
+ * x's type or F32.  One program per storage type and variant holds every
+ * kernel of the family, picked by name.
+ *
+ * Per-channel reductions run in two stages (stage 1 per range of a
+ * channel, stage 2 per channel, in a fixed order: cl/batchnorm.cl).  The
+ * host cuts each channel's M = N * H * W elements into ranges so that the
+ * device has enough work-groups (GPU) or work-items (CPU) when C is small,
+ * with a floor on the range length so that short channels stay whole.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "ops.h"
+
+static const char *const FILE_CL = "batchnorm.cl";
+
+/* Work-items per launch of a map at most, and work-groups along its
+ * dimension 1 (CUDA's grid limit, which NVIDIA's OpenCL inherits): more
+ * planes are launched in chunks. */
+#define MAX_ITEMS ((size_t)1 << 30)
+#define MAX_GROUPS_DIM1 ((size_t)65535)
+
+/* Ranges per channel: enough for BN_GROUPS_PER_CU work-groups (GPU) or
+ * BN_ITEMS_PER_CU work-items (CPU) per compute unit over all channels,
+ * each range at least BN_MIN_V_GPU elements per work-item of a group
+ * (GPU) or BN_MIN_CPU elements (CPU), and at most BN_MAX_PARTS. */
+#define BN_GROUPS_PER_CU 4
+#define BN_ITEMS_PER_CU 8
+#define BN_MIN_V_GPU 16
+#define BN_MIN_CPU 4096
+#define BN_MAX_PARTS 1024
+
+/* The geometry of the family's program on this context's variant. */
+typedef struct {
+  int gpu;
+  rumus_dtype storage;
+  size_t wg;       /* WG: stage 1's work-group (GPU) */
+  size_t vw, nv;   /* the maps' vector width and vectors per work-item */
+  size_t ls;       /* the maps' local size */
+  size_t fold_ls;  /* stage 2's local size */
+  char opts[192];  /* the program's options */
+} bn_geom;
+
+/* The one options function of the family (launches and warm-up). */
+static void bn_options(const bn_geom *g, char *buf, size_t len) {
+  char head[96];
+  rumus__options_head(head, sizeof head, g->storage, g->wg, 0);
+  snprintf(buf, len, "%s -DBN_GPU=%d -DBN_VW=%zu -DBN_NV=%zu -DBN_FOLD_LS=%zu",
+           head, g->gpu, g->vw, g->nv, g->fold_ls);
+}
+
+/* GPU: one float4 per work-item of the maps in groups of 256 (coalesced,
+ * as the element-wise ops); CPU: four float8 per work-item in groups of
+ * 16.  The maps' vectors need only element alignment (vload), so there is
+ * no aligned program. */
+static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, bn_geom *g) {
+  g->gpu = rumus__gpu_variant(ctx);
+  g->storage = storage;
+  g->wg = rumus__reduce_wg(ctx);
+  g->vw = g->gpu ? 4 : 8;
+  g->nv = g->gpu ? 1 : 4;
+  g->ls = g->gpu ? 256 : 16;
+  g->fold_ls = g->gpu ? 64 : 8;
+  while (g->ls > ctx->max_wg) g->ls /= 2;
+  while (g->fold_ls > ctx->max_wg) g->fold_ls /= 2;
+  bn_options(g, g->opts, sizeof g->opts);
+}
+
+/* An NCHW tensor's extents: N, C, S = the product of the extents after
+ * C (H * W), M = N * S per channel, planes = N * C. */
+typedef struct {
+  size_t N, C, S, M, planes;
+} bn_shape;
+
+static bn_shape shape_of(const rumus_tensor *t) {
+  bn_shape sh = {t->shape[0], t->shape[1], 1, 0, 0};
+  for (int i = 2; i < t->ndim; i++) sh.S *= t->shape[i];
+  sh.M = sh.N * sh.S;
+  sh.planes = sh.N * sh.C;
+  return sh;
+}
+
+/* ---- Argument checks --------------------------------------------------- */
+
+/* x: floating (first == NULL) or of first's type, with ndim 4 (batch
+ * norm: ndim4 set) or at least 2 (channel bias). */
+static int check_nchw(rumus_ctx *ctx, const char *op, const char *name,
+                      const rumus_tensor *t, const rumus_tensor *first,
+                      int ndim4) {
+  if (first)
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, name, t, first->dtype));
+  else
+    RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, name, t));
+  char s[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(ndim4 && t->ndim != 4, ctx, RUMUS_ESHAPE,
+                 "%s: %s %s must be 4-D (N, C, H, W)", op, name,
+                 rumus__shape_str(t, s, sizeof s));
+  RUMUS__FAIL_IF(t->ndim < 2, ctx, RUMUS_ESHAPE,
+                 "%s: %s %s must have at least 2 dimensions (N, C, ...)", op,
+                 name, rumus__shape_str(t, s, sizeof s));
+  if (first) return rumus__check_same_shape(ctx, op, "x", first, name, t);
+  return RUMUS_OK;
+}
+
+/* A per-channel tensor: 1-D of C elements, F32 (or of x's type too, when
+ * x_type_ok: the channel bias). */
+static int check_chan(rumus_ctx *ctx, const char *op, const char *name,
+                      const rumus_tensor *t, const rumus_tensor *x,
+                      int x_type_ok) {
+  if (x_type_ok && t && t->ctx == ctx && t->dtype == x->dtype)
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, name, t, x->dtype));
+  else if (x_type_ok && t && t->ctx == ctx && t->dtype != RUMUS_F32)
+    return rumus__fail(ctx, RUMUS_EDTYPE, "%s: %s is %s, expected %s (the "
+                       "type of x) or f32", op, name,
+                       rumus_dtype_name(t->dtype), rumus_dtype_name(x->dtype));
+  else
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, name, t, RUMUS_F32));
+  char s[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(t->ndim != 1 || t->shape[0] != x->shape[1], ctx,
+                 RUMUS_ESHAPE, "%s: %s %s must be 1-D of C = %zu elements",
+                 op, name, rumus__shape_str(t, s, sizeof s), x->shape[1]);
+  return RUMUS_OK;
+}
+
+/* check_chan for an optional tensor (NULL passes). */
+static int check_chan_opt(rumus_ctx *ctx, const char *op, const char *name,
+                          const rumus_tensor *t, const rumus_tensor *x) {
+  return t ? check_chan(ctx, op, name, t, x, 0) : RUMUS_OK;
+}
+
+/* The tensors of a call (NULL entries skipped): no output (the first nout
+ * entries) shares memory with another tensor, except outputs ts[0] and
+ * input ts[alias] may be the same bytes (alias < 0: none). */
+static int check_overlaps(rumus_ctx *ctx, const char *op,
+                          const char *const *names,
+                          const rumus_tensor *const *ts, int n, int nout,
+                          int alias) {
+  for (int i = 0; i < nout; i++)
+    for (int j = i + 1; j < n; j++)
+      RUMUS__FORWARD(rumus__check_overlap(ctx, op, names[i], ts[i], names[j],
+                                          ts[j], i == 0 && j == alias));
+  return RUMUS_OK;
+}
+
+/* ---- Launches ------------------------------------------------------------ */
+
+/* A tensor's buffer and element offset for a kernel argument; a NULL
+ * (absent, optional) tensor passes `stand_in`'s, which the kernel does
+ * not read. */
+typedef struct {
+  cl_mem mem;
+  cl_ulong off;
+} bn_arg;
+
+static bn_arg arg_of(const rumus_tensor *t, const rumus_tensor *stand_in) {
+  const rumus_tensor *u = t ? t : stand_in;
+  bn_arg a = {u->mem, t ? rumus__off(t) : 0};
+  return a;
+}
+
+/* The ranges of stage 1: *parts per channel of *L elements (the last
+ * shorter).  It depends on the shape, variant, WG and compute units only,
+ * so the summation order is the same on every run. */
+static void plan_parts(const rumus_ctx *ctx, const bn_geom *g,
+                       const bn_shape *sh, size_t *parts, size_t *L) {
+  const size_t cu = ctx->compute_units ? ctx->compute_units : 1;
+  const size_t want = (g->gpu ? BN_GROUPS_PER_CU : BN_ITEMS_PER_CU) * cu;
+  const size_t min_len = g->gpu ? g->wg * BN_MIN_V_GPU : BN_MIN_CPU;
+  size_t p = (want + sh->C - 1) / sh->C;
+  const size_t p_len = (sh->M + min_len - 1) / min_len;
+  if (p > p_len) p = p_len;
+  if (p > BN_MAX_PARTS) p = BN_MAX_PARTS;
+  if (p < 1) p = 1;
+  *L = (sh->M + p - 1) / p;
+  *parts = (sh->M + *L - 1) / *L;
+}
+
+/* Stage 1 of reduction `mode` ("sum", "dev", "bwd"): a (and b, mean) per
+ * cl/batchnorm.cl into part (2 floats per channel and range). */
+static int run_stage1(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                      const char *mode, bn_arg a, bn_arg b, bn_arg mean,
+                      const bn_shape *sh, size_t parts, size_t L,
+                      cl_mem part) {
+  char kname[32];
+  snprintf(kname, sizeof kname, "bn_%s_%s", mode, g->gpu ? "wg" : "item");
+  const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
+  cl_ulong C = sh->C, S = sh->S, M = sh->M, nL = L, np = parts;
+  rumus__arg args[12] = {
+      RUMUS__ARG(a.mem),    RUMUS__ARG(a.off), RUMUS__ARG(b.mem),
+      RUMUS__ARG(b.off),    RUMUS__ARG(mean.mem), RUMUS__ARG(mean.off),
+      RUMUS__ARG(part),     RUMUS__ARG(C),     RUMUS__ARG(S),
+      RUMUS__ARG(M),        RUMUS__ARG(nL),    RUMUS__ARG(np)};
+  const size_t items = parts * sh->C;
+  size_t global, local;
+  if (g->gpu) {
+    global = items * g->wg;
+    local = g->wg;
+  } else {
+    global = items;
+    local = rumus__row_local(ctx, items);
+  }
+  return rumus__launch(ctx, op, &k, 1, &global, &local, 12, args);
+}
+
+/* Stage 2: kernel `kname` over the channels, its arguments after (part,
+ * parts, C) in rest[0 .. nrest). */
+static int run_fold(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                    const char *kname, cl_mem part, size_t parts,
+                    const bn_shape *sh, const rumus__arg *rest, size_t nrest) {
+  const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
+  cl_ulong np = parts, C = sh->C;
+  rumus__arg args[20] = {RUMUS__ARG(part), RUMUS__ARG(np), RUMUS__ARG(C)};
+  for (size_t i = 0; i < nrest; i++) args[3 + i] = rest[i];
+  size_t global = sh->C, local = g->fold_ls;
+  return rumus__launch(ctx, op, &k, 1, &global, &local, 3 + nrest, args);
+}
+
+/* Smallest power of two >= n, at most cap. */
+static size_t pow2_at_least(size_t n, size_t cap) {
+  size_t p = 1;
+  while (p < n && p < cap) p *= 2;
+  return p;
+}
+
+/* A map: kernel `kname` with its arguments pre[0 .. npre), then (C, S,
+ * planes, q0), over blocks of vw * nv elements of each plane, in chunks
+ * of planes. */
+static int run_map(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                   const char *kname, const rumus__arg *pre, size_t npre,
+                   const bn_shape *sh) {
+  const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
+  const size_t span = g->vw * g->nv, blocks = (sh->S + span - 1) / span;
+  size_t local[2];
+  local[0] = pow2_at_least(blocks, g->ls);
+  local[1] = g->ls / local[0];
+  size_t chunk = MAX_ITEMS / local[0];
+  if (chunk > MAX_GROUPS_DIM1 * local[1]) chunk = MAX_GROUPS_DIM1 * local[1];
+  cl_ulong C = sh->C, S = sh->S, planes = sh->planes;
+  rumus__arg args[24];
+  for (size_t i = 0; i < npre; i++) args[i] = pre[i];
+  for (size_t q0 = 0; q0 < sh->planes; q0 += chunk) {
+    cl_ulong nq0 = q0;
+    args[npre] = RUMUS__ARG(C);
+    args[npre + 1] = RUMUS__ARG(S);
+    args[npre + 2] = RUMUS__ARG(planes);
+    args[npre + 3] = RUMUS__ARG(nq0);
+    size_t global[2] = {blocks, sh->planes - q0 < chunk ? sh->planes - q0
+                                                        : chunk};
+    RUMUS__FORWARD(
+        rumus__launch(ctx, op, &k, 2, global, local, npre + 4, args));
+  }
+  return RUMUS_OK;
+}
+
+/* Scratch for stage 1's partial sums (and the backward's coefficients,
+ * 2 C floats more when extra). */
+static int part_scratch(rumus_ctx *ctx, const char *op, const bn_shape *sh,
+                        size_t parts, int extra, cl_mem *out) {
+  const size_t pairs = parts * sh->C + (extra ? sh->C : 0);
+  RUMUS__FAIL_IF(pairs > (size_t)-1 / (2 * sizeof(float)), ctx, RUMUS_ESIZE,
+                 "%s: %zu partial sums overflow size_t", op, pairs);
+  return rumus__scratch(ctx, op, pairs * 2 * sizeof(float), out);
+}
+
+/* ---- Channel bias ------------------------------------------------------- */
+
+int rumus_channel_bias_add(rumus_ctx *ctx, const rumus_tensor *x,
+                           const rumus_tensor *b, rumus_tensor *y) {
+  const char *op = "rumus_channel_bias_add";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(check_nchw(ctx, op, "x", x, NULL, 0));
+  RUMUS__FORWARD(check_chan(ctx, op, "b", b, x, 1));
+  RUMUS__FORWARD(check_nchw(ctx, op, "y", y, x, 0));
+  const char *names[3] = {"y", "x", "b"};
+  const rumus_tensor *ts[3] = {y, x, b};
+  RUMUS__FORWARD(check_overlaps(ctx, op, names, ts, 3, 1, 1));
+  const bn_shape sh = shape_of(x);
+  if (x->numel == 0) return RUMUS_OK;
+  bn_geom g;
+  get_geom(ctx, x->dtype, &g);
+  cl_ulong xo = rumus__off(x), yo = rumus__off(y), bo = rumus__off(b);
+  const rumus__arg pre[6] = {RUMUS__ARG(x->mem), RUMUS__ARG(xo),
+                             RUMUS__ARG(y->mem), RUMUS__ARG(yo),
+                             RUMUS__ARG(b->mem), RUMUS__ARG(bo)};
+  const int f32 = b->dtype != x->dtype;
+  return run_map(ctx, op, &g, f32 ? "bn_apply_bias_f32" : "bn_apply_bias",
+                 pre, 6, &sh);
+}
+
+int rumus_channel_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
+                            rumus_tensor *db) {
+  const char *op = "rumus_channel_bias_grad";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(check_nchw(ctx, op, "dy", dy, NULL, 0));
+  RUMUS__FORWARD(check_chan(ctx, op, "db", db, dy, 1));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "db", db, "dy", dy, 0));
+  const bn_shape sh = shape_of(dy);
+  if (sh.C == 0) return RUMUS_OK;
+  if (sh.M == 0) return rumus_tensor_fill(db, 0.0f); /* empty sums */
+  bn_geom g;
+  get_geom(ctx, dy->dtype, &g);
+  size_t parts, L;
+  plan_parts(ctx, &g, &sh, &parts, &L);
+  cl_mem part;
+  RUMUS__FORWARD(part_scratch(ctx, op, &sh, parts, 0, &part));
+  const bn_arg a = arg_of(dy, NULL);
+  int st = run_stage1(ctx, op, &g, "sum", a, a, a, &sh, parts, L, part);
+  if (st == RUMUS_OK) {
+    cl_ulong dbo = rumus__off(db);
+    const rumus__arg rest[2] = {RUMUS__ARG(db->mem), RUMUS__ARG(dbo)};
+    st = run_fold(ctx, op, &g,
+                  db->dtype != dy->dtype ? "bn_fold_bias_f32" : "bn_fold_bias",
+                  part, parts, &sh, rest, 2);
+  }
+  /* The queue keeps the scratch buffer alive until the kernels finish. */
+  clReleaseMemObject(part);
+  return st;
+}
+
+/* ---- Batch norm ---------------------------------------------------------- */
+
+static int check_params(rumus_ctx *ctx, const char *op,
+                        const rumus_batchnorm_params *p) {
+  RUMUS__FAIL_IF(!(isfinite(p->eps) && p->eps >= 0.0f), ctx, RUMUS_EINVAL,
+                 "%s: eps %g must be finite and >= 0", op, (double)p->eps);
+  RUMUS__FAIL_IF(!(p->momentum >= 0.0f && p->momentum <= 1.0f), ctx,
+                 RUMUS_EINVAL, "%s: momentum %g must lie in [0, 1]", op,
+                 (double)p->momentum);
+  return RUMUS_OK;
+}
+
+/* The forward's map: y from x and per-channel mean and stat (the saved
+ * invstd, or the running variance when stat_is_var). */
+static int apply_fwd(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                     const bn_shape *sh, const rumus_tensor *x,
+                     rumus_tensor *y, const rumus_tensor *mean,
+                     const rumus_tensor *stat, cl_int stat_is_var, float eps,
+                     const rumus_tensor *gamma, const rumus_tensor *beta) {
+  cl_ulong xo = rumus__off(x), yo = rumus__off(y), mo = rumus__off(mean),
+           so = rumus__off(stat);
+  const bn_arg ga = arg_of(gamma, mean), be = arg_of(beta, mean);
+  cl_int has_g = gamma != NULL, has_b = beta != NULL;
+  const rumus__arg pre[16] = {
+      RUMUS__ARG(x->mem),     RUMUS__ARG(xo),    RUMUS__ARG(y->mem),
+      RUMUS__ARG(yo),         RUMUS__ARG(mean->mem), RUMUS__ARG(mo),
+      RUMUS__ARG(stat->mem),  RUMUS__ARG(so),    RUMUS__ARG(stat_is_var),
+      RUMUS__ARG(eps),        RUMUS__ARG(has_g), RUMUS__ARG(ga.mem),
+      RUMUS__ARG(ga.off),     RUMUS__ARG(has_b), RUMUS__ARG(be.mem),
+      RUMUS__ARG(be.off)};
+  return run_map(ctx, op, g, "bn_apply_fwd", pre, 16, sh);
+}
+
+/* The checks shared by the forwards: x, y, gamma, beta, params. */
+static int check_fwd(rumus_ctx *ctx, const char *op,
+                     const rumus_batchnorm_params *p, const rumus_tensor *x,
+                     const rumus_tensor *gamma, const rumus_tensor *beta,
+                     const rumus_tensor *y) {
+  RUMUS__FORWARD(check_params(ctx, op, p));
+  RUMUS__FORWARD(check_nchw(ctx, op, "x", x, NULL, 1));
+  RUMUS__FORWARD(check_nchw(ctx, op, "y", y, x, 1));
+  RUMUS__FORWARD(check_chan_opt(ctx, op, "gamma", gamma, x));
+  return check_chan_opt(ctx, op, "beta", beta, x);
+}
+
+/* Stage 1 and 2 of the mean, then of the variance (into save_mean,
+ * save_invstd and the running statistics). */
+static int train_stats(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                       const bn_shape *sh, const rumus_batchnorm_params *p,
+                       const rumus_tensor *x, rumus_tensor *rm,
+                       rumus_tensor *rv, rumus_tensor *save_mean,
+                       rumus_tensor *save_invstd) {
+  size_t parts, L;
+  plan_parts(ctx, g, sh, &parts, &L);
+  cl_mem part;
+  RUMUS__FORWARD(part_scratch(ctx, op, sh, parts, 0, &part));
+  const bn_arg xa = arg_of(x, NULL), ma = arg_of(save_mean, NULL);
+  cl_ulong M = sh->M, io = rumus__off(save_invstd);
+  int st = run_stage1(ctx, op, g, "sum", xa, xa, ma, sh, parts, L, part);
+  if (st == RUMUS_OK) {
+    const rumus__arg rest[3] = {RUMUS__ARG(M), RUMUS__ARG(ma.mem),
+                                RUMUS__ARG(ma.off)};
+    st = run_fold(ctx, op, g, "bn_fold_mean", part, parts, sh, rest, 3);
+  }
+  if (st == RUMUS_OK)
+    st = run_stage1(ctx, op, g, "dev", xa, xa, ma, sh, parts, L, part);
+  if (st == RUMUS_OK) {
+    const bn_arg ra = arg_of(rm, save_mean), va = arg_of(rv, save_mean);
+    cl_int has_run = rm != NULL;
+    const rumus__arg rest[12] = {
+        RUMUS__ARG(M),       RUMUS__ARG(p->eps),  RUMUS__ARG(p->momentum),
+        RUMUS__ARG(ma.mem),  RUMUS__ARG(ma.off),  RUMUS__ARG(save_invstd->mem),
+        RUMUS__ARG(io),      RUMUS__ARG(has_run), RUMUS__ARG(ra.mem),
+        RUMUS__ARG(ra.off),  RUMUS__ARG(va.mem),  RUMUS__ARG(va.off)};
+    st = run_fold(ctx, op, g, "bn_fold_var", part, parts, sh, rest, 12);
+  }
+  clReleaseMemObject(part);
+  return st;
+}
+
+int rumus_batchnorm2d_fwd_train(rumus_ctx *ctx,
+                                const rumus_batchnorm_params *params,
+                                const rumus_tensor *x,
+                                const rumus_tensor *gamma,
+                                const rumus_tensor *beta,
+                                rumus_tensor *running_mean,
+                                rumus_tensor *running_var, rumus_tensor *y,
+                                rumus_tensor *save_mean,
+                                rumus_tensor *save_invstd) {
+  const char *op = "rumus_batchnorm2d_fwd_train";
+  if (ctx == NULL) return RUMUS_ENULL;
+  const rumus_batchnorm_params p =
+      params ? *params : (rumus_batchnorm_params)RUMUS_BATCHNORM_DEFAULTS;
+  RUMUS__FORWARD(check_fwd(ctx, op, &p, x, gamma, beta, y));
+  RUMUS__FAIL_IF((running_mean == NULL) != (running_var == NULL), ctx,
+                 RUMUS_EINVAL, "%s: running_mean and running_var must both "
+                 "be given or both be NULL", op);
+  RUMUS__FORWARD(check_chan_opt(ctx, op, "running_mean", running_mean, x));
+  RUMUS__FORWARD(check_chan_opt(ctx, op, "running_var", running_var, x));
+  RUMUS__FORWARD(check_chan(ctx, op, "save_mean", save_mean, x, 0));
+  RUMUS__FORWARD(check_chan(ctx, op, "save_invstd", save_invstd, x, 0));
+  const char *names[8] = {"y", "running_mean", "running_var", "save_mean",
+                          "save_invstd", "x", "gamma", "beta"};
+  const rumus_tensor *ts[8] = {y, running_mean, running_var, save_mean,
+                               save_invstd, x, gamma, beta};
+  RUMUS__FORWARD(check_overlaps(ctx, op, names, ts, 8, 5, 5));
+  const bn_shape sh = shape_of(x);
+  if (sh.C == 0) return RUMUS_OK;
+  RUMUS__FAIL_IF(sh.M < 2, ctx, RUMUS_ESHAPE,
+                 "%s: N * H * W = %zu; training needs more than one value "
+                 "per channel", op, sh.M);
+  bn_geom g;
+  get_geom(ctx, x->dtype, &g);
+  RUMUS__FORWARD(train_stats(ctx, op, &g, &sh, &p, x, running_mean,
+                             running_var, save_mean, save_invstd));
+  return apply_fwd(ctx, op, &g, &sh, x, y, save_mean, save_invstd, 0, p.eps,
+                   gamma, beta);
+}
+
+int rumus_batchnorm2d_fwd_eval(rumus_ctx *ctx,
+                               const rumus_batchnorm_params *params,
+                               const rumus_tensor *x,
+                               const rumus_tensor *gamma,
+                               const rumus_tensor *beta,
+                               const rumus_tensor *running_mean,
+                               const rumus_tensor *running_var,
+                               rumus_tensor *y) {
+  const char *op = "rumus_batchnorm2d_fwd_eval";
+  if (ctx == NULL) return RUMUS_ENULL;
+  const rumus_batchnorm_params p =
+      params ? *params : (rumus_batchnorm_params)RUMUS_BATCHNORM_DEFAULTS;
+  RUMUS__FORWARD(check_fwd(ctx, op, &p, x, gamma, beta, y));
+  RUMUS__FORWARD(check_chan(ctx, op, "running_mean", running_mean, x, 0));
+  RUMUS__FORWARD(check_chan(ctx, op, "running_var", running_var, x, 0));
+  const char *names[6] = {"y", "x", "gamma", "beta", "running_mean",
+                          "running_var"};
+  const rumus_tensor *ts[6] = {y, x, gamma, beta, running_mean, running_var};
+  RUMUS__FORWARD(check_overlaps(ctx, op, names, ts, 6, 1, 1));
+  const bn_shape sh = shape_of(x);
+  if (x->numel == 0) return RUMUS_OK;
+  bn_geom g;
+  get_geom(ctx, x->dtype, &g);
+  return apply_fwd(ctx, op, &g, &sh, x, y, running_mean, running_var, 1,
+                   p.eps, gamma, beta);
+}
+
+/* The backward's sums, dgamma, dbeta and coefficients (after the partial
+ * sums in part), then dx. */
+static int run_bwd(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                   const bn_shape *sh, const rumus_tensor *dy,
+                   const rumus_tensor *x, const rumus_tensor *gamma,
+                   const rumus_tensor *save_mean,
+                   const rumus_tensor *save_invstd, rumus_tensor *dx,
+                   rumus_tensor *dgamma, rumus_tensor *dbeta, cl_mem part,
+                   size_t parts, size_t L) {
+  const bn_arg ya = arg_of(dy, NULL), xa = arg_of(x, NULL);
+  const bn_arg ma = arg_of(save_mean, NULL), ia = arg_of(save_invstd, NULL);
+  RUMUS__FORWARD(run_stage1(ctx, op, g, "bwd", ya, xa, ma, sh, parts, L,
+                            part));
+  /* The fold writes dx's coefficients into part after the partial sums
+   * (float coef_at on), where the map reads them. */
+  const bn_arg dga = arg_of(dgamma, save_mean), dba = arg_of(dbeta, save_mean);
+  cl_ulong M = sh->M;
+  cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
+  cl_ulong coef_at = 2 * parts * sh->C;
+  const rumus__arg rest[11] = {
+      RUMUS__ARG(M),       RUMUS__ARG(ia.mem),  RUMUS__ARG(ia.off),
+      RUMUS__ARG(part),    RUMUS__ARG(coef_at), RUMUS__ARG(has_dg),
+      RUMUS__ARG(dga.mem), RUMUS__ARG(dga.off), RUMUS__ARG(has_db),
+      RUMUS__ARG(dba.mem), RUMUS__ARG(dba.off)};
+  RUMUS__FORWARD(run_fold(ctx, op, g, "bn_fold_bwd", part, parts, sh, rest,
+                          11));
+  const bn_arg ga = arg_of(gamma, save_mean);
+  cl_ulong dxo = rumus__off(dx);
+  cl_int has_g = gamma != NULL;
+  const rumus__arg pre[16] = {
+      RUMUS__ARG(xa.mem),  RUMUS__ARG(xa.off), RUMUS__ARG(ya.mem),
+      RUMUS__ARG(ya.off),  RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),
+      RUMUS__ARG(ma.mem),  RUMUS__ARG(ma.off), RUMUS__ARG(ia.mem),
+      RUMUS__ARG(ia.off),  RUMUS__ARG(has_g),  RUMUS__ARG(ga.mem),
+      RUMUS__ARG(ga.off),  RUMUS__ARG(part),   RUMUS__ARG(coef_at)};
+  return run_map(ctx, op, g, "bn_apply_bwd", pre, 15, sh);
+}
+
+int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
+                          const rumus_tensor *x, const rumus_tensor *gamma,
+                          const rumus_tensor *save_mean,
+                          const rumus_tensor *save_invstd, rumus_tensor *dx,
+                          rumus_tensor *dgamma, rumus_tensor *dbeta) {
+  const char *op = "rumus_batchnorm2d_bwd";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(check_nchw(ctx, op, "x", x, NULL, 1));
+  RUMUS__FORWARD(check_nchw(ctx, op, "dy", dy, x, 1));
+  RUMUS__FORWARD(check_nchw(ctx, op, "dx", dx, x, 1));
+  RUMUS__FORWARD(check_chan_opt(ctx, op, "gamma", gamma, x));
+  RUMUS__FORWARD(check_chan(ctx, op, "save_mean", save_mean, x, 0));
+  RUMUS__FORWARD(check_chan(ctx, op, "save_invstd", save_invstd, x, 0));
+  RUMUS__FORWARD(check_chan_opt(ctx, op, "dgamma", dgamma, x));
+  RUMUS__FORWARD(check_chan_opt(ctx, op, "dbeta", dbeta, x));
+  const char *names[8] = {"dx", "dgamma", "dbeta", "dy", "x", "gamma",
+                          "save_mean", "save_invstd"};
+  const rumus_tensor *ts[8] = {dx, dgamma, dbeta, dy, x, gamma, save_mean,
+                               save_invstd};
+  RUMUS__FORWARD(check_overlaps(ctx, op, names, ts, 8, 3, 3));
+  const bn_shape sh = shape_of(x);
+  if (sh.C == 0) return RUMUS_OK;
+  if (sh.M == 0) { /* empty sums; dx is empty */
+    if (dgamma) RUMUS__FORWARD(rumus_tensor_fill(dgamma, 0.0f));
+    return dbeta ? rumus_tensor_fill(dbeta, 0.0f) : RUMUS_OK;
+  }
+  bn_geom g;
+  get_geom(ctx, x->dtype, &g);
+  size_t parts, L;
+  plan_parts(ctx, &g, &sh, &parts, &L);
+  cl_mem part;
+  RUMUS__FORWARD(part_scratch(ctx, op, &sh, parts, 1, &part));
+  const int st = run_bwd(ctx, op, &g, &sh, dy, x, gamma, save_mean,
+                         save_invstd, dx, dgamma, dbeta, part, parts, L);
+  clReleaseMemObject(part);
+  return st;
+}
+
+/* The F32 program of the current variant (one program holds every kernel
+ * of the family; 16-bit programs are built by their first call). */
+int rumus__batchnorm_warm(rumus_ctx *ctx) {
+  bn_geom g;
+  cl_program p;
+  get_geom(ctx, RUMUS_F32, &g);
+  return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, g.opts, &p);
+}
