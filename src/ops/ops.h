@@ -18,6 +18,7 @@ RUMUS__HIDDEN int rumus__gemm_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__elementwise_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__optim_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__quant_warm(rumus_ctx *ctx);
+RUMUS__HIDDEN int rumus__conv_warm(rumus_ctx *ctx);
 
 /* ---- Program options ------------------------------------------------------
  * Each family has one function that writes the options of its programs from

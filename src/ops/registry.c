@@ -11,6 +11,7 @@
 const rumus__warm_fn rumus__warmers[] = {
     rumus__softmax_warm,     rumus__xent_warm,  rumus__gemm_warm,
     rumus__elementwise_warm, rumus__optim_warm, rumus__quant_warm,
+    rumus__conv_warm,
 };
 const size_t rumus__warmers_count =
     sizeof rumus__warmers / sizeof rumus__warmers[0];

@@ -46,6 +46,7 @@ void selfcheck_gemm(selfcheck *sc);
 void selfcheck_elementwise(selfcheck *sc);
 void selfcheck_optim(selfcheck *sc);
 void selfcheck_quant(selfcheck *sc);
+void selfcheck_conv(selfcheck *sc);
 
 /* rumus-info -s [-f] (startup.c): prints the start-up times of one fresh
  * context, with rumus_cache_fill first if fill is set; the exit status. */

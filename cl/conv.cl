@@ -1,0 +1,463 @@
+/*
+ * conv.cl - 2-D convolution in NCHW (PyTorch's conv2d): forward, the
+ * gradient of the input and the gradient of the weight, as implicit GEMMs
+ * that gather their operand straight from x or dy (no im2col buffer, no
+ * loop over the batch on the host).
+ *
+ * Layout: x [N, C, H, W], w [OC, C/G, KH, KW], y [N, OC, OH, OW], G groups
+ * (group g: input channels g*Cg .. , output channels g*OCg ..), with
+ *   OH = (H + 2 PH - DH (KH - 1) - 1) / SH + 1   (the same for W).
+ * Per group, with a tap t = (c, kh, kw) of the Cg * KH * KW taps and an
+ * output pixel q = (n, oh, ow) of the N * OH * OW pixels:
+ *   forward      y[n, o, oh, ow] = bias[o] + sum_t w[o, t] * X(q, t)
+ *   input grad   dx[n, c, ih, iw] = sum over (o, kh, kw) of w[o, c, kh, kw]
+ *                * dy[n, o, oh, ow] where ih = oh SH - PH + kh DH and
+ *                iw = ow SW - PW + kw DW (the gather form of the transposed
+ *                convolution: each dx element sums the pairs that touch it)
+ *   weight grad  dw[o, t] = sum_q dy[n, o, oh, ow] * X(q, t)
+ * where X(q, t) = x[n, g Cg + c, oh SH - PH + kh DH, ow SW - PW + kw DW],
+ * 0 in the padding.  Each is C[m][j] = sum_k A(m, k) B(k, j): m runs over
+ * the group's output channels (forward, weight grad) or input channels
+ * (input grad); j over output pixels, input pixels or taps; k over taps,
+ * (o, kh, kw) or pixels.  Every sum starts at 0 and runs k upwards with one
+ * fma per term, in both variants, so the two give the same bits; the
+ * forward adds the bias after the sum (its epilogue).  The weight
+ * gradient's k (N * OH * OW pixels) is cut into S chunks of KC pixels that
+ * the host fixes from the shape alone; chunk sums go to a float scratch
+ * [S][OC][Cg KH KW] and conv_wsum adds them in chunk order (S = 1: stored
+ * directly), so its bits depend on the shape only, not on the device.
+ *
+ * The geometry arrives as one long16: N, C, H, W, OC, OH, OW, KH, KW, SH,
+ * SW, PH, PW, DH, DW, G.  Element offsets are ulong and indices size_t;
+ * coordinates are long, as padding makes them negative.
+ *
+ * CPU variant (CONV_GPU 0): barrier-free, one work-item per block of MB
+ * rows x LANES columns, float16 accumulators; the B values of a k are
+ * gathered lane by lane (coordinates per lane computed once per work-item)
+ * and A is broadcast.  Work-groups of CPU_WG work-items along dimension 0.
+ * GPU variant (CONV_GPU 1): TS x TS work-groups, one C element each; A and
+ * B tiles of TS k-steps are staged in local memory, each work-item
+ * gathering one element of each.
+ * Grid: dimension 0 columns, 1 rows, 2 groups (weight grad: z = s G + g).
+ */
+
+#ifndef CONV_GPU
+#define CONV_GPU 0 /* 1: the local-memory tiled kernels, 0: the CPU ones */
+#endif
+#ifndef MB
+#define MB 4 /* CPU: rows (channels) per work-item: 1, 4 or 16 */
+#endif
+#ifndef TS
+#define TS 16 /* GPU: tile edge (work-group TS x TS) */
+#endif
+#ifndef CPU_WG
+#define CPU_WG 8 /* CPU: work-group size along dimension 0 */
+#endif
+
+#define LANES 16 /* CPU: columns per work-item, one float16 */
+#define UNROLL _Pragma("unroll")
+
+typedef struct {
+  long n, c, h, w, oc, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, g;
+} geo_t;
+
+inline geo_t geo_of(long16 v) {
+  geo_t g = {v.s0, v.s1, v.s2, v.s3, v.s4, v.s5, v.s6, v.s7,
+             v.s8, v.s9, v.sa, v.sb, v.sc, v.sd, v.se, v.sf};
+  return g;
+}
+
+/* 1 if input pixel (ih, iw) lies inside the image (0: padding). */
+inline int x_in(const geo_t *g, long ih, long iw) {
+  return ih >= 0 && ih < g->h && iw >= 0 && iw < g->w;
+}
+
+/* dy's coordinate for input coordinate t = i + P - k D along an axis of
+ * stride s and extent o: t / s when t >= 0, s divides t and t / s < o. */
+inline int dy_at(long t, long s, long o, long *out) {
+  if (t < 0) return 0;
+  const long q = s == 1 ? t : t / s;
+  *out = q;
+  return q * s == t && q < o;
+}
+
+/* Conv_wsum: dw[i] = part[0][i] + part[1][i] + ... in chunk order. */
+__kernel void conv_wsum(global const float *restrict part, ulong total,
+                        ulong S, global real_t *restrict dw, ulong dw_off) {
+  const size_t i = get_global_id(0);
+  if (i >= total) return;
+  float acc = part[i];
+  for (size_t s = 1; s < S; s++) acc += part[s * (size_t)total + i];
+  STORE(acc, dw, (size_t)dw_off + i);
+}
+
+#if !CONV_GPU
+/* ---- CPU variant ---------------------------------------------------------- */
+
+/* Stores the MB x LANES block acc at rows m0 .. (< rows) of C, where row m
+ * of lane j is at base[j] + m * pitch; all lanes contiguous when `run`. */
+inline void cpu_store(global real_t *out, const size_t *base, size_t pitch,
+                      size_t m0, size_t rows, size_t lanes, int run,
+                      const float16 *acc, const float *add) {
+  for (size_t m = 0; m < MB && m0 + m < rows; m++) {
+    const float16 v = acc[m] + add[m];
+    if (run) {
+      RUMUS_STOREN(RUMUS_STORAGE, 16, v, out, base[0] + m * pitch);
+    } else {
+      const float *e = (const float *)&v;
+      for (size_t j = 0; j < lanes; j++) STORE(e[j], out, base[j] + m * pitch);
+    }
+  }
+}
+
+/* Forward: work-item (pixel block, channel block, group). */
+__kernel RUMUS_REQD_WG(CPU_WG, 1, 1)
+void conv_fwd_cpu(global const real_t *restrict x, ulong x_off,
+                  global const real_t *restrict w, ulong w_off,
+                  global const real_t *restrict bias, ulong b_off,
+                  int has_bias, global real_t *restrict y, ulong y_off,
+                  long16 gv, ulong z0) {
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, np = g.n * ohw, hw = g.h * g.w;
+  const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t q0 = get_global_id(0) * LANES, m0 = get_global_id(1) * MB;
+  const size_t grp = get_global_id(2) + (size_t)z0;
+  if (q0 >= np || m0 >= ocg) return;
+  size_t xb[LANES], yb[LANES];
+  long ih0[LANES], iw0[LANES];
+  for (size_t j = 0; j < LANES; j++) {
+    const size_t q = q0 + j < np ? q0 + j : np - 1;
+    const size_t n = q / ohw, p = q - n * ohw;
+    const long oh = (long)(p / g.ow), ow = (long)(p - oh * g.ow);
+    xb[j] = (size_t)x_off + (n * g.c + grp * cg) * hw;
+    yb[j] = (size_t)y_off + (n * g.oc + grp * ocg + m0) * ohw + p;
+    ih0[j] = q0 + j < np ? oh * g.sh - g.ph : g.h; /* past the end: 0 */
+    iw0[j] = ow * g.sw - g.pw;
+  }
+  size_t wr[MB];
+  UNROLL for (int m = 0; m < MB; m++)
+    wr[m] = (size_t)w_off +
+            (grp * ocg + min(m0 + m, ocg - 1)) * cg * taps;
+  float16 acc[MB];
+  UNROLL for (int m = 0; m < MB; m++) acc[m] = 0.0f;
+  for (size_t c = 0; c < cg; c++) {
+    for (long kh = 0; kh < g.kh; kh++) {
+      size_t row[LANES];
+      int rok[LANES];
+      for (size_t j = 0; j < LANES; j++) {
+        const long ih = ih0[j] + kh * g.dh;
+        rok[j] = ih >= 0 && ih < g.h;
+        row[j] = xb[j] + c * hw + (rok[j] ? (size_t)ih * g.w : 0);
+      }
+      const size_t t0 = (c * g.kh + kh) * g.kw;
+      for (long kw = 0; kw < g.kw; kw++) {
+        float xv[LANES];
+        for (size_t j = 0; j < LANES; j++) {
+          const long iw = iw0[j] + kw * g.dw;
+          xv[j] = rok[j] && iw >= 0 && iw < g.w ? LOAD(x, row[j] + iw) : 0.0f;
+        }
+        const float16 b = vload16(0, xv);
+        UNROLL for (int m = 0; m < MB; m++)
+          acc[m] = fma((float16)LOAD(w, wr[m] + t0 + kw), b, acc[m]);
+      }
+    }
+  }
+  float add[MB];
+  UNROLL for (int m = 0; m < MB; m++)
+    add[m] = has_bias && m0 + m < ocg
+                 ? LOAD(bias, (size_t)b_off + grp * ocg + m0 + m)
+                 : 0.0f;
+  const size_t lanes = min((size_t)LANES, np - q0);
+  const int run = lanes == LANES && q0 / ohw == (q0 + LANES - 1) / ohw;
+  cpu_store(y, yb, ohw, m0, ocg, lanes, run, acc, add);
+}
+
+/* Input gradient: work-item (input pixel block, input channel block,
+ * group). */
+__kernel RUMUS_REQD_WG(CPU_WG, 1, 1)
+void conv_bwd_data_cpu(global const real_t *restrict dy, ulong dy_off,
+                       global const real_t *restrict w, ulong w_off,
+                       global real_t *restrict dx, ulong dx_off, long16 gv,
+                       ulong z0) {
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * hw;
+  const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t q0 = get_global_id(0) * LANES, m0 = get_global_id(1) * MB;
+  const size_t grp = get_global_id(2) + (size_t)z0;
+  if (q0 >= np || m0 >= cg) return;
+  size_t db[LANES], xb[LANES];
+  long th0[LANES], tw0[LANES];
+  for (size_t j = 0; j < LANES; j++) {
+    const size_t q = q0 + j < np ? q0 + j : np - 1;
+    const size_t n = q / hw, p = q - n * hw;
+    const long ih = (long)(p / g.w), iw = (long)(p - ih * g.w);
+    db[j] = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
+    xb[j] = (size_t)dx_off + (n * g.c + grp * cg + m0) * hw + p;
+    th0[j] = q0 + j < np ? ih + g.ph : -1; /* past the end: 0 */
+    tw0[j] = iw + g.pw;
+  }
+  size_t wr[MB];
+  UNROLL for (int m = 0; m < MB; m++)
+    wr[m] = (size_t)w_off + (grp * ocg * cg + min(m0 + m, cg - 1)) * taps;
+  float16 acc[MB];
+  UNROLL for (int m = 0; m < MB; m++) acc[m] = 0.0f;
+  for (size_t o = 0; o < ocg; o++) {
+    for (long kh = 0; kh < g.kh; kh++) {
+      size_t row[LANES];
+      int rok[LANES];
+      for (size_t j = 0; j < LANES; j++) {
+        long oh = 0;
+        rok[j] = dy_at(th0[j] - kh * g.dh, g.sh, g.oh, &oh);
+        row[j] = db[j] + o * ohw + (rok[j] ? (size_t)oh * g.ow : 0);
+      }
+      const size_t t0 = o * cg * taps + kh * g.kw;
+      for (long kw = 0; kw < g.kw; kw++) {
+        float dv[LANES];
+        for (size_t j = 0; j < LANES; j++) {
+          long ow = 0;
+          const int ok = dy_at(tw0[j] - kw * g.dw, g.sw, g.ow, &ow);
+          dv[j] = rok[j] && ok ? LOAD(dy, row[j] + ow) : 0.0f;
+        }
+        const float16 b = vload16(0, dv);
+        UNROLL for (int m = 0; m < MB; m++)
+          acc[m] = fma((float16)LOAD(w, wr[m] + t0 + kw), b, acc[m]);
+      }
+    }
+  }
+  const float add[MB] = {0};
+  const size_t lanes = min((size_t)LANES, np - q0);
+  const int run = lanes == LANES && q0 / hw == (q0 + LANES - 1) / hw;
+  cpu_store(dx, xb, hw, m0, cg, lanes, run, acc, add);
+}
+
+/* Weight gradient, chunk s of the pixels: work-item (tap block, output
+ * channel block, s G + group); sums into part[s] (float, dw's layout), or
+ * into dw itself when S == 1. */
+__kernel RUMUS_REQD_WG(CPU_WG, 1, 1)
+void conv_bwd_weight_cpu(global const real_t *restrict x, ulong x_off,
+                         global const real_t *restrict dy, ulong dy_off,
+                         global real_t *restrict dw, ulong dw_off,
+                         global float *restrict part, long16 gv, ulong KC,
+                         ulong S, ulong z0) {
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * ohw;
+  const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t kt = cg * taps;
+  const size_t j0 = get_global_id(0) * LANES, m0 = get_global_id(1) * MB;
+  const size_t z = get_global_id(2) + (size_t)z0;
+  const size_t grp = z % g.g, s = z / g.g;
+  if (j0 >= kt || m0 >= ocg) return;
+  size_t xc[LANES];
+  long offh[LANES], offw[LANES];
+  for (size_t j = 0; j < LANES; j++) {
+    const size_t t = j0 + j < kt ? j0 + j : kt - 1;
+    const size_t c = t / taps, r = t - c * taps;
+    const long kh = (long)(r / g.kw), kw = (long)(r - kh * g.kw);
+    xc[j] = c * hw;
+    offh[j] = j0 + j < kt ? kh * g.dh - g.ph : g.h; /* past the end: 0 */
+    offw[j] = kw * g.dw - g.pw;
+  }
+  const size_t qa = s * (size_t)KC, qb = min(qa + (size_t)KC, np);
+  float16 acc[MB];
+  UNROLL for (int m = 0; m < MB; m++) acc[m] = 0.0f;
+  const size_t mlast = ocg - 1 - m0; /* rows past ocg re-read the last */
+  size_t n = qa / ohw, p = qa - n * ohw;
+  long oh = (long)(p / g.ow), ow = (long)(p - oh * g.ow);
+  for (size_t q = qa; q < qb; q++) {
+    const size_t xb = (size_t)x_off + (n * g.c + grp * cg) * hw;
+    const size_t dyb = (size_t)dy_off + (n * g.oc + grp * ocg + m0) * ohw + p;
+    const long ihb = oh * g.sh, iwb = ow * g.sw;
+    float xv[LANES];
+    for (size_t j = 0; j < LANES; j++) {
+      const long ih = ihb + offh[j], iw = iwb + offw[j];
+      xv[j] = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w
+                  ? LOAD(x, xb + xc[j] + (size_t)ih * g.w + iw)
+                  : 0.0f;
+    }
+    const float16 b = vload16(0, xv);
+    UNROLL for (int m = 0; m < MB; m++)
+      acc[m] = fma((float16)LOAD(dy, dyb + min((size_t)m, mlast) * ohw), b,
+                   acc[m]);
+    p++;
+    if (++ow == g.ow) {
+      ow = 0;
+      if (++oh == g.oh) {
+        oh = 0;
+        p = 0;
+        n++;
+      }
+    }
+  }
+  const size_t lanes = min((size_t)LANES, kt - j0);
+  size_t base[LANES];
+  for (size_t j = 0; j < LANES; j++)
+    base[j] = (grp * ocg + m0) * kt + j0 + j;
+  if (S == 1) {
+    for (size_t j = 0; j < LANES; j++) base[j] += (size_t)dw_off;
+    const float add[MB] = {0};
+    cpu_store(dw, base, kt, m0, ocg, lanes, lanes == LANES, acc, add);
+    return;
+  }
+  global float *ps = part + s * (size_t)g.oc * kt;
+  for (size_t m = 0; m < MB && m0 + m < ocg; m++) {
+    const float *e = (const float *)&acc[m];
+    for (size_t j = 0; j < lanes; j++) ps[base[j] + m * kt] = e[j];
+  }
+}
+
+#else
+/* ---- GPU variant ---------------------------------------------------------- */
+
+/* One TS-step of C[m][j] += sum A(m, k) B(k, j) from the local tiles. */
+inline float gpu_step(local const float (*As)[TS + 1],
+                      local const float (*Bs)[TS + 1], int tx, int ty,
+                      float acc) {
+  UNROLL for (int k = 0; k < TS; k++) acc = fma(As[ty][k], Bs[k][tx], acc);
+  return acc;
+}
+
+/* Forward: work-item (pixel, output channel, group). */
+__kernel RUMUS_REQD_WG(TS, TS, 1)
+void conv_fwd_wg(global const real_t *restrict x, ulong x_off,
+                 global const real_t *restrict w, ulong w_off,
+                 global const real_t *restrict bias, ulong b_off,
+                 int has_bias, global real_t *restrict y, ulong y_off,
+                 long16 gv, ulong z0) {
+  local float As[TS][TS + 1], Bs[TS][TS + 1];
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, np = g.n * ohw, hw = g.h * g.w;
+  const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t kt = cg * taps;
+  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const size_t j = get_global_id(0), m = get_global_id(1);
+  const size_t grp = get_global_id(2) + (size_t)z0;
+  const size_t m0 = get_group_id(1) * TS, j0 = get_group_id(0) * TS;
+  /* This work-item loads A(m0 + ty, k0 + tx) and B(k0 + ty, j0 + tx). */
+  const size_t am = m0 + ty, bj = j0 + tx;
+  const size_t arow = (size_t)w_off + (grp * ocg + am) * kt;
+  const size_t bq = bj < np ? bj : 0;
+  const size_t bn = bq / ohw, bp = bq - bn * ohw;
+  const long ih0 = (long)(bp / g.ow) * g.sh - g.ph;
+  const long iw0 = (long)(bp % g.ow) * g.sw - g.pw;
+  const size_t xb = (size_t)x_off + (bn * g.c + grp * cg) * hw;
+  float acc = 0.0f;
+  for (size_t k0 = 0; k0 < kt; k0 += TS) {
+    const size_t ak = k0 + tx, bk = k0 + ty;
+    As[ty][tx] = am < ocg && ak < kt ? LOAD(w, arow + ak) : 0.0f;
+    float bv = 0.0f;
+    if (bj < np && bk < kt) {
+      const size_t c = bk / taps, r = bk - c * taps;
+      const long ih = ih0 + (long)(r / g.kw) * g.dh;
+      const long iw = iw0 + (long)(r % g.kw) * g.dw;
+      if (x_in(&g, ih, iw)) bv = LOAD(x, xb + c * hw + (size_t)ih * g.w + iw);
+    }
+    Bs[ty][tx] = bv;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    acc = gpu_step(As, Bs, tx, ty, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (j >= np || m >= ocg) return;
+  const size_t n = j / ohw, p = j - n * ohw, o = grp * ocg + m;
+  const float add = has_bias ? LOAD(bias, (size_t)b_off + o) : 0.0f;
+  STORE(acc + add, y, (size_t)y_off + (n * g.oc + o) * ohw + p);
+}
+
+/* Input gradient: work-item (input pixel, input channel, group). */
+__kernel RUMUS_REQD_WG(TS, TS, 1)
+void conv_bwd_data_wg(global const real_t *restrict dy, ulong dy_off,
+                      global const real_t *restrict w, ulong w_off,
+                      global real_t *restrict dx, ulong dx_off, long16 gv,
+                      ulong z0) {
+  local float As[TS][TS + 1], Bs[TS][TS + 1];
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * hw;
+  const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t kt = ocg * taps;
+  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const size_t j = get_global_id(0), m = get_global_id(1);
+  const size_t grp = get_global_id(2) + (size_t)z0;
+  const size_t m0 = get_group_id(1) * TS, j0 = get_group_id(0) * TS;
+  const size_t am = m0 + ty, bj = j0 + tx;
+  const size_t bq = bj < np ? bj : 0;
+  const size_t bn = bq / hw, bp = bq - bn * hw;
+  const long th0 = (long)(bp / g.w) + g.ph, tw0 = (long)(bp % g.w) + g.pw;
+  const size_t db = (size_t)dy_off + (bn * g.oc + grp * ocg) * ohw;
+  float acc = 0.0f;
+  for (size_t k0 = 0; k0 < kt; k0 += TS) {
+    const size_t ak = k0 + tx, bk = k0 + ty;
+    float av = 0.0f, bv = 0.0f;
+    if (am < cg && ak < kt) {
+      const size_t o = ak / taps, r = ak - o * taps;
+      av = LOAD(w, (size_t)w_off + ((grp * ocg + o) * cg + am) * taps + r);
+    }
+    if (bj < np && bk < kt) {
+      const size_t o = bk / taps, r = bk - o * taps;
+      long oh = 0, ow = 0;
+      if (dy_at(th0 - (long)(r / g.kw) * g.dh, g.sh, g.oh, &oh) &&
+          dy_at(tw0 - (long)(r % g.kw) * g.dw, g.sw, g.ow, &ow))
+        bv = LOAD(dy, db + o * ohw + (size_t)oh * g.ow + ow);
+    }
+    As[ty][tx] = av;
+    Bs[ty][tx] = bv;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    acc = gpu_step(As, Bs, tx, ty, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (j >= np || m >= cg) return;
+  const size_t n = j / hw, p = j - n * hw;
+  STORE(acc, dx, (size_t)dx_off + (n * g.c + grp * cg + m) * hw + p);
+}
+
+/* Weight gradient, chunk s: work-item (tap, output channel, s G + group). */
+__kernel RUMUS_REQD_WG(TS, TS, 1)
+void conv_bwd_weight_wg(global const real_t *restrict x, ulong x_off,
+                        global const real_t *restrict dy, ulong dy_off,
+                        global real_t *restrict dw, ulong dw_off,
+                        global float *restrict part, long16 gv, ulong KC,
+                        ulong S, ulong z0) {
+  local float As[TS][TS + 1], Bs[TS][TS + 1];
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * ohw;
+  const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t kt = cg * taps;
+  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const size_t j = get_global_id(0), m = get_global_id(1);
+  const size_t z = get_global_id(2) + (size_t)z0;
+  const size_t grp = z % g.g, s = z / g.g;
+  const size_t m0 = get_group_id(1) * TS, j0 = get_group_id(0) * TS;
+  const size_t am = m0 + ty, bj = j0 + tx;
+  const size_t bt = bj < kt ? bj : 0;
+  const size_t bc = bt / taps, br = bt - bc * taps;
+  const long offh = (long)(br / g.kw) * g.dh - g.ph;
+  const long offw = (long)(br % g.kw) * g.dw - g.pw;
+  const size_t qa = s * (size_t)KC, qb = min(qa + (size_t)KC, np);
+  float acc = 0.0f;
+  for (size_t k0 = qa; k0 < qb; k0 += TS) {
+    const size_t ak = k0 + tx, bk = k0 + ty;
+    float av = 0.0f, bv = 0.0f;
+    if (am < ocg && ak < qb) {
+      const size_t n = ak / ohw, p = ak - n * ohw;
+      av = LOAD(dy, (size_t)dy_off + (n * g.oc + grp * ocg + am) * ohw + p);
+    }
+    if (bj < kt && bk < qb) {
+      const size_t n = bk / ohw, p = bk - n * ohw;
+      const long ih = (long)(p / g.ow) * g.sh + offh;
+      const long iw = (long)(p % g.ow) * g.sw + offw;
+      if (x_in(&g, ih, iw))
+        bv = LOAD(x, (size_t)x_off + (n * g.c + grp * cg + bc) * hw +
+                         (size_t)ih * g.w + iw);
+    }
+    As[ty][tx] = av;
+    Bs[ty][tx] = bv;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    acc = gpu_step(As, Bs, tx, ty, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (j >= kt || m >= ocg) return;
+  const size_t i = (grp * ocg + m) * kt + j;
+  if (S == 1)
+    STORE(acc, dw, (size_t)dw_off + i);
+  else
+    part[s * (size_t)g.oc * kt + i] = acc;
+}
+#endif
