@@ -6,8 +6,9 @@
  * fixed-order sum of its pixel chunks when there are several).  Every
  * tensor of a call has x's (or dy's) floating storage type: the program's
  * RUMUS_STORAGE.  A program holds one variant's kernels: the CPU one is
- * specialised by MB, the channels per work-item (1, 4 or 16, chosen by the
- * channels per group), the GPU one by its tile edge TS.
+ * specialised by MB, the channels of its register block (1, 4 or 16,
+ * chosen by the channels per group; a work-item takes 4 blocks), the GPU
+ * one by its tile edge TS.
  */
 #include <stdio.h>
 #include <string.h>
@@ -54,8 +55,8 @@ static void conv_options(const conv_prog *p, char *buf, size_t len) {
              CPU_WG);
 }
 
-/* The program that runs rows (channels per group) on this context: MB
- * wastes at most about half a block on few channels (depthwise: 1). */
+/* The program that runs rows (channels per group) on this context: a
+ * block of MB rows is at most about half empty (depthwise: 1). */
 static conv_prog prog_for(const rumus_ctx *ctx, rumus_dtype storage,
                           size_t rows) {
   conv_prog p = {storage, rumus__gpu_variant(ctx), 1, 16};
@@ -162,8 +163,8 @@ static const rumus_conv2d_params *params_or_defaults(
 
 /* ---- Launches ------------------------------------------------------------- */
 
-/* Launches kernel `name` over cols x rows x nz (columns per work-item:
- * LANES on the CPU variant), in pieces of MAX_Z along dimension 2; the
+/* Launches kernel `name` over cols x rows x nz (per work-item on the CPU
+ * variant: LANES columns and 4 MB rows, MG in cl/conv.cl), in pieces of MAX_Z along dimension 2; the
  * last argument is z0, the piece's first z. */
 static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
                     const char *name, size_t cols, size_t rows, size_t nz,
@@ -178,7 +179,7 @@ static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
     local[0] = local[1] = pr->ts;
   } else {
     global[0] = (cols + LANES - 1) / LANES;
-    global[1] = (rows + (size_t)pr->mb - 1) / (size_t)pr->mb;
+    global[1] = (rows + 4 * (size_t)pr->mb - 1) / (4 * (size_t)pr->mb);
   }
   cl_ulong z0 = 0;
   rumus__arg a[MAX_ARGS];
