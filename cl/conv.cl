@@ -29,7 +29,9 @@
  *
  * The geometry arrives as one long16: N, C, H, W, OC, OH, OW, KH, KW, SH,
  * SW, PH, PW, DH, DW, G.  Element offsets are ulong and indices size_t;
- * coordinates are long, as padding makes them negative.
+ * coordinates are signed (padding makes them negative), int in the CPU
+ * kernels' gathers (the host keeps padded extents below 2^30): 64-bit
+ * coordinates made the forward's gather 1.6x slower on PoCL.
  *
  * CPU variant (CONV_GPU 0): barrier-free, one work-item per block of MB
  * rows x LANES columns, float16 accumulators; the B values of a k are
@@ -76,8 +78,8 @@ inline int x_in(const geo_t *g, long ih, long iw) {
  * k D (input coordinate i, tap k): t / s where t >= 0, s divides t and
  * t / s < o; *ok says whether it is.  Branch-free (& rather than &&), so
  * the CPU kernels' lane loops vectorise; stride 1 skips the division. */
-inline long dy_at(long t, long s, long o, int *ok) {
-  const long q = s == 1 ? t : t / s;
+inline int dy_at(int t, int s, int o, int *ok) {
+  const int q = s == 1 ? t : t / s;
   *ok = (t >= 0) & (q < o) & (q * s == t);
   return q;
 }
@@ -161,15 +163,15 @@ void conv_fwd_cpu(global const real_t *restrict x, ulong x_off,
   const size_t grp = get_global_id(2) + (size_t)z0;
   if (q0 >= np || r0 >= ocg) return;
   size_t xb[LANES], yb[LANES];
-  long ih0[LANES], iw0[LANES];
+  int ih0[LANES], iw0[LANES];
   for (size_t j = 0; j < LANES; j++) {
     const size_t q = q0 + j < np ? q0 + j : np - 1;
     const size_t n = q / ohw, p = q - n * ohw;
     const long oh = (long)(p / g.ow), ow = (long)(p - oh * g.ow);
     xb[j] = (size_t)x_off + (n * g.c + grp * cg) * hw;
     yb[j] = (size_t)y_off + (n * g.oc + grp * ocg + r0) * ohw + p;
-    ih0[j] = q0 + j < np ? oh * g.sh - g.ph : g.h; /* past the end: 0 */
-    iw0[j] = ow * g.sw - g.pw;
+    ih0[j] = q0 + j < np ? (int)(oh * g.sh - g.ph) : (int)g.h; /* 0 past */
+    iw0[j] = (int)(ow * g.sw - g.pw);
   }
   float16 acc[MG], col[KCH];
   size_t aoff[KCH];
@@ -180,10 +182,13 @@ void conv_fwd_cpu(global const real_t *restrict x, ulong x_off,
     const size_t kn = min((size_t)KCH, kt - k0);
     for (size_t k = 0; k < kn; k++) {
       float xv[LANES];
+      const int dkh = (int)(kh * g.dh), dkw = (int)(kw * g.dw);
+      const int H = (int)g.h, W = (int)g.w;
+      const size_t xcb = c * hw;
       for (size_t j = 0; j < LANES; j++) {
-        const long ih = ih0[j] + kh * g.dh, iw = iw0[j] + kw * g.dw;
-        xv[j] = x_in(&g, ih, iw)
-                    ? LOAD(x, xb[j] + c * hw + (size_t)ih * g.w + iw)
+        const int ih = ih0[j] + dkh, iw = iw0[j] + dkw;
+        xv[j] = (((uint)ih < (uint)H) & ((uint)iw < (uint)W))
+                    ? LOAD(x, xb[j] + xcb + (size_t)ih * W + iw)
                     : 0.0f;
       }
       col[k] = vload16(0, xv);
@@ -220,31 +225,45 @@ void conv_bwd_data_cpu(global const real_t *restrict dy, ulong dy_off,
   const size_t grp = get_global_id(2) + (size_t)z0;
   if (q0 >= np || r0 >= cg) return;
   size_t db[LANES], xb[LANES];
-  long th0[LANES], tw0[LANES];
+  int th0[LANES], tw0[LANES];
   for (size_t j = 0; j < LANES; j++) {
     const size_t q = q0 + j < np ? q0 + j : np - 1;
     const size_t n = q / hw, p = q - n * hw;
     const long ih = (long)(p / g.w), iw = (long)(p - ih * g.w);
     db[j] = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
     xb[j] = (size_t)dx_off + (n * g.c + grp * cg + r0) * hw + p;
-    th0[j] = q0 + j < np ? ih + g.ph : -1; /* past the end: 0 */
-    tw0[j] = iw + g.pw;
+    th0[j] = q0 + j < np ? (int)(ih + g.ph) : -1; /* past the end: 0 */
+    tw0[j] = (int)(iw + g.pw);
   }
   float16 acc[MG], col[KCH];
   size_t aoff[KCH];
   for (int m = 0; m < MG; m++) acc[m] = 0.0f;
+  const int unit = g.sh == 1 && g.sw == 1;
   size_t o = 0;
   long kh = 0, kw = 0;
   for (size_t k0 = 0; k0 < kt; k0 += KCH) {
     const size_t kn = min((size_t)KCH, kt - k0);
     for (size_t k = 0; k < kn; k++) {
       float dv[LANES];
-      for (size_t j = 0; j < LANES; j++) {
-        int okh, okw;
-        const long oh = dy_at(th0[j] - kh * g.dh, g.sh, g.oh, &okh);
-        const long ow = dy_at(tw0[j] - kw * g.dw, g.sw, g.ow, &okw);
-        dv[j] = okh & okw ? LOAD(dy, db[j] + o * ohw + (size_t)oh * g.ow + ow)
-                          : 0.0f;
+      const int dkh = (int)(kh * g.dh), dkw = (int)(kw * g.dw);
+      const int SH = (int)g.sh, SW = (int)g.sw, OH = (int)g.oh,
+                OW = (int)g.ow;
+      const size_t ob = o * ohw;
+      if (unit) { /* stride 1: no division (not vectorised on x86) */
+        for (size_t j = 0; j < LANES; j++) {
+          const int oh = th0[j] - dkh, ow = tw0[j] - dkw;
+          dv[j] = (((uint)oh < (uint)OH) & ((uint)ow < (uint)OW))
+                      ? LOAD(dy, db[j] + ob + (size_t)oh * OW + ow)
+                      : 0.0f;
+        }
+      } else {
+        for (size_t j = 0; j < LANES; j++) {
+          int okh, okw;
+          const int oh = dy_at(th0[j] - dkh, SH, OH, &okh);
+          const int ow = dy_at(tw0[j] - dkw, SW, OW, &okw);
+          dv[j] = (okh & okw) ? LOAD(dy, db[j] + ob + (size_t)oh * OW + ow)
+                            : 0.0f;
+        }
       }
       col[k] = vload16(0, dv);
       aoff[k] = o * cg * taps + (size_t)(kh * g.kw + kw);
@@ -282,14 +301,14 @@ void conv_bwd_weight_cpu(global const real_t *restrict x, ulong x_off,
   const size_t grp = z % g.g, s = z / g.g;
   if (j0 >= kt || r0 >= ocg) return;
   size_t xc[LANES];
-  long offh[LANES], offw[LANES];
+  int offh[LANES], offw[LANES];
   for (size_t j = 0; j < LANES; j++) {
     const size_t t = j0 + j < kt ? j0 + j : kt - 1;
     const size_t c = t / taps, r = t - c * taps;
     const long kh = (long)(r / g.kw), kw = (long)(r - kh * g.kw);
     xc[j] = (size_t)x_off + (grp * cg + c) * hw;
-    offh[j] = j0 + j < kt ? kh * g.dh - g.ph : g.h; /* past the end: 0 */
-    offw[j] = kw * g.dw - g.pw;
+    offh[j] = j0 + j < kt ? (int)(kh * g.dh - g.ph) : (int)g.h; /* 0 past */
+    offw[j] = (int)(kw * g.dw - g.pw);
   }
   const size_t qa = s * (size_t)KC, qb = min(qa + (size_t)KC, np);
   float16 acc[MG], col[KCH];
@@ -301,12 +320,14 @@ void conv_bwd_weight_cpu(global const real_t *restrict x, ulong x_off,
     const size_t kn = min((size_t)KCH, qb - k0);
     for (size_t k = 0; k < kn; k++) {
       const size_t xn = n * g.c * hw;
-      const long ihb = oh * g.sh, iwb = ow * g.sw;
+      const int ihb = (int)(oh * g.sh), iwb = (int)(ow * g.sw);
+      const int H = (int)g.h, W = (int)g.w;
       float xv[LANES];
       for (size_t j = 0; j < LANES; j++) {
-        const long ih = ihb + offh[j], iw = iwb + offw[j];
-        xv[j] = x_in(&g, ih, iw) ? LOAD(x, xc[j] + xn + (size_t)ih * g.w + iw)
-                                 : 0.0f;
+        const int ih = ihb + offh[j], iw = iwb + offw[j];
+        xv[j] = (((uint)ih < (uint)H) & ((uint)iw < (uint)W))
+                    ? LOAD(x, xc[j] + xn + (size_t)ih * W + iw)
+                    : 0.0f;
       }
       col[k] = vload16(0, xv);
       aoff[k] = n * g.oc * ohw + p;
@@ -426,8 +447,10 @@ void conv_bwd_data_wg(global const real_t *restrict dy, ulong dy_off,
     if (bj < np && bk < kt) {
       const size_t o = bk / taps, r = bk - o * taps;
       int okh, okw;
-      const long oh = dy_at(th0 - (long)(r / g.kw) * g.dh, g.sh, g.oh, &okh);
-      const long ow = dy_at(tw0 - (long)(r % g.kw) * g.dw, g.sw, g.ow, &okw);
+      const int oh = dy_at((int)(th0 - (long)(r / g.kw) * g.dh), (int)g.sh,
+                           (int)g.oh, &okh);
+      const int ow = dy_at((int)(tw0 - (long)(r % g.kw) * g.dw), (int)g.sw,
+                           (int)g.ow, &okw);
       if (okh & okw) bv = LOAD(dy, db + o * ohw + (size_t)oh * g.ow + ow);
     }
     As[ty][tx] = av;

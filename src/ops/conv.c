@@ -28,6 +28,9 @@ static const char *const FILE_CL = "conv.cl";
 /* Work-groups per launch along dimension 2 (groups x chunks) at most:
  * CUDA's grid limit, which NVIDIA's OpenCL inherits. */
 #define MAX_Z ((size_t)65535)
+/* Padded image extents stay below this: the CPU kernels' coordinates are
+ * int. */
+#define COORD_LIMIT ((size_t)1 << 30)
 #define MAX_ARGS 12 /* arguments of a conv kernel at most */
 
 typedef struct {
@@ -103,6 +106,9 @@ static int out_extent(rumus_ctx *ctx, const char *op, const char *axis,
                  "%s: the kernel's %s (%zu taps, dilation %d: %zu) is larger "
                  "than the padded input's (%zu + 2 x %d = %zu)", op, axis, k,
                  dil, span, in, pad, padded);
+  RUMUS__FAIL_IF(padded >= COORD_LIMIT, ctx, RUMUS_ESHAPE,
+                 "%s: the padded input's %s (%zu) is not below 2^30", op,
+                 axis, padded);
   *out = (padded - span) / (size_t)stride + 1;
   return RUMUS_OK;
 }
