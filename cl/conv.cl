@@ -37,9 +37,9 @@
  * rows x LANES columns, float16 accumulators; the B values of a k are
  * gathered lane by lane (coordinates per lane computed once per work-item)
  * and A is broadcast.  Work-groups of CPU_WG work-items along dimension 0.
- * GPU variant (CONV_GPU 1): TS x TS work-groups, one C element each; A and
- * B tiles of TS k-steps are staged in local memory, each work-item
- * gathering one element of each.
+ * GPU variant (CONV_GPU 1): TS x TS work-groups, 4 x 4 C elements per
+ * work-item; A and B tiles of TS k-steps are staged in local memory, each
+ * work-item gathering four elements of each.
  * Grid: dimension 0 columns, 1 rows, 2 groups (weight grad: z = s G + g).
  */
 
@@ -360,160 +360,215 @@ void conv_bwd_weight_cpu(global const real_t *restrict x, ulong x_off,
   }
 }
 #else
-/* ---- GPU variant ---------------------------------------------------------- */
+/* ---- GPU variant ----------------------------------------------------------
+ * A work-group of TS x TS work-items computes a GT x GT tile of C (GT =
+ * 4 TS), each work-item 4 x 4 outputs: rows ty + TS i and columns tx + TS
+ * j (i, j < 4), so that neighbouring work-items store neighbouring
+ * pixels.  k goes in steps of TS: each work-item loads A(m0 + ty + TS e,
+ * k0 + tx) and B(k0 + ty, j0 + tx + TS e) (e < 4) into the local tiles
+ * As[k][m] and Bs[k][j]; a B column's coordinates are worked out once per
+ * work-item, a k's once per step. */
 
-/* One TS-step of C[m][j] += sum A(m, k) B(k, j) from the local tiles. */
-inline float gpu_step(local const float (*As)[TS + 1],
-                      local const float (*Bs)[TS + 1], int tx, int ty,
-                      float acc) {
-  UNROLL for (int k = 0; k < TS; k++) acc = fma(As[ty][k], Bs[k][tx], acc);
-  return acc;
+#define GT (4 * TS)
+#define LP (GT + 1) /* pitch of a local tile's rows */
+
+/* acc[i][j] += sum over the step's TS k of As[k][ty + TS i] Bs[k][tx + TS
+ * j], k upwards. */
+inline void gpu_tile(local const float *As, local const float *Bs, int tx,
+                     int ty, float acc[4][4]) {
+  UNROLL for (int k = 0; k < TS; k++) {
+    float a[4], b[4];
+    UNROLL for (int i = 0; i < 4; i++) a[i] = As[k * LP + ty + TS * i];
+    UNROLL for (int j = 0; j < 4; j++) b[j] = Bs[k * LP + tx + TS * j];
+    UNROLL for (int i = 0; i < 4; i++)
+      UNROLL for (int j = 0; j < 4; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+  }
 }
 
-/* Forward: work-item (pixel, output channel, group). */
+/* Forward: work-group (pixel tile, output channel tile, group). */
 __kernel RUMUS_REQD_WG(TS, TS, 1)
 void conv_fwd_wg(global const real_t *restrict x, ulong x_off,
                  global const real_t *restrict w, ulong w_off,
                  global const real_t *restrict bias, ulong b_off,
                  int has_bias, global real_t *restrict y, ulong y_off,
                  long16 gv, ulong z0) {
-  local float As[TS][TS + 1], Bs[TS][TS + 1];
+  local float As[TS * LP], Bs[TS * LP];
   const geo_t g = geo_of(gv);
   const size_t ohw = g.oh * g.ow, np = g.n * ohw, hw = g.h * g.w;
   const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
   const size_t kt = cg * taps;
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
-  const size_t j = get_global_id(0), m = get_global_id(1);
   const size_t grp = get_global_id(2) + (size_t)z0;
-  const size_t m0 = get_group_id(1) * TS, j0 = get_group_id(0) * TS;
-  /* This work-item loads A(m0 + ty, k0 + tx) and B(k0 + ty, j0 + tx). */
-  const size_t am = m0 + ty, bj = j0 + tx;
-  const size_t arow = (size_t)w_off + (grp * ocg + am) * kt;
-  const size_t bq = bj < np ? bj : 0;
-  const size_t bn = bq / ohw, bp = bq - bn * ohw;
-  const long ih0 = (long)(bp / g.ow) * g.sh - g.ph;
-  const long iw0 = (long)(bp % g.ow) * g.sw - g.pw;
-  const size_t xb = (size_t)x_off + (bn * g.c + grp * cg) * hw;
-  float acc = 0.0f;
+  const size_t m0 = get_group_id(1) * GT, j0 = get_group_id(0) * GT;
+  const size_t wb = (size_t)w_off + grp * ocg * kt;
+  size_t xb[4];
+  long ih0[4], iw0[4];
+  UNROLL for (int e = 0; e < 4; e++) {
+    const size_t q = j0 + tx + TS * e, qq = q < np ? q : 0;
+    const size_t n = qq / ohw, p = qq - n * ohw;
+    xb[e] = (size_t)x_off + (n * g.c + grp * cg) * hw;
+    ih0[e] = q < np ? (long)(p / g.ow) * g.sh - g.ph : g.h; /* 0 past */
+    iw0[e] = (long)(p % g.ow) * g.sw - g.pw;
+  }
+  float acc[4][4] = {{0.0f}};
   for (size_t k0 = 0; k0 < kt; k0 += TS) {
     const size_t ak = k0 + tx, bk = k0 + ty;
-    As[ty][tx] = am < ocg && ak < kt ? LOAD(w, arow + ak) : 0.0f;
-    float bv = 0.0f;
-    if (bj < np && bk < kt) {
-      const size_t c = bk / taps, r = bk - c * taps;
-      const long ih = ih0 + (long)(r / g.kw) * g.dh;
-      const long iw = iw0 + (long)(r % g.kw) * g.dw;
-      if (x_in(&g, ih, iw)) bv = LOAD(x, xb + c * hw + (size_t)ih * g.w + iw);
+    UNROLL for (int e = 0; e < 4; e++) {
+      const size_t m = m0 + ty + TS * e;
+      As[tx * LP + ty + TS * e] =
+          m < ocg && ak < kt ? LOAD(w, wb + m * kt + ak) : 0.0f;
     }
-    Bs[ty][tx] = bv;
+    const size_t c = bk / taps, r = bk - c * taps;
+    const long dh = (long)(r / g.kw) * g.dh, dw = (long)(r % g.kw) * g.dw;
+    UNROLL for (int e = 0; e < 4; e++) {
+      const long ih = ih0[e] + dh, iw = iw0[e] + dw;
+      Bs[ty * LP + tx + TS * e] =
+          bk < kt && x_in(&g, ih, iw)
+              ? LOAD(x, xb[e] + c * hw + (size_t)ih * g.w + iw)
+              : 0.0f;
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    acc = gpu_step(As, Bs, tx, ty, acc);
+    gpu_tile(As, Bs, tx, ty, acc);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (j >= np || m >= ocg) return;
-  const size_t n = j / ohw, p = j - n * ohw, o = grp * ocg + m;
-  const float add = has_bias ? LOAD(bias, (size_t)b_off + o) : 0.0f;
-  STORE(acc + add, y, (size_t)y_off + (n * g.oc + o) * ohw + p);
+  UNROLL for (int j = 0; j < 4; j++) {
+    const size_t q = j0 + tx + TS * j;
+    if (q >= np) continue;
+    const size_t n = q / ohw, p = q - n * ohw;
+    UNROLL for (int i = 0; i < 4; i++) {
+      const size_t m = m0 + ty + TS * i, o = grp * ocg + m;
+      if (m >= ocg) continue;
+      const float add = has_bias ? LOAD(bias, (size_t)b_off + o) : 0.0f;
+      STORE(acc[i][j] + add, y, (size_t)y_off + (n * g.oc + o) * ohw + p);
+    }
+  }
 }
 
-/* Input gradient: work-item (input pixel, input channel, group). */
+/* Input gradient: work-group (input pixel tile, input channel tile,
+ * group). */
 __kernel RUMUS_REQD_WG(TS, TS, 1)
 void conv_bwd_data_wg(global const real_t *restrict dy, ulong dy_off,
                       global const real_t *restrict w, ulong w_off,
                       global real_t *restrict dx, ulong dx_off, long16 gv,
                       ulong z0) {
-  local float As[TS][TS + 1], Bs[TS][TS + 1];
+  local float As[TS * LP], Bs[TS * LP];
   const geo_t g = geo_of(gv);
   const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * hw;
   const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
   const size_t kt = ocg * taps;
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
-  const size_t j = get_global_id(0), m = get_global_id(1);
   const size_t grp = get_global_id(2) + (size_t)z0;
-  const size_t m0 = get_group_id(1) * TS, j0 = get_group_id(0) * TS;
-  const size_t am = m0 + ty, bj = j0 + tx;
-  const size_t bq = bj < np ? bj : 0;
-  const size_t bn = bq / hw, bp = bq - bn * hw;
-  const long th0 = (long)(bp / g.w) + g.ph, tw0 = (long)(bp % g.w) + g.pw;
-  const size_t db = (size_t)dy_off + (bn * g.oc + grp * ocg) * ohw;
-  float acc = 0.0f;
+  const size_t m0 = get_group_id(1) * GT, j0 = get_group_id(0) * GT;
+  const size_t wb = (size_t)w_off + grp * ocg * cg * taps;
+  size_t db[4];
+  int th0[4], tw0[4];
+  UNROLL for (int e = 0; e < 4; e++) {
+    const size_t q = j0 + tx + TS * e, qq = q < np ? q : 0;
+    const size_t n = qq / hw, p = qq - n * hw;
+    db[e] = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
+    th0[e] = q < np ? (int)(p / g.w + g.ph) : -1; /* past the end: 0 */
+    tw0[e] = (int)(p % g.w + g.pw);
+  }
+  float acc[4][4] = {{0.0f}};
   for (size_t k0 = 0; k0 < kt; k0 += TS) {
     const size_t ak = k0 + tx, bk = k0 + ty;
-    float av = 0.0f, bv = 0.0f;
-    if (am < cg && ak < kt) {
-      const size_t o = ak / taps, r = ak - o * taps;
-      av = LOAD(w, (size_t)w_off + ((grp * ocg + o) * cg + am) * taps + r);
+    const size_t ao = ak / taps, ar = ak - ao * taps;
+    UNROLL for (int e = 0; e < 4; e++) {
+      const size_t m = m0 + ty + TS * e;
+      As[tx * LP + ty + TS * e] =
+          m < cg && ak < kt ? LOAD(w, wb + (ao * cg + m) * taps + ar) : 0.0f;
     }
-    if (bj < np && bk < kt) {
-      const size_t o = bk / taps, r = bk - o * taps;
+    const size_t o = bk / taps, r = bk - o * taps;
+    const int dh = (int)((long)(r / g.kw) * g.dh);
+    const int dw = (int)((long)(r % g.kw) * g.dw);
+    UNROLL for (int e = 0; e < 4; e++) {
       int okh, okw;
-      const int oh = dy_at((int)(th0 - (long)(r / g.kw) * g.dh), (int)g.sh,
-                           (int)g.oh, &okh);
-      const int ow = dy_at((int)(tw0 - (long)(r % g.kw) * g.dw), (int)g.sw,
-                           (int)g.ow, &okw);
-      if (okh & okw) bv = LOAD(dy, db + o * ohw + (size_t)oh * g.ow + ow);
+      const int oh = dy_at(th0[e] - dh, (int)g.sh, (int)g.oh, &okh);
+      const int ow = dy_at(tw0[e] - dw, (int)g.sw, (int)g.ow, &okw);
+      Bs[ty * LP + tx + TS * e] =
+          ((bk < kt) & okh & okw)
+              ? LOAD(dy, db[e] + o * ohw + (size_t)oh * g.ow + ow)
+              : 0.0f;
     }
-    As[ty][tx] = av;
-    Bs[ty][tx] = bv;
     barrier(CLK_LOCAL_MEM_FENCE);
-    acc = gpu_step(As, Bs, tx, ty, acc);
+    gpu_tile(As, Bs, tx, ty, acc);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (j >= np || m >= cg) return;
-  const size_t n = j / hw, p = j - n * hw;
-  STORE(acc, dx, (size_t)dx_off + (n * g.c + grp * cg + m) * hw + p);
+  UNROLL for (int j = 0; j < 4; j++) {
+    const size_t q = j0 + tx + TS * j;
+    if (q >= np) continue;
+    const size_t n = q / hw, p = q - n * hw;
+    UNROLL for (int i = 0; i < 4; i++) {
+      const size_t m = m0 + ty + TS * i;
+      if (m < cg)
+        STORE(acc[i][j], dx, (size_t)dx_off + (n * g.c + grp * cg + m) * hw + p);
+    }
+  }
 }
 
-/* Weight gradient, chunk s: work-item (tap, output channel, s G + group). */
+/* Weight gradient, chunk s: work-group (tap tile, output channel tile,
+ * s G + group). */
 __kernel RUMUS_REQD_WG(TS, TS, 1)
 void conv_bwd_weight_wg(global const real_t *restrict x, ulong x_off,
                         global const real_t *restrict dy, ulong dy_off,
                         global real_t *restrict dw, ulong dw_off,
                         global float *restrict part, long16 gv, ulong KC,
                         ulong S, ulong z0) {
-  local float As[TS][TS + 1], Bs[TS][TS + 1];
+  local float As[TS * LP], Bs[TS * LP];
   const geo_t g = geo_of(gv);
   const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * ohw;
   const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
   const size_t kt = cg * taps;
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
-  const size_t j = get_global_id(0), m = get_global_id(1);
   const size_t z = get_global_id(2) + (size_t)z0;
   const size_t grp = z % g.g, s = z / g.g;
-  const size_t m0 = get_group_id(1) * TS, j0 = get_group_id(0) * TS;
-  const size_t am = m0 + ty, bj = j0 + tx;
-  const size_t bt = bj < kt ? bj : 0;
-  const size_t bc = bt / taps, br = bt - bc * taps;
-  const long offh = (long)(br / g.kw) * g.dh - g.ph;
-  const long offw = (long)(br % g.kw) * g.dw - g.pw;
+  const size_t m0 = get_group_id(1) * GT, j0 = get_group_id(0) * GT;
+  const size_t db = (size_t)dy_off + grp * ocg * ohw;
+  size_t xc[4];
+  long offh[4], offw[4];
+  UNROLL for (int e = 0; e < 4; e++) {
+    const size_t t = j0 + tx + TS * e, tt = t < kt ? t : 0;
+    const size_t c = tt / taps, r = tt - c * taps;
+    xc[e] = (size_t)x_off + (grp * cg + c) * hw;
+    offh[e] = t < kt ? (long)(r / g.kw) * g.dh - g.ph : g.h; /* 0 past */
+    offw[e] = (long)(r % g.kw) * g.dw - g.pw;
+  }
   const size_t qa = s * (size_t)KC, qb = min(qa + (size_t)KC, np);
-  float acc = 0.0f;
+  float acc[4][4] = {{0.0f}};
   for (size_t k0 = qa; k0 < qb; k0 += TS) {
     const size_t ak = k0 + tx, bk = k0 + ty;
-    float av = 0.0f, bv = 0.0f;
-    if (am < ocg && ak < qb) {
-      const size_t n = ak / ohw, p = ak - n * ohw;
-      av = LOAD(dy, (size_t)dy_off + (n * g.oc + grp * ocg + am) * ohw + p);
+    const size_t an = ak / ohw, ap = ak - an * ohw;
+    UNROLL for (int e = 0; e < 4; e++) {
+      const size_t m = m0 + ty + TS * e;
+      As[tx * LP + ty + TS * e] =
+          m < ocg && ak < qb ? LOAD(dy, db + (an * g.oc + m) * ohw + ap)
+                             : 0.0f;
     }
-    if (bj < kt && bk < qb) {
-      const size_t n = bk / ohw, p = bk - n * ohw;
-      const long ih = (long)(p / g.ow) * g.sh + offh;
-      const long iw = (long)(p % g.ow) * g.sw + offw;
-      if (x_in(&g, ih, iw))
-        bv = LOAD(x, (size_t)x_off + (n * g.c + grp * cg + bc) * hw +
-                         (size_t)ih * g.w + iw);
+    const size_t bn = bk / ohw, bp = bk - bn * ohw;
+    const long ihb = (long)(bp / g.ow) * g.sh, iwb = (long)(bp % g.ow) * g.sw;
+    UNROLL for (int e = 0; e < 4; e++) {
+      const long ih = ihb + offh[e], iw = iwb + offw[e];
+      Bs[ty * LP + tx + TS * e] =
+          bk < qb && x_in(&g, ih, iw)
+              ? LOAD(x, xc[e] + bn * g.c * hw + (size_t)ih * g.w + iw)
+              : 0.0f;
     }
-    As[ty][tx] = av;
-    Bs[ty][tx] = bv;
     barrier(CLK_LOCAL_MEM_FENCE);
-    acc = gpu_step(As, Bs, tx, ty, acc);
+    gpu_tile(As, Bs, tx, ty, acc);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (j >= kt || m >= ocg) return;
-  const size_t i = (grp * ocg + m) * kt + j;
-  if (S == 1)
-    STORE(acc, dw, (size_t)dw_off + i);
-  else
-    part[s * (size_t)g.oc * kt + i] = acc;
+  UNROLL for (int j = 0; j < 4; j++) {
+    const size_t t = j0 + tx + TS * j;
+    if (t >= kt) continue;
+    UNROLL for (int i = 0; i < 4; i++) {
+      const size_t m = m0 + ty + TS * i;
+      if (m >= ocg) continue;
+      const size_t at = (grp * ocg + m) * kt + t;
+      if (S == 1)
+        STORE(acc[i][j], dw, (size_t)dw_off + at);
+      else
+        part[s * (size_t)g.oc * kt + at] = acc[i][j];
+    }
+  }
 }
 #endif

@@ -169,8 +169,9 @@ static const rumus_conv2d_params *params_or_defaults(
 
 /* ---- Launches ------------------------------------------------------------- */
 
-/* Launches kernel `name` over cols x rows x nz (per work-item on the CPU
- * variant: LANES columns and 4 MB rows, MG in cl/conv.cl), in pieces of MAX_Z along dimension 2; the
+/* Launches kernel `name` over cols x rows x nz (per work-item: LANES
+ * columns and 4 MB rows on the CPU variant, MG in cl/conv.cl; 4 x 4 on
+ * the GPU variant), in pieces of MAX_Z along dimension 2; the
  * last argument is z0, the piece's first z. */
 static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
                     const char *name, size_t cols, size_t rows, size_t nz,
@@ -179,9 +180,9 @@ static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   conv_options(pr, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, name};
   size_t global[3], local[3] = {CPU_WG, 1, 1};
-  if (pr->gpu) {
-    global[0] = cols;
-    global[1] = rows;
+  if (pr->gpu) { /* a work-group per tile of 4 TS x 4 TS (GT) */
+    global[0] = (cols + 4 * pr->ts - 1) / (4 * pr->ts) * pr->ts;
+    global[1] = (rows + 4 * pr->ts - 1) / (4 * pr->ts) * pr->ts;
     local[0] = local[1] = pr->ts;
   } else {
     global[0] = (cols + LANES - 1) / LANES;
