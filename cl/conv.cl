@@ -84,8 +84,10 @@ inline int dy_at(int t, int s, int o, int *ok) {
   return q;
 }
 
-/* Conv_wsum: dw[i] = part[0][i] + part[1][i] + ... in chunk order. */
-__kernel void conv_wsum(global const float *restrict part, ulong total,
+/* conv_wsum: dw[i] = part[0][i] + part[1][i] + ... in chunk order, in
+ * work-groups of WG. */
+__kernel RUMUS_WG_ATTR
+void conv_wsum(global const float *restrict part, ulong total,
                         ulong S, global real_t *restrict dw, ulong dw_off) {
   const size_t i = get_global_id(0);
   if (i >= total) return;

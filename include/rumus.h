@@ -714,8 +714,9 @@ RUMUS_API int rumus_cast(rumus_ctx *ctx, const rumus_tensor *src,
  * output that shares memory with an input: no aliasing at all),
  * RUMUS_ESHAPE (a tensor not 4-D, w's axis 1 not C / groups, an empty
  * kernel, a dilated kernel larger than the padded input along an axis
- * (OH or OW would be < 1: the message names the axis), y / dy / dx / dw /
- * bias not of the expected shape), RUMUS_EDTYPE, RUMUS_EBUILD, RUMUS_ECL
+ * (OH or OW would be < 1: the message names the axis), a padded extent
+ * H + 2 pad_h or W + 2 pad_w of 2^30 or more, y / dy / dx / dw / bias not
+ * of the expected shape), RUMUS_EDTYPE, RUMUS_EBUILD, RUMUS_ECL
  * (and RUMUS_EDEVMEM for the weight gradient's scratch).  Empty outputs
  * (N, OC or C zero) do nothing; an empty sum (C = 0, or N = 0 for the
  * weight gradient) gives 0 (plus the bias). */

@@ -253,7 +253,8 @@ static int run_wsum(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   const rumus__arg args[] = {RUMUS__ARG(part), RUMUS__ARG(total),
                              RUMUS__ARG(s), RUMUS__ARG(dw->mem),
                              RUMUS__ARG(dwo)};
-  const size_t global = dw->numel, local = pr->gpu ? 256 : 64;
+  /* WG of the options head: the kernel's required work-group size. */
+  const size_t global = dw->numel, local = pr->gpu ? pr->ts * pr->ts : CPU_WG;
   return rumus__launch(ctx, op, &k, 1, &global, &local, 5, args);
 }
 
