@@ -33,21 +33,23 @@
  * kernels' gathers (the host keeps padded extents below 2^30): 64-bit
  * coordinates made the forward's gather 1.6x slower on PoCL.
  *
- * CPU variant (CONV_GPU 0): barrier-free, one work-item per block of MB
- * rows x LANES columns, float16 accumulators; the B values of a k are
- * gathered lane by lane (coordinates per lane computed once per work-item)
- * and A is broadcast.  Work-groups of CPU_WG work-items along dimension 0.
+ * CPU variant (CONV_GPU 0): barrier-free, one work-item per LANES
+ * columns and 4 blocks of MB rows (MG), float16 accumulators; the B
+ * values of a k are gathered lane by lane (coordinates per lane computed
+ * once per work-item) and A is broadcast.  Work-groups of CPU_WG
+ * work-items along dimension 0.
  * GPU variant (CONV_GPU 1): TS x TS work-groups, 4 x 4 C elements per
  * work-item; A and B tiles of TS k-steps are staged in local memory, each
  * work-item gathering four elements of each.
- * Grid: dimension 0 columns, 1 rows, 2 groups (weight grad: z = s G + g).
+ * Grid: dimension 0 columns, 1 rows, 2 groups (weight grad: z = s G + g),
+ * from z0 on (the host launches at most 65535 along dimension 2).
  */
 
 #ifndef CONV_GPU
 #define CONV_GPU 0 /* 1: the local-memory tiled kernels, 0: the CPU ones */
 #endif
 #ifndef MB
-#define MB 4 /* CPU: rows (channels) per work-item: 1, 4 or 16 */
+#define MB 4 /* CPU: rows (channels) of a register block: 1, 4 or 16 */
 #endif
 #ifndef TS
 #define TS 16 /* GPU: tile edge (work-group TS x TS) */

@@ -42,7 +42,7 @@ typedef struct {
 typedef struct {
   rumus_dtype storage;
   int gpu;
-  int mb;    /* CPU: channels per work-item */
+  int mb;    /* CPU: channels of a register block (4 per work-item) */
   size_t ts; /* GPU: tile edge */
 } conv_prog;
 
@@ -58,8 +58,9 @@ static void conv_options(const conv_prog *p, char *buf, size_t len) {
              CPU_WG);
 }
 
-/* The program that runs rows (channels per group) on this context: a
- * block of MB rows is at most about half empty (depthwise: 1). */
+/* The program that runs rows (channels per group) on this context: MB is
+ * the largest of 16, 4 and 1 not above rows (depthwise: 1).  TS 8 on
+ * devices whose work-groups stop below 256 work-items. */
 static conv_prog prog_for(const rumus_ctx *ctx, rumus_dtype storage,
                           size_t rows) {
   conv_prog p = {storage, rumus__gpu_variant(ctx), 1, 16};
