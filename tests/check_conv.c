@@ -4,8 +4,9 @@
  * F16 and BF16 storage, over odd shapes (1x1 images, 7x5 inputs, kernels
  * 1, 3, 5, 7 and 3x5, stride 2 on odd sizes, dilation 2, padding 0, 1, 2
  * and 3, groups 1, 2 and depthwise, N = 1, 2 and 3, channels 1 and 5, and
- * enough channels and pixels for several channel blocks and weight
- * gradient chunks); both gradients against central differences of the
+ * enough channels and pixels for several channel blocks, several blocks
+ * of work-items along the channels (over 64), several chunks of k and
+ * several weight gradient chunks); both gradients against central differences of the
  * float64 forward; borrowed buffers at offsets with guard bytes; bad
  * arguments with exact statuses.
  *
@@ -50,6 +51,7 @@ static const conv_case CASES[] = {
     {{2, 4, 8, 7, 8, 3, 3, 2, 2, 2, 2, 2, 2, 4}, 0},   /* depthwise x2 */
     {{2, 20, 9, 9, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1}, /* channel blocks */
     {{3, 3, 30, 30, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 0}, /* 2 weight chunks */
+    {{1, 66, 5, 4, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1}, /* > 64 channels */
 };
 #define NCASES (sizeof CASES / sizeof CASES[0])
 
