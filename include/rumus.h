@@ -869,6 +869,95 @@ RUMUS_API int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
                                     const rumus_tensor *save_invstd,
                                     rumus_tensor *dx, rumus_tensor *dgamma,
                                     rumus_tensor *dbeta);
+/* Convolution (conv2d, NCHW)                                                */
+/* ------------------------------------------------------------------------ */
+/* PyTorch's conv2d: x [N, C, H, W], weight w [OC, C / groups, KH, KW],
+ * optional bias [OC], y [N, OC, OH, OW] with
+ *   OH = floor((H + 2 pad_h - dilation_h (KH - 1) - 1) / stride_h) + 1
+ * and OW likewise; zero padding, rectangular kernels, groups (output
+ * channels o * OC / groups .. read input channels o * C / groups ..;
+ * depthwise: groups = C = OC).  All tensors row-major (NCHW, W
+ * contiguous) and of one floating type (F32, F16 or BF16; any other mix
+ * is RUMUS_EDTYPE); products and sums are float, each output rounded once
+ * when stored.  Each op is one implicit GEMM over the whole batch that
+ * gathers x (or dy) as it goes: no im2col buffer.
+ * Determinism: every output element is a sum in a fixed order (from 0, one
+ * fma per term; the forward then adds the bias), the same on both
+ * variants, so results are the same bits run to run and on either
+ * variant of a device.  The weight gradient sums its N * OH * OW pixels in
+ * chunks whose size depends on the shape only (at least 2048 pixels, at
+ * most 64 chunks), then adds the chunks in order: no atomics.
+ * The bias gradient of a convolution is rumus_channel_bias_grad(ctx, dy,
+ * db) (the sum of dy over N, OH and OW per channel), not part of this
+ * family.
+ * Errors common to the family: RUMUS_ENULL (ctx or a tensor NULL; bias
+ * may be NULL), RUMUS_EINVAL (stride or dilation < 1, padding < 0,
+ * groups < 1 or not dividing C or OC, a tensor of another context, an
+ * output that shares memory with an input: no aliasing at all),
+ * RUMUS_ESHAPE (a tensor not 4-D, w's axis 1 not C / groups, an empty
+ * kernel, a dilated kernel larger than the padded input along an axis
+ * (OH or OW would be < 1: the message names the axis), a padded extent
+ * H + 2 pad_h or W + 2 pad_w of 2^30 or more, y / dy / dx / dw / bias not
+ * of the expected shape), RUMUS_EDTYPE, RUMUS_EBUILD, RUMUS_ECL
+ * (and RUMUS_EDEVMEM for the weight gradient's scratch).  Empty outputs
+ * (N, OC or C zero) do nothing; an empty sum (C = 0, or N = 0 for the
+ * weight gradient) gives 0 (plus the bias). */
+typedef struct {
+  int stride_h, stride_w;     /* >= 1 */
+  int pad_h, pad_w;           /* >= 0, zeros on both sides */
+  int dilation_h, dilation_w; /* >= 1 */
+  int groups;                 /* >= 1, divides C and OC */
+} rumus_conv2d_params;
+
+/* Stride 1, no padding, no dilation, one group (PyTorch's defaults). */
+#define RUMUS_CONV2D_DEFAULTS {1, 1, 0, 0, 1, 1, 1}
+
+/*! rumus_conv2d_out_shape() :
+ *  Checks p (NULL: RUMUS_CONV2D_DEFAULTS), x and w as rumus_conv2d_fwd()
+ *  does and writes y's shape [N, OC, OH, OW] into y_shape.
+ *  @return RUMUS_OK or the family's errors above (RUMUS_ENULL also for a
+ *          NULL y_shape). */
+RUMUS_API int rumus_conv2d_out_shape(rumus_ctx *ctx,
+                                     const rumus_conv2d_params *p,
+                                     const rumus_tensor *x,
+                                     const rumus_tensor *w,
+                                     size_t y_shape[4]);
+
+/*! rumus_conv2d_fwd() :
+ *  y = conv2d(x, w) + bias[o] per output channel o (bias NULL: none),
+ *  the bias added in the same kernel.  p NULL means RUMUS_CONV2D_DEFAULTS.
+ *  x [N, C, H, W], w [OC, C / groups, KH, KW], bias [OC], y [N, OC, OH,
+ *  OW]; y must not share memory with x, w or bias.
+ *  @return RUMUS_OK or the family's errors above. */
+RUMUS_API int rumus_conv2d_fwd(rumus_ctx *ctx, const rumus_conv2d_params *p,
+                               const rumus_tensor *x, const rumus_tensor *w,
+                               const rumus_tensor *bias, rumus_tensor *y);
+
+/*! rumus_conv2d_bwd_data() :
+ *  dx = the gradient of the forward's input for upstream gradient dy: the
+ *  transposed convolution, each dx element summing the (dy, w) pairs that
+ *  its pixel met in the forward (gather form, no atomics).  dx [N, C, H, W]
+ *  (overwritten; it gives the forward's H and W), w [OC, C / groups, KH,
+ *  KW], dy [N, OC, OH, OW] with OH, OW of the forward.  dx must not share
+ *  memory with dy or w.
+ *  @return RUMUS_OK or the family's errors above. */
+RUMUS_API int rumus_conv2d_bwd_data(rumus_ctx *ctx,
+                                    const rumus_conv2d_params *p,
+                                    const rumus_tensor *dy,
+                                    const rumus_tensor *w, rumus_tensor *dx);
+
+/*! rumus_conv2d_bwd_weight() :
+ *  dw[o, c, kh, kw] = sum over n, oh, ow of dy[n, o, oh, ow] * x[n, g C /
+ *  groups + c, oh stride_h - pad_h + kh dilation_h, ow stride_w - pad_w +
+ *  kw dilation_w] (0 in the padding; g the group of o), overwriting dw
+ *  [OC, C / groups, KH, KW].  x [N, C, H, W], dy [N, OC, OH, OW].  Fixed
+ *  summation order (see above).  dw must not share memory with x or dy.
+ *  @return RUMUS_OK or the family's errors above. */
+RUMUS_API int rumus_conv2d_bwd_weight(rumus_ctx *ctx,
+                                      const rumus_conv2d_params *p,
+                                      const rumus_tensor *x,
+                                      const rumus_tensor *dy,
+                                      rumus_tensor *dw);
 
 /* ------------------------------------------------------------------------ */
 /* Optimizers (PyTorch's update rules, in place on the device)               */

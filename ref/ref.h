@@ -124,5 +124,23 @@ void ref_batchnorm2d_bwd(const float *dy, const float *x, size_t N, size_t C,
                          size_t S, const float *gamma, const double *mean,
                          const double *invstd, double *dx, double *dgamma,
                          double *dbeta);
+/* 2-D convolution in NCHW (rumus.h, "Convolution"): x [n, c, h, w], w [oc,
+ * c / g, kh, kw], y [n, oc, oh, ow] with oh, ow from ref_conv_out; direct
+ * loops in double. */
+typedef struct {
+  size_t n, c, h, w, oc, kh, kw;
+  int sh, sw, ph, pw, dh, dw, g;
+} ref_conv_geo;
+/* The output extent of an axis: (in + 2 pad - dil (k - 1) - 1) / stride + 1
+ * (0 when the dilated kernel is larger than the padded input). */
+size_t ref_conv_out(size_t in, size_t k, int pad, int stride, int dil);
+/* y = conv(x, w) + bias (bias NULL: none). */
+void ref_conv2d_fwd(const ref_conv_geo *g, const float *x, const float *w,
+                    const float *bias, double *y);
+/* dx = the input gradient for dy; dw = the weight gradient. */
+void ref_conv2d_bwd_data(const ref_conv_geo *g, const float *dy,
+                         const float *w, double *dx);
+void ref_conv2d_bwd_weight(const ref_conv_geo *g, const float *x,
+                           const float *dy, double *dw);
 
 #endif /* RUMUS_REF_H */

@@ -210,6 +210,33 @@ static void run_batchnorm_ops(rumus_ctx *ctx, tu_rng *r, size_t n, size_t c,
   free_tensors(x, y, dx, ch[0], ch[1], ch[2], ch[3], ch[4], ch[5], NULL);
 }
 
+/* A tensor [a, b, c, d] of uniform values in [-2, 2). */
+static rumus_tensor *rand_4d(rumus_ctx *ctx, tu_rng *r, size_t a, size_t b,
+                             size_t c, size_t d) {
+  rumus_tensor *t = rand_2d(ctx, r, a * b, c * d);
+  const size_t shape[4] = {a, b, c, d};
+  TU_OK(ctx, rumus_tensor_reshape(t, 4, shape));
+  return t;
+}
+
+/* The three conv2d ops on N x C x H x W with OC outputs, a 3x3 kernel,
+ * padding 1 and `groups`. */
+static void run_conv_ops(rumus_ctx *ctx, tu_rng *r, size_t n, size_t c,
+                         size_t hw, size_t oc, int groups) {
+  rumus_conv2d_params p = RUMUS_CONV2D_DEFAULTS;
+  p.pad_h = p.pad_w = 1;
+  p.groups = groups;
+  rumus_tensor *x = rand_4d(ctx, r, n, c, hw, hw),
+               *w = rand_4d(ctx, r, oc, c / (size_t)groups, 3, 3),
+               *b = rand_2d(ctx, r, 1, oc), *y = rand_4d(ctx, r, n, oc, hw, hw);
+  const size_t bshape[1] = {oc};
+  TU_OK(ctx, rumus_tensor_reshape(b, 1, bshape));
+  TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x, w, b, y));
+  TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, y, w, x));
+  TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &p, x, y, w));
+  free_tensors(x, w, b, y, NULL);
+}
+
 START_TEST(cache_fill_builds_every_program) {
   const int v = tu_variants[_i];
   rumus_ctx *ctx = tu_ctx();
@@ -245,6 +272,13 @@ START_TEST(cache_fill_builds_every_program) {
    * per channel and several. */
   run_batchnorm_ops(ctx, &r, 3, 5, 1, 1);
   run_batchnorm_ops(ctx, &r, 16, 2, 28, 28);
+  /* conv2d: 1, 4 and 16 channels per work-item on the CPU variant
+   * (few, some and many channels per group, depthwise), several weight
+   * gradient chunks (48 x 48 pixels). */
+  run_conv_ops(ctx, &r, 2, 2, 5, 3, 1);
+  run_conv_ops(ctx, &r, 2, 6, 5, 8, 1);
+  run_conv_ops(ctx, &r, 1, 16, 5, 20, 1);
+  run_conv_ops(ctx, &r, 1, 4, 48, 4, 4);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   TU_OK(ctx, rumus_cache_stats(ctx, &after));
   ck_assert_msg(after.builds == before.builds,
@@ -566,9 +600,27 @@ START_TEST(overlapping_tensors_are_rejected) {
   TU_OVERLAP(ctx, rumus_adaptive_avgpool2d_bwd(ctx, p4y, p4x));
   TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &pp, p4x, p4z));
   free_tensors(p4x, p4y, p4i, p4z, p4j, NULL);
+  /* conv2d: each output over an input (no aliasing at all). */
+  const size_t s4[4] = {1, 1, 4, 4}, s3[4] = {1, 1, 3, 3},
+               s2[4] = {1, 1, 2, 2};
+  rumus_tensor *cx = NULL, *cw = NULL, *cy = NULL, *cy_in_x = NULL,
+               *cw_in_x = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, s4, s.buf, 2000 * 4, &cx));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, s3, s.buf, 2100 * 4, &cw));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, s2, s.buf, 2200 * 4, &cy));
+  TU_OK(ctx,
+        rumus_tensor_wrap(ctx, RUMUS_F32, 4, s2, s.buf, 2010 * 4, &cy_in_x));
+  TU_OK(ctx,
+        rumus_tensor_wrap(ctx, RUMUS_F32, 4, s3, s.buf, 2005 * 4, &cw_in_x));
+  TU_OK(ctx, rumus_tensor_fill(cx, 1.0f));
+  TU_OK(ctx, rumus_tensor_fill(cw, 1.0f));
+  TU_OK(ctx, rumus_conv2d_fwd(ctx, NULL, cx, cw, NULL, cy));
+  TU_OVERLAP(ctx, rumus_conv2d_fwd(ctx, NULL, cx, cw, NULL, cy_in_x));
+  TU_OVERLAP(ctx, rumus_conv2d_bwd_data(ctx, NULL, cy_in_x, cw, cx));
+  TU_OVERLAP(ctx, rumus_conv2d_bwd_weight(ctx, NULL, cx, cy, cw_in_x));
   TU_OK(ctx, rumus_ctx_sync(ctx));
   free_tensors(x, y, x2, z, bias, bias_in_x, tg, loss, loss_in_x, sq,
-                      c_in_a, flat, NULL);
+                      c_in_a, flat, cx, cw, cy, cy_in_x, cw_in_x, NULL);
   TU_OK(ctx, rumus_ctx_free(ctx));
   clReleaseMemObject(s.buf);
 }

@@ -14,6 +14,7 @@ const rumus__warm_fn rumus__warmers[] = {
     rumus__dropout_warm,
     rumus__pool_warm,
     rumus__batchnorm_warm,
+    rumus__conv_warm,
 };
 const size_t rumus__warmers_count =
     sizeof rumus__warmers / sizeof rumus__warmers[0];

@@ -401,6 +401,69 @@ static const char *peer_q8(bench_case *c) {
   return "omp";
 }
 
+/* ---- Convolution --------------------------------------------------------- */
+
+/* conv2d on NxCxOCxS: x [N, C, S, S], a 3x3 kernel, padding 1, stride 1
+ * (y [N, OC, S, S]), the forward with a bias.  Bytes: x, w and y once
+ * (and the bias); flops 2 N OC S^2 9 C for each op.  The tensors are
+ * described 2-D and given their 4-D shapes before each call. */
+static const char *describe_conv(bench_case *c, int op) {
+  if (c->shape.ndim != 4 || c->shape.ta || c->shape.tb)
+    return "needs a shape NxCxOCxS";
+  const size_t n = c->shape.d[0], ch = c->shape.d[1], oc = c->shape.d[2],
+               s = c->shape.d[3];
+  tensor(c, "x", op == 1 ? BT_OUT : BT_IN, RUMUS_F32, 2, n * ch, s * s, -1, 1);
+  tensor(c, "w", op == 2 ? BT_OUT : BT_IN, RUMUS_F32, 2, oc * ch, 9, -1, 1);
+  tensor(c, "y", op == 0 ? BT_OUT : BT_IN, RUMUS_F32, 2, n * oc, s * s, -1, 1);
+  tensor(c, "bias", BT_IN, RUMUS_F32, 1, oc, 0, -1, 1);
+  c->bytes = F4 * ((double)(n * ch + n * oc) * (double)(s * s) +
+                   9.0 * (double)(oc * ch) + (op == 0 ? (double)oc : 0.0));
+  c->flops = 2.0 * (double)n * (double)oc * (double)(s * s) * 9.0 * (double)ch;
+  return NULL;
+}
+/* op 0: the forward (y out), 1: the input gradient (x is dx), 2: the
+ * weight gradient (w is dw). */
+static const char *describe_conv_fwd(bench_case *c) {
+  return describe_conv(c, 0);
+}
+static const char *describe_conv_bwd_data(bench_case *c) {
+  return describe_conv(c, 1);
+}
+static const char *describe_conv_bwd_weight(bench_case *c) {
+  return describe_conv(c, 2);
+}
+static int conv_shape(bench_case *c, rumus_conv2d_params *p) {
+  const size_t n = c->shape.d[0], ch = c->shape.d[1], oc = c->shape.d[2],
+               s = c->shape.d[3];
+  const size_t xs[4] = {n, ch, s, s}, ws[4] = {oc, ch, 3, 3},
+               ys[4] = {n, oc, s, s};
+  const rumus_conv2d_params d = {1, 1, 1, 1, 1, 1, 1};
+  *p = d;
+  int st = rumus_tensor_reshape(T(0), 4, xs);
+  if (st == RUMUS_OK) st = rumus_tensor_reshape(T(1), 4, ws);
+  if (st == RUMUS_OK) st = rumus_tensor_reshape(T(2), 4, ys);
+  return st;
+}
+static int run_conv_fwd(bench_case *c) {
+  rumus_conv2d_params p;
+  int st = conv_shape(c, &p);
+  return st ? st : rumus_conv2d_fwd(c->ctx, &p, T(0), T(1), T(3), T(2));
+}
+static int run_conv_bwd_data(bench_case *c) {
+  rumus_conv2d_params p;
+  int st = conv_shape(c, &p);
+  return st ? st : rumus_conv2d_bwd_data(c->ctx, &p, T(2), T(1), T(0));
+}
+static int run_conv_bwd_weight(bench_case *c) {
+  rumus_conv2d_params p;
+  int st = conv_shape(c, &p);
+  return st ? st : rumus_conv2d_bwd_weight(c->ctx, &p, T(0), T(2), T(1));
+}
+static const char *peer_none(bench_case *c) {
+  (void)c;
+  return NULL;
+}
+
 /* ---- The table ----------------------------------------------------------- */
 
 #define ROWS_DEFAULT "128x10,1024x1024,4096x4096,65536x1024"
@@ -410,6 +473,13 @@ static const char *peer_q8(bench_case *c) {
   "128x256x784:nt,256x784x128:tn,"                                            \
   "128x128x256:nt,128x256x128:nn,128x256x128:tn,"                             \
   "128x10x128:nt,128x128x10:nn,10x128x128:tn"
+
+/* conv2d: the CNN layer of issue 11 (64 images, 32 -> 64 channels, 14 x
+ * 14) and a first layer (1 -> 32 channels, 28 x 28). */
+#define CONV_DEFAULT "64x32x64x14,64x1x32x28"
+#define CONV_MODEL                                                            \
+  "NxCxOCxS, 3x3 pad 1: bytes 4(NCS^2 + N OC S^2 + 9 OC C), flops "           \
+  "18 N OC S^2 C"
 
 const bench_op bench_ops[] = {
     {"xent_fwd_bwd", "xent",
@@ -459,6 +529,12 @@ const bench_op bench_ops[] = {
      describe_adamw, run_adamw, peer_adamw_, NULL},
     {"sum_squares", "optim", N_DEFAULT, NULL, 1, "bytes 4N, flops 2N",
      describe_sumsq, run_sumsq, peer_sumsq_, NULL},
+    {"conv2d_fwd", "conv", CONV_DEFAULT, NULL, 0, CONV_MODEL,
+     describe_conv_fwd, run_conv_fwd, peer_none, NULL},
+    {"conv2d_bwd_data", "conv", CONV_DEFAULT, NULL, 0, CONV_MODEL,
+     describe_conv_bwd_data, run_conv_bwd_data, peer_none, NULL},
+    {"conv2d_bwd_weight", "conv", CONV_DEFAULT, NULL, 0, CONV_MODEL,
+     describe_conv_bwd_weight, run_conv_bwd_weight, peer_none, NULL},
     {"matmul_q8", "quant",
      "1x4096x4096,8x4096x4096,1x11008x4096,8x11008x4096,1x4096x11008", NULL,
      1, "MxNxK, blocks of 32: bytes of B, NK + 2N ceil(K/32); flops 2MNK",

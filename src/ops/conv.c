@@ -1,0 +1,386 @@
+/*
+ * conv.c - 2-D convolution in NCHW with stride, zero padding, dilation and
+ * groups: the forward with its bias fused into the epilogue, the input
+ * gradient and the weight gradient (kernels in cl/conv.cl).  Each is one
+ * implicit GEMM launch over the whole batch (the weight gradient adds a
+ * fixed-order sum of its pixel chunks when there are several).  Every
+ * tensor of a call has x's (or dy's) floating storage type: the program's
+ * RUMUS_STORAGE.  A program holds one variant's kernels: the CPU one is
+ * specialised by MB, the channels of its register block (1, 4 or 16,
+ * chosen by the channels per group; a work-item takes 4 blocks), the GPU
+ * one by its tile edge TS.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+
+static const char *const FILE_CL = "conv.cl";
+
+#define CPU_WG 8   /* CPU kernels' work-group size (CPU_WG in cl/conv.cl) */
+#define LANES 16   /* columns per CPU work-item (LANES in cl/conv.cl) */
+/* Pixels per chunk of the weight gradient's sum: at least KC_MIN, and few
+ * enough chunks (S_MAX) that their float partials stay small.  Fixed by
+ * the shape alone, so the weight gradient's bits do not depend on the
+ * device or the variant. */
+#define KC_MIN 2048
+#define S_MAX 64
+/* Work-groups per launch along dimension 2 (groups x chunks) at most:
+ * CUDA's grid limit, which NVIDIA's OpenCL inherits. */
+#define MAX_Z ((size_t)65535)
+/* Padded image extents stay below this: the CPU kernels' coordinates are
+ * int. */
+#define COORD_LIMIT ((size_t)1 << 30)
+#define MAX_ARGS 12 /* arguments of a conv kernel at most */
+
+typedef struct {
+  size_t n, c, h, w, oc, oh, ow, kh, kw, g;
+  int sh, sw, ph, pw, dh, dw;
+} geo;
+
+/* One program of the family: storage, variant and its specialisation. */
+typedef struct {
+  rumus_dtype storage;
+  int gpu;
+  int mb;    /* CPU: channels of a register block (4 per work-item) */
+  size_t ts; /* GPU: tile edge */
+} conv_prog;
+
+/* The options of a program (warm-up and launches). */
+static void conv_options(const conv_prog *p, char *buf, size_t len) {
+  char head[96];
+  rumus__options_head(head, sizeof head, p->storage,
+                      p->gpu ? p->ts * p->ts : CPU_WG, 0);
+  if (p->gpu)
+    snprintf(buf, len, "%s -DCONV_GPU=1 -DTS=%zu", head, p->ts);
+  else
+    snprintf(buf, len, "%s -DCONV_GPU=0 -DMB=%d -DCPU_WG=%d", head, p->mb,
+             CPU_WG);
+}
+
+/* The program that runs rows (channels per group) on this context: MB is
+ * the largest of 16, 4 and 1 not above rows (depthwise: 1).  TS 8 on
+ * devices whose work-groups stop below 256 work-items. */
+static conv_prog prog_for(const rumus_ctx *ctx, rumus_dtype storage,
+                          size_t rows) {
+  conv_prog p = {storage, rumus__gpu_variant(ctx), 1, 16};
+  if (ctx->max_wg < 256) p.ts = 8;
+  p.mb = rows >= 16 ? 16 : rows >= 4 ? 4 : 1;
+  return p;
+}
+
+static cl_long16 geo_arg(const geo *g) {
+  cl_long16 v;
+  const long s[16] = {(long)g->n,  (long)g->c,  (long)g->h,  (long)g->w,
+                      (long)g->oc, (long)g->oh, (long)g->ow, (long)g->kh,
+                      (long)g->kw, g->sh,       g->sw,       g->ph,
+                      g->pw,       g->dh,       g->dw,       (long)g->g};
+  for (int i = 0; i < 16; i++) v.s[i] = s[i];
+  return v;
+}
+
+/* ---- Argument checks ---------------------------------------------------- */
+
+static int check_params(rumus_ctx *ctx, const char *op,
+                        const rumus_conv2d_params *p) {
+  const struct {
+    const char *name;
+    int v, min;
+  } f[] = {{"stride_h", p->stride_h, 1},     {"stride_w", p->stride_w, 1},
+           {"pad_h", p->pad_h, 0},           {"pad_w", p->pad_w, 0},
+           {"dilation_h", p->dilation_h, 1}, {"dilation_w", p->dilation_w, 1},
+           {"groups", p->groups, 1}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    RUMUS__FAIL_IF(f[i].v < f[i].min, ctx, RUMUS_EINVAL,
+                   "%s: %s is %d, must be at least %d", op, f[i].name, f[i].v,
+                   f[i].min);
+  return RUMUS_OK;
+}
+
+/* The output extent along one axis, or RUMUS_ESHAPE when the dilated
+ * kernel is larger than the padded input. */
+static int out_extent(rumus_ctx *ctx, const char *op, const char *axis,
+                      size_t in, size_t k, int pad, int stride, int dil,
+                      size_t *out) {
+  const size_t span = (size_t)dil * (k - 1) + 1, padded = in + 2 * (size_t)pad;
+  RUMUS__FAIL_IF(span > padded, ctx, RUMUS_ESHAPE,
+                 "%s: the kernel's %s (%zu taps, dilation %d: %zu) is larger "
+                 "than the padded input's (%zu + 2 x %d = %zu)", op, axis, k,
+                 dil, span, in, pad, padded);
+  RUMUS__FAIL_IF(padded >= COORD_LIMIT, ctx, RUMUS_ESHAPE,
+                 "%s: the padded input's %s (%zu) is not below 2^30", op,
+                 axis, padded);
+  *out = (padded - span) / (size_t)stride + 1;
+  return RUMUS_OK;
+}
+
+/* The geometry of a convolution of input x (N, C, H, W taken from the
+ * tensor named xn) with weight w (named wn). */
+static int make_geo(rumus_ctx *ctx, const char *op,
+                    const rumus_conv2d_params *p, const char *xn,
+                    const rumus_tensor *x, const char *wn,
+                    const rumus_tensor *w, geo *g) {
+  char sx[RUMUS__SHAPE_BUF], sw[RUMUS__SHAPE_BUF];
+  rumus__shape_str(x, sx, sizeof sx);
+  rumus__shape_str(w, sw, sizeof sw);
+  RUMUS__FORWARD(check_params(ctx, op, p));
+  RUMUS__FAIL_IF(x->ndim != 4, ctx, RUMUS_ESHAPE,
+                 "%s: %s %s must be 4-D [N, C, H, W]", op, xn, sx);
+  RUMUS__FAIL_IF(w->ndim != 4, ctx, RUMUS_ESHAPE,
+                 "%s: %s %s must be 4-D [OC, C / groups, KH, KW]", op, wn, sw);
+  *g = (geo){x->shape[0], x->shape[1], x->shape[2], x->shape[3],
+             w->shape[0], 0, 0, w->shape[2], w->shape[3], (size_t)p->groups,
+             p->stride_h, p->stride_w, p->pad_h, p->pad_w, p->dilation_h,
+             p->dilation_w};
+  RUMUS__FAIL_IF(g->c % g->g != 0, ctx, RUMUS_EINVAL,
+                 "%s: groups %d does not divide the %zu channels of %s %s", op,
+                 p->groups, g->c, xn, sx);
+  RUMUS__FAIL_IF(g->oc % g->g != 0, ctx, RUMUS_EINVAL,
+                 "%s: groups %d does not divide the %zu output channels of "
+                 "%s %s", op, p->groups, g->oc, wn, sw);
+  RUMUS__FAIL_IF(w->shape[1] != g->c / g->g, ctx, RUMUS_ESHAPE,
+                 "%s: %s %s: axis 1 must be C / groups = %zu (%s %s, groups "
+                 "%d)", op, wn, sw, g->c / g->g, xn, sx, p->groups);
+  RUMUS__FAIL_IF(g->kh == 0 || g->kw == 0, ctx, RUMUS_ESHAPE,
+                 "%s: %s %s has an empty kernel", op, wn, sw);
+  RUMUS__FORWARD(out_extent(ctx, op, "height (axis 2)", g->h, g->kh, g->ph,
+                            g->sh, g->dh, &g->oh));
+  return out_extent(ctx, op, "width (axis 3)", g->w, g->kw, g->pw, g->sw,
+                    g->dw, &g->ow);
+}
+
+/* t is 4-D [a, b, c, d]. */
+static int check_4d(rumus_ctx *ctx, const char *op, const char *name,
+                    const rumus_tensor *t, size_t a, size_t b, size_t c,
+                    size_t d) {
+  const int ok = t->ndim == 4 && t->shape[0] == a && t->shape[1] == b &&
+                 t->shape[2] == c && t->shape[3] == d;
+  char s[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(!ok, ctx, RUMUS_ESHAPE,
+                 "%s: %s is %s, expected [%zu, %zu, %zu, %zu]", op, name,
+                 rumus__shape_str(t, s, sizeof s), a, b, c, d);
+  return RUMUS_OK;
+}
+
+static const rumus_conv2d_params *params_or_defaults(
+    const rumus_conv2d_params *p) {
+  static const rumus_conv2d_params defaults = RUMUS_CONV2D_DEFAULTS;
+  return p ? p : &defaults;
+}
+
+/* ---- Launches ------------------------------------------------------------- */
+
+/* Launches kernel `name` over cols x rows x nz (per work-item: LANES
+ * columns and 4 MB rows on the CPU variant, MG in cl/conv.cl; 4 x 4 on
+ * the GPU variant), in pieces of MAX_Z along dimension 2; the
+ * last argument is z0, the piece's first z. */
+static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
+                    const char *name, size_t cols, size_t rows, size_t nz,
+                    const rumus__arg *args, size_t nargs) {
+  char opts[192];
+  conv_options(pr, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, name};
+  size_t global[3], local[3] = {CPU_WG, 1, 1};
+  if (pr->gpu) { /* a work-group per tile of 4 TS x 4 TS (GT) */
+    global[0] = (cols + 4 * pr->ts - 1) / (4 * pr->ts) * pr->ts;
+    global[1] = (rows + 4 * pr->ts - 1) / (4 * pr->ts) * pr->ts;
+    local[0] = local[1] = pr->ts;
+  } else {
+    global[0] = (cols + LANES - 1) / LANES;
+    global[1] = (rows + 4 * (size_t)pr->mb - 1) / (4 * (size_t)pr->mb);
+  }
+  cl_ulong z0 = 0;
+  rumus__arg a[MAX_ARGS];
+  memcpy(a, args, nargs * sizeof *a);
+  a[nargs - 1] = RUMUS__ARG(z0);
+  for (size_t z = 0; z < nz; z += MAX_Z) {
+    z0 = z;
+    global[2] = nz - z < MAX_Z ? nz - z : MAX_Z;
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 3, global, local, nargs, a));
+  }
+  return RUMUS_OK;
+}
+
+static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
+                   const rumus_tensor *x, const rumus_tensor *w,
+                   const rumus_tensor *bias, rumus_tensor *y) {
+  const conv_prog pr = prog_for(ctx, x->dtype, g->oc / g->g);
+  const cl_long16 gv = geo_arg(g);
+  cl_ulong xo = rumus__off(x), wo = rumus__off(w), yo = rumus__off(y),
+           bo = bias ? rumus__off(bias) : 0;
+  const cl_int has_bias = bias != NULL;
+  /* Without a bias, x stands in for the buffer the kernel never reads. */
+  const cl_mem bm = bias ? bias->mem : x->mem;
+  const rumus__arg args[] = {RUMUS__ARG(x->mem), RUMUS__ARG(xo), RUMUS__ARG(w->mem),
+                       RUMUS__ARG(wo),     RUMUS__ARG(bm), RUMUS__ARG(bo),
+                       RUMUS__ARG(has_bias), RUMUS__ARG(y->mem),
+                       RUMUS__ARG(yo),     RUMUS__ARG(gv), RUMUS__ARG(gv)};
+  return launch_z(ctx, op, &pr, pr.gpu ? "conv_fwd_wg" : "conv_fwd_cpu",
+                  g->n * g->oh * g->ow, g->oc / g->g, g->g, args,
+                  sizeof args / sizeof args[0]);
+}
+
+static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
+                        const rumus_tensor *dy, const rumus_tensor *w,
+                        rumus_tensor *dx) {
+  const conv_prog pr = prog_for(ctx, dy->dtype, g->c / g->g);
+  const cl_long16 gv = geo_arg(g);
+  cl_ulong dyo = rumus__off(dy), wo = rumus__off(w), dxo = rumus__off(dx);
+  const rumus__arg args[] = {RUMUS__ARG(dy->mem), RUMUS__ARG(dyo),
+                       RUMUS__ARG(w->mem),  RUMUS__ARG(wo),
+                       RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),
+                       RUMUS__ARG(gv),      RUMUS__ARG(gv)};
+  return launch_z(ctx, op, &pr,
+                  pr.gpu ? "conv_bwd_data_wg" : "conv_bwd_data_cpu",
+                  g->n * g->h * g->w, g->c / g->g, g->g, args,
+                  sizeof args / sizeof args[0]);
+}
+
+/* The weight gradient's chunks of pixels: *kc pixels each, *s of them. */
+static void weight_chunks(const geo *g, size_t *kc, size_t *s) {
+  const size_t q = g->n * g->oh * g->ow;
+  *kc = (q + S_MAX - 1) / S_MAX;
+  if (*kc < KC_MIN) *kc = KC_MIN;
+  *s = q == 0 ? 1 : (q + *kc - 1) / *kc;
+}
+
+/* conv_wsum: dw = the chunks' partials added in chunk order. */
+static int run_wsum(rumus_ctx *ctx, const char *op, const conv_prog *pr,
+                    cl_mem part, size_t S, rumus_tensor *dw) {
+  char opts[192];
+  conv_options(pr, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, "conv_wsum"};
+  cl_ulong total = dw->numel, s = S, dwo = rumus__off(dw);
+  const rumus__arg args[] = {RUMUS__ARG(part), RUMUS__ARG(total),
+                             RUMUS__ARG(s), RUMUS__ARG(dw->mem),
+                             RUMUS__ARG(dwo)};
+  /* WG of the options head: the kernel's required work-group size. */
+  const size_t global = dw->numel, local = pr->gpu ? pr->ts * pr->ts : CPU_WG;
+  return rumus__launch(ctx, op, &k, 1, &global, &local, 5, args);
+}
+
+static int run_bwd_weight(rumus_ctx *ctx, const char *op, const geo *g,
+                          const rumus_tensor *x, const rumus_tensor *dy,
+                          rumus_tensor *dw) {
+  const conv_prog pr = prog_for(ctx, x->dtype, g->oc / g->g);
+  size_t kc, S;
+  weight_chunks(g, &kc, &S);
+  cl_mem part = NULL;
+  if (S > 1)
+    RUMUS__FORWARD(
+        rumus__scratch(ctx, op, S * dw->numel * sizeof(float), &part));
+  const cl_long16 gv = geo_arg(g);
+  cl_ulong xo = rumus__off(x), dyo = rumus__off(dy), dwo = rumus__off(dw),
+           KC = kc, SS = S;
+  /* With one chunk the kernel stores into dw; dw stands in for part. */
+  const cl_mem pm = part ? part : dw->mem;
+  const rumus__arg args[] = {RUMUS__ARG(x->mem),  RUMUS__ARG(xo),
+                       RUMUS__ARG(dy->mem), RUMUS__ARG(dyo),
+                       RUMUS__ARG(dw->mem), RUMUS__ARG(dwo),
+                       RUMUS__ARG(pm),      RUMUS__ARG(gv),
+                       RUMUS__ARG(KC),      RUMUS__ARG(SS),
+                       RUMUS__ARG(gv)};
+  int st = launch_z(ctx, op, &pr,
+                    pr.gpu ? "conv_bwd_weight_wg" : "conv_bwd_weight_cpu",
+                    g->c / g->g * g->kh * g->kw, g->oc / g->g, g->g * S, args,
+                    sizeof args / sizeof args[0]);
+  if (st == RUMUS_OK && S > 1) st = run_wsum(ctx, op, &pr, part, S, dw);
+  /* The queue keeps the scratch buffer alive until the kernels finish. */
+  if (part) clReleaseMemObject(part);
+  return st;
+}
+
+/* ---- Public entry points -------------------------------------------------- */
+
+int rumus_conv2d_out_shape(rumus_ctx *ctx, const rumus_conv2d_params *p,
+                           const rumus_tensor *x, const rumus_tensor *w,
+                           size_t y_shape[4]) {
+  static const char op[] = "rumus_conv2d_out_shape";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FAIL_IF(y_shape == NULL, ctx, RUMUS_ENULL, "%s: y_shape is NULL", op);
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "x", x));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "w", w, x->dtype));
+  geo g;
+  RUMUS__FORWARD(make_geo(ctx, op, params_or_defaults(p), "x", x, "w", w, &g));
+  y_shape[0] = g.n;
+  y_shape[1] = g.oc;
+  y_shape[2] = g.oh;
+  y_shape[3] = g.ow;
+  return RUMUS_OK;
+}
+
+int rumus_conv2d_fwd(rumus_ctx *ctx, const rumus_conv2d_params *p,
+                     const rumus_tensor *x, const rumus_tensor *w,
+                     const rumus_tensor *bias, rumus_tensor *y) {
+  static const char op[] = "rumus_conv2d_fwd";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "x", x));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "w", w, x->dtype));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "y", y, x->dtype));
+  if (bias)
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, "bias", bias, x->dtype));
+  geo g;
+  RUMUS__FORWARD(make_geo(ctx, op, params_or_defaults(p), "x", x, "w", w, &g));
+  char sb[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(bias && (bias->ndim != 1 || bias->shape[0] != g.oc), ctx,
+                 RUMUS_ESHAPE, "%s: bias is %s, expected [%zu]", op,
+                 bias ? rumus__shape_str(bias, sb, sizeof sb) : "", g.oc);
+  RUMUS__FORWARD(check_4d(ctx, op, "y", y, g.n, g.oc, g.oh, g.ow));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "y", y, "x", x, 0));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "y", y, "w", w, 0));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "y", y, "bias", bias, 0));
+  if (y->numel == 0) return RUMUS_OK;
+  return run_fwd(ctx, op, &g, x, w, bias, y);
+}
+
+int rumus_conv2d_bwd_data(rumus_ctx *ctx, const rumus_conv2d_params *p,
+                          const rumus_tensor *dy, const rumus_tensor *w,
+                          rumus_tensor *dx) {
+  static const char op[] = "rumus_conv2d_bwd_data";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "dy", dy));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "w", w, dy->dtype));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "dx", dx, dy->dtype));
+  geo g;
+  RUMUS__FORWARD(
+      make_geo(ctx, op, params_or_defaults(p), "dx", dx, "w", w, &g));
+  RUMUS__FORWARD(check_4d(ctx, op, "dy", dy, g.n, g.oc, g.oh, g.ow));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dx", dx, "dy", dy, 0));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dx", dx, "w", w, 0));
+  if (dx->numel == 0) return RUMUS_OK;
+  return run_bwd_data(ctx, op, &g, dy, w, dx);
+}
+
+int rumus_conv2d_bwd_weight(rumus_ctx *ctx, const rumus_conv2d_params *p,
+                            const rumus_tensor *x, const rumus_tensor *dy,
+                            rumus_tensor *dw) {
+  static const char op[] = "rumus_conv2d_bwd_weight";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "x", x));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "dy", dy, x->dtype));
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "dw", dw, x->dtype));
+  geo g;
+  RUMUS__FORWARD(
+      make_geo(ctx, op, params_or_defaults(p), "x", x, "dw", dw, &g));
+  RUMUS__FORWARD(check_4d(ctx, op, "dy", dy, g.n, g.oc, g.oh, g.ow));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dw", dw, "x", x, 0));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dw", dw, "dy", dy, 0));
+  if (dw->numel == 0) return RUMUS_OK;
+  return run_bwd_weight(ctx, op, &g, x, dy, dw);
+}
+
+/* F32 programs of the current variant: the GPU one, or the CPU one for
+ * each MB that prog_for can choose. */
+int rumus__conv_warm(rumus_ctx *ctx) {
+  static const size_t ROWS[] = {1, 4, 16};
+  char opts[192];
+  cl_program prog;
+  const int n = rumus__gpu_variant(ctx) ? 1 : 3;
+  for (int i = 0; i < n; i++) {
+    const conv_prog pr = prog_for(ctx, RUMUS_F32, ROWS[i]);
+    conv_options(&pr, opts, sizeof opts);
+    RUMUS__FORWARD(
+        rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
+  }
+  return RUMUS_OK;
+}

@@ -1,0 +1,480 @@
+/*
+ * check_conv.c - conv2d forward, input gradient and weight gradient
+ * against the float64 reference (ref/conv.c), on both variants, with F32,
+ * F16 and BF16 storage, over odd shapes (1x1 images, 7x5 inputs, kernels
+ * 1, 3, 5, 7 and 3x5, stride 2 on odd sizes, dilation 2, padding 0, 1, 2
+ * and 3, groups 1, 2 and depthwise, N = 1, 2 and 3, channels 1 and 5, and
+ * enough channels and pixels for several channel blocks, several blocks
+ * of work-items along the channels (over 64), several chunks of k and
+ * several weight gradient chunks); both gradients against central differences of the
+ * float64 forward; borrowed buffers at offsets with guard bytes; bad
+ * arguments with exact statuses.
+ *
+ * Tolerances (|got - want| <= atol + rtol |want|), with K the terms of one
+ * output's sum (forward Cg KH KW, input gradient OCg KH KW, weight
+ * gradient N OH OW) and inputs in [-1, 1]:
+ *   F32      atol 1e-6 K, rtol 1e-5   (float fma sums of K terms)
+ *   F16      the F32 tolerance + 2^-11 relative + 2^-25 (tests/tu_dtype.h)
+ *   BF16     the F32 tolerance + 2^-8 relative
+ * The inputs are rounded to the storage type first, so the reference sees
+ * what the device reads; the 16-bit terms only add the final rounding.
+ * Both variants sum every output from 0 upwards in the same order with one
+ * fma per term (rumus.h): their F32 results are compared bit for bit.
+ * Central differences: the forward is linear in x and in w, so a central
+ * difference (h = 1e-2, divided by the stored step) of L = sum g y is
+ * exact but for rounding: atol 1e-4, rtol 1e-4.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "tu_dtype.h"
+
+/* A case: geometry (ref.h's order: n, c, h, w, oc, kh, kw, sh, sw, ph,
+ * pw, dh, dw, g) and whether the forward has a bias. */
+typedef struct {
+  ref_conv_geo g;
+  int bias;
+} conv_case;
+
+static const conv_case CASES[] = {
+    {{3, 5, 1, 1, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 1},   /* 1x1 image, 1x1 */
+    {{1, 2, 1, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 0},   /* 1x1 image, 3x3 */
+    {{3, 5, 7, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1},   /* 7x5, 3x3 pad 1 */
+    {{1, 1, 7, 5, 5, 5, 5, 2, 2, 2, 2, 1, 1, 1}, 1},   /* 5x5 stride 2 */
+    {{2, 3, 7, 5, 4, 3, 3, 2, 2, 0, 0, 2, 2, 1}, 0},   /* dilation 2 */
+    {{1, 2, 9, 11, 2, 7, 7, 1, 2, 3, 3, 1, 1, 1}, 1},  /* 7x7 */
+    {{3, 4, 7, 5, 6, 3, 5, 2, 1, 1, 2, 1, 1, 2}, 1},   /* 3x5, groups 2 */
+    {{3, 5, 7, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5}, 1},   /* depthwise */
+    {{2, 4, 8, 7, 8, 3, 3, 2, 2, 2, 2, 2, 2, 4}, 0},   /* depthwise x2 */
+    {{2, 20, 9, 9, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1}, /* channel blocks */
+    {{3, 3, 30, 30, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 0}, /* 2 weight chunks */
+    {{1, 66, 5, 4, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1}, /* > 64 channels */
+};
+#define NCASES (sizeof CASES / sizeof CASES[0])
+
+/* Sizes and shapes of a geometry's tensors. */
+typedef struct {
+  size_t oh, ow, nx, nw, ny;
+  size_t xs[4], ws[4], ys[4];
+} sizes;
+
+static sizes sizes_of(const ref_conv_geo *g) {
+  sizes s;
+  s.oh = ref_conv_out(g->h, g->kh, g->ph, g->sh, g->dh);
+  s.ow = ref_conv_out(g->w, g->kw, g->pw, g->sw, g->dw);
+  s.nx = g->n * g->c * g->h * g->w;
+  s.nw = g->oc * (g->c / g->g) * g->kh * g->kw;
+  s.ny = g->n * g->oc * s.oh * s.ow;
+  const size_t xs[4] = {g->n, g->c, g->h, g->w},
+               ws[4] = {g->oc, g->c / g->g, g->kh, g->kw},
+               ys[4] = {g->n, g->oc, s.oh, s.ow};
+  memcpy(s.xs, xs, sizeof xs);
+  memcpy(s.ws, ws, sizeof ws);
+  memcpy(s.ys, ys, sizeof ys);
+  return s;
+}
+
+static rumus_conv2d_params params_of(const ref_conv_geo *g) {
+  rumus_conv2d_params p = {g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->g};
+  return p;
+}
+
+/* Random values in [-1, 1) rounded to d (malloc'ed). */
+static float *random_data(tu_rng *r, rumus_dtype d, size_t n) {
+  float *v = tu_malloc(n * sizeof *v);
+  tu_fill_uniform(r, v, n, -1.0f, 1.0f);
+  tu_round_to(d, v, n);
+  return v;
+}
+
+static void check_op(const char *what, rumus_dtype d, const float *got,
+                     const double *want, size_t n, size_t terms) {
+  tu_check_close(what, got, want, n, 1e-6 * (double)terms + tu_store_atol(d),
+                 1e-5 + tu_store_rtol(d));
+}
+
+/* The host data of a case. */
+typedef struct {
+  float *x, *w, *b, *dy;
+  double *y, *dx, *dw;
+} host;
+
+static host host_make(const ref_conv_geo *g, const sizes *s, rumus_dtype d,
+                      uint64_t seed) {
+  tu_rng r;
+  tu_rng_seed(&r, seed);
+  host h = {random_data(&r, d, s->nx), random_data(&r, d, s->nw),
+            random_data(&r, d, g->oc), random_data(&r, d, s->ny),
+            tu_malloc(s->ny * sizeof(double)), tu_malloc(s->nx * sizeof(double)),
+            tu_malloc(s->nw * sizeof(double))};
+  return h;
+}
+
+static void host_free(host *h) {
+  free(h->x);
+  free(h->w);
+  free(h->b);
+  free(h->dy);
+  free(h->y);
+  free(h->dx);
+  free(h->dw);
+}
+
+/* Runs the three ops of case c with storage d on the current variant,
+ * compares them with the reference (h's y, dx, dw) and returns the three
+ * results as floats (malloc'ed) in out. */
+static void run_case(rumus_ctx *ctx, const conv_case *c, rumus_dtype d,
+                     const sizes *s, const host *h, const char *tag,
+                     float *out[3]) {
+  const ref_conv_geo *g = &c->g;
+  const rumus_conv2d_params p = params_of(g);
+  const size_t bs[1] = {g->oc};
+  rumus_tensor *x = tu_tensor_typed(ctx, d, 4, s->xs, h->x),
+               *w = tu_tensor_typed(ctx, d, 4, s->ws, h->w),
+               *b = c->bias ? tu_tensor_typed(ctx, d, 1, bs, h->b) : NULL,
+               *y = tu_tensor_typed(ctx, d, 4, s->ys, NULL),
+               *dy = tu_tensor_typed(ctx, d, 4, s->ys, h->dy),
+               *dx = tu_tensor_typed(ctx, d, 4, s->xs, NULL),
+               *dw = tu_tensor_typed(ctx, d, 4, s->ws, NULL);
+  size_t ys[4];
+  TU_OK(ctx, rumus_conv2d_out_shape(ctx, &p, x, w, ys));
+  ck_assert(memcmp(ys, s->ys, sizeof ys) == 0);
+  TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x, w, b, y));
+  TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, dy, w, dx));
+  TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &p, x, dy, dw));
+  out[0] = tu_download_f32(ctx, y);
+  out[1] = tu_download_f32(ctx, dx);
+  out[2] = tu_download_f32(ctx, dw);
+  char name[96];
+  snprintf(name, sizeof name, "%s_fwd", tag);
+  check_op(name, d, out[0], h->y, s->ny, (g->c / g->g) * g->kh * g->kw);
+  snprintf(name, sizeof name, "%s_bwd_data", tag);
+  check_op(name, d, out[1], h->dx, s->nx, (g->oc / g->g) * g->kh * g->kw);
+  snprintf(name, sizeof name, "%s_bwd_weight", tag);
+  check_op(name, d, out[2], h->dw, s->nw, g->n * s->oh * s->ow);
+  rumus_tensor_free(x);
+  rumus_tensor_free(w);
+  rumus_tensor_free(b);
+  rumus_tensor_free(y);
+  rumus_tensor_free(dy);
+  rumus_tensor_free(dx);
+  rumus_tensor_free(dw);
+}
+
+/* Case _i with every storage type on both variants; F32's results are the
+ * same bits on both. */
+START_TEST(shapes) {
+  const conv_case *c = &CASES[_i];
+  const sizes s = sizes_of(&c->g);
+  rumus_ctx *ctx = tu_ctx();
+  for (int t = 0; t < 3; t++) {
+    const rumus_dtype d = tu_dtypes[t];
+    host h = host_make(&c->g, &s, d, 100 + (uint64_t)_i);
+    ref_conv2d_fwd(&c->g, h.x, h.w, c->bias ? h.b : NULL, h.y);
+    ref_conv2d_bwd_data(&c->g, h.dy, h.w, h.dx);
+    ref_conv2d_bwd_weight(&c->g, h.x, h.dy, h.dw);
+    float *got[2][3];
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      char tag[64];
+      snprintf(tag, sizeof tag, "conv_case%d_%s_%s", _i, tu_dtype_name(d),
+               tu_variant_name(tu_variants[v]));
+      run_case(ctx, c, d, &s, &h, tag, got[v]);
+    }
+    const size_t n[3] = {s.ny, s.nx, s.nw};
+    for (int k = 0; k < 3; k++) {
+      if (d == RUMUS_F32)
+        ck_assert_msg(memcmp(got[0][k], got[1][k], n[k] * sizeof(float)) == 0,
+                      "case %d op %d: the variants' bits differ", _i, k);
+      free(got[0][k]);
+      free(got[1][k]);
+    }
+    host_free(&h);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* L = sum g * y(x, w) through the float64 forward. */
+static double loss_of(const ref_conv_geo *g, const sizes *s, const float *x,
+                      const float *w, const float *gy, double *y) {
+  ref_conv2d_fwd(g, x, w, NULL, y);
+  double l = 0;
+  for (size_t i = 0; i < s->ny; i++) l += (double)gy[i] * y[i];
+  return l;
+}
+
+/* Central differences of L with respect to v[0 .. n) into num. */
+static void central(const ref_conv_geo *g, const sizes *s, float *x, float *w,
+                    const float *gy, float *v, size_t n, double *num,
+                    double *y) {
+  for (size_t i = 0; i < n; i++) {
+    const float v0 = v[i];
+    const float hi = v0 + 1e-2f, lo = v0 - 1e-2f;
+    v[i] = hi;
+    const double lh = loss_of(g, s, x, w, gy, y);
+    v[i] = lo;
+    const double ll = loss_of(g, s, x, w, gy, y);
+    v[i] = v0;
+    num[i] = (lh - ll) / ((double)hi - (double)lo);
+  }
+}
+
+/* Both gradients of the device against central differences of the
+ * float64 forward, on both variants: groups 2, stride 2, padding 1 and 2,
+ * dilation 2 along W, a 3x3 kernel. */
+START_TEST(finite_differences) {
+  const ref_conv_geo g = {2, 4, 7, 6, 4, 3, 3, 2, 1, 1, 2, 1, 2, 2};
+  const sizes s = sizes_of(&g);
+  const rumus_conv2d_params p = params_of(&g);
+  rumus_ctx *ctx = tu_ctx();
+  host h = host_make(&g, &s, RUMUS_F32, 7);
+  double *num_x = tu_malloc(s.nx * sizeof(double));
+  double *num_w = tu_malloc(s.nw * sizeof(double));
+  central(&g, &s, h.x, h.w, h.dy, h.x, s.nx, num_x, h.y);
+  central(&g, &s, h.x, h.w, h.dy, h.w, s.nw, num_w, h.y);
+  rumus_tensor *x = tu_tensor_typed(ctx, RUMUS_F32, 4, s.xs, h.x),
+               *w = tu_tensor_typed(ctx, RUMUS_F32, 4, s.ws, h.w),
+               *dy = tu_tensor_typed(ctx, RUMUS_F32, 4, s.ys, h.dy),
+               *dx = tu_tensor_typed(ctx, RUMUS_F32, 4, s.xs, NULL),
+               *dw = tu_tensor_typed(ctx, RUMUS_F32, 4, s.ws, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, dy, w, dx));
+    TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &p, x, dy, dw));
+    float *gx = tu_download(ctx, dx), *gw = tu_download(ctx, dw);
+    tu_check_close(v ? "conv_fd_dx_row" : "conv_fd_dx_wg", gx, num_x, s.nx,
+                   1e-4, 1e-4);
+    tu_check_close(v ? "conv_fd_dw_row" : "conv_fd_dw_wg", gw, num_w, s.nw,
+                   1e-4, 1e-4);
+    free(gx);
+    free(gw);
+  }
+  free(num_x);
+  free(num_w);
+  host_free(&h);
+  tu_free_all(ctx, x, w, dy, dx, dw, NULL);
+}
+END_TEST
+
+/* A tensor of n elements of type d at element offset `off` of a fresh
+ * buffer (d's bytes of data, NULL: none). */
+static rumus_tensor *at_offset(rumus_ctx *ctx, rumus_dtype d, const size_t *s,
+                               size_t off, const float *data, cl_mem *buf) {
+  const size_t n = s[0] * s[1] * s[2] * s[3], esz = rumus_dtype_size(d);
+  cl_int e;
+  *buf = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE,
+                        (n + off + 5) * esz, NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  rumus_tensor *t = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, d, 4, s, *buf, off * esz, &t));
+  if (data) TU_OK(ctx, rumus_tensor_upload_f32(t, data, n));
+  return t;
+}
+
+/* Every tensor borrowed: the outputs with guard bytes (4096 bytes in),
+ * the inputs at odd element offsets; every storage type, both variants,
+ * a case with groups, stride, padding and dilation. */
+START_TEST(offsets_and_guards) {
+  const conv_case *c = &CASES[6];
+  const ref_conv_geo *g = &c->g;
+  const sizes s = sizes_of(g);
+  const rumus_conv2d_params p = params_of(g);
+  const size_t bs[1] = {g->oc};
+  const rumus_dtype d = tu_dtypes[_i];
+  rumus_ctx *ctx = tu_ctx();
+  host h = host_make(g, &s, d, 31);
+  ref_conv2d_fwd(g, h.x, h.w, h.b, h.y);
+  ref_conv2d_bwd_data(g, h.dy, h.w, h.dx);
+  ref_conv2d_bwd_weight(g, h.x, h.dy, h.dw);
+  cl_mem bufs[3];
+  rumus_tensor *x = at_offset(ctx, d, s.xs, 3, h.x, &bufs[0]),
+               *w = at_offset(ctx, d, s.ws, 5, h.w, &bufs[1]),
+               *dy = at_offset(ctx, d, s.ys, 1, h.dy, &bufs[2]),
+               *b = tu_tensor_typed(ctx, d, 1, bs, h.b);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    tu_guarded y = tu_guarded_typed(ctx, d, 4, s.ys, NULL),
+               dx = tu_guarded_typed(ctx, d, 4, s.xs, NULL),
+               dw = tu_guarded_typed(ctx, d, 4, s.ws, NULL);
+    TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x, w, b, y.t));
+    TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, dy, w, dx.t));
+    TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &p, x, dy, dw.t));
+    float *gy = tu_download_f32(ctx, y.t), *gx = tu_download_f32(ctx, dx.t),
+          *gw = tu_download_f32(ctx, dw.t);
+    check_op("conv_offsets_fwd", d, gy, h.y, s.ny, 2 * 3 * 5);
+    check_op("conv_offsets_bwd_data", d, gx, h.dx, s.nx, 3 * 3 * 5);
+    check_op("conv_offsets_bwd_weight", d, gw, h.dw, s.nw,
+             g->n * s.oh * s.ow);
+    free(gy);
+    free(gx);
+    free(gw);
+    tu_guarded_check_free(ctx, &y);
+    tu_guarded_check_free(ctx, &dx);
+    tu_guarded_check_free(ctx, &dw);
+  }
+  host_free(&h);
+  rumus_tensor_free(x);
+  rumus_tensor_free(w);
+  rumus_tensor_free(dy);
+  for (int i = 0; i < 3; i++) clReleaseMemObject(bufs[i]);
+  tu_free_all(ctx, b, NULL);
+}
+END_TEST
+
+/* N = 0: nothing to write for y and dx, a zero weight gradient; C = 0: y
+ * is the bias. */
+START_TEST(empty_sums) {
+  rumus_ctx *ctx = tu_ctx();
+  const rumus_conv2d_params p = RUMUS_CONV2D_DEFAULTS;
+  const size_t xs[4] = {0, 2, 5, 5}, ws[4] = {3, 2, 3, 3}, ys[4] = {0, 3, 3, 3};
+  const size_t xs0[4] = {2, 0, 5, 5}, ws0[4] = {3, 0, 3, 3},
+               ys0[4] = {2, 3, 3, 3}, bs[1] = {3};
+  const float bias[3] = {1.5f, -2.0f, 0.25f};
+  rumus_tensor *x = tu_tensor(ctx, RUMUS_F32, 4, xs, NULL),
+               *w = tu_tensor(ctx, RUMUS_F32, 4, ws, NULL),
+               *y = tu_tensor(ctx, RUMUS_F32, 4, ys, NULL),
+               *x0 = tu_tensor(ctx, RUMUS_F32, 4, xs0, NULL),
+               *w0 = tu_tensor(ctx, RUMUS_F32, 4, ws0, NULL),
+               *y0 = tu_tensor(ctx, RUMUS_F32, 4, ys0, NULL),
+               *b = tu_tensor(ctx, RUMUS_F32, 1, bs, bias);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, rumus_tensor_fill(w, NAN));
+    TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x, w, NULL, y));
+    TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, y, w, x));
+    TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &p, x, y, w));
+    float *gw = tu_download(ctx, w);
+    for (size_t i = 0; i < 54; i++) ck_assert_float_eq(gw[i], 0.0f);
+    free(gw);
+    TU_OK(ctx, rumus_tensor_fill(y0, NAN));
+    TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x0, w0, b, y0));
+    float *gy = tu_download(ctx, y0);
+    for (size_t i = 0; i < 54; i++) ck_assert_float_eq(gy[i], bias[i / 9 % 3]);
+    free(gy);
+  }
+  tu_free_all(ctx, x, w, y, x0, w0, y0, b, NULL);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t xs[4] = {2, 4, 5, 6}, ws[4] = {6, 4, 3, 3}, ys[4] = {2, 6, 3, 4};
+  const size_t w2s[4] = {6, 2, 3, 3}, x3s[3] = {4, 5, 6}, bs[1] = {6},
+               b5s[1] = {5}, y5s[4] = {2, 6, 3, 5};
+  rumus_tensor *x = tu_tensor(ctx, RUMUS_F32, 4, xs, NULL),
+               *w = tu_tensor(ctx, RUMUS_F32, 4, ws, NULL),
+               *y = tu_tensor(ctx, RUMUS_F32, 4, ys, NULL),
+               *w2 = tu_tensor(ctx, RUMUS_F32, 4, w2s, NULL),
+               *x3 = tu_tensor(ctx, RUMUS_F32, 3, x3s, NULL),
+               *b = tu_tensor(ctx, RUMUS_F32, 1, bs, NULL),
+               *b5 = tu_tensor(ctx, RUMUS_F32, 1, b5s, NULL),
+               *y5 = tu_tensor(ctx, RUMUS_F32, 4, y5s, NULL),
+               *h = tu_tensor(ctx, RUMUS_F16, 4, ys, NULL),
+               *i = tu_tensor(ctx, RUMUS_I32, 4, xs, NULL);
+  rumus_conv2d_params p = RUMUS_CONV2D_DEFAULTS;
+  size_t out[4];
+  TU_OK(ctx, rumus_conv2d_out_shape(ctx, &p, x, w, out));
+  ck_assert(out[0] == 2 && out[1] == 6 && out[2] == 3 && out[3] == 4);
+  TU_OK(ctx, rumus_conv2d_fwd(ctx, NULL, x, w, b, y));
+  TU_STATUS(RUMUS_ENULL, rumus_conv2d_fwd(NULL, &p, x, w, b, y));
+  TU_STATUS(RUMUS_ENULL, rumus_conv2d_fwd(ctx, &p, NULL, w, b, y));
+  TU_STATUS(RUMUS_ENULL, rumus_conv2d_bwd_data(ctx, &p, y, NULL, x));
+  TU_STATUS(RUMUS_ENULL, rumus_conv2d_bwd_weight(ctx, &p, x, y, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_conv2d_out_shape(ctx, &p, x, w, NULL));
+  /* Parameters: RUMUS_EINVAL naming the field. */
+  const struct {
+    int *field, bad;
+    const char *name;
+  } bad[] = {{&p.stride_h, 0, "stride_h"},     {&p.stride_w, -1, "stride_w"},
+             {&p.pad_h, -1, "pad_h"},          {&p.pad_w, -2, "pad_w"},
+             {&p.dilation_h, 0, "dilation_h"}, {&p.dilation_w, 0, "dilation_w"},
+             {&p.groups, 0, "groups"}};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    const int keep = *bad[k].field;
+    *bad[k].field = bad[k].bad;
+    TU_STATUS(RUMUS_EINVAL, rumus_conv2d_fwd(ctx, &p, x, w, b, y));
+    ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), bad[k].name), "%s",
+                  rumus_ctx_errmsg(ctx));
+    TU_STATUS(RUMUS_EINVAL, rumus_conv2d_bwd_data(ctx, &p, y, w, x));
+    TU_STATUS(RUMUS_EINVAL, rumus_conv2d_bwd_weight(ctx, &p, x, y, w));
+    *bad[k].field = keep;
+  }
+  /* Groups that divide C = 4 but not OC = 6, and neither. */
+  p.groups = 4;
+  TU_STATUS(RUMUS_EINVAL, rumus_conv2d_fwd(ctx, &p, x, w, b, y));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "output channels"), "%s",
+                rumus_ctx_errmsg(ctx));
+  p.groups = 3;
+  TU_STATUS(RUMUS_EINVAL, rumus_conv2d_bwd_weight(ctx, &p, x, y, w));
+  /* groups 2 needs w [6, 2, 3, 3]: w of axis 1 = 4 is a shape error. */
+  p.groups = 2;
+  TU_STATUS(RUMUS_ESHAPE, rumus_conv2d_fwd(ctx, &p, x, w, b, y));
+  TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x, w2, b, y));
+  p.groups = 1;
+  /* A kernel larger than the padded input: the axis is named. */
+  p.dilation_h = 3; /* span 7 > 5 */
+  TU_STATUS(RUMUS_ESHAPE, rumus_conv2d_out_shape(ctx, &p, x, w, out));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "height"), "%s",
+                rumus_ctx_errmsg(ctx));
+  p.pad_h = 1; /* 5 + 2 = 7: fits, OH = 1 */
+  TU_OK(ctx, rumus_conv2d_out_shape(ctx, &p, x, w, out));
+  ck_assert(out[2] == 1 && out[3] == 4);
+  p = (rumus_conv2d_params)RUMUS_CONV2D_DEFAULTS;
+  p.dilation_w = 4; /* span 9 > 6 */
+  TU_STATUS(RUMUS_ESHAPE, rumus_conv2d_bwd_weight(ctx, &p, x, y, w));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "width"), "%s",
+                rumus_ctx_errmsg(ctx));
+  p = (rumus_conv2d_params)RUMUS_CONV2D_DEFAULTS;
+  /* Ranks and extents. */
+  TU_STATUS(RUMUS_ESHAPE, rumus_conv2d_fwd(ctx, &p, x3, w, b, y));
+  TU_STATUS(RUMUS_ESHAPE, rumus_conv2d_fwd(ctx, &p, x, w, b5, y));
+  TU_STATUS(RUMUS_ESHAPE, rumus_conv2d_fwd(ctx, &p, x, w, b, y5));
+  TU_STATUS(RUMUS_ESHAPE, rumus_conv2d_bwd_data(ctx, &p, y5, w, x));
+  TU_STATUS(RUMUS_ESHAPE, rumus_conv2d_bwd_weight(ctx, &p, x, y5, w));
+  TU_STATUS(RUMUS_ESHAPE, rumus_conv2d_bwd_weight(ctx, &p, x, y, w2));
+  /* Types. */
+  TU_STATUS(RUMUS_EDTYPE, rumus_conv2d_fwd(ctx, &p, x, w, b, h));
+  TU_STATUS(RUMUS_EDTYPE, rumus_conv2d_bwd_data(ctx, &p, h, w, x));
+  TU_STATUS(RUMUS_EDTYPE, rumus_conv2d_bwd_weight(ctx, &p, i, y, w));
+  /* Outputs sharing bytes with inputs: views into one buffer. */
+  const size_t bigs[1] = {4096};
+  rumus_tensor *big = tu_tensor(ctx, RUMUS_F32, 1, bigs, NULL), *yv = NULL,
+               *dxv = NULL, *dwv = NULL;
+  cl_mem bm = rumus_tensor_cl_mem(big, NULL);
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, ys, bm, 0, &yv));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, xs, bm, 400, &dxv));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, ws, bm, 1000, &dwv));
+  TU_STATUS(RUMUS_EINVAL, rumus_conv2d_fwd(ctx, &p, dxv, w, b, yv));
+  TU_STATUS(RUMUS_EINVAL, rumus_conv2d_bwd_data(ctx, &p, yv, w, dxv));
+  TU_STATUS(RUMUS_EINVAL, rumus_conv2d_bwd_weight(ctx, &p, dxv, y, dwv));
+  /* A tensor of another context. */
+  rumus_ctx *other = tu_ctx();
+  rumus_tensor *o = tu_tensor(other, RUMUS_F32, 4, xs, NULL);
+  TU_STATUS(RUMUS_EINVAL, rumus_conv2d_fwd(ctx, &p, o, w, b, y));
+  rumus_tensor_free(o);
+  TU_OK(other, rumus_ctx_free(other));
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_free_all(ctx, x, w, y, w2, x3, b, b5, y5, h, i, yv, dxv, dwv, big,
+              NULL);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("conv");
+  TCase *core = tu_tcase("core");
+  tcase_add_loop_test(core, shapes, 0, (int)NCASES);
+  tcase_add_test(core, finite_differences);
+  suite_add_tcase(s, core);
+  TCase *limits = tu_tcase("limits");
+  tcase_add_loop_test(limits, offsets_and_guards, 0, 3);
+  tcase_add_test(limits, empty_sums);
+  suite_add_tcase(s, limits);
+  TCase *errors = tu_tcase("errors");
+  tcase_add_test(errors, bad_arguments);
+  suite_add_tcase(s, errors);
+  return tu_run(s);
+}
