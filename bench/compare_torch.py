@@ -161,6 +161,17 @@ def make_case(rec, dev):
                 what = "SGD(foreach=True).step"
         opt.step()  # creates the state: later steps are the steady state
         return opt.step, what
+    if op.startswith("conv2d_"):
+        # rumus-bench's NxCxOCxS: x [N, C, S, S], w [OC, C, 3, 3], padding 1.
+        nb, ci, co, sz = d
+        x, w, dy = rand(nb, ci, sz, sz), rand(co, ci, 3, 3), rand(nb, co, sz, sz)
+        if op == "conv2d_fwd":
+            return (lambda: F.conv2d(x, w, padding=1)), "F.conv2d (cuDNN)"
+        if op == "conv2d_bwd_data":
+            return (lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, padding=1)), \
+                "nn.grad.conv2d_input (cuDNN)"
+        return (lambda: torch.nn.grad.conv2d_weight(x, w.shape, dy, padding=1)), \
+            "nn.grad.conv2d_weight (cuDNN)"
     if op == "sum_squares":
         x = rand(n)
         return (lambda: torch.linalg.vector_norm(x)), "linalg.vector_norm"
