@@ -91,55 +91,33 @@ inline __attribute__((always_inline)) ushort rumus_f_to_bf16(float f) {
 }
 
 #ifndef RUMUS_F16_BITS
-/* 1 (the framework sets it on the work-group variant): F16 moves are
- * ushort loads and stores converted by the integer arithmetic below
- * rather than vload_half / vstore_half_rte.  NVIDIA's driver (no
- * cl_khr_fp16) compiled those to narrow accesses and slow conversions:
- * on the H200, F16 add and ReLU ran at 41% and 25% of copy bandwidth,
- * where the same kernels on BF16 bits ran at 91% and 93%.  PoCL keeps
- * the builtins on the CPU variant: x86's F16C converts 8 halves in one
- * instruction. */
+/* 1 (the framework sets it on the work-group variant): F16 elements move
+ * as ushort vectors, one wide typed access, and are converted in private
+ * memory by vload_half / vstore_half_rte, which compilers turn into the
+ * register conversion instructions.  NVIDIA's driver (no cl_khr_fp16)
+ * compiled vloada_half8 / vstorea_half8_rte on global memory into narrow
+ * accesses: on the H200 F16 add and ReLU ran at 41% and 25% of copy
+ * bandwidth where the same kernels on BF16 bits ran at 91% and 93%; an
+ * integer conversion of the bits instead was slower still for softmax
+ * (35% of copy).  PoCL keeps the builtins on global memory on the CPU
+ * variant. */
 #define RUMUS_F16_BITS 0
 #endif
 
-/* half bits <-> float, both exact where IEEE is (bit for bit as the host's
- * rumus_f16_to_f32 / rumus_f32_to_f16 and cast.cl, up to NaN payloads):
- * widening rebiases the exponent, and makes a subnormal m 2^-24 from the
- * float m; narrowing rounds the 13 dropped bits to nearest even (a carry
- * bumps the exponent, up to infinity at 65520), gives +-inf above, and a
- * subnormal below 2^-14 as the bits of |x| + 0.5 less those of 0.5 (float's
- * ulp at 0.5 is 2^-24, so the addition rounds m to nearest even). */
-#define RUMUS_DEFINE_F16(n, F, U, US, AS_F, AS_U, CONV_U, CONV_US, CONV_F)   \
+#if RUMUS_F16_BITS
+#define RUMUS_DEFINE_F16(n, F, US)                                           \
   inline __attribute__((always_inline)) F rumus_f16_to_f##n(US h) {          \
-    const U u = CONV_U(h);                                                   \
-    const U sign = (u & (U)0x8000u) << 16;                                   \
-    const U e = (u >> 10) & (U)0x1Fu, m = u & (U)0x3FFu;                     \
-    const U normal = sign | ((e + (U)112u) << 23) | (m << 13);               \
-    const U special = sign | (U)0x7F800000u | (m << 13);                     \
-    const U sub = sign | AS_U(CONV_F(m) * 0x1p-24f);                         \
-    return AS_F(select(select(normal, special, e == (U)31u), sub,            \
-                       e == (U)0u));                                         \
+    return vload_half##n(0, (const private half *)&h);                       \
   }                                                                          \
   inline __attribute__((always_inline)) US rumus_f_to_f16##n(F f) {          \
-    const U u = AS_U(f);                                                     \
-    const U sign = (u >> 16) & (U)0x8000u, ax = u & (U)0x7FFFFFFFu;          \
-    const U r = ax - (U)0x38000000u;                                         \
-    const U normal = (r + (U)0xFFFu + ((r >> 13) & (U)1u)) >> 13;            \
-    const U sub = AS_U(AS_F(ax) + 0.5f) - (U)0x3F000000u;                    \
-    U h = select(normal, sub, ax < (U)0x38800000u);                          \
-    h = select(h, (U)0x7C00u, ax >= (U)0x477FF000u);                         \
-    h = select(h, (U)0x7E00u | ((ax >> 13) & (U)0x3FFu), ax > (U)0x7F800000u); \
-    return CONV_US(sign | h);                                                \
+    US h;                                                                    \
+    vstore_half##n##_rte(f, 0, (private half *)&h);                          \
+    return h;                                                                \
   }
-#if RUMUS_F16_BITS
-RUMUS_DEFINE_F16(, float, uint, ushort, as_float, as_uint, (uint), (ushort),
-                 (float))
-RUMUS_DEFINE_F16(4, float4, uint4, ushort4, as_float4, as_uint4,
-                 convert_uint4, convert_ushort4, convert_float4)
-RUMUS_DEFINE_F16(8, float8, uint8, ushort8, as_float8, as_uint8,
-                 convert_uint8, convert_ushort8, convert_float8)
-RUMUS_DEFINE_F16(16, float16, uint16, ushort16, as_float16, as_uint16,
-                 convert_uint16, convert_ushort16, convert_float16)
+RUMUS_DEFINE_F16(, float, ushort)
+RUMUS_DEFINE_F16(4, float4, ushort4)
+RUMUS_DEFINE_F16(8, float8, ushort8)
+RUMUS_DEFINE_F16(16, float16, ushort16)
 #endif
 
 /* The element type of each storage tag. */
