@@ -210,6 +210,45 @@ static void max_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
   run_free(&r);
 }
 
+/* The average pooling of one case (p NULL: adaptive) on both variants:
+ * forward and backward against want and want_dx, the same bits on both. */
+static void avg_variants(rumus_ctx *ctx, run *r, const rumus_pool2d_params *p,
+                         rumus_dtype d, size_t k, const double *want,
+                         const double *want_dx) {
+  const char *fwd = p ? "avgpool2d_fwd" : "adaptive_avgpool2d_fwd";
+  const char *bwd = p ? "avgpool2d_bwd" : "adaptive_avgpool2d_bwd";
+  double fa, fr, ba, br;
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  float *prev[2] = {NULL, NULL};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    char name[96];
+    if (p) {
+      TU_OK(ctx, rumus_avgpool2d_fwd(ctx, p, r->tx, r->ty));
+      TU_OK(ctx, rumus_avgpool2d_bwd(ctx, p, r->tdy, r->tdx));
+    } else {
+      TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, r->tx, r->ty));
+      TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, r->tdy, r->tdx));
+    }
+    float *y = tu_download_f32(ctx, r->ty), *dx = tu_download_f32(ctx, r->tdx);
+    name_of(name, sizeof name, fwd, d, v, k);
+    tu_check_close(name, y, want, r->nout, fa, fr);
+    name_of(name, sizeof name, bwd, d, v, k);
+    tu_check_close(name, dx, want_dx, r->nin, ba, br);
+    if (v == 1) {
+      check_same_bits(name, prev[0], y, r->nout * sizeof *y);
+      check_same_bits(name, prev[1], dx, r->nin * sizeof *dx);
+    }
+    free(prev[0]);
+    free(prev[1]);
+    prev[0] = y;
+    prev[1] = dx;
+  }
+  free(prev[0]);
+  free(prev[1]);
+}
+
 /* Average pooling, case k, storage d, both variants, same bits. */
 static void avg_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
   const pool_case *pc = &AVG_CASES[k];
@@ -225,31 +264,7 @@ static void avg_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
                     (long)ow, want);
   ref_avgpool2d_bwd(r.dy, r.planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
                     (long)ow, want_dx);
-  double fa, fr, ba, br;
-  tol_of(d, TOL_AVG_FWD, &fa, &fr);
-  tol_of(d, TOL_AVG_BWD, &ba, &br);
-  float *prev[2] = {NULL, NULL};
-  for (int v = 0; v < 2; v++) {
-    tu_set_variant(ctx, tu_variants[v]);
-    char name[96];
-    TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &pc->p, r.tx, r.ty));
-    TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, r.tdy, r.tdx));
-    float *y = tu_download_f32(ctx, r.ty), *dx = tu_download_f32(ctx, r.tdx);
-    name_of(name, sizeof name, "avgpool2d_fwd", d, v, k);
-    tu_check_close(name, y, want, r.nout, fa, fr);
-    name_of(name, sizeof name, "avgpool2d_bwd", d, v, k);
-    tu_check_close(name, dx, want_dx, r.nin, ba, br);
-    if (v == 1) {
-      check_same_bits(name, prev[0], y, r.nout * sizeof *y);
-      check_same_bits(name, prev[1], dx, r.nin * sizeof *dx);
-    }
-    free(prev[0]);
-    free(prev[1]);
-    prev[0] = y;
-    prev[1] = dx;
-  }
-  free(prev[0]);
-  free(prev[1]);
+  avg_variants(ctx, &r, &pc->p, d, k, want, want_dx);
   free(want);
   free(want_dx);
   run_free(&r);
@@ -267,31 +282,7 @@ static void ada_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
                              (long)s[4], (long)s[5], want);
   ref_adaptive_avgpool2d_bwd(r.dy, r.planes, (long)s[2], (long)s[3],
                              (long)s[4], (long)s[5], want_dx);
-  double fa, fr, ba, br;
-  tol_of(d, TOL_AVG_FWD, &fa, &fr);
-  tol_of(d, TOL_AVG_BWD, &ba, &br);
-  float *prev[2] = {NULL, NULL};
-  for (int v = 0; v < 2; v++) {
-    tu_set_variant(ctx, tu_variants[v]);
-    char name[96];
-    TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, r.tx, r.ty));
-    TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, r.tdy, r.tdx));
-    float *y = tu_download_f32(ctx, r.ty), *dx = tu_download_f32(ctx, r.tdx);
-    name_of(name, sizeof name, "adaptive_avgpool2d_fwd", d, v, k);
-    tu_check_close(name, y, want, r.nout, fa, fr);
-    name_of(name, sizeof name, "adaptive_avgpool2d_bwd", d, v, k);
-    tu_check_close(name, dx, want_dx, r.nin, ba, br);
-    if (v == 1) {
-      check_same_bits(name, prev[0], y, r.nout * sizeof *y);
-      check_same_bits(name, prev[1], dx, r.nin * sizeof *dx);
-    }
-    free(prev[0]);
-    free(prev[1]);
-    prev[0] = y;
-    prev[1] = dx;
-  }
-  free(prev[0]);
-  free(prev[1]);
+  avg_variants(ctx, &r, NULL, d, k, want, want_dx);
   free(want);
   free(want_dx);
   run_free(&r);

@@ -62,11 +62,17 @@ float *tu_download(rumus_ctx *ctx, const rumus_tensor *t) {
 
 tu_guarded tu_guarded_tensor(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
                              const size_t *shape, const void *data) {
+  return tu_guarded_tensor_at(ctx, dtype, ndim, shape, data, 4096);
+}
+
+tu_guarded tu_guarded_tensor_at(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                                const size_t *shape, const void *data,
+                                size_t guard) {
   tu_guarded g = {0};
   size_t n = 1;
   for (int i = 0; i < ndim; i++) n *= shape[i];
   g.bytes = n * rumus_dtype_size(dtype);
-  g.guard = 4096;
+  g.guard = guard;
   size_t total = g.bytes + 2 * g.guard;
   unsigned char *host = malloc(total);
   ck_assert_ptr_nonnull(host);

@@ -62,6 +62,11 @@ typedef struct {
 } tu_guarded;
 tu_guarded tu_guarded_tensor(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
                              const size_t *shape, const void *data);
+/* The same with `guard` bytes on each side (4096 above); a guard that is
+ * not a multiple of 4 elements gives the tensor an unaligned offset. */
+tu_guarded tu_guarded_tensor_at(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                                const size_t *shape, const void *data,
+                                size_t guard);
 /* Asserts the guard bytes are intact, then frees tensor and buffer. */
 void tu_guarded_check_free(rumus_ctx *ctx, tu_guarded *g);
 
