@@ -22,10 +22,6 @@ typedef struct {
   double want[N], mean[C], var[C], is[C], dg[C], db[C];
 } bufs;
 
-static const char *suffix(rumus_dtype d) {
-  return d == RUMUS_F16 ? "_f16" : d == RUMUS_BF16 ? "_bf16" : "";
-}
-
 /* A tensor of d: [NB, C, H, W] (chan 0) or [C] (chan 1, F32 given as
  * d), holding data (NULL: uninitialised); NULL on failure. */
 static rumus_tensor *tensor(selfcheck *sc, rumus_dtype d, int chan,
@@ -43,37 +39,23 @@ static rumus_tensor *tensor(selfcheck *sc, rumus_dtype d, int chan,
   return t;
 }
 
-/* Line name + suffix(d): t's n values (if st is OK) against want. */
-static void report(selfcheck *sc, const char *name, rumus_dtype d, int st,
-                   const rumus_tensor *t, size_t n, bufs *b, double tol) {
-  char line[64];
-  snprintf(line, sizeof line, "%s%s", name, suffix(d));
-  if (st == RUMUS_OK) st = rumus_tensor_download_f32(t, b->got, n);
-  if (st != RUMUS_OK) {
-    selfcheck_report(sc, line, st, 0, 0);
-    return;
-  }
-  selfcheck_report(sc, line, st, selfcheck_max_err(b->got, b->want, n),
-                   selfcheck_typed_tol(d, tol, b->want, n));
-}
-
 /* The four lines of storage type d; tensors: x, dy, y (dx), gamma, beta,
  * mean, invstd, bias (db). */
 static void check_type(selfcheck *sc, rumus_dtype d, bufs *b,
                        rumus_tensor *const *t) {
   int st = rumus_channel_bias_add(sc->ctx, t[0], t[3], t[2]);
   ref_channel_bias_add(b->x, b->gamma, NB, C, S, b->want);
-  report(sc, "channel_bias_add", d, st, t[2], N, b, 1e-6);
+  selfcheck_typed_line(sc, "channel_bias_add", d, st, t[2], b->got, b->want, N, 1e-6);
   st = rumus_channel_bias_grad(sc->ctx, t[1], t[7]);
   ref_channel_bias_grad(b->dy, NB, C, S, b->want);
-  report(sc, "channel_bias_grad", d, st, t[7], C, b, 2e-5);
+  selfcheck_typed_line(sc, "channel_bias_grad", d, st, t[7], b->got, b->want, C, 2e-5);
   const rumus_batchnorm_params p = RUMUS_BATCHNORM_DEFAULTS;
   st = rumus_batchnorm2d_fwd_train(sc->ctx, &p, t[0], t[3], t[4], NULL, NULL,
                                    t[2], t[5], t[6]);
   ref_batchnorm2d_stats(b->x, NB, C, S, b->mean, b->var);
   ref_batchnorm2d_apply(b->x, NB, C, S, b->mean, b->var, 1e-5, b->gamma,
                         b->beta, b->want);
-  report(sc, "batchnorm2d_fwd", d, st, t[2], N, b, 2e-5);
+  selfcheck_typed_line(sc, "batchnorm2d_fwd", d, st, t[2], b->got, b->want, N, 2e-5);
   for (int c = 0; c < C; c++) {
     b->mean[c] = (float)b->mean[c];
     b->is[c] = (float)(1.0 / sqrt(b->var[c] + 1e-5));
@@ -87,7 +69,7 @@ static void check_type(selfcheck *sc, rumus_dtype d, bufs *b,
                                NULL, NULL);
   ref_batchnorm2d_bwd(b->dy, b->x, NB, C, S, b->gamma, b->mean, b->is,
                       b->want, b->dg, b->db);
-  report(sc, "batchnorm2d_bwd", d, st, t[2], N, b, 2e-5);
+  selfcheck_typed_line(sc, "batchnorm2d_bwd", d, st, t[2], b->got, b->want, N, 2e-5);
 }
 
 void selfcheck_batchnorm(selfcheck *sc) {

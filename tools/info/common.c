@@ -25,6 +25,24 @@ double selfcheck_typed_tol(rumus_dtype d, double tol, const double *want,
   return d == RUMUS_F16 ? tol + m * 0x1p-11 + 0x1p-25 : tol + m * 0x1p-8;
 }
 
+const char *selfcheck_suffix(rumus_dtype d) {
+  return d == RUMUS_F16 ? "_f16" : d == RUMUS_BF16 ? "_bf16" : "";
+}
+
+void selfcheck_typed_line(selfcheck *sc, const char *name, rumus_dtype d,
+                          int st, const rumus_tensor *t, float *got,
+                          const double *want, size_t n, double tol) {
+  char line[64];
+  snprintf(line, sizeof line, "%s%s", name, selfcheck_suffix(d));
+  if (st == RUMUS_OK) st = rumus_tensor_download_f32(t, got, n);
+  if (st != RUMUS_OK) {
+    selfcheck_report(sc, line, st, 0, 0);
+    return;
+  }
+  selfcheck_report(sc, line, st, selfcheck_max_err(got, want, n),
+                   selfcheck_typed_tol(d, tol, want, n));
+}
+
 float selfcheck_rand(float lo, float hi) {
   rng_state ^= rng_state << 13;
   rng_state ^= rng_state >> 7;

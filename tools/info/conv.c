@@ -21,29 +21,11 @@ typedef struct {
   double *want;
 } bufs;
 
-static const char *suffix(rumus_dtype d) {
-  return d == RUMUS_F16 ? "_f16" : d == RUMUS_BF16 ? "_bf16" : "";
-}
-
 static int tensor(selfcheck *sc, rumus_dtype d, int nd, const size_t *s,
                   const float *data, size_t n, rumus_tensor **out) {
   int st = rumus_tensor_create(sc->ctx, d, nd, s, out);
   if (st == RUMUS_OK && data) st = rumus_tensor_upload_f32(*out, data, n);
   return st;
-}
-
-/* The line name + suffix(d) for t (st: the op's status) against want. */
-static void report(selfcheck *sc, const char *name, rumus_dtype d, int st,
-                   const rumus_tensor *t, bufs *b, size_t n, double tol) {
-  char line[64];
-  snprintf(line, sizeof line, "%s%s", name, suffix(d));
-  if (st == RUMUS_OK) st = rumus_tensor_download_f32(t, b->got, n);
-  if (st != RUMUS_OK) {
-    selfcheck_report(sc, line, st, 0, 0);
-    return;
-  }
-  selfcheck_report(sc, line, st, selfcheck_max_err(b->got, b->want, n),
-                   selfcheck_typed_tol(d, tol, b->want, n));
 }
 
 static void round_all(rumus_dtype d, float *v, size_t n) {
@@ -66,13 +48,13 @@ static void check_type(selfcheck *sc, rumus_dtype d, bufs *b) {
   if (st == RUMUS_OK) st = tensor(sc, d, 4, b->ws, NULL, 0, &tdw);
   int s = st == RUMUS_OK ? rumus_conv2d_fwd(sc->ctx, &P, tx, tw, tb, ty) : st;
   ref_conv2d_fwd(&G, b->x, b->w, b->b, b->want);
-  report(sc, "conv2d_fwd", d, s, ty, b, b->ny, 2e-5);
+  selfcheck_typed_line(sc, "conv2d_fwd", d, s, ty, b->got, b->want, b->ny, 2e-5);
   s = st == RUMUS_OK ? rumus_conv2d_bwd_data(sc->ctx, &P, tdy, tw, tdx) : st;
   ref_conv2d_bwd_data(&G, b->dy, b->w, b->want);
-  report(sc, "conv2d_bwd_data", d, s, tdx, b, b->nx, 2e-5);
+  selfcheck_typed_line(sc, "conv2d_bwd_data", d, s, tdx, b->got, b->want, b->nx, 2e-5);
   s = st == RUMUS_OK ? rumus_conv2d_bwd_weight(sc->ctx, &P, tx, tdy, tdw) : st;
   ref_conv2d_bwd_weight(&G, b->x, b->dy, b->want);
-  report(sc, "conv2d_bwd_weight", d, s, tdw, b, b->nw, 2e-5);
+  selfcheck_typed_line(sc, "conv2d_bwd_weight", d, s, tdw, b->got, b->want, b->nw, 2e-5);
   rumus_tensor_free(tx);
   rumus_tensor_free(tw);
   rumus_tensor_free(tb);

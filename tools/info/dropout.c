@@ -20,17 +20,13 @@ enum { N = 33 * 1000 + 3 };
 #define OFFSET 42ull
 #define TOL 2e-7
 
-static const char *suffix(rumus_dtype d) {
-  return d == RUMUS_F16 ? "_f16" : d == RUMUS_BF16 ? "_bf16" : "";
-}
-
 /* One line: dropout (forward or backward) of in (already rounded to d)
  * on the device against the reference. */
 static void check_one(selfcheck *sc, rumus_dtype d, int bwd, const float *in,
                       float *got, double *want) {
   char line[64];
   snprintf(line, sizeof line, "%s%s", bwd ? "dropout_bwd" : "dropout_fwd",
-           suffix(d));
+           selfcheck_suffix(d));
   const size_t shape[1] = {N};
   rumus_tensor *a = NULL, *b = NULL;
   int st = rumus_tensor_create(sc->ctx, d, 1, shape, &a);

@@ -30,10 +30,6 @@ typedef struct {
 } inputs;
 
 /* "", "_f16", "_bf16": the suffix of a storage type's lines. */
-static const char *suffix(rumus_dtype d) {
-  return d == RUMUS_F16 ? "_f16" : d == RUMUS_BF16 ? "_bf16" : "";
-}
-
 /* Relative and absolute rounding of a result stored in d. */
 static double store_rtol(rumus_dtype d) {
   return d == RUMUS_F16 ? 0x1p-11 : d == RUMUS_BF16 ? 0x1p-8 : 0.0;
@@ -67,7 +63,7 @@ static void report(selfcheck *sc, rumus_dtype d, const char *name, int st,
                    rumus_tensor *t, float *got, const double *want, size_t n,
                    double tol) {
   char line[48];
-  snprintf(line, sizeof line, "%s%s", name, suffix(d));
+  snprintf(line, sizeof line, "%s%s", name, selfcheck_suffix(d));
   if (st == RUMUS_OK) st = rumus_tensor_download_f32(t, got, n);
   double top = 0.0;
   for (size_t i = 0; i < n; i++)
@@ -123,7 +119,7 @@ static void check_storage(selfcheck *sc, rumus_dtype d, const inputs *in) {
   float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
   float *bias = malloc(C * sizeof *bias);
   const size_t shape[2] = {R, C}, bshape[1] = {C};
-  const char *what = d == RUMUS_F32 ? "elementwise" : suffix(d) + 1;
+  const char *what = d == RUMUS_F32 ? "elementwise" : selfcheck_suffix(d) + 1;
   rumus_tensor *ta = NULL, *tb = NULL, *to = NULL, *tbias = NULL;
   if (!a || !b || !bias) {
     selfcheck_report(sc, what, RUMUS_ENOMEM, 0, 0);

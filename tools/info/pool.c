@@ -28,10 +28,6 @@ typedef struct {
   rumus_tensor *tx, *ty, *tdy, *tdx, *ti, *tya, *tdya;
 } bufs;
 
-static const char *suffix(rumus_dtype d) {
-  return d == RUMUS_F16 ? "_f16" : d == RUMUS_BF16 ? "_bf16" : "";
-}
-
 /* A 2 x 3 x h x w tensor of type d holding data (NULL: nothing). */
 static int make(selfcheck *sc, rumus_dtype d, size_t h, size_t w,
                 const float *data, rumus_tensor **out) {
@@ -47,7 +43,7 @@ static void report(selfcheck *sc, bufs *b, const char *name, int st,
                    const rumus_tensor *t, size_t n, double tol,
                    double extra_err) {
   char line[64];
-  snprintf(line, sizeof line, "%s%s", name, suffix(b->d));
+  snprintf(line, sizeof line, "%s%s", name, selfcheck_suffix(b->d));
   if (st == RUMUS_OK) st = rumus_tensor_download_f32(t, b->got, n);
   if (st != RUMUS_OK) {
     selfcheck_report(sc, line, st, 0, 0);
@@ -105,7 +101,7 @@ static void check_type(selfcheck *sc, bufs *b, rumus_dtype d,
   if (st == RUMUS_OK) st = make(sc, d, AH, AW, b->dy, &b->tdya);
   if (st != RUMUS_OK) {
     char line[64];
-    snprintf(line, sizeof line, "pool%s", suffix(d));
+    snprintf(line, sizeof line, "pool%s", selfcheck_suffix(d));
     selfcheck_report(sc, line, st, 0, 0);
   } else {
     check_max(sc, b);

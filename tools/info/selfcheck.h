@@ -35,6 +35,14 @@ float selfcheck_stored(rumus_dtype d, float x);
  * absolute; BF16: 2^-8). */
 double selfcheck_typed_tol(rumus_dtype d, double tol, const double *want,
                            size_t n);
+/* "_f16", "_bf16" or "" (F32): the suffix of a line of storage type d. */
+const char *selfcheck_suffix(rumus_dtype d);
+/* The line name + selfcheck_suffix(d): the n values of t (downloaded as
+ * floats into got when the op's status st is RUMUS_OK) against want,
+ * within selfcheck_typed_tol(d, tol, want, n); st itself if not OK. */
+void selfcheck_typed_line(selfcheck *sc, const char *name, rumus_dtype d,
+                          int st, const rumus_tensor *t, float *got,
+                          const double *want, size_t n, double tol);
 /* An F32 tensor of rows x cols holding data (NULL: uninitialised), or NULL
  * on failure. */
 rumus_tensor *selfcheck_tensor(selfcheck *sc, size_t rows, size_t cols,

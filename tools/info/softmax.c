@@ -22,10 +22,6 @@ typedef struct {
   double *want;
 } buffers;
 
-static const char *suffix(rumus_dtype d) {
-  return d == RUMUS_F16 ? "_f16" : d == RUMUS_BF16 ? "_bf16" : "";
-}
-
 /* An R x C tensor of type d holding data (NULL: uninitialised). */
 static int typed_tensor(selfcheck *sc, rumus_dtype d, const float *data,
                         rumus_tensor **out) {
@@ -33,22 +29,6 @@ static int typed_tensor(selfcheck *sc, rumus_dtype d, const float *data,
   int st = rumus_tensor_create(sc->ctx, d, 2, shape, out);
   if (st == RUMUS_OK && data) st = rumus_tensor_upload_f32(*out, data, N);
   return st;
-}
-
-/* Prints the line `name` + suffix(d) for tensor t's contents (downloaded
- * into got when st is OK) against want. */
-static void report(selfcheck *sc, const char *name, rumus_dtype d, int st,
-                   const rumus_tensor *t, float *got, const double *want,
-                   double tol) {
-  char line[64];
-  snprintf(line, sizeof line, "%s%s", name, suffix(d));
-  if (st == RUMUS_OK) st = rumus_tensor_download_f32(t, got, N);
-  if (st != RUMUS_OK) {
-    selfcheck_report(sc, line, st, 0, 0);
-    return;
-  }
-  selfcheck_report(sc, line, st, selfcheck_max_err(got, want, N),
-                   selfcheck_typed_tol(d, tol, want, N));
 }
 
 /* Softmax and log-softmax, forward and backward (at the device's forward),
@@ -67,18 +47,19 @@ static void check_type(selfcheck *sc, rumus_dtype d, buffers *b) {
     const char *fwd = log_mode ? "log_softmax_fwd" : "softmax_fwd";
     const char *bwd = log_mode ? "log_softmax_bwd" : "softmax_bwd";
     if (st != RUMUS_OK) {
-      report(sc, fwd, d, st, NULL, NULL, NULL, 0);
+      selfcheck_typed_line(sc, fwd, d, st, NULL, NULL, NULL, 0, 0);
       continue;
     }
     int s = (log_mode ? rumus_log_softmax_fwd : rumus_softmax_fwd)(sc->ctx,
                                                                    tx, ty);
     ref_softmax_fwd(b->xr, R, C, log_mode, b->want);
-    report(sc, fwd, d, s, ty, b->y, b->want, log_mode ? 2e-5 : 1e-6);
+    selfcheck_typed_line(sc, fwd, d, s, ty, b->y, b->want, N,
+                         log_mode ? 2e-5 : 1e-6);
     if (s == RUMUS_OK)
       s = (log_mode ? rumus_log_softmax_bwd : rumus_softmax_bwd)(sc->ctx, ty,
                                                                  tdy, tdx);
     ref_softmax_bwd(b->y, b->dyr, R, C, log_mode, b->want);
-    report(sc, bwd, d, s, tdx, b->dx, b->want, 2e-6);
+    selfcheck_typed_line(sc, bwd, d, s, tdx, b->dx, b->want, N, 2e-6);
   }
   rumus_tensor_free(tx);
   rumus_tensor_free(ty);
