@@ -247,12 +247,19 @@ typedef enum {
 
 enum { RUMUS_VARIANT_AUTO = 0, RUMUS_VARIANT_GPU = 1, RUMUS_VARIANT_CPU = 2 };
 
-/*! rumus_ctx_set_option() : not concurrent with any other call on the
- *  context (ops read the options without its lock): set options before
- *  the context is shared between threads.
- *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EOPTION. */
+/*! rumus_ctx_set_option() : sets option `opt` of the context to `value`
+ *  (rumus_option lists the options and their values); ops launched
+ *  afterwards use it.  Not concurrent with any other call on the context
+ *  (ops read the options without its lock): set options before the
+ *  context is shared between threads.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EOPTION (unknown option or a value
+ *          out of its range; the option keeps its value). */
 RUMUS_API int rumus_ctx_set_option(rumus_ctx *ctx, rumus_option opt, int value);
-/*! rumus_ctx_get_option() : @return RUMUS_OK, RUMUS_ENULL, RUMUS_EOPTION. */
+/*! rumus_ctx_get_option() : the current value of option `opt` into
+ *  *value (as set by rumus_ctx_set_option() or from the environment at
+ *  creation; RUMUS_OPT_VARIANT gives the setting, AUTO included, and
+ *  rumus_ctx_uses_gpu_variant() the variant it resolves to).
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EOPTION (unknown option). */
 RUMUS_API int rumus_ctx_get_option(const rumus_ctx *ctx, rumus_option opt,
                                    int *value);
 
