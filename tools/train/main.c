@@ -190,6 +190,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rumus-train: %s\n", err);
     return cleanup(&r, 1);
   }
+  /* A CNN chosen by its --load file gets the CNN's default epochs too. */
+  if (r.model.kind == TRAIN_MODEL_CNN && !o.epochs_given)
+    o.epochs = TRAIN_DEFAULT_EPOCHS_CNN;
 
   st = rumus_ctx_create(&r.ctx, o.device, 0);
   if (st != RUMUS_OK) {

@@ -99,8 +99,6 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
   o->hidden[1] = 128;
   o->seed = TRAIN_DEFAULT_SEED;
   o->precision = RUMUS_F32;
-  int epochs_given = 0;
-
   static const char *const with_value[] = {
       "--epochs", "--batch-size", "--lr",   "--hidden", "--seed",
       "--device", "--data",       "--save", "--load", "--precision",
@@ -149,7 +147,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
       if (parse_u64(val, 1, 1000000, &u) != 0)
         return bad(err, errlen, "--epochs '%s': expected an integer from 1 to 1000000", val);
       o->epochs = (int)u;
-      epochs_given = 1;
+      o->epochs_given = 1;
     } else if (strcmp(name, "--batch-size") == 0) {
       if (parse_u64(val, 1, 65536, &u) != 0)
         return bad(err, errlen, "--batch-size '%s': expected an integer from 1 to 65536", val);
@@ -206,7 +204,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
   }
   if (o->model == TRAIN_MODEL_CNN && o->hidden_given)
     return bad(err, errlen, "--hidden sets the MLP's layers: not with --model cnn");
-  if (o->model == TRAIN_MODEL_CNN && !epochs_given)
+  if (o->model == TRAIN_MODEL_CNN && !o->epochs_given)
     o->epochs = TRAIN_DEFAULT_EPOCHS_CNN;
   if (o->eval_only && !o->load && !o->help)
     return bad(err, errlen, "--eval-only needs --load FILE");

@@ -23,6 +23,7 @@ typedef struct {
   train_model_kind model; /* --model mlp|cnn */
   int model_given;   /* --model was on the command line */
   int epochs;        /* --epochs N (>= 1; default 5, 10 for the CNN) */
+  int epochs_given;  /* --epochs was on the command line */
   size_t batch;      /* --batch-size N */
   float lr;          /* --lr X */
   int nhidden;       /* --hidden W,W,... ("" or "none": no hidden layer) */
