@@ -24,9 +24,9 @@ typedef struct {
  *  with the message in err (for the user, without a "rumus-train:"). */
 int model_params(train_model *t, const train_opts *o, const mnist_set *train,
                  char *err, size_t errlen);
-/*! model_create() : a device model of the kind for o->batch rows, with the
- *  parameters uploaded (scratch != 0: another model, for the warm-up
- *  step, in *out; else into t). */
+/*! model_create() : the device model of t's kind (t->mlp or t->cnn) for
+ *  o->batch rows and o->precision, with t's host parameters uploaded; the
+ *  CNN's dropout masks are seeded from o->seed. */
 int model_create(train_model *t, rumus_ctx *ctx, const train_opts *o,
                  const rumus_adam_params *adam, char *err, size_t errlen);
 /*! model_warm_up() : one step of a scratch model on a zero batch, so that
