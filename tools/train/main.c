@@ -1,7 +1,8 @@
 /*
- * rumus-train - trains an MLP (default 784-256-128-10, ReLU) on
- * Fashion-MNIST with cross-entropy and AdamW, every forward, backward and
- * optimizer step on the OpenCL device, and reports accuracy and time.
+ * rumus-train - trains an MLP (default 784-256-128-10, ReLU) or, with
+ * --model cnn, a small CNN (cnn.h) on Fashion-MNIST with cross-entropy and
+ * AdamW, every forward, backward and optimizer step on the OpenCL device,
+ * and reports accuracy and time.
  * See docs/TRAINING.md for the flags, the output and the model file.
  *
  * Exit status: 0 success, 1 a run-time error (data, device, file), 2 a bad
@@ -19,8 +20,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "mlp.h"
 #include "mnist.h"
+#include "model.h"
 #include "options.h"
 
 static double now_s(void) {
@@ -104,13 +105,16 @@ static void progress_clear(progress *g) {
 
 typedef struct {
   mnist_set train, test;
-  mlp_params params;
+  train_model model;
   rumus_ctx *ctx;
-  mlp *model;
 } run_state;
 
 static int cleanup(run_state *r, int code) {
-  mlp_free(r->model);
+  /* The device tensors go before their context. */
+  mlp_free(r->model.mlp);
+  cnn_free(r->model.cnn);
+  r->model.mlp = NULL;
+  r->model.cnn = NULL;
   if (r->ctx) {
     int st = rumus_ctx_free(r->ctx);
     if (st != RUMUS_OK) {
@@ -119,14 +123,14 @@ static int cleanup(run_state *r, int code) {
       if (code == 0) code = 1;
     }
   }
-  mlp_params_free(&r->params);
+  model_free(&r->model);
   mnist_free(&r->train);
   mnist_free(&r->test);
   return code;
 }
 
 static int model_error(run_state *r, const char *what) {
-  fprintf(stderr, "rumus-train: %s: %s\n", what, mlp_errmsg(r->model));
+  fprintf(stderr, "rumus-train: %s: %s\n", what, model_errmsg(&r->model));
   return cleanup(r, 1);
 }
 
@@ -181,51 +185,14 @@ int main(int argc, char **argv) {
   double t_data = now_s();
 
   /* The model: from a file, or initialised from the seed. */
-  if (o.load) {
-    st = mlp_params_load(&r.params, o.load, err, sizeof err);
-    if (st != RUMUS_OK) {
-      fprintf(stderr, "rumus-train: cannot load the model (%s): %s\n",
-              train_err_name(st), err);
-      return cleanup(&r, 1);
-    }
-    const mlp_shape *s = &r.params.shape;
-    char have[256], asked[256] = "";
-    mlp_shape_str(s, have, sizeof have);
-    int mismatch = s->sizes[0] != MNIST_PIXELS || s->sizes[s->nlayers] != MNIST_CLASSES;
-    if (mismatch) {
-      fprintf(stderr,
-              "rumus-train: %s: the model is %s, but Fashion-MNIST needs %d "
-              "inputs and %d outputs\n",
-              o.load, have, MNIST_PIXELS, MNIST_CLASSES);
-      return cleanup(&r, 1);
-    }
-    if (o.hidden_given) {
-      mlp_shape want;
-      mlp_shape_make(&want, MNIST_PIXELS, o.hidden, o.nhidden, MNIST_CLASSES);
-      mlp_shape_str(&want, asked, sizeof asked);
-      if (strcmp(asked, have) != 0) {
-        fprintf(stderr, "rumus-train: %s: the model is %s, but --hidden asks for %s\n",
-                o.load, have, asked);
-        return cleanup(&r, 1);
-      }
-    }
-  } else {
-    mlp_shape s;
-    if (mlp_shape_make(&s, MNIST_PIXELS, o.hidden, o.nhidden, MNIST_CLASSES) != RUMUS_OK ||
-        mlp_params_alloc(&r.params, &s) != RUMUS_OK) {
-      fprintf(stderr, "rumus-train: out of memory for the parameters\n");
-      return cleanup(&r, 1);
-    }
-    mlp_params_init(&r.params, o.seed);
-    if (!o.no_normalize) {
-      double mean, std;
-      mnist_pixel_stats(&r.train, &mean, &std);
-      if (std > 0.0) {
-        r.params.in_mean = (float)mean;
-        r.params.in_std = (float)std;
-      }
-    }
+  st = model_params(&r.model, &o, &r.train, err, sizeof err);
+  if (st != RUMUS_OK) {
+    fprintf(stderr, "rumus-train: %s\n", err);
+    return cleanup(&r, 1);
   }
+  /* A CNN chosen by its --load file gets the CNN's default epochs too. */
+  if (r.model.kind == TRAIN_MODEL_CNN && !o.epochs_given)
+    o.epochs = TRAIN_DEFAULT_EPOCHS_CNN;
 
   st = rumus_ctx_create(&r.ctx, o.device, 0);
   if (st != RUMUS_OK) {
@@ -236,13 +203,11 @@ int main(int argc, char **argv) {
   }
   rumus_adam_params adam = MLP_ADAMW_DEFAULTS;
   adam.lr = o.lr;
-  st = mlp_create(r.ctx, &r.params.shape, o.batch, &adam, o.precision, &r.model, err, sizeof err);
+  st = model_create(&r.model, r.ctx, &o, &adam, err, sizeof err);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: cannot create the model: %s\n", err);
     return cleanup(&r, 1);
   }
-  if (mlp_set_params(r.model, &r.params) != RUMUS_OK)
-    return model_error(&r, "cannot upload the parameters");
   /* Compile every kernel now, so that epoch 1 does not pay for it. */
   st = rumus_cache_fill(r.ctx);
   if (st != RUMUS_OK) {
@@ -253,45 +218,31 @@ int main(int argc, char **argv) {
   /* PoCL also compiles each kernel's work-group function at its first
    * launch: one step of a scratch copy of the model on a zero batch does
    * that here, so that epoch 1 is timed like the others. */
-  if (!o.eval_only) {
-    mlp *scratch = NULL;
-    st = mlp_create(r.ctx, &r.params.shape, o.batch, &adam, o.precision, &scratch, err, sizeof err);
-    float *x = calloc(o.batch * MNIST_PIXELS, sizeof *x);
-    int32_t *y = calloc(o.batch, sizeof *y);
-    if (st == RUMUS_OK && x && y) {
-      st = mlp_set_params(scratch, &r.params);
-      if (st == RUMUS_OK) st = mlp_train_step(scratch, x, y, o.batch, NULL, NULL);
-      if (st != RUMUS_OK) snprintf(err, sizeof err, "%s", mlp_errmsg(scratch));
-    } else if (st == RUMUS_OK) {
-      st = RUMUS_ENOMEM;
-      snprintf(err, sizeof err, "out of host memory");
-    }
-    mlp_free(scratch);
-    free(x);
-    free(y);
-    if (st != RUMUS_OK) {
-      fprintf(stderr, "rumus-train: warm-up step failed: %s\n", err);
-      return cleanup(&r, 1);
-    }
+  if (!o.eval_only && model_warm_up(&r.model, r.ctx, &o, &adam, err, sizeof err) != RUMUS_OK) {
+    fprintf(stderr, "rumus-train: warm-up step failed: %s\n", err);
+    return cleanup(&r, 1);
   }
   double t_ready = now_s();
 
-  char shape_str[256];
-  mlp_shape_str(&r.params.shape, shape_str, sizeof shape_str);
+  char shape_str[512];
+  model_describe(&r.model, shape_str, sizeof shape_str);
   const char *device = rumus_ctx_device_name(r.ctx);
   printf("rumus-train %s\n", rumus_version_string());
   printf("device : %s\n", device);
   printf("data   : %s (%zu training, %zu test images)\n", dir, r.train.count,
          r.test.count);
-  if (r.params.in_mean == 0.0f && r.params.in_std == 1.0f)
+  float in_mean = model_in_mean(&r.model), in_std = model_in_std(&r.model);
+  if (in_mean == 0.0f && in_std == 1.0f)
     printf("inputs : pixel / 255, in [0, 1]\n");
   else
-    printf("inputs : (pixel / 255 - %.4f) / %.4f (%s)\n", (double)r.params.in_mean,
-           (double)r.params.in_std,
+    printf("inputs : (pixel / 255 - %.4f) / %.4f (%s)\n", (double)in_mean,
+           (double)in_std,
            o.load ? "stored in the model file" : "the training set's mean and std");
-  printf("model  : %s MLP, ReLU, %zu parameters, %s\n", shape_str,
-         mlp_shape_params(&r.params.shape),
-         o.load ? o.load : "nn.Linear initialisation");
+  printf("model  : %s, %zu parameters, %s\n", shape_str,
+         model_param_count(&r.model),
+         o.load ? o.load
+                : r.model.kind == TRAIN_MODEL_CNN ? "PyTorch's default initialisation"
+                                                  : "nn.Linear initialisation");
   if (!o.eval_only) {
     printf("train  : %d epoch%s, batch %zu (last batch of an epoch kept), seed %llu\n",
            o.epochs, o.epochs == 1 ? "" : "s", o.batch, (unsigned long long)o.seed);
@@ -314,7 +265,7 @@ int main(int argc, char **argv) {
   size_t correct = 0;
   if (o.eval_only) {
     double t0 = now_s();
-    if (mlp_evaluate(r.model, &r.test, 0, &correct) != RUMUS_OK)
+    if (model_evaluate(&r.model, &r.test, &correct) != RUMUS_OK)
       return model_error(&r, "evaluation failed");
     double t1 = now_s();
     printf("test accuracy: %.2f%% (%zu/%zu) in %.2f s on %s\n",
@@ -328,7 +279,7 @@ int main(int argc, char **argv) {
   /* Cosine decay over every step of the run: with PyTorch's AdamW defaults
    * it gains about half a point of test accuracy in 5 epochs. */
   if (!o.constant_lr)
-    mlp_set_lr_decay(r.model, (long)o.epochs *
+    model_set_lr_decay(&r.model, (long)o.epochs *
                                   (long)((r.train.count + o.batch - 1) / o.batch));
   progress g = {0};
   g.tty = isatty(STDOUT_FILENO);
@@ -341,11 +292,11 @@ int main(int argc, char **argv) {
     g.last_draw = 0.0;
     g.next_line = 0;
     mlp_progress p;
-    st = mlp_train_epoch(r.model, &r.train, 0, &shuffle, progress_cb, &g, &p);
+    st = model_train_epoch(&r.model, &r.train, &shuffle, progress_cb, &g, &p);
     progress_clear(&g);
     if (st != RUMUS_OK) return model_error(&r, "training failed");
     double t1 = now_s();
-    if (mlp_evaluate(r.model, &r.test, 0, &correct) != RUMUS_OK)
+    if (model_evaluate(&r.model, &r.test, &correct) != RUMUS_OK)
       return model_error(&r, "evaluation failed");
     double t2 = now_s();
     train_time += t1 - g.t0;
@@ -359,12 +310,8 @@ int main(int argc, char **argv) {
   }
 
   if (o.save) {
-    if (mlp_get_params(r.model, &r.params) != RUMUS_OK)
-      return model_error(&r, "cannot download the parameters");
-    st = mlp_params_save(&r.params, o.save, err, sizeof err);
-    if (st != RUMUS_OK) {
-      fprintf(stderr, "rumus-train: cannot save the model (%s): %s\n",
-              train_err_name(st), err);
+    if (model_save(&r.model, o.save, err, sizeof err) != RUMUS_OK) {
+      fprintf(stderr, "rumus-train: %s\n", err);
       return cleanup(&r, 1);
     }
     printf("saved  : %s\n", o.save);
@@ -381,8 +328,8 @@ int main(int argc, char **argv) {
          100.0 * (double)correct / (double)r.test.count, correct, r.test.count);
   if (o.precision == RUMUS_F16)
     printf("         loss scale %g, %ld of %ld steps skipped for overflow\n",
-           (double)mlp_loss_scale(r.model), mlp_skipped_steps(r.model),
-           mlp_steps(r.model));
+           (double)model_loss_scale(&r.model), model_skipped_steps(&r.model),
+           model_steps(&r.model));
   printf("         device %s\n", device);
   return cleanup(&r, 0);
 }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #define L_MAX MLP_MAX_LAYERS
 
@@ -71,10 +70,7 @@ static int rfail(mlp *m, int st, const char *what, int layer) {
     snprintf(where, sizeof where, "%s (layer %d)", what, layer);
   else
     snprintf(where, sizeof where, "%s", what);
-  const char *detail = rumus_ctx_errmsg(m->ctx);
-  snprintf(m->err, sizeof m->err, "%s: %s: %s", where, rumus_err_name(st),
-           detail && *detail ? detail : rumus_strerror(st));
-  return st;
+  return train_rumus_fail(m->err, sizeof m->err, m->ctx, st, where);
 }
 
 #define RCALL(m, what, layer, expr)                                           \
@@ -86,45 +82,6 @@ static int rfail(mlp *m, int st, const char *what, int layer) {
 const char *mlp_errmsg(const mlp *m) { return m ? m->err : "NULL model"; }
 const mlp_shape *mlp_get_shape(const mlp *m) { return &m->shape; }
 long mlp_steps(const mlp *m) { return m->step; }
-
-/* ---- RNG -------------------------------------------------------------- */
-
-void mlp_rng_seed(mlp_rng *r, uint64_t seed) { r->s = seed; }
-
-uint64_t mlp_rng_next(mlp_rng *r) {
-  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint32_t mlp_rng_below(mlp_rng *r, uint32_t n) {
-  /* Lemire's multiply-shift with rejection of the biased low products. */
-  uint64_t prod = (mlp_rng_next(r) >> 32) * (uint64_t)n;
-  uint32_t low = (uint32_t)prod;
-  if (low < n) {
-    uint32_t threshold = (uint32_t)(-n) % n;
-    while (low < threshold) {
-      prod = (mlp_rng_next(r) >> 32) * (uint64_t)n;
-      low = (uint32_t)prod;
-    }
-  }
-  return (uint32_t)(prod >> 32);
-}
-
-float mlp_rng_uniform(mlp_rng *r, float lo, float hi) {
-  double u = (double)(mlp_rng_next(r) >> 40) * (1.0 / 16777216.0);
-  return (float)(lo + (hi - lo) * u);
-}
-
-void mlp_shuffle(mlp_rng *r, uint32_t *idx, size_t n) {
-  for (size_t i = n; i > 1; i--) {
-    size_t j = mlp_rng_below(r, (uint32_t)i);
-    uint32_t t = idx[i - 1];
-    idx[i - 1] = idx[j];
-    idx[j] = t;
-  }
-}
 
 /* ---- Shapes and host parameters --------------------------------------- */
 
@@ -228,44 +185,6 @@ static const unsigned char MODEL_MAGIC[8] = {'R', 'U', 'M', 'U',
 #define MODEL_VERSION 1u
 #define MODEL_HEADER 24u
 
-static void put32(unsigned char *p, uint32_t v) {
-  p[0] = (unsigned char)v;
-  p[1] = (unsigned char)(v >> 8);
-  p[2] = (unsigned char)(v >> 16);
-  p[3] = (unsigned char)(v >> 24);
-}
-
-static uint32_t get32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
-}
-
-static void put_floats(unsigned char *p, const float *x, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, &x[i], 4);
-    put32(p + 4 * i, u);
-  }
-}
-
-static void get_floats(float *x, const unsigned char *p, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    uint32_t u = get32(p + 4 * i);
-    memcpy(&x[i], &u, 4);
-  }
-}
-
-static uint32_t crc_of(const unsigned char *p, size_t n) {
-  uLong c = crc32(0L, Z_NULL, 0);
-  while (n > 0) {
-    uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
-    c = crc32(c, p, chunk);
-    p += chunk;
-    n -= chunk;
-  }
-  return (uint32_t)c;
-}
-
 static size_t model_bytes(const mlp_shape *s) {
   return MODEL_HEADER + 4 * ((size_t)s->nlayers + 1) +
          4 * mlp_shape_params(s) + 4;
@@ -282,50 +201,23 @@ int mlp_params_save(const mlp_params *p, const char *path, char *err,
     return train_fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %zu bytes",
                     path, total);
   memcpy(buf, MODEL_MAGIC, 8);
-  put32(buf + 8, MODEL_VERSION);
-  put32(buf + 12, (uint32_t)s->nlayers);
-  put_floats(buf + 16, &p->in_mean, 1);
-  put_floats(buf + 20, &p->in_std, 1);
+  train_put32(buf + 8, MODEL_VERSION);
+  train_put32(buf + 12, (uint32_t)s->nlayers);
+  train_put_floats(buf + 16, &p->in_mean, 1);
+  train_put_floats(buf + 20, &p->in_std, 1);
   size_t off = MODEL_HEADER;
   for (int i = 0; i <= s->nlayers; i++, off += 4)
-    put32(buf + off, (uint32_t)s->sizes[i]);
+    train_put32(buf + off, (uint32_t)s->sizes[i]);
   for (int l = 0; l < s->nlayers; l++) {
     size_t nw = s->sizes[l + 1] * s->sizes[l], nb = s->sizes[l + 1];
-    put_floats(buf + off, p->w[l], nw);
+    train_put_floats(buf + off, p->w[l], nw);
     off += 4 * nw;
-    put_floats(buf + off, p->b[l], nb);
+    train_put_floats(buf + off, p->b[l], nb);
     off += 4 * nb;
   }
-  put32(buf + off, crc_of(buf, off));
+  train_put32(buf + off, train_crc32(buf, off));
 
-  size_t tlen = strlen(path) + 5;
-  char *tmp = malloc(tlen);
-  if (!tmp) {
-    free(buf);
-    return train_fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory", path);
-  }
-  snprintf(tmp, tlen, "%s.tmp", path);
-  int st = RUMUS_OK;
-  errno = 0;
-  FILE *f = fopen(tmp, "wb");
-  if (!f) {
-    st = train_fail(err, errlen, TRAIN_EIO, "%s: cannot create: %s", tmp,
-                  strerror(errno));
-  } else {
-    size_t wrote = fwrite(buf, 1, total, f);
-    int e1 = errno;
-    int closed = fclose(f);
-    if (wrote != total || closed != 0) {
-      st = train_fail(err, errlen, TRAIN_EIO, "%s: write failed: %s", tmp,
-                    strerror(wrote != total ? e1 : errno));
-      remove(tmp);
-    } else if (rename(tmp, path) != 0) {
-      st = train_fail(err, errlen, TRAIN_EIO, "%s: cannot rename %s to it: %s",
-                    path, tmp, strerror(errno));
-      remove(tmp);
-    }
-  }
-  free(tmp);
+  int st = train_write_file(path, buf, total, err, errlen);
   free(buf);
   return st;
 }
@@ -361,7 +253,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
                   path, got, MODEL_HEADER);
     goto done;
   }
-  uint32_t version = get32(hdr + 8), nl = get32(hdr + 12);
+  uint32_t version = train_get32(hdr + 8), nl = train_get32(hdr + 12);
   if (version != MODEL_VERSION) {
     st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: unsupported model file version %u (this program reads "
@@ -387,8 +279,8 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
     goto done;
   }
   float in_mean, in_std;
-  get_floats(&in_mean, hdr + 16, 1);
-  get_floats(&in_std, hdr + 20, 1);
+  train_get_floats(&in_mean, hdr + 16, 1);
+  train_get_floats(&in_std, hdr + 20, 1);
   if (!isfinite(in_mean) || !isfinite(in_std) || !(in_std > 0.0f)) {
     st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: implausible input normalisation: mean %g, std %g", path,
@@ -400,7 +292,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   s.nlayers = (int)nl;
   size_t params = 0;
   for (uint32_t i = 0; i <= nl; i++) {
-    uint32_t v = get32(hdr + MODEL_HEADER + 4 * i);
+    uint32_t v = train_get32(hdr + MODEL_HEADER + 4 * i);
     if (v == 0 || v > MLP_MAX_WIDTH) {
       st = train_fail(err, errlen, TRAIN_EFORMAT,
                     "%s: implausible size %u of layer boundary %u (expected 1 "
@@ -445,7 +337,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
                   total);
     goto done;
   }
-  uint32_t want = get32(buf + total - 4), have = crc_of(buf, total - 4);
+  uint32_t want = train_get32(buf + total - 4), have = train_crc32(buf, total - 4);
   if (want != have) {
     st = train_fail(err, errlen, TRAIN_EFORMAT,
                   "%s: checksum mismatch (stored CRC-32 0x%08x, contents give "
@@ -464,9 +356,9 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   size_t off = head;
   for (int l = 0; l < s.nlayers; l++) {
     size_t nw = s.sizes[l + 1] * s.sizes[l], nb = s.sizes[l + 1];
-    get_floats(p->w[l], buf + off, nw);
+    train_get_floats(p->w[l], buf + off, nw);
     off += 4 * nw;
-    get_floats(p->b[l], buf + off, nb);
+    train_get_floats(p->b[l], buf + off, nb);
     off += 4 * nb;
   }
 done:
@@ -768,24 +660,6 @@ static int forward(mlp *m, const float *x, const int32_t *y, size_t n) {
   return RUMUS_OK;
 }
 
-/* Counts rows whose first largest logit is at the label; a row with a NaN
- * counts as wrong. */
-static size_t count_correct(const float *logits, const int32_t *y, size_t n,
-                            size_t classes) {
-  size_t ok = 0;
-  for (size_t r = 0; r < n; r++) {
-    const float *row = logits + r * classes;
-    size_t best = 0;
-    int nan = isnan(row[0]);
-    for (size_t c = 1; c < classes; c++) {
-      if (isnan(row[c])) nan = 1;
-      if (row[c] > row[best]) best = c;
-    }
-    if (!nan && (int32_t)best == y[r]) ok++;
-  }
-  return ok;
-}
-
 /* Enqueues the loss, its gradient times the loss scale, and the backward
  * pass into gw, gb. */
 static int backward(mlp *m) {
@@ -888,7 +762,7 @@ int mlp_train_step(mlp *m, const float *x, const int32_t *y, size_t n,
     RCALL(m, "download logits", -1,
           rumus_tensor_download_f32(m->z[L - 1], m->logits,
                                     rumus_tensor_numel(m->z[L - 1])));
-    *correct = count_correct(m->logits, y, n, m->shape.sizes[L]);
+    *correct = train_count_correct(m->logits, y, n, m->shape.sizes[L]);
   }
   if (loss) {
     float l32 = 0.0f;
@@ -941,52 +815,37 @@ static int check_set(mlp *m, const char *op, const mnist_set *set) {
   return RUMUS_OK;
 }
 
+/* The shared loops' view of the model's host buffers. */
+static train_batcher batcher(const mlp *m) {
+  train_batcher b = {m->max_batch, m->in_mean, m->in_std, m->xbuf,
+                     m->logits, m->ybuf, m->idx};
+  return b;
+}
+
+static int step_cb(void *m, const float *x, const int32_t *y, size_t n,
+                   double *loss, size_t *correct) {
+  return mlp_train_step(m, x, y, n, loss, correct);
+}
+
+static int logits_cb(void *m, const float *x, size_t n, float *logits) {
+  return mlp_logits(m, x, n, logits);
+}
+
 int mlp_evaluate(mlp *m, const mnist_set *set, size_t count, size_t *correct) {
   int st = check_set(m, "mlp_evaluate", set);
   if (st != RUMUS_OK) return st;
-  if (count == 0 || count > set->count) count = set->count;
-  size_t ok = 0;
-  for (size_t start = 0; start < count; start += m->max_batch) {
-    size_t n = count - start < m->max_batch ? count - start : m->max_batch;
-    for (size_t i = 0; i < n; i++) m->idx[i] = (uint32_t)(start + i);
-    mnist_batch(set, m->idx, n, m->in_mean, m->in_std, m->xbuf, m->ybuf);
-    st = mlp_logits(m, m->xbuf, n, m->logits);
-    if (st != RUMUS_OK) return st;
-    ok += count_correct(m->logits, m->ybuf, n, MNIST_CLASSES);
-  }
-  *correct = ok;
-  return RUMUS_OK;
+  train_batcher b = batcher(m);
+  return train_evaluate(&b, m, logits_cb, set, count, correct);
 }
 
 int mlp_train_epoch(mlp *m, const mnist_set *set, size_t count, mlp_rng *rng,
                     mlp_progress_fn fn, void *user, mlp_progress *out) {
   int st = check_set(m, "mlp_train_epoch", set);
   if (st != RUMUS_OK) return st;
-  if (count == 0 || count > set->count) count = set->count;
-  uint32_t *perm = malloc(count * sizeof *perm);
-  if (!perm) {
+  train_batcher b = batcher(m);
+  st = train_epoch(&b, m, step_cb, set, count, rng, fn, user, out);
+  if (st == RUMUS_ENOMEM)
     snprintf(m->err, sizeof m->err, "mlp_train_epoch: out of host memory");
-    return RUMUS_ENOMEM;
-  }
-  for (size_t i = 0; i < count; i++) perm[i] = (uint32_t)i;
-  mlp_shuffle(rng, perm, count);
-  mlp_progress p = {0, (count + m->max_batch - 1) / m->max_batch, 0, 0.0, 0};
-  for (size_t start = 0; start < count; start += m->max_batch) {
-    size_t n = count - start < m->max_batch ? count - start : m->max_batch;
-    mnist_batch(set, perm + start, n, m->in_mean, m->in_std, m->xbuf,
-                m->ybuf);
-    double loss = 0.0;
-    size_t ok = 0;
-    st = mlp_train_step(m, m->xbuf, m->ybuf, n, &loss, &ok);
-    if (st != RUMUS_OK) break;
-    p.step++;
-    p.seen += n;
-    p.loss_sum += loss * (double)n;
-    p.correct += ok;
-    if (fn) fn(user, &p);
-  }
-  free(perm);
-  if (out) *out = p;
   return st;
 }
 

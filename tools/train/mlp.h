@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common.h"
 #include "mnist.h"
 #include "rumus.h"
 
@@ -35,24 +36,6 @@
 #define MLP_MAX_WIDTH ((size_t)1 << 20)
 /* The largest parameter count a model file may announce (1 GiB). */
 #define MLP_MAX_PARAMS ((size_t)1 << 28)
-
-/* ---- Seeded random numbers (splitmix64) ------------------------------- */
-
-typedef struct {
-  uint64_t s;
-} mlp_rng;
-
-void mlp_rng_seed(mlp_rng *r, uint64_t seed);
-uint64_t mlp_rng_next(mlp_rng *r);
-/* Uniform in [0, n) without modulo bias; n >= 1. */
-uint32_t mlp_rng_below(mlp_rng *r, uint32_t n);
-/* Uniform float in [lo, hi), from the top 24 bits of one draw. */
-float mlp_rng_uniform(mlp_rng *r, float lo, float hi);
-/* Fisher-Yates shuffle of idx[0..n). */
-void mlp_shuffle(mlp_rng *r, uint32_t *idx, size_t n);
-/* The shuffle RNG of a run is seeded with seed ^ MLP_SHUFFLE_SALT, so the
- * data order does not depend on the number of parameters drawn before. */
-#define MLP_SHUFFLE_SALT 0x53485546464c4555ull
 
 /* ---- Shapes and host copies of the parameters ------------------------- */
 
@@ -188,16 +171,6 @@ int mlp_logits(mlp *m, const float *x, size_t n, float *logits);
  *  input transform (mlp_params.in_mean, in_std), here and in
  *  mlp_train_epoch(). */
 int mlp_evaluate(mlp *m, const mnist_set *set, size_t count, size_t *correct);
-
-typedef struct {
-  size_t step, nsteps; /* batches done in this epoch, batches per epoch */
-  size_t seen;         /* samples done in this epoch */
-  double loss_sum;     /* sum over batches of mean loss x batch rows */
-  size_t correct;      /* correct predictions among the samples seen */
-} mlp_progress;
-
-/* Called after every step. */
-typedef void (*mlp_progress_fn)(void *user, const mlp_progress *p);
 
 /*! mlp_train_epoch() : one pass over the first `count` images of set (all
  *  if count is 0 or larger) in batches of max_batch rows, shuffled with

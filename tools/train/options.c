@@ -11,9 +11,11 @@
 void train_usage(FILE *f) {
   fprintf(f,
           "usage: rumus-train [OPTIONS]\n"
-          "Trains an MLP on Fashion-MNIST on an OpenCL device with rumus.\n"
+          "Trains an MLP or a CNN on Fashion-MNIST on an OpenCL device with rumus.\n"
           "\n"
-          "  --epochs N        training epochs (default %d)\n"
+          "  --model M         mlp (default) or cnn: conv-bn-relu-pool x2,\n"
+          "                    dropout, fc 128, dropout, fc 10\n"
+          "  --epochs N        training epochs (default %d, %d for the CNN)\n"
           "  --batch-size N    rows per batch (default %d)\n"
           "  --lr X            AdamW learning rate (default 0.001), decayed to\n"
           "                    0 over the run along a cosine\n"
@@ -21,8 +23,8 @@ void train_usage(FILE *f) {
           "  --precision P     f32 (default), or f16 / bf16: mixed precision\n"
           "                    with F32 master weights (f16 with dynamic loss\n"
           "                    scaling)\n"
-          "  --hidden W,W,...  hidden layer widths (default 256,128; \"none\"\n"
-          "                    for no hidden layer)\n"
+          "  --hidden W,W,...  the MLP's hidden layer widths (default 256,128;\n"
+          "                    \"none\" for no hidden layer)\n"
           "  --seed N          seed of the initialisation and the shuffling\n"
           "                    (default %u)\n"
           "  --device SEL      OpenCL device: index or name substring (default:\n"
@@ -40,7 +42,7 @@ void train_usage(FILE *f) {
           "  --quiet           no progress display (epoch results and the\n"
           "                    summary are still printed)\n"
           "  --help            this text\n",
-          TRAIN_DEFAULT_EPOCHS, TRAIN_DEFAULT_BATCH, (unsigned)TRAIN_DEFAULT_SEED,
+          TRAIN_DEFAULT_EPOCHS, TRAIN_DEFAULT_EPOCHS_CNN, TRAIN_DEFAULT_BATCH, (unsigned)TRAIN_DEFAULT_SEED,
           MNIST_ENV_DIR, MNIST_DEFAULT_DIR);
 }
 
@@ -97,10 +99,10 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
   o->hidden[1] = 128;
   o->seed = TRAIN_DEFAULT_SEED;
   o->precision = RUMUS_F32;
-
   static const char *const with_value[] = {
       "--epochs", "--batch-size", "--lr",   "--hidden", "--seed",
-      "--device", "--data",       "--save", "--load", "--precision"};
+      "--device", "--data",       "--save", "--load", "--precision",
+      "--model"};
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -145,6 +147,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
       if (parse_u64(val, 1, 1000000, &u) != 0)
         return bad(err, errlen, "--epochs '%s': expected an integer from 1 to 1000000", val);
       o->epochs = (int)u;
+      o->epochs_given = 1;
     } else if (strcmp(name, "--batch-size") == 0) {
       if (parse_u64(val, 1, 65536, &u) != 0)
         return bad(err, errlen, "--batch-size '%s': expected an integer from 1 to 65536", val);
@@ -186,11 +189,23 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
         o->precision = RUMUS_BF16;
       else
         return bad(err, errlen, "--precision '%s': expected f32, f16 or bf16", val);
+    } else if (strcmp(name, "--model") == 0) {
+      if (strcmp(val, "mlp") == 0)
+        o->model = TRAIN_MODEL_MLP;
+      else if (strcmp(val, "cnn") == 0)
+        o->model = TRAIN_MODEL_CNN;
+      else
+        return bad(err, errlen, "--model '%s': expected mlp or cnn", val);
+      o->model_given = 1;
     } else if (strcmp(name, "--load") == 0) {
       if (val[0] == '\0') return bad(err, errlen, "--load: empty file name");
       o->load = val;
     }
   }
+  if (o->model == TRAIN_MODEL_CNN && o->hidden_given)
+    return bad(err, errlen, "--hidden sets the MLP's layers: not with --model cnn");
+  if (o->model == TRAIN_MODEL_CNN && !o->epochs_given)
+    o->epochs = TRAIN_DEFAULT_EPOCHS_CNN;
   if (o->eval_only && !o->load && !o->help)
     return bad(err, errlen, "--eval-only needs --load FILE");
   return 0;

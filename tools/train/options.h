@@ -11,13 +11,19 @@
 #include "mlp.h"
 
 #define TRAIN_DEFAULT_EPOCHS 5
+#define TRAIN_DEFAULT_EPOCHS_CNN 10
 #define TRAIN_DEFAULT_BATCH 128
 #define TRAIN_DEFAULT_LR 1e-3f
 #define TRAIN_DEFAULT_SEED 42u
 #define TRAIN_MAX_HIDDEN (MLP_MAX_LAYERS - 1)
 
+typedef enum { TRAIN_MODEL_MLP = 0, TRAIN_MODEL_CNN = 1 } train_model_kind;
+
 typedef struct {
-  int epochs;        /* --epochs N (>= 1) */
+  train_model_kind model; /* --model mlp|cnn */
+  int model_given;   /* --model was on the command line */
+  int epochs;        /* --epochs N (>= 1; default 5, 10 for the CNN) */
+  int epochs_given;  /* --epochs was on the command line */
   size_t batch;      /* --batch-size N */
   float lr;          /* --lr X */
   int nhidden;       /* --hidden W,W,... ("" or "none": no hidden layer) */
