@@ -71,27 +71,41 @@ typedef RUMUS_TYPE(GRAD_STORAGE) grad_t;
 
 /* ---- Forward ---------------------------------------------------------- */
 
-/* Element e of out: a bit copy (NaN payloads kept), or 0 for a bad id,
- * reported once per row (by its column 0). */
+/* Columns [c, c + cw) of out's row p (item = p * blocks + c / cw): bit
+ * copies (NaN payloads kept), or zeros for a bad id, reported once per
+ * row (by its first block).  cw is 1 on the work-group variant (adjacent
+ * work-items, adjacent elements) and 16 on the CPU variant (one division
+ * per 16 elements, a loop the compiler vectorizes). */
 __kernel RUMUS_WG_ATTR
 void embedding_fwd(ulong n, ulong base, global const real_t *w, ulong wo,
                    global const int *ids, ulong io, global real_t *out,
-                   ulong oo, ulong rows, ulong dim,
+                   ulong oo, ulong rows, ulong dim, ulong blocks, uint cw,
                    volatile global int *status) {
   EMB_ITEM(n, base);
-  const size_t p = item / dim, c = item - p * dim;
+  const size_t p = item / blocks, c = (item - p * blocks) * cw;
+  const size_t end = min((size_t)dim, c + cw);
   const int id = ids[io + p];
-  const size_t o = oo + item;
+  const size_t o = oo + p * dim;
   if (id < 0 || (ulong)id >= rows) {
     if (c == 0) rumus_report(status, DEVERR_EMBED_ID, id, (int)p);
-    STORE(0.0f, out, o);
+    for (size_t j = c; j < end; j++) STORE(0.0f, out, o + j);
     return;
   }
-  const size_t i = wo + (size_t)id * dim + c;
-  if (sizeof(real_t) == 4)
-    ((global uint *)out)[o] = ((global const uint *)w)[i];
-  else
-    ((global ushort *)out)[o] = ((global const ushort *)w)[i];
+  const size_t i = wo + (size_t)id * dim;
+  global uint *o32 = (global uint *)out + o;
+  global const uint *w32 = (global const uint *)w + i;
+  global ushort *o16 = (global ushort *)out + o;
+  global const ushort *w16 = (global const ushort *)w + i;
+  if (end - c == 16) { /* whole blocks: one vector move */
+    if (sizeof(real_t) == 4) vstore16(vload16(0, w32 + c), 0, o32 + c);
+    else /* one store, not 16 (common.cl's packed structs) */
+      ((global rumus_u16x16 *)(o16 + c))->bits = vload16(0, w16 + c);
+    return;
+  }
+  for (size_t j = c; j < end; j++) {
+    if (sizeof(real_t) == 4) o32[j] = w32[j];
+    else o16[j] = w16[j];
+  }
 }
 
 /* ---- Backward: the sort ----------------------------------------------- */

@@ -135,15 +135,20 @@ int rumus_embedding_fwd(rumus_ctx *ctx, const rumus_tensor *weight,
   if (out->numel == 0) return RUMUS_OK;
   char opts[192];
   emb_options(ctx, weight->dtype, RUMUS_F32, opts, sizeof opts);
+  /* Columns per work-item: see embedding_fwd in cl/embedding.cl. */
+  cl_uint cw = rumus__gpu_variant(ctx) ? 1 : 16;
   cl_ulong wo = rumus__off(weight), io = rumus__off(ids), oo = rumus__off(out),
-           rows = weight->shape[0], dim = weight->shape[1];
-  rumus__arg args[11] = {{0, NULL}, {0, NULL}, /* count, first: run_items */
+           rows = weight->shape[0], dim = weight->shape[1],
+           blocks = (dim + cw - 1) / cw;
+  rumus__arg args[13] = {{0, NULL}, {0, NULL}, /* count, first: run_items */
                          RUMUS__ARG(weight->mem), RUMUS__ARG(wo),
                          RUMUS__ARG(ids->mem), RUMUS__ARG(io),
                          RUMUS__ARG(out->mem), RUMUS__ARG(oo),
                          RUMUS__ARG(rows), RUMUS__ARG(dim),
+                         RUMUS__ARG(blocks), RUMUS__ARG(cw),
                          RUMUS__ARG(ctx->status)};
-  return run_items(ctx, op, opts, "embedding_fwd", out->numel, args, 11);
+  return run_items(ctx, op, opts, "embedding_fwd", ids->numel * blocks, args,
+                   13);
 }
 
 /* ---- Backward ----------------------------------------------------------- */
