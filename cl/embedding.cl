@@ -30,10 +30,11 @@
  * in order; a segment that starts and ends inside the tile is its row's
  * whole sum and is stored to dweight; the part of a segment that began in
  * an earlier tile goes to lead[tile], the first part of one that runs on
- * goes to tail[tile] (float scratch).  Stage 2: a work-item per (row,
- * column or 8 columns) finds its segment by binary search; an empty one
- * stores 0, one inside a tile was stored by stage 1, and a longer one
- * adds tail[first tile] and lead[next tiles] in tile order.  So every
+ * goes to tail[tile] (float scratch).  Stage 2: a work-item per row
+ * finds its segment by binary search (bounds), then a work-item per
+ * (row, column or 8 columns) stores 0 for an empty one, leaves one inside
+ * a tile to stage 1, and adds tail[first tile] and lead[next tiles] in
+ * tile order for a longer one.  So every
  * element is the float sum of its dout values in ascending position
  * order, grouped by tiles of the sorted list: the same operations on
  * both variants (the same bits), whatever the scheduling, and an id
@@ -304,29 +305,30 @@ void embedding_tile_row(ulong cnt, ulong base, uint n, uint rows, ulong dim,
   }
 }
 
-/* Stage 2: the segment [*s, *e) of row r in the sorted keys; 1 when it
- * spans tiles t0 < t1 (the sum is stage 2's), 0 otherwise. */
-inline int emb_span(global const uint *key, uint n, uint r, uint *s, uint *e,
-                    uint *t0, uint *t1) {
-  *s = emb_lower(key, n, r);
-  *e = emb_lower(key, n, r + 1);
-  if (*s == *e) return 0;
-  *t0 = *s / EMB_TILE;
-  *t1 = (*e - 1) / EMB_TILE;
-  return *t0 < *t1;
+/* Stage 2's segments: range[2 r], range[2 r + 1] = the first and last
+ * tile of row r's segment in the sorted keys, or (1, 0) when it is empty;
+ * t0 == t1 when stage 1 stored the row. */
+__kernel RUMUS_WG_ATTR
+void embedding_bounds(ulong cnt, ulong base, uint n, global const uint *key,
+                      global uint *range) {
+  EMB_ITEM(cnt, base);
+  const uint r = (uint)item, s = emb_lower(key, n, r),
+             e = emb_lower(key, n, r + 1);
+  range[2 * item] = s == e ? 1u : s / EMB_TILE;
+  range[2 * item + 1] = s == e ? 0u : (e - 1) / EMB_TILE;
 }
 
 /* Stage 2, one column: item = r * dim + c. */
 __kernel RUMUS_WG_ATTR
-void embedding_fold_col(ulong cnt, ulong base, uint n, ulong dim,
-                        global const uint *key, global const float *lead,
+void embedding_fold_col(ulong cnt, ulong base, ulong dim,
+                        global const uint *range, global const float *lead,
                         global const float *tail, global grad_t *dw,
                         ulong dwo) {
   EMB_ITEM(cnt, base);
   const size_t r = item / dim, c = item - r * dim;
-  uint s, e, t0, t1;
-  if (!emb_span(key, n, (uint)r, &s, &e, &t0, &t1)) {
-    if (s == e) RUMUS_STORE(GRAD_STORAGE, 0.0f, dw, dwo + item);
+  const uint t0 = range[2 * r], t1 = range[2 * r + 1];
+  if (t0 >= t1) { /* empty (1, 0), or stored by stage 1 */
+    if (t0 > t1) RUMUS_STORE(GRAD_STORAGE, 0.0f, dw, dwo + item);
     return;
   }
   float acc = tail[t0 * dim + c];
@@ -336,17 +338,17 @@ void embedding_fold_col(ulong cnt, ulong base, uint n, ulong dim,
 
 /* Stage 2, 8 columns: item = r * c8 + column block. */
 __kernel RUMUS_WG_ATTR
-void embedding_fold_row(ulong cnt, ulong base, uint n, ulong dim, ulong c8,
-                        global const uint *key, global const float *lead,
+void embedding_fold_row(ulong cnt, ulong base, ulong dim, ulong c8,
+                        global const uint *range, global const float *lead,
                         global const float *tail, global grad_t *dw,
                         ulong dwo) {
   EMB_ITEM(cnt, base);
   const size_t r = item / c8, c = (item - r * c8) * 8;
   const uint w = (uint)min((size_t)8, dim - c);
   global grad_t *out = dw + dwo + r * dim + c;
-  uint s, e, t0, t1;
-  if (!emb_span(key, n, (uint)r, &s, &e, &t0, &t1)) {
-    if (s == e) emb_store8((float8)(0.0f), out, w);
+  const uint t0 = range[2 * r], t1 = range[2 * r + 1];
+  if (t0 >= t1) {
+    if (t0 > t1) emb_store8((float8)(0.0f), out, w);
     return;
   }
   float8 acc = emb_load8_f(tail + t0 * dim + c, w);

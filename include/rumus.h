@@ -1350,8 +1350,8 @@ RUMUS_API int rumus_embedding_fwd(rumus_ctx *ctx, const rumus_tensor *weight,
  *  depend on the inputs alone: not on scheduling, the work-group size or
  *  the variant (both give the same bits).  An id repeated any number of
  *  times costs no serial walk longer than a tile plus one partial per
- *  tile.  Scratch, allocated per call: 20 bytes per position and 8
- *  bytes per column per 256 positions.
+ *  tile.  Scratch, allocated per call: 20 bytes per position, 8
+ *  per row and 8 per column per 256 positions.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (padding_idx, another
  *          context, overlap), RUMUS_EDTYPE (dout not floating, dweight
  *          neither F32 nor dout's type, ids not I32), RUMUS_ESHAPE (as

@@ -161,12 +161,13 @@ typedef struct {
   int gpu;
   /* Keys and positions (two of each: the passes ping-pong), the digit
    * table and its chunk sums, and the tiles' float partials. */
-  cl_mem key[2], val[2], hist, sums, lead, tail;
+  cl_mem key[2], val[2], hist, sums, lead, tail, range;
 } emb_bwd;
 
 static void bwd_release(emb_bwd *b) {
   cl_mem *all[] = {&b->key[0], &b->key[1], &b->val[0], &b->val[1],
-                   &b->hist,   &b->sums,   &b->lead,   &b->tail};
+                   &b->hist,   &b->sums,   &b->lead,   &b->tail,
+                   &b->range};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (*all[i]) clReleaseMemObject(*all[i]);
 }
@@ -190,6 +191,8 @@ static int bwd_setup(rumus_ctx *ctx, const char *op, emb_bwd *b) {
   RUMUS__FORWARD(
       rumus__scratch(ctx, op, b->chunks * sizeof(cl_uint), &b->sums));
   RUMUS__FORWARD(rumus__scratch(ctx, op, pb, &b->lead));
+  RUMUS__FORWARD(
+      rumus__scratch(ctx, op, 2 * (size_t)b->rows * sizeof(cl_uint), &b->range));
   return rumus__scratch(ctx, op, pb, &b->tail);
 }
 
@@ -230,8 +233,8 @@ static int bwd_sort(rumus_ctx *ctx, const char *op, emb_bwd *b, int *cur) {
   return RUMUS_OK;
 }
 
-/* The tiles' sums (stage 1) and the rows' folds (stage 2) on the sorted
- * list key[cur], val[cur]; the CPU variant's kernels (_row) take c8, the
+/* The tiles' sums (stage 1), the rows' segments and folds (stage 2) on
+ * the sorted list key[cur], val[cur]; the CPU variant's kernels (_row) take c8, the
  * number of 8-column blocks, after dim. */
 static int bwd_sums(rumus_ctx *ctx, const char *op, emb_bwd *b, int cur,
                     const rumus_tensor *dout, rumus_tensor *dw) {
@@ -259,9 +262,14 @@ static int bwd_sums(rumus_ctx *ctx, const char *op, emb_bwd *b, int cur,
   }
   na = 2;
   a[na++] = RUMUS__ARG(b->n);
+  a[na++] = RUMUS__ARG(b->key[cur]);
+  a[na++] = RUMUS__ARG(b->range);
+  RUMUS__FORWARD(
+      run_items(ctx, op, b->opts, "embedding_bounds", b->rows, a, na));
+  na = 2;
   a[na++] = RUMUS__ARG(dim);
   if (!b->gpu) a[na++] = RUMUS__ARG(c8);
-  a[na++] = RUMUS__ARG(b->key[cur]);
+  a[na++] = RUMUS__ARG(b->range);
   a[na++] = RUMUS__ARG(b->lead);
   a[na++] = RUMUS__ARG(b->tail);
   a[na++] = RUMUS__ARG(dw->mem);
