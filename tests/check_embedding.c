@@ -61,7 +61,8 @@ static float *rand_typed(tu_rng *r, rumus_dtype d, size_t n, float lo,
 
 /* The raw bytes of a tensor (malloc'ed). */
 static void *download_raw(rumus_ctx *ctx, const rumus_tensor *t) {
-  const size_t bytes = rumus_tensor_numel(t) * rumus_dtype_size(rumus_tensor_dtype(t));
+  const size_t bytes =
+      rumus_tensor_numel(t) * rumus_dtype_size(rumus_tensor_dtype(t));
   void *b = tu_malloc(bytes);
   TU_OK(ctx, rumus_tensor_download(t, b, bytes));
   return b;
@@ -75,7 +76,8 @@ static void check_bwd_result(const char *what, const float *got,
                              rumus_dtype gd) {
   const size_t m = rows * dim;
   double *want = tu_malloc(m * sizeof *want),
-         *abs = tu_malloc(m * sizeof *abs), *bound = tu_malloc(m * sizeof *bound);
+         *abs = tu_malloc(m * sizeof *abs),
+         *bound = tu_malloc(m * sizeof *bound);
   size_t *cnt = tu_malloc(rows * sizeof *cnt);
   ref_embedding_bwd(dy, ids, n, rows, dim, pad, want, abs, cnt);
   for (size_t i = 0; i < m; i++)
@@ -88,7 +90,7 @@ static void check_bwd_result(const char *what, const float *got,
   free(cnt);
 }
 
-/* ---- core ---------------------------------------------------------------- */
+/* ---- core -------------------------------------------------------------- */
 
 /* Forward, storage tu_dtypes[_i]: every dim, ids of shapes [], [11],
  * [2, 3, 5] with a padding_idx; exact; the variants' bytes equal. */
@@ -163,7 +165,8 @@ static void bwd_case(rumus_ctx *ctx, tu_rng *r, rumus_dtype d, rumus_dtype gd,
       void *raw = download_raw(ctx, tdw);
       if (first == NULL) {
         char what[128];
-        snprintf(what, sizeof what, "bwd_%s_to_%s_%s_kind%d_n%zu_rows%zu_dim%zu",
+        snprintf(what, sizeof what,
+                 "bwd_%s_to_%s_%s_kind%d_n%zu_rows%zu_dim%zu",
                  tu_dtype_name(d), tu_dtype_name(gd),
                  tu_variant_name(tu_variants[v]), kind, n, rows, dim);
         float *got = tu_download_f32(ctx, tdw);
@@ -271,7 +274,7 @@ START_TEST(bwd_finite_differences) {
 }
 END_TEST
 
-/* ---- limits ---------------------------------------------------------------- */
+/* ---- limits ------------------------------------------------------------ */
 
 /* Both ops in borrowed buffers with guard bytes (4096 in), storage
  * tu_dtypes[_i]. */
@@ -437,7 +440,7 @@ START_TEST(empty_tensors) {
 }
 END_TEST
 
-/* ---- errors ---------------------------------------------------------------- */
+/* ---- errors ------------------------------------------------------------ */
 
 #define TU_MSG(ctx, text)                                                    \
   ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), (text)), "%s",                \

@@ -130,7 +130,8 @@ int rumus_embedding_fwd(rumus_ctx *ctx, const rumus_tensor *weight,
   RUMUS__FORWARD(rumus__check_tensor(ctx, op, "out", out, weight->dtype));
   RUMUS__FORWARD(check_ids_rows(ctx, op, ids, "out", out, weight->shape[1]));
   RUMUS__FORWARD(check_pad(ctx, op, padding_idx, weight->shape[0]));
-  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "weight", weight, "out", out, 0));
+  RUMUS__FORWARD(
+      rumus__check_overlap(ctx, op, "weight", weight, "out", out, 0));
   RUMUS__FORWARD(rumus__check_overlap(ctx, op, "ids", ids, "out", out, 0));
   if (out->numel == 0) return RUMUS_OK;
   char opts[192];
@@ -191,8 +192,8 @@ static int bwd_setup(rumus_ctx *ctx, const char *op, emb_bwd *b) {
   RUMUS__FORWARD(
       rumus__scratch(ctx, op, b->chunks * sizeof(cl_uint), &b->sums));
   RUMUS__FORWARD(rumus__scratch(ctx, op, pb, &b->lead));
-  RUMUS__FORWARD(
-      rumus__scratch(ctx, op, 2 * (size_t)b->rows * sizeof(cl_uint), &b->range));
+  const size_t rb = 2 * (size_t)b->rows * sizeof(cl_uint);
+  RUMUS__FORWARD(rumus__scratch(ctx, op, rb, &b->range));
   return rumus__scratch(ctx, op, pb, &b->tail);
 }
 
@@ -220,7 +221,8 @@ static int bwd_sort(rumus_ctx *ctx, const char *op, emb_bwd *b, int *cur) {
     const rumus__arg ah[] = {RUMUS__ARG(b->n), RUMUS__ARG(b->blocks),
                              RUMUS__ARG(shift), RUMUS__ARG(b->key[*cur]),
                              RUMUS__ARG(b->hist)};
-    RUMUS__FORWARD(launch(ctx, op, b->opts, "embedding_hist", b->blocks, ah, 5));
+    RUMUS__FORWARD(
+        launch(ctx, op, b->opts, "embedding_hist", b->blocks, ah, 5));
     RUMUS__FORWARD(bwd_scan(ctx, op, b));
     const rumus__arg as[] = {RUMUS__ARG(b->n),        RUMUS__ARG(b->blocks),
                              RUMUS__ARG(shift),       RUMUS__ARG(b->hist),
@@ -234,8 +236,8 @@ static int bwd_sort(rumus_ctx *ctx, const char *op, emb_bwd *b, int *cur) {
 }
 
 /* The tiles' sums (stage 1), the rows' segments and folds (stage 2) on
- * the sorted list key[cur], val[cur]; the CPU variant's kernels (_row) take c8, the
- * number of 8-column blocks, after dim. */
+ * the sorted list key[cur], val[cur]; the CPU variant's kernels (_row)
+ * take c8, the number of 8-column blocks, after dim. */
 static int bwd_sums(rumus_ctx *ctx, const char *op, emb_bwd *b, int cur,
                     const rumus_tensor *dout, rumus_tensor *dw) {
   cl_ulong dim = b->dim, c8 = (b->dim + 7) / 8, dyo = rumus__off(dout),
