@@ -8,7 +8,9 @@
  *
  *   forward   out[p, c] = weight[ids[p], c], a bit copy of the element;
  *             an id outside [0, rows) reads nothing, gives a row of
- *             zeros and is reported (DEVERR_EMBED_ID, the id, p).
+ *             zeros and is reported (DEVERR_EMBED_ID, the id, p).  A
+ *             work-item copies 1 element (work-group variant) or 16
+ *             (CPU variant).
  *   backward  dweight[r, c] = sum over the positions p with ids[p] == r
  *             (r != padding_idx) of dout[p, c]; 0 for rows never named.
  *
@@ -34,12 +36,11 @@
  * finds its segment by binary search (bounds), then a work-item per
  * (row, column or 8 columns) stores 0 for an empty one, leaves one inside
  * a tile to stage 1, and adds tail[first tile] and lead[next tiles] in
- * tile order for a longer one.  So every
- * element is the float sum of its dout values in ascending position
- * order, grouped by tiles of the sorted list: the same operations on
- * both variants (the same bits), whatever the scheduling, and an id
- * repeated a million times costs 4096 tile partials in stage 2, not a
- * million-long walk.  Stage 1 needs no local memory: each work-item's
+ * tile order for a longer one.  So every element is the float sum of
+ * its dout values in ascending position order, grouped by tiles of the
+ * sorted list: the same operations on both variants (the same bits),
+ * whatever the scheduling, and an id repeated a million times costs 4096
+ * tile partials in stage 2, not a million-long walk.  Stage 1 needs no local memory: each work-item's
  * sum is its own sequential walk; the indices it shares with its
  * neighbours (2 KiB per tile) stay in the cache.
  *
