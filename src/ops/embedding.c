@@ -161,7 +161,8 @@ typedef struct {
   size_t dim, tiles;
   int gpu;
   /* Keys and positions (two of each: the passes ping-pong), the digit
-   * table and its chunk sums, and the tiles' float partials. */
+   * table and its chunk sums, the tiles' float partials and the rows'
+   * ranges of tiles. */
   cl_mem key[2], val[2], hist, sums, lead, tail, range;
 } emb_bwd;
 
