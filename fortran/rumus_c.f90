@@ -920,5 +920,27 @@ module rumus_c
       type(c_ptr), value :: dx
       integer(c_int) :: rumus_adaptive_avgpool2d_bwd
     end function rumus_adaptive_avgpool2d_bwd
+    function rumus_embedding_fwd(ctx, weight, ids, padding_idx, out) bind(C, &
+        name="rumus_embedding_fwd")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: weight
+      type(c_ptr), value :: ids
+      integer(c_int), value :: padding_idx
+      type(c_ptr), value :: out
+      integer(c_int) :: rumus_embedding_fwd
+    end function rumus_embedding_fwd
+    function rumus_embedding_bwd(ctx, dout, ids, padding_idx, dweight) bind(C, &
+        name="rumus_embedding_bwd")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: dout
+      type(c_ptr), value :: ids
+      integer(c_int), value :: padding_idx
+      type(c_ptr), value :: dweight
+      integer(c_int) :: rumus_embedding_bwd
+    end function rumus_embedding_bwd
   end interface
 end module rumus_c

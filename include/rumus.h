@@ -1309,6 +1309,65 @@ RUMUS_API int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx,
                                            const rumus_tensor *dy,
                                            rumus_tensor *dx);
 
+/* ------------------------------------------------------------------------ */
+/* Embedding                                                                 */
+/* ------------------------------------------------------------------------ */
+/* PyTorch's torch.nn.functional.embedding (with padding_idx) and its weight
+ * gradient.  weight and dweight are 2-D [rows, dim] (row-major), rows at
+ * most INT32_MAX; ids are RUMUS_I32 of any shape [...] of at most
+ * RUMUS_MAX_DIMS - 1 axes and INT32_MAX elements (n positions, flattened
+ * row-major); out and dout are [..., dim]: ids' shape followed by dim.
+ * padding_idx is -1 (none) or a row in [0, rows) (RUMUS_EINVAL otherwise):
+ * that row gets no gradient; the forward still reads it, as PyTorch's.
+ * An id outside [0, rows) is found on the device: nothing is read out of
+ * bounds, the forward writes a row of zeros for it and the backward adds
+ * nothing for it, and the next rumus_ctx_sync() returns RUMUS_EINDEX
+ * naming the id and its flat position in ids ("id 7 out of range at row
+ * 3"; the first one found when there are several).  Both variants run one
+ * program per pair of storage types; rumus_cache_fill() builds the F32
+ * one.  No output may share memory with another tensor of its call.  A
+ * call whose output has no elements (rows or dim of 0, or n of 0 in the
+ * forward) checks its arguments and enqueues nothing; ids are not read. */
+
+/*! rumus_embedding_fwd() :
+ *  out[p, c] = weight[ids[p], c]: each element copied bit for bit (NaN
+ *  payloads too); 0 for an id outside [0, rows), reported as above.
+ *  weight is F32, F16 or BF16; out has weight's type.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (padding_idx, a tensor of
+ *          another context, overlap), RUMUS_EDTYPE (weight not floating,
+ *          out not weight's type, ids not I32), RUMUS_ESHAPE (weight not
+ *          2-D or over INT32_MAX rows; ids with RUMUS_MAX_DIMS axes or over
+ *          INT32_MAX elements; out not ids' shape + [dim]: the message names
+ *          the axis), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_embedding_fwd(rumus_ctx *ctx, const rumus_tensor *weight,
+                                  const rumus_tensor *ids, int padding_idx,
+                                  rumus_tensor *out);
+
+/*! rumus_embedding_bwd() :
+ *  dweight[r, c] = the sum of dout[p, c] over the positions p with
+ *  ids[p] == r, for every r other than padding_idx; dweight is
+ *  overwritten, and rows that no id names (padding_idx's included) get 0.
+ *  dout is F32, F16 or BF16; dweight is dout's type or F32 (a 16-bit
+ *  gradient summed into F32 weights' gradient, mixed precision).  Sums
+ *  are float, each element rounded once to dweight's type.
+ *  Deterministic: no float atomics.  The positions are sorted by id on the
+ *  device (a stable radix sort, integer work only) and every element is
+ *  summed in ascending position order, in fixed tiles of 256 entries of
+ *  the sorted positions whose partials are added in order, so the bits
+ *  depend on the inputs alone: not on scheduling, the work-group size or
+ *  the variant (both give the same bits).  An id repeated any number of
+ *  times costs no serial walk longer than a tile plus one partial per
+ *  tile.  Scratch, allocated per call: 20 bytes per position, 8
+ *  per row and 8 per column per 256 positions.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (padding_idx, another
+ *          context, overlap), RUMUS_EDTYPE (dout not floating, dweight
+ *          neither F32 nor dout's type, ids not I32), RUMUS_ESHAPE (as
+ *          rumus_embedding_fwd(), for dweight and dout), RUMUS_EDEVMEM
+ *          (scratch), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_embedding_bwd(rumus_ctx *ctx, const rumus_tensor *dout,
+                                  const rumus_tensor *ids, int padding_idx,
+                                  rumus_tensor *dweight);
+
 #ifdef __cplusplus
 }
 #endif

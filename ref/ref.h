@@ -143,4 +143,15 @@ void ref_conv2d_bwd_data(const ref_conv_geo *g, const float *dy,
 void ref_conv2d_bwd_weight(const ref_conv_geo *g, const float *x,
                            const float *dy, double *dw);
 
+/* Embedding (rumus.h): out [n, dim] = rows ids[p] of weight [rows, dim]
+ * (0 for an id outside [0, rows)); dweight [rows, dim] = the sums of dout's
+ * rows by id, positions ascending, skipping padding_idx (-1: none) and
+ * bad ids; abs_sum (if not NULL) gets the sums of |dout|, and count (if
+ * not NULL, rows entries) how many positions each row sums. */
+void ref_embedding_fwd(const float *weight, size_t rows, size_t dim,
+                       const int32_t *ids, size_t n, double *out);
+void ref_embedding_bwd(const float *dout, const int32_t *ids, size_t n,
+                       size_t rows, size_t dim, int32_t padding_idx,
+                       double *dweight, double *abs_sum, size_t *count);
+
 #endif /* RUMUS_REF_H */

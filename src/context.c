@@ -574,6 +574,8 @@ static const char *deverr_op(cl_int code) {
       return "rumus_cross_entropy: target";
     case RUMUS__DEVERR_POOL_INDEX:
       return "rumus_maxpool2d_bwd: index";
+    case RUMUS__DEVERR_EMBED_ID:
+      return "rumus_embedding_fwd / _bwd: id";
   }
   return "unknown op";
 }

@@ -23,7 +23,8 @@
 enum {
   RUMUS__DEVERR_NONE = 0,
   RUMUS__DEVERR_XENT_TARGET = 1,
-  RUMUS__DEVERR_POOL_INDEX = 2
+  RUMUS__DEVERR_POOL_INDEX = 2,
+  RUMUS__DEVERR_EMBED_ID = 3
 };
 
 /* Reusable scratch buffers per context (rumus__scratch_begin). */

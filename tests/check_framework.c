@@ -6,7 +6,7 @@
  *           rumus_cache_fill builds every program the ops choose (no op
  *           builds one afterwards, on either variant, for aligned and
  *           unaligned tensors, every row plan and every GEMM tile size,
- *           the pooling ops);
+ *           the pooling ops, the embedding ops);
  *           buffers wrapped with CL_MEM_USE_HOST_PTR at an address that is
  *           only float-aligned give the reference's results;
  *   errors  tensors that partly share memory are RUMUS_EINVAL for every
@@ -237,6 +237,20 @@ static void run_conv_ops(rumus_ctx *ctx, tu_rng *r, size_t n, size_t c,
   free_tensors(x, w, b, y, NULL);
 }
 
+/* The embedding ops on a 50 x dim table and n ids. */
+static void run_embedding_ops(rumus_ctx *ctx, tu_rng *r, size_t n,
+                              size_t dim) {
+  rumus_tensor *w = rand_2d(ctx, r, 50, dim), *o = rand_2d(ctx, r, n, dim);
+  int32_t *ids = tu_malloc(n * sizeof *ids);
+  for (size_t i = 0; i < n; i++) ids[i] = (int32_t)(tu_rand_u32(r) % 50);
+  const size_t is[1] = {n};
+  rumus_tensor *ti = tu_tensor(ctx, RUMUS_I32, 1, is, ids);
+  TU_OK(ctx, rumus_embedding_fwd(ctx, w, ti, 3, o));
+  TU_OK(ctx, rumus_embedding_bwd(ctx, o, ti, 3, w));
+  free(ids);
+  free_tensors(w, o, ti, NULL);
+}
+
 START_TEST(cache_fill_builds_every_program) {
   const int v = tu_variants[_i];
   rumus_ctx *ctx = tu_ctx();
@@ -279,6 +293,9 @@ START_TEST(cache_fill_builds_every_program) {
   run_conv_ops(ctx, &r, 2, 6, 5, 8, 1);
   run_conv_ops(ctx, &r, 1, 16, 5, 20, 1);
   run_conv_ops(ctx, &r, 1, 4, 48, 4, 4);
+  /* Embedding: F32 table and gradient, one and several tiles. */
+  run_embedding_ops(ctx, &r, 10, 5);
+  run_embedding_ops(ctx, &r, 700, 64);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   TU_OK(ctx, rumus_cache_stats(ctx, &after));
   ck_assert_msg(after.builds == before.builds,
@@ -618,6 +635,24 @@ START_TEST(overlapping_tensors_are_rejected) {
   TU_OVERLAP(ctx, rumus_conv2d_fwd(ctx, NULL, cx, cw, NULL, cy_in_x));
   TU_OVERLAP(ctx, rumus_conv2d_bwd_data(ctx, NULL, cy_in_x, cw, cx));
   TU_OVERLAP(ctx, rumus_conv2d_bwd_weight(ctx, NULL, cx, cy, cw_in_x));
+  /* Embedding: out over the table, dweight over ids, out beside both. */
+  const size_t e_ws[2] = {4, 2}, e_is[1] = {3}, e_os[2] = {3, 2};
+  rumus_tensor *ew = NULL, *eid = NULL, *eo = NULL, *eo_in_w = NULL,
+               *edw_in_id = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_ws, s.buf, 2300 * 4, &ew));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_I32, 1, e_is, s.buf, 2320 * 4, &eid));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_os, s.buf, 2340 * 4, &eo));
+  TU_OK(ctx,
+        rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_os, s.buf, 2303 * 4, &eo_in_w));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_ws, s.buf, 2318 * 4,
+                               &edw_in_id));
+  const int32_t e_zero[3] = {0, 0, 0};
+  TU_OK(ctx, rumus_tensor_upload(eid, e_zero, sizeof e_zero));
+  TU_OK(ctx, rumus_embedding_fwd(ctx, ew, eid, -1, eo));
+  TU_OVERLAP(ctx, rumus_embedding_fwd(ctx, ew, eid, -1, eo_in_w));
+  TU_OVERLAP(ctx, rumus_embedding_bwd(ctx, eo, eid, -1, edw_in_id));
+  TU_OVERLAP(ctx, rumus_embedding_bwd(ctx, eo_in_w, eid, -1, ew));
+  free_tensors(ew, eid, eo, eo_in_w, edw_in_id, NULL);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   free_tensors(x, y, x2, z, bias, bias_in_x, tg, loss, loss_in_x, sq,
                       c_in_a, flat, cx, cw, cy, cy_in_x, cw_in_x, NULL);

@@ -1,0 +1,359 @@
+/*
+ * embedding.cl - embedding lookup and its weight gradient (PyTorch's
+ * F.embedding with padding_idx).
+ *
+ * weight and dweight are [rows, dim] (row-major), ids are int32 of any
+ * shape flattened to n positions, out and dout are [n, dim].  Every tensor
+ * arrives as (buffer, ulong element offset); index math is size_t.
+ *
+ *   forward   out[p, c] = weight[ids[p], c], a bit copy of the element;
+ *             an id outside [0, rows) reads nothing, gives a row of
+ *             zeros and is reported (DEVERR_EMBED_ID, the id, p).  A
+ *             work-item copies 1 element (work-group variant) or 16
+ *             (CPU variant).
+ *   backward  dweight[r, c] = sum over the positions p with ids[p] == r
+ *             (r != padding_idx) of dout[p, c]; 0 for rows never named.
+ *
+ * The backward is deterministic without float atomics: the positions are
+ * sorted by id with a stable LSD radix sort (8-bit digits, integer work
+ * only), so the positions of each id lie in one segment of the sorted
+ * list, ascending.  Keys are the ids, and `rows` (past every valid id)
+ * for padding_idx and bad ids, which sort last and add nothing.
+ *   keys      key[p] = id or rows, val[p] = p;
+ *   hist      one work-item per block of EMB_BLOCK positions counts the
+ *             digit of its keys: hist[digit * blocks + block];
+ *   scan      exclusive prefix sum of hist (chunk sums, one work-item
+ *             scanning the sums, chunks rescanned): where each block's
+ *             keys of each digit go;
+ *   scatter   each block moves its keys in order: stable.
+ * Then the sorted list is cut into tiles of EMB_TILE entries, fixed by n
+ * alone.  Stage 1: a work-item per (tile, column) (work-group variant) or
+ * (tile, 8 columns) with float8 accumulators (CPU variant) walks its tile
+ * in order; a segment that starts and ends inside the tile is its row's
+ * whole sum and is stored to dweight; the part of a segment that began in
+ * an earlier tile goes to lead[tile], the first part of one that runs on
+ * goes to tail[tile] (float scratch).  Stage 2: a work-item per row
+ * finds its segment by binary search (bounds), then a work-item per
+ * (row, column or 8 columns) stores 0 for an empty one, leaves one inside
+ * a tile to stage 1, and adds tail[first tile] and lead[next tiles] in
+ * tile order for a longer one.  So every element is the float sum of
+ * its dout values in ascending position order, grouped by tiles of the
+ * sorted list: the same operations on both variants (the same bits),
+ * whatever the scheduling, and an id repeated a million times costs 4096
+ * tile partials in stage 2, not a million-long walk.  Stage 1 needs no local memory: each work-item's
+ * sum is its own sequential walk; the indices it shares with its
+ * neighbours (2 KiB per tile) stay in the cache.
+ *
+ * The flat kernels take (n, base): work-item g handles item base + g of
+ * n (the host launches at most 2^30 at a time); padding work-items
+ * return.
+ */
+
+#ifndef GRAD_STORAGE
+#define GRAD_STORAGE F32 /* dweight's storage: F32 or RUMUS_STORAGE */
+#endif
+#ifndef DEVERR_EMBED_ID
+#define DEVERR_EMBED_ID 3 /* the host passes RUMUS__DEVERR_EMBED_ID */
+#endif
+#ifndef EMB_BLOCK
+#define EMB_BLOCK 256 /* positions per work-item of hist and scatter */
+#endif
+#ifndef EMB_TILE
+#define EMB_TILE 256 /* entries of the sorted list per stage-1 tile */
+#endif
+
+#define EMB_RADIX 256 /* 8-bit digits */
+
+typedef RUMUS_TYPE(GRAD_STORAGE) grad_t;
+
+#define EMB_ITEM(n, base)                                                    \
+  const size_t g_ = get_global_id(0);                                        \
+  if (g_ >= (size_t)(n)) return;                                             \
+  const size_t item = (size_t)(base) + g_
+
+/* ---- Forward ---------------------------------------------------------- */
+
+/* Columns [c, c + cw) of out's row p (item = p * blocks + c / cw): bit
+ * copies (NaN payloads kept), or zeros for a bad id, reported once per
+ * row (by its first block).  cw is 1 on the work-group variant (adjacent
+ * work-items, adjacent elements) and 16 on the CPU variant (one division
+ * per 16 elements, a loop the compiler vectorizes). */
+__kernel RUMUS_WG_ATTR
+void embedding_fwd(ulong n, ulong base, global const real_t *w, ulong wo,
+                   global const int *ids, ulong io, global real_t *out,
+                   ulong oo, ulong rows, ulong dim, ulong blocks, uint cw,
+                   volatile global int *status) {
+  EMB_ITEM(n, base);
+  const size_t p = item / blocks, c = (item - p * blocks) * cw;
+  const size_t end = min((size_t)dim, c + cw);
+  const int id = ids[io + p];
+  const size_t o = oo + p * dim;
+  if (id < 0 || (ulong)id >= rows) {
+    if (c == 0) rumus_report(status, DEVERR_EMBED_ID, id, (int)p);
+    for (size_t j = c; j < end; j++) STORE(0.0f, out, o + j);
+    return;
+  }
+  const size_t i = wo + (size_t)id * dim;
+  global uint *o32 = (global uint *)out + o;
+  global const uint *w32 = (global const uint *)w + i;
+  global ushort *o16 = (global ushort *)out + o;
+  global const ushort *w16 = (global const ushort *)w + i;
+  if (end - c == 16) { /* whole blocks: one vector move */
+    if (sizeof(real_t) == 4) vstore16(vload16(0, w32 + c), 0, o32 + c);
+    else /* one store, not 16 (common.cl's packed structs) */
+      ((global rumus_u16x16 *)(o16 + c))->bits = vload16(0, w16 + c);
+    return;
+  }
+  for (size_t j = c; j < end; j++) {
+    if (sizeof(real_t) == 4) o32[j] = w32[j];
+    else o16[j] = w16[j];
+  }
+}
+
+/* ---- Backward: the sort ----------------------------------------------- */
+
+/* key[p] = ids[p] if it is a valid id other than pad, else rows (bad ids
+ * reported); val[p] = p. */
+__kernel RUMUS_WG_ATTR
+void embedding_keys(ulong n, ulong base, global const int *ids, ulong io,
+                    uint rows, int pad, global uint *key, global uint *val,
+                    volatile global int *status) {
+  EMB_ITEM(n, base);
+  const int id = ids[io + item];
+  const int bad = id < 0 || (uint)id >= rows;
+  if (bad) rumus_report(status, DEVERR_EMBED_ID, id, (int)item);
+  key[item] = bad || id == pad ? rows : (uint)id;
+  val[item] = (uint)item;
+}
+
+/* Digit counts of block b of the keys. */
+__kernel RUMUS_WG_ATTR
+void embedding_hist(uint n, uint blocks, uint shift,
+                    global const uint *key, global uint *hist) {
+  const uint b = get_global_id(0);
+  if (b >= blocks) return;
+  uint cnt[EMB_RADIX];
+  for (uint d = 0; d < EMB_RADIX; d++) cnt[d] = 0;
+  const uint end = min(n, (b + 1) * EMB_BLOCK);
+  for (uint i = b * EMB_BLOCK; i < end; i++) cnt[(key[i] >> shift) & 255u]++;
+  for (uint d = 0; d < EMB_RADIX; d++) hist[d * blocks + b] = cnt[d];
+}
+
+/* Sum of chunk k (chunk entries) of a[0 .. m). */
+__kernel RUMUS_WG_ATTR
+void embedding_scan_sums(uint m, uint chunk, uint chunks,
+                         global const uint *a, global uint *sums) {
+  const uint k = get_global_id(0);
+  if (k >= chunks) return;
+  const uint end = min(m, (k + 1) * chunk);
+  uint s = 0;
+  for (uint i = k * chunk; i < end; i++) s += a[i];
+  sums[k] = s;
+}
+
+/* Exclusive prefix sums of sums[0 .. chunks), in place, by work-item 0. */
+__kernel RUMUS_WG_ATTR
+void embedding_scan_top(uint chunks, global uint *sums) {
+  if (get_global_id(0) != 0) return;
+  uint s = 0;
+  for (uint k = 0; k < chunks; k++) {
+    const uint v = sums[k];
+    sums[k] = s;
+    s += v;
+  }
+}
+
+/* Chunk k of a becomes its exclusive prefix sums from sums[k]. */
+__kernel RUMUS_WG_ATTR
+void embedding_scan_apply(uint m, uint chunk, uint chunks, global uint *a,
+                          global const uint *sums) {
+  const uint k = get_global_id(0);
+  if (k >= chunks) return;
+  const uint end = min(m, (k + 1) * chunk);
+  uint s = sums[k];
+  for (uint i = k * chunk; i < end; i++) {
+    const uint v = a[i];
+    a[i] = s;
+    s += v;
+  }
+}
+
+/* Block b moves its (key, val) pairs, in order, to the places the scanned
+ * histogram gives: a stable pass. */
+__kernel RUMUS_WG_ATTR
+void embedding_scatter(uint n, uint blocks, uint shift,
+                       global const uint *offs, global const uint *kin,
+                       global const uint *vin, global uint *kout,
+                       global uint *vout) {
+  const uint b = get_global_id(0);
+  if (b >= blocks) return;
+  uint dst[EMB_RADIX];
+  for (uint d = 0; d < EMB_RADIX; d++) dst[d] = offs[d * blocks + b];
+  const uint end = min(n, (b + 1) * EMB_BLOCK);
+  for (uint i = b * EMB_BLOCK; i < end; i++) {
+    const uint k = kin[i], j = dst[(k >> shift) & 255u]++;
+    kout[j] = k;
+    vout[j] = vin[i];
+  }
+}
+
+/* ---- Backward: the sums ----------------------------------------------- */
+
+/* Where the part [i, j) of segment k in tile [a, b) of the sorted list of
+ * n goes: 0 dweight (whole segment), 1 lead (began earlier), 2 tail (runs
+ * on), -1 nowhere (the sentinel key). */
+inline int emb_place(global const uint *key, uint n, uint rows, uint a,
+                     uint b, uint i, uint j, uint k) {
+  if (k >= rows) return -1;
+  if (i == a && a > 0 && key[a - 1] == k) return 1;
+  if (j == b && b < n && key[b] == k) return 2;
+  return 0;
+}
+
+/* First index of the sorted key[0 .. n) whose key is >= k. */
+inline uint emb_lower(global const uint *key, uint n, uint k) {
+  uint lo = 0, hi = n;
+  while (lo < hi) {
+    const uint mid = lo + (hi - lo) / 2;
+    if (key[mid] < k) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* Stage 1, one column: item = tile * dim + c. */
+__kernel RUMUS_WG_ATTR
+void embedding_tile_col(ulong cnt, ulong base, uint n, uint rows, ulong dim,
+                        global const uint *key, global const uint *val,
+                        global const real_t *dy, ulong dyo, global grad_t *dw,
+                        ulong dwo, global float *lead, global float *tail) {
+  EMB_ITEM(cnt, base);
+  const size_t t = item / dim, c = item - t * dim;
+  const uint a = (uint)t * EMB_TILE, b = min(n, a + EMB_TILE);
+  global const real_t *g = dy + dyo + c;
+  for (uint i = a; i < b;) {
+    const uint k = key[i];
+    float s = 0.0f;
+    uint j = i;
+    for (; j < b && key[j] == k; j++) s += LOAD(g, (size_t)val[j] * dim);
+    const int where = emb_place(key, n, rows, a, b, i, j, k);
+    if (where == 0) RUMUS_STORE(GRAD_STORAGE, s, dw, dwo + k * dim + c);
+    else if (where == 1) lead[item] = s;
+    else if (where == 2) tail[item] = s;
+    i = j;
+  }
+}
+
+/* Columns [c, c + w) of row p of dy as a float8 (w <= 8; lanes past w
+ * hold 0). */
+inline float8 emb_load8(global const real_t *row, size_t c, uint w) {
+  if (w == 8) return LOAD8(row, c);
+  float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (uint l = 0; l < w; l++) v[l] = LOAD(row, c + l);
+  return vload8(0, v);
+}
+
+/* The first w lanes of s into p[0 .. w) (dweight, then float scratch). */
+inline void emb_store8(float8 s, global grad_t *p, uint w) {
+  if (w == 8) {
+    RUMUS_STOREN(GRAD_STORAGE, 8, s, p, 0);
+    return;
+  }
+  float v[8];
+  vstore8(s, 0, v);
+  for (uint l = 0; l < w; l++) RUMUS_STORE(GRAD_STORAGE, v[l], p, l);
+}
+inline void emb_store8_f(float8 s, global float *p, uint w) {
+  if (w == 8) {
+    vstore8(s, 0, p);
+    return;
+  }
+  float v[8];
+  vstore8(s, 0, v);
+  for (uint l = 0; l < w; l++) p[l] = v[l];
+}
+inline float8 emb_load8_f(global const float *p, uint w) {
+  if (w == 8) return vload8(0, p);
+  float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (uint l = 0; l < w; l++) v[l] = p[l];
+  return vload8(0, v);
+}
+
+/* Stage 1, 8 columns: item = tile * c8 + column block (c8 blocks). */
+__kernel RUMUS_WG_ATTR
+void embedding_tile_row(ulong cnt, ulong base, uint n, uint rows, ulong dim,
+                        ulong c8, global const uint *key,
+                        global const uint *val, global const real_t *dy,
+                        ulong dyo, global grad_t *dw, ulong dwo,
+                        global float *lead, global float *tail) {
+  EMB_ITEM(cnt, base);
+  const size_t t = item / c8, c = (item - t * c8) * 8;
+  const uint w = (uint)min((size_t)8, dim - c);
+  const uint a = (uint)t * EMB_TILE, b = min(n, a + EMB_TILE);
+  global const real_t *g = dy + dyo;
+  const size_t po = t * dim + c; /* lead / tail: [tiles, dim] */
+  for (uint i = a; i < b;) {
+    const uint k = key[i];
+    float8 s = (float8)(0.0f);
+    uint j = i;
+    for (; j < b && key[j] == k; j++)
+      s += emb_load8(g, (size_t)val[j] * dim + c, w);
+    const int where = emb_place(key, n, rows, a, b, i, j, k);
+    if (where == 0) emb_store8(s, dw + dwo + k * dim + c, w);
+    else if (where == 1) emb_store8_f(s, lead + po, w);
+    else if (where == 2) emb_store8_f(s, tail + po, w);
+    i = j;
+  }
+}
+
+/* Stage 2's segments: range[2 r], range[2 r + 1] = the first and last
+ * tile of row r's segment in the sorted keys, or (1, 0) when it is empty;
+ * t0 == t1 when stage 1 stored the row. */
+__kernel RUMUS_WG_ATTR
+void embedding_bounds(ulong cnt, ulong base, uint n, global const uint *key,
+                      global uint *range) {
+  EMB_ITEM(cnt, base);
+  const uint r = (uint)item, s = emb_lower(key, n, r),
+             e = emb_lower(key, n, r + 1);
+  range[2 * item] = s == e ? 1u : s / EMB_TILE;
+  range[2 * item + 1] = s == e ? 0u : (e - 1) / EMB_TILE;
+}
+
+/* Stage 2, one column: item = r * dim + c. */
+__kernel RUMUS_WG_ATTR
+void embedding_fold_col(ulong cnt, ulong base, ulong dim,
+                        global const uint *range, global const float *lead,
+                        global const float *tail, global grad_t *dw,
+                        ulong dwo) {
+  EMB_ITEM(cnt, base);
+  const size_t r = item / dim, c = item - r * dim;
+  const uint t0 = range[2 * r], t1 = range[2 * r + 1];
+  if (t0 >= t1) { /* empty (1, 0), or stored by stage 1 */
+    if (t0 > t1) RUMUS_STORE(GRAD_STORAGE, 0.0f, dw, dwo + item);
+    return;
+  }
+  float acc = tail[t0 * dim + c];
+  for (uint t = t0 + 1; t <= t1; t++) acc += lead[t * dim + c];
+  RUMUS_STORE(GRAD_STORAGE, acc, dw, dwo + item);
+}
+
+/* Stage 2, 8 columns: item = r * c8 + column block. */
+__kernel RUMUS_WG_ATTR
+void embedding_fold_row(ulong cnt, ulong base, ulong dim, ulong c8,
+                        global const uint *range, global const float *lead,
+                        global const float *tail, global grad_t *dw,
+                        ulong dwo) {
+  EMB_ITEM(cnt, base);
+  const size_t r = item / c8, c = (item - r * c8) * 8;
+  const uint w = (uint)min((size_t)8, dim - c);
+  global grad_t *out = dw + dwo + r * dim + c;
+  const uint t0 = range[2 * r], t1 = range[2 * r + 1];
+  if (t0 >= t1) {
+    if (t0 > t1) emb_store8((float8)(0.0f), out, w);
+    return;
+  }
+  float8 acc = emb_load8_f(tail + t0 * dim + c, w);
+  for (uint t = t0 + 1; t <= t1; t++)
+    acc += emb_load8_f(lead + t * dim + c, w);
+  emb_store8(acc, out, w);
+}
