@@ -34,7 +34,9 @@
  * each block of RB rows (in row order, one fma per term) per column into
  * float partials, ln_dparam_fold adds the blocks in order per column.
  * The blocks depend on the shape only and both stage-1 kernels add in the
- * same order, so dgamma and dbeta are the same bits on both variants.
+ * same order, so dgamma and dbeta are the same bits on both variants for
+ * the same inputs (the statistics of the variants' forwards may differ in
+ * their last bits).
  *
  * Storage: x, y, dy, dx of the program's RUMUS_STORAGE; gamma, beta and
  * their gradients of LN_PARAM (F32, or RUMUS_STORAGE); statistics float.
