@@ -65,8 +65,10 @@ typedef RUMUS_TYPE(LN_PARAM) param_t;
  * x^2 (RMS), and for layer norm s1 = sum d, s2 = sum d^2 with d = x - m0,
  * m0 = s0 / n. */
 inline float ln_rstd(float s1, float s2, float n, float eps) {
-  const float var = fmax((s2 - s1 * (s1 / n)) / n, 0.0f);
-  return 1.0f / sqrt(var + eps);
+  /* Rounding may leave a constant row's variance a hair below 0; a NaN
+   * must stay NaN (fmax would turn it into 0). */
+  const float v = (s2 - s1 * (s1 / n)) / n;
+  return 1.0f / sqrt((v < 0.0f ? 0.0f : v) + eps);
 }
 inline float rms_rrms(float sq, float n, float eps) {
   return 1.0f / sqrt(sq / n + eps);

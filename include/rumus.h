@@ -914,7 +914,9 @@ typedef struct {
  *  given or both NULL (inference), receive the row statistics for
  *  rumus_layernorm_bwd().  params NULL means RUMUS_LAYERNORM_DEFAULTS.  y
  *  may alias x (in place); no other tensors may share memory.  A NaN or
- *  infinity in a row makes that row's y and statistics NaN.
+ *  infinity in a row makes that row's y, mean and rstd NaN (RMS norm: a
+ *  NaN likewise; an infinity gives rrms 0 and y = x * 0, NaN at the
+ *  infinity and 0 elsewhere, as PyTorch's); other rows are unaffected.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE (a type outside the
  *          section's list), RUMUS_ESHAPE (x 0-D, y of another shape,
  *          gamma or beta not [C], a statistic not of `rows` elements),

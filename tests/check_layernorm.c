@@ -8,7 +8,8 @@
  * the gamma / beta gradients), a 3-D tensor; affine and not; every tensor
  * in a borrowed buffer at an odd element offset with guard bytes; in
  * place; bits equal run to run, and dgamma / dbeta equal across the
- * variants; rows far from 0 (1000 + U(-1, 1)); empty tensors; backward by
+ * variants; rows far from 0 (1000 + U(-1, 1)); NaN and infinity confined
+ * to their rows; empty tensors; backward by
  * central finite differences of the float64 forward; bad arguments with
  * exact statuses.
  *
@@ -437,6 +438,52 @@ START_TEST(large_offset) {
 }
 END_TEST
 
+/* A NaN in row 0 and an infinity in row 1 make those rows' y and
+ * statistics NaN, but for RMS norm's row with an infinity: rrms 0 and y
+ * = x * 0 (NaN at the infinity, 0 elsewhere, as PyTorch's); row 2 is
+ * unaffected.  Rows of 9 and 5000 (every kernel). */
+START_TEST(nan_and_inf_rows) {
+  rumus_ctx *ctx = tu_ctx();
+  static const shp S[] = {{3, 9}, {3, 5000}};
+  for (int k = 0; k < 2; k++) {
+    inputs in = make_inputs(&S[k], RUMUS_F32, RUMUS_F32, 70 + k);
+    const size_t C = S[k].cols;
+    in.x[3] = NAN;
+    in.x[C + 5] = INFINITY;
+    double *want = tu_malloc(C * 8);
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      ln_tensors t = ln_make(ctx, &in);
+      for (int rms = 0; rms < 2; rms++) {
+        if (rms)
+          TU_OK(ctx, rumus_rmsnorm_fwd(ctx, NULL, t.x.t, t.gamma.t, t.y.t,
+                                       t.rstd.t));
+        else
+          TU_OK(ctx, rumus_layernorm_fwd(ctx, NULL, t.x.t, t.gamma.t,
+                                         t.beta.t, t.y.t, t.mean.t, t.rstd.t));
+        float *y = tu_download(ctx, t.y.t), *rs = tu_download(ctx, t.rstd.t);
+        for (size_t j = 0; j < 2 * C; j++) {
+          /* RMS norm of a row with an infinity: x * 0, as in PyTorch. */
+          const int zero = rms && j >= C && j != C + 5;
+          ck_assert_msg(zero ? y[j] == 0.0f : isnan(y[j]), "y[%zu] = %g", j,
+                        y[j]);
+        }
+        ck_assert(isnan(rs[0]));
+        ck_assert(rms ? rs[1] == 0.0f : isnan(rs[1]));
+        ref_layernorm_fwd(in.x + 2 * C, in.gamma, in.beta, 1, C, EPS, rms,
+                          want, NULL, NULL);
+        tu_check_close("finite_row", y + 2 * C, want, C, 5e-5, 3e-5);
+        free(y), free(rs);
+      }
+      ln_free(ctx, &t);
+    }
+    free(want);
+    free_inputs(&in);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* No rows: dgamma = dbeta = 0; C = 0: nothing to do. */
 START_TEST(empty_tensors) {
   rumus_ctx *ctx = tu_ctx();
@@ -624,6 +671,7 @@ int main(void) {
   tcase_add_test(limits, in_place_repeatable);
   tcase_add_test(limits, large_offset);
   tcase_add_test(limits, empty_tensors);
+  tcase_add_test(limits, nan_and_inf_rows);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_nulls_and_types);
