@@ -80,6 +80,10 @@ module rumus_c
     real(c_float) :: momentum
   end type rumus_batchnorm_params
 
+  type, bind(C) :: rumus_layernorm_params
+    real(c_float) :: eps
+  end type rumus_layernorm_params
+
   type, bind(C) :: rumus_conv2d_params
     integer(c_int) :: stride_h
     integer(c_int) :: stride_w
@@ -131,6 +135,8 @@ module rumus_c
         0.0_c_float, 1.0_c_float)
   type(rumus_batchnorm_params), &
         parameter :: RUMUS_BATCHNORM_DEFAULTS = rumus_batchnorm_params(1e-5_c_float, 0.1_c_float)
+  type(rumus_layernorm_params), &
+        parameter :: RUMUS_LAYERNORM_DEFAULTS = rumus_layernorm_params(1e-5_c_float)
   type(rumus_conv2d_params), parameter :: RUMUS_CONV2D_DEFAULTS = rumus_conv2d_params(1, 1, 0, 0, &
         1, 1, 1)
 
@@ -712,6 +718,59 @@ module rumus_c
       type(c_ptr), value :: dbeta
       integer(c_int) :: rumus_batchnorm2d_bwd
     end function rumus_batchnorm2d_bwd
+    function rumus_layernorm_fwd(ctx, params, x, gamma, beta, y, mean, rstd) bind(C, &
+        name="rumus_layernorm_fwd")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(rumus_layernorm_params), intent(in), optional :: params
+      type(c_ptr), value :: x
+      type(c_ptr), value :: gamma
+      type(c_ptr), value :: beta
+      type(c_ptr), value :: y
+      type(c_ptr), value :: mean
+      type(c_ptr), value :: rstd
+      integer(c_int) :: rumus_layernorm_fwd
+    end function rumus_layernorm_fwd
+    function rumus_layernorm_bwd(ctx, dy, x, gamma, mean, rstd, dx, dgamma, dbeta) bind(C, &
+        name="rumus_layernorm_bwd")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: dy
+      type(c_ptr), value :: x
+      type(c_ptr), value :: gamma
+      type(c_ptr), value :: mean
+      type(c_ptr), value :: rstd
+      type(c_ptr), value :: dx
+      type(c_ptr), value :: dgamma
+      type(c_ptr), value :: dbeta
+      integer(c_int) :: rumus_layernorm_bwd
+    end function rumus_layernorm_bwd
+    function rumus_rmsnorm_fwd(ctx, params, x, gamma, y, rrms) bind(C, name="rumus_rmsnorm_fwd")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(rumus_layernorm_params), intent(in), optional :: params
+      type(c_ptr), value :: x
+      type(c_ptr), value :: gamma
+      type(c_ptr), value :: y
+      type(c_ptr), value :: rrms
+      integer(c_int) :: rumus_rmsnorm_fwd
+    end function rumus_rmsnorm_fwd
+    function rumus_rmsnorm_bwd(ctx, dy, x, gamma, rrms, dx, dgamma) bind(C, &
+        name="rumus_rmsnorm_bwd")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: dy
+      type(c_ptr), value :: x
+      type(c_ptr), value :: gamma
+      type(c_ptr), value :: rrms
+      type(c_ptr), value :: dx
+      type(c_ptr), value :: dgamma
+      integer(c_int) :: rumus_rmsnorm_bwd
+    end function rumus_rmsnorm_bwd
     function rumus_conv2d_out_shape(ctx, p, x, w, y_shape) bind(C, name="rumus_conv2d_out_shape")
       import
       implicit none

@@ -876,6 +876,103 @@ RUMUS_API int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
                                     const rumus_tensor *save_invstd,
                                     rumus_tensor *dx, rumus_tensor *dgamma,
                                     rumus_tensor *dbeta);
+/* Layer norm and RMS norm (last dimension)                                 */
+/* ------------------------------------------------------------------------ */
+/* Normalisation over the last dimension of x [..., C] (PyTorch's
+ * F.layer_norm with normalized_shape = (C,), and F.rms_norm likewise): the
+ * rows = numel / C rows of C contiguous elements are normalised each on
+ * its own.  gamma and beta (and dgamma, dbeta) are 1-D of C elements,
+ * optional (NULL: gamma = 1, beta = 0, not affine).
+ * Storage types: x, y, dy and dx are F32, F16 or BF16, all of one type in
+ * a call; gamma, beta, dgamma and dbeta are all F32 or all of x's type
+ * (the first one given decides; a mix is RUMUS_EDTYPE); the per-row
+ * statistics mean, rstd and rrms are F32 tensors of `rows` elements (any
+ * shape: [rows], or x's shape with the last extent dropped or set to 1).
+ * Arithmetic and every accumulator are float; each output is rounded once
+ * to its type.  The variance is two-pass (the sums of x - mean after the
+ * mean is known, with their sum correcting the mean), never E[x^2] -
+ * E[x]^2.  C = 0 or no rows writes nothing (but for the backward's
+ * dgamma and dbeta, which are 0 for no rows).
+ * Determinism: no atomics.  Each row's sums run in an order fixed by C,
+ * the variant (RUMUS_OPT_VARIANT) and the work-group size option, so a
+ * call gives the same bits on every run on one device; the two variants
+ * may differ in the last bits of y, the statistics and dx.  dgamma and
+ * dbeta are column sums over the rows in two stages (blocks of rows fixed
+ * by the shape alone, summed row by row, then the blocks in order), the
+ * same bits on both variants for the same dy, x and statistics.
+ * rumus_cache_fill() builds the F32 programs (gamma F32) of these ops;
+ * other types build their programs at first use. */
+
+/* Parameters of layer norm and RMS norm; RUMUS_LAYERNORM_DEFAULTS gives
+ * torch.nn.LayerNorm's eps (1e-5; PyTorch's RMSNorm defaults to the
+ * machine epsilon of x's type instead: pass it to match). */
+typedef struct {
+  float eps; /* added to the variance (mean square); finite, >= 0 */
+} rumus_layernorm_params;
+
+#define RUMUS_LAYERNORM_DEFAULTS {1e-5f}
+
+/*! rumus_layernorm_fwd() :
+ *  Per row of x [..., C]:
+ *      mean = sum x / C,  var = sum (x - mean)^2 / C  (biased),
+ *      rstd = 1 / sqrt(var + eps),
+ *      y = (x - mean) * rstd * gamma + beta
+ *  y has x's shape and type.  mean and rstd (F32, `rows` elements), both
+ *  given or both NULL (inference), receive the row statistics for
+ *  rumus_layernorm_bwd().  params NULL means RUMUS_LAYERNORM_DEFAULTS.  y
+ *  may alias x (in place); no other tensors may share memory.  A NaN or
+ *  infinity in a row makes that row's y, mean and rstd NaN (RMS norm: a
+ *  NaN likewise; an infinity gives rrms 0 and y = x * 0, NaN at the
+ *  infinity and 0 elsewhere, as PyTorch's); other rows are unaffected.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE (a type outside the
+ *          section's list), RUMUS_ESHAPE (x 0-D, y of another shape,
+ *          gamma or beta not [C], a statistic not of `rows` elements),
+ *          RUMUS_EINVAL (eps, only one of mean and rstd, a tensor of
+ *          another context, overlap), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_layernorm_fwd(rumus_ctx *ctx,
+                                  const rumus_layernorm_params *params,
+                                  const rumus_tensor *x,
+                                  const rumus_tensor *gamma,
+                                  const rumus_tensor *beta, rumus_tensor *y,
+                                  rumus_tensor *mean, rumus_tensor *rstd);
+/*! rumus_layernorm_bwd() :
+ *  The backward of rumus_layernorm_fwd() from its input x, its mean and
+ *  rstd (required) and the gradient dy of y; with xhat = (x - mean) *
+ *  rstd and g = dy * gamma (gamma NULL: g = dy), per row
+ *      dx = rstd * (g - sum g / C - xhat * sum(g * xhat) / C),
+ *  and over the rows dgamma = sum dy * xhat, dbeta = sum dy (each may be
+ *  NULL: not computed; deterministic, as the section says).  dy and dx
+ *  have x's shape and type.  dx may alias dy; no other tensors may share
+ *  memory.  No rows gives dgamma = dbeta = 0.
+ *  @return as rumus_layernorm_fwd() (a NULL mean or rstd: RUMUS_ENULL),
+ *          and RUMUS_EDEVMEM (scratch for dgamma / dbeta). */
+RUMUS_API int rumus_layernorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
+                                  const rumus_tensor *x,
+                                  const rumus_tensor *gamma,
+                                  const rumus_tensor *mean,
+                                  const rumus_tensor *rstd, rumus_tensor *dx,
+                                  rumus_tensor *dgamma, rumus_tensor *dbeta);
+/*! rumus_rmsnorm_fwd() :
+ *  Per row of x [..., C]: rrms = 1 / sqrt(sum x^2 / C + eps), y = x *
+ *  rrms * gamma.  rrms (F32, `rows` elements) may be NULL (inference).
+ *  Types, aliasing and statuses as rumus_layernorm_fwd() (no beta, no
+ *  mean). */
+RUMUS_API int rumus_rmsnorm_fwd(rumus_ctx *ctx,
+                                const rumus_layernorm_params *params,
+                                const rumus_tensor *x,
+                                const rumus_tensor *gamma, rumus_tensor *y,
+                                rumus_tensor *rrms);
+/*! rumus_rmsnorm_bwd() :
+ *  The backward of rumus_rmsnorm_fwd(): with xhat = x * rrms and g = dy *
+ *  gamma (gamma NULL: dy), per row dx = rrms * (g - xhat * sum(g * xhat) /
+ *  C), and dgamma = sum over the rows of dy * xhat (NULL: not computed).
+ *  rrms is required.  Types, aliasing (dx may alias dy) and statuses as
+ *  rumus_layernorm_bwd(). */
+RUMUS_API int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
+                                const rumus_tensor *x,
+                                const rumus_tensor *gamma,
+                                const rumus_tensor *rrms, rumus_tensor *dx,
+                                rumus_tensor *dgamma);
 /* Convolution (conv2d, NCHW)                                                */
 /* ------------------------------------------------------------------------ */
 /* PyTorch's conv2d: x [N, C, H, W], weight w [OC, C / groups, KH, KW],

@@ -153,5 +153,16 @@ void ref_embedding_fwd(const float *weight, size_t rows, size_t dim,
 void ref_embedding_bwd(const float *dout, const int32_t *ids, size_t n,
                        size_t rows, size_t dim, int32_t padding_idx,
                        double *dweight, double *abs_sum, size_t *count);
+/* Layer norm (rms 0) or RMS norm (rms 1) over rows x cols: y, and the row
+ * statistics (mean 0 for RMS; rstd = rrms) where mean / rstd are not NULL;
+ * gamma / beta NULL: 1 / 0 (beta unused for RMS). */
+void ref_layernorm_fwd(const float *x, const float *gamma, const float *beta,
+                       size_t rows, size_t cols, double eps, int rms,
+                       double *y, double *mean, double *rstd);
+/* Their backward from x (statistics recomputed in double): dx, and dgamma,
+ * dbeta (each skipped when NULL; dbeta unused for RMS). */
+void ref_layernorm_bwd(const float *dy, const float *x, const float *gamma,
+                       size_t rows, size_t cols, double eps, int rms,
+                       double *dx, double *dgamma, double *dbeta);
 
 #endif /* RUMUS_REF_H */

@@ -210,6 +210,30 @@ static void run_batchnorm_ops(rumus_ctx *ctx, tu_rng *r, size_t n, size_t c,
   free_tensors(x, y, dx, ch[0], ch[1], ch[2], ch[3], ch[4], ch[5], NULL);
 }
 
+/* Layer norm and RMS norm, forward and backward (gamma, beta, the
+ * statistics, dgamma, dbeta) on rows x cols. */
+static void run_layernorm_ops(rumus_ctx *ctx, tu_rng *r, size_t rows,
+                              size_t cols) {
+  rumus_tensor *x = rand_2d(ctx, r, rows, cols), *y = rand_2d(ctx, r, rows, cols);
+  rumus_tensor *dx = rand_2d(ctx, r, rows, cols);
+  rumus_tensor *p[4], *st[2];
+  const size_t cshape[1] = {cols}, rshape[1] = {rows};
+  for (int i = 0; i < 4; i++) {
+    p[i] = rand_2d(ctx, r, 1, cols);
+    TU_OK(ctx, rumus_tensor_reshape(p[i], 1, cshape));
+  }
+  for (int i = 0; i < 2; i++) {
+    st[i] = rand_2d(ctx, r, 1, rows);
+    TU_OK(ctx, rumus_tensor_reshape(st[i], 1, rshape));
+  }
+  TU_OK(ctx, rumus_layernorm_fwd(ctx, NULL, x, p[0], p[1], y, st[0], st[1]));
+  TU_OK(ctx, rumus_layernorm_bwd(ctx, y, x, p[0], st[0], st[1], dx, p[2],
+                                 p[3]));
+  TU_OK(ctx, rumus_rmsnorm_fwd(ctx, NULL, x, p[0], y, st[1]));
+  TU_OK(ctx, rumus_rmsnorm_bwd(ctx, y, x, p[0], st[1], dx, p[2]));
+  free_tensors(x, y, dx, p[0], p[1], p[2], p[3], st[0], st[1], NULL);
+}
+
 /* A tensor [a, b, c, d] of uniform values in [-2, 2). */
 static rumus_tensor *rand_4d(rumus_ctx *ctx, tu_rng *r, size_t a, size_t b,
                              size_t c, size_t d) {
@@ -268,6 +292,7 @@ START_TEST(cache_fill_builds_every_program) {
   for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
     run_softmax_ops(ctx, &r, 3, widths[i]);
     run_xent_ops(ctx, &r, 3, widths[i]);
+    run_layernorm_ops(ctx, &r, 3, widths[i]);
   }
   run_elementwise_ops(ctx, &r, 5, 64);
   run_elementwise_ops(ctx, &r, 5, 7);
@@ -588,6 +613,27 @@ START_TEST(overlapping_tensors_are_rejected) {
   TU_OK(ctx, rumus_batchnorm2d_fwd_eval(ctx, NULL, bz, NULL, NULL, c_a, c_b,
                                         bz));
   free_tensors(bx, by, bz, c_in_x, c_a, c_b, c_ab, NULL);
+  /* Layer norm: y one row into x, statistics inside x, dx into dy. */
+  {
+    rumus_tensor *g = view(&s, RUMUS_F32, 400, 1, 8, 0);
+    rumus_tensor *g_in_x = view(&s, RUMUS_F32, 4, 1, 8, 0);
+    rumus_tensor *m = view(&s, RUMUS_F32, 420, 1, 4, 0);
+    rumus_tensor *rs = view(&s, RUMUS_F32, 424, 1, 4, 0);
+    rumus_tensor *rs_in_x = view(&s, RUMUS_F32, 6, 1, 4, 0);
+    TU_OK(ctx, rumus_tensor_fill(g, 1.0f));
+    TU_OVERLAP(ctx, rumus_layernorm_fwd(ctx, NULL, x, g, NULL, y, m, rs));
+    TU_OVERLAP(ctx, rumus_layernorm_fwd(ctx, NULL, x, g, NULL, x2, m,
+                                        rs_in_x));
+    TU_OK(ctx, rumus_layernorm_fwd(ctx, NULL, x, g, NULL, x2, m, rs));
+    TU_OVERLAP(ctx, rumus_layernorm_bwd(ctx, z, x, g, m, rs, y, NULL, NULL));
+    TU_OVERLAP(ctx, rumus_layernorm_bwd(ctx, z, x, g, m, rs, z, g_in_x,
+                                        NULL));
+    TU_OK(ctx, rumus_layernorm_bwd(ctx, z, x, g, m, rs, z, NULL, NULL));
+    TU_OVERLAP(ctx, rumus_rmsnorm_fwd(ctx, NULL, z, g_in_x, x, NULL));
+    TU_OVERLAP(ctx, rumus_rmsnorm_bwd(ctx, z, x, g, rs, x2, NULL));
+    TU_OK(ctx, rumus_rmsnorm_fwd(ctx, NULL, z, g, z, rs));
+    free_tensors(g, g_in_x, m, rs, rs_in_x, NULL);
+  }
   /* Optimizers, sums of squares, clipping. */
   const rumus_sgd_params sp = {0.1f, 0.9f, 0.0f, 0.0f, 0};
   const rumus_adam_params ap = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1};

@@ -1,0 +1,585 @@
+/*
+ * layernorm.cl - layer norm and RMS norm over the last dimension, forward
+ * and backward.  A tensor [..., C] is `rows` rows of `cols` contiguous
+ * elements (row r starts at element off + r * cols); gamma and beta are
+ * [C]; the per-row statistics (mean, rstd / rrms) are float [rows].
+ *
+ *   layer norm:  mean = sum x / n,  var = sum (x - mean)^2 / n (biased),
+ *                rstd = 1 / sqrt(var + eps),
+ *                y = (x - mean) * rstd * gamma + beta
+ *   RMS norm:    rrms = 1 / sqrt(sum x^2 / n + eps),  y = x * rrms * gamma
+ *   backward:    xhat = (x - mean) * rstd (RMS: x * rrms), g = dy * gamma,
+ *                dx = rstd * (g - sum g / n - xhat * sum(g xhat) / n)
+ *                (RMS: without the sum g term),
+ *                dgamma[j] = sum_r dy[r, j] xhat[r, j],
+ *                dbeta[j] = sum_r dy[r, j]
+ *
+ * The variance is two-pass: a pass for the mean m0, then the sums of d =
+ * x - m0 and of d^2, var = (sum d^2 - (sum d)^2 / n) / n, and the saved
+ * mean is m0 + sum d / n (the correction of m0's rounding error), never
+ * E[x^2] - E[x]^2.  y is computed from x read again (or held in
+ * registers), so each output is rounded to its storage type once.
+ *
+ * Variants of the row kernels, as cl/softmax.cl's (the host's
+ * rumus__row_plan_make picks one):
+ *   *_wgc  rt work-items per row holding it in registers (CACHE_V4 float4
+ *          each, lanes past the row's end hold 0), segmented sums in local
+ *          memory, WG / rt rows per work-group (GPU, rows up to 4 WG
+ *          CACHE_V4 elements);
+ *   *_wg   one work-group per row, strided float4 walks, x read once per
+ *          pass (GPU, longer rows);
+ *   *_row  one work-item per row, no barriers, float8 accumulators (CPU).
+ * The gradients of gamma and beta are column sums over the rows, in two
+ * launches with a fixed order: ln_dparam_part_{wg,item} sums the rows of
+ * each block of RB rows (in row order, one fma per term) per column into
+ * float partials, ln_dparam_fold adds the blocks in order per column.
+ * The blocks depend on the shape only and both stage-1 kernels add in the
+ * same order, so dgamma and dbeta are the same bits on both variants for
+ * the same inputs (the statistics of the variants' forwards may differ in
+ * their last bits).
+ *
+ * Storage: x, y, dy, dx of the program's RUMUS_STORAGE; gamma, beta and
+ * their gradients of LN_PARAM (F32, or RUMUS_STORAGE); statistics float.
+ * A NULL gamma / beta / statistic is a has_* flag of 0 (the buffer passed
+ * in its place is not read or written).
+ */
+
+#ifndef LN_PARAM
+#define LN_PARAM F32 /* storage tag of gamma, beta, dgamma, dbeta */
+#endif
+#ifndef LN_FOLD_LS
+#define LN_FOLD_LS 64 /* local size of ln_dparam_fold and ln_dparam_part_* */
+#endif
+
+typedef RUMUS_TYPE(LN_PARAM) param_t;
+#define PLOAD(p, i) RUMUS_LOAD(LN_PARAM, p, i)
+#define PSTORE(v, p, i) RUMUS_STORE(LN_PARAM, v, p, i)
+#define PLOAD8(p, i) RUMUS_LOADN(LN_PARAM, 8, p, i)
+#if RUMUS_ALIGN4 /* the host checked gamma's and beta's offsets too */
+#define PLOAD4(p, i) RUMUS_LOADA(LN_PARAM, 4, p, i)
+#else
+#define PLOAD4(p, i) RUMUS_LOADN(LN_PARAM, 4, p, i)
+#endif
+
+/* The statistics of a row from its sums: s0 = sum x (layer norm) or sum
+ * x^2 (RMS), and for layer norm s1 = sum d, s2 = sum d^2 with d = x - m0,
+ * m0 = s0 / n. */
+inline float ln_rstd(float s1, float s2, float n, float eps) {
+  /* Rounding may leave a constant row's variance a hair below 0; a NaN
+   * must stay NaN (fmax would turn it into 0). */
+  const float v = (s2 - s1 * (s1 / n)) / n;
+  return 1.0f / sqrt((v < 0.0f ? 0.0f : v) + eps);
+}
+inline float rms_rrms(float sq, float n, float eps) {
+  return 1.0f / sqrt(sq / n + eps);
+}
+
+/* ---- Row variant (one work-item per row) ------------------------------- */
+
+/* Sum of a row (sq: of its squares). */
+inline float ln_row_sum(global const real_t *x, size_t n, int sq) {
+  float8 a8 = 0.0f;
+  float a = 0.0f;
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const float8 v = LOAD8(x, j);
+    a8 = sq ? fma(v, v, a8) : a8 + v;
+  }
+  for (; j < n; j++) {
+    const float v = LOAD(x, j);
+    a = sq ? fma(v, v, a) : a + v;
+  }
+  return a + rumus_hsum8(a8);
+}
+
+/* Sums of d = x - m0 and of d^2 over a row. */
+inline float2 ln_row_dev(global const real_t *x, size_t n, float m0) {
+  float8 a8 = 0.0f, b8 = 0.0f;
+  float a = 0.0f, b = 0.0f;
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const float8 d = LOAD8(x, j) - m0;
+    a8 += d;
+    b8 = fma(d, d, b8);
+  }
+  for (; j < n; j++) {
+    const float d = LOAD(x, j) - m0;
+    a += d;
+    b = fma(d, d, b);
+  }
+  return (float2)(a + rumus_hsum8(a8), b + rumus_hsum8(b8));
+}
+
+/* y = (x - mean) * rstd * gamma + beta over a row (RMS: mean = 0, no
+ * beta). */
+inline void ln_row_write(global const real_t *x, global real_t *y, size_t n,
+                         float mean, float rstd, int has_g,
+                         global const param_t *g, int has_b,
+                         global const param_t *b) {
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    float8 v = (LOAD8(x, j) - mean) * rstd;
+    if (has_g) v *= PLOAD8(g, j);
+    if (has_b) v += PLOAD8(b, j);
+    STORE8(v, y, j);
+  }
+  for (; j < n; j++) {
+    float v = (LOAD(x, j) - mean) * rstd;
+    if (has_g) v *= PLOAD(g, j);
+    if (has_b) v += PLOAD(b, j);
+    STORE(v, y, j);
+  }
+}
+
+inline void ln_fwd_row_body(global const real_t *x, global real_t *y,
+                            size_t n, int rms, float eps, int has_g,
+                            global const param_t *g, int has_b,
+                            global const param_t *b, int has_stats,
+                            global float *mean_out, global float *rstd_out) {
+  const float fn = (float)n;
+  float mean = 0.0f, rstd;
+  if (rms) {
+    rstd = rms_rrms(ln_row_sum(x, n, 1), fn, eps);
+  } else {
+    const float m0 = ln_row_sum(x, n, 0) / fn;
+    const float2 s = ln_row_dev(x, n, m0);
+    mean = m0 + s.x / fn;
+    rstd = ln_rstd(s.x, s.y, fn, eps);
+  }
+  ln_row_write(x, y, n, mean, rstd, has_g, g, has_b && !rms, b);
+  if (has_stats) {
+    if (!rms) *mean_out = mean;
+    *rstd_out = rstd;
+  }
+}
+
+/* Sums of g = dy * gamma and of g * xhat over a row. */
+inline float2 ln_row_bwd_sums(global const real_t *dy,
+                              global const real_t *x, size_t n, float mean,
+                              float rstd, int has_g,
+                              global const param_t *gm) {
+  float8 a8 = 0.0f, b8 = 0.0f;
+  float a = 0.0f, b = 0.0f;
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    float8 g = LOAD8(dy, j);
+    if (has_g) g *= PLOAD8(gm, j);
+    a8 += g;
+    b8 = fma(g, (LOAD8(x, j) - mean) * rstd, b8);
+  }
+  for (; j < n; j++) {
+    float g = LOAD(dy, j);
+    if (has_g) g *= PLOAD(gm, j);
+    a += g;
+    b = fma(g, (LOAD(x, j) - mean) * rstd, b);
+  }
+  return (float2)(a + rumus_hsum8(a8), b + rumus_hsum8(b8));
+}
+
+/* dx = rstd * (g - ca - xhat * cb) over a row.  In place (dx == dy) each
+ * element is read before it is written. */
+inline void ln_row_bwd_write(global const real_t *dy,
+                             global const real_t *x, global real_t *dx,
+                             size_t n, float mean, float rstd, float ca,
+                             float cb, int has_g, global const param_t *gm) {
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    float8 g = LOAD8(dy, j);
+    if (has_g) g *= PLOAD8(gm, j);
+    const float8 xh = (LOAD8(x, j) - mean) * rstd;
+    STORE8(rstd * (g - ca - xh * cb), dx, j);
+  }
+  for (; j < n; j++) {
+    float g = LOAD(dy, j);
+    if (has_g) g *= PLOAD(gm, j);
+    const float xh = (LOAD(x, j) - mean) * rstd;
+    STORE(rstd * (g - ca - xh * cb), dx, j);
+  }
+}
+
+/* ---- Work-group variants ----------------------------------------------- */
+
+/* Float4 group q of a parameter row of n (lanes past the end: fill). */
+inline float4 ln_pload4_fill(global const param_t *p, size_t q, size_t n,
+                             float fill) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) return PLOAD4(p, j);
+  float4 v = (float4)(fill);
+  if (j < n) v.x = PLOAD(p, j);
+  if (j + 1 < n) v.y = PLOAD(p, j + 1);
+  if (j + 2 < n) v.z = PLOAD(p, j + 2);
+  return v;
+}
+
+/* 1 for the lanes of float4 group q that lie in a row of n. */
+inline float4 ln_mask4(size_t q, size_t n) {
+  const size_t j = q * 4;
+  return (float4)(j < n, j + 1 < n, j + 2 < n, j + 3 < n);
+}
+
+/* Row of n elements (n = 0 for padding rows: they load and store nothing
+ * but take part in the barriers); the lane holds groups lane, lane + rt,
+ * ...  la, lb, lc are distinct, so successive reductions need no barrier
+ * between them. */
+inline void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
+                            size_t n, uint rt, int rms, float eps, int has_g,
+                            global const param_t *g, int has_b,
+                            global const param_t *b, local float *la,
+                            local float *lb, local float *lc, float *mean_o,
+                            float *rstd_o) {
+  const size_t lane = get_local_id(0) % rt;
+  const float fn = n ? (float)n : 1.0f;
+  float4 v[CACHE_V4];
+  float a = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++) {
+    v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, 0.0f);
+    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
+  }
+  const float s0 = rumus_seg_sum(la, a, rt);
+  float mean = 0.0f, rstd;
+  if (rms) {
+    rstd = rms_rrms(s0, fn, eps);
+  } else {
+    const float m0 = s0 / fn;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int k = 0; k < CACHE_V4; k++) {
+      const float4 d = (v[k] - m0) * ln_mask4(lane + (size_t)k * rt, n);
+      s1 += rumus_hsum4(d);
+      s2 += dot(d, d);
+    }
+    s1 = rumus_seg_sum(lb, s1, rt);
+    s2 = rumus_seg_sum(lc, s2, rt);
+    mean = m0 + s1 / fn;
+    rstd = ln_rstd(s1, s2, fn, eps);
+  }
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lane + (size_t)k * rt;
+    if (q * 4 >= n) break;
+    float4 o = (v[k] - mean) * rstd;
+    if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
+    if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
+    rumus_store4_part(o, y, q, n);
+  }
+  *mean_o = mean;
+  *rstd_o = rstd;
+}
+
+inline void ln_bwd_wgc_body(global const real_t *dy, global const real_t *x,
+                            global real_t *dx, size_t n, uint rt, int rms,
+                            float mean, float rstd, int has_g,
+                            global const param_t *gm, local float *la,
+                            local float *lb) {
+  const size_t lane = get_local_id(0) % rt;
+  const float fn = n ? (float)n : 1.0f;
+  float4 gv[CACHE_V4], xh[CACHE_V4];
+  float a = 0.0f, b = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lane + (size_t)k * rt;
+    gv[k] = rumus_load4_fill(dy, q, n, 0.0f);
+    if (has_g) gv[k] *= ln_pload4_fill(gm, q, n, 0.0f);
+    xh[k] = (rumus_load4_fill(x, q, n, 0.0f) - mean) * rstd;
+    a += rumus_hsum4(gv[k]);
+    b += dot(gv[k], xh[k]); /* gv is 0 past the row's end */
+  }
+  const float ca = rms ? 0.0f : rumus_seg_sum(la, a, rt) / fn;
+  const float cb = rumus_seg_sum(lb, b, rt) / fn;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lane + (size_t)k * rt;
+    if (q * 4 >= n) break;
+    rumus_store4_part(rstd * (gv[k] - ca - xh[k] * cb), dx, q, n);
+  }
+}
+
+/* Strided sums over a row for the _wg kernels: work-item lid takes float4
+ * groups lid, lid + WG, ... and the tail's elements. */
+inline float ln_wg_sum(global const real_t *x, size_t n, int sq) {
+  const size_t lid = get_local_id(0), n4 = n / 4;
+  float a = 0.0f;
+  for (size_t q = lid; q < n4; q += WG) {
+    const float4 v = LOAD4(x, q * 4);
+    a += sq ? dot(v, v) : rumus_hsum4(v);
+  }
+  for (size_t j = n4 * 4 + lid; j < n; j += WG) {
+    const float v = LOAD(x, j);
+    a = sq ? fma(v, v, a) : a + v;
+  }
+  return a;
+}
+
+inline void ln_fwd_wg_body(global const real_t *x, global real_t *y,
+                           size_t n, int rms, float eps, int has_g,
+                           global const param_t *g, int has_b,
+                           global const param_t *b, local float *la,
+                           local float *lb, local float *lc, float *mean_o,
+                           float *rstd_o) {
+  const size_t lid = get_local_id(0), n4 = n / 4;
+  const float fn = (float)n;
+  rumus_wg_sum(la, ln_wg_sum(x, n, rms));
+  const float s0 = la[0];
+  float mean = 0.0f, rstd;
+  if (rms) {
+    rstd = rms_rrms(s0, fn, eps);
+  } else {
+    const float m0 = s0 / fn;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (size_t q = lid; q < n4; q += WG) {
+      const float4 d = LOAD4(x, q * 4) - m0;
+      s1 += rumus_hsum4(d);
+      s2 += dot(d, d);
+    }
+    for (size_t j = n4 * 4 + lid; j < n; j += WG) {
+      const float d = LOAD(x, j) - m0;
+      s1 += d;
+      s2 = fma(d, d, s2);
+    }
+    rumus_wg_sum(lb, s1);
+    rumus_wg_sum(lc, s2);
+    mean = m0 + lb[0] / fn;
+    rstd = ln_rstd(lb[0], lc[0], fn, eps);
+  }
+  /* Backwards (RUMUS_REV_Q): the row's end, read last, may be cached. */
+  for (size_t j = n4 * 4 + lid; j < n; j += WG) {
+    float o = (LOAD(x, j) - mean) * rstd;
+    if (has_g) o *= PLOAD(g, j);
+    if (has_b) o += PLOAD(b, j);
+    STORE(o, y, j);
+  }
+  RUMUS_REV_Q(q, n4) {
+    float4 o = (LOAD4(x, q * 4) - mean) * rstd;
+    if (has_g) o *= PLOAD4(g, q * 4);
+    if (has_b) o += PLOAD4(b, q * 4);
+    STORE4(o, y, q * 4);
+  }
+  *mean_o = mean;
+  *rstd_o = rstd;
+}
+
+inline void ln_bwd_wg_body(global const real_t *dy, global const real_t *x,
+                           global real_t *dx, size_t n, int rms, float mean,
+                           float rstd, int has_g, global const param_t *gm,
+                           local float *la, local float *lb) {
+  const size_t lid = get_local_id(0), n4 = n / 4;
+  const float fn = (float)n;
+  float a = 0.0f, b = 0.0f;
+  for (size_t q = lid; q < n4; q += WG) {
+    float4 g = LOAD4(dy, q * 4);
+    if (has_g) g *= PLOAD4(gm, q * 4);
+    a += rumus_hsum4(g);
+    b += dot(g, (LOAD4(x, q * 4) - mean) * rstd);
+  }
+  for (size_t j = n4 * 4 + lid; j < n; j += WG) {
+    float g = LOAD(dy, j);
+    if (has_g) g *= PLOAD(gm, j);
+    a += g;
+    b = fma(g, (LOAD(x, j) - mean) * rstd, b);
+  }
+  rumus_wg_sum(la, a);
+  rumus_wg_sum(lb, b);
+  const float ca = rms ? 0.0f : la[0] / fn, cb = lb[0] / fn;
+  for (size_t j = n4 * 4 + lid; j < n; j += WG) {
+    float g = LOAD(dy, j);
+    if (has_g) g *= PLOAD(gm, j);
+    STORE(rstd * (g - ca - (LOAD(x, j) - mean) * rstd * cb), dx, j);
+  }
+  RUMUS_REV_Q(q, n4) {
+    float4 g = LOAD4(dy, q * 4);
+    if (has_g) g *= PLOAD4(gm, q * 4);
+    const float4 xh = (LOAD4(x, q * 4) - mean) * rstd;
+    STORE4(rstd * (g - ca - xh * cb), dx, q * 4);
+  }
+}
+
+/* ---- Entries --------------------------------------------------------------
+ * Forwards: (x, y, gamma, beta, mean, rstd, has_g, has_b, has_stats, eps,
+ * rows, cols[, rt]); RMS ignores beta and mean.  Backwards: (dy, x, gamma,
+ * mean, rstd, dx, has_g, rows, cols[, rt]); RMS ignores mean.  Every
+ * tensor is (buffer, element offset). */
+
+#define LN_FWD_ARGS                                                          \
+  global const real_t *x, ulong x_off, global real_t *y, ulong y_off,        \
+      global const param_t *g, ulong g_off, global const param_t *b,         \
+      ulong b_off, global float *mean, ulong m_off, global float *rstd,      \
+      ulong r_off, int has_g, int has_b, int has_stats, float eps,           \
+      ulong rows, ulong cols
+#define LN_BWD_ARGS                                                          \
+  global const real_t *dy, ulong dy_off, global const real_t *x,             \
+      ulong x_off, global const param_t *g, ulong g_off,                     \
+      global const float *mean, ulong m_off, global const float *rstd,       \
+      ulong r_off, global real_t *dx, ulong dx_off, int has_g, ulong rows,   \
+      ulong cols
+
+#define ROW_PTR(p, off, r) ((p) + (size_t)(off) + (r) * (size_t)cols)
+
+#define LN_FWD_ROW(name, rms)                                                \
+  __kernel void name(LN_FWD_ARGS) {                                          \
+    const size_t r = get_global_id(0);                                       \
+    if (r >= rows) return;                                                   \
+    ln_fwd_row_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,   \
+                    eps, has_g, g + g_off, has_b, b + b_off, has_stats,      \
+                    mean + m_off + r, rstd + r_off + r);                     \
+  }
+LN_FWD_ROW(layernorm_fwd_row, 0)
+LN_FWD_ROW(rmsnorm_fwd_row, 1)
+
+#define LN_BWD_ROW(name, rms)                                                \
+  __kernel void name(LN_BWD_ARGS) {                                          \
+    const size_t r = get_global_id(0);                                       \
+    if (r >= rows) return;                                                   \
+    const size_t n = (size_t)cols;                                           \
+    const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];     \
+    global const real_t *dyr = ROW_PTR(dy, dy_off, r);                       \
+    global const real_t *xr = ROW_PTR(x, x_off, r);                          \
+    const float2 s = ln_row_bwd_sums(dyr, xr, n, mu, rs, has_g, g + g_off);  \
+    ln_row_bwd_write(dyr, xr, ROW_PTR(dx, dx_off, r), n, mu, rs,             \
+                     rms ? 0.0f : s.x / (float)n, s.y / (float)n, has_g,     \
+                     g + g_off);                                             \
+  }
+LN_BWD_ROW(layernorm_bwd_row, 0)
+LN_BWD_ROW(rmsnorm_bwd_row, 1)
+
+/* Stores a row's statistics from the first work-item of its row. */
+#define LN_STATS_OUT(r, first, rms)                                            \
+  if (has_stats && (first)) {                                                \
+    if (!rms) mean[m_off + (r)] = mu;                                        \
+    rstd[r_off + (r)] = rs;                                                  \
+  }
+
+#define LN_FWD_WG(name, rms)                                                 \
+  __kernel RUMUS_WG_ATTR void name(LN_FWD_ARGS) {                            \
+    local float la[WG], lb[WG], lc[WG];                                      \
+    const size_t r = get_group_id(0);                                        \
+    float mu, rs;                                                            \
+    ln_fwd_wg_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,    \
+                   eps, has_g, g + g_off, has_b && !rms, b + b_off, la, lb,  \
+                   lc, &mu, &rs);                                            \
+    LN_STATS_OUT(r, get_local_id(0) == 0, rms)                                  \
+  }
+LN_FWD_WG(layernorm_fwd_wg, 0)
+LN_FWD_WG(rmsnorm_fwd_wg, 1)
+
+#define LN_BWD_WG(name, rms)                                                 \
+  __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS) {                            \
+    local float la[WG], lb[WG];                                              \
+    const size_t r = get_group_id(0);                                        \
+    const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];     \
+    ln_bwd_wg_body(ROW_PTR(dy, dy_off, r), ROW_PTR(x, x_off, r),             \
+                   ROW_PTR(dx, dx_off, r), cols, rms, mu, rs, has_g,         \
+                   g + g_off,                                                \
+                   la, lb);                                                  \
+  }
+LN_BWD_WG(layernorm_bwd_wg, 0)
+LN_BWD_WG(rmsnorm_bwd_wg, 1)
+
+/* Row of work-item lid in the _wgc kernels, and its element count (0 for
+ * padding rows past `rows`, whose pointers stay at row 0). */
+#define WGC_ROW(rt) ((size_t)get_group_id(0) * (WG / (rt)) + get_local_id(0) / (rt))
+#define WGC_N(r) ((r) < (size_t)rows ? (size_t)cols : 0)
+#define WGC_PTR(p, off, r) ((p) + (size_t)(off) + (WGC_N(r) ? (r) * (size_t)cols : 0))
+
+#define LN_FWD_WGC(name, rms)                                                \
+  __kernel RUMUS_WG_ATTR void name(LN_FWD_ARGS, uint rt) {                   \
+    local float la[WG], lb[WG], lc[WG];                                      \
+    const size_t r = WGC_ROW(rt);                                            \
+    float mu, rs;                                                            \
+    ln_fwd_wgc_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),    \
+                    rt, rms, eps, has_g, g + g_off, has_b && !rms,           \
+                    b + b_off, la, lb, lc, &mu, &rs);                        \
+    LN_STATS_OUT(r, WGC_N(r) && get_local_id(0) % rt == 0, rms)                   \
+  }
+LN_FWD_WGC(layernorm_fwd_wgc, 0)
+LN_FWD_WGC(rmsnorm_fwd_wgc, 1)
+
+#define LN_BWD_WGC(name, rms)                                                \
+  __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS, uint rt) {                   \
+    local float la[WG], lb[WG];                                              \
+    const size_t r = WGC_ROW(rt);                                            \
+    const int live = WGC_N(r) != 0;                                          \
+    const float mu = (rms || !live) ? 0.0f : mean[m_off + r];                \
+    const float rs = live ? rstd[r_off + r] : 0.0f;                          \
+    ln_bwd_wgc_body(WGC_PTR(dy, dy_off, r), WGC_PTR(x, x_off, r),            \
+                    WGC_PTR(dx, dx_off, r), WGC_N(r), rt, rms, mu, rs, has_g,\
+                    g + g_off, la, lb);                                      \
+  }
+LN_BWD_WGC(layernorm_bwd_wgc, 0)
+LN_BWD_WGC(rmsnorm_bwd_wgc, 1)
+
+/* ---- Gradients of gamma and beta ----------------------------------------
+ * Stage 1: block k of the rows [k RB, min((k + 1) RB, rows)) and column j:
+ * part[k cols + j] = sum dy xhat (dgamma), part[(nb + k) cols + j] = sum dy
+ * (dbeta), in row order, one fma per term.  has_mean 0: RMS (xhat = x
+ * rstd).  Global size (columns or column groups, nb). */
+
+#define LN_PART_ARGS                                                         \
+  global const real_t *dy, ulong dy_off, global const real_t *x,             \
+      ulong x_off, global const float *mean, ulong m_off,                    \
+      global const float *rstd, ulong r_off, int has_mean,                   \
+      global float *part, ulong rows, ulong cols, ulong rb, ulong nb
+
+/* GPU: one column per work-item, neighbours on neighbouring columns
+ * (coalesced). */
+__kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_part_wg(
+    LN_PART_ARGS) {
+  const size_t j = get_global_id(0), k = get_global_id(1);
+  if (j >= cols) return;
+  const size_t r1 = min((k + 1) * (size_t)rb, (size_t)rows);
+  float sg = 0.0f, sb = 0.0f;
+  for (size_t r = k * (size_t)rb; r < r1; r++) {
+    const float mu = has_mean ? mean[m_off + r] : 0.0f;
+    const float d = LOAD(dy, dy_off + r * cols + j);
+    const float xh = (LOAD(x, x_off + r * cols + j) - mu) * rstd[r_off + r];
+    sg = fma(d, xh, sg);
+    sb += d;
+  }
+  part[k * cols + j] = sg;
+  part[(nb + k) * cols + j] = sb;
+}
+
+/* CPU: 8 columns per work-item in float8 lanes (the row's last group
+ * element by element), the same order per column as ln_dparam_part_wg. */
+__kernel void ln_dparam_part_item(LN_PART_ARGS) {
+  const size_t j0 = get_global_id(0) * 8, k = get_global_id(1);
+  if (j0 >= cols) return;
+  const size_t r1 = min((k + 1) * (size_t)rb, (size_t)rows);
+  global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
+  if (j0 + 8 <= cols) {
+    float8 sg = 0.0f, sb = 0.0f;
+    for (size_t r = k * (size_t)rb; r < r1; r++) {
+      const float mu = has_mean ? mean[m_off + r] : 0.0f;
+      const float8 d = LOAD8(dy, dy_off + r * cols + j0);
+      const float8 xh = (LOAD8(x, x_off + r * cols + j0) - mu) * rstd[r_off + r];
+      sg = fma(d, xh, sg);
+      sb += d;
+    }
+    vstore8(sg, 0, pg + j0);
+    vstore8(sb, 0, pb + j0);
+    return;
+  }
+  for (size_t j = j0; j < cols; j++) {
+    float sg = 0.0f, sb = 0.0f;
+    for (size_t r = k * (size_t)rb; r < r1; r++) {
+      const float mu = has_mean ? mean[m_off + r] : 0.0f;
+      const float d = LOAD(dy, dy_off + r * cols + j);
+      const float xh = (LOAD(x, x_off + r * cols + j) - mu) * rstd[r_off + r];
+      sg = fma(d, xh, sg);
+      sb += d;
+    }
+    pg[j] = sg;
+    pb[j] = sb;
+  }
+}
+
+/* Stage 2: one work-item per column adds the nb blocks in order. */
+__kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold(
+    global const float *part, ulong cols, ulong nb, int has_dg,
+    global param_t *dg, ulong dg_off, int has_db, global param_t *db,
+    ulong db_off) {
+  const size_t j = get_global_id(0);
+  if (j >= cols) return;
+  float sg = 0.0f, sb = 0.0f;
+  for (size_t k = 0; k < nb; k++) {
+    sg += part[k * cols + j];
+    sb += part[(nb + k) * cols + j];
+  }
+  if (has_dg) PSTORE(sg, dg, dg_off + j);
+  if (has_db) PSTORE(sb, db, db_off + j);
+}

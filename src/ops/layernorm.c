@@ -1,0 +1,395 @@
+/*
+ * layernorm.c - layer norm and RMS norm over the last dimension, forward
+ * and backward (kernels in cl/layernorm.cl).  x, y, dy and dx share one
+ * floating storage type (the program's RUMUS_STORAGE); gamma, beta and
+ * their gradients share one type, F32 or x's (the program's LN_PARAM);
+ * the per-row statistics are F32.
+ *
+ * The row kernels are planned by rumus__row_plan_make, as softmax's are;
+ * the gradients of gamma and beta are column sums over the rows in two
+ * launches of the same program (stage 1 per block of rows, stage 2 per
+ * column), the blocks fixed by the shape alone.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "ops.h"
+
+static const char *const FILE_CL = "layernorm.cl";
+
+/* Rows per stage-1 block of the gamma / beta gradients at least, blocks at
+ * most, and the most partial floats per gradient (nb * cols): enough
+ * blocks to fill a device at a few thousand rows, little scratch. */
+#define LN_MIN_RB 64
+#define LN_MAX_NB 256
+#define LN_MAX_PART ((size_t)1 << 22)
+
+/* The local size of the stage kernels (LN_FOLD_LS): a column per
+ * work-item, 64 per group on GPUs (coalesced), 8 on CPUs. */
+static size_t fold_ls(const rumus_ctx *ctx, const rumus__row_plan *plan) {
+  size_t ls = plan->kind == RUMUS__ROWS_ITEM ? 8 : 64;
+  while (ls > ctx->max_wg) ls /= 2;
+  return ls;
+}
+
+/* The options of the program that runs `plan`, gamma's type `param`. */
+static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
+                       rumus_dtype param, char *buf, size_t len) {
+  char head[96], v4[32] = "";
+  rumus__options_head(head, sizeof head, plan->storage, plan->wg,
+                      plan->align4);
+  if (plan->kind == RUMUS__ROWS_REGS)
+    snprintf(v4, sizeof v4, " -DCACHE_V4=%d", plan->cache_v4);
+  snprintf(buf, len, "%s%s -DLN_PARAM=%s -DLN_FOLD_LS=%zu", head, v4,
+           rumus__storage_tag(param), fold_ls(ctx, plan));
+}
+
+/* Two row families, by gamma's type: F32, or x's storage type. */
+static void options_f32(const rumus_ctx *ctx, const rumus__row_plan *plan,
+                        char *buf, size_t len) {
+  ln_options(ctx, plan, RUMUS_F32, buf, len);
+}
+static void options_xt(const rumus_ctx *ctx, const rumus__row_plan *plan,
+                       char *buf, size_t len) {
+  ln_options(ctx, plan, plan->storage, buf, len);
+}
+static const rumus__row_family LN_F32 = {FILE_CL, options_f32};
+static const rumus__row_family LN_XT = {FILE_CL, options_xt};
+
+/* A tensor's buffer and element offset as kernel arguments; a NULL
+ * (absent) tensor passes `stand_in`'s buffer, which the kernel does not
+ * touch. */
+typedef struct {
+  cl_mem mem;
+  cl_ulong off;
+} ln_arg;
+
+static ln_arg arg_of(const rumus_tensor *t, const rumus_tensor *stand_in) {
+  ln_arg a = {t ? t->mem : stand_in->mem, t ? rumus__off(t) : 0};
+  return a;
+}
+
+/* ---- Argument checks --------------------------------------------------- */
+
+static int check_params(rumus_ctx *ctx, const char *op,
+                        const rumus_layernorm_params *p) {
+  RUMUS__FAIL_IF(!(isfinite(p->eps) && p->eps >= 0.0f), ctx, RUMUS_EINVAL,
+                 "%s: eps %g must be finite and >= 0", op, (double)p->eps);
+  return RUMUS_OK;
+}
+
+/* A row tensor: floating with ndim >= 1 (first == NULL), or of first's type
+ * and shape. */
+static int check_rows(rumus_ctx *ctx, const char *op, const char *name,
+                      const rumus_tensor *t, const rumus_tensor *first) {
+  if (first) {
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, name, t, first->dtype));
+    return rumus__check_same_shape(ctx, op, "x", first, name, t);
+  }
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, name, t));
+  RUMUS__FAIL_IF(t->ndim < 1, ctx, RUMUS_ESHAPE,
+                 "%s: %s must have at least one dimension", op, name);
+  return RUMUS_OK;
+}
+
+/* The parameter tensors ps[0 .. n) (NULL entries absent): 1-D of C = x's
+ * last extent, each F32 or x's type, all of one type (*param; F32 if all
+ * are absent). */
+static int check_param_set(rumus_ctx *ctx, const char *op,
+                           const char *const *names,
+                           const rumus_tensor *const *ps, int n,
+                           const rumus_tensor *x, rumus_dtype *param) {
+  const rumus_tensor *first = NULL;
+  *param = RUMUS_F32;
+  const size_t C = x->shape[x->ndim - 1];
+  for (int i = 0; i < n; i++) {
+    const rumus_tensor *t = ps[i];
+    if (t == NULL) continue;
+    if (t->ctx == ctx && t->dtype != RUMUS_F32 && t->dtype != x->dtype)
+      return rumus__fail(ctx, RUMUS_EDTYPE, "%s: %s is %s, expected f32 or "
+                         "%s (the type of x)", op, names[i],
+                         rumus_dtype_name(t->dtype),
+                         rumus_dtype_name(x->dtype));
+    RUMUS__FORWARD(rumus__check_tensor(ctx, op, names[i], t,
+                                       first ? first->dtype : t->dtype));
+    char s[RUMUS__SHAPE_BUF];
+    RUMUS__FAIL_IF(t->ndim != 1 || t->shape[0] != C, ctx, RUMUS_ESHAPE,
+                   "%s: %s %s must be 1-D of C = %zu elements (x's last "
+                   "extent)", op, names[i], rumus__shape_str(t, s, sizeof s),
+                   C);
+    if (first == NULL) {
+      first = t;
+      *param = t->dtype;
+    }
+  }
+  return RUMUS_OK;
+}
+
+/* A per-row statistic (NULL passes when optional): F32 of rows elements. */
+static int check_stat(rumus_ctx *ctx, const char *op, const char *name,
+                      const rumus_tensor *t, size_t rows, int optional) {
+  if (t == NULL && optional) return RUMUS_OK;
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, name, t, RUMUS_F32));
+  char s[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(t->numel != rows, ctx, RUMUS_ESHAPE,
+                 "%s: %s %s must hold one value per row (%zu)", op, name,
+                 rumus__shape_str(t, s, sizeof s), rows);
+  return RUMUS_OK;
+}
+
+/* No output (ts[0 .. nout)) shares memory with another tensor, except
+ * that ts[0] may be exactly ts[alias]. */
+static int check_overlaps(rumus_ctx *ctx, const char *op,
+                          const char *const *names,
+                          const rumus_tensor *const *ts, int n, int nout,
+                          int alias) {
+  for (int i = 0; i < nout; i++)
+    for (int j = i + 1; j < n; j++)
+      RUMUS__FORWARD(rumus__check_overlap(ctx, op, names[i], ts[i], names[j],
+                                          ts[j], i == 0 && j == alias));
+  return RUMUS_OK;
+}
+
+/* ---- Launches ------------------------------------------------------------ */
+
+/* One call's tensors in kernel order, the row tensors first (nrow of
+ * them: their offsets move by rows * cols per chunk), then the per-row
+ * statistics (nstat: by rows), then the parameters (fixed). */
+typedef struct {
+  ln_arg t[6];
+  int nrow, nstat, nparam;
+} ln_tensors;
+
+/* Launches `base`_row, _wgc or _wg over rows x cols in chunks of rows;
+ * order[] gives the kernel's argument order of ts's entries (row, stat or
+ * param by index into ts->t), then `tail` (flags, eps) before rows and
+ * cols. */
+static int run_rows(rumus_ctx *ctx, const char *op,
+                    const rumus__row_plan *plan, const ln_tensors *ts,
+                    const int *order, const rumus__arg *tail, size_t ntail,
+                    size_t rows, size_t cols) {
+  const rumus__kernel_ref k = {FILE_CL, plan->options, plan->kernel};
+  const size_t chunk = plan->kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30)
+                                                     : RUMUS__MAX_WG_ROWS;
+  const int nt = ts->nrow + ts->nstat + ts->nparam;
+  for (size_t r0 = 0; r0 < rows; r0 += chunk) {
+    cl_ulong nrows = rows - r0 < chunk ? rows - r0 : chunk, ncols = cols;
+    cl_ulong offs[6];
+    rumus__arg args[24];
+    size_t na = 0;
+    for (int i = 0; i < nt; i++) {
+      const int t = order[i];
+      offs[t] = ts->t[t].off;
+      if (t < ts->nrow) offs[t] += (cl_ulong)(r0 * cols);
+      else if (t < ts->nrow + ts->nstat) offs[t] += (cl_ulong)r0;
+      args[na++] = RUMUS__ARG(ts->t[t].mem);
+      args[na++] = RUMUS__ARG(offs[t]);
+    }
+    for (size_t i = 0; i < ntail; i++) args[na++] = tail[i];
+    args[na++] = RUMUS__ARG(nrows);
+    args[na++] = RUMUS__ARG(ncols);
+    if (plan->kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan->rt);
+    size_t local;
+    const size_t global =
+        rumus__row_plan_global(ctx, plan, (size_t)nrows, 1, &local);
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
+  }
+  return RUMUS_OK;
+}
+
+/* The plan of kernel `base` for x's storage, gamma's type and the tensors
+ * whose alignment the GPU variant's float4 accesses need. */
+static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
+                     const rumus_tensor *x, rumus_dtype param,
+                     const rumus_tensor *const *al, int nal, size_t cols,
+                     rumus__row_plan *plan) {
+  const rumus__row_family *fam =
+      param == RUMUS_F32 ? &LN_F32 : &LN_XT;
+  return rumus__row_plan_make(ctx, op, fam, base, x->dtype,
+                              rumus__align4(ctx, al, nal, cols), cols, plan);
+}
+
+/* ---- Forward --------------------------------------------------------------- */
+
+/* Both forwards: beta and mean NULL for RMS norm. */
+static int forward(rumus_ctx *ctx, const char *op, const char *base,
+                   const rumus_layernorm_params *params,
+                   const rumus_tensor *x, const rumus_tensor *gamma,
+                   const rumus_tensor *beta, rumus_tensor *y,
+                   rumus_tensor *mean, rumus_tensor *rstd, int rms) {
+  if (ctx == NULL) return RUMUS_ENULL;
+  const rumus_layernorm_params p =
+      params ? *params : (rumus_layernorm_params)RUMUS_LAYERNORM_DEFAULTS;
+  RUMUS__FORWARD(check_params(ctx, op, &p));
+  RUMUS__FORWARD(check_rows(ctx, op, "x", x, NULL));
+  RUMUS__FORWARD(check_rows(ctx, op, "y", y, x));
+  const char *pn[2] = {"gamma", "beta"};
+  const rumus_tensor *ps[2] = {gamma, beta};
+  rumus_dtype param;
+  RUMUS__FORWARD(check_param_set(ctx, op, pn, ps, rms ? 1 : 2, x, &param));
+  size_t rows, cols;
+  rumus__rows_cols(x, &rows, &cols);
+  const char *sn = rms ? "rrms" : "rstd";
+  RUMUS__FAIL_IF(!rms && (mean == NULL) != (rstd == NULL), ctx, RUMUS_EINVAL,
+                 "%s: mean and rstd must both be given or both be NULL", op);
+  RUMUS__FORWARD(check_stat(ctx, op, "mean", mean, rows, 1));
+  RUMUS__FORWARD(check_stat(ctx, op, sn, rstd, rows, 1));
+  const char *names[6] = {"y", "mean", sn, "x", "gamma", "beta"};
+  const rumus_tensor *all[6] = {y, mean, rstd, x, gamma, beta};
+  RUMUS__FORWARD(check_overlaps(ctx, op, names, all, 6, 3, 3));
+  if (rows == 0 || cols == 0) return RUMUS_OK;
+  const rumus_tensor *al[4] = {x, y, gamma, beta};
+  rumus__row_plan plan;
+  RUMUS__FORWARD(make_plan(ctx, op, base, x, param, al, 4, cols, &plan));
+  /* Kernel order: x, y, gamma, beta, mean, rstd. */
+  const ln_tensors ts = {{arg_of(x, x), arg_of(y, y), arg_of(mean, rstd ? rstd : x),
+                          arg_of(rstd, x), arg_of(gamma, x), arg_of(beta, x)},
+                         2, 2, 2};
+  const int order[6] = {0, 1, 4, 5, 2, 3};
+  cl_int has_g = gamma != NULL, has_b = beta != NULL, has_s = rstd != NULL;
+  const rumus__arg tail[4] = {RUMUS__ARG(has_g), RUMUS__ARG(has_b),
+                              RUMUS__ARG(has_s), RUMUS__ARG(p.eps)};
+  return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols);
+}
+
+int rumus_layernorm_fwd(rumus_ctx *ctx, const rumus_layernorm_params *params,
+                        const rumus_tensor *x, const rumus_tensor *gamma,
+                        const rumus_tensor *beta, rumus_tensor *y,
+                        rumus_tensor *mean, rumus_tensor *rstd) {
+  return forward(ctx, "rumus_layernorm_fwd", "layernorm_fwd", params, x,
+                 gamma, beta, y, mean, rstd, 0);
+}
+
+int rumus_rmsnorm_fwd(rumus_ctx *ctx, const rumus_layernorm_params *params,
+                      const rumus_tensor *x, const rumus_tensor *gamma,
+                      rumus_tensor *y, rumus_tensor *rrms) {
+  return forward(ctx, "rumus_rmsnorm_fwd", "rmsnorm_fwd", params, x, gamma,
+                 NULL, y, NULL, rrms, 1);
+}
+
+/* ---- Backward -------------------------------------------------------------- */
+
+/* Stage 1's blocks: nb blocks of rb rows (the last shorter), from the
+ * shape alone, so the summation order is the same on every device. */
+static void plan_blocks(size_t rows, size_t cols, size_t *rb, size_t *nb) {
+  size_t n = (rows + LN_MIN_RB - 1) / LN_MIN_RB;
+  if (n > LN_MAX_NB) n = LN_MAX_NB;
+  if (n > LN_MAX_PART / cols) n = LN_MAX_PART / cols;
+  if (n < 1) n = 1;
+  *rb = (rows + n - 1) / n;
+  *nb = (rows + *rb - 1) / *rb;
+}
+
+/* dgamma and dbeta (either may be NULL) by the two stages, with the
+ * program of `plan`. */
+static int run_dparam(rumus_ctx *ctx, const char *op,
+                      const rumus__row_plan *plan, const rumus_tensor *dy,
+                      const rumus_tensor *x, const rumus_tensor *mean,
+                      const rumus_tensor *rstd, rumus_tensor *dgamma,
+                      rumus_tensor *dbeta, size_t rows, size_t cols) {
+  size_t rb, nb;
+  plan_blocks(rows, cols, &rb, &nb);
+  cl_mem part;
+  RUMUS__FORWARD(rumus__scratch(ctx, op, 2 * nb * cols * sizeof(float), &part));
+  const int gpu = plan->kind != RUMUS__ROWS_ITEM;
+  const size_t ls = fold_ls(ctx, plan);
+  const ln_arg dya = arg_of(dy, NULL), xa = arg_of(x, NULL),
+               ma = arg_of(mean, rstd), ra = arg_of(rstd, NULL);
+  cl_int has_mean = mean != NULL;
+  cl_ulong nrows = rows, ncols = cols, nrb = rb, nnb = nb;
+  const rumus__arg a1[14] = {
+      RUMUS__ARG(dya.mem), RUMUS__ARG(dya.off), RUMUS__ARG(xa.mem),
+      RUMUS__ARG(xa.off),  RUMUS__ARG(ma.mem),  RUMUS__ARG(ma.off),
+      RUMUS__ARG(ra.mem),  RUMUS__ARG(ra.off),  RUMUS__ARG(has_mean),
+      RUMUS__ARG(part),    RUMUS__ARG(nrows),   RUMUS__ARG(ncols),
+      RUMUS__ARG(nrb),     RUMUS__ARG(nnb)};
+  const rumus__kernel_ref k1 = {
+      FILE_CL, plan->options, gpu ? "ln_dparam_part_wg" : "ln_dparam_part_item"};
+  size_t g1[2] = {gpu ? cols : (cols + 7) / 8, nb};
+  /* CPU: groups of 8 work-items where there are enough (PoCL's cost per
+   * work-group). */
+  size_t l1[2] = {gpu ? ls : (g1[0] >= 8 ? 8 : 1), 1};
+  int st = rumus__launch(ctx, op, &k1, 2, g1, l1, 14, a1);
+  if (st == RUMUS_OK) {
+    const ln_arg ga = arg_of(dgamma, dbeta), ba = arg_of(dbeta, dgamma);
+    cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
+    const rumus__arg a2[9] = {
+        RUMUS__ARG(part),   RUMUS__ARG(ncols),  RUMUS__ARG(nnb),
+        RUMUS__ARG(has_dg), RUMUS__ARG(ga.mem), RUMUS__ARG(ga.off),
+        RUMUS__ARG(has_db), RUMUS__ARG(ba.mem), RUMUS__ARG(ba.off)};
+    const rumus__kernel_ref k2 = {FILE_CL, plan->options, "ln_dparam_fold"};
+    size_t g2 = cols, l2 = ls;
+    st = rumus__launch(ctx, op, &k2, 1, &g2, &l2, 9, a2);
+  }
+  /* The queue keeps the scratch buffer alive until the kernels finish. */
+  clReleaseMemObject(part);
+  return st;
+}
+
+/* Both backwards: mean and dbeta NULL for RMS norm. */
+static int backward(rumus_ctx *ctx, const char *op, const char *base,
+                    const rumus_tensor *dy, const rumus_tensor *x,
+                    const rumus_tensor *gamma, const rumus_tensor *mean,
+                    const rumus_tensor *rstd, rumus_tensor *dx,
+                    rumus_tensor *dgamma, rumus_tensor *dbeta, int rms) {
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(check_rows(ctx, op, "x", x, NULL));
+  RUMUS__FORWARD(check_rows(ctx, op, "dy", dy, x));
+  RUMUS__FORWARD(check_rows(ctx, op, "dx", dx, x));
+  const char *pn[3] = {"gamma", "dgamma", "dbeta"};
+  const rumus_tensor *ps[3] = {gamma, dgamma, dbeta};
+  rumus_dtype param;
+  RUMUS__FORWARD(check_param_set(ctx, op, pn, ps, rms ? 2 : 3, x, &param));
+  size_t rows, cols;
+  rumus__rows_cols(x, &rows, &cols);
+  const char *sn = rms ? "rrms" : "rstd";
+  if (!rms) RUMUS__FORWARD(check_stat(ctx, op, "mean", mean, rows, 0));
+  RUMUS__FORWARD(check_stat(ctx, op, sn, rstd, rows, 0));
+  const char *names[8] = {"dx", "dgamma", "dbeta", "dy", "x", "gamma",
+                          "mean", sn};
+  const rumus_tensor *all[8] = {dx, dgamma, dbeta, dy, x, gamma, mean, rstd};
+  RUMUS__FORWARD(check_overlaps(ctx, op, names, all, 8, 3, 3));
+  if (cols == 0) return RUMUS_OK;
+  if (rows == 0) { /* empty sums */
+    if (dgamma) RUMUS__FORWARD(rumus_tensor_fill(dgamma, 0.0f));
+    return dbeta ? rumus_tensor_fill(dbeta, 0.0f) : RUMUS_OK;
+  }
+  const rumus_tensor *al[4] = {dy, x, dx, gamma};
+  rumus__row_plan plan;
+  RUMUS__FORWARD(make_plan(ctx, op, base, x, param, al, 4, cols, &plan));
+  /* Kernel order (LN_BWD_ARGS): dy, x, gamma, mean, rstd, dx. */
+  const ln_tensors ts = {{arg_of(dy, dy), arg_of(x, x), arg_of(dx, dx),
+                          arg_of(mean, rstd), arg_of(rstd, rstd),
+                          arg_of(gamma, x)},
+                         3, 2, 1};
+  const int order[6] = {0, 1, 5, 3, 4, 2};
+  cl_int has_g = gamma != NULL;
+  const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
+  /* dgamma and dbeta first: dx may be dy's bytes. */
+  if (dgamma || dbeta)
+    RUMUS__FORWARD(run_dparam(ctx, op, &plan, dy, x, mean, rstd, dgamma,
+                              dbeta, rows, cols));
+  return run_rows(ctx, op, &plan, &ts, order, tail, 1, rows, cols);
+}
+
+int rumus_layernorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
+                        const rumus_tensor *x, const rumus_tensor *gamma,
+                        const rumus_tensor *mean, const rumus_tensor *rstd,
+                        rumus_tensor *dx, rumus_tensor *dgamma,
+                        rumus_tensor *dbeta) {
+  return backward(ctx, "rumus_layernorm_bwd", "layernorm_bwd", dy, x, gamma,
+                  mean, rstd, dx, dgamma, dbeta, 0);
+}
+
+int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
+                      const rumus_tensor *x, const rumus_tensor *gamma,
+                      const rumus_tensor *rrms, rumus_tensor *dx,
+                      rumus_tensor *dgamma) {
+  return backward(ctx, "rumus_rmsnorm_bwd", "rmsnorm_bwd", dy, x, gamma, NULL,
+                  rrms, dx, dgamma, NULL, 1);
+}
+
+/* F32 programs only (gamma F32), as rumus_cache_fill() documents. */
+int rumus__layernorm_warm(rumus_ctx *ctx) {
+  return rumus__row_family_warm(ctx, &LN_F32, RUMUS_F32);
+}
