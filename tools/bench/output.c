@@ -110,8 +110,8 @@ void bench_print_table(const bench_run *r, FILE *f) {
   if (!r->is_gpu)
     fprintf(f, "; %%stream: against the host STREAM copy; peer_us: median wall"
                " time of the host peer (omp: OpenMP C loops, openblas: sgemm,"
-               " im2col+sgemm: OpenMP im2col / col2im and OpenBLAS sgemm per"
-               " image and group);"
+               " im2col+sgemm: im2col / col2im and OpenBLAS sgemm per image"
+               " and group);"
                "\nvs_peer: peer time / rumus time (above 1: rumus is faster); the op, the"
                " peer and (from 64 MiB) both copies alternate run by run, and %%copy,"
                " %%stream and vs_peer are medians of the per-run ratios");

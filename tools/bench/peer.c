@@ -357,11 +357,13 @@ static void sgemm_ld(int ta, int tb, size_t m, size_t n, size_t k,
 }
 
 /* Rows (ci, kh, kw) of cg channels of one image x [cg, h, w] into col
- * [cg k k, oh ow] (0 in the padding). */
+ * [cg k k, oh ow] (0 in the padding).  On the calling thread alone, as is
+ * col2im: between the sgemm calls OpenBLAS's threads spin waiting for the
+ * next one, and OpenMP threads beside them took the peer from 30 to 990
+ * ms on 2 shared cores (64x32x64x14). */
 static void im2col(const peer_conv *q, size_t cg, const float *restrict x,
                    float *restrict col) {
   const size_t kk = q->k * q->k, np = q->oh * q->ow;
-#pragma omp parallel for schedule(static)
   for (size_t r = 0; r < cg * kk; r++) {
     const float *xc = x + r / kk * q->h * q->w;
     const long kh = (long)(r / q->k % q->k), kw = (long)(r % q->k);
@@ -383,12 +385,10 @@ static void im2col(const peer_conv *q, size_t cg, const float *restrict x,
 }
 
 /* The reverse: dx [cg, h, w] = the sum of col's entries that im2col took
- * from each pixel; a channel per thread, so no two threads add to one
- * pixel. */
+ * from each pixel. */
 static void col2im(const peer_conv *q, size_t cg, const float *restrict col,
                    float *restrict dx) {
   const size_t kk = q->k * q->k, np = q->oh * q->ow;
-#pragma omp parallel for schedule(static)
   for (size_t ci = 0; ci < cg; ci++) {
     float *xc = dx + ci * q->h * q->w;
     memset(xc, 0, q->h * q->w * sizeof *xc);
@@ -424,7 +424,6 @@ int peer_conv2d_fwd(const peer_conv *q, const float *x, const float *w,
     }
   free(col);
   if (bias) {
-#pragma omp parallel for schedule(static)
     for (size_t r = 0; r < q->n * q->oc; r++) {
       float *yr = y + r * np;
       const float b = bias[r % q->oc];

@@ -76,12 +76,12 @@ typedef struct {
 
 /* y = conv2d(x, w) + bias (bias may be NULL) by im2col and OpenBLAS sgemm:
  * for each image and group, the columns of x (cg k k rows of oh ow) are
- * gathered into a scratch buffer by the OpenMP threads, then one sgemm
+ * gathered into a scratch buffer (by the calling thread: OpenBLAS's own
+ * threads spin between calls), then one sgemm (OpenBLAS's threads)
  * multiplies w's rows of the group by them; returns 0 without BLAS or
  * scratch memory.  The backward ops use the same columns: the weight
  * gradient accumulates dy col^T image by image (beta 1), the input
- * gradient forms w^T dy and scatters the columns back (col2im, channels
- * over the threads). */
+ * gradient forms w^T dy and scatters the columns back (col2im). */
 int peer_conv2d_fwd(const peer_conv *q, const float *x, const float *w,
                     const float *bias, float *y);
 int peer_conv2d_bwd_data(const peer_conv *q, const float *dy, const float *w,
