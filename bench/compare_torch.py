@@ -22,6 +22,18 @@ op (which matter only for the smallest shapes).  The counterparts:
   sgd_momentum     torch.optim.SGD(momentum=0.9, weight_decay=1e-4, fused)
   adamw            torch.optim.AdamW(fused=True) step
   sum_squares      torch.linalg.vector_norm (one reduction kernel)
+  conv2d_fwd       F.conv2d with the bias, conv2d_bwd_data / _weight
+                   nn.grad.conv2d_input / conv2d_weight, with rumus-bench's
+                   stride, padding and groups (cuDNN, TF32 off)
+  maxpool2d_fwd    F.max_pool2d(return_indices=True)   _bwd  autograd of it
+  avgpool2d_fwd    F.avg_pool2d           avgpool2d_bwd  autograd of it
+  adaptive_avgpool2d_fwd  F.adaptive_avg_pool2d          _bwd  autograd of it
+  batchnorm2d_fwd  F.batch_norm(training=True), F32 gamma / beta / running
+                   statistics; batchnorm2d_bwd  autograd of it (dx, dgamma,
+                   dbeta)
+  channel_bias_add x + b[:, None, None]   channel_bias_grad  dy.sum((0, 2, 3))
+  dropout_fwd      F.dropout(p=0.5)       dropout_bwd  autograd of it (reads
+                   the stored mask)
   copy             dst.copy_(src), the same bytes as rumus-bench's copy
 
 rumus-bench runs once per op, each op in its own process (bench/isolate.py:
@@ -162,16 +174,84 @@ def make_case(rec, dev):
         opt.step()  # creates the state: later steps are the steady state
         return opt.step, what
     if op.startswith("conv2d_"):
-        # rumus-bench's NxCxOCxS: x [N, C, S, S], w [OC, C, 3, 3], padding 1.
+        # rumus-bench's NxCxOCxS/kKsSpPgG: x [N, C, S, S], w [OC, C / G, K, K],
+        # the geometry as rumus-bench used it (its JSON's "geom").
         nb, ci, co, sz = d
-        x, w, dy = rand(nb, ci, sz, sz), rand(co, ci, 3, 3), rand(nb, co, sz, sz)
+        gm = rec.get("geom") or {"k": 3, "s": 1, "p": 1, "g": 1}
+        k, st, pd, gr = gm["k"], gm["s"], gm["p"], gm["g"]
+        osz = (sz + 2 * pd - k) // st + 1
+        kw = dict(stride=st, padding=pd, groups=gr)
+        x, w, dy = rand(nb, ci, sz, sz), rand(co, ci // gr, k, k), rand(nb, co, osz, osz)
         if op == "conv2d_fwd":
-            return (lambda: F.conv2d(x, w, padding=1)), "F.conv2d (cuDNN)"
+            b = rand(co)  # rumus's forward adds the bias in the same kernel
+            return (lambda: F.conv2d(x, w, b, **kw)), "F.conv2d + bias (cuDNN)"
         if op == "conv2d_bwd_data":
-            return (lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, padding=1)), \
+            return (lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, **kw)), \
                 "nn.grad.conv2d_input (cuDNN)"
-        return (lambda: torch.nn.grad.conv2d_weight(x, w.shape, dy, padding=1)), \
+        return (lambda: torch.nn.grad.conv2d_weight(x, w.shape, dy, **kw)), \
             "nn.grad.conv2d_weight (cuDNN)"
+    if op.endswith("pool2d_fwd") or op.endswith("pool2d_bwd"):
+        # NxCxS[xW] with the geometry rumus-bench used: kernel k, stride s,
+        # padding p (max / avg), or output o x o (adaptive).
+        nb, ch, h = d[:3]
+        wd = d[3] if len(d) == 4 else h
+        gm = rec.get("geom") or {}
+        if op.startswith("adaptive"):
+            o = gm.get("o", 1)
+            f, what = (lambda t: F.adaptive_avg_pool2d(t, o)), "F.adaptive_avg_pool2d"
+        else:
+            k, st, pd = gm.get("k", 2), gm.get("s", gm.get("k", 2)), gm.get("p", 0)
+            if op.startswith("max"):
+                f = lambda t: F.max_pool2d(t, k, st, pd, return_indices=True)  # noqa: E731
+                what = "F.max_pool2d(return_indices=True)"
+            else:
+                f, what = (lambda t: F.avg_pool2d(t, k, st, pd)), "F.avg_pool2d"
+        if op.endswith("_fwd"):
+            x = rand(nb, ch, h, wd)
+            return (lambda: f(x)), what
+        x = rand(nb, ch, h, wd).requires_grad_()
+        y = f(x)
+        y = y[0] if isinstance(y, tuple) else y
+        dy = rand(*y.shape)
+        return (lambda: torch.autograd.grad(y, x, dy, retain_graph=True)), f"autograd of {what}"
+    if op in ("batchnorm2d_fwd", "batchnorm2d_bwd", "channel_bias_add", "channel_bias_grad"):
+        nb, ch, h = d[:3]
+        wd = d[3] if len(d) == 4 else h
+        # Batch norm's per-channel tensors stay F32 (rumus's rule, and
+        # PyTorch's under autocast).
+        f32 = dict(device=dev, dtype=torch.float32)
+        if op == "channel_bias_add":
+            x, b = rand(nb, ch, h, wd), rand(ch)
+            out = torch.empty(nb, ch, h, wd, device=dev, dtype=dt)
+            bv = b.view(1, ch, 1, 1)
+            return (lambda: torch.add(x, bv, out=out)), "torch.add(x, b[:, None, None], out=)"
+        if op == "channel_bias_grad":
+            dy = rand(nb, ch, h, wd)
+            return (lambda: dy.sum(dim=(0, 2, 3))), "dy.sum((0, 2, 3))"
+        gamma = torch.rand(ch, **f32) + 0.5
+        beta = torch.rand(ch, **f32) - 0.5
+        rm, rv = torch.zeros(ch, **f32), torch.ones(ch, **f32)
+        x = rand(nb, ch, h, wd, lo=-1.0, hi=3.0)
+        if op == "batchnorm2d_fwd":
+            return (lambda: F.batch_norm(x, rm, rv, gamma, beta, training=True, momentum=0.1,
+                                         eps=1e-5)), "F.batch_norm(training=True)"
+        x.requires_grad_()
+        gamma.requires_grad_()
+        beta.requires_grad_()
+        y = F.batch_norm(x, rm, rv, gamma, beta, training=True, momentum=0.1, eps=1e-5)
+        dy = rand(nb, ch, h, wd)
+        return (lambda: torch.autograd.grad(y, (x, gamma, beta), dy, retain_graph=True)), \
+            "autograd of F.batch_norm(training=True)"
+    if op == "dropout_fwd":
+        x = rand(n)
+        return (lambda: F.dropout(x, 0.5, training=True)), "F.dropout(p=0.5)"
+    if op == "dropout_bwd":
+        # PyTorch's backward reads the mask its forward stored (1 byte an
+        # element); rumus's draws it again from the seed.
+        x = rand(n).requires_grad_()
+        y = F.dropout(x, 0.5, training=True)
+        dy = rand(n)
+        return (lambda: torch.autograd.grad(y, x, dy, retain_graph=True)), "autograd of F.dropout"
     if op == "sum_squares":
         x = rand(n)
         return (lambda: torch.linalg.vector_norm(x)), "linalg.vector_norm"
@@ -179,7 +259,7 @@ def make_case(rec, dev):
 
 
 def fmt_rate(rec, us):
-    if rec["op"] == "gemm":
+    if not rec["memory_bound"]:  # gemm and conv2d: flops
         return f'{rec["flops"] / us / 1e3:.0f} GFLOP/s'
     return f'{rec["bytes"] / us / 1e3:.0f} GB/s'
 

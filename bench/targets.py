@@ -13,7 +13,9 @@ Prints a markdown table: target, case, measured value, threshold, verdict
 Targets (ratios from one run; large = the op's compulsory bytes >= 256 MiB):
   CPU (PoCL): memory-bound ops >= 60% of the host STREAM copy at large sizes
               (rumus-bench times the copy alongside each large case's runs);
-              GEMM >= 25% of OpenBLAS sgemm at 2048^3.
+              GEMM >= 25% of OpenBLAS sgemm at 2048^3.  Reported without a
+              threshold: each conv2d op against its im2col + OpenBLAS sgemm
+              peer (the worst and the best case of the run).
   GPU (H200): memory-bound ops >= 90% of the copy kernel's bandwidth at
               large sizes; softmax and log-softmax forward, bias add / grad
               and GELU forward / backward no slower than PyTorch; softmax
@@ -92,6 +94,17 @@ def cpu_targets(run):
     else:
         rows.append(_row("GEMM >= 25% of OpenBLAS", "gemm 2048x2048x2048", None, ">= 25%", None,
                          "not measured (gemm n/a, or no OpenBLAS)"))
+    for op in ("conv2d_fwd", "conv2d_bwd_data", "conv2d_bwd_weight"):
+        cases = [r for r in run["results"] if r["op"] == op and _ok(r)
+                 and r.get("speed_vs_peer") is not None]
+        if not cases:
+            continue
+        lo = min(cases, key=lambda r: r["speed_vs_peer"])
+        hi = max(cases, key=lambda r: r["speed_vs_peer"])
+        rows.append(_row(f"{op} against im2col + OpenBLAS sgemm", f'{op} {lo["shape"]} .. {hi["shape"]}',
+                         f'{lo["speed_vs_peer"]:.2f}x .. {hi["speed_vs_peer"]:.2f}x '
+                         f'({lo["gflops"]:.1f} .. {hi["gflops"]:.1f} GFLOP/s)', "reported", None,
+                         "no target; peer time / rumus time"))
     return rows
 
 

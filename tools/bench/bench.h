@@ -12,18 +12,27 @@
 
 #include "rumus.h"
 
-/* A shape as given on the command line: "4096x1024", "16777216", or for
- * GEMM "MxNxK" with an optional ":TT" suffix (n or t for op(A), op(B)). */
+/* A shape as given on the command line: "4096x1024", "16777216", for
+ * GEMM "MxNxK" with an optional ":TT" suffix (n or t for op(A), op(B)),
+ * and for the CNN ops dimensions with an optional "/" suffix of letters
+ * and numbers: k kernel, s stride, p padding, g groups, o output extent
+ * (adaptive pooling), e.g. "64x3x64x224/k7s2p3" or "64x512x7/o1".  The
+ * suffix values are 0 where not given; the op's describe() replaces them
+ * with the values it uses (its defaults filled in), which the JSON
+ * output records. */
 typedef struct {
   int ndim;
   size_t d[4];
   int ta, tb;
+  int given; /* the suffix letters given: bits k 1, s 2, p 4, g 8, o 16 */
+  int geom;  /* 1: the op uses k, s, p, g, o (written to the JSON) */
+  size_t k, s, p, g, o;
   char text[64];
 } bench_shape;
 
 enum { BT_IN = 0, BT_OUT = 1, BT_INOUT = 2 };
 
-#define BENCH_MAXT 5
+#define BENCH_MAXT 8
 
 /* One tensor of a case: its role, type, shape and initial contents. */
 typedef struct {
@@ -91,6 +100,10 @@ struct bench_op {
   /* Optional custom check (returns the error, <0 if none); NULL: compare
    * every OUT / INOUT tensor with the peer's arrays. */
   double (*check)(bench_case *c, void *const *got);
+  /* Optional: called after the host copies are filled with random values
+   * and before they are uploaded, to make inputs that must be consistent
+   * (max pooling's indices); NULL: none. */
+  void (*prepare)(bench_case *c);
 };
 
 extern const bench_op bench_ops[];

@@ -20,11 +20,31 @@
 
 /* ---- Shapes -------------------------------------------------------------- */
 
+/* The "/k3s2p1" suffix of a CNN shape: letters k, s, p, g, o each once,
+ * each followed by a number (p may be 0, the others not); returns the
+ * position after it, or NULL if malformed. */
+static const char *parse_geom(const char *p, bench_shape *out) {
+  int seen = 0;
+  while (*p && *p != ':') {
+    const char *letters = "kspgo", *at = strchr(letters, *p);
+    if (*p == '\0' || at == NULL || (seen & (1 << (at - letters)))) return NULL;
+    seen |= 1 << (at - letters);
+    char *end;
+    unsigned long long v = strtoull(p + 1, &end, 10);
+    if (end == p + 1 || (v == 0 && *at != 'p')) return NULL;
+    size_t *dst[] = {&out->k, &out->s, &out->p, &out->g, &out->o};
+    *dst[at - letters] = (size_t)v;
+    p = end;
+  }
+  out->given = seen;
+  return p;
+}
+
 int bench_parse_shape(const char *s, bench_shape *out) {
   memset(out, 0, sizeof *out);
   snprintf(out->text, sizeof out->text, "%s", s);
   const char *p = s;
-  while (*p && *p != ':') {
+  while (*p && *p != ':' && *p != '/') {
     if (out->ndim == 4) return -1;
     char *end;
     unsigned long long v = strtoull(p, &end, 10);
@@ -33,10 +53,14 @@ int bench_parse_shape(const char *s, bench_shape *out) {
     p = end;
     if (*p == 'x' || *p == 'X') {
       p++;
-      if (*p == '\0' || *p == ':') return -1;
-    } else if (*p != '\0' && *p != ':') {
+      if (*p == '\0' || *p == ':' || *p == '/') return -1;
+    } else if (*p != '\0' && *p != ':' && *p != '/') {
       return -1;
     }
+  }
+  if (*p == '/') {
+    p = parse_geom(p + 1, out);
+    if (p == NULL || out->given == 0) return -1;
   }
   if (*p == ':') {
     if (strlen(p) != 3) return -1;
@@ -58,7 +82,7 @@ static size_t numel(const bench_case *c) {
 /* rows x cols of a shape with at least two dimensions (leading ones are
  * rows); NULL or the reason it does not fit. */
 static const char *rows_cols(const bench_case *c, size_t *rows, size_t *cols) {
-  if (c->shape.ndim < 2 || c->shape.ta || c->shape.tb)
+  if (c->shape.ndim < 2 || c->shape.ta || c->shape.tb || c->shape.given)
     return "needs a shape ROWSxCOLS";
   *cols = c->shape.d[c->shape.ndim - 1];
   *rows = numel(c) / *cols;
@@ -179,7 +203,7 @@ static const char *peer_xent_(bench_case *c) {
 /* C = op(A) op(B), alpha 1, beta 0 (C not read): read A and B, write C;
  * 2 M N K flops. */
 static const char *describe_gemm(bench_case *c) {
-  if (c->shape.ndim != 3) return "needs a shape MxNxK[:TT]";
+  if (c->shape.ndim != 3 || c->shape.given) return "needs a shape MxNxK[:TT]";
   size_t m = c->shape.d[0], n = c->shape.d[1], k = c->shape.d[2];
   if (c->shape.ta) tensor(c, "A", BT_IN, RUMUS_F32, 2, k, m, -1, 1);
   else tensor(c, "A", BT_IN, RUMUS_F32, 2, m, k, -1, 1);
@@ -266,7 +290,8 @@ static const char *peer_bias_grad_(bench_case *c) {
 /* Any shape: the element count is what matters. */
 #define N_DESCRIBE(fn, flop_per_elem, nbytes, ...)                           \
   static const char *fn(bench_case *c) {                                     \
-    if (c->shape.ta || c->shape.tb) return "takes no transpose suffix";      \
+    if (c->shape.ta || c->shape.tb || c->shape.given)                        \
+      return "takes no suffix";                                              \
     size_t n = numel(c);                                                     \
     __VA_ARGS__;                                                             \
     c->bytes = (nbytes) * F4 * (double)n;                                    \
@@ -380,7 +405,7 @@ static const char *peer_sumsq_(bench_case *c) {
  * the matrix-vector products (M <= 8) read once and which are all but
  * 4(MK + MN) of the traffic; flops 2MNK. */
 static const char *describe_q8(bench_case *c) {
-  if (c->shape.ndim != 3 || c->shape.ta || c->shape.tb)
+  if (c->shape.ndim != 3 || c->shape.ta || c->shape.tb || c->shape.given)
     return "needs a shape MxNxK";
   size_t m = c->shape.d[0], n = c->shape.d[1], k = c->shape.d[2];
   size_t nb = (k + Q8_BS - 1) / Q8_BS;
@@ -401,28 +426,79 @@ static const char *peer_q8(bench_case *c) {
   return "omp";
 }
 
-/* ---- Convolution --------------------------------------------------------- */
+/* ---- CNN ops: shapes and helpers ---------------------------------------- */
 
-/* conv2d on NxCxOCxS: x [N, C, S, S], a 3x3 kernel, padding 1, stride 1
- * (y [N, OC, S, S]), the forward with a bias.  Bytes: x, w and y once
- * (and the bias); flops 2 N OC S^2 9 C for each op.  The tensors are
- * described 2-D and given their 4-D shapes before each call. */
-static const char *describe_conv(bench_case *c, int op) {
-  if (c->shape.ndim != 4 || c->shape.ta || c->shape.tb)
-    return "needs a shape NxCxOCxS";
-  const size_t n = c->shape.d[0], ch = c->shape.d[1], oc = c->shape.d[2],
-               s = c->shape.d[3];
-  tensor(c, "x", op == 1 ? BT_OUT : BT_IN, RUMUS_F32, 2, n * ch, s * s, -1, 1);
-  tensor(c, "w", op == 2 ? BT_OUT : BT_IN, RUMUS_F32, 2, oc * ch, 9, -1, 1);
-  tensor(c, "y", op == 0 ? BT_OUT : BT_IN, RUMUS_F32, 2, n * oc, s * s, -1, 1);
-  tensor(c, "bias", BT_IN, RUMUS_F32, 1, oc, 0, -1, 1);
-  c->bytes = F4 * ((double)(n * ch + n * oc) * (double)(s * s) +
-                   9.0 * (double)(oc * ch) + (op == 0 ? (double)oc : 0.0));
-  c->flops = 2.0 * (double)n * (double)oc * (double)(s * s) * 9.0 * (double)ch;
+/* The CNN ops' tensors are described 2-D (images x pixels) and given their
+ * 4-D NCHW shapes before each call. */
+static int shape4(bench_case *c, int i, size_t n, size_t ch, size_t h,
+                  size_t w) {
+  const size_t s[4] = {n, ch, h, w};
+  return rumus_tensor_reshape(T(i), 4, s);
+}
+
+/* The last tensor described stays F32 under --dtype (batch norm's
+ * per-channel tensors are F32 whatever x's type). */
+static void keep_f32(bench_case *c) {
+  bench_tdesc *t = &c->td[c->nt - 1];
+  t->host_f32 = 0;
+  t->dtype = RUMUS_F32;
+}
+
+/* NxCxS (square images) or NxCxHxW, without a suffix. */
+static const char *nchw_of(const bench_case *c, size_t *n, size_t *ch,
+                           size_t *h, size_t *w) {
+  const bench_shape *sh = &c->shape;
+  if (sh->ndim < 3 || sh->ta || sh->tb || sh->given)
+    return "needs a shape NxCxS or NxCxHxW";
+  *n = sh->d[0], *ch = sh->d[1], *h = sh->d[2];
+  *w = sh->ndim == 4 ? sh->d[3] : sh->d[2];
   return NULL;
 }
+
+/* ---- Convolution --------------------------------------------------------- */
+
+/* conv2d on NxCxOCxS[/kKsSpPgG]: x [N, C, S, S], w [OC, C / G, K, K], y
+ * [N, OC, OH, OW], kernel K (default 3), stride S (1), zero padding P (K /
+ * 2) and groups G (1); the forward adds a bias.  Bytes: x, w and y once
+ * (and the bias); flops 2 N OC OH OW (C / G) K^2 for each op.  Writes the
+ * values used back into the shape (the JSON's geometry). */
+static const char *conv_geom(bench_case *c, peer_conv *q) {
+  bench_shape *sh = &c->shape;
+  if (sh->ndim != 4 || sh->ta || sh->tb || (sh->given & 16))
+    return "needs a shape NxCxOCxS[/kKsSpPgG]";
+  q->n = sh->d[0], q->c = sh->d[1], q->oc = sh->d[2];
+  q->h = q->w = sh->d[3];
+  q->k = sh->k ? sh->k : 3;
+  q->s = sh->s ? sh->s : 1;
+  q->p = sh->given & 4 ? sh->p : q->k / 2;
+  q->g = sh->g ? sh->g : 1;
+  if (q->c % q->g || q->oc % q->g) return "groups must divide C and OC";
+  if (q->h + 2 * q->p < q->k) return "kernel larger than the padded image";
+  q->oh = q->ow = (q->h + 2 * q->p - q->k) / q->s + 1;
+  sh->k = q->k, sh->s = q->s, sh->p = q->p, sh->g = q->g, sh->geom = 1;
+  return NULL;
+}
+
 /* op 0: the forward (y out), 1: the input gradient (x is dx), 2: the
  * weight gradient (w is dw). */
+static const char *describe_conv(bench_case *c, int op) {
+  peer_conv q = {0};
+  const char *why = conv_geom(c, &q);
+  if (why) return why;
+  const size_t kk = q.k * q.k, cg = q.c / q.g;
+  tensor(c, "x", op == 1 ? BT_OUT : BT_IN, RUMUS_F32, 2, q.n * q.c, q.h * q.w,
+         -1, 1);
+  tensor(c, "w", op == 2 ? BT_OUT : BT_IN, RUMUS_F32, 2, q.oc * cg, kk, -1, 1);
+  tensor(c, "y", op == 0 ? BT_OUT : BT_IN, RUMUS_F32, 2, q.n * q.oc,
+         q.oh * q.ow, -1, 1);
+  tensor(c, "bias", BT_IN, RUMUS_F32, 1, q.oc, 0, -1, 1);
+  c->bytes = F4 * ((double)(q.n * q.c) * (double)(q.h * q.w) +
+                   (double)(q.n * q.oc) * (double)(q.oh * q.ow) +
+                   (double)(q.oc * cg * kk) + (op == 0 ? (double)q.oc : 0.0));
+  c->flops = 2.0 * (double)(q.n * q.oc) * (double)(q.oh * q.ow) *
+             (double)(cg * kk);
+  return NULL;
+}
 static const char *describe_conv_fwd(bench_case *c) {
   return describe_conv(c, 0);
 }
@@ -432,36 +508,399 @@ static const char *describe_conv_bwd_data(bench_case *c) {
 static const char *describe_conv_bwd_weight(bench_case *c) {
   return describe_conv(c, 2);
 }
-static int conv_shape(bench_case *c, rumus_conv2d_params *p) {
-  const size_t n = c->shape.d[0], ch = c->shape.d[1], oc = c->shape.d[2],
-               s = c->shape.d[3];
-  const size_t xs[4] = {n, ch, s, s}, ws[4] = {oc, ch, 3, 3},
-               ys[4] = {n, oc, s, s};
-  const rumus_conv2d_params d = {1, 1, 1, 1, 1, 1, 1};
+static int conv_shape(bench_case *c, rumus_conv2d_params *p, peer_conv *q) {
+  conv_geom(c, q);
+  const int s = (int)q->s, pad = (int)q->p;
+  const rumus_conv2d_params d = {s, s, pad, pad, 1, 1, (int)q->g};
   *p = d;
-  int st = rumus_tensor_reshape(T(0), 4, xs);
-  if (st == RUMUS_OK) st = rumus_tensor_reshape(T(1), 4, ws);
-  if (st == RUMUS_OK) st = rumus_tensor_reshape(T(2), 4, ys);
+  int st = shape4(c, 0, q->n, q->c, q->h, q->w);
+  if (st == RUMUS_OK) st = shape4(c, 1, q->oc, q->c / q->g, q->k, q->k);
+  if (st == RUMUS_OK) st = shape4(c, 2, q->n, q->oc, q->oh, q->ow);
   return st;
 }
 static int run_conv_fwd(bench_case *c) {
   rumus_conv2d_params p;
-  int st = conv_shape(c, &p);
+  peer_conv q = {0};
+  int st = conv_shape(c, &p, &q);
   return st ? st : rumus_conv2d_fwd(c->ctx, &p, T(0), T(1), T(3), T(2));
 }
 static int run_conv_bwd_data(bench_case *c) {
   rumus_conv2d_params p;
-  int st = conv_shape(c, &p);
+  peer_conv q = {0};
+  int st = conv_shape(c, &p, &q);
   return st ? st : rumus_conv2d_bwd_data(c->ctx, &p, T(2), T(1), T(0));
 }
 static int run_conv_bwd_weight(bench_case *c) {
   rumus_conv2d_params p;
-  int st = conv_shape(c, &p);
+  peer_conv q = {0};
+  int st = conv_shape(c, &p, &q);
   return st ? st : rumus_conv2d_bwd_weight(c->ctx, &p, T(0), T(2), T(1));
 }
-static const char *peer_none(bench_case *c) {
-  (void)c;
+/* im2col + OpenBLAS sgemm (peer.c); none without OpenBLAS. */
+#define CONV_PEER "im2col+sgemm"
+static const char *peer_conv_fwd(bench_case *c) {
+  peer_conv q = {0};
+  conv_geom(c, &q);
+  return peer_conv2d_fwd(&q, H(0), H(1), H(3), P(2)) ? CONV_PEER : NULL;
+}
+static const char *peer_conv_bwd_data(bench_case *c) {
+  peer_conv q = {0};
+  conv_geom(c, &q);
+  return peer_conv2d_bwd_data(&q, H(2), H(1), P(0)) ? CONV_PEER : NULL;
+}
+static const char *peer_conv_bwd_weight(bench_case *c) {
+  peer_conv q = {0};
+  conv_geom(c, &q);
+  return peer_conv2d_bwd_weight(&q, H(0), H(2), P(1)) ? CONV_PEER : NULL;
+}
+
+/* ---- Pooling ------------------------------------------------------------- */
+
+typedef struct {
+  size_t n, c, h, w, k, s, p, oh, ow;
+} pool_geom;
+
+/* Max / avg pooling on NxCxS[/kKsSpP] or NxCxHxW[/...]: square windows K
+ * (default 2), stride S (default K), padding P (0), floor mode; adaptive
+ * pooling on NxCxS[/oO] or NxCxHxW[/oO] to O x O (default 1). */
+static const char *pool_geom_of(bench_case *c, pool_geom *q, int adaptive) {
+  bench_shape *sh = &c->shape;
+  if (sh->ndim < 3 || sh->ta || sh->tb)
+    return adaptive ? "needs a shape NxCxS[xW][/oO]"
+                    : "needs a shape NxCxS[xW][/kKsSpP]";
+  if (sh->given & (adaptive ? 15 : 24))
+    return adaptive ? "takes only the suffix /oO" : "takes no /g or /o";
+  q->n = sh->d[0], q->c = sh->d[1], q->h = sh->d[2];
+  q->w = sh->ndim == 4 ? sh->d[3] : sh->d[2];
+  if (adaptive) {
+    q->k = q->s = q->p = 0;
+    q->oh = q->ow = sh->o ? sh->o : 1;
+    sh->o = q->oh;
+  } else {
+    q->k = sh->k ? sh->k : 2;
+    q->s = sh->s ? sh->s : q->k;
+    q->p = sh->p;
+    if (2 * q->p > q->k) return "padding over half the kernel";
+    if (q->h + 2 * q->p < q->k || q->w + 2 * q->p < q->k)
+      return "kernel larger than the padded image";
+    q->oh = (q->h + 2 * q->p - q->k) / q->s + 1;
+    q->ow = (q->w + 2 * q->p - q->k) / q->s + 1;
+    sh->k = q->k, sh->s = q->s;
+  }
+  sh->geom = 1;
   return NULL;
+}
+
+static int pool_shapes(bench_case *c, pool_geom *q, int adaptive, int in,
+                       int out, int idx) {
+  pool_geom_of(c, q, adaptive);
+  int st = shape4(c, in, q->n, q->c, q->h, q->w);
+  if (st == RUMUS_OK) st = shape4(c, out, q->n, q->c, q->oh, q->ow);
+  if (st == RUMUS_OK && idx >= 0) st = shape4(c, idx, q->n, q->c, q->oh, q->ow);
+  return st;
+}
+
+static rumus_pool2d_params pool_params(const pool_geom *q) {
+  rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(q->k, q->k);
+  p.stride_h = p.stride_w = q->s;
+  p.padding_h = p.padding_w = q->p;
+  return p;
+}
+
+/* The flops of a pooling: one per window element (compare or add), the
+ * windows clipped to the image; adaptive bins by their sizes. */
+static double pool_flops(const pool_geom *q, int adaptive) {
+  double rows = 0, cols = 0;
+  for (size_t i = 0; i < q->oh; i++) {
+    size_t lo, hi;
+    if (adaptive) {
+      lo = i * q->h / q->oh, hi = ((i + 1) * q->h + q->oh - 1) / q->oh;
+    } else {
+      long a = (long)(i * q->s) - (long)q->p, b = a + (long)q->k;
+      lo = a < 0 ? 0 : (size_t)a, hi = b > (long)q->h ? q->h : (size_t)b;
+    }
+    rows += (double)(hi - lo);
+  }
+  for (size_t j = 0; j < q->ow; j++) {
+    size_t lo, hi;
+    if (adaptive) {
+      lo = j * q->w / q->ow, hi = ((j + 1) * q->w + q->ow - 1) / q->ow;
+    } else {
+      long a = (long)(j * q->s) - (long)q->p, b = a + (long)q->k;
+      lo = a < 0 ? 0 : (size_t)a, hi = b > (long)q->w ? q->w : (size_t)b;
+    }
+    cols += (double)(hi - lo);
+  }
+  return (double)(q->n * q->c) * rows * cols;
+}
+
+/* kind 0: max, 1: avg, 2: adaptive avg; fwd: x in, y out (and the max
+ * indices, I32, out); bwd: dy in (and the indices in), dx out.  Bytes:
+ * each tensor once, 4 bytes an element (indices included). */
+static const char *describe_pool(bench_case *c, int kind, int bwd) {
+  pool_geom q = {0};
+  const char *why = pool_geom_of(c, &q, kind == 2);
+  if (why) return why;
+  const size_t planes = q.n * q.c, in = q.h * q.w, out = q.oh * q.ow;
+  if (!bwd) {
+    tensor(c, "x", BT_IN, RUMUS_F32, 2, planes, in, -1, 1);
+    tensor(c, "y", BT_OUT, RUMUS_F32, 2, planes, out, 0, 0);
+  } else {
+    tensor(c, "dy", BT_IN, RUMUS_F32, 2, planes, out, -1, 1);
+    tensor(c, "dx", BT_OUT, RUMUS_F32, 2, planes, in, 0, 0);
+  }
+  if (kind == 0)
+    tensor(c, "indices", bwd ? BT_IN : BT_OUT, RUMUS_I32, 2, planes, out, 0, 1);
+  c->bytes = F4 * (double)planes * ((double)in + (kind == 0 ? 2.0 : 1.0) * (double)out);
+  c->flops = pool_flops(&q, kind == 2);
+  return NULL;
+}
+static const char *describe_maxpool_fwd(bench_case *c) { return describe_pool(c, 0, 0); }
+static const char *describe_maxpool_bwd(bench_case *c) { return describe_pool(c, 0, 1); }
+static const char *describe_avgpool_fwd(bench_case *c) { return describe_pool(c, 1, 0); }
+static const char *describe_avgpool_bwd(bench_case *c) { return describe_pool(c, 1, 1); }
+static const char *describe_adaptive_fwd(bench_case *c) { return describe_pool(c, 2, 0); }
+static const char *describe_adaptive_bwd(bench_case *c) { return describe_pool(c, 2, 1); }
+
+static int run_maxpool_fwd(bench_case *c) {
+  pool_geom q = {0};
+  int st = pool_shapes(c, &q, 0, 0, 1, 2);
+  rumus_pool2d_params p = pool_params(&q);
+  return st ? st : rumus_maxpool2d_fwd(c->ctx, &p, T(0), T(1), T(2));
+}
+static int run_maxpool_bwd(bench_case *c) {
+  pool_geom q = {0};
+  int st = pool_shapes(c, &q, 0, 1, 0, 2);
+  rumus_pool2d_params p = pool_params(&q);
+  return st ? st : rumus_maxpool2d_bwd(c->ctx, &p, T(0), T(2), T(1));
+}
+static int run_avgpool_fwd(bench_case *c) {
+  pool_geom q = {0};
+  int st = pool_shapes(c, &q, 0, 0, 1, -1);
+  rumus_pool2d_params p = pool_params(&q);
+  return st ? st : rumus_avgpool2d_fwd(c->ctx, &p, T(0), T(1));
+}
+static int run_avgpool_bwd(bench_case *c) {
+  pool_geom q = {0};
+  int st = pool_shapes(c, &q, 0, 1, 0, -1);
+  rumus_pool2d_params p = pool_params(&q);
+  return st ? st : rumus_avgpool2d_bwd(c->ctx, &p, T(0), T(1));
+}
+static int run_adaptive_fwd(bench_case *c) {
+  pool_geom q = {0};
+  int st = pool_shapes(c, &q, 1, 0, 1, -1);
+  return st ? st : rumus_adaptive_avgpool2d_fwd(c->ctx, T(0), T(1));
+}
+static int run_adaptive_bwd(bench_case *c) {
+  pool_geom q = {0};
+  int st = pool_shapes(c, &q, 1, 1, 0, -1);
+  return st ? st : rumus_adaptive_avgpool2d_bwd(c->ctx, T(0), T(1));
+}
+
+static const char *peer_maxpool_fwd(bench_case *c) {
+  pool_geom q = {0};
+  pool_geom_of(c, &q, 0);
+  peer_maxpool2d_fwd(H(0), P(1), (int32_t *)c->p[2], q.n * q.c, q.h, q.w, q.k,
+                     q.s, q.p);
+  return "omp";
+}
+static const char *peer_maxpool_bwd(bench_case *c) {
+  pool_geom q = {0};
+  pool_geom_of(c, &q, 0);
+  peer_maxpool2d_bwd(H(0), (const int32_t *)c->h[2], P(1), q.n * q.c, q.h,
+                     q.w, q.oh, q.ow);
+  return "omp";
+}
+/* The backward's indices: those of the forward on random values (each one
+ * an element of its window, ties as the forward breaks them). */
+static void prepare_maxpool_bwd(bench_case *c) {
+  pool_geom q = {0};
+  pool_geom_of(c, &q, 0);
+  const size_t nx = q.n * q.c * q.h * q.w, ny = q.n * q.c * q.oh * q.ow;
+  float *x = malloc(nx * sizeof *x), *y = malloc(ny * sizeof *y);
+  if (x && y) {
+    uint64_t s = 0x853c49e6748fea9bull;
+    for (size_t i = 0; i < nx; i++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      x[i] = (float)(s >> 40);
+    }
+    peer_maxpool2d_fwd(x, y, (int32_t *)c->h[2], q.n * q.c, q.h, q.w, q.k,
+                       q.s, q.p);
+  }
+  free(x);
+  free(y);
+}
+static const char *peer_avgpool_fwd(bench_case *c) {
+  pool_geom q = {0};
+  pool_geom_of(c, &q, 0);
+  peer_avgpool2d_fwd(H(0), P(1), q.n * q.c, q.h, q.w, q.k, q.s, q.p);
+  return "omp";
+}
+static const char *peer_avgpool_bwd(bench_case *c) {
+  pool_geom q = {0};
+  pool_geom_of(c, &q, 0);
+  peer_avgpool2d_bwd(H(0), P(1), q.n * q.c, q.h, q.w, q.k, q.s, q.p);
+  return "omp";
+}
+static const char *peer_adaptive_fwd(bench_case *c) {
+  pool_geom q = {0};
+  pool_geom_of(c, &q, 1);
+  peer_adaptive_avgpool2d_fwd(H(0), P(1), q.n * q.c, q.h, q.w, q.oh, q.ow);
+  return "omp";
+}
+static const char *peer_adaptive_bwd(bench_case *c) {
+  pool_geom q = {0};
+  pool_geom_of(c, &q, 1);
+  peer_adaptive_avgpool2d_bwd(H(0), P(1), q.n * q.c, q.h, q.w, q.oh, q.ow);
+  return "omp";
+}
+
+/* ---- Batch norm and channel bias ----------------------------------------- */
+
+static const rumus_batchnorm_params BN = RUMUS_BATCHNORM_DEFAULTS;
+
+/* Training forward: read x, write y (4(2 M C) bytes: the statistics' extra
+ * passes over x are not compulsory) and the per-channel tensors (gamma,
+ * beta read, running statistics read and written, saved statistics
+ * written: 8C); flops per element: mean 1, variance 3, y 2. */
+static const char *describe_bn_fwd(bench_case *c) {
+  size_t n = 0, ch = 0, h = 0, w = 0;
+  const char *why = nchw_of(c, &n, &ch, &h, &w);
+  if (why) return why;
+  tensor(c, "x", BT_IN, RUMUS_F32, 2, n * ch, h * w, -1, 3);
+  tensor(c, "gamma", BT_IN, RUMUS_F32, 1, ch, 0, 0.5f, 1.5f), keep_f32(c);
+  tensor(c, "beta", BT_IN, RUMUS_F32, 1, ch, 0, -0.5f, 0.5f), keep_f32(c);
+  tensor(c, "running_mean", BT_INOUT, RUMUS_F32, 1, ch, 0, -0.5f, 0.5f), keep_f32(c);
+  tensor(c, "running_var", BT_INOUT, RUMUS_F32, 1, ch, 0, 0.5f, 1.5f), keep_f32(c);
+  tensor(c, "y", BT_OUT, RUMUS_F32, 2, n * ch, h * w, 0, 0);
+  tensor(c, "save_mean", BT_OUT, RUMUS_F32, 1, ch, 0, 0, 0), keep_f32(c);
+  tensor(c, "save_invstd", BT_OUT, RUMUS_F32, 1, ch, 0, 0, 0), keep_f32(c);
+  const double m = (double)(n * h * w);
+  c->bytes = F4 * (2.0 * m * (double)ch + 8.0 * (double)ch);
+  c->flops = 6.0 * m * (double)ch;
+  return NULL;
+}
+/* Backward: read dy and x, write dx (4(3 M C)), gamma and the saved
+ * statistics read, dgamma and dbeta written (5C); flops per element:
+ * dbeta 1, xhat 2, dgamma 2, dx 5. */
+static const char *describe_bn_bwd(bench_case *c) {
+  size_t n = 0, ch = 0, h = 0, w = 0;
+  const char *why = nchw_of(c, &n, &ch, &h, &w);
+  if (why) return why;
+  tensor(c, "dy", BT_IN, RUMUS_F32, 2, n * ch, h * w, -1, 1);
+  tensor(c, "x", BT_IN, RUMUS_F32, 2, n * ch, h * w, -1, 3);
+  tensor(c, "gamma", BT_IN, RUMUS_F32, 1, ch, 0, 0.5f, 1.5f), keep_f32(c);
+  tensor(c, "save_mean", BT_IN, RUMUS_F32, 1, ch, 0, 0.9f, 1.1f), keep_f32(c);
+  tensor(c, "save_invstd", BT_IN, RUMUS_F32, 1, ch, 0, 0.8f, 0.95f), keep_f32(c);
+  tensor(c, "dx", BT_OUT, RUMUS_F32, 2, n * ch, h * w, 0, 0);
+  tensor(c, "dgamma", BT_OUT, RUMUS_F32, 1, ch, 0, 0, 0), keep_f32(c);
+  tensor(c, "dbeta", BT_OUT, RUMUS_F32, 1, ch, 0, 0, 0), keep_f32(c);
+  const double m = (double)(n * h * w);
+  c->bytes = F4 * (3.0 * m * (double)ch + 5.0 * (double)ch);
+  c->flops = 10.0 * m * (double)ch;
+  return NULL;
+}
+static int nchw_shapes(bench_case *c, int a, int b) {
+  size_t n = 0, ch = 0, h = 0, w = 0;
+  nchw_of(c, &n, &ch, &h, &w);
+  int st = shape4(c, a, n, ch, h, w);
+  return st == RUMUS_OK && b >= 0 ? shape4(c, b, n, ch, h, w) : st;
+}
+static int run_bn_fwd(bench_case *c) {
+  int st = nchw_shapes(c, 0, 5);
+  return st ? st
+            : rumus_batchnorm2d_fwd_train(c->ctx, &BN, T(0), T(1), T(2), T(3),
+                                          T(4), T(5), T(6), T(7));
+}
+static int run_bn_bwd(bench_case *c) {
+  int st = nchw_shapes(c, 0, 1);
+  if (st == RUMUS_OK) st = nchw_shapes(c, 5, -1);
+  return st ? st
+            : rumus_batchnorm2d_bwd(c->ctx, T(0), T(1), T(2), T(3), T(4), T(5),
+                                    T(6), T(7));
+}
+static const char *peer_bn_fwd(bench_case *c) {
+  size_t n = 0, ch = 0, h = 0, w = 0;
+  nchw_of(c, &n, &ch, &h, &w);
+  peer_batchnorm2d_fwd(H(0), H(1), H(2), P(3), P(4), P(5), P(6), P(7), n, ch,
+                       h * w, BN.eps, BN.momentum);
+  return "omp";
+}
+static const char *peer_bn_bwd(bench_case *c) {
+  size_t n = 0, ch = 0, h = 0, w = 0;
+  nchw_of(c, &n, &ch, &h, &w);
+  peer_batchnorm2d_bwd(H(0), H(1), H(2), H(3), H(4), P(5), P(6), P(7), n, ch,
+                       h * w);
+  return "omp";
+}
+
+/* Channel bias add: read x, write y, read b (4(2 N C HW + C)), 1 flop an
+ * element; gradient: read dy, write db (4(N C HW + C)), 1 flop. */
+static const char *describe_cbias_add(bench_case *c) {
+  size_t n = 0, ch = 0, h = 0, w = 0;
+  const char *why = nchw_of(c, &n, &ch, &h, &w);
+  if (why) return why;
+  tensor(c, "x", BT_IN, RUMUS_F32, 2, n * ch, h * w, -1, 1);
+  tensor(c, "b", BT_IN, RUMUS_F32, 1, ch, 0, -1, 1);
+  tensor(c, "y", BT_OUT, RUMUS_F32, 2, n * ch, h * w, 0, 0);
+  const double e = (double)(n * ch) * (double)(h * w);
+  c->bytes = F4 * (2.0 * e + (double)ch);
+  c->flops = e;
+  return NULL;
+}
+static const char *describe_cbias_grad(bench_case *c) {
+  size_t n = 0, ch = 0, h = 0, w = 0;
+  const char *why = nchw_of(c, &n, &ch, &h, &w);
+  if (why) return why;
+  tensor(c, "dy", BT_IN, RUMUS_F32, 2, n * ch, h * w, -1, 1);
+  tensor(c, "db", BT_OUT, RUMUS_F32, 1, ch, 0, 0, 0);
+  const double e = (double)(n * ch) * (double)(h * w);
+  c->bytes = F4 * (e + (double)ch);
+  c->flops = e;
+  return NULL;
+}
+static int run_cbias_add(bench_case *c) {
+  int st = nchw_shapes(c, 0, 2);
+  return st ? st : rumus_channel_bias_add(c->ctx, T(0), T(1), T(2));
+}
+static int run_cbias_grad(bench_case *c) {
+  int st = nchw_shapes(c, 0, -1);
+  return st ? st : rumus_channel_bias_grad(c->ctx, T(0), T(1));
+}
+static const char *peer_cbias_add(bench_case *c) {
+  size_t n = 0, ch = 0, h = 0, w = 0;
+  nchw_of(c, &n, &ch, &h, &w);
+  peer_channel_bias_add(H(0), H(1), P(2), n, ch, h * w);
+  return "omp";
+}
+static const char *peer_cbias_grad(bench_case *c) {
+  size_t n = 0, ch = 0, h = 0, w = 0;
+  nchw_of(c, &n, &ch, &h, &w);
+  peer_channel_bias_grad(H(0), P(1), n, ch, h * w);
+  return "omp";
+}
+
+/* ---- Dropout ------------------------------------------------------------- */
+
+#define DROP_P 0.5f
+#define DROP_SEED 0x0123456789abcdefull
+#define DROP_OFFSET 42u
+
+/* Forward or backward (the same map): read x, write y; 1 flop an element
+ * (the scale; the Philox rounds, 40 integer multiplies a group of 4, are
+ * not counted). */
+N_DESCRIBE(describe_dropout, 1, 2,
+           tensor(c, "x", BT_IN, RUMUS_F32, 1, n, 0, -1, 1);
+           tensor(c, "y", BT_OUT, RUMUS_F32, 1, n, 0, 0, 0))
+static int run_dropout_fwd(bench_case *c) {
+  return rumus_dropout_fwd(c->ctx, DROP_P, DROP_SEED, DROP_OFFSET, T(0), T(1));
+}
+static int run_dropout_bwd(bench_case *c) {
+  return rumus_dropout_bwd(c->ctx, DROP_P, DROP_SEED, DROP_OFFSET, T(0), T(1));
+}
+static const char *peer_dropout_(bench_case *c) {
+  peer_dropout(H(0), P(1), c->td[0].n, DROP_P, DROP_SEED, DROP_OFFSET);
+  return "omp";
 }
 
 /* ---- The table ----------------------------------------------------------- */
@@ -474,71 +913,133 @@ static const char *peer_none(bench_case *c) {
   "128x128x256:nt,128x256x128:nn,128x256x128:tn,"                             \
   "128x10x128:nt,128x128x10:nn,10x128x128:tn"
 
-/* conv2d: the CNN layer of issue 11 (64 images, 32 -> 64 channels, 14 x
- * 14) and a first layer (1 -> 32 channels, 28 x 28). */
-#define CONV_DEFAULT "64x32x64x14,64x1x32x28"
+/* conv2d, on a CPU: the CNN layer of issue 11 (64 images, 32 -> 64
+ * channels, 14 x 14) and a first layer (1 -> 32 channels, 28 x 28), then
+ * the issue's ResNet shapes at 8 images; on a GPU the issue's shapes at 64
+ * images as well: 3x3 layers of 64, 128 and 256 channels at 56, 28 and 14
+ * pixels, the 7x7 stride-2 stem on 224 x 224, and a depthwise 3x3 layer of
+ * 256 channels at 28 x 28. */
+#define CONV_DEFAULT                                                          \
+  "64x32x64x14,64x1x32x28,8x64x64x56,8x128x128x28,8x256x256x14,"              \
+  "8x3x64x224/k7s2p3,8x256x256x28/g256"
+#define CONV_GPU                                                              \
+  "64x64x64x56,64x128x128x28,64x256x256x14,64x3x64x224/k7s2p3,"               \
+  "64x256x256x28/g256"
 #define CONV_MODEL                                                            \
-  "NxCxOCxS, 3x3 pad 1: bytes 4(NCS^2 + N OC S^2 + 9 OC C), flops "           \
-  "18 N OC S^2 C"
+  "NxCxOCxS[/kKsSpPgG] (defaults k3 s1 p K/2 g1): bytes 4(NCS^2 + N OC "      \
+  "OH OW + OC C K^2 / G), flops 2 N OC OH OW C K^2 / G"
+/* Pooling: ResNet's stem max pool (3x3, stride 2, padding 1 on 112 x 112),
+ * 2x2 pools, global average pools (/o1) and a 28 -> 7 adaptive one. */
+#define POOL_SHAPES "NxCxS[xW][/kKsSpP] (k2, s = k, p0)"
+#define MAXPOOL_DEFAULT "64x32x28,8x64x112/k3s2p1,32x64x112/k3s2p1"
+#define MAXPOOL_GPU "64x64x112/k3s2p1,64x256x56"
+#define AVGPOOL_DEFAULT "64x32x28,64x64x14/k3s1p1,32x256x56"
+#define AVGPOOL_GPU "64x256x56,64x512x14/k3s1p1"
+#define ADAPTIVE_DEFAULT "64x512x7/o1,32x256x28/o7,32x256x56/o1"
+#define ADAPTIVE_GPU "256x2048x7/o1,64x512x28/o7"
+/* Batch norm and the channel bias ops: NxCxS activations. */
+#define NCHW_DEFAULT "64x32x14,8x64x56,32x128x56"
+#define NCHW_GPU "64x64x112,64x256x56"
 
 const bench_op bench_ops[] = {
     {"xent_fwd_bwd", "xent",
      "128x10,4096x1024,65536x1024,16384x8192,8192x32000", NULL, 1,
      "rumus_cross_entropy with grad, mean: bytes 4(2RC + R + 1), flops 7RC",
-     describe_xent, run_xent, peer_xent_, NULL},
+     describe_xent, run_xent, peer_xent_, NULL, NULL},
     {"softmax_fwd", "softmax", ROWS_DEFAULT, "8192x32000", 1,
-     "bytes 4(2RC), flops 5RC", describe_sm_fwd, run_sm_fwd, peer_sm_fwd, NULL},
+     "bytes 4(2RC), flops 5RC", describe_sm_fwd, run_sm_fwd, peer_sm_fwd, NULL, NULL},
     {"log_softmax_fwd", "softmax", ROWS_DEFAULT, "8192x32000", 1,
      "bytes 4(2RC), flops 5RC", describe_sm_fwd, run_lsm_fwd, peer_lsm_fwd,
-     NULL},
+     NULL, NULL},
     {"softmax_bwd", "softmax", ROWS_DEFAULT, "8192x32000", 1,
-     "bytes 4(3RC), flops 4RC", describe_sm_bwd, run_sm_bwd, peer_sm_bwd, NULL},
+     "bytes 4(3RC), flops 4RC", describe_sm_bwd, run_sm_bwd, peer_sm_bwd, NULL, NULL},
     {"log_softmax_bwd", "softmax", ROWS_DEFAULT, "8192x32000", 1,
      "bytes 4(3RC), flops 4RC", describe_lsm_bwd, run_lsm_bwd, peer_lsm_bwd,
-     NULL},
+     NULL, NULL},
     {"gemm", "gemm", GEMM_DEFAULT, "4096x4096x4096", 0,
      "MxNxK[:op(A)op(B)], beta 0: bytes 4(MK + KN + MN), flops 2MNK",
-     describe_gemm, run_gemm, peer_gemm, check_gemm},
+     describe_gemm, run_gemm, peer_gemm, check_gemm, NULL},
     {"bias_add", "elementwise", "128x256,1024x1024,4096x4096,65536x1024", NULL,
      1, "y[R,C] += bias[C]: bytes 4(2RC + C), flops RC", describe_bias_add,
-     run_bias_add, peer_bias_add_, NULL},
+     run_bias_add, peer_bias_add_, NULL, NULL},
     {"bias_grad", "elementwise", "128x256,1024x1024,4096x4096,65536x1024",
      NULL, 1, "dbias[C] = sum_r dy[r,C]: bytes 4(RC + C), flops RC",
-     describe_bias_grad, run_bias_grad, peer_bias_grad_, NULL},
+     describe_bias_grad, run_bias_grad, peer_bias_grad_, NULL, NULL},
     {"add", "elementwise", N_DEFAULT, NULL, 1, "bytes 4(3N), flops N",
-     describe_binary, run_add, peer_add_, NULL},
+     describe_binary, run_add, peer_add_, NULL, NULL},
     {"mul", "elementwise", N_DEFAULT, NULL, 1, "bytes 4(3N), flops N",
-     describe_binary, run_mul, peer_mul_, NULL},
+     describe_binary, run_mul, peer_mul_, NULL, NULL},
     {"axpy", "elementwise", N_DEFAULT, NULL, 1, "bytes 4(3N), flops 2N",
-     describe_axpy, run_axpy, peer_axpy_, NULL},
+     describe_axpy, run_axpy, peer_axpy_, NULL, NULL},
     {"relu_fwd", "elementwise", N_DEFAULT, NULL, 1, "bytes 4(2N), flops N",
-     describe_relu_fwd, run_relu_fwd, peer_relu_fwd_, NULL},
+     describe_relu_fwd, run_relu_fwd, peer_relu_fwd_, NULL, NULL},
     {"relu_bwd", "elementwise", N_DEFAULT, NULL, 1, "bytes 4(3N), flops N",
-     describe_relu_bwd, run_relu_bwd, peer_relu_bwd_, NULL},
+     describe_relu_bwd, run_relu_bwd, peer_relu_bwd_, NULL, NULL},
     {"gelu_fwd", "elementwise", N_DEFAULT, NULL, 1,
      "GELU (erf): bytes 4(2N), flops 5N", describe_gelu_fwd, run_gelu_fwd,
-     peer_gelu_fwd_, NULL},
+     peer_gelu_fwd_, NULL, NULL},
     {"gelu_bwd", "elementwise", N_DEFAULT, NULL, 1,
      "GELU (erf): bytes 4(3N), flops 11N", describe_gelu_bwd, run_gelu_bwd,
-     peer_gelu_bwd_, NULL},
+     peer_gelu_bwd_, NULL, NULL},
     {"sgd_momentum", "optim", N_DEFAULT, NULL, 1,
      "lr 0.01, momentum 0.9, wd 1e-4: bytes 4(5N), flops 6N", describe_sgd,
-     run_sgd, peer_sgd_, NULL},
+     run_sgd, peer_sgd_, NULL, NULL},
     {"adamw", "optim", N_DEFAULT, NULL, 1,
      "lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0.01: bytes 4(7N), flops 16N",
-     describe_adamw, run_adamw, peer_adamw_, NULL},
+     describe_adamw, run_adamw, peer_adamw_, NULL, NULL},
     {"sum_squares", "optim", N_DEFAULT, NULL, 1, "bytes 4N, flops 2N",
-     describe_sumsq, run_sumsq, peer_sumsq_, NULL},
-    {"conv2d_fwd", "conv", CONV_DEFAULT, NULL, 0, CONV_MODEL,
-     describe_conv_fwd, run_conv_fwd, peer_none, NULL},
-    {"conv2d_bwd_data", "conv", CONV_DEFAULT, NULL, 0, CONV_MODEL,
-     describe_conv_bwd_data, run_conv_bwd_data, peer_none, NULL},
-    {"conv2d_bwd_weight", "conv", CONV_DEFAULT, NULL, 0, CONV_MODEL,
-     describe_conv_bwd_weight, run_conv_bwd_weight, peer_none, NULL},
+     describe_sumsq, run_sumsq, peer_sumsq_, NULL, NULL},
+    {"conv2d_fwd", "conv", CONV_DEFAULT, CONV_GPU, 0, CONV_MODEL,
+     describe_conv_fwd, run_conv_fwd, peer_conv_fwd, NULL, NULL},
+    {"conv2d_bwd_data", "conv", CONV_DEFAULT, CONV_GPU, 0, CONV_MODEL,
+     describe_conv_bwd_data, run_conv_bwd_data, peer_conv_bwd_data, NULL, NULL},
+    {"conv2d_bwd_weight", "conv", CONV_DEFAULT, CONV_GPU, 0, CONV_MODEL,
+     describe_conv_bwd_weight, run_conv_bwd_weight, peer_conv_bwd_weight, NULL,
+     NULL},
+    {"maxpool2d_fwd", "pool", MAXPOOL_DEFAULT, MAXPOOL_GPU, 1,
+     POOL_SHAPES ", PyTorch's defaults otherwise; bytes 4 NC(HW + 2 OH OW) "
+     "(y and int32 indices), flops: window elements",
+     describe_maxpool_fwd, run_maxpool_fwd, peer_maxpool_fwd, NULL, NULL},
+    {"maxpool2d_bwd", "pool", MAXPOOL_DEFAULT, MAXPOOL_GPU, 1,
+     POOL_SHAPES ": bytes 4 NC(HW + 2 OH OW) (dy and indices in, dx out)",
+     describe_maxpool_bwd, run_maxpool_bwd, peer_maxpool_bwd, NULL,
+     prepare_maxpool_bwd},
+    {"avgpool2d_fwd", "pool", AVGPOOL_DEFAULT, AVGPOOL_GPU, 1,
+     POOL_SHAPES ", count_include_pad: bytes 4 NC(HW + OH OW), flops: window "
+     "elements", describe_avgpool_fwd, run_avgpool_fwd, peer_avgpool_fwd, NULL,
+     NULL},
+    {"avgpool2d_bwd", "pool", AVGPOOL_DEFAULT, AVGPOOL_GPU, 1,
+     POOL_SHAPES ": bytes 4 NC(HW + OH OW)", describe_avgpool_bwd,
+     run_avgpool_bwd, peer_avgpool_bwd, NULL, NULL},
+    {"adaptive_avgpool2d_fwd", "pool", ADAPTIVE_DEFAULT, ADAPTIVE_GPU, 1,
+     "NxCxS[xW][/oO], output O x O (default 1): bytes 4 NC(HW + O^2), flops: "
+     "bin elements", describe_adaptive_fwd, run_adaptive_fwd, peer_adaptive_fwd,
+     NULL, NULL},
+    {"adaptive_avgpool2d_bwd", "pool", ADAPTIVE_DEFAULT, ADAPTIVE_GPU, 1,
+     "NxCxS[xW][/oO]: bytes 4 NC(HW + O^2)", describe_adaptive_bwd,
+     run_adaptive_bwd, peer_adaptive_bwd, NULL, NULL},
+    {"batchnorm2d_fwd", "batchnorm", NCHW_DEFAULT, NCHW_GPU, 1,
+     "NxCxS[xW], training, affine, running stats: bytes 4(2 NCHW + 8C), "
+     "flops 6 NCHW", describe_bn_fwd, run_bn_fwd, peer_bn_fwd, NULL, NULL},
+    {"batchnorm2d_bwd", "batchnorm", NCHW_DEFAULT, NCHW_GPU, 1,
+     "NxCxS[xW], dx, dgamma, dbeta: bytes 4(3 NCHW + 5C), flops 10 NCHW",
+     describe_bn_bwd, run_bn_bwd, peer_bn_bwd, NULL, NULL},
+    {"channel_bias_add", "batchnorm", NCHW_DEFAULT, NCHW_GPU, 1,
+     "NxCxS[xW], y = x + b[c]: bytes 4(2 NCHW + C), flops NCHW",
+     describe_cbias_add, run_cbias_add, peer_cbias_add, NULL, NULL},
+    {"channel_bias_grad", "batchnorm", NCHW_DEFAULT, NCHW_GPU, 1,
+     "NxCxS[xW], db[c] = sum dy: bytes 4(NCHW + C), flops NCHW",
+     describe_cbias_grad, run_cbias_grad, peer_cbias_grad, NULL, NULL},
+    {"dropout_fwd", "dropout", N_DEFAULT, NULL, 1,
+     "p 0.5, Philox mask: bytes 4(2N), flops N", describe_dropout,
+     run_dropout_fwd, peer_dropout_, NULL, NULL},
+    {"dropout_bwd", "dropout", N_DEFAULT, NULL, 1,
+     "p 0.5, the forward's mask: bytes 4(2N), flops N", describe_dropout,
+     run_dropout_bwd, peer_dropout_, NULL, NULL},
     {"matmul_q8", "quant",
      "1x4096x4096,8x4096x4096,1x11008x4096,8x11008x4096,1x4096x11008", NULL,
      1, "MxNxK, blocks of 32: bytes of B, NK + 2N ceil(K/32); flops 2MNK",
-     describe_q8, run_q8, peer_q8, NULL},
+     describe_q8, run_q8, peer_q8, NULL, NULL},
 };
 const size_t bench_nops = sizeof bench_ops / sizeof bench_ops[0];
 

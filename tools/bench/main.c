@@ -160,7 +160,8 @@ static void set_fail(bench_case *c, int st, const char *what) {
            msg && *msg ? ": " : "", msg ? msg : "");
 }
 
-/* Creates the tensors and uploads random contents. */
+/* Creates the host copies with random contents (then the op's prepare
+ * hook), and the tensors from them. */
 static int setup(bench_case *c) {
   for (int i = 0; i < c->nt; i++) {
     const bench_tdesc *td = &c->td[i];
@@ -173,6 +174,11 @@ static int setup(bench_case *c) {
       return -1;
     }
     fill(td, c->h[i]);
+  }
+  if (c->op->prepare) c->op->prepare(c);
+  for (int i = 0; i < c->nt; i++) {
+    const bench_tdesc *td = &c->td[i];
+    size_t nb = td->n * bench_host_elem(td);
     int st = rumus_tensor_create(c->ctx, td->dtype, td->ndim, td->shape, &c->t[i]);
     if (st == RUMUS_OK)
       st = td->host_f32 ? rumus_tensor_upload_f32(c->t[i], c->h[i], td->n)
@@ -185,11 +191,22 @@ static int setup(bench_case *c) {
   return 0;
 }
 
-/* Normwise relative error max|got - want| / max|want| of every output. */
+/* Normwise relative error max|got - want| / max|want| of every floating
+ * output; an I32 output (max pooling's indices) must match exactly: 1 if
+ * any element differs. */
 static double compare(const bench_case *c, void *const *got) {
   double worst = 0;
   for (int i = 0; i < c->nt; i++) {
     if (c->td[i].role == BT_IN) continue;
+    if (c->td[i].dtype == RUMUS_I32) {
+      const int32_t *g = got[i], *w = c->p[i];
+      for (size_t j = 0; j < c->td[i].n; j++)
+        if (g[j] != w[j]) {
+          worst = 1.0;
+          break;
+        }
+      continue;
+    }
     const float *g = got[i], *w = c->p[i];
     double maxerr = 0, maxval = 1e-30;
     for (size_t j = 0; j < c->td[i].n; j++) {
@@ -561,7 +578,9 @@ static void usage(FILE *f) {
           "  --op NAME         one op (see --list)\n"
           "  --ops LIST        comma-separated ops (default: all)\n"
           "  --shape LIST      comma-separated shapes instead of the defaults:\n"
-          "                    RxC, N, or for gemm MxNxK[:TT] (T = n or t)\n"
+          "                    RxC, N, or for gemm MxNxK[:TT] (T = n or t);\n"
+          "                    the CNN ops take a suffix /k3s2p1g1o1 (kernel,\n"
+          "                    stride, padding, groups, output; see --list)\n"
           "  --reps N          timed runs per case (default 20; without it,\n"
           "                    slow cases take fewer, at least 5, see --budget)\n"
           "  --warmup N        untimed runs first (default 3)\n"

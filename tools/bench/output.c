@@ -109,7 +109,9 @@ void bench_print_table(const bench_run *r, FILE *f) {
           r->warmup);
   if (!r->is_gpu)
     fprintf(f, "; %%stream: against the host STREAM copy; peer_us: median wall"
-               " time of the host peer (omp: OpenMP C loops, openblas: sgemm);"
+               " time of the host peer (omp: OpenMP C loops, openblas: sgemm,"
+               " im2col+sgemm: im2col / col2im and OpenBLAS sgemm per image"
+               " and group);"
                "\nvs_peer: peer time / rumus time (above 1: rumus is faster); the op, the"
                " peer and (from 64 MiB) both copies alternate run by run, and %%copy,"
                " %%stream and vs_peer are medians of the per-run ratios");
@@ -204,6 +206,10 @@ int bench_write_json(const bench_run *r, const char *path) {
       fprintf(f, "%s%zu", d ? ", " : "", c->shape.d[d]);
     fprintf(f, "], \"trans_a\": %d, \"trans_b\": %d, \"memory_bound\": %s",
             c->shape.ta, c->shape.tb, c->op->memory_bound ? "true" : "false");
+    /* The CNN geometry the op used (its defaults filled in). */
+    if (c->shape.geom)
+      fprintf(f, ", \"geom\": {\"k\": %zu, \"s\": %zu, \"p\": %zu, \"g\": %zu, \"o\": %zu}",
+              c->shape.k, c->shape.s, c->shape.p, c->shape.g, c->shape.o);
     fprintf(f, ", \"bytes\": %.0f, \"flops\": %.0f, \"status\": \"%s\"",
             c->bytes, c->flops, status_text(c));
     if (!m) {

@@ -342,3 +342,410 @@ void peer_matmul_q8(const float *restrict a, const int8_t *restrict q,
     free(w);
   }
 }
+
+/* ---- Convolution: im2col + sgemm ----------------------------------------- */
+
+#ifdef HAVE_OPENBLAS
+/* Row-major sgemm with leading dimensions and beta. */
+static void sgemm_ld(int ta, int tb, size_t m, size_t n, size_t k,
+                     const float *a, size_t lda, const float *b, size_t ldb,
+                     float beta, float *c, size_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
+              (blasint)k, 1.0f, a, (blasint)lda, b, (blasint)ldb, beta, c,
+              (blasint)ldc);
+}
+
+/* Rows (ci, kh, kw) of cg channels of one image x [cg, h, w] into col
+ * [cg k k, oh ow] (0 in the padding).  On the calling thread alone, as is
+ * col2im: between the sgemm calls OpenBLAS's threads spin waiting for the
+ * next one, and OpenMP threads beside them took the peer from 30 to 990
+ * ms on 2 shared cores (64x32x64x14). */
+static void im2col(const peer_conv *q, size_t cg, const float *restrict x,
+                   float *restrict col) {
+  const size_t kk = q->k * q->k, np = q->oh * q->ow;
+  for (size_t r = 0; r < cg * kk; r++) {
+    const float *xc = x + r / kk * q->h * q->w;
+    const long kh = (long)(r / q->k % q->k), kw = (long)(r % q->k);
+    float *cr = col + r * np;
+    for (size_t i = 0; i < q->oh; i++) {
+      const long ih = (long)(i * q->s) + kh - (long)q->p;
+      float *o = cr + i * q->ow;
+      if (ih < 0 || ih >= (long)q->h) {
+        memset(o, 0, q->ow * sizeof *o);
+        continue;
+      }
+      const float *xr = xc + (size_t)ih * q->w;
+      for (size_t j = 0; j < q->ow; j++) {
+        const long iw = (long)(j * q->s) + kw - (long)q->p;
+        o[j] = iw >= 0 && iw < (long)q->w ? xr[iw] : 0.0f;
+      }
+    }
+  }
+}
+
+/* The reverse: dx [cg, h, w] = the sum of col's entries that im2col took
+ * from each pixel. */
+static void col2im(const peer_conv *q, size_t cg, const float *restrict col,
+                   float *restrict dx) {
+  const size_t kk = q->k * q->k, np = q->oh * q->ow;
+  for (size_t ci = 0; ci < cg; ci++) {
+    float *xc = dx + ci * q->h * q->w;
+    memset(xc, 0, q->h * q->w * sizeof *xc);
+    for (size_t r = ci * kk; r < (ci + 1) * kk; r++) {
+      const long kh = (long)(r / q->k % q->k), kw = (long)(r % q->k);
+      const float *cr = col + r * np;
+      for (size_t i = 0; i < q->oh; i++) {
+        const long ih = (long)(i * q->s) + kh - (long)q->p;
+        if (ih < 0 || ih >= (long)q->h) continue;
+        float *xr = xc + (size_t)ih * q->w;
+        for (size_t j = 0; j < q->ow; j++) {
+          const long iw = (long)(j * q->s) + kw - (long)q->p;
+          if (iw >= 0 && iw < (long)q->w) xr[iw] += cr[i * q->ow + j];
+        }
+      }
+    }
+  }
+}
+#endif
+
+int peer_conv2d_fwd(const peer_conv *q, const float *x, const float *w,
+                    const float *bias, float *y) {
+#ifdef HAVE_OPENBLAS
+  const size_t cg = q->c / q->g, og = q->oc / q->g, kk = q->k * q->k,
+               np = q->oh * q->ow, hw = q->h * q->w;
+  float *col = malloc(cg * kk * np * sizeof *col);
+  if (col == NULL) return 0;
+  for (size_t n = 0; n < q->n; n++)
+    for (size_t g = 0; g < q->g; g++) {
+      im2col(q, cg, x + (n * q->c + g * cg) * hw, col);
+      sgemm_ld(0, 0, og, np, cg * kk, w + g * og * cg * kk, cg * kk, col, np,
+               0.0f, y + (n * q->oc + g * og) * np, np);
+    }
+  free(col);
+  if (bias) {
+    for (size_t r = 0; r < q->n * q->oc; r++) {
+      float *yr = y + r * np;
+      const float b = bias[r % q->oc];
+#pragma omp simd
+      for (size_t j = 0; j < np; j++) yr[j] += b;
+    }
+  }
+  return 1;
+#else
+  (void)q, (void)x, (void)w, (void)bias, (void)y;
+  return 0;
+#endif
+}
+
+int peer_conv2d_bwd_data(const peer_conv *q, const float *dy, const float *w,
+                         float *dx) {
+#ifdef HAVE_OPENBLAS
+  const size_t cg = q->c / q->g, og = q->oc / q->g, kk = q->k * q->k,
+               np = q->oh * q->ow, hw = q->h * q->w;
+  float *col = malloc(cg * kk * np * sizeof *col);
+  if (col == NULL) return 0;
+  for (size_t n = 0; n < q->n; n++)
+    for (size_t g = 0; g < q->g; g++) {
+      sgemm_ld(1, 0, cg * kk, np, og, w + g * og * cg * kk, cg * kk,
+               dy + (n * q->oc + g * og) * np, np, 0.0f, col, np);
+      col2im(q, cg, col, dx + (n * q->c + g * cg) * hw);
+    }
+  free(col);
+  return 1;
+#else
+  (void)q, (void)dy, (void)w, (void)dx;
+  return 0;
+#endif
+}
+
+int peer_conv2d_bwd_weight(const peer_conv *q, const float *x,
+                           const float *dy, float *dw) {
+#ifdef HAVE_OPENBLAS
+  const size_t cg = q->c / q->g, og = q->oc / q->g, kk = q->k * q->k,
+               np = q->oh * q->ow, hw = q->h * q->w;
+  float *col = malloc(cg * kk * np * sizeof *col);
+  if (col == NULL) return 0;
+  for (size_t n = 0; n < q->n; n++)
+    for (size_t g = 0; g < q->g; g++) {
+      im2col(q, cg, x + (n * q->c + g * cg) * hw, col);
+      sgemm_ld(0, 1, og, cg * kk, np, dy + (n * q->oc + g * og) * np, np, col,
+               np, n ? 1.0f : 0.0f, dw + g * og * cg * kk, cg * kk);
+    }
+  free(col);
+  return 1;
+#else
+  (void)q, (void)x, (void)dy, (void)dw;
+  return 0;
+#endif
+}
+
+/* ---- Pooling ------------------------------------------------------------- */
+
+/* The output extent of floor-mode pooling. */
+static size_t pool_out(size_t in, size_t k, size_t s, size_t p) {
+  return (in + 2 * p - k) / s + 1;
+}
+
+void peer_maxpool2d_fwd(const float *restrict x, float *restrict y,
+                        int32_t *restrict idx, size_t planes, size_t h,
+                        size_t w, size_t k, size_t s, size_t p) {
+  const size_t oh = pool_out(h, k, s, p), ow = pool_out(w, k, s, p);
+#pragma omp parallel for schedule(static)
+  for (size_t pl = 0; pl < planes; pl++) {
+    const float *xp = x + pl * h * w;
+    for (size_t i = 0; i < oh; i++)
+      for (size_t j = 0; j < ow; j++) {
+        const long h0 = (long)(i * s) - (long)p, w0 = (long)(j * s) - (long)p;
+        float best = -INFINITY;
+        int32_t at = -1;
+        for (long a = h0 < 0 ? 0 : h0; a < h0 + (long)k && a < (long)h; a++)
+          for (long b = w0 < 0 ? 0 : w0; b < w0 + (long)k && b < (long)w; b++) {
+            const float v = xp[(size_t)a * w + (size_t)b];
+            if (at < 0 || v > best) {
+              best = v;
+              at = (int32_t)((size_t)a * w + (size_t)b);
+            }
+          }
+        y[(pl * oh + i) * ow + j] = best;
+        idx[(pl * oh + i) * ow + j] = at;
+      }
+  }
+}
+
+void peer_maxpool2d_bwd(const float *restrict dy, const int32_t *restrict idx,
+                        float *restrict dx, size_t planes, size_t h, size_t w,
+                        size_t oh, size_t ow) {
+#pragma omp parallel for schedule(static)
+  for (size_t pl = 0; pl < planes; pl++) {
+    float *dp = dx + pl * h * w;
+    memset(dp, 0, h * w * sizeof *dp);
+    for (size_t o = pl * oh * ow; o < (pl + 1) * oh * ow; o++)
+      if (idx[o] >= 0) dp[idx[o]] += dy[o];
+  }
+}
+
+/* Rows [*lo, *hi) of a window starting at o s - p inside [0, in), and the
+ * window's extent counted with the padding (count_include_pad). */
+static size_t avg_span(size_t o, size_t in, size_t k, size_t s, size_t p,
+                       long *lo, long *hi) {
+  const long a = (long)(o * s) - (long)p;
+  long b = a + (long)k;
+  if (b > (long)(in + p)) b = (long)(in + p);
+  *lo = a < 0 ? 0 : a;
+  *hi = b < (long)in ? b : (long)in;
+  return (size_t)(b - a);
+}
+
+void peer_avgpool2d_fwd(const float *restrict x, float *restrict y,
+                        size_t planes, size_t h, size_t w, size_t k, size_t s,
+                        size_t p) {
+  const size_t oh = pool_out(h, k, s, p), ow = pool_out(w, k, s, p);
+#pragma omp parallel for schedule(static)
+  for (size_t pl = 0; pl < planes; pl++) {
+    const float *xp = x + pl * h * w;
+    for (size_t i = 0; i < oh; i++) {
+      long a0, a1, b0, b1;
+      const size_t eh = avg_span(i, h, k, s, p, &a0, &a1);
+      for (size_t j = 0; j < ow; j++) {
+        const size_t ew = avg_span(j, w, k, s, p, &b0, &b1);
+        float sum = 0.0f;
+        for (long a = a0; a < a1; a++)
+          for (long b = b0; b < b1; b++) sum += xp[(size_t)a * w + (size_t)b];
+        y[(pl * oh + i) * ow + j] = sum / (float)(eh * ew);
+      }
+    }
+  }
+}
+
+void peer_avgpool2d_bwd(const float *restrict dy, float *restrict dx,
+                        size_t planes, size_t h, size_t w, size_t k, size_t s,
+                        size_t p) {
+  const size_t oh = pool_out(h, k, s, p), ow = pool_out(w, k, s, p);
+#pragma omp parallel for schedule(static)
+  for (size_t pl = 0; pl < planes; pl++) {
+    float *dp = dx + pl * h * w;
+    memset(dp, 0, h * w * sizeof *dp);
+    for (size_t i = 0; i < oh; i++) {
+      long a0, a1, b0, b1;
+      const size_t eh = avg_span(i, h, k, s, p, &a0, &a1);
+      for (size_t j = 0; j < ow; j++) {
+        const size_t ew = avg_span(j, w, k, s, p, &b0, &b1);
+        const float g = dy[(pl * oh + i) * ow + j] / (float)(eh * ew);
+        for (long a = a0; a < a1; a++)
+          for (long b = b0; b < b1; b++) dp[(size_t)a * w + (size_t)b] += g;
+      }
+    }
+  }
+}
+
+/* Bin i of out over in: [floor(i in / out), ceil((i + 1) in / out)). */
+static void bin(size_t i, size_t in, size_t out, size_t *lo, size_t *hi) {
+  *lo = i * in / out;
+  *hi = ((i + 1) * in + out - 1) / out;
+}
+
+void peer_adaptive_avgpool2d_fwd(const float *restrict x, float *restrict y,
+                                 size_t planes, size_t h, size_t w, size_t oh,
+                                 size_t ow) {
+#pragma omp parallel for schedule(static)
+  for (size_t pl = 0; pl < planes; pl++) {
+    const float *xp = x + pl * h * w;
+    for (size_t i = 0; i < oh; i++) {
+      size_t a0, a1, b0, b1;
+      bin(i, h, oh, &a0, &a1);
+      for (size_t j = 0; j < ow; j++) {
+        bin(j, w, ow, &b0, &b1);
+        float sum = 0.0f;
+        for (size_t a = a0; a < a1; a++)
+#pragma omp simd reduction(+ : sum)
+          for (size_t b = b0; b < b1; b++) sum += xp[a * w + b];
+        y[(pl * oh + i) * ow + j] = sum / (float)((a1 - a0) * (b1 - b0));
+      }
+    }
+  }
+}
+
+void peer_adaptive_avgpool2d_bwd(const float *restrict dy, float *restrict dx,
+                                 size_t planes, size_t h, size_t w, size_t oh,
+                                 size_t ow) {
+#pragma omp parallel for schedule(static)
+  for (size_t pl = 0; pl < planes; pl++) {
+    float *dp = dx + pl * h * w;
+    memset(dp, 0, h * w * sizeof *dp);
+    for (size_t i = 0; i < oh; i++) {
+      size_t a0, a1, b0, b1;
+      bin(i, h, oh, &a0, &a1);
+      for (size_t j = 0; j < ow; j++) {
+        bin(j, w, ow, &b0, &b1);
+        const float g =
+            dy[(pl * oh + i) * ow + j] / (float)((a1 - a0) * (b1 - b0));
+        for (size_t a = a0; a < a1; a++)
+          for (size_t b = b0; b < b1; b++) dp[a * w + b] += g;
+      }
+    }
+  }
+}
+
+/* ---- Batch norm and channel bias ----------------------------------------- */
+
+/* sum over the n segments of channel ch of f(v) */
+static float chan_sum(const float *restrict x, size_t n, size_t c, size_t hw,
+                      size_t ch, float shift, int square) {
+  float s = 0.0f;
+  for (size_t i = 0; i < n; i++) {
+    const float *xr = x + (i * c + ch) * hw;
+    if (square) {
+#pragma omp simd reduction(+ : s)
+      for (size_t j = 0; j < hw; j++) s += (xr[j] - shift) * (xr[j] - shift);
+    } else {
+#pragma omp simd reduction(+ : s)
+      for (size_t j = 0; j < hw; j++) s += xr[j];
+    }
+  }
+  return s;
+}
+
+void peer_batchnorm2d_fwd(const float *restrict x, const float *gamma,
+                          const float *beta, float *rmean, float *rvar,
+                          float *restrict y, float *smean, float *sinvstd,
+                          size_t n, size_t c, size_t hw, float eps,
+                          float momentum) {
+  const float m = (float)(n * hw);
+#pragma omp parallel for schedule(static)
+  for (size_t ch = 0; ch < c; ch++) {
+    const float mean = chan_sum(x, n, c, hw, ch, 0.0f, 0) / m;
+    const float var = chan_sum(x, n, c, hw, ch, mean, 1) / m;
+    const float inv = 1.0f / sqrtf(var + eps);
+    const float a = inv * gamma[ch], b = beta[ch];
+    for (size_t i = 0; i < n; i++) {
+      const float *xr = x + (i * c + ch) * hw;
+      float *yr = y + (i * c + ch) * hw;
+#pragma omp simd
+      for (size_t j = 0; j < hw; j++) yr[j] = (xr[j] - mean) * a + b;
+    }
+    smean[ch] = mean;
+    sinvstd[ch] = inv;
+    rmean[ch] = (1.0f - momentum) * rmean[ch] + momentum * mean;
+    rvar[ch] = (1.0f - momentum) * rvar[ch] + momentum * var * m / (m - 1.0f);
+  }
+}
+
+void peer_batchnorm2d_bwd(const float *restrict dy, const float *restrict x,
+                          const float *gamma, const float *smean,
+                          const float *sinvstd, float *restrict dx,
+                          float *dgamma, float *dbeta, size_t n, size_t c,
+                          size_t hw) {
+  const float m = (float)(n * hw);
+#pragma omp parallel for schedule(static)
+  for (size_t ch = 0; ch < c; ch++) {
+    const float mean = smean[ch], inv = sinvstd[ch];
+    float db = 0.0f, dg = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+      const float *xr = x + (i * c + ch) * hw, *gr = dy + (i * c + ch) * hw;
+#pragma omp simd reduction(+ : db, dg)
+      for (size_t j = 0; j < hw; j++) {
+        db += gr[j];
+        dg += gr[j] * (xr[j] - mean) * inv;
+      }
+    }
+    const float a = gamma[ch] * inv, mb = db / m, mg = dg / m;
+    for (size_t i = 0; i < n; i++) {
+      const float *xr = x + (i * c + ch) * hw, *gr = dy + (i * c + ch) * hw;
+      float *dr = dx + (i * c + ch) * hw;
+#pragma omp simd
+      for (size_t j = 0; j < hw; j++)
+        dr[j] = a * (gr[j] - mb - (xr[j] - mean) * inv * mg);
+    }
+    dgamma[ch] = dg;
+    dbeta[ch] = db;
+  }
+}
+
+void peer_channel_bias_add(const float *restrict x, const float *restrict b,
+                           float *restrict y, size_t n, size_t c, size_t hw) {
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < n * c; r++) {
+    const float *xr = x + r * hw;
+    float *yr = y + r * hw;
+    const float v = b[r % c];
+#pragma omp simd
+    for (size_t j = 0; j < hw; j++) yr[j] = xr[j] + v;
+  }
+}
+
+void peer_channel_bias_grad(const float *restrict dy, float *restrict db,
+                            size_t n, size_t c, size_t hw) {
+#pragma omp parallel for schedule(static)
+  for (size_t ch = 0; ch < c; ch++) db[ch] = chan_sum(dy, n, c, hw, ch, 0.0f, 0);
+}
+
+/* ---- Dropout ------------------------------------------------------------- */
+
+/* Philox4x32-10 (Salmon et al., SC 2011): 10 rounds of two 32 x 32 ->
+ * 64-bit products, the key bumped by the Weyl constants between rounds. */
+static void philox4x32_10(uint32_t c[4], uint32_t k0, uint32_t k1) {
+  for (int r = 0; r < 10; r++) {
+    if (r) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    const uint64_t p0 = (uint64_t)0xD2511F53u * c[0];
+    const uint64_t p1 = (uint64_t)0xCD9E8D57u * c[2];
+    const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0, n1 = (uint32_t)p1;
+    const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1, n3 = (uint32_t)p0;
+    c[0] = n0, c[1] = n1, c[2] = n2, c[3] = n3;
+  }
+}
+
+void peer_dropout(const float *restrict x, float *restrict y, size_t n,
+                  float p, uint64_t seed, uint64_t offset) {
+  const uint32_t thresh = (uint32_t)ceil((double)p * 16777216.0);
+  const float scale = (float)(1.0 / (1.0 - (double)p));
+  const size_t groups = (n + 3) / 4;
+#pragma omp parallel for schedule(static)
+  for (size_t q = 0; q < groups; q++) {
+    uint32_t r[4] = {(uint32_t)q, (uint32_t)((uint64_t)q >> 32),
+                     (uint32_t)offset, (uint32_t)(offset >> 32)};
+    philox4x32_10(r, (uint32_t)seed, (uint32_t)(seed >> 32));
+    for (size_t j = 0; j < 4 && 4 * q + j < n; j++)
+      y[4 * q + j] = (r[j] >> 8) >= thresh ? x[4 * q + j] * scale : 0.0f;
+  }
+}

@@ -66,4 +66,71 @@ float peer_sum_squares(const float *x, size_t n);
 void peer_matmul_q8(const float *a, const int8_t *q, const uint16_t *s,
                     float *c, size_t m, size_t n, size_t k, size_t bs);
 
+/* ---- CNN ops (NCHW, see include/rumus.h) ---------------------------------
+ * Images are [N, C, H, W] row-major.  Convolutions are square: kernel k,
+ * stride s, zero padding p on every side, groups g; oh = (h + 2p - k) / s
+ * + 1 and ow likewise. */
+typedef struct {
+  size_t n, c, oc, h, w, k, s, p, g, oh, ow;
+} peer_conv;
+
+/* y = conv2d(x, w) + bias (bias may be NULL) by im2col and OpenBLAS sgemm:
+ * for each image and group, the columns of x (cg k k rows of oh ow) are
+ * gathered into a scratch buffer (by the calling thread: OpenBLAS's own
+ * threads spin between calls), then one sgemm (OpenBLAS's threads)
+ * multiplies w's rows of the group by them; returns 0 without BLAS or
+ * scratch memory.  The backward ops use the same columns: the weight
+ * gradient accumulates dy col^T image by image (beta 1), the input
+ * gradient forms w^T dy and scatters the columns back (col2im). */
+int peer_conv2d_fwd(const peer_conv *q, const float *x, const float *w,
+                    const float *bias, float *y);
+int peer_conv2d_bwd_data(const peer_conv *q, const float *dy, const float *w,
+                         float *dx);
+int peer_conv2d_bwd_weight(const peer_conv *q, const float *x,
+                           const float *dy, float *dw);
+
+/* Pooling on planes = N C planes of h x w, square windows k, stride s,
+ * padding p (floor mode, dilation 1); PyTorch's rules as rumus.h states
+ * them.  Max pooling: ties keep the first element in window order, the
+ * index is h * w + w within the plane (int32).  Avg pooling counts the
+ * padding in the divisor (count_include_pad).  The backward ops scatter
+ * each output's gradient in output order (a plane per thread). */
+void peer_maxpool2d_fwd(const float *x, float *y, int32_t *idx, size_t planes,
+                        size_t h, size_t w, size_t k, size_t s, size_t p);
+void peer_maxpool2d_bwd(const float *dy, const int32_t *idx, float *dx,
+                        size_t planes, size_t h, size_t w, size_t oh,
+                        size_t ow);
+void peer_avgpool2d_fwd(const float *x, float *y, size_t planes, size_t h,
+                        size_t w, size_t k, size_t s, size_t p);
+void peer_avgpool2d_bwd(const float *dy, float *dx, size_t planes, size_t h,
+                        size_t w, size_t k, size_t s, size_t p);
+/* Adaptive average pooling to oh x ow (bins floor(i h / oh) to
+ * ceil((i + 1) h / oh)). */
+void peer_adaptive_avgpool2d_fwd(const float *x, float *y, size_t planes,
+                                 size_t h, size_t w, size_t oh, size_t ow);
+void peer_adaptive_avgpool2d_bwd(const float *dy, float *dx, size_t planes,
+                                 size_t h, size_t w, size_t oh, size_t ow);
+
+/* Batch norm in training mode over x [n, c, hw] (channels over the
+ * threads, two passes for the statistics, float accumulators per vector
+ * lane): y, the saved mean and 1 / sqrt(var + eps), and the running
+ * statistics updated with momentum (unbiased variance). */
+void peer_batchnorm2d_fwd(const float *x, const float *gamma,
+                          const float *beta, float *rmean, float *rvar,
+                          float *y, float *smean, float *sinvstd, size_t n,
+                          size_t c, size_t hw, float eps, float momentum);
+void peer_batchnorm2d_bwd(const float *dy, const float *x, const float *gamma,
+                          const float *smean, const float *sinvstd, float *dx,
+                          float *dgamma, float *dbeta, size_t n, size_t c,
+                          size_t hw);
+/* y = x + b[channel]; db[channel] = the sum of dy over n and hw. */
+void peer_channel_bias_add(const float *x, const float *b, float *y, size_t n,
+                           size_t c, size_t hw);
+void peer_channel_bias_grad(const float *dy, float *db, size_t n, size_t c,
+                            size_t hw);
+/* Dropout with rumus's mask (Philox4x32-10 of (element / 4, offset) under
+ * seed, rumus.h states it): y = kept ? x * scale : 0. */
+void peer_dropout(const float *x, float *y, size_t n, float p, uint64_t seed,
+                  uint64_t offset);
+
 #endif /* RUMUS_BENCH_PEER_H */
