@@ -35,10 +35,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../tools/train/checkpoint.h"
 #include "../tools/train/cnn.h"
 #include "../tools/train/mlp.h"
 #include "../tools/train/mnist.h"
 #include "../tools/train/options.h"
+#include "../tools/train/safetensors.h"
 #include "testutil.h"
 
 /* cnn_short_run's threshold (test accuracy, percent). */
@@ -1448,6 +1450,79 @@ START_TEST(cnn_mixed_precision) {
 }
 END_TEST
 
+/* safetensors checkpoints: the MLP and the CNN round trip bit for bit
+ * with their input transform; a file with PyTorch's names and no rumus
+ * metadata loads (inputs pixel / 255); bad files name what is wrong. */
+START_TEST(checkpoint_safetensors) {
+  static const size_t hidden[2] = {16, 8};
+  mlp_shape s;
+  ck_assert_int_eq(mlp_shape_make(&s, MNIST_PIXELS, hidden, 2, MNIST_CLASSES), RUMUS_OK);
+  mlp_params p, q;
+  cnn_params cp, cq;
+  ck_assert_int_eq(mlp_params_alloc(&p, &s), RUMUS_OK);
+  mlp_params_init(&p, 3);
+  p.in_mean = 0.25f;
+  p.in_std = 0.5f;
+  char err[1024] = "", path[600];
+  snprintf(path, sizeof path, "%s", tmp_path("mlp.safetensors"));
+  ck_assert_msg(ckpt_save(path, TRAIN_MODEL_MLP, &p, NULL, err, sizeof err) == RUMUS_OK, "%s", err);
+  ck_assert(ckpt_is_safetensors(path));
+  train_model_kind kind;
+  ck_assert_msg(ckpt_load(path, &kind, &q, &cq, err, sizeof err) == RUMUS_OK, "%s", err);
+  ck_assert_int_eq(kind, TRAIN_MODEL_MLP);
+  assert_params_equal(&p, &q);
+  ck_assert(q.in_mean == 0.25f && q.in_std == 0.5f);
+  mlp_params_free(&q);
+
+  /* The CNN, running statistics included. */
+  cnn_shape cs = {4, 6, 10};
+  ck_assert_int_eq(cnn_params_alloc(&cp, &cs), RUMUS_OK);
+  cnn_params_init(&cp, 5);
+  cp.t[CNN_BN2_VAR][1] = 2.5f;
+  snprintf(path, sizeof path, "%s", tmp_path("cnn.safetensors"));
+  ck_assert_msg(ckpt_save(path, TRAIN_MODEL_CNN, NULL, &cp, err, sizeof err) == RUMUS_OK, "%s", err);
+  ck_assert_msg(ckpt_load(path, &kind, &q, &cq, err, sizeof err) == RUMUS_OK, "%s", err);
+  ck_assert_int_eq(kind, TRAIN_MODEL_CNN);
+  for (int k = 0; k < CNN_NTENSOR; k++)
+    ck_assert(memcmp(cp.t[k], cq.t[k], cnn_tensor_numel(&cs, k) * sizeof(float)) == 0);
+  cnn_params_free(&cq);
+
+  /* PyTorch's names without metadata: an MLP of one layer. */
+  const size_t w_shape[2] = {10, 784};
+  st_tensor t[3] = {{"0.weight", RUMUS_F32, 2, {10, 784}, p.w[0], 0},
+                    {"0.bias", RUMUS_F32, 1, {10}, p.b[0], 40},
+                    {"extra", RUMUS_F32, 1, {1}, p.b[0], 4}};
+  t[0].nbytes = w_shape[0] * w_shape[1] * sizeof(float);
+  snprintf(path, sizeof path, "%s", tmp_path("torch.safetensors"));
+  ck_assert_int_eq(st_save(path, t, 2, NULL, 0, err, sizeof err), RUMUS_OK);
+  ck_assert_msg(ckpt_load(path, &kind, &q, &cq, err, sizeof err) == RUMUS_OK, "%s", err);
+  ck_assert(kind == TRAIN_MODEL_MLP && q.shape.nlayers == 1 && q.in_mean == 0 && q.in_std == 1);
+  mlp_params_free(&q);
+  /* An unexpected tensor, a bad shape, a metadata that disagrees. */
+  ck_assert_int_eq(st_save(path, t, 3, NULL, 0, err, sizeof err), RUMUS_OK);
+  ck_assert_int_eq(ckpt_load(path, &kind, &q, &cq, err, sizeof err), TRAIN_EFORMAT);
+  ck_assert_ptr_nonnull(strstr(err, "unexpected tensor extra"));
+  t[1].shape[0] = 9;
+  t[1].nbytes = 36;
+  ck_assert_int_eq(st_save(path, t, 2, NULL, 0, err, sizeof err), RUMUS_OK);
+  ck_assert_int_eq(ckpt_load(path, &kind, &q, &cq, err, sizeof err), TRAIN_EFORMAT);
+  ck_assert_ptr_nonnull(strstr(err, "0.bias"));
+  t[1].shape[0] = 10;
+  t[1].nbytes = 40;
+  const char *meta[2] = {"rumus.model", "cnn"};
+  ck_assert_int_eq(st_save(path, t, 2, meta, 1, err, sizeof err), RUMUS_OK);
+  ck_assert_int_eq(ckpt_load(path, &kind, &q, &cq, err, sizeof err), TRAIN_EFORMAT);
+  ck_assert_ptr_nonnull(strstr(err, "metadata says cnn"));
+  p.w[0][5] = NAN;
+  ck_assert_int_eq(st_save(path, t, 2, NULL, 0, err, sizeof err), RUMUS_OK);
+  ck_assert_int_eq(ckpt_load(path, &kind, &q, &cq, err, sizeof err), TRAIN_EFORMAT);
+  ck_assert_ptr_nonnull(strstr(err, "0.weight[5] is not finite"));
+  ck_assert(!ckpt_is_safetensors(tmp_path("nothing")));
+  mlp_params_free(&p);
+  cnn_params_free(&cp);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("train");
   TCase *idx = tu_tcase("idx");
@@ -1473,6 +1548,7 @@ int main(void) {
   tcase_add_test(host, model_file_damaged);
   tcase_add_test(host, cnn_init_and_file);
   tcase_add_test(host, cnn_file_damaged);
+  tcase_add_test(host, checkpoint_safetensors);
   suite_add_tcase(s, host);
 
   TCase *dev = tu_tcase("device");

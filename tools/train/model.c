@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
+
 static int is_cnn(const train_model *t) { return t->kind == TRAIN_MODEL_CNN; }
 
 /* ---- Host parameters -------------------------------------------------- */
@@ -31,8 +33,28 @@ static int check_loaded_mlp(const train_model *t, const train_opts *o, char *err
   return RUMUS_OK;
 }
 
+/* A safetensors model file (checkpoint.h): its kind from its tensors. */
+static int load_safetensors(train_model *t, const train_opts *o, char *err,
+                            size_t errlen) {
+  char why[1536];
+  train_model_kind kind;
+  int st = ckpt_load(o->load, &kind, &t->mp, &t->cp, why, sizeof why);
+  if (st != RUMUS_OK)
+    return train_fail(err, errlen, st, "cannot load the model (%s): %s",
+                      train_err_name(st), why);
+  t->kind = kind;
+  if (o->model_given && o->model != kind)
+    return train_fail(err, errlen, RUMUS_EINVAL, "%s is %s model file, but --model %s was given",
+                      o->load, is_cnn(t) ? "a CNN" : "an MLP", is_cnn(t) ? "mlp" : "cnn");
+  if (is_cnn(t) && o->hidden_given)
+    return train_fail(err, errlen, RUMUS_EINVAL,
+                      "%s is a CNN model file: --hidden does not apply", o->load);
+  return is_cnn(t) ? RUMUS_OK : check_loaded_mlp(t, o, err, errlen);
+}
+
 static int load_params(train_model *t, const train_opts *o, char *err,
                        size_t errlen) {
+  if (ckpt_is_safetensors(o->load)) return load_safetensors(t, o, err, errlen);
   int file_cnn = cnn_file_is_cnn(o->load);
   if (file_cnn && o->model_given && o->model == TRAIN_MODEL_MLP)
     return train_fail(err, errlen, RUMUS_EINVAL,
@@ -209,8 +231,7 @@ int model_save(train_model *t, const char *path, char *err, size_t errlen) {
     return train_fail(err, errlen, st, "cannot download the parameters: %s",
                       model_errmsg(t));
   char why[1536];
-  st = is_cnn(t) ? cnn_params_save(&t->cp, path, why, sizeof why)
-                 : mlp_params_save(&t->mp, path, why, sizeof why);
+  st = ckpt_save(path, t->kind, &t->mp, &t->cp, why, sizeof why);
   if (st != RUMUS_OK)
     return train_fail(err, errlen, st, "cannot save the model (%s): %s",
                       train_err_name(st), why);

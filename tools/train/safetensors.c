@@ -17,7 +17,8 @@ static const struct {
               {"F16", RUMUS_F16},
               {"BF16", RUMUS_BF16},
               {"I32", RUMUS_I32},
-              {"I8", RUMUS_I8}};
+              {"I8", RUMUS_I8},
+              {"I64", ST_I64}};
 #define NDTYPES (sizeof DTYPES / sizeof DTYPES[0])
 
 static const char *dtype_name(rumus_dtype d) {
@@ -33,6 +34,10 @@ static int dtype_of(const char *name, rumus_dtype *out) {
       return 0;
     }
   return -1;
+}
+
+size_t st_elem_size(rumus_dtype dtype) {
+  return dtype == ST_I64 ? 8 : rumus_dtype_size(dtype);
 }
 
 size_t st_numel(const st_tensor *t) {
@@ -86,7 +91,7 @@ static int check_for_save(const st_tensor *t, size_t n, char *err,
       return train_fail(err, errlen, RUMUS_EINVAL, "st_save: %s: unsupported dtype",
                         t[i].name);
     if (t[i].ndim < 0 || t[i].ndim > RUMUS_MAX_DIMS ||
-        t[i].nbytes != st_numel(&t[i]) * rumus_dtype_size(t[i].dtype) ||
+        t[i].nbytes != st_numel(&t[i]) * st_elem_size(t[i].dtype) ||
         (t[i].nbytes && !t[i].data))
       return train_fail(err, errlen, RUMUS_EINVAL,
                         "st_save: %s: shape and byte count disagree", t[i].name);
@@ -194,7 +199,7 @@ static int parse_entry(const char *path, const char *name, json_object *e,
       get_u64(json_object_array_get_idx(offs, 1), &off[1]) != 0 || off[1] < off[0])
     return train_fail(err, errlen, TRAIN_EFORMAT, "%s: %s: bad data_offsets", path, name);
   t->nbytes = off[1] - off[0];
-  if (mul_sat(numel, rumus_dtype_size(t->dtype)) != t->nbytes)
+  if (mul_sat(numel, st_elem_size(t->dtype)) != t->nbytes)
     return train_fail(err, errlen, TRAIN_EFORMAT,
                       "%s: %s: %zu bytes of data for a shape of %zu %s elements", path,
                       name, t->nbytes, numel, json_object_get_string(dt));
@@ -362,7 +367,7 @@ void st_to_f32(const st_tensor *t, float *dst) {
   for (size_t i = 0; i < n; i++) {
     uint16_t h;
     int32_t v;
-    switch (t->dtype) {
+    switch ((int)t->dtype) {
       case RUMUS_F16:
         memcpy(&h, p + 2 * i, 2);
         dst[i] = rumus_f16_to_f32(h);
@@ -378,6 +383,12 @@ void st_to_f32(const st_tensor *t, float *dst) {
       case RUMUS_I8:
         dst[i] = (float)(int8_t)p[i];
         break;
+      case ST_I64: {
+        int64_t w;
+        memcpy(&w, p + 8 * i, 8);
+        dst[i] = (float)w;
+        break;
+      }
       default:
         memcpy(&dst[i], p + 4 * i, 4);
     }

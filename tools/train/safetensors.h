@@ -14,7 +14,7 @@
  *             [begin, end) from the data's start
  *
  * The reader accepts a file only when the header is a JSON object of those
- * entries, each dtype is one rumus stores (F32, F16, BF16, I32, I8), each
+ * entries, each dtype is one rumus stores (F32, F16, BF16, I32, I8) or I64, each
  * shape has at most RUMUS_MAX_DIMS non-negative extents, each tensor's
  * bytes are its element count times the dtype's size, and the tensors'
  * ranges cover the data exactly, without overlap or gap (as the format's
@@ -28,6 +28,10 @@
 
 #include "mnist.h" /* TRAIN_EIO, TRAIN_EFORMAT, train_fail() */
 #include "rumus.h"
+
+/* The dtype of PyTorch's int64 tensors (BatchNorm's num_batches_tracked),
+ * which the reader accepts beside rumus's own types. */
+#define ST_I64 ((rumus_dtype)64)
 
 /* The largest header the reader takes (the reference reader's limit). */
 #define ST_MAX_HEADER ((size_t)100 << 20)
@@ -70,9 +74,12 @@ const st_tensor *st_get(const st_file *f, const char *name);
 const char *st_meta(const st_file *f, const char *key);
 
 /*! st_to_f32() : the tensor's elements as floats into dst (numel
- *  floats): F32 copied, F16 and BF16 widened exactly, I32 and I8
+ *  floats): F32 copied, F16 and BF16 widened exactly, I32, I8 and I64
  *  converted. */
 void st_to_f32(const st_tensor *t, float *dst);
+
+/*! st_elem_size() : the bytes of one element of dtype (ST_I64 included). */
+size_t st_elem_size(rumus_dtype dtype);
 
 /*! st_numel() : the element count of t's shape. */
 size_t st_numel(const st_tensor *t);
