@@ -78,11 +78,25 @@ program train_mlp
     if (maxloc(logits(:, i), 1) - 1 == labels(i)) correct = correct + 1
   end do
   print '(a, f6.2, a)', 'training accuracy ', 100.0 * correct / n, '%'
-  ! Tensors and context are released with the process; a long-running
-  ! code calls rumus_tensor_free() on each and rumus_ctx_free(ctx).
+  ! Every tensor is freed before its context.
+  do k = 1, 4
+    call rumus_tensor_free(tm(k))
+    call rumus_tensor_free(tv(k))
+  end do
+  call free_all([tx, ty, tw1, tb1, tw2, tb2, tz1, th1, tz2, tloss, tg1, tgb1, &
+                 tg2, tgb2, tdz2, tdh1])
+  call check(rumus_ctx_free(ctx), 'rumus_ctx_free')
   if (correct < 9 * n / 10) stop 1
 
 contains
+
+  subroutine free_all(ts)
+    type(c_ptr), intent(in) :: ts(:)
+    integer :: j
+    do j = 1, size(ts)
+      call rumus_tensor_free(ts(j))
+    end do
+  end subroutine free_all
 
   subroutine new(t, fshape)
     type(c_ptr), intent(out) :: t

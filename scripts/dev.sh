@@ -47,8 +47,8 @@ case "$cmd" in
     ./rumus-info -l
     make -s -j"$jobs" check
     echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer"
-    configure_in build-asan --disable-shared \
-      CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+    san="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+    configure_in build-asan --disable-shared CFLAGS="$san" FCFLAGS="$san"
     # One process per test program (CK_FORK=no), so LeakSanitizer checks
     # once at each program's exit rather than at every forked test's, and
     # no interception of __tls_get_addr: LeakSanitizer's stop-the-world

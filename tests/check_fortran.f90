@@ -101,6 +101,7 @@ program check_fortran
   call rumus_tensor_free(tv)
   call rumus_tensor_free(tgr)
   call check(rumus_ctx_free(ctx), 'rumus_ctx_free')
+  deallocate (shp)
   print '(a)', 'check_fortran: every result equals the C API''s bit for bit'
 
 contains
