@@ -22,6 +22,7 @@ RUMUS__HIDDEN int rumus__dropout_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__pool_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__batchnorm_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__conv_warm(rumus_ctx *ctx);
+RUMUS__HIDDEN int rumus__tensorops_warm(rumus_ctx *ctx);
 
 /* ---- Program options ------------------------------------------------------
  * Each family has one function that writes the options of its programs from

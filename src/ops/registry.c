@@ -15,6 +15,7 @@ const rumus__warm_fn rumus__warmers[] = {
     rumus__pool_warm,
     rumus__batchnorm_warm,
     rumus__conv_warm,
+    rumus__tensorops_warm,
 };
 const size_t rumus__warmers_count =
     sizeof rumus__warmers / sizeof rumus__warmers[0];

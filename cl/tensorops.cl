@@ -1,0 +1,347 @@
+/*
+ * tensorops.cl - permute (strided copy), broadcast add / mul and sums over
+ * axes.  Every tensor arrives as (buffer, ulong element offset); index
+ * math is size_t.  The host (src/ops/tensorops.c) first drops extents of 1
+ * and merges neighbouring dimensions that stay contiguous in every tensor
+ * of the call, so that a kernel sees at most 8 dimensions, usually 1-3,
+ * and a head split [B, T, H, D] -> [B, H, T, D] is rows of D elements.
+ *
+ * Shapes arrive as ulong8 extents and element strides (the dimensions
+ * past nd unused); to_off() turns a row-major index over them into an
+ * element offset, once per row or run, never per element.
+ *
+ *   permute     y[i] = x[off(i)]: y is contiguous; y's last (merged)
+ *               dimension has input stride SI.
+ *     to_copy   rows of y's last dimension, VW elements per work-item: with
+ *               SI = 1 (the last dimension kept) vector moves of the bits;
+ *               otherwise a strided gather (the CPU variant's path for a
+ *               moving last dimension).
+ *     to_tile   GPU, the last dimension moves: 32 x 32 tiles through local
+ *               memory, read along the input's contiguous dimension and
+ *               written along y's, so both sides are coalesced.
+ *     A permute moves the stored bits (uint or ushort: TO_BITS), so it is
+ *     exact for every value, signalling NaNs included.
+ *   broadcast   out[i] = a[offa(i)] op b[offb(i)] in float, rows of out's
+ *               last dimension, where a and b each have stride 1 or 0 (a
+ *               value repeated along the row: a scalar, a column).
+ *   reduce_sum  y[j] = sum over the reduced index r of x[offk(j) + offr(r)]
+ *               in float; the reduced elements are Q runs (the reduced
+ *               dimensions but the innermost, to_off) of L elements SI
+ *               apart (the innermost reduced dimension).  The sum order is
+ *               fixed by the shape and the variant (same bits on every
+ *               run; the variants may differ in the last bits):
+ *     rs_row_inner  one work-item per y element, float8 partial sums
+ *                   over each run (x's last dimension reduced, SI = 1),
+ *                   the lanes added at the end (CPU variant; GPU for short
+ *                   reductions);
+ *     rs_row_outer  one work-item per 8 neighbouring y elements (x's last
+ *                   dimension kept: the 8 are contiguous in x), a float8
+ *                   accumulator, r ascending (CPU variant);
+ *     rs_wg_inner   a work-group per y element: work-item lid adds r =
+ *                   lid, lid + WG, ...; a tree in local memory (GPU);
+ *     rs_wg_outer   a work-group of 32 columns x 8 lanes: lane t adds r =
+ *                   t, t + 8, ... for its column (coalesced across the
+ *                   columns), then a tree over the 8 lanes (GPU).
+ *   y of reduce_sum has storage TO_YS (the program's storage, or F32 for
+ *   16-bit x).
+ *
+ * Launches are 1-D with fixed local sizes over padded global sizes;
+ * `first` is the launch's first work-item (or work-group) when the host
+ * launches in pieces, and work-items past `items` return.
+ */
+
+#ifndef TO_VW
+#define TO_VW 4 /* elements per work-item of to_copy / bcast_*: 4 or 16 */
+#endif
+#ifndef TO_BITS
+#define TO_BITS 32 /* bits of a stored element (permute moves bits) */
+#endif
+#ifndef TO_YS
+#define TO_YS RUMUS_STORAGE /* storage of reduce_sum's y */
+#endif
+
+#define TILE 32
+#define TILE_ROWS 8 /* to_tile: work-groups of TILE x TILE_ROWS */
+#define RS_COLS 32  /* rs_wg_outer: columns x lanes = WG */
+#define RS_LANES (WG / RS_COLS)
+
+#if TO_BITS == 16
+typedef ushort bits_t;
+typedef ushort4 bits4_t;
+typedef ushort16 bits16_t;
+#else
+typedef uint bits_t;
+typedef uint4 bits4_t;
+typedef uint16 bits16_t;
+#endif
+
+/* Row-major index i over the nd extents e (last fastest) -> the sum of its
+ * coordinates times the strides s. */
+inline size_t to_off(size_t i, uint nd, ulong8 ev, ulong8 sv) {
+  ulong e[8], s[8];
+  vstore8(ev, 0, e);
+  vstore8(sv, 0, s);
+  size_t off = 0;
+  for (int d = (int)nd - 1; d >= 0; d--) {
+    const size_t q = i / e[d];
+    off += (i - q * e[d]) * s[d];
+    i = q;
+  }
+  return off;
+}
+
+/* The same for two stride sets at once (broadcast: a and b). */
+inline void to_off2(size_t i, uint nd, ulong8 ev, ulong8 s1v, ulong8 s2v,
+                    size_t *o1, size_t *o2) {
+  ulong e[8], s1[8], s2[8];
+  vstore8(ev, 0, e);
+  vstore8(s1v, 0, s1);
+  vstore8(s2v, 0, s2);
+  size_t a = 0, b = 0;
+  for (int d = (int)nd - 1; d >= 0; d--) {
+    const size_t q = i / e[d], c = i - q * e[d];
+    a += c * s1[d];
+    b += c * s2[d];
+    i = q;
+  }
+  *o1 = a;
+  *o2 = b;
+}
+
+/* ---- Permute ------------------------------------------------------------ */
+
+/* VW bits from p + i (contiguous). */
+#if TO_VW == 16
+#define BITS_LD(p, i) vload16(0, (p) + (i))
+#define BITS_ST(v, p, i) vstore16((v), 0, (p) + (i))
+typedef bits16_t bitsv_t;
+#elif RUMUS_ALIGN4
+#define BITS_LD(p, i) (*(global const bits4_t *)((p) + (i)))
+#define BITS_ST(v, p, i) (*(global bits4_t *)((p) + (i)) = (v))
+typedef bits4_t bitsv_t;
+#else
+#define BITS_LD(p, i) vload4(0, (p) + (i))
+#define BITS_ST(v, p, i) vstore4((v), 0, (p) + (i))
+typedef bits4_t bitsv_t;
+#endif
+
+/* Work-item g copies elements [j, j + VW) of y's row r (r = g / nvr):
+ * y[yo + r L + j + k] = x[xo + off(r) + (j + k) SI]. */
+kernel void to_copy(global const bits_t *x, ulong xo, global bits_t *y,
+                    ulong yo, ulong L, ulong SI, uint nd, ulong8 e,
+                    ulong8 sx, ulong first, ulong items) {
+  const size_t g = first + get_global_id(0);
+  if (g >= items) return;
+  const size_t nvr = (L + TO_VW - 1) / TO_VW, r = g / nvr;
+  const size_t j = (g - r * nvr) * TO_VW;
+  global const bits_t *xr = x + xo + to_off(r, nd, e, sx);
+  global bits_t *yr = y + yo + r * L;
+  if (SI == 1 && j + TO_VW <= L) {
+    BITS_ST(BITS_LD(xr, j), yr, j);
+    return;
+  }
+  const size_t n = L - j < TO_VW ? L - j : TO_VW;
+  for (size_t k = 0; k < n; k++) yr[j + k] = xr[(j + k) * SI];
+}
+
+/* y's last dimension I (x stride SI) and y's dimension A (x stride 1, y
+ * stride SA) tiled 32 x 32; the other dimensions (nd, extents e, strides
+ * sx in x and sy in y) enumerate the tiles' planes.  Group g: tile ti of I,
+ * ta of A, plane p. */
+kernel RUMUS_REQD_WG(TILE * TILE_ROWS, 1, 1) void to_tile(
+    global const bits_t *x, ulong xo, global bits_t *y, ulong yo, ulong I,
+    ulong SI, ulong A, ulong SA, uint nd, ulong8 e, ulong8 sx, ulong8 sy,
+    ulong first, ulong groups) {
+  local bits_t tile[TILE][TILE + 1];
+  const size_t g = first + get_group_id(0);
+  if (g >= groups) return; /* the whole group: no barrier is skipped by half */
+  const size_t lid = get_local_id(0), tx = lid % TILE, ty = lid / TILE;
+  const size_t nti = (I + TILE - 1) / TILE, nta = (A + TILE - 1) / TILE;
+  const size_t ti = g % nti, rest = g / nti, ta = rest % nta, p = rest / nta;
+  size_t bx, by;
+  to_off2(p, nd, e, sx, sy, &bx, &by);
+  const size_t i0 = ti * TILE, a0 = ta * TILE;
+  /* Read along A (x's contiguous dimension). */
+  for (size_t k = ty; k < TILE; k += TILE_ROWS)
+    if (a0 + tx < A && i0 + k < I)
+      tile[k][tx] = x[xo + bx + (a0 + tx) + (i0 + k) * SI];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* Write along I (y's contiguous dimension). */
+  for (size_t k = ty; k < TILE; k += TILE_ROWS)
+    if (i0 + tx < I && a0 + k < A)
+      y[yo + by + (i0 + tx) + (a0 + k) * SA] = tile[tx][k];
+}
+
+/* ---- Broadcast ---------------------------------------------------------- */
+
+#define OP_ADD 0
+#define OP_MUL 1
+
+#if TO_VW == 16
+typedef float16 vec_t;
+#define VLOAD(p, i) LOAD16(p, i)
+#define VSTORE(v, p, i) STORE16(v, p, i)
+#else
+typedef float4 vec_t;
+#define VLOAD(p, i) LOAD4(p, i)
+#define VSTORE(v, p, i) STORE4(v, p, i)
+#endif
+
+inline float bc_op(int op, float u, float v) { return op == OP_ADD ? u + v : u * v; }
+inline vec_t bc_opv(int op, vec_t u, vec_t v) { return op == OP_ADD ? u + v : u * v; }
+
+/* Work-item g: elements [j, j + VW) of out's row r; a's row starts at
+ * offa(r) with stride IA (1 or 0) along the row, b's likewise. */
+inline void bcast_body(int op, global const real_t *a, ulong ao,
+                       global const real_t *b, ulong bo, global real_t *o,
+                       ulong oo, ulong L, ulong IA, ulong IB, uint nd,
+                       ulong8 e, ulong8 sa, ulong8 sb, ulong first,
+                       ulong items) {
+  const size_t g = first + get_global_id(0);
+  if (g >= items) return;
+  const size_t nvr = (L + TO_VW - 1) / TO_VW, r = g / nvr;
+  const size_t j = (g - r * nvr) * TO_VW;
+  size_t ra, rb;
+  to_off2(r, nd, e, sa, sb, &ra, &rb);
+  global const real_t *ar = a + ao + ra, *br = b + bo + rb;
+  global real_t *orow = o + oo + r * L;
+  if (j + TO_VW <= L) {
+    const vec_t u = IA ? VLOAD(ar, j) : (vec_t)(LOAD(ar, 0));
+    const vec_t v = IB ? VLOAD(br, j) : (vec_t)(LOAD(br, 0));
+    VSTORE(bc_opv(op, u, v), orow, j);
+    return;
+  }
+  for (size_t k = j; k < L; k++)
+    STORE(bc_op(op, LOAD(ar, k * IA), LOAD(br, k * IB)), orow, k);
+}
+
+#define BCAST_ENTRY(name, op)                                                \
+  kernel void name(global const real_t *a, ulong ao, global const real_t *b, \
+                   ulong bo, global real_t *o, ulong oo, ulong L, ulong IA,  \
+                   ulong IB, uint nd, ulong8 e, ulong8 sa, ulong8 sb,        \
+                   ulong first, ulong items) {                               \
+    bcast_body(op, a, ao, b, bo, o, oo, L, IA, IB, nd, e, sa, sb, first,     \
+               items);                                                       \
+  }
+BCAST_ENTRY(bcast_add, OP_ADD)
+BCAST_ENTRY(bcast_mul, OP_MUL)
+
+/* ---- Sum over axes ------------------------------------------------------ */
+
+typedef RUMUS_TYPE(TO_YS) yreal_t;
+#define YSTORE(v, p, i) RUMUS_STORE(TO_YS, v, p, i)
+
+/* The arguments every reduce kernel takes: x, y; the kept dimensions (nk,
+ * ke, ks: y's row-major order, strides in x) but x's last one when it is
+ * kept (K elements, stride 1; K = 1 otherwise); Q runs (nq, qe, qs) of L
+ * elements SI apart; the work-items or groups [first, items). */
+#define RS_ARGS                                                              \
+  global const real_t *x, ulong xo, global yreal_t *y, ulong yo, uint nk,    \
+      ulong8 ke, ulong8 ks, ulong K, uint nq, ulong8 qe, ulong8 qs, ulong Q, \
+      ulong L, ulong SI, ulong first, ulong items
+
+/* CPU: work-item j sums y element j (K = 1); each run in float8 lanes and
+ * a scalar tail, lanes added at the end: the order is fixed by L. */
+kernel void rs_row_inner(RS_ARGS) {
+  const size_t j = first + get_global_id(0);
+  if (j >= items) return;
+  global const real_t *xj = x + xo + to_off(j, nk, ke, ks);
+  float8 acc = 0.0f;
+  float tail = 0.0f;
+  const size_t L8 = L / 8 * 8;
+  for (size_t q = 0; q < Q; q++) {
+    global const real_t *xq = xj + to_off(q, nq, qe, qs);
+    for (size_t t = 0; t < L8; t += 8) acc += LOAD8(xq, t * SI);
+    for (size_t t = L8; t < L; t++) tail += LOAD(xq, t * SI);
+  }
+  YSTORE(rumus_hsum8(acc) + tail, y, yo + j);
+}
+
+/* CPU: work-item g sums y elements [c, c + 8) of kept row p (x's last
+ * dimension kept: they are contiguous in x and in y), r ascending. */
+kernel void rs_row_outer(RS_ARGS) {
+  const size_t g = first + get_global_id(0);
+  if (g >= items) return;
+  const size_t nb = (K + 7) / 8, p = g / nb, c = (g - p * nb) * 8;
+  global const real_t *xp = x + xo + to_off(p, nk, ke, ks) + c;
+  const size_t yj = yo + p * K + c;
+  if (c + 8 <= K) {
+    float8 acc = 0.0f;
+    for (size_t q = 0; q < Q; q++) {
+      global const real_t *xq = xp + to_off(q, nq, qe, qs);
+      for (size_t t = 0; t < L; t++) acc += LOAD8(xq, t * SI);
+    }
+    RUMUS_STOREN(TO_YS, 8, acc, y, yj);
+    return;
+  }
+  for (size_t k = 0; c + k < K; k++) {
+    float acc = 0.0f;
+    for (size_t q = 0; q < Q; q++) {
+      global const real_t *xq = xp + to_off(q, nq, qe, qs) + k;
+      for (size_t t = 0; t < L; t++) acc += LOAD(xq, t * SI);
+    }
+    YSTORE(acc, y, yj + k);
+  }
+}
+
+/* The reduced element r of a reduction: run q = r / L, t = r % L. */
+inline size_t rs_roff(size_t r, uint nq, ulong8 qe, ulong8 qs, ulong L,
+                      ulong SI) {
+  const size_t q = r / L;
+  return to_off(q, nq, qe, qs) + (r - q * L) * SI;
+}
+
+/* GPU: work-group g sums y element g (K = 1); work-item lid adds r = lid,
+ * lid + WG, ... (neighbouring work-items read neighbouring elements of a
+ * run), then a tree in local memory.  The division of r by L happens once
+ * per step only while the step crosses runs. */
+kernel RUMUS_WG_ATTR void rs_wg_inner(RS_ARGS) {
+  local float buf[WG];
+  const size_t g = first + get_group_id(0), lid = get_local_id(0);
+  if (g >= items) return; /* the whole group */
+  global const real_t *xj = x + xo + to_off(g, nk, ke, ks);
+  const size_t R = Q * L;
+  float acc = 0.0f;
+  if (L >= WG) {
+    size_t q = 0, t = lid, qo = 0;
+    while (q < Q) {
+      acc += LOAD(xj, qo + t * SI);
+      t += WG;
+      if (t >= L) {
+        q += t / L;
+        t %= L;
+        if (q < Q) qo = to_off(q, nq, qe, qs);
+      }
+    }
+  } else {
+    for (size_t r = lid; r < R; r += WG)
+      acc += LOAD(xj, rs_roff(r, nq, qe, qs, L, SI));
+  }
+  rumus_wg_sum(buf, acc);
+  if (lid == 0) YSTORE(buf[0], y, yo + g);
+}
+
+/* GPU: work-group g sums RS_COLS neighbouring y elements of kept row p;
+ * lane t of a column adds r = t, t + RS_LANES, ...; a tree over the lanes
+ * in local memory. */
+kernel RUMUS_WG_ATTR void rs_wg_outer(RS_ARGS) {
+  local float buf[RS_LANES][RS_COLS];
+  const size_t g = first + get_group_id(0), lid = get_local_id(0);
+  if (g >= items) return; /* the whole group */
+  const size_t cx = lid % RS_COLS, lane = lid / RS_COLS;
+  const size_t nb = (K + RS_COLS - 1) / RS_COLS, p = g / nb;
+  const size_t c = (g - p * nb) * RS_COLS + cx;
+  global const real_t *xp = x + xo + to_off(p, nk, ke, ks) + c;
+  const size_t R = Q * L;
+  float acc = 0.0f;
+  if (c < K)
+    for (size_t r = lane; r < R; r += RS_LANES)
+      acc += LOAD(xp, rs_roff(r, nq, qe, qs, L, SI));
+  buf[lane][cx] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = RS_LANES / 2; step > 0; step /= 2) {
+    if (lane < step) buf[lane][cx] += buf[lane + step][cx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lane == 0 && c < K) YSTORE(buf[0][cx], y, yo + p * K + c);
+}
