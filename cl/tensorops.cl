@@ -234,27 +234,82 @@ typedef RUMUS_TYPE(TO_YS) yreal_t;
 /* The arguments every reduce kernel takes: x, y; the kept dimensions (nk,
  * ke, ks: y's row-major order, strides in x) but x's last one when it is
  * kept (K elements, stride 1; K = 1 otherwise); Q runs (nq, qe, qs) of L
- * elements SI apart; the work-items or groups [first, items). */
+ * elements SI apart; RC reduced elements per chunk (chunk c sums the flat
+ * reduced indices [c RC, (c + 1) RC) and writes its sums ny elements
+ * after chunk c - 1's: float partials that rs_fold adds; RC = Q L without
+ * chunks); `units` work-items (or groups) per chunk; the work-items or
+ * groups [first, items). */
 #define RS_ARGS                                                              \
   global const real_t *x, ulong xo, global yreal_t *y, ulong yo, uint nk,    \
       ulong8 ke, ulong8 ks, ulong K, uint nq, ulong8 qe, ulong8 qs, ulong Q, \
-      ulong L, ulong SI, ulong first, ulong items
+      ulong L, ulong SI, ulong RC, ulong ny, ulong units, ulong first,       \
+      ulong items
 
-/* CPU: work-item j sums y element j (K = 1); each run in float8 lanes and
- * a scalar tail, lanes added at the end: the order is fixed by L. */
+/* Work-item or group g -> its chunk's reduced range [*r0, *r1), the unit
+ * u within the chunk and the chunk's offset in y. */
+inline size_t rs_chunk(size_t g, ulong units, ulong RC, ulong Q, ulong L,
+                       ulong ny, size_t *r0, size_t *r1, size_t *yc) {
+  const size_t c = g / units, R = Q * L;
+  *r0 = c * RC;
+  *r1 = R - *r0 < RC ? R : *r0 + RC;
+  *yc = c * ny;
+  return g - c * units;
+}
+
+/* A walk over the reduced elements r0, r0 + step, ... below r1: `o` is
+ * element r's offset from the kept element; r / L is divided once per
+ * step only while a step crosses runs. */
+typedef struct {
+  size_t r, q, t, o;
+} rs_cursor;
+
+inline void rs_start(rs_cursor *c, size_t r, uint nq, ulong8 qe, ulong8 qs,
+                     ulong L, ulong SI) {
+  c->r = r;
+  c->q = r / L;
+  c->t = r - c->q * L;
+  c->o = to_off(c->q, nq, qe, qs);
+}
+
+inline void rs_step(rs_cursor *c, size_t step, size_t r1, uint nq, ulong8 qe,
+                    ulong8 qs, ulong L) {
+  c->r += step;
+  c->t += step;
+  if (c->t >= L) {
+    c->q += c->t / L;
+    c->t %= L;
+    if (c->r < r1) c->o = to_off(c->q, nq, qe, qs);
+  }
+}
+
+/* The run of reduced element r and the end te of its piece below r1 (row
+ * kernels walk [r0, r1) piece by piece: one division per run). */
+inline size_t rs_piece(size_t r, size_t r1, ulong L, size_t *t, size_t *te) {
+  const size_t q = r / L;
+  *t = r - q * L;
+  *te = r1 - r < L - *t ? *t + (r1 - r) : L;
+  return q;
+}
+
+/* CPU: work-item j sums y element j (K = 1); each run piece in float8
+ * lanes and a scalar tail, lanes added at the end: the order is fixed by
+ * the shape. */
 kernel void rs_row_inner(RS_ARGS) {
-  const size_t j = first + get_global_id(0);
-  if (j >= items) return;
+  const size_t g = first + get_global_id(0);
+  if (g >= items) return;
+  size_t r0, r1, yc;
+  const size_t j = rs_chunk(g, units, RC, Q, L, ny, &r0, &r1, &yc);
   global const real_t *xj = x + xo + to_off(j, nk, ke, ks);
   float8 acc = 0.0f;
   float tail = 0.0f;
-  const size_t L8 = L / 8 * 8;
-  for (size_t q = 0; q < Q; q++) {
-    global const real_t *xq = xj + to_off(q, nq, qe, qs);
-    for (size_t t = 0; t < L8; t += 8) acc += LOAD8(xq, t * SI);
-    for (size_t t = L8; t < L; t++) tail += LOAD(xq, t * SI);
+  for (size_t r = r0, t, te; r < r1; r += te - t) {
+    global const real_t *xq = xj + to_off(rs_piece(r, r1, L, &t, &te), nq,
+                                          qe, qs);
+    size_t u = t;
+    for (; u + 8 <= te; u += 8) acc += LOAD8(xq, u * SI);
+    for (; u < te; u++) tail += LOAD(xq, u * SI);
   }
-  YSTORE(rumus_hsum8(acc) + tail, y, yo + j);
+  YSTORE(rumus_hsum8(acc) + tail, y, yo + yc + j);
 }
 
 /* CPU: work-item g sums y elements [c, c + 8) of kept row p (x's last
@@ -262,86 +317,86 @@ kernel void rs_row_inner(RS_ARGS) {
 kernel void rs_row_outer(RS_ARGS) {
   const size_t g = first + get_global_id(0);
   if (g >= items) return;
-  const size_t nb = (K + 7) / 8, p = g / nb, c = (g - p * nb) * 8;
+  size_t r0, r1, yc;
+  const size_t u = rs_chunk(g, units, RC, Q, L, ny, &r0, &r1, &yc);
+  const size_t nb = (K + 7) / 8, p = u / nb, c = (u - p * nb) * 8;
   global const real_t *xp = x + xo + to_off(p, nk, ke, ks) + c;
-  const size_t yj = yo + p * K + c;
+  const size_t yj = yo + yc + p * K + c;
   if (c + 8 <= K) {
     float8 acc = 0.0f;
-    for (size_t q = 0; q < Q; q++) {
-      global const real_t *xq = xp + to_off(q, nq, qe, qs);
-      for (size_t t = 0; t < L; t++) acc += LOAD8(xq, t * SI);
+    for (size_t r = r0, t, te; r < r1; r += te - t) {
+      global const real_t *xq = xp + to_off(rs_piece(r, r1, L, &t, &te), nq,
+                                            qe, qs);
+      for (size_t v = t; v < te; v++) acc += LOAD8(xq, v * SI);
     }
     RUMUS_STOREN(TO_YS, 8, acc, y, yj);
     return;
   }
   for (size_t k = 0; c + k < K; k++) {
     float acc = 0.0f;
-    for (size_t q = 0; q < Q; q++) {
-      global const real_t *xq = xp + to_off(q, nq, qe, qs) + k;
-      for (size_t t = 0; t < L; t++) acc += LOAD(xq, t * SI);
+    for (size_t r = r0, t, te; r < r1; r += te - t) {
+      global const real_t *xq = xp + k + to_off(rs_piece(r, r1, L, &t, &te),
+                                                nq, qe, qs);
+      for (size_t v = t; v < te; v++) acc += LOAD(xq, v * SI);
     }
     YSTORE(acc, y, yj + k);
   }
 }
 
-/* The reduced element r of a reduction: run q = r / L, t = r % L. */
-inline size_t rs_roff(size_t r, uint nq, ulong8 qe, ulong8 qs, ulong L,
-                      ulong SI) {
-  const size_t q = r / L;
-  return to_off(q, nq, qe, qs) + (r - q * L) * SI;
-}
-
-/* GPU: work-group g sums y element g (K = 1); work-item lid adds r = lid,
- * lid + WG, ... (neighbouring work-items read neighbouring elements of a
- * run), then a tree in local memory.  The division of r by L happens once
- * per step only while the step crosses runs. */
+/* GPU: work-group g sums y element j (K = 1); work-item lid adds r = r0 +
+ * lid, r0 + lid + WG, ... (neighbouring work-items read neighbouring
+ * elements of a run), then a tree in local memory. */
 kernel RUMUS_WG_ATTR void rs_wg_inner(RS_ARGS) {
   local float buf[WG];
   const size_t g = first + get_group_id(0), lid = get_local_id(0);
   if (g >= items) return; /* the whole group */
-  global const real_t *xj = x + xo + to_off(g, nk, ke, ks);
-  const size_t R = Q * L;
+  size_t r0, r1, yc;
+  const size_t j = rs_chunk(g, units, RC, Q, L, ny, &r0, &r1, &yc);
+  global const real_t *xj = x + xo + to_off(j, nk, ke, ks);
   float acc = 0.0f;
-  if (L >= WG) {
-    size_t q = 0, t = lid, qo = 0;
-    while (q < Q) {
-      acc += LOAD(xj, qo + t * SI);
-      t += WG;
-      if (t >= L) {
-        q += t / L;
-        t %= L;
-        if (q < Q) qo = to_off(q, nq, qe, qs);
-      }
-    }
-  } else {
-    for (size_t r = lid; r < R; r += WG)
-      acc += LOAD(xj, rs_roff(r, nq, qe, qs, L, SI));
-  }
+  rs_cursor cur;
+  for (rs_start(&cur, r0 + lid, nq, qe, qs, L, SI); cur.r < r1;
+       rs_step(&cur, WG, r1, nq, qe, qs, L))
+    acc += LOAD(xj, cur.o + cur.t * SI);
   rumus_wg_sum(buf, acc);
-  if (lid == 0) YSTORE(buf[0], y, yo + g);
+  if (lid == 0) YSTORE(buf[0], y, yo + yc + j);
 }
 
 /* GPU: work-group g sums RS_COLS neighbouring y elements of kept row p;
- * lane t of a column adds r = t, t + RS_LANES, ...; a tree over the lanes
- * in local memory. */
+ * lane t of a column adds r = r0 + t, r0 + t + RS_LANES, ...; a tree over
+ * the lanes in local memory. */
 kernel RUMUS_WG_ATTR void rs_wg_outer(RS_ARGS) {
   local float buf[RS_LANES][RS_COLS];
   const size_t g = first + get_group_id(0), lid = get_local_id(0);
   if (g >= items) return; /* the whole group */
+  size_t r0, r1, yc;
+  const size_t u = rs_chunk(g, units, RC, Q, L, ny, &r0, &r1, &yc);
   const size_t cx = lid % RS_COLS, lane = lid / RS_COLS;
-  const size_t nb = (K + RS_COLS - 1) / RS_COLS, p = g / nb;
-  const size_t c = (g - p * nb) * RS_COLS + cx;
+  const size_t nb = (K + RS_COLS - 1) / RS_COLS, p = u / nb;
+  const size_t c = (u - p * nb) * RS_COLS + cx;
   global const real_t *xp = x + xo + to_off(p, nk, ke, ks) + c;
-  const size_t R = Q * L;
   float acc = 0.0f;
+  rs_cursor cur;
   if (c < K)
-    for (size_t r = lane; r < R; r += RS_LANES)
-      acc += LOAD(xp, rs_roff(r, nq, qe, qs, L, SI));
+    for (rs_start(&cur, r0 + lane, nq, qe, qs, L, SI); cur.r < r1;
+         rs_step(&cur, RS_LANES, r1, nq, qe, qs, L))
+      acc += LOAD(xp, cur.o + cur.t * SI);
   buf[lane][cx] = acc;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (size_t step = RS_LANES / 2; step > 0; step /= 2) {
     if (lane < step) buf[lane][cx] += buf[lane + step][cx];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (lane == 0 && c < K) YSTORE(buf[0][cx], y, yo + p * K + c);
+  if (lane == 0 && c < K) YSTORE(buf[0][cx], y, yo + yc + p * K + c);
+}
+
+/* y[j] = the sum of the C chunks' float partials part[c ny + j], c
+ * ascending. */
+kernel void rs_fold(global const float *part, ulong C, ulong ny,
+                    global yreal_t *y, ulong yo, ulong first, ulong items) {
+  const size_t j = first + get_global_id(0);
+  if (j >= items) return;
+  float acc = 0.0f;
+  for (size_t c = 0; c < C; c++) acc += part[c * ny + j];
+  YSTORE(acc, y, yo + j);
 }

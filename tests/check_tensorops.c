@@ -395,8 +395,9 @@ START_TEST(reduce_every_subset) {
 }
 END_TEST
 
-/* Long sums (the work-group kernels: many terms per work-item), long
- * kept rows, 1 to 8 dimensions, a 0-D x; storage _i. */
+/* Long sums (the work-group kernels: many terms per work-item; sums cut
+ * into chunks when y is too small to fill the device), long kept rows, 1
+ * to 8 dimensions, a 0-D x; storage _i. */
 START_TEST(reduce_shapes) {
   const rumus_dtype d = tu_dtypes[_i];
   rumus_ctx *ctx = tu_ctx();
@@ -410,7 +411,9 @@ START_TEST(reduce_shapes) {
            {2, {1000, 129}, 1},      {3, {7, 1000, 3}, 2},
            {3, {129, 7, 129}, 5},    {1, {20000}, 1},
            {4, {2, 3, 700, 1}, 0xD}, {8, {2, 1, 3, 2, 5, 1, 2, 7}, 0x55},
-           {8, {2, 1, 3, 2, 5, 1, 2, 7}, 0xAA}, {0, {1}, 0}};
+           {8, {2, 1, 3, 2, 5, 1, 2, 7}, 0xAA}, {0, {1}, 0},
+           {1, {100003}, 1},         {2, {40000, 3}, 1},
+           {3, {2, 50001, 9}, 2},    {3, {129, 300, 2}, 5}};
   for (size_t c = 0; c < sizeof C / sizeof C[0]; c++) {
     const size_t n = numel(C[c].nd, C[c].s);
     float *x = rand_vals(&r, d, n);

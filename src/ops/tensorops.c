@@ -455,6 +455,72 @@ static const char *rs_kernel(const rumus_ctx *ctx, const rs_plan *p,
   return "rs_row_outer";
 }
 
+/* Chunks of the reduced range: when the y elements alone give fewer
+ * work-groups (GPU) or work-items (CPU) than RS_TARGET per compute unit,
+ * the reduced range is cut into chunks of at least RS_MIN_CHUNK elements
+ * (at most RS_MAX_CHUNKS) whose float partials rs_fold adds in order.  The
+ * count depends on the shape, variant and device only, so each run gives
+ * the same bits. */
+#define RS_TARGET_GPU 4
+#define RS_TARGET_CPU 4
+#define RS_MIN_CHUNK_GPU 4096
+#define RS_MIN_CHUNK_CPU 16384
+#define RS_MAX_CHUNKS 1024
+
+static size_t rs_chunks(const rumus_ctx *ctx, size_t units, size_t R) {
+  const int gpu = rumus__gpu_variant(ctx);
+  const size_t target = (size_t)ctx->compute_units *
+                        (gpu ? RS_TARGET_GPU : RS_TARGET_CPU);
+  const size_t min_chunk = gpu ? RS_MIN_CHUNK_GPU : RS_MIN_CHUNK_CPU;
+  if (units >= target || R < 2 * min_chunk) return 1;
+  size_t c = (target + units - 1) / units;
+  if (c > R / min_chunk) c = R / min_chunk;
+  if (c > RS_MAX_CHUNKS) c = RS_MAX_CHUNKS;
+  return c < 1 ? 1 : c;
+}
+
+/* One reduce_sum launch: plan p into (mem, off) of storage ys, `chunks`
+ * chunks of RC reduced elements. */
+static int rs_launch(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
+                     const rs_plan *p, cl_mem mem, cl_ulong yo, rumus_dtype ys,
+                     size_t ny, size_t chunks, size_t RC) {
+  size_t units, local;
+  int groups;
+  const char *kname = rs_kernel(ctx, p, ny, &units, &local, &groups);
+  char opts[192];
+  to_options(ctx, x->dtype, ys, 0, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, kname};
+  cl_ulong xo = rumus__off(x), K = p->K, Q = p->Q, L = p->L, SI = p->SI,
+           rc = RC, nyl = ny, nu = units, first = 0, n = units * chunks;
+  cl_uint nk = (cl_uint)p->nk, nq = (cl_uint)p->nq;
+  cl_ulong8 ke = vec8(p->ke, p->nk, 1), ks = vec8(p->ks, p->nk, 0),
+            qe = vec8(p->qe, p->nq, 1), qs = vec8(p->qs, p->nq, 0);
+  const rumus__arg args[19] = {
+      RUMUS__ARG(x->mem), RUMUS__ARG(xo), RUMUS__ARG(mem),   RUMUS__ARG(yo),
+      RUMUS__ARG(nk),     RUMUS__ARG(ke), RUMUS__ARG(ks),    RUMUS__ARG(K),
+      RUMUS__ARG(nq),     RUMUS__ARG(qe), RUMUS__ARG(qs),    RUMUS__ARG(Q),
+      RUMUS__ARG(L),      RUMUS__ARG(SI), RUMUS__ARG(rc),    RUMUS__ARG(nyl),
+      RUMUS__ARG(nu),     RUMUS__ARG(first), RUMUS__ARG(n)};
+  return run_pieces(ctx, op, &k, n, groups ? local : 0, local, &first, 19,
+                    args);
+}
+
+/* y = the sum of the chunks' partials, chunk order. */
+static int rs_fold(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
+                   cl_mem part, size_t chunks, rumus_tensor *y) {
+  geom g;
+  get_geom(ctx, &g);
+  char opts[192];
+  to_options(ctx, x->dtype, y->dtype, 0, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, "rs_fold"};
+  cl_ulong C = chunks, ny = y->numel, yo = rumus__off(y), first = 0;
+  const rumus__arg args[7] = {RUMUS__ARG(part),  RUMUS__ARG(C),
+                              RUMUS__ARG(ny),    RUMUS__ARG(y->mem),
+                              RUMUS__ARG(yo),    RUMUS__ARG(first),
+                              RUMUS__ARG(ny)};
+  return run_pieces(ctx, op, &k, y->numel, 0, g.ls, &first, 7, args);
+}
+
 int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x, unsigned axes,
                      int keepdim, rumus_tensor *y) {
   const char *op = "rumus_reduce_sum";
@@ -464,24 +530,23 @@ int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x, unsigned axes,
   if (x->numel == 0) return rumus_tensor_fill(y, 0.0f); /* empty sums */
   rs_plan p;
   rs_plan_make(x, axes, &p);
-  size_t count, local;
+  const size_t R = p.Q * p.L, ny = y->numel;
+  size_t units, local;
   int groups;
-  const char *kname = rs_kernel(ctx, &p, y->numel, &count, &local, &groups);
-  char opts[192];
-  to_options(ctx, x->dtype, y->dtype, 0, opts, sizeof opts);
-  const rumus__kernel_ref k = {FILE_CL, opts, kname};
-  cl_ulong xo = rumus__off(x), yo = rumus__off(y), K = p.K, Q = p.Q, L = p.L,
-           SI = p.SI, first = 0, n = count;
-  cl_uint nk = (cl_uint)p.nk, nq = (cl_uint)p.nq;
-  cl_ulong8 ke = vec8(p.ke, p.nk, 1), ks = vec8(p.ks, p.nk, 0),
-            qe = vec8(p.qe, p.nq, 1), qs = vec8(p.qs, p.nq, 0);
-  const rumus__arg args[16] = {
-      RUMUS__ARG(x->mem), RUMUS__ARG(xo), RUMUS__ARG(y->mem), RUMUS__ARG(yo),
-      RUMUS__ARG(nk),     RUMUS__ARG(ke), RUMUS__ARG(ks),     RUMUS__ARG(K),
-      RUMUS__ARG(nq),     RUMUS__ARG(qe), RUMUS__ARG(qs),     RUMUS__ARG(Q),
-      RUMUS__ARG(L),      RUMUS__ARG(SI), RUMUS__ARG(first),  RUMUS__ARG(n)};
-  return run_pieces(ctx, op, &k, count, groups ? local : 0, local, &first, 16,
-                    args);
+  rs_kernel(ctx, &p, ny, &units, &local, &groups);
+  size_t chunks = rs_chunks(ctx, units, R);
+  const size_t RC = (R + chunks - 1) / chunks;
+  chunks = (R + RC - 1) / RC;
+  if (chunks == 1)
+    return rs_launch(ctx, op, x, &p, y->mem, rumus__off(y), y->dtype, ny, 1,
+                     RC);
+  cl_mem part;
+  RUMUS__FORWARD(rumus__scratch(ctx, op, chunks * ny * sizeof(float), &part));
+  int st = rs_launch(ctx, op, x, &p, part, 0, RUMUS_F32, ny, chunks, RC);
+  if (st == RUMUS_OK) st = rs_fold(ctx, op, x, part, chunks, y);
+  /* The queue keeps the scratch buffer alive until the kernels finish. */
+  clReleaseMemObject(part);
+  return st;
 }
 
 /* The F32 program of each alignment the variant can choose (the reduction
