@@ -34,9 +34,9 @@
  *                   over each run (x's last dimension reduced, SI = 1),
  *                   the lanes added at the end (CPU variant; GPU for short
  *                   reductions);
- *     rs_row_outer  one work-item per 8 neighbouring y elements (x's last
- *                   dimension kept: the 8 are contiguous in x), a float8
- *                   accumulator, r ascending (CPU variant);
+ *     rs_row_outer  one work-item per 64 neighbouring y elements (x's last
+ *                   dimension kept: they are contiguous in x), float8
+ *                   accumulators, r ascending (CPU variant);
  *     rs_wg_inner   a work-group per y element: work-item lid adds r =
  *                   lid, lid + WG, ...; a tree in local memory (GPU);
  *     rs_wg_outer   a work-group of 32 columns x 8 lanes: lane t adds r =
@@ -108,6 +108,42 @@ inline void to_off2(size_t i, uint nd, ulong8 ev, ulong8 s1v, ulong8 s2v,
   *o2 = b;
 }
 
+/* An odometer over the nd outer dimensions of rows: the coordinates of
+ * row i and its offsets in two tensors, advanced row by row without a
+ * division (the CPU variant's work-items take runs of rows). */
+typedef struct {
+  uint nd;
+  ulong c[8], e[8], s1[8], s2[8];
+  size_t o1, o2;
+} to_odo;
+
+inline void odo_start(to_odo *d, size_t i, uint nd, ulong8 ev, ulong8 s1v,
+                      ulong8 s2v) {
+  d->nd = nd;
+  vstore8(ev, 0, d->e);
+  vstore8(s1v, 0, d->s1);
+  vstore8(s2v, 0, d->s2);
+  d->o1 = d->o2 = 0;
+  for (int k = (int)nd - 1; k >= 0; k--) {
+    const size_t q = i / d->e[k];
+    d->c[k] = i - q * d->e[k];
+    d->o1 += d->c[k] * d->s1[k];
+    d->o2 += d->c[k] * d->s2[k];
+    i = q;
+  }
+}
+
+inline void odo_next(to_odo *d) {
+  for (int k = (int)d->nd - 1; k >= 0; k--) {
+    d->o1 += d->s1[k];
+    d->o2 += d->s2[k];
+    if (++d->c[k] < d->e[k]) return;
+    d->o1 -= d->c[k] * d->s1[k];
+    d->o2 -= d->c[k] * d->s2[k];
+    d->c[k] = 0;
+  }
+}
+
 /* ---- Permute ------------------------------------------------------------ */
 
 /* VW bits from p + i (contiguous). */
@@ -142,6 +178,28 @@ kernel void to_copy(global const bits_t *x, ulong xo, global bits_t *y,
   }
   const size_t n = L - j < TO_VW ? L - j : TO_VW;
   for (size_t k = 0; k < n; k++) yr[j + k] = xr[(j + k) * SI];
+}
+
+/* CPU: work-item g copies rows [g rpi, (g + 1) rpi) of y (rows of L; the
+ * input offsets by odometer): vload16 / vstore16 of the bits when SI = 1,
+ * a gather otherwise. */
+kernel void to_copy_rows(global const bits_t *x, ulong xo, global bits_t *y,
+                         ulong yo, ulong L, ulong SI, uint nd, ulong8 e,
+                         ulong8 sx, ulong rpi, ulong rows, ulong first,
+                         ulong items) {
+  const size_t g = first + get_global_id(0);
+  if (g >= items) return;
+  const size_t r0 = g * rpi, r1 = rows - r0 < rpi ? rows : r0 + rpi;
+  to_odo d;
+  odo_start(&d, r0, nd, e, sx, sx);
+  for (size_t r = r0; r < r1; r++, odo_next(&d)) {
+    global const bits_t *xr = x + xo + d.o1;
+    global bits_t *yr = y + yo + r * L;
+    size_t j = 0;
+    if (SI == 1)
+      for (; j + 16 <= L; j += 16) vstore16(vload16(0, xr + j), 0, yr + j);
+    for (; j < L; j++) yr[j] = xr[j * SI];
+  }
 }
 
 /* y's last dimension I (x stride SI) and y's dimension A (x stride 1, y
@@ -225,6 +283,44 @@ inline void bcast_body(int op, global const real_t *a, ulong ao,
   }
 BCAST_ENTRY(bcast_add, OP_ADD)
 BCAST_ENTRY(bcast_mul, OP_MUL)
+
+/* CPU: work-item g computes rows [g rpi, (g + 1) rpi) of out, 16 elements
+ * at a time, a's and b's row offsets by odometer. */
+inline void bcast_rows_body(int op, global const real_t *a, ulong ao,
+                            global const real_t *b, ulong bo,
+                            global real_t *o, ulong oo, ulong L, ulong IA,
+                            ulong IB, uint nd, ulong8 e, ulong8 sa,
+                            ulong8 sb, ulong rpi, ulong rows, ulong first,
+                            ulong items) {
+  const size_t g = first + get_global_id(0);
+  if (g >= items) return;
+  const size_t r0 = g * rpi, r1 = rows - r0 < rpi ? rows : r0 + rpi;
+  to_odo d;
+  odo_start(&d, r0, nd, e, sa, sb);
+  for (size_t r = r0; r < r1; r++, odo_next(&d)) {
+    global const real_t *ar = a + ao + d.o1, *br = b + bo + d.o2;
+    global real_t *orow = o + oo + r * L;
+    size_t j = 0;
+    for (; j + 16 <= L; j += 16) {
+      const float16 u = IA ? LOAD16(ar, j) : (float16)(LOAD(ar, 0));
+      const float16 v = IB ? LOAD16(br, j) : (float16)(LOAD(br, 0));
+      STORE16(op == OP_ADD ? u + v : u * v, orow, j);
+    }
+    for (; j < L; j++)
+      STORE(bc_op(op, LOAD(ar, j * IA), LOAD(br, j * IB)), orow, j);
+  }
+}
+
+#define BCAST_ROWS_ENTRY(name, op)                                           \
+  kernel void name(global const real_t *a, ulong ao, global const real_t *b, \
+                   ulong bo, global real_t *o, ulong oo, ulong L, ulong IA,  \
+                   ulong IB, uint nd, ulong8 e, ulong8 sa, ulong8 sb,        \
+                   ulong rpi, ulong rows, ulong first, ulong items) {        \
+    bcast_rows_body(op, a, ao, b, bo, o, oo, L, IA, IB, nd, e, sa, sb, rpi,  \
+                    rows, first, items);                                     \
+  }
+BCAST_ROWS_ENTRY(bcast_rows_add, OP_ADD)
+BCAST_ROWS_ENTRY(bcast_rows_mul, OP_MUL)
 
 /* ---- Sum over axes ------------------------------------------------------ */
 
@@ -312,34 +408,45 @@ kernel void rs_row_inner(RS_ARGS) {
   YSTORE(rumus_hsum8(acc) + tail, y, yo + yc + j);
 }
 
-/* CPU: work-item g sums y elements [c, c + 8) of kept row p (x's last
- * dimension kept: they are contiguous in x and in y), r ascending. */
+/* CPU: work-item g sums y elements [c, c + RS_CPU_COLS) of kept row p
+ * (x's last dimension kept: they are contiguous in x and in y) in up to 8
+ * float8 accumulators, r ascending, so each row read is 256 contiguous
+ * bytes of F32 (32 bytes, 8 columns a work-item, ran [4096, 2048] over
+ * axis 0 at a quarter of copy speed); columns past the last whole float8
+ * in a second walk. */
+#define RS_CPU_COLS 64
 kernel void rs_row_outer(RS_ARGS) {
   const size_t g = first + get_global_id(0);
   if (g >= items) return;
   size_t r0, r1, yc;
   const size_t u = rs_chunk(g, units, RC, Q, L, ny, &r0, &r1, &yc);
-  const size_t nb = (K + 7) / 8, p = u / nb, c = (u - p * nb) * 8;
+  const size_t nb = (K + RS_CPU_COLS - 1) / RS_CPU_COLS, p = u / nb;
+  const size_t c = (u - p * nb) * RS_CPU_COLS;
+  const size_t ncol = K - c < RS_CPU_COLS ? K - c : RS_CPU_COLS;
+  const size_t nv = ncol / 8;
   global const real_t *xp = x + xo + to_off(p, nk, ke, ks) + c;
   const size_t yj = yo + yc + p * K + c;
-  if (c + 8 <= K) {
-    float8 acc = 0.0f;
-    for (size_t r = r0, t, te; r < r1; r += te - t) {
-      global const real_t *xq = xp + to_off(rs_piece(r, r1, L, &t, &te), nq,
-                                            qe, qs);
-      for (size_t v = t; v < te; v++) acc += LOAD8(xq, v * SI);
+  float8 acc[RS_CPU_COLS / 8];
+  for (int i = 0; i < RS_CPU_COLS / 8; i++) acc[i] = 0.0f;
+  for (size_t r = r0, t, te; r < r1; r += te - t) {
+    global const real_t *xq = xp + to_off(rs_piece(r, r1, L, &t, &te), nq,
+                                          qe, qs);
+    for (size_t v = t; v < te; v++) {
+      global const real_t *xv = xq + v * SI;
+#pragma unroll
+      for (int i = 0; i < RS_CPU_COLS / 8; i++)
+        if ((size_t)i < nv) acc[i] += LOAD8(xv, 8 * i);
     }
-    RUMUS_STOREN(TO_YS, 8, acc, y, yj);
-    return;
   }
-  for (size_t k = 0; c + k < K; k++) {
-    float acc = 0.0f;
+  for (size_t i = 0; i < nv; i++) RUMUS_STOREN(TO_YS, 8, acc[i], y, yj + 8 * i);
+  for (size_t k = nv * 8; k < ncol; k++) {
+    float a = 0.0f;
     for (size_t r = r0, t, te; r < r1; r += te - t) {
       global const real_t *xq = xp + k + to_off(rs_piece(r, r1, L, &t, &te),
                                                 nq, qe, qs);
-      for (size_t v = t; v < te; v++) acc += LOAD(xq, v * SI);
+      for (size_t v = t; v < te; v++) a += LOAD(xq, v * SI);
     }
-    YSTORE(acc, y, yj + k);
+    YSTORE(a, y, yj + k);
   }
 }
 

@@ -30,6 +30,7 @@ static const char *const FILE_CL = "tensorops.cl";
 #define TILE 32            /* to_tile: TILE x TILE tiles ... */
 #define TILE_WG 256        /* ... by work-groups of TILE x 8 */
 #define RS_COLS 32         /* rs_wg_outer: columns per work-group */
+#define RS_CPU_COLS 64     /* rs_row_outer: columns per work-item */
 /* rs_wg_inner takes a y element when it sums at least this many reduced
  * elements per work-item of the group; shorter sums take one work-item
  * each (rs_row_inner). */
@@ -130,6 +131,24 @@ static int run_pieces(rumus_ctx *ctx, const char *op, const rumus__kernel_ref *k
   return RUMUS_OK;
 }
 
+/* The CPU variant's row kernels (to_copy_rows, bcast_rows_*): rows of L
+ * elements per work-item, at least ROWS_MIN_ELEMS elements each while
+ * that leaves ROWS_ITEMS_PER_CU work-items per compute unit; 0 when there
+ * are too few rows for that (the per-vector kernels run instead, so one
+ * long row is not left to one work-item).  A work-item then walks its
+ * rows' offsets by odometer: a division per row cost the head split
+ * [32, 512, 8, 64] 16 ms on the 2-core CI machine (8 MB). */
+#define ROWS_MIN_ELEMS 4096
+#define ROWS_ITEMS_PER_CU 8
+
+static size_t rows_per_item(const rumus_ctx *ctx, size_t rows, size_t L) {
+  const size_t want = ROWS_ITEMS_PER_CU * (size_t)ctx->compute_units;
+  if (rumus__gpu_variant(ctx) || rows < want) return 0;
+  size_t rpi = (ROWS_MIN_ELEMS + L - 1) / L;
+  if (rpi > rows / want) rpi = rows / want;
+  return rpi < 1 ? 1 : rpi;
+}
+
 /* ---- Permute ------------------------------------------------------------ */
 
 static int check_perm(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
@@ -204,7 +223,20 @@ static int permute_copy(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
   const rumus__kernel_ref k = {FILE_CL, opts, "to_copy"};
   cl_uint nd = (cl_uint)last;
   cl_ulong8 e = vec8(l->e, last, 1), sx = vec8(l->s[0], last, 0);
-  cl_ulong items = (x->numel / L) * ((L + g.vw - 1) / g.vw);
+  const size_t rows = x->numel / L, rpi = rows_per_item(ctx, rows, L);
+  if (rpi) {
+    const rumus__kernel_ref kr = {FILE_CL, opts, "to_copy_rows"};
+    cl_ulong rp = rpi, nr = rows, n = (rows + rpi - 1) / rpi;
+    const rumus__arg ra[13] = {
+        RUMUS__ARG(x->mem), RUMUS__ARG(xo), RUMUS__ARG(y->mem),
+        RUMUS__ARG(yo),     RUMUS__ARG(L),  RUMUS__ARG(SI),
+        RUMUS__ARG(nd),     RUMUS__ARG(e),  RUMUS__ARG(sx),
+        RUMUS__ARG(rp),     RUMUS__ARG(nr), RUMUS__ARG(first),
+        RUMUS__ARG(n)};
+    return run_pieces(ctx, op, &kr, n, 0, rumus__row_local(ctx, n), &first,
+                      13, ra);
+  }
+  cl_ulong items = rows * ((L + g.vw - 1) / g.vw);
   const rumus__arg args[11] = {
       RUMUS__ARG(x->mem), RUMUS__ARG(xo), RUMUS__ARG(y->mem), RUMUS__ARG(yo),
       RUMUS__ARG(L),      RUMUS__ARG(SI), RUMUS__ARG(nd),     RUMUS__ARG(e),
@@ -235,7 +267,7 @@ int rumus_permute(rumus_ctx *ctx, const rumus_tensor *x, const int *perm,
       return rumus__fail_cl(ctx, err, "%s: clEnqueueCopyBuffer", op);
     return RUMUS_OK;
   }
-  if (rumus__gpu_variant(ctx) && l.s[0][l.nd - 1] != 1 &&
+  if (l.s[0][l.nd - 1] != 1 &&
       ctx->max_wg >= TILE_WG)
     return permute_tile(ctx, op, x, y, &l);
   return permute_copy(ctx, op, x, y, &l);
@@ -320,7 +352,23 @@ static int broadcast(rumus_ctx *ctx, const char *op, const char *kname,
   cl_uint nd = (cl_uint)last;
   cl_ulong8 e = vec8(l.e, last, 1), sa = vec8(l.s[0], last, 0),
             sb = vec8(l.s[1], last, 0);
-  cl_ulong items = (out->numel / L) * ((L + g.vw - 1) / g.vw);
+  const size_t rows = out->numel / L, rpi = rows_per_item(ctx, rows, L);
+  if (rpi) {
+    char kr_name[32];
+    snprintf(kr_name, sizeof kr_name, "bcast_rows_%s", kname + 6);
+    const rumus__kernel_ref kr = {FILE_CL, opts, kr_name};
+    cl_ulong rp = rpi, nr = rows, n = (rows + rpi - 1) / rpi;
+    const rumus__arg ra[17] = {
+        RUMUS__ARG(a->mem), RUMUS__ARG(ao), RUMUS__ARG(b->mem),
+        RUMUS__ARG(bo),     RUMUS__ARG(out->mem), RUMUS__ARG(oo),
+        RUMUS__ARG(L),      RUMUS__ARG(IA), RUMUS__ARG(IB),
+        RUMUS__ARG(nd),     RUMUS__ARG(e),  RUMUS__ARG(sa),
+        RUMUS__ARG(sb),     RUMUS__ARG(rp), RUMUS__ARG(nr),
+        RUMUS__ARG(first),  RUMUS__ARG(n)};
+    return run_pieces(ctx, op, &kr, n, 0, rumus__row_local(ctx, n), &first,
+                      17, ra);
+  }
+  cl_ulong items = rows * ((L + g.vw - 1) / g.vw);
   const rumus__arg args[15] = {
       RUMUS__ARG(a->mem),   RUMUS__ARG(ao), RUMUS__ARG(b->mem),
       RUMUS__ARG(bo),       RUMUS__ARG(out->mem), RUMUS__ARG(oo),
@@ -450,7 +498,7 @@ static const char *rs_kernel(const rumus_ctx *ctx, const rs_plan *p,
     *local = wg;
     return "rs_wg_outer";
   }
-  *count = P * ((p->K + 7) / 8);
+  *count = P * ((p->K + RS_CPU_COLS - 1) / RS_CPU_COLS);
   *local = rumus__row_local(ctx, *count);
   return "rs_row_outer";
 }
