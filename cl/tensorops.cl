@@ -12,24 +12,33 @@
  *
  *   permute     y[i] = x[off(i)]: y is contiguous; y's last (merged)
  *               dimension has input stride SI.
- *     to_copy   rows of y's last dimension, VW elements per work-item: with
- *               SI = 1 (the last dimension kept) vector moves of the bits;
- *               otherwise a strided gather (the CPU variant's path for a
- *               moving last dimension).
- *     to_tile   GPU, the last dimension moves: 32 x 32 tiles through local
- *               memory, read along the input's contiguous dimension and
- *               written along y's, so both sides are coalesced.
+ *     to_copy       rows of y's last dimension, VW elements per work-item
+ *                   (GPU; CPU when there are few rows): with SI = 1 (the
+ *                   last dimension kept) vector moves of the bits;
+ *                   otherwise a strided gather (devices that cannot run
+ *                   to_tile's 256 work-items);
+ *     to_copy_rows  CPU: runs of rows per work-item, offsets by odometer;
+ *     to_tile       the last dimension moves: 32 x 32 tiles through local
+ *                   memory, read along the input's contiguous dimension
+ *                   and written along y's, so both sides are contiguous
+ *                   (both variants: on PoCL a 4096 x 2048 transpose took
+ *                   38-57 ms this way and 68-100 ms as a strided gather).
  *     A permute moves the stored bits (uint or ushort: TO_BITS), so it is
  *     exact for every value, signalling NaNs included.
  *   broadcast   out[i] = a[offa(i)] op b[offb(i)] in float, rows of out's
  *               last dimension, where a and b each have stride 1 or 0 (a
- *               value repeated along the row: a scalar, a column).
+ *               value repeated along the row: a scalar, a column):
+ *               bcast_* one vector per work-item (GPU), bcast_rows_* runs
+ *               of rows per work-item (CPU).
  *   reduce_sum  y[j] = sum over the reduced index r of x[offk(j) + offr(r)]
  *               in float; the reduced elements are Q runs (the reduced
  *               dimensions but the innermost, to_off) of L elements SI
- *               apart (the innermost reduced dimension).  The sum order is
- *               fixed by the shape and the variant (same bits on every
- *               run; the variants may differ in the last bits):
+ *               apart (the innermost reduced dimension).  When y alone
+ *               cannot fill the device the flat range of r is cut into
+ *               chunks of RC that write float partials, added in chunk
+ *               order by rs_fold.  The sum order is fixed by the shape,
+ *               the variant and the device's compute units (same bits on
+ *               every run; the variants may differ in the last bits):
  *     rs_row_inner  one work-item per y element, float8 partial sums
  *                   over each run (x's last dimension reduced, SI = 1),
  *                   the lanes added at the end (CPU variant; GPU for short
@@ -39,11 +48,11 @@
  *                   accumulators, r ascending (CPU variant);
  *     rs_wg_inner   a work-group per y element: work-item lid adds r =
  *                   lid, lid + WG, ...; a tree in local memory (GPU);
- *     rs_wg_outer   a work-group of 32 columns x 8 lanes: lane t adds r =
- *                   t, t + 8, ... for its column (coalesced across the
- *                   columns), then a tree over the 8 lanes (GPU).
+ *     rs_wg_outer   a work-group of 32 columns x WG / 32 lanes: lane t
+ *                   adds r = t, t + WG / 32, ... for its column (coalesced
+ *                   across the columns), then a tree over the lanes (GPU).
  *   y of reduce_sum has storage TO_YS (the program's storage, or F32 for
- *   16-bit x).
+ *   16-bit x and for the partials).
  *
  * Launches are 1-D with fixed local sizes over padded global sizes;
  * `first` is the launch's first work-item (or work-group) when the host

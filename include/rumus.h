@@ -1327,7 +1327,7 @@ RUMUS_API int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx,
  *  to 8 dimensions runs; one that keeps the last dimension in place (a
  *  head split or merge [B, T, H, D] <-> [B, H, T, D]) copies rows with
  *  vector moves, one that moves it (a transpose) goes through 32 x 32
- *  tiles in local memory on the work-group variant, and one that keeps
+ *  tiles in local memory, and one that keeps
  *  x's memory order (only extents of 1 move) is a buffer copy.  y must
  *  not overlap x.
  *  @return RUMUS_OK, RUMUS_ENULL (ctx, x, y, or perm with ndim > 0),
@@ -1364,8 +1364,10 @@ RUMUS_API int rumus_broadcast_mul(rumus_ctx *ctx, const rumus_tensor *a,
  *  copy, converted to y's type).  y's shape is x's with each reduced
  *  axis of extent 1 (keepdim != 0) or removed (keepdim == 0: a full
  *  reduction gives a 0-D y).  Sums are float, in an order fixed by the
- *  shape and the variant, so every run gives the same bits (the two
- *  variants may differ in the last bits); a sum over no elements is 0.
+ *  shape, the variant and the device (a small y with long sums cuts them
+ *  into chunks by the compute units), so every run gives the same bits
+ *  (the variants may differ in the last bits); a sum over no elements is
+ *  0.
  *  y is of x's type, or F32 for 16-bit x (the float sums stored without a
  *  16-bit rounding).  This is the backward of the broadcasting ops:
  *  da = rumus_reduce_sum(dout) over the axes along which a was broadcast.
@@ -1373,7 +1375,8 @@ RUMUS_API int rumus_broadcast_mul(rumus_ctx *ctx, const rumus_tensor *a,
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_EINVAL (a bit of
  *          axes at or past x's ndim, another context, overlap),
  *          RUMUS_ESHAPE (y's ndim or an extent of y, naming the axis),
- *          RUMUS_EBUILD, RUMUS_ECL. */
+ *          RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM (the chunks' scratch
+ *          buffer). */
 RUMUS_API int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x,
                                unsigned axes, int keepdim, rumus_tensor *y);
 

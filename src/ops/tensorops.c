@@ -15,7 +15,10 @@
  * One program per (storage, type of reduce_sum's y, variant, alignment)
  * holds the family's kernels: the GPU setting moves one 4-element vector
  * per work-item in groups of 256 (typed 16-byte accesses when aligned),
- * the CPU setting 16 elements per work-item in groups of 16.
+ * the CPU setting runs of rows per work-item (16-element vectors).
+ * Transposes go through tiles in local memory on both variants; sums
+ * whose y is too small to fill the device are cut into fixed chunks
+ * (rs_chunks).
  */
 #include <stdio.h>
 #include <string.h>
