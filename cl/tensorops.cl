@@ -254,8 +254,12 @@ typedef float4 vec_t;
 #define VSTORE(v, p, i) STORE4(v, p, i)
 #endif
 
-inline float bc_op(int op, float u, float v) { return op == OP_ADD ? u + v : u * v; }
-inline vec_t bc_opv(int op, vec_t u, vec_t v) { return op == OP_ADD ? u + v : u * v; }
+inline float bc_op(int op, float u, float v) {
+  return op == OP_ADD ? u + v : u * v;
+}
+inline vec_t bc_opv(int op, vec_t u, vec_t v) {
+  return op == OP_ADD ? u + v : u * v;
+}
 
 /* Work-item g: elements [j, j + VW) of out's row r; a's row starts at
  * offa(r) with stride IA (1 or 0) along the row, b's likewise. */

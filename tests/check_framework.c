@@ -241,7 +241,8 @@ static void run_conv_ops(rumus_ctx *ctx, tu_rng *r, size_t n, size_t c,
  * of 64 and of 7: aligned and not) and reduce_sum (every kernel of the
  * variant: short and long inner sums, kept last dimension). */
 static void run_tensorops_ops(rumus_ctx *ctx, tu_rng *r) {
-  rumus_tensor *x = rand_4d(ctx, r, 2, 3, 5, 64), *y = rand_4d(ctx, r, 2, 5, 3, 64);
+  rumus_tensor *x = rand_4d(ctx, r, 2, 3, 5, 64),
+               *y = rand_4d(ctx, r, 2, 5, 3, 64);
   rumus_tensor *t = rand_2d(ctx, r, 64, 30), *b = rand_2d(ctx, r, 1, 64);
   rumus_tensor *o = rand_2d(ctx, r, 30, 64), *c = rand_2d(ctx, r, 30, 1);
   rumus_tensor *z = rand_2d(ctx, r, 30, 7), *s = rand_2d(ctx, r, 1, 1);

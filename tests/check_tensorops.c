@@ -298,7 +298,8 @@ START_TEST(broadcast_shapes) {
     run_bcast(ctx, &r, d, 1, 2, c2, 2, x2, 2, x2, odd);
     run_bcast(ctx, &r, d, 0, 2, c2, 1, b1, 2, x2, odd);
   }
-  const size_t e8[8] = {2, 1, 3, 2, 1, 7, 2, 3}, f8[8] = {2, 5, 3, 1, 4, 7, 1, 3},
+  const size_t e8[8] = {2, 1, 3, 2, 1, 7, 2, 3},
+               f8[8] = {2, 5, 3, 1, 4, 7, 1, 3},
                o8[8] = {2, 5, 3, 2, 4, 7, 2, 3};
   run_bcast(ctx, &r, d, 0, 8, e8, 8, f8, 8, o8, 1);
   const size_t one[2] = {1, 1};

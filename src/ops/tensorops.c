@@ -121,9 +121,10 @@ static cl_ulong8 vec8(const size_t *v, int nd, size_t fill) {
  * of per_group work-items, in pieces of at most MAX_ITEMS work-items;
  * args[nargs - 2] must point at *first, which is set per piece, and
  * args[nargs - 1] at the count. */
-static int run_pieces(rumus_ctx *ctx, const char *op, const rumus__kernel_ref *k,
-                      size_t count, size_t per_group, size_t local,
-                      cl_ulong *first, size_t nargs, const rumus__arg *args) {
+static int run_pieces(rumus_ctx *ctx, const char *op,
+                      const rumus__kernel_ref *k, size_t count,
+                      size_t per_group, size_t local, cl_ulong *first,
+                      size_t nargs, const rumus__arg *args) {
   const size_t unit = per_group ? per_group : 1, piece = MAX_ITEMS / unit;
   for (size_t f = 0; f < count; f += piece) {
     *first = f;
