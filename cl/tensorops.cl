@@ -84,6 +84,12 @@ typedef uint4 bits4_t;
 typedef uint16 bits16_t;
 #endif
 
+/* a / b, in 32 bits when both fit: GPUs emulate 64-bit division in
+ * dozens of instructions, and indices past 2^32 are rare. */
+inline size_t to_div(size_t a, size_t b) {
+  return ((a | b) >> 32) == 0 ? (size_t)((uint)a / (uint)b) : a / b;
+}
+
 /* Row-major index i over the nd extents e (last fastest) -> the sum of its
  * coordinates times the strides s. */
 inline size_t to_off(size_t i, uint nd, ulong8 ev, ulong8 sv) {
@@ -92,7 +98,7 @@ inline size_t to_off(size_t i, uint nd, ulong8 ev, ulong8 sv) {
   vstore8(sv, 0, s);
   size_t off = 0;
   for (int d = (int)nd - 1; d >= 0; d--) {
-    const size_t q = i / e[d];
+    const size_t q = to_div(i, e[d]);
     off += (i - q * e[d]) * s[d];
     i = q;
   }
@@ -108,7 +114,7 @@ inline void to_off2(size_t i, uint nd, ulong8 ev, ulong8 s1v, ulong8 s2v,
   vstore8(s2v, 0, s2);
   size_t a = 0, b = 0;
   for (int d = (int)nd - 1; d >= 0; d--) {
-    const size_t q = i / e[d], c = i - q * e[d];
+    const size_t q = to_div(i, e[d]), c = i - q * e[d];
     a += c * s1[d];
     b += c * s2[d];
     i = q;
@@ -134,7 +140,7 @@ inline void odo_start(to_odo *d, size_t i, uint nd, ulong8 ev, ulong8 s1v,
   vstore8(s2v, 0, d->s2);
   d->o1 = d->o2 = 0;
   for (int k = (int)nd - 1; k >= 0; k--) {
-    const size_t q = i / d->e[k];
+    const size_t q = to_div(i, d->e[k]);
     d->c[k] = i - q * d->e[k];
     d->o1 += d->c[k] * d->s1[k];
     d->o2 += d->c[k] * d->s2[k];
@@ -177,7 +183,7 @@ kernel void to_copy(global const bits_t *x, ulong xo, global bits_t *y,
                     ulong8 sx, ulong first, ulong items) {
   const size_t g = first + get_global_id(0);
   if (g >= items) return;
-  const size_t nvr = (L + TO_VW - 1) / TO_VW, r = g / nvr;
+  const size_t nvr = (L + TO_VW - 1) / TO_VW, r = to_div(g, nvr);
   const size_t j = (g - r * nvr) * TO_VW;
   global const bits_t *xr = x + xo + to_off(r, nd, e, sx);
   global bits_t *yr = y + yo + r * L;
@@ -224,7 +230,8 @@ kernel RUMUS_REQD_WG(TILE * TILE_ROWS, 1, 1) void to_tile(
   if (g >= groups) return; /* the whole group: no barrier is skipped by half */
   const size_t lid = get_local_id(0), tx = lid % TILE, ty = lid / TILE;
   const size_t nti = (I + TILE - 1) / TILE, nta = (A + TILE - 1) / TILE;
-  const size_t ti = g % nti, rest = g / nti, ta = rest % nta, p = rest / nta;
+  const size_t rest = to_div(g, nti), ti = g - rest * nti;
+  const size_t p = to_div(rest, nta), ta = rest - p * nta;
   size_t bx, by;
   to_off2(p, nd, e, sx, sy, &bx, &by);
   const size_t i0 = ti * TILE, a0 = ta * TILE;
@@ -270,7 +277,7 @@ inline void bcast_body(int op, global const real_t *a, ulong ao,
                        ulong items) {
   const size_t g = first + get_global_id(0);
   if (g >= items) return;
-  const size_t nvr = (L + TO_VW - 1) / TO_VW, r = g / nvr;
+  const size_t nvr = (L + TO_VW - 1) / TO_VW, r = to_div(g, nvr);
   const size_t j = (g - r * nvr) * TO_VW;
   size_t ra, rb;
   to_off2(r, nd, e, sa, sb, &ra, &rb);
@@ -358,7 +365,7 @@ typedef RUMUS_TYPE(TO_YS) yreal_t;
  * u within the chunk and the chunk's offset in y. */
 inline size_t rs_chunk(size_t g, ulong units, ulong RC, ulong Q, ulong L,
                        ulong ny, size_t *r0, size_t *r1, size_t *yc) {
-  const size_t c = g / units, R = Q * L;
+  const size_t c = to_div(g, units), R = Q * L;
   *r0 = c * RC;
   *r1 = R - *r0 < RC ? R : *r0 + RC;
   *yc = c * ny;
@@ -375,7 +382,7 @@ typedef struct {
 inline void rs_start(rs_cursor *c, size_t r, uint nq, ulong8 qe, ulong8 qs,
                      ulong L, ulong SI) {
   c->r = r;
-  c->q = r / L;
+  c->q = to_div(r, L);
   c->t = r - c->q * L;
   c->o = to_off(c->q, nq, qe, qs);
 }
@@ -385,8 +392,9 @@ inline void rs_step(rs_cursor *c, size_t step, size_t r1, uint nq, ulong8 qe,
   c->r += step;
   c->t += step;
   if (c->t >= L) {
-    c->q += c->t / L;
-    c->t %= L;
+    const size_t k = to_div(c->t, L);
+    c->q += k;
+    c->t -= k * L;
     if (c->r < r1) c->o = to_off(c->q, nq, qe, qs);
   }
 }
@@ -394,7 +402,7 @@ inline void rs_step(rs_cursor *c, size_t step, size_t r1, uint nq, ulong8 qe,
 /* The run of reduced element r and the end te of its piece below r1 (row
  * kernels walk [r0, r1) piece by piece: one division per run). */
 inline size_t rs_piece(size_t r, size_t r1, ulong L, size_t *t, size_t *te) {
-  const size_t q = r / L;
+  const size_t q = to_div(r, L);
   *t = r - q * L;
   *te = r1 - r < L - *t ? *t + (r1 - r) : L;
   return q;
@@ -433,7 +441,7 @@ kernel void rs_row_outer(RS_ARGS) {
   if (g >= items) return;
   size_t r0, r1, yc;
   const size_t u = rs_chunk(g, units, RC, Q, L, ny, &r0, &r1, &yc);
-  const size_t nb = (K + RS_CPU_COLS - 1) / RS_CPU_COLS, p = u / nb;
+  const size_t nb = (K + RS_CPU_COLS - 1) / RS_CPU_COLS, p = to_div(u, nb);
   const size_t c = (u - p * nb) * RS_CPU_COLS;
   const size_t ncol = K - c < RS_CPU_COLS ? K - c : RS_CPU_COLS;
   const size_t nv = ncol / 8;
@@ -492,7 +500,7 @@ kernel RUMUS_WG_ATTR void rs_wg_outer(RS_ARGS) {
   size_t r0, r1, yc;
   const size_t u = rs_chunk(g, units, RC, Q, L, ny, &r0, &r1, &yc);
   const size_t cx = lid % RS_COLS, lane = lid / RS_COLS;
-  const size_t nb = (K + RS_COLS - 1) / RS_COLS, p = u / nb;
+  const size_t nb = (K + RS_COLS - 1) / RS_COLS, p = to_div(u, nb);
   const size_t c = (u - p * nb) * RS_COLS + cx;
   global const real_t *xp = x + xo + to_off(p, nk, ke, ks) + c;
   float acc = 0.0f;
