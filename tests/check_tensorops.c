@@ -8,7 +8,8 @@
  * dimensions against [2, 3, 5, 7] (scalars included), bias-like and long
  * rows; sums over every subset of the axes of 4-D tensors, with and
  * without keepdim, into y of x's type and into F32; odd element offsets
- * and guard bytes around every output; the sum as the backward of the
+ * and guard bytes around every output; permute's bits unchanged (NaN
+ * payloads, -0, subnormals); the sum as the backward of the
  * broadcast add by central differences; empty and 0-D tensors; bad
  * arguments with their exact statuses.
  *
@@ -188,6 +189,56 @@ START_TEST(permute_shapes) {
   run_permute(ctx, &r, d, 3, t4, tr3, 1);
   run_permute(ctx, &r, d, 0, t3, tr, 0); /* a scalar */
   tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* The stored bits move unchanged: signalling NaNs with payloads,
+ * infinities, -0 and subnormals, every storage type, both variants, a
+ * head split (rows) and a transpose (tiles). */
+START_TEST(permute_moves_bits) {
+  static const uint32_t W32[] = {0x7F800001u, 0xFFC00123u, 0x80000000u,
+                                 0x00000001u, 0x7F800000u, 0x3F800000u};
+  static const uint16_t W16[] = {0x7C01u, 0xFE37u, 0x8000u,
+                                 0x0001u, 0x7F81u, 0x3C00u};
+  const rumus_dtype d = tu_dtypes[_i];
+  const size_t es = rumus_dtype_size(d), s[4] = {2, 5, 3, 7};
+  const size_t n = numel(4, s);
+  unsigned char *x = tu_malloc(n * es), *got = tu_malloc(n * es),
+                *want = tu_malloc(n * es);
+  for (size_t i = 0; i < n; i++) {
+    if (es == 4) memcpy(x + 4 * i, &W32[i % 6], 4);
+    else memcpy(x + 2 * i, &W16[i % 6], 2);
+  }
+  static const int P[2][4] = {{0, 2, 1, 3}, {0, 1, 3, 2}};
+  rumus_ctx *ctx = tu_ctx();
+  rumus_tensor *tx = tu_tensor(ctx, d, 4, s, x);
+  for (int k = 0; k < 2; k++) {
+    size_t ys[4], c[4];
+    for (int i = 0; i < 4; i++) ys[i] = s[P[k][i]];
+    for (size_t i = 0; i < n; i++) { /* y[i] = x[j] */
+      size_t r = i, j = 0, st[4] = {105, 21, 7, 1};
+      for (int a = 3; a >= 0; a--) {
+        c[a] = r % ys[a];
+        r /= ys[a];
+      }
+      for (int a = 0; a < 4; a++) j += c[a] * st[P[k][a]];
+      memcpy(want + i * es, x + j * es, es);
+    }
+    rumus_tensor *ty = tu_tensor(ctx, d, 4, ys, NULL);
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      TU_OK(ctx, rumus_permute(ctx, tx, P[k], ty));
+      TU_OK(ctx, rumus_tensor_download(ty, got, n * es));
+      ck_assert_msg(memcmp(got, want, n * es) == 0,
+                    "permute %d of %s bits changed (%s)", k,
+                    tu_dtype_name(d), tu_variant_name(tu_variants[v]));
+    }
+    rumus_tensor_free(ty);
+  }
+  free(x);
+  free(got);
+  free(want);
+  tu_free_all(ctx, tx, NULL);
 }
 END_TEST
 
@@ -669,6 +720,7 @@ static Suite *suite(void) {
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_loop_test(limits, permute_shapes, 0, 3);
+  tcase_add_loop_test(limits, permute_moves_bits, 0, 3);
   tcase_add_loop_test(limits, broadcast_shapes, 0, 3);
   tcase_add_test(limits, broadcast_in_place);
   tcase_add_loop_test(limits, reduce_shapes, 0, 3);
