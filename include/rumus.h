@@ -1327,7 +1327,8 @@ RUMUS_API int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx,
  *  to 8 dimensions runs; one that keeps the last dimension in place (a
  *  head split or merge [B, T, H, D] <-> [B, H, T, D]) copies rows with
  *  vector moves, one that moves it (a transpose) goes through 32 x 32
- *  tiles in local memory, and one that keeps
+ *  tiles (in local memory on the work-group variant, 8 x 8 blocks in
+ *  registers on the CPU variant), and one that keeps
  *  x's memory order (only extents of 1 move) is a buffer copy.  y must
  *  not overlap x.
  *  @return RUMUS_OK, RUMUS_ENULL (ctx, x, y, or perm with ndim > 0),

@@ -31,7 +31,8 @@ static const char *const FILE_CL = "tensorops.cl";
  * tensors are launched in pieces (`first` in the kernels). */
 #define MAX_ITEMS ((size_t)1 << 30)
 #define TILE 32            /* to_tile: TILE x TILE tiles ... */
-#define TILE_WG 256        /* ... by work-groups of TILE x 8 */
+#define TILE_WG 256        /* ... by work-groups of TILE x 8 (GPU) */
+#define CT 32              /* to_tile_item: CT x CT tiles (CPU) */
 #define RS_COLS 32         /* rs_wg_outer: columns per work-group */
 #define RS_CPU_COLS 64     /* rs_row_outer: columns per work-item */
 /* rs_wg_inner takes a y element when it sums at least this many reduced
@@ -180,8 +181,9 @@ static int check_perm(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
   return rumus__check_overlap(ctx, op, "x", x, "y", y, 0);
 }
 
-/* GPU, y's last dimension moves: to_tile over the last dimension and the
- * one that is x's contiguous dimension (stride 1). */
+/* y's last dimension moves: tiles over the last dimension and the one
+ * that is x's contiguous dimension (stride 1); to_tile's work-groups on
+ * the GPU variant, to_tile_item's work-items on the CPU variant. */
 static int permute_tile(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
                         const rumus_tensor *y, const layout *l) {
   const int last = l->nd - 1;
@@ -199,10 +201,12 @@ static int permute_tile(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
   }
   char opts[192];
   to_options(ctx, x->dtype, x->dtype, 0, opts, sizeof opts);
-  const rumus__kernel_ref k = {FILE_CL, opts, "to_tile"};
+  const int gpu = rumus__gpu_variant(ctx);
+  const rumus__kernel_ref k = {FILE_CL, opts, gpu ? "to_tile" : "to_tile_item"};
+  const size_t ti = gpu ? TILE : CT, ta = ti;
   cl_ulong xo = rumus__off(x), yo = rumus__off(y), I = l->e[last],
            SI = l->s[0][last], A = l->e[pa], SA = l->s[1][pa], first = 0;
-  cl_ulong groups = ((I + TILE - 1) / TILE) * ((A + TILE - 1) / TILE) * planes;
+  cl_ulong groups = ((I + ti - 1) / ti) * ((A + ta - 1) / ta) * planes;
   cl_ulong8 e = vec8(pe, (int)np, 1), sx = vec8(psx, (int)np, 0),
             sy = vec8(psy, (int)np, 0);
   const rumus__arg args[14] = {
@@ -210,6 +214,9 @@ static int permute_tile(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
       RUMUS__ARG(I),      RUMUS__ARG(SI), RUMUS__ARG(A),      RUMUS__ARG(SA),
       RUMUS__ARG(np),     RUMUS__ARG(e),  RUMUS__ARG(sx),     RUMUS__ARG(sy),
       RUMUS__ARG(first),  RUMUS__ARG(groups)};
+  if (!gpu)
+    return run_pieces(ctx, op, &k, groups, 0, rumus__row_local(ctx, groups),
+                      &first, 14, args);
   return run_pieces(ctx, op, &k, groups, TILE_WG, TILE_WG, &first, 14, args);
 }
 
@@ -273,7 +280,7 @@ int rumus_permute(rumus_ctx *ctx, const rumus_tensor *x, const int *perm,
     return RUMUS_OK;
   }
   if (l.s[0][l.nd - 1] != 1 &&
-      ctx->max_wg >= TILE_WG)
+      (!rumus__gpu_variant(ctx) || ctx->max_wg >= TILE_WG))
     return permute_tile(ctx, op, x, y, &l);
   return permute_copy(ctx, op, x, y, &l);
 }
