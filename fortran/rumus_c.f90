@@ -1001,5 +1001,42 @@ module rumus_c
       type(c_ptr), value :: dweight
       integer(c_int) :: rumus_embedding_bwd
     end function rumus_embedding_bwd
+    function rumus_permute(ctx, x, perm, y) bind(C, name="rumus_permute")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: x
+      integer(c_int), intent(in) :: perm(*)
+      type(c_ptr), value :: y
+      integer(c_int) :: rumus_permute
+    end function rumus_permute
+    function rumus_broadcast_add(ctx, a, b, out) bind(C, name="rumus_broadcast_add")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: a
+      type(c_ptr), value :: b
+      type(c_ptr), value :: out
+      integer(c_int) :: rumus_broadcast_add
+    end function rumus_broadcast_add
+    function rumus_broadcast_mul(ctx, a, b, out) bind(C, name="rumus_broadcast_mul")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: a
+      type(c_ptr), value :: b
+      type(c_ptr), value :: out
+      integer(c_int) :: rumus_broadcast_mul
+    end function rumus_broadcast_mul
+    function rumus_reduce_sum(ctx, x, axes, keepdim, y) bind(C, name="rumus_reduce_sum")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(c_ptr), value :: x
+      integer(c_int), value :: axes
+      integer(c_int), value :: keepdim
+      type(c_ptr), value :: y
+      integer(c_int) :: rumus_reduce_sum
+    end function rumus_reduce_sum
   end interface
 end module rumus_c

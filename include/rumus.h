@@ -1464,6 +1464,83 @@ RUMUS_API int rumus_embedding_fwd(rumus_ctx *ctx, const rumus_tensor *weight,
 RUMUS_API int rumus_embedding_bwd(rumus_ctx *ctx, const rumus_tensor *dout,
                                   const rumus_tensor *ids, int padding_idx,
                                   rumus_tensor *dweight);
+/* Permute, broadcasting and sums over axes                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Tensors of up to RUMUS_MAX_DIMS dimensions, row-major and contiguous
+ * (each op reads its tensors' shapes; views with strides are not tensors:
+ * rumus_permute makes the contiguous copy).  Every tensor of a call is
+ * F32, F16 or BF16, all of one type (RUMUS_EDTYPE otherwise), except that
+ * rumus_reduce_sum's y may also be F32 for 16-bit x.  Outputs never
+ * overlap the inputs, except where a function says "may alias".  Index
+ * arithmetic is 64-bit: tensors of more than 2^31 elements are fine.
+ * rumus_cache_fill() builds the F32 programs; a 16-bit call, or a
+ * reduce_sum into an F32 y from 16-bit x, builds its program at first
+ * use. */
+
+/*! rumus_permute() :
+ *  y = x.permute(perm).contiguous() in PyTorch's terms: y has x's ndim
+ *  dimensions, y's axis d is x's axis perm[d] (y->shape[d] ==
+ *  x->shape[perm[d]]), and y[i_0, ..., i_{n-1}] = x[j] with j[perm[d]] =
+ *  i_d.  perm holds x->ndim distinct axes (NULL only for a 0-D x).  The
+ *  stored bits are moved unchanged (NaN payloads too), so the result is
+ *  exact and the same on every device and variant.  Any permutation of up
+ *  to 8 dimensions runs; one that keeps the last dimension in place (a
+ *  head split or merge [B, T, H, D] <-> [B, H, T, D]) copies rows with
+ *  vector moves, one that moves it (a transpose) goes through 32 x 32
+ *  tiles (in local memory on the work-group variant, 8 x 8 blocks in
+ *  registers on the CPU variant), and one that keeps
+ *  x's memory order (only extents of 1 move) is a buffer copy.  y must
+ *  not overlap x.
+ *  @return RUMUS_OK, RUMUS_ENULL (ctx, x, y, or perm with ndim > 0),
+ *          RUMUS_EDTYPE (x not floating, y of another type), RUMUS_EINVAL
+ *          (perm[d] not an axis of x or repeated, naming d; a tensor of
+ *          another context; overlap), RUMUS_ESHAPE (y's ndim or an extent
+ *          of y, naming the axis), RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_permute(rumus_ctx *ctx, const rumus_tensor *x,
+                            const int *perm, rumus_tensor *y);
+
+/*! rumus_broadcast_add() / rumus_broadcast_mul() :
+ *  out = a + b / a * b with PyTorch's broadcasting: the shapes are aligned
+ *  from the right (the tensor with fewer dimensions gets leading extents
+ *  of 1), each pair of extents is equal or one of them is 1, and out has
+ *  the larger ndim and the broadcast extents (the one that is not 1; 0
+ *  stays 0 against 1).  A 0-D tensor is a scalar.  Float arithmetic, the
+ *  result rounded once to the storage type; element-wise, so the same bits
+ *  on every run, variant and device that rounds float arithmetic
+ *  correctly.  out may alias a or b (the same bytes: that input then has
+ *  out's shape); any other overlap is refused.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE (a not floating, b or out
+ *          of another type), RUMUS_ESHAPE (extents that do not broadcast,
+ *          out's ndim or an extent of out; the out axis named),
+ *          RUMUS_EINVAL (a tensor of another context, overlap),
+ *          RUMUS_EBUILD, RUMUS_ECL. */
+RUMUS_API int rumus_broadcast_add(rumus_ctx *ctx, const rumus_tensor *a,
+                                  const rumus_tensor *b, rumus_tensor *out);
+RUMUS_API int rumus_broadcast_mul(rumus_ctx *ctx, const rumus_tensor *a,
+                                  const rumus_tensor *b, rumus_tensor *out);
+
+/*! rumus_reduce_sum() :
+ *  y = x.sum(dims, keepdim) in PyTorch's terms, with the reduced axes as
+ *  a bit mask: bit d of `axes` reduces x's axis d (0 reduces nothing: a
+ *  copy, converted to y's type).  y's shape is x's with each reduced
+ *  axis of extent 1 (keepdim != 0) or removed (keepdim == 0: a full
+ *  reduction gives a 0-D y).  Sums are float, in an order fixed by the
+ *  shape, the variant and the device (a small y with long sums cuts them
+ *  into chunks by the compute units), so every run gives the same bits
+ *  (the variants may differ in the last bits); a sum over no elements is
+ *  0.
+ *  y is of x's type, or F32 for 16-bit x (the float sums stored without a
+ *  16-bit rounding).  This is the backward of the broadcasting ops:
+ *  da = rumus_reduce_sum(dout) over the axes along which a was broadcast.
+ *  y must not overlap x.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EDTYPE, RUMUS_EINVAL (a bit of
+ *          axes at or past x's ndim, another context, overlap),
+ *          RUMUS_ESHAPE (y's ndim or an extent of y, naming the axis),
+ *          RUMUS_EBUILD, RUMUS_ECL, RUMUS_EDEVMEM (the chunks' scratch
+ *          buffer). */
+RUMUS_API int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x,
+                               unsigned axes, int keepdim, rumus_tensor *y);
 
 #ifdef __cplusplus
 }

@@ -164,5 +164,16 @@ void ref_layernorm_fwd(const float *x, const float *gamma, const float *beta,
 void ref_layernorm_bwd(const float *dy, const float *x, const float *gamma,
                        size_t rows, size_t cols, double eps, int rms,
                        double *dx, double *dgamma, double *dbeta);
+/* Permute (y's axis d is x's axis perm[d]; y contiguous), broadcast add
+ * (mul = 0) or mul (1) with PyTorch's rules (out's shape so given), and
+ * the sum over the axes of the bit mask into y of x's shape with those
+ * extents 1 (keepdim's layout; the same order without keepdim). */
+void ref_permute(const float *x, int nd, const size_t *shape,
+                 const int *perm, double *y);
+void ref_broadcast(int mul, const float *a, int nda, const size_t *sa,
+                   const float *b, int ndb, const size_t *sb, int ndo,
+                   const size_t *so, double *out);
+void ref_reduce_sum(const float *x, int nd, const size_t *shape,
+                    unsigned axes, double *y);
 
 #endif /* RUMUS_REF_H */

@@ -275,6 +275,27 @@ static void run_embedding_ops(rumus_ctx *ctx, tu_rng *r, size_t n,
   free_tensors(w, o, ti, NULL);
 }
 
+/* permute (rows, a transpose: tiles or gather), broadcast add / mul (rows
+ * of 64 and of 7: aligned and not) and reduce_sum (every kernel of the
+ * variant: short and long inner sums, kept last dimension). */
+static void run_tensorops_ops(rumus_ctx *ctx, tu_rng *r) {
+  rumus_tensor *x = rand_4d(ctx, r, 2, 3, 5, 64),
+               *y = rand_4d(ctx, r, 2, 5, 3, 64);
+  rumus_tensor *t = rand_2d(ctx, r, 64, 30), *b = rand_2d(ctx, r, 1, 64);
+  rumus_tensor *o = rand_2d(ctx, r, 30, 64), *c = rand_2d(ctx, r, 30, 1);
+  rumus_tensor *z = rand_2d(ctx, r, 30, 7), *s = rand_2d(ctx, r, 1, 1);
+  const int split[4] = {0, 2, 1, 3}, tr[2] = {1, 0};
+  TU_OK(ctx, rumus_permute(ctx, x, split, y));
+  TU_OK(ctx, rumus_permute(ctx, o, tr, t));
+  TU_OK(ctx, rumus_broadcast_add(ctx, o, b, o));
+  TU_OK(ctx, rumus_broadcast_mul(ctx, c, z, z));
+  TU_OK(ctx, rumus_reduce_sum(ctx, o, 1u, 1, b));
+  TU_OK(ctx, rumus_reduce_sum(ctx, o, 2u, 1, c));
+  TU_OK(ctx, rumus_tensor_reshape(s, 4, (const size_t[4]){1, 1, 1, 1}));
+  TU_OK(ctx, rumus_reduce_sum(ctx, y, 15u, 1, s));
+  free_tensors(x, y, t, b, o, c, z, s, NULL);
+}
+
 START_TEST(cache_fill_builds_every_program) {
   const int v = tu_variants[_i];
   rumus_ctx *ctx = tu_ctx();
@@ -321,6 +342,7 @@ START_TEST(cache_fill_builds_every_program) {
   /* Embedding: F32 table and gradient, one and several tiles. */
   run_embedding_ops(ctx, &r, 10, 5);
   run_embedding_ops(ctx, &r, 700, 64);
+  run_tensorops_ops(ctx, &r);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   TU_OK(ctx, rumus_cache_stats(ctx, &after));
   ck_assert_msg(after.builds == before.builds,
@@ -634,6 +656,18 @@ START_TEST(overlapping_tensors_are_rejected) {
     TU_OK(ctx, rumus_rmsnorm_fwd(ctx, NULL, z, g, z, rs));
     free_tensors(g, g_in_x, m, rs, rs_in_x, NULL);
   }
+  /* Permute and reduce_sum: y over x, or x's very bytes; broadcast: out
+   * may be an input's bytes, not overlap it. */
+  const int ident[2] = {0, 1};
+  TU_OVERLAP(ctx, rumus_permute(ctx, x, ident, y));
+  TU_OVERLAP(ctx, rumus_permute(ctx, x, ident, x2));
+  TU_OK(ctx, rumus_permute(ctx, x, ident, z));
+  TU_OVERLAP(ctx, rumus_broadcast_add(ctx, x, z, y));
+  TU_OVERLAP(ctx, rumus_broadcast_mul(ctx, z, x, y));
+  TU_OK(ctx, rumus_broadcast_add(ctx, x, z, x2));
+  TU_OVERLAP(ctx, rumus_reduce_sum(ctx, x, 0u, 0, y));
+  TU_OVERLAP(ctx, rumus_reduce_sum(ctx, x, 0u, 0, x2));
+  TU_OK(ctx, rumus_reduce_sum(ctx, x, 0u, 0, z));
   /* Optimizers, sums of squares, clipping. */
   const rumus_sgd_params sp = {0.1f, 0.9f, 0.0f, 0.0f, 0};
   const rumus_adam_params ap = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1};

@@ -903,6 +903,116 @@ static const char *peer_dropout_(bench_case *c) {
   return "omp";
 }
 
+/* ---- Permute, broadcasting, sums over axes ------------------------------ */
+
+/* permute_0213: [B, T, H, D] -> [B, H, T, D] (the head split; the merge is
+ * the same permutation of [B, H, T, D]); transpose: [R, C] -> [C, R].
+ * Read x, write y: bytes 4(2N). */
+static const char *describe_permute(bench_case *c) {
+  if (c->shape.ndim != 4 || c->shape.ta || c->shape.tb)
+    return "needs a shape BxTxHxD";
+  const size_t *d = c->shape.d;
+  tensor(c, "x", BT_IN, RUMUS_F32, 2, d[0] * d[1], d[2] * d[3], -1, 1);
+  tensor(c, "y", BT_OUT, RUMUS_F32, 2, d[0] * d[2], d[1] * d[3], 0, 0);
+  c->bytes = F4 * 2.0 * (double)numel(c);
+  c->flops = 0;
+  return NULL;
+}
+static int run_permute(bench_case *c) {
+  static const int perm[4] = {0, 2, 1, 3};
+  const size_t *d = c->shape.d;
+  const size_t xs[4] = {d[0], d[1], d[2], d[3]},
+               ys[4] = {d[0], d[2], d[1], d[3]};
+  int st = rumus_tensor_reshape(T(0), 4, xs);
+  if (st == RUMUS_OK) st = rumus_tensor_reshape(T(1), 4, ys);
+  return st ? st : rumus_permute(c->ctx, T(0), perm, T(1));
+}
+static const char *peer_permute(bench_case *c) {
+  const size_t B = c->shape.d[0], Tn = c->shape.d[1], Hn = c->shape.d[2],
+               D = c->shape.d[3];
+  for (size_t b = 0; b < B; b++)
+    for (size_t h = 0; h < Hn; h++)
+      for (size_t t = 0; t < Tn; t++)
+        memcpy(P(1) + ((b * Hn + h) * Tn + t) * D,
+               H(0) + ((b * Tn + t) * Hn + h) * D, D * sizeof(float));
+  return "serial";
+}
+static const char *describe_transpose(bench_case *c) {
+  size_t r, k;
+  const char *why = rows_cols(c, &r, &k);
+  if (why) return why;
+  tensor(c, "x", BT_IN, RUMUS_F32, 2, r, k, -1, 1);
+  tensor(c, "y", BT_OUT, RUMUS_F32, 2, k, r, 0, 0);
+  c->bytes = F4 * 2.0 * (double)r * (double)k;
+  c->flops = 0;
+  return NULL;
+}
+static int run_transpose(bench_case *c) {
+  static const int perm[2] = {1, 0};
+  return rumus_permute(c->ctx, T(0), perm, T(1));
+}
+static const char *peer_transpose(bench_case *c) {
+  const size_t r = c->td[0].shape[0], k = c->td[0].shape[1];
+  for (size_t i = 0; i < r; i++)
+    for (size_t j = 0; j < k; j++) P(1)[j * r + i] = H(0)[i * k + j];
+  return "serial";
+}
+/* broadcast_add: out[R, C] = a[R, C] + b[C]: bytes 4(2RC + C), flops RC. */
+static const char *describe_bcast_add(bench_case *c) {
+  size_t r, k;
+  const char *why = rows_cols(c, &r, &k);
+  if (why) return why;
+  tensor(c, "a", BT_IN, RUMUS_F32, 2, r, k, -1, 1);
+  tensor(c, "b", BT_IN, RUMUS_F32, 1, k, 0, -1, 1);
+  tensor(c, "out", BT_OUT, RUMUS_F32, 2, r, k, 0, 0);
+  c->bytes = F4 * (2.0 * (double)r * (double)k + (double)k);
+  c->flops = (double)r * (double)k;
+  return NULL;
+}
+static int run_bcast_add(bench_case *c) {
+  return rumus_broadcast_add(c->ctx, T(0), T(1), T(2));
+}
+static const char *peer_bcast_add(bench_case *c) {
+  const size_t r = c->td[0].shape[0], k = c->td[0].shape[1];
+  for (size_t i = 0; i < r; i++)
+    for (size_t j = 0; j < k; j++)
+      P(2)[i * k + j] = H(0)[i * k + j] + H(1)[j];
+  return "serial";
+}
+/* reduce_sum0: y[C] = sum over rows of x[R, C]; reduce_sum1: y[R] = sum
+ * over columns.  Bytes 4(RC + |y|), flops RC. */
+static const char *describe_reduce(bench_case *c, int axis) {
+  size_t r, k;
+  const char *why = rows_cols(c, &r, &k);
+  if (why) return why;
+  tensor(c, "x", BT_IN, RUMUS_F32, 2, r, k, -1, 1);
+  tensor(c, "y", BT_OUT, RUMUS_F32, 1, axis ? r : k, 0, 0, 0);
+  c->bytes = F4 * ((double)r * (double)k + (double)(axis ? r : k));
+  c->flops = (double)r * (double)k;
+  return NULL;
+}
+static const char *describe_reduce0(bench_case *c) {
+  return describe_reduce(c, 0);
+}
+static const char *describe_reduce1(bench_case *c) {
+  return describe_reduce(c, 1);
+}
+static int run_reduce0(bench_case *c) {
+  return rumus_reduce_sum(c->ctx, T(0), 1u, 0, T(1));
+}
+static int run_reduce1(bench_case *c) {
+  return rumus_reduce_sum(c->ctx, T(0), 2u, 0, T(1));
+}
+static const char *peer_reduce1(bench_case *c) {
+  const size_t r = c->td[0].shape[0], k = c->td[0].shape[1];
+  for (size_t i = 0; i < r; i++) {
+    double a = 0.0;
+    for (size_t j = 0; j < k; j++) a += H(0)[i * k + j];
+    P(1)[i] = (float)a;
+  }
+  return "serial";
+}
+
 /* ---- The table ----------------------------------------------------------- */
 
 #define ROWS_DEFAULT "128x10,1024x1024,4096x4096,65536x1024"
@@ -1036,6 +1146,21 @@ const bench_op bench_ops[] = {
     {"dropout_bwd", "dropout", N_DEFAULT, NULL, 1,
      "p 0.5, the forward's mask: bytes 4(2N), flops N", describe_dropout,
      run_dropout_bwd, peer_dropout_, NULL, NULL},
+    {"permute_0213", "tensorops", "32x512x8x64,8x2048x32x128", NULL, 1,
+     "BxTxHxD -> BxHxTxD: bytes 4(2N)", describe_permute, run_permute,
+     peer_permute, NULL, NULL},
+    {"transpose", "tensorops", "1024x1024,4096x2048,8192x8192", NULL, 1,
+     "RxC -> CxR: bytes 4(2RC)", describe_transpose, run_transpose,
+     peer_transpose, NULL, NULL},
+    {"broadcast_add", "tensorops", ROWS_DEFAULT, NULL, 1,
+     "out[R,C] = a[R,C] + b[C]: bytes 4(2RC + C), flops RC",
+     describe_bcast_add, run_bcast_add, peer_bcast_add, NULL, NULL},
+    {"reduce_sum0", "tensorops", ROWS_DEFAULT, NULL, 1,
+     "y[C] = sum_r x[r,C]: bytes 4(RC + C), flops RC", describe_reduce0,
+     run_reduce0, peer_bias_grad_, NULL, NULL},
+    {"reduce_sum1", "tensorops", ROWS_DEFAULT, NULL, 1,
+     "y[R] = sum_c x[R,c]: bytes 4(RC + R), flops RC", describe_reduce1,
+     run_reduce1, peer_reduce1, NULL, NULL},
     {"matmul_q8", "quant",
      "1x4096x4096,8x4096x4096,1x11008x4096,8x11008x4096,1x4096x11008", NULL,
      1, "MxNxK, blocks of 32: bytes of B, NK + 2N ceil(K/32); flops 2MNK",
