@@ -167,6 +167,14 @@ RUMUS__HIDDEN int rumus__check_overlap(rumus_ctx *ctx, const char *op,
                                        const char *an, const rumus_tensor *a,
                                        const char *bn, const rumus_tensor *b,
                                        int may_alias);
+/* rumus__check_overlap() between every output ts[0 .. nout) and every
+ * tensor after it in ts[0 .. n) (NULL entries: absent, skipped), with
+ * exact aliasing allowed only between ts[0] and ts[alias] (alias < 0:
+ * none). */
+RUMUS__HIDDEN int rumus__check_overlaps(rumus_ctx *ctx, const char *op,
+                                        const char *const *names,
+                                        const rumus_tensor *const *ts, int n,
+                                        int nout, int alias);
 /* Splits [..., C] into rows x C; ndim must be >= 1. */
 RUMUS__HIDDEN void rumus__rows_cols(const rumus_tensor *t, size_t *rows,
                                     size_t *cols);

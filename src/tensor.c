@@ -391,3 +391,14 @@ int rumus__check_float_tensor(rumus_ctx *ctx, const char *op, const char *arg,
                  op, arg, rumus_dtype_name(t->dtype));
   return RUMUS_OK;
 }
+
+int rumus__check_overlaps(rumus_ctx *ctx, const char *op,
+                          const char *const *names,
+                          const rumus_tensor *const *ts, int n, int nout,
+                          int alias) {
+  for (int i = 0; i < nout; i++)
+    for (int j = i + 1; j < n; j++)
+      RUMUS__FORWARD(rumus__check_overlap(ctx, op, names[i], ts[i], names[j],
+                                          ts[j], i == 0 && j == alias));
+  return RUMUS_OK;
+}

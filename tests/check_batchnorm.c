@@ -49,13 +49,7 @@ static size_t numel(const shp *s) { return s->N * s->C * s->H * s->W; }
  * elements past a 4096-byte guard: an odd element offset. */
 static tu_guarded odd_guarded(rumus_ctx *ctx, rumus_dtype d, int ndim,
                               const size_t *shape, const float *data) {
-  size_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
-  void *enc = data ? tu_encode(d, data, n) : NULL;
-  tu_guarded g = tu_guarded_tensor_at(ctx, d, ndim, shape, enc,
-                                      4096 + 3 * rumus_dtype_size(d));
-  free(enc);
-  return g;
+  return tu_guarded_typed_odd(ctx, d, ndim, shape, data, 3);
 }
 
 static tu_guarded g4(rumus_ctx *ctx, rumus_dtype d, const shp *s,

@@ -52,27 +52,7 @@ static const shp SHAPES[] = {{5, 1},   {3, 7},    {4, 32},  {3, 129},
  * elements past a 4096-byte guard: an odd element offset. */
 static tu_guarded odd_guarded(rumus_ctx *ctx, rumus_dtype d, int ndim,
                               const size_t *shape, const float *data) {
-  tu_guarded g = {0};
-  size_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
-  g.bytes = n * rumus_dtype_size(d);
-  g.guard = 4096 + 3 * rumus_dtype_size(d);
-  const size_t total = g.bytes + 2 * g.guard;
-  unsigned char *host = tu_malloc(total);
-  memset(host, 0xA5, total); /* testutil.c's guard byte */
-  if (data) {
-    void *enc = tu_encode(d, data, n);
-    memcpy(host + g.guard, enc, g.bytes);
-    free(enc);
-  }
-  cl_int e;
-  g.buf = clCreateBuffer(rumus_ctx_cl_context(ctx),
-                         CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, total, host,
-                         &e);
-  free(host);
-  ck_assert_int_eq(e, CL_SUCCESS);
-  TU_OK(ctx, rumus_tensor_wrap(ctx, d, ndim, shape, g.buf, g.guard, &g.t));
-  return g;
+  return tu_guarded_typed_odd(ctx, d, ndim, shape, data, 3);
 }
 
 static tu_guarded g2(rumus_ctx *ctx, rumus_dtype d, const shp *s,

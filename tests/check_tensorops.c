@@ -45,26 +45,7 @@ static size_t numel(int nd, const size_t *s) {
  * guard (odd 0: an aligned tensor), holding data (NULL: the guard byte). */
 static tu_guarded guarded(rumus_ctx *ctx, rumus_dtype d, int nd,
                           const size_t *shape, const float *data, int odd) {
-  tu_guarded g = {0};
-  const size_t n = numel(nd, shape);
-  g.bytes = n * rumus_dtype_size(d);
-  g.guard = 4096 + (size_t)odd * rumus_dtype_size(d);
-  const size_t total = g.bytes + 2 * g.guard;
-  unsigned char *host = tu_malloc(total);
-  memset(host, 0xA5, total); /* testutil.c's guard byte */
-  if (data && n) {
-    void *enc = tu_encode(d, data, n);
-    memcpy(host + g.guard, enc, g.bytes);
-    free(enc);
-  }
-  cl_int e;
-  g.buf = clCreateBuffer(rumus_ctx_cl_context(ctx),
-                         CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, total, host,
-                         &e);
-  free(host);
-  ck_assert_int_eq(e, CL_SUCCESS);
-  TU_OK(ctx, rumus_tensor_wrap(ctx, d, nd, shape, g.buf, g.guard, &g.t));
-  return g;
+  return tu_guarded_typed_odd(ctx, d, nd, shape, data, (size_t)odd);
 }
 
 /* n uniform values in [-1, 1) rounded to d (malloc'ed). */

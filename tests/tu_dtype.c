@@ -55,6 +55,18 @@ tu_guarded tu_guarded_typed(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
   return g;
 }
 
+tu_guarded tu_guarded_typed_odd(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                                const size_t *shape, const float *data,
+                                size_t odd) {
+  size_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  void *bytes = data && n ? tu_encode(dtype, data, n) : NULL;
+  tu_guarded g = tu_guarded_tensor_at(ctx, dtype, ndim, shape, bytes,
+                                      4096 + odd * rumus_dtype_size(dtype));
+  free(bytes);
+  return g;
+}
+
 double tu_store_rtol(rumus_dtype d) {
   return d == RUMUS_F16 ? 0x1p-11 : d == RUMUS_BF16 ? 0x1p-8 : 0.0;
 }

@@ -31,6 +31,12 @@ float *tu_download_f32(rumus_ctx *ctx, const rumus_tensor *t);
 tu_guarded tu_guarded_typed(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
                             const size_t *shape, const float *data);
 
+/* The same with the tensor `odd` elements past a 4096-byte guard: an
+ * unaligned element offset when odd is not a multiple of 4. */
+tu_guarded tu_guarded_typed_odd(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
+                                const size_t *shape, const float *data,
+                                size_t odd);
+
 /* Relative and absolute error of storing a float result in dtype (0 for
  * F32): added to an op's F32 tolerance. */
 double tu_store_rtol(rumus_dtype dtype);

@@ -133,20 +133,6 @@ static int check_chan_opt(rumus_ctx *ctx, const char *op, const char *name,
   return t ? check_chan(ctx, op, name, t, x, 0) : RUMUS_OK;
 }
 
-/* The tensors of a call (NULL entries skipped): no output (the first nout
- * entries) shares memory with another tensor, except outputs ts[0] and
- * input ts[alias] may be the same bytes (alias < 0: none). */
-static int check_overlaps(rumus_ctx *ctx, const char *op,
-                          const char *const *names,
-                          const rumus_tensor *const *ts, int n, int nout,
-                          int alias) {
-  for (int i = 0; i < nout; i++)
-    for (int j = i + 1; j < n; j++)
-      RUMUS__FORWARD(rumus__check_overlap(ctx, op, names[i], ts[i], names[j],
-                                          ts[j], i == 0 && j == alias));
-  return RUMUS_OK;
-}
-
 /* ---- Launches ------------------------------------------------------------ */
 
 /* A tensor's buffer and element offset for a kernel argument; a NULL
@@ -278,7 +264,7 @@ int rumus_channel_bias_add(rumus_ctx *ctx, const rumus_tensor *x,
   RUMUS__FORWARD(check_nchw(ctx, op, "y", y, x, 0));
   const char *names[3] = {"y", "x", "b"};
   const rumus_tensor *ts[3] = {y, x, b};
-  RUMUS__FORWARD(check_overlaps(ctx, op, names, ts, 3, 1, 1));
+  RUMUS__FORWARD(rumus__check_overlaps(ctx, op, names, ts, 3, 1, 1));
   const bn_shape sh = shape_of(x);
   if (x->numel == 0) return RUMUS_OK;
   bn_geom g;
@@ -427,7 +413,7 @@ int rumus_batchnorm2d_fwd_train(rumus_ctx *ctx,
                           "save_invstd", "x", "gamma", "beta"};
   const rumus_tensor *ts[8] = {y, running_mean, running_var, save_mean,
                                save_invstd, x, gamma, beta};
-  RUMUS__FORWARD(check_overlaps(ctx, op, names, ts, 8, 5, 5));
+  RUMUS__FORWARD(rumus__check_overlaps(ctx, op, names, ts, 8, 5, 5));
   const bn_shape sh = shape_of(x);
   if (sh.C == 0) return RUMUS_OK;
   RUMUS__FAIL_IF(sh.M < 2, ctx, RUMUS_ESHAPE,
@@ -459,7 +445,7 @@ int rumus_batchnorm2d_fwd_eval(rumus_ctx *ctx,
   const char *names[6] = {"y", "x", "gamma", "beta", "running_mean",
                           "running_var"};
   const rumus_tensor *ts[6] = {y, x, gamma, beta, running_mean, running_var};
-  RUMUS__FORWARD(check_overlaps(ctx, op, names, ts, 6, 1, 1));
+  RUMUS__FORWARD(rumus__check_overlaps(ctx, op, names, ts, 6, 1, 1));
   const bn_shape sh = shape_of(x);
   if (x->numel == 0) return RUMUS_OK;
   bn_geom g;
@@ -525,7 +511,7 @@ int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
                           "save_mean", "save_invstd"};
   const rumus_tensor *ts[8] = {dx, dgamma, dbeta, dy, x, gamma, save_mean,
                                save_invstd};
-  RUMUS__FORWARD(check_overlaps(ctx, op, names, ts, 8, 3, 3));
+  RUMUS__FORWARD(rumus__check_overlaps(ctx, op, names, ts, 8, 3, 3));
   const bn_shape sh = shape_of(x);
   if (sh.C == 0) return RUMUS_OK;
   if (sh.M == 0) { /* empty sums; dx is empty */

@@ -137,19 +137,6 @@ static int check_stat(rumus_ctx *ctx, const char *op, const char *name,
   return RUMUS_OK;
 }
 
-/* No output (ts[0 .. nout)) shares memory with another tensor, except
- * that ts[0] may be exactly ts[alias]. */
-static int check_overlaps(rumus_ctx *ctx, const char *op,
-                          const char *const *names,
-                          const rumus_tensor *const *ts, int n, int nout,
-                          int alias) {
-  for (int i = 0; i < nout; i++)
-    for (int j = i + 1; j < n; j++)
-      RUMUS__FORWARD(rumus__check_overlap(ctx, op, names[i], ts[i], names[j],
-                                          ts[j], i == 0 && j == alias));
-  return RUMUS_OK;
-}
-
 /* ---- Launches ------------------------------------------------------------ */
 
 /* One call's tensors in kernel order, the row tensors first (nrow of
@@ -236,7 +223,7 @@ static int forward(rumus_ctx *ctx, const char *op, const char *base,
   RUMUS__FORWARD(check_stat(ctx, op, sn, rstd, rows, 1));
   const char *names[6] = {"y", "mean", sn, "x", "gamma", "beta"};
   const rumus_tensor *all[6] = {y, mean, rstd, x, gamma, beta};
-  RUMUS__FORWARD(check_overlaps(ctx, op, names, all, 6, 3, 3));
+  RUMUS__FORWARD(rumus__check_overlaps(ctx, op, names, all, 6, 3, 3));
   if (rows == 0 || cols == 0) return RUMUS_OK;
   const rumus_tensor *al[4] = {x, y, gamma, beta};
   rumus__row_plan plan;
@@ -348,7 +335,7 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
   const char *names[8] = {"dx", "dgamma", "dbeta", "dy", "x", "gamma",
                           "mean", sn};
   const rumus_tensor *all[8] = {dx, dgamma, dbeta, dy, x, gamma, mean, rstd};
-  RUMUS__FORWARD(check_overlaps(ctx, op, names, all, 8, 3, 3));
+  RUMUS__FORWARD(rumus__check_overlaps(ctx, op, names, all, 8, 3, 3));
   if (cols == 0) return RUMUS_OK;
   if (rows == 0) { /* empty sums */
     if (dgamma) RUMUS__FORWARD(rumus_tensor_fill(dgamma, 0.0f));
