@@ -53,6 +53,18 @@ static int run_items(rumus_ctx *ctx, const char *op, rumus_dtype storage,
   return RUMUS_OK;
 }
 
+/* A backward: on the GPU variant `kernel` over the dx elements; on the
+ * CPU variant `kernel`_rows over dx's N C H rows (cl/pool.cl says why). */
+static int run_bwd(rumus_ctx *ctx, const char *op, const char *kernel,
+                   const rumus_tensor *dx, rumus__arg *args, size_t na) {
+  if (rumus__gpu_variant(ctx))
+    return run_items(ctx, op, dx->dtype, kernel, dx->numel, args, na);
+  char rows[64];
+  snprintf(rows, sizeof rows, "%s_rows", kernel);
+  return run_items(ctx, op, dx->dtype, rows,
+                   dx->shape[0] * dx->shape[1] * dx->shape[2], args, na);
+}
+
 /* ---- Parameters and shapes -------------------------------------------- */
 
 /* One axis's window parameters; `what` is "h" or "w". */
@@ -242,7 +254,7 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(ctx->status)};
-  return run_items(ctx, op, dy->dtype, "maxpool2d_bwd", dx->numel, args, 12);
+  return run_bwd(ctx, op, "maxpool2d_bwd", dx, args, 12);
 }
 
 /* ---- Average pooling ---------------------------------------------------- */
@@ -284,7 +296,7 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
-  return run_items(ctx, op, dy->dtype, "avgpool2d_bwd", dx->numel, args, 11);
+  return run_bwd(ctx, op, "avgpool2d_bwd", dx, args, 11);
 }
 
 /* ---- Adaptive average pooling ------------------------------------------ */
@@ -345,8 +357,7 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
-  return run_items(ctx, op, dy->dtype, "adaptive_avgpool2d_bwd", dx->numel,
-                   args, 7);
+  return run_bwd(ctx, op, "adaptive_avgpool2d_bwd", dx, args, 7);
 }
 
 /* The F32 program (both variants run it); 16-bit programs are built by
