@@ -241,6 +241,8 @@ inline int phase_first(int t, int K, int D, int S, int *step) {
  * pixel and ow0 + j lies in [0, OW). */
 inline float16 phase_gather(global const real_t *restrict dy, size_t rowb,
                             int ow0, int OW, int lanes) {
+  if (lanes == LANES && ow0 >= 0 && ow0 <= OW - LANES) /* one vector load */
+    return RUMUS_LOADN(RUMUS_STORAGE, 16, dy, rowb + (size_t)ow0);
   float dv[LANES];
   for (int j = 0; j < LANES; j++) {
     const int ow = ow0 + j;
@@ -289,8 +291,17 @@ void conv_bwd_data_cpu(global const real_t *restrict dy, ulong dy_off,
       for (int kw = kw0; kw < (int)g.kw; kw += stw) {
         /* SW divides tw - kw DW exactly: no rounding of negatives. */
         const int ow0 = (tw - kw * (int)g.dw) / SW + blk * LANES;
-        col[kn] = phase_gather(dy, rowb, ow0, (int)g.ow, lanes);
-        aoff[kn] = o * cg * taps + (size_t)(kh * (int)g.kw + kw);
+        const float16 v = phase_gather(dy, rowb, ow0, (int)g.ow, lanes);
+        const size_t ao = o * cg * taps + (size_t)(kh * (int)g.kw + kw);
+        if (MB == 1) { /* cg < 4: too few rows to pay for the chunk */
+          UNROLL for (int m = 0; m < MG; m++)
+            if (r0 + m < cg)
+              acc[m] = fma((float16)LOAD(w, abase + (r0 + m) * taps + ao), v,
+                           acc[m]);
+          continue;
+        }
+        col[kn] = v;
+        aoff[kn] = ao;
         if (++kn == KCH) {
           cpu_chunk(w, abase, taps, r0, cg, aoff, col, kn, acc);
           kn = 0;
