@@ -51,9 +51,15 @@
 #define DEVERR_POOL_INDEX 2 /* the host passes RUMUS__DEVERR_POOL_INDEX */
 #endif
 
+/* a / b for a >= 0, b > 0: in 32 bits when both fit (GPUs emulate 64-bit
+ * division in dozens of instructions; x86 takes several times longer). */
+inline long pool_udiv(long a, long b) {
+  return (ulong)(a | b) <= UINT_MAX ? (long)((uint)a / (uint)b) : a / b;
+}
+
 /* Floor and ceiling of a / b for b > 0 and any sign of a. */
 inline long pool_fdiv(long a, long b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
+  return a >= 0 ? pool_udiv(a, b) : -pool_udiv(-a + b - 1, b);
 }
 inline long pool_cdiv(long a, long b) { return -pool_fdiv(-a, b); }
 
@@ -61,7 +67,8 @@ inline long pool_cdiv(long a, long b) { return -pool_fdiv(-a, b); }
  * dw).  The element e of a flat tensor of planes of `area` elements:
  * its plane and its position in the plane. */
 inline size_t pool_plane(size_t e, long area, long *pos) {
-  const size_t plane = e / (size_t)area;
+  const size_t plane = e <= LONG_MAX ? (size_t)pool_udiv((long)e, area)
+                                     : e / (size_t)area;
   *pos = (long)(e - plane * (size_t)area);
   return plane;
 }
@@ -77,12 +84,13 @@ inline int pool_axis_hits(long hs, long k, long d, long n) {
 /* 1 if t names an element of output j's window (or is -1 for an empty
  * window). */
 inline int pool_index_ok(int t, long j, long4 io, long4 ks, long4 pd) {
-  const long oh = j / io.s3, ow = j % io.s3;
+  const long oh = pool_udiv(j, io.s3), ow = j - oh * io.s3;
   const long hs = oh * ks.s2 - pd.s0, ws = ow * ks.s3 - pd.s1;
   if (t < 0 || (long)t >= io.s0 * io.s1)
     return t == -1 && !(pool_axis_hits(hs, ks.s0, pd.s2, io.s0) &&
                         pool_axis_hits(ws, ks.s1, pd.s3, io.s1));
-  const long a = (long)t / io.s1 - hs, b = (long)t % io.s1 - ws;
+  const long th = pool_udiv((long)t, io.s1);
+  const long a = th - hs, b = (long)t - th * io.s1 - ws;
   if (a < 0 || b < 0) return 0;
   /* Without dilation (the usual case) no division is needed. */
   if (pd.s2 == 1 && pd.s3 == 1) return a < ks.s0 && b < ks.s1;
@@ -95,7 +103,8 @@ inline void maxpool_fwd_item(global const real_t *x, global real_t *y,
                              long4 pd) {
   long r;
   const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
-  const long hs = r / io.s3 * ks.s2 - pd.s0, ws = r % io.s3 * ks.s3 - pd.s1;
+  const long oh = pool_udiv(r, io.s3), ow = r - oh * io.s3;
+  const long hs = oh * ks.s2 - pd.s0, ws = ow * ks.s3 - pd.s1;
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
   float m = -INFINITY;
   int mi = -1;
@@ -140,7 +149,7 @@ inline void maxpool_bwd_item(global const real_t *dy, global const int *idx,
   global const int *ip = idx + out0;
   global const real_t *gp = dy + out0;
   maxpool_check(ip, plane, q, io, ks, pd, status);
-  const long h = q / io.s1, w = q % io.s1;
+  const long h = pool_udiv(q, io.s1), w = q - h * io.s1;
   const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
   const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
   const long ow0 = max(0L, pool_cdiv(w + pd.s1 - (ks.s1 - 1) * pd.s3, ks.s3));
@@ -179,8 +188,9 @@ inline void avgpool_fwd_item(global const real_t *x, global real_t *y,
                              int divisor) {
   long r, h0, h1, w0, w1;
   const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
-  const long ph = avg_axis(r / io.s3, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
-  const long pw = avg_axis(r % io.s3, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+  const long oh = pool_udiv(r, io.s3), ow = r - oh * io.s3;
+  const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const long pw = avg_axis(ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
   float s = 0.0f;
   for (long h = h0; h < h1; h++)
@@ -194,7 +204,7 @@ inline void avgpool_bwd_item(global const real_t *dy, global real_t *dx,
   long q;
   const size_t plane = pool_plane(e, io.s0 * io.s1, &q);
   global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
-  const long h = q / io.s1, w = q % io.s1;
+  const long h = pool_udiv(q, io.s1), w = q - h * io.s1;
   const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
   const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
   const long ow0 = max(0L, pool_cdiv(w + pd.s1 - ks.s1 + 1, ks.s3));
@@ -217,14 +227,14 @@ inline void avgpool_bwd_item(global const real_t *dy, global real_t *dx,
 
 /* Bin o of an axis of n inputs cut into m: [floor(o n / m), ceil((o + 1)
  * n / m)). */
-inline long ada_lo(long o, long n, long m) { return o * n / m; }
+inline long ada_lo(long o, long n, long m) { return pool_udiv(o * n, m); }
 inline long ada_hi(long o, long n, long m) { return pool_cdiv((o + 1) * n, m); }
 
 inline void adaptive_fwd_item(global const real_t *x, global real_t *y,
                               size_t o, long4 io) {
   long r;
   const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
-  const long oh = r / io.s3, ow = r % io.s3;
+  const long oh = pool_udiv(r, io.s3), ow = r - oh * io.s3;
   const long h0 = ada_lo(oh, io.s0, io.s2), h1 = ada_hi(oh, io.s0, io.s2);
   const long w0 = ada_lo(ow, io.s1, io.s3), w1 = ada_hi(ow, io.s1, io.s3);
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
@@ -239,7 +249,7 @@ inline void adaptive_bwd_item(global const real_t *dy, global real_t *dx,
   long q;
   const size_t plane = pool_plane(e, io.s0 * io.s1, &q);
   global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
-  const long h = q / io.s1, w = q % io.s1;
+  const long h = pool_udiv(q, io.s1), w = q - h * io.s1;
   const long oh0 = h * io.s2 / io.s0, oh1 = pool_cdiv((h + 1) * io.s2, io.s0);
   const long ow0 = w * io.s3 / io.s1, ow1 = pool_cdiv((w + 1) * io.s3, io.s1);
   float s = 0.0f;
@@ -343,11 +353,16 @@ inline void maxpool_bwd_row(global const real_t *dy, global const int *idx,
     float s = 0.0f;
     for (long oh = oh0; oh <= oh1; oh++) {
       if (dilated && (h + pd.s0 - oh * ks.s2) % pd.s2 != 0) continue;
-      for (long ow = ow0; ow <= ow1; ow++) {
-        if (dilated && (w + pd.s1 - ow * ks.s3) % pd.s3 != 0) continue;
-        const long j = oh * io.s3 + ow;
-        if (ip[j] == q) s += LOAD(gp, j);
+      global const int *ir = ip + oh * io.s3;
+      global const real_t *gr = gp + oh * io.s3;
+      if (!dilated) { /* the usual case: every column of the range */
+        for (long ow = ow0; ow <= ow1; ow++)
+          if (ir[ow] == q) s += LOAD(gr, ow);
+        continue;
       }
+      for (long ow = ow0; ow <= ow1; ow++)
+        if ((w + pd.s1 - ow * ks.s3) % pd.s3 == 0 && ir[ow] == q)
+          s += LOAD(gr, ow);
     }
     STORE(s, dr, w);
   }
