@@ -47,6 +47,9 @@
  * index, its flat position in the indices tensor) and adds nothing.
  */
 
+#ifndef ROWS_WG
+#define ROWS_WG 8 /* CPU variant's row kernels: work-group size */
+#endif
 #ifndef DEVERR_POOL_INDEX
 #define DEVERR_POOL_INDEX 2 /* the host passes RUMUS__DEVERR_POOL_INDEX */
 #endif
@@ -356,8 +359,12 @@ inline void maxpool_bwd_row(global const real_t *dy, global const int *idx,
       global const int *ir = ip + oh * io.s3;
       global const real_t *gr = gp + oh * io.s3;
       if (!dilated) { /* the usual case: every column of the range */
-        for (long ow = ow0; ow <= ow1; ow++)
-          if (ir[ow] == q) s += LOAD(gr, ow);
+        /* Branch-free: which output's max is q is data, unpredictable.
+         * s + 0 is s (s is never -0: it starts at +0). */
+        for (long ow = ow0; ow <= ow1; ow++) {
+          const float v = LOAD(gr, ow);
+          s += ir[ow] == q ? v : 0.0f;
+        }
         continue;
       }
       for (long ow = ow0; ow <= ow1; ow++)
@@ -501,7 +508,7 @@ void adaptive_avgpool2d_bwd(ulong n, ulong base, global const real_t *dy,
 
 /* CPU variant: work-item g of a launch takes input row base + g of the
  * N C H rows. */
-__kernel RUMUS_WG_ATTR
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void maxpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         ulong dyo, global const int *idx, ulong io_,
                         global real_t *dx, ulong dxo, long4 io, long4 ks,
@@ -510,7 +517,7 @@ void maxpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
   maxpool_bwd_row(dy + dyo, idx + io_, dx + dxo, item, io, ks, pd, status);
 }
 
-__kernel RUMUS_WG_ATTR
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
                         long4 ks, long4 pd, int cip, int divisor) {
@@ -518,7 +525,7 @@ void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
   avgpool_bwd_row(dy + dyo, dx + dxo, item, io, ks, pd, cip, divisor);
 }
 
-__kernel RUMUS_WG_ATTR
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void adaptive_avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                                  ulong dyo, global real_t *dx, ulong dxo,
                                  long4 io) {
