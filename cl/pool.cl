@@ -375,6 +375,27 @@ inline void maxpool_bwd_row(global const real_t *dy, global const int *idx,
   }
 }
 
+/* The gradient of the inputs under output rows [oh0, oh1] and columns
+ * [ow0, ow1] (those of one input): the element kernel's sum. */
+inline float avg_grad(global const real_t *gp, long oh0, long oh1, long ow0,
+                      long ow1, long4 io, long4 ks, long4 pd, int cip,
+                      int divisor) {
+  float s = 0.0f;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    long h0, h1, w0, w1;
+    const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+    for (long ow = ow0; ow <= ow1; ow++) {
+      const long pw = avg_axis(ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+      const float d =
+          avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+      s += LOAD(gp, oh * io.s3 + ow) / d;
+    }
+  }
+  return s;
+}
+
+/* An input's gradient depends on its output columns only: neighbours
+ * with the same ones (stride > 1) reuse the sum. */
 inline void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
                             size_t row, long4 io, long4 ks, long4 pd, int cip,
                             int divisor) {
@@ -386,18 +407,14 @@ inline void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
   pool_step lo, hi;
   step_window(ks.s1, 1, ks.s3, pd.s1, &lo, &hi);
   global real_t *dr = dx + row * (size_t)W;
+  long c0 = -1, c1 = -1; /* the columns of s */
+  float s = 0.0f;
   for (long w = 0; w < W; w++, step_next(&lo), step_next(&hi)) {
     const long ow0 = max(0L, lo.q), ow1 = min(io.s3 - 1, hi.q);
-    float s = 0.0f;
-    for (long oh = oh0; oh <= oh1; oh++) {
-      long h0, h1, w0, w1;
-      const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
-      for (long ow = ow0; ow <= ow1; ow++) {
-        const long pw = avg_axis(ow, ks.s1, ks.s3, pd.s1, W, &w0, &w1);
-        const float d =
-            avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
-        s += LOAD(gp, oh * io.s3 + ow) / d;
-      }
+    if (ow0 != c0 || ow1 != c1) {
+      s = avg_grad(gp, oh0, oh1, ow0, ow1, io, ks, pd, cip, divisor);
+      c0 = ow0;
+      c1 = ow1;
     }
     STORE(s, dr, w);
   }
@@ -432,7 +449,7 @@ inline void adaptive_bwd_row(global const real_t *dy, global real_t *dx,
   long nlo = OW > 1 ? ada_lo(1, W, OW) : W, nhi = 0; /* bin a + 1 */
   if (OW > 1) nhi = ada_hi(1, W, OW);
   global real_t *dr = dx + row * (size_t)W;
-  for (long w = 0; w < W; w++) {
+  for (long w = 0; w < W;) {
     while (ahi <= w) { /* slide: bin a no longer holds w */
       a++;
       alo = nlo;
@@ -447,7 +464,9 @@ inline void adaptive_bwd_row(global const real_t *dy, global real_t *dx,
       s += LOAD(gr, a) / (float)(bh[k] * (ahi - alo));
       if (two) s += LOAD(gr, a + 1) / (float)(bh[k] * (nhi - nlo));
     }
-    STORE(s, dr, w);
+    /* The inputs up to the next change of bins share s. */
+    const long end = two ? ahi : min(ahi, nlo);
+    for (; w < end; w++) STORE(s, dr, w);
   }
 }
 

@@ -61,7 +61,8 @@ static int run_items(rumus_ctx *ctx, const char *op, rumus_dtype storage,
 static int run_bwd(rumus_ctx *ctx, const char *op, const char *kernel,
                    const rumus_tensor *dx, rumus__arg *args, size_t na) {
   if (rumus__gpu_variant(ctx))
-    return run_items(ctx, op, dx->dtype, kernel, dx->numel, args, na, pool_ls(ctx));
+    return run_items(ctx, op, dx->dtype, kernel, dx->numel, args, na,
+                     pool_ls(ctx));
   char rows[64];
   snprintf(rows, sizeof rows, "%s_rows", kernel);
   return run_items(ctx, op, dx->dtype, rows,
@@ -231,7 +232,8 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(y->mem), RUMUS__ARG(yo),
                          RUMUS__ARG(indices->mem), RUMUS__ARG(io),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
-  return run_items(ctx, op, x->dtype, "maxpool2d_fwd", y->numel, args, 11, pool_ls(ctx));
+  return run_items(ctx, op, x->dtype, "maxpool2d_fwd", y->numel, args, 11,
+                   pool_ls(ctx));
 }
 
 int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
@@ -278,7 +280,8 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(y->mem), RUMUS__ARG(yo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
-  return run_items(ctx, op, x->dtype, "avgpool2d_fwd", y->numel, args, 11, pool_ls(ctx));
+  return run_items(ctx, op, x->dtype, "avgpool2d_fwd", y->numel, args, 11,
+                   pool_ls(ctx));
 }
 
 int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
