@@ -36,7 +36,9 @@
  * CPU variant (CONV_GPU 0): barrier-free, one work-item per LANES
  * columns and 4 blocks of MB rows (MG), float16 accumulators; the B
  * values of a k are gathered lane by lane (coordinates per lane computed
- * once per work-item) and A is broadcast.  Work-groups of CPU_WG
+ * once per work-item) and A is broadcast.  The input gradient's columns
+ * are LANES pixels of one row and one stride phase, and its k only the
+ * taps that touch them (see conv_bwd_data_cpu).  Work-groups of CPU_WG
  * work-items along dimension 0.
  * GPU variant (CONV_GPU 1): TS x TS work-groups, 4 x 4 C elements per
  * work-item; A and B tiles of TS k-steps are staged in local memory, each

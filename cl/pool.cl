@@ -24,8 +24,10 @@
  * element (backwards), flat over the whole tensor: work-item g of a launch
  * takes element base + g; padding work-items (g >= n) return.  The host
  * launches at most 2^30 work-items at a time (base counts the earlier
- * ones).  These ops move a few bytes per flop, so both variants run these
- * same kernels: nothing is reduced across work-items.
+ * ones).  Nothing is reduced across work-items; both variants run the
+ * forwards, the GPU variant the element backwards, the CPU variant the
+ * row backwards below (one work-item per input row), which sum the same
+ * terms in the same order: the same bits.
  *
  * Backwards are gathers, never scatters: input element (h, w) visits, in
  * a fixed order (oh, then ow, ascending), the outputs whose window holds
@@ -41,7 +43,7 @@
  *         against its bin.
  * Max pooling's backward also checks every index it is given, each once:
  * input work-item q of a plane checks the indices at positions q, q + H W,
- * ... < OH OW of that plane.  An index that is not an element of its
+ * ... < OH OW of that plane (row work-item h: output rows h, h + H, ...).  An index that is not an element of its
  * output's window (outside the plane included; -1 is accepted for an
  * empty window) is reported through rumus_report (DEVERR_POOL_INDEX, the
  * index, its flat position in the indices tensor) and adds nothing.

@@ -1,9 +1,10 @@
 /*
  * pool.c - 2-D max, average and adaptive average pooling, forward and
  * backward, on NCHW tensors (kernels in cl/pool.cl).  One program per
- * storage type holds the six kernels; both variants run it (the ops move
- * memory and reduce nothing across work-items), with a fixed local size
- * over a padded global size, at most 2^30 work-items a launch.
+ * storage type holds the kernels of both variants (they differ only in
+ * the backwards: one work-item per element on GPUs, per input row on
+ * CPUs), with a fixed local size over a padded global size, at most 2^30
+ * work-items a launch.
  */
 #include <stdint.h>
 #include <stdio.h>
