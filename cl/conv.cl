@@ -36,7 +36,9 @@
  * CPU variant (CONV_GPU 0): barrier-free, one work-item per LANES
  * columns and 4 blocks of MB rows (MG), float16 accumulators; the B
  * values of a k are gathered lane by lane (coordinates per lane computed
- * once per work-item) and A is broadcast.  Work-groups of CPU_WG
+ * once per work-item) and A is broadcast.  The input gradient's columns
+ * are LANES pixels of one row and one stride phase, and its k only the
+ * taps that touch them (see conv_bwd_data_cpu).  Work-groups of CPU_WG
  * work-items along dimension 0.
  * GPU variant (CONV_GPU 1): TS x TS work-groups, 4 x 4 C elements per
  * work-item; A and B tiles of TS k-steps are staged in local memory, each
@@ -214,77 +216,108 @@ void conv_fwd_cpu(global const real_t *restrict x, ulong x_off,
             (size_t)b_off + grp * ocg + r0);
 }
 
-/* Input gradient: work-item (input pixel block, MG input channels,
- * group); k = (o, kh, kw), A = w read across its rows. */
+/* Input gradient, by stride phase: a work-item owns LANES input pixels of
+ * one row ih that share their column's phase r = iw mod SW (iw = r + SW
+ * (b LANES + j), lane j of block b), MG input channels and a group; k =
+ * (o, kh, kw).  Tap kh meets row ih only when SH divides ih + PH - kh DH:
+ * those kh step by SH / gcd(SH, DH) from the first that does, and the
+ * same holds for kw, uniformly over the lanes (they share r).  So only the
+ * taps that touch the pixels are visited (a stride-2 7x7 kernel: 16 of 49
+ * rather than all 49 with a division per lane), and a tap's dy values are
+ * LANES consecutive elements of one dy row.  k still runs upwards, the
+ * skipped terms being the GPU variant's fma(w, 0, acc), which leave acc
+ * unchanged (acc is never -0: it starts at +0) for a finite w. */
+
+/* The first tap k (< K, below the period SH / gcd(SH, D)) with S dividing
+ * t - k D, or K if none, and that period. */
+inline int phase_first(int t, int K, int D, int S, int *step) {
+  int k = 0;
+  while (k < K && (t - k * D) % S != 0) k++;
+  int p = 1; /* the period: the least p with S dividing p D */
+  while ((p * D) % S != 0) p++;
+  *step = p;
+  return k;
+}
+
+/* The gather of one k: lane j holds dy[., oh, ow0 + j] where lane j is a
+ * pixel and ow0 + j lies in [0, OW). */
+inline float16 phase_gather(global const real_t *restrict dy, size_t rowb,
+                            int ow0, int OW, int lanes) {
+  if (lanes == LANES && ow0 >= 0 && ow0 <= OW - LANES) /* one vector load */
+    return RUMUS_LOADN(RUMUS_STORAGE, 16, dy, rowb + (size_t)ow0);
+  float dv[LANES];
+  for (int j = 0; j < LANES; j++) {
+    const int ow = ow0 + j;
+    const int in = (j < lanes) & ((uint)ow < (uint)OW);
+    dv[j] = in ? LOAD(dy, rowb + ow) : 0.0f;
+  }
+  return vload16(0, dv);
+}
+
 __kernel RUMUS_REQD_WG(CPU_WG, 1, 1)
 void conv_bwd_data_cpu(global const real_t *restrict dy, ulong dy_off,
                        global const real_t *restrict w, ulong w_off,
                        global real_t *restrict dx, ulong dx_off, long16 gv,
                        ulong z0) {
   const geo_t g = geo_of(gv);
-  const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * hw;
+  const size_t ohw = g.oh * g.ow, hw = g.h * g.w;
   const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
-  const size_t kt = ocg * taps;
-  const size_t q0 = get_global_id(0) * LANES, r0 = get_global_id(1) * MG;
+  const int SW = (int)g.sw, W = (int)g.w;
+  const int nbw = ((W + SW - 1) / SW + LANES - 1) / LANES; /* blocks per r */
+  size_t i = get_global_id(0);
+  const size_t r0 = get_global_id(1) * MG;
   const size_t grp = get_global_id(2) + (size_t)z0;
-  if (q0 >= np || r0 >= cg) return;
-  size_t db[LANES], xb[LANES];
-  int th0[LANES], tw0[LANES];
-  for (size_t j = 0; j < LANES; j++) {
-    const size_t q = q0 + j < np ? q0 + j : np - 1;
-    const size_t n = q / hw, p = q - n * hw;
-    const long ih = (long)(p / g.w), iw = (long)(p - ih * g.w);
-    db[j] = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
-    xb[j] = (size_t)dx_off + (n * g.c + grp * cg + r0) * hw + p;
-    th0[j] = q0 + j < np ? (int)(ih + g.ph) : -1; /* past the end: 0 */
-    tw0[j] = (int)(iw + g.pw);
-  }
+  if (i >= g.n * g.h * (size_t)(SW * nbw) || r0 >= cg) return;
+  const int blk = (int)(i % (size_t)nbw);
+  i /= (size_t)nbw;
+  const int r = (int)(i % (size_t)SW);
+  i /= (size_t)SW;
+  const size_t n = i / g.h, ih = i - n * g.h;
+  const int iw0 = r + SW * blk * LANES; /* lane j: iw0 + SW j */
+  const int lanes = iw0 < W ? min(LANES, (W - iw0 + SW - 1) / SW) : 0;
+  const int th = (int)(ih + g.ph), tw = r + (int)g.pw;
+  int sth, stw;
+  const int kh0 = phase_first(th, (int)g.kh, (int)g.dh, (int)g.sh, &sth);
+  const int kw0 = phase_first(tw, (int)g.kw, (int)g.dw, SW, &stw);
+  const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
   float16 acc[MG], col[KCH];
   size_t aoff[KCH];
   for (int m = 0; m < MG; m++) acc[m] = 0.0f;
-  const int unit = g.sh == 1 && g.sw == 1;
-  size_t o = 0;
-  long kh = 0, kw = 0;
-  for (size_t k0 = 0; k0 < kt; k0 += KCH) {
-    const size_t kn = min((size_t)KCH, kt - k0);
-    for (size_t k = 0; k < kn; k++) {
-      float dv[LANES];
-      const int dkh = (int)(kh * g.dh), dkw = (int)(kw * g.dw);
-      const int SH = (int)g.sh, SW = (int)g.sw, OH = (int)g.oh,
-                OW = (int)g.ow;
-      const size_t ob = o * ohw;
-      if (unit) { /* stride 1: no division (not vectorised on x86) */
-        for (size_t j = 0; j < LANES; j++) {
-          const int oh = th0[j] - dkh, ow = tw0[j] - dkw;
-          dv[j] = (((uint)oh < (uint)OH) & ((uint)ow < (uint)OW))
-                      ? LOAD(dy, db[j] + ob + (size_t)oh * OW + ow)
-                      : 0.0f;
+  const size_t abase = (size_t)w_off + grp * ocg * cg * taps;
+  size_t kn = 0;
+  for (size_t o = 0; o < ocg && lanes > 0; o++) {
+    for (int kh = kh0; kh < (int)g.kh; kh += sth) {
+      const int oh = (th - kh * (int)g.dh) / (int)g.sh;
+      if (th - kh * (int)g.dh < 0 || oh >= (int)g.oh) continue;
+      const size_t rowb = db + o * ohw + (size_t)oh * g.ow;
+      for (int kw = kw0; kw < (int)g.kw; kw += stw) {
+        /* SW divides tw - kw DW exactly: no rounding of negatives. */
+        const int ow0 = (tw - kw * (int)g.dw) / SW + blk * LANES;
+        const float16 v = phase_gather(dy, rowb, ow0, (int)g.ow, lanes);
+        const size_t ao = o * cg * taps + (size_t)(kh * (int)g.kw + kw);
+        if (MB == 1) { /* cg < 4: too few rows to pay for the chunk */
+          UNROLL for (int m = 0; m < MG; m++)
+            if (r0 + m < cg)
+              acc[m] = fma((float16)LOAD(w, abase + (r0 + m) * taps + ao), v,
+                           acc[m]);
+          continue;
         }
-      } else {
-        for (size_t j = 0; j < LANES; j++) {
-          int okh, okw;
-          const int oh = dy_at(th0[j] - dkh, SH, OH, &okh);
-          const int ow = dy_at(tw0[j] - dkw, SW, OW, &okw);
-          dv[j] = (okh & okw) ? LOAD(dy, db[j] + ob + (size_t)oh * OW + ow)
-                            : 0.0f;
-        }
-      }
-      col[k] = vload16(0, dv);
-      aoff[k] = o * cg * taps + (size_t)(kh * g.kw + kw);
-      if (++kw == g.kw) {
-        kw = 0;
-        if (++kh == g.kh) {
-          kh = 0;
-          o++;
+        col[kn] = v;
+        aoff[kn] = ao;
+        if (++kn == KCH) {
+          cpu_chunk(w, abase, taps, r0, cg, aoff, col, kn, acc);
+          kn = 0;
         }
       }
     }
-    cpu_chunk(w, (size_t)w_off + grp * ocg * cg * taps, taps, r0, cg, aoff,
-              col, kn, acc);
   }
-  const size_t lanes = min((size_t)LANES, np - q0);
-  const int run = lanes == LANES && q0 / hw == (q0 + LANES - 1) / hw;
-  cpu_store(dx, xb, hw, r0, cg, lanes, run, acc, 0, 0);
+  if (kn) cpu_chunk(w, abase, taps, r0, cg, aoff, col, kn, acc);
+  size_t xb[LANES];
+  const size_t xrow = (size_t)dx_off + (n * g.c + grp * cg + r0) * hw +
+                      ih * g.w;
+  for (int j = 0; j < LANES; j++) xb[j] = xrow + (size_t)(iw0 + SW * j);
+  cpu_store(dx, xb, hw, r0, cg, (size_t)lanes, SW == 1 && lanes == LANES,
+            acc, 0, 0);
 }
 
 /* Weight gradient, chunk s of the pixels: work-item (tap block, MG output

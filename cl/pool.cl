@@ -24,8 +24,10 @@
  * element (backwards), flat over the whole tensor: work-item g of a launch
  * takes element base + g; padding work-items (g >= n) return.  The host
  * launches at most 2^30 work-items at a time (base counts the earlier
- * ones).  These ops move a few bytes per flop, so both variants run these
- * same kernels: nothing is reduced across work-items.
+ * ones).  Nothing is reduced across work-items; both variants run the
+ * forwards, the GPU variant the element backwards, the CPU variant the
+ * row backwards below (one work-item per input row), which sum the same
+ * terms in the same order: the same bits.
  *
  * Backwards are gathers, never scatters: input element (h, w) visits, in
  * a fixed order (oh, then ow, ascending), the outputs whose window holds
@@ -41,19 +43,28 @@
  *         against its bin.
  * Max pooling's backward also checks every index it is given, each once:
  * input work-item q of a plane checks the indices at positions q, q + H W,
- * ... < OH OW of that plane.  An index that is not an element of its
+ * ... < OH OW of that plane (row work-item h: output rows h, h + H, ...).  An index that is not an element of its
  * output's window (outside the plane included; -1 is accepted for an
  * empty window) is reported through rumus_report (DEVERR_POOL_INDEX, the
  * index, its flat position in the indices tensor) and adds nothing.
  */
 
+#ifndef ROWS_WG
+#define ROWS_WG 8 /* CPU variant's row kernels: work-group size */
+#endif
 #ifndef DEVERR_POOL_INDEX
 #define DEVERR_POOL_INDEX 2 /* the host passes RUMUS__DEVERR_POOL_INDEX */
 #endif
 
+/* a / b for a >= 0, b > 0: in 32 bits when both fit (GPUs emulate 64-bit
+ * division in dozens of instructions; x86 takes several times longer). */
+inline long pool_udiv(long a, long b) {
+  return (ulong)(a | b) <= UINT_MAX ? (long)((uint)a / (uint)b) : a / b;
+}
+
 /* Floor and ceiling of a / b for b > 0 and any sign of a. */
 inline long pool_fdiv(long a, long b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
+  return a >= 0 ? pool_udiv(a, b) : -pool_udiv(-a + b - 1, b);
 }
 inline long pool_cdiv(long a, long b) { return -pool_fdiv(-a, b); }
 
@@ -61,7 +72,8 @@ inline long pool_cdiv(long a, long b) { return -pool_fdiv(-a, b); }
  * dw).  The element e of a flat tensor of planes of `area` elements:
  * its plane and its position in the plane. */
 inline size_t pool_plane(size_t e, long area, long *pos) {
-  const size_t plane = e / (size_t)area;
+  const size_t plane = e <= LONG_MAX ? (size_t)pool_udiv((long)e, area)
+                                     : e / (size_t)area;
   *pos = (long)(e - plane * (size_t)area);
   return plane;
 }
@@ -77,12 +89,13 @@ inline int pool_axis_hits(long hs, long k, long d, long n) {
 /* 1 if t names an element of output j's window (or is -1 for an empty
  * window). */
 inline int pool_index_ok(int t, long j, long4 io, long4 ks, long4 pd) {
-  const long oh = j / io.s3, ow = j % io.s3;
+  const long oh = pool_udiv(j, io.s3), ow = j - oh * io.s3;
   const long hs = oh * ks.s2 - pd.s0, ws = ow * ks.s3 - pd.s1;
   if (t < 0 || (long)t >= io.s0 * io.s1)
     return t == -1 && !(pool_axis_hits(hs, ks.s0, pd.s2, io.s0) &&
                         pool_axis_hits(ws, ks.s1, pd.s3, io.s1));
-  const long a = (long)t / io.s1 - hs, b = (long)t % io.s1 - ws;
+  const long th = pool_udiv((long)t, io.s1);
+  const long a = th - hs, b = (long)t - th * io.s1 - ws;
   if (a < 0 || b < 0) return 0;
   /* Without dilation (the usual case) no division is needed. */
   if (pd.s2 == 1 && pd.s3 == 1) return a < ks.s0 && b < ks.s1;
@@ -95,7 +108,8 @@ inline void maxpool_fwd_item(global const real_t *x, global real_t *y,
                              long4 pd) {
   long r;
   const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
-  const long hs = r / io.s3 * ks.s2 - pd.s0, ws = r % io.s3 * ks.s3 - pd.s1;
+  const long oh = pool_udiv(r, io.s3), ow = r - oh * io.s3;
+  const long hs = oh * ks.s2 - pd.s0, ws = ow * ks.s3 - pd.s1;
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
   float m = -INFINITY;
   int mi = -1;
@@ -140,7 +154,7 @@ inline void maxpool_bwd_item(global const real_t *dy, global const int *idx,
   global const int *ip = idx + out0;
   global const real_t *gp = dy + out0;
   maxpool_check(ip, plane, q, io, ks, pd, status);
-  const long h = q / io.s1, w = q % io.s1;
+  const long h = pool_udiv(q, io.s1), w = q - h * io.s1;
   const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
   const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
   const long ow0 = max(0L, pool_cdiv(w + pd.s1 - (ks.s1 - 1) * pd.s3, ks.s3));
@@ -179,8 +193,9 @@ inline void avgpool_fwd_item(global const real_t *x, global real_t *y,
                              int divisor) {
   long r, h0, h1, w0, w1;
   const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
-  const long ph = avg_axis(r / io.s3, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
-  const long pw = avg_axis(r % io.s3, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+  const long oh = pool_udiv(r, io.s3), ow = r - oh * io.s3;
+  const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const long pw = avg_axis(ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
   float s = 0.0f;
   for (long h = h0; h < h1; h++)
@@ -194,7 +209,7 @@ inline void avgpool_bwd_item(global const real_t *dy, global real_t *dx,
   long q;
   const size_t plane = pool_plane(e, io.s0 * io.s1, &q);
   global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
-  const long h = q / io.s1, w = q % io.s1;
+  const long h = pool_udiv(q, io.s1), w = q - h * io.s1;
   const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
   const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
   const long ow0 = max(0L, pool_cdiv(w + pd.s1 - ks.s1 + 1, ks.s3));
@@ -217,14 +232,14 @@ inline void avgpool_bwd_item(global const real_t *dy, global real_t *dx,
 
 /* Bin o of an axis of n inputs cut into m: [floor(o n / m), ceil((o + 1)
  * n / m)). */
-inline long ada_lo(long o, long n, long m) { return o * n / m; }
+inline long ada_lo(long o, long n, long m) { return pool_udiv(o * n, m); }
 inline long ada_hi(long o, long n, long m) { return pool_cdiv((o + 1) * n, m); }
 
 inline void adaptive_fwd_item(global const real_t *x, global real_t *y,
                               size_t o, long4 io) {
   long r;
   const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
-  const long oh = r / io.s3, ow = r % io.s3;
+  const long oh = pool_udiv(r, io.s3), ow = r - oh * io.s3;
   const long h0 = ada_lo(oh, io.s0, io.s2), h1 = ada_hi(oh, io.s0, io.s2);
   const long w0 = ada_lo(ow, io.s1, io.s3), w1 = ada_hi(ow, io.s1, io.s3);
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
@@ -239,7 +254,7 @@ inline void adaptive_bwd_item(global const real_t *dy, global real_t *dx,
   long q;
   const size_t plane = pool_plane(e, io.s0 * io.s1, &q);
   global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
-  const long h = q / io.s1, w = q % io.s1;
+  const long h = pool_udiv(q, io.s1), w = q - h * io.s1;
   const long oh0 = h * io.s2 / io.s0, oh1 = pool_cdiv((h + 1) * io.s2, io.s0);
   const long ow0 = w * io.s3 / io.s1, ow1 = pool_cdiv((w + 1) * io.s3, io.s1);
   float s = 0.0f;
@@ -253,6 +268,208 @@ inline void adaptive_bwd_item(global const real_t *dy, global real_t *dx,
     }
   }
   STORE(s, dx, e);
+}
+
+/* ---- CPU variant: one work-item per input row ---------------------------
+ * The backwards above spend most of their time on 64-bit divisions (plane,
+ * row, column, window bounds: about ten per element) that PoCL's CPU
+ * code cannot hide.  On the CPU variant a work-item takes one input row
+ * (plane, h) instead: the plane and the output rows that hold h are
+ * computed once per row, the output columns that hold w by counters that
+ * step with w (no division), and each element then sums the same terms in
+ * the same order (oh, then ow, ascending) as the element kernels, so both
+ * variants give the same bits. */
+
+/* floor((w + c) / s) for w = 0, 1, ...: quotient q and remainder r. */
+typedef struct {
+  long q, r, s;
+} pool_step;
+
+inline pool_step step_at(long c, long s) {
+  pool_step t = {pool_fdiv(c, s), 0, s};
+  t.r = c - t.q * s;
+  return t;
+}
+inline void step_next(pool_step *t) {
+  if (++t->r == t->s) {
+    t->r = 0;
+    t->q++;
+  }
+}
+
+/* The outputs of an axis whose window holds input 0 (then 1, 2, ...):
+ * [lo.q, hi.q] before clipping to [0, o); for a window of taps k,
+ * dilation d, stride s, padding p. */
+inline void step_window(long k, long d, long s, long p, pool_step *lo,
+                        pool_step *hi) {
+  *lo = step_at(p - (k - 1) * d + s - 1, s); /* ceil((w + p - (k-1) d) / s) */
+  *hi = step_at(p, s);                       /* floor((w + p) / s) */
+}
+
+/* Checks the indices of output row oh (input row h's share, see the
+ * header) without a 64-bit division per index. */
+inline void maxpool_check_row(global const int *ip, size_t plane, long oh,
+                              long4 io, long4 ks, long4 pd,
+                              volatile global int *status) {
+  const long hs = oh * ks.s2 - pd.s0, H = io.s0, W = io.s1;
+  const int hits_h = pool_axis_hits(hs, ks.s0, pd.s2, H);
+  for (long ow = 0; ow < io.s3; ow++) {
+    const long ws = ow * ks.s3 - pd.s1, j = oh * io.s3 + ow;
+    const int t = ip[j];
+    int ok;
+    if (t < 0 || (long)t >= H * W) {
+      ok = t == -1 && !(hits_h && pool_axis_hits(ws, ks.s1, pd.s3, W));
+    } else {
+      const long th = t / (int)W; /* the host keeps H W <= INT32_MAX */
+      const long a = th - hs, b = (long)t - th * W - ws;
+      ok = a >= 0 && b >= 0;
+      if (pd.s2 == 1 && pd.s3 == 1) /* no dilation: no division */
+        ok = ok && a < ks.s0 && b < ks.s1;
+      else
+        ok = ok && a % pd.s2 == 0 && a / pd.s2 < ks.s0 && b % pd.s3 == 0 &&
+             b / pd.s3 < ks.s1;
+    }
+    if (!ok)
+      rumus_report(status, DEVERR_POOL_INDEX, t,
+                   (int)(plane * (size_t)(io.s2 * io.s3) + (size_t)j));
+  }
+}
+
+inline void maxpool_bwd_row(global const real_t *dy, global const int *idx,
+                            global real_t *dx, size_t row, long4 io, long4 ks,
+                            long4 pd, volatile global int *status) {
+  const size_t plane = row / (size_t)io.s0;
+  const long h = (long)(row - plane * (size_t)io.s0), W = io.s1;
+  const size_t out0 = plane * (size_t)(io.s2 * io.s3);
+  global const int *ip = idx + out0;
+  global const real_t *gp = dy + out0;
+  for (long oh = h; oh < io.s2; oh += io.s0)
+    maxpool_check_row(ip, plane, oh, io, ks, pd, status);
+  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
+  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+  const int dilated = pd.s2 != 1 || pd.s3 != 1;
+  pool_step lo, hi;
+  step_window(ks.s1, pd.s3, ks.s3, pd.s1, &lo, &hi);
+  global real_t *dr = dx + row * (size_t)W;
+  const int qh = (int)(h * W);
+  for (long w = 0; w < W; w++, step_next(&lo), step_next(&hi)) {
+    const long ow0 = max(0L, lo.q), ow1 = min(io.s3 - 1, hi.q);
+    const int q = qh + (int)w;
+    float s = 0.0f;
+    for (long oh = oh0; oh <= oh1; oh++) {
+      if (dilated && (h + pd.s0 - oh * ks.s2) % pd.s2 != 0) continue;
+      global const int *ir = ip + oh * io.s3;
+      global const real_t *gr = gp + oh * io.s3;
+      if (!dilated) { /* the usual case: every column of the range */
+        /* Branch-free: which output's max is q is data, unpredictable.
+         * s + 0 is s (s is never -0: it starts at +0). */
+        for (long ow = ow0; ow <= ow1; ow++) {
+          const float v = LOAD(gr, ow);
+          s += ir[ow] == q ? v : 0.0f;
+        }
+        continue;
+      }
+      for (long ow = ow0; ow <= ow1; ow++)
+        if ((w + pd.s1 - ow * ks.s3) % pd.s3 == 0 && ir[ow] == q)
+          s += LOAD(gr, ow);
+    }
+    STORE(s, dr, w);
+  }
+}
+
+/* The gradient of the inputs under output rows [oh0, oh1] and columns
+ * [ow0, ow1] (those of one input): the element kernel's sum. */
+inline float avg_grad(global const real_t *gp, long oh0, long oh1, long ow0,
+                      long ow1, long4 io, long4 ks, long4 pd, int cip,
+                      int divisor) {
+  float s = 0.0f;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    long h0, h1, w0, w1;
+    const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+    for (long ow = ow0; ow <= ow1; ow++) {
+      const long pw = avg_axis(ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+      const float d =
+          avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+      s += LOAD(gp, oh * io.s3 + ow) / d;
+    }
+  }
+  return s;
+}
+
+/* An input's gradient depends on its output columns only: neighbours
+ * with the same ones (stride > 1) reuse the sum. */
+inline void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
+                            size_t row, long4 io, long4 ks, long4 pd, int cip,
+                            int divisor) {
+  const size_t plane = row / (size_t)io.s0;
+  const long h = (long)(row - plane * (size_t)io.s0), W = io.s1;
+  global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
+  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
+  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+  pool_step lo, hi;
+  step_window(ks.s1, 1, ks.s3, pd.s1, &lo, &hi);
+  global real_t *dr = dx + row * (size_t)W;
+  long c0 = -1, c1 = -1; /* the columns of s */
+  float s = 0.0f;
+  for (long w = 0; w < W; w++, step_next(&lo), step_next(&hi)) {
+    const long ow0 = max(0L, lo.q), ow1 = min(io.s3 - 1, hi.q);
+    if (ow0 != c0 || ow1 != c1) {
+      s = avg_grad(gp, oh0, oh1, ow0, ow1, io, ks, pd, cip, divisor);
+      c0 = ow0;
+      c1 = ow1;
+    }
+    STORE(s, dr, w);
+  }
+}
+
+/* Adaptive: when OH <= H and OW <= W (pooling, not upsampling) an input
+ * lies in at most two bins per axis (bins are at least one input long
+ * and overlap by at most one).  The row's bins (oh, height) are found
+ * once; the column's two candidate bins slide along w, each bin's bounds
+ * computed once per row.  Upsampling falls back to the element kernel. */
+inline void adaptive_bwd_row(global const real_t *dy, global real_t *dx,
+                             size_t row, long4 io) {
+  const long H = io.s0, W = io.s1, OH = io.s2, OW = io.s3;
+  if (OH > H || OW > W) {
+    for (long w = 0; w < W; w++)
+      adaptive_bwd_item(dy, dx, row * (size_t)W + (size_t)w, io);
+    return;
+  }
+  const size_t plane = row / (size_t)H;
+  const long h = (long)(row - plane * (size_t)H);
+  global const real_t *gp = dy + plane * (size_t)(OH * OW);
+  long bo[2], bh[2];
+  int nb = 0;
+  for (long oh = h * OH / H; oh < pool_cdiv((h + 1) * OH, H) && nb < 2;
+       oh++) {
+    const long h0 = ada_lo(oh, H, OH), h1 = ada_hi(oh, H, OH);
+    if (h < h0 || h >= h1) continue;
+    bo[nb] = oh;
+    bh[nb++] = h1 - h0;
+  }
+  long a = 0, alo = 0, ahi = ada_hi(0, W, OW);      /* first bin a */
+  long nlo = OW > 1 ? ada_lo(1, W, OW) : W, nhi = 0; /* bin a + 1 */
+  if (OW > 1) nhi = ada_hi(1, W, OW);
+  global real_t *dr = dx + row * (size_t)W;
+  for (long w = 0; w < W;) {
+    while (ahi <= w) { /* slide: bin a no longer holds w */
+      a++;
+      alo = nlo;
+      ahi = nhi;
+      nlo = a + 1 < OW ? ada_lo(a + 1, W, OW) : W;
+      nhi = a + 1 < OW ? ada_hi(a + 1, W, OW) : W;
+    }
+    const int two = nlo <= w; /* bin a + 1 holds w too */
+    float s = 0.0f;
+    for (int k = 0; k < nb; k++) {
+      global const real_t *gr = gp + bo[k] * OW;
+      s += LOAD(gr, a) / (float)(bh[k] * (ahi - alo));
+      if (two) s += LOAD(gr, a + 1) / (float)(bh[k] * (nhi - nlo));
+    }
+    /* The inputs up to the next change of bins share s. */
+    const long end = two ? ahi : min(ahi, nlo);
+    for (; w < end; w++) STORE(s, dr, w);
+  }
 }
 
 /* ---- Entries: element base + get_global_id(0) of n ---------------------- */
@@ -308,4 +525,31 @@ void adaptive_avgpool2d_bwd(ulong n, ulong base, global const real_t *dy,
                             long4 io) {
   POOL_ITEM(n, base);
   adaptive_bwd_item(dy + dyo, dx + dxo, item, io);
+}
+
+/* CPU variant: work-item g of a launch takes input row base + g of the
+ * N C H rows. */
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void maxpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
+                        ulong dyo, global const int *idx, ulong io_,
+                        global real_t *dx, ulong dxo, long4 io, long4 ks,
+                        long4 pd, volatile global int *status) {
+  POOL_ITEM(n, base);
+  maxpool_bwd_row(dy + dyo, idx + io_, dx + dxo, item, io, ks, pd, status);
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
+                        ulong dyo, global real_t *dx, ulong dxo, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor) {
+  POOL_ITEM(n, base);
+  avgpool_bwd_row(dy + dyo, dx + dxo, item, io, ks, pd, cip, divisor);
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void adaptive_avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
+                                 ulong dyo, global real_t *dx, ulong dxo,
+                                 long4 io) {
+  POOL_ITEM(n, base);
+  adaptive_bwd_row(dy + dyo, dx + dxo, item, io);
 }

@@ -52,6 +52,8 @@ static const conv_case CASES[] = {
     {{2, 20, 9, 9, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1}, /* channel blocks */
     {{3, 3, 30, 30, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 0}, /* 2 weight chunks */
     {{1, 66, 5, 4, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1}, /* > 64 channels */
+    {{2, 3, 11, 40, 4, 5, 3, 3, 2, 2, 1, 2, 1, 1}, 0}, /* phases, wide */
+    {{1, 1, 13, 9, 2, 3, 3, 4, 4, 2, 2, 2, 2, 1}, 1},  /* s 4, d 2 */
 };
 #define NCASES (sizeof CASES / sizeof CASES[0])
 

@@ -230,10 +230,15 @@ static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
                        RUMUS__ARG(w->mem),  RUMUS__ARG(wo),
                        RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),
                        RUMUS__ARG(gv),      RUMUS__ARG(gv)};
+  /* CPU: LANES columns of one input row and one stride phase per
+   * work-item (cl/conv.cl), so a row takes SW phases of nbw blocks. */
+  const size_t sw = (size_t)g->sw;
+  const size_t nbw = ((g->w + sw - 1) / sw + LANES - 1) / LANES;
+  const size_t cols = pr.gpu ? g->n * g->h * g->w
+                             : g->n * g->h * sw * nbw * LANES;
   return launch_z(ctx, op, &pr,
-                  pr.gpu ? "conv_bwd_data_wg" : "conv_bwd_data_cpu",
-                  g->n * g->h * g->w, g->c / g->g, g->g, args,
-                  sizeof args / sizeof args[0]);
+                  pr.gpu ? "conv_bwd_data_wg" : "conv_bwd_data_cpu", cols,
+                  g->c / g->g, g->g, args, sizeof args / sizeof args[0]);
 }
 
 /* The weight gradient's chunks of pixels: *kc pixels each, *s of them. */

@@ -1,9 +1,10 @@
 /*
  * pool.c - 2-D max, average and adaptive average pooling, forward and
  * backward, on NCHW tensors (kernels in cl/pool.cl).  One program per
- * storage type holds the six kernels; both variants run it (the ops move
- * memory and reduce nothing across work-items), with a fixed local size
- * over a padded global size, at most 2^30 work-items a launch.
+ * storage type holds the kernels of both variants (they differ only in
+ * the backwards: one work-item per element on GPUs, per input row on
+ * CPUs), with a fixed local size over a padded global size, at most 2^30
+ * work-items a launch.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,9 @@ static const char *const FILE_CL = "pool.cl";
 #define POOL_LS 64
 /* Work-items per launch at most (NDRange limits of some drivers). */
 #define MAX_ITEMS ((size_t)1 << 30)
+/* Work-group size of the CPU variant's row kernels (ROWS_WG in
+ * cl/pool.cl). */
+#define ROWS_WG 8
 
 static size_t pool_ls(const rumus_ctx *ctx) {
   size_t ls = POOL_LS;
@@ -30,15 +34,15 @@ static void pool_options(const rumus_ctx *ctx, rumus_dtype storage, char *buf,
                          size_t len) {
   char head[96];
   rumus__options_head(head, sizeof head, storage, pool_ls(ctx), 0);
-  snprintf(buf, len, "%s -DDEVERR_POOL_INDEX=%d", head,
-           (int)RUMUS__DEVERR_POOL_INDEX);
+  snprintf(buf, len, "%s -DDEVERR_POOL_INDEX=%d -DROWS_WG=%d", head,
+           (int)RUMUS__DEVERR_POOL_INDEX, ROWS_WG);
 }
 
 /* Launches `kernel` over n elements in pieces of MAX_ITEMS; args[0] and
  * args[1] are set here to the piece's count and first element. */
 static int run_items(rumus_ctx *ctx, const char *op, rumus_dtype storage,
                      const char *kernel, size_t n, rumus__arg *args,
-                     size_t na) {
+                     size_t na, size_t ls) {
   char opts[192];
   pool_options(ctx, storage, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, kernel};
@@ -47,10 +51,24 @@ static int run_items(rumus_ctx *ctx, const char *op, rumus_dtype storage,
     cl_ulong first = base;
     args[0] = RUMUS__ARG(cnt);
     args[1] = RUMUS__ARG(first);
-    size_t global = (size_t)cnt, local = pool_ls(ctx);
+    size_t global = (size_t)cnt, local = ls;
     RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
   }
   return RUMUS_OK;
+}
+
+/* A backward: on the GPU variant `kernel` over the dx elements; on the
+ * CPU variant `kernel`_rows over dx's N C H rows (cl/pool.cl says why). */
+static int run_bwd(rumus_ctx *ctx, const char *op, const char *kernel,
+                   const rumus_tensor *dx, rumus__arg *args, size_t na) {
+  if (rumus__gpu_variant(ctx))
+    return run_items(ctx, op, dx->dtype, kernel, dx->numel, args, na,
+                     pool_ls(ctx));
+  char rows[64];
+  snprintf(rows, sizeof rows, "%s_rows", kernel);
+  return run_items(ctx, op, dx->dtype, rows,
+                   dx->shape[0] * dx->shape[1] * dx->shape[2], args, na,
+                   ROWS_WG);
 }
 
 /* ---- Parameters and shapes -------------------------------------------- */
@@ -215,7 +233,8 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(y->mem), RUMUS__ARG(yo),
                          RUMUS__ARG(indices->mem), RUMUS__ARG(io),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
-  return run_items(ctx, op, x->dtype, "maxpool2d_fwd", y->numel, args, 11);
+  return run_items(ctx, op, x->dtype, "maxpool2d_fwd", y->numel, args, 11,
+                   pool_ls(ctx));
 }
 
 int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
@@ -242,7 +261,7 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(ctx->status)};
-  return run_items(ctx, op, dy->dtype, "maxpool2d_bwd", dx->numel, args, 12);
+  return run_bwd(ctx, op, "maxpool2d_bwd", dx, args, 12);
 }
 
 /* ---- Average pooling ---------------------------------------------------- */
@@ -262,7 +281,8 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(y->mem), RUMUS__ARG(yo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
-  return run_items(ctx, op, x->dtype, "avgpool2d_fwd", y->numel, args, 11);
+  return run_items(ctx, op, x->dtype, "avgpool2d_fwd", y->numel, args, 11,
+                   pool_ls(ctx));
 }
 
 int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
@@ -284,7 +304,7 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
-  return run_items(ctx, op, dy->dtype, "avgpool2d_bwd", dx->numel, args, 11);
+  return run_bwd(ctx, op, "avgpool2d_bwd", dx, args, 11);
 }
 
 /* ---- Adaptive average pooling ------------------------------------------ */
@@ -327,7 +347,7 @@ int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx, const rumus_tensor *x,
                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
                         RUMUS__ARG(y->mem), RUMUS__ARG(yo), RUMUS__ARG(c.io)};
   return run_items(ctx, op, x->dtype, "adaptive_avgpool2d_fwd", y->numel,
-                   args, 7);
+                   args, 7, pool_ls(ctx));
 }
 
 int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
@@ -345,8 +365,7 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
-  return run_items(ctx, op, dy->dtype, "adaptive_avgpool2d_bwd", dx->numel,
-                   args, 7);
+  return run_bwd(ctx, op, "adaptive_avgpool2d_bwd", dx, args, 7);
 }
 
 /* The F32 program (both variants run it); 16-bit programs are built by
