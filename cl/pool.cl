@@ -24,10 +24,12 @@
  * element (backwards), flat over the whole tensor: work-item g of a launch
  * takes element base + g; padding work-items (g >= n) return.  The host
  * launches at most 2^30 work-items at a time (base counts the earlier
- * ones).  Nothing is reduced across work-items; both variants run the
- * forwards, the GPU variant the element backwards, the CPU variant the
- * row backwards below (one work-item per input row), which sum the same
- * terms in the same order: the same bits.
+ * ones).  Nothing is reduced across work-items; the GPU variant runs
+ * these element kernels, the CPU variant row kernels (one work-item per
+ * output row for the max and average forwards, per input row for the
+ * backwards: one division per row instead of several per element, 1.4 to
+ * 5 times faster on PoCL), which visit the same terms in the same order:
+ * the same bits.  The adaptive forward is element-wise on both.
  *
  * Backwards are gathers, never scatters: input element (h, w) visits, in
  * a fixed order (oh, then ow, ascending), the outputs whose window holds
@@ -103,14 +105,11 @@ inline int pool_index_ok(int t, long j, long4 io, long4 ks, long4 pd) {
          b / pd.s3 < ks.s1;
 }
 
-inline void maxpool_fwd_item(global const real_t *x, global real_t *y,
-                             global int *idx, size_t o, long4 io, long4 ks,
-                             long4 pd) {
-  long r;
-  const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
-  const long oh = pool_udiv(r, io.s3), ow = r - oh * io.s3;
-  const long hs = oh * ks.s2 - pd.s0, ws = ow * ks.s3 - pd.s1;
-  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+/* The max of the window at (hs, ws) of plane xp and its index: taps in
+ * order, h then w (the first element of the window is the index of an all
+ * -inf window, as in PyTorch; a NaN wins). */
+inline void maxpool_window(global const real_t *xp, long hs, long ws, long4 io,
+                           long4 ks, long4 pd, float *mo, int *io_) {
   float m = -INFINITY;
   int mi = -1;
   for (long i = 0; i < ks.s0; i++) {
@@ -120,16 +119,47 @@ inline void maxpool_fwd_item(global const real_t *x, global real_t *y,
       const long w = ws + j * pd.s3;
       if (w < 0 || w >= io.s1) continue;
       const float v = LOAD(xp, h * io.s1 + w);
-      /* The first element of the window is the index of an all -inf
-       * window, as in PyTorch. */
       if (v > m || isnan(v) || mi < 0) {
         m = v;
         mi = (int)(h * io.s1 + w);
       }
     }
   }
+  *mo = m;
+  *io_ = mi;
+}
+
+inline void maxpool_fwd_item(global const real_t *x, global real_t *y,
+                             global int *idx, size_t o, long4 io, long4 ks,
+                             long4 pd) {
+  long r;
+  const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
+  const long oh = pool_udiv(r, io.s3), ow = r - oh * io.s3;
+  float m;
+  int mi;
+  maxpool_window(x + plane * (size_t)(io.s0 * io.s1), oh * ks.s2 - pd.s0,
+                 ow * ks.s3 - pd.s1, io, ks, pd, &m, &mi);
   STORE(m, y, o);
   idx[o] = mi;
+}
+
+/* The CPU variant's forward: output row `row` of the N C OH rows, one
+ * division per row instead of per element, the same windows. */
+inline void maxpool_fwd_row(global const real_t *x, global real_t *y,
+                            global int *idx, size_t row, long4 io, long4 ks,
+                            long4 pd) {
+  long oh;
+  const size_t plane = pool_plane(row, io.s2, &oh);
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  const size_t o0 = row * (size_t)io.s3;
+  for (long ow = 0; ow < io.s3; ow++) {
+    float m;
+    int mi;
+    maxpool_window(xp, oh * ks.s2 - pd.s0, ow * ks.s3 - pd.s1, io, ks, pd, &m,
+                   &mi);
+    STORE(m, y, o0 + (size_t)ow);
+    idx[o0 + (size_t)ow] = mi;
+  }
 }
 
 /* Checks the indices that input element q of its plane answers for. */
@@ -188,19 +218,41 @@ inline float avg_divisor(long padded, long kept, int cip, int divisor) {
   return divisor > 0 ? (float)divisor : (float)(cip ? padded : kept);
 }
 
-inline void avgpool_fwd_item(global const real_t *x, global real_t *y,
-                             size_t o, long4 io, long4 ks, long4 pd, int cip,
-                             int divisor) {
-  long r, h0, h1, w0, w1;
-  const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
-  const long oh = pool_udiv(r, io.s3), ow = r - oh * io.s3;
+/* Output (oh, ow) of plane xp: the window's sum over its divisor. */
+inline float avgpool_at(global const real_t *xp, long oh, long ow, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor) {
+  long h0, h1, w0, w1;
   const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
   const long pw = avg_axis(ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
-  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
   float s = 0.0f;
   for (long h = h0; h < h1; h++)
     for (long w = w0; w < w1; w++) s += LOAD(xp, h * io.s1 + w);
-  STORE(s / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor), y, o);
+  return s / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+}
+
+inline void avgpool_fwd_item(global const real_t *x, global real_t *y,
+                             size_t o, long4 io, long4 ks, long4 pd, int cip,
+                             int divisor) {
+  long r;
+  const size_t plane = pool_plane(o, io.s2 * io.s3, &r);
+  const long oh = pool_udiv(r, io.s3), ow = r - oh * io.s3;
+  STORE(avgpool_at(x + plane * (size_t)(io.s0 * io.s1), oh, ow, io, ks, pd,
+                   cip, divisor),
+        y, o);
+}
+
+/* The CPU variant's forward, a row of outputs per work-item (see
+ * maxpool_fwd_row). */
+inline void avgpool_fwd_row(global const real_t *x, global real_t *y,
+                            size_t row, long4 io, long4 ks, long4 pd, int cip,
+                            int divisor) {
+  long oh;
+  const size_t plane = pool_plane(row, io.s2, &oh);
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  const size_t o0 = row * (size_t)io.s3;
+  for (long ow = 0; ow < io.s3; ow++)
+    STORE(avgpool_at(xp, oh, ow, io, ks, pd, cip, divisor), y,
+          o0 + (size_t)ow);
 }
 
 inline void avgpool_bwd_item(global const real_t *dy, global real_t *dx,
@@ -527,8 +579,24 @@ void adaptive_avgpool2d_bwd(ulong n, ulong base, global const real_t *dy,
   adaptive_bwd_item(dy + dyo, dx + dxo, item, io);
 }
 
-/* CPU variant: work-item g of a launch takes input row base + g of the
- * N C H rows. */
+/* CPU variant: work-item g of a launch takes row base + g of the N C OH
+ * output rows (forwards) or of the N C H input rows (backwards). */
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void maxpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
+                        global real_t *y, ulong yo, global int *idx, ulong io_,
+                        long4 io, long4 ks, long4 pd) {
+  POOL_ITEM(n, base);
+  maxpool_fwd_row(x + xo, y + yo, idx + io_, item, io, ks, pd);
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void avgpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
+                        global real_t *y, ulong yo, long4 io, long4 ks,
+                        long4 pd, int cip, int divisor) {
+  POOL_ITEM(n, base);
+  avgpool_fwd_row(x + xo, y + yo, item, io, ks, pd, cip, divisor);
+}
+
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void maxpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         ulong dyo, global const int *idx, ulong io_,

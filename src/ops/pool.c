@@ -57,18 +57,18 @@ static int run_items(rumus_ctx *ctx, const char *op, rumus_dtype storage,
   return RUMUS_OK;
 }
 
-/* A backward: on the GPU variant `kernel` over the dx elements; on the
- * CPU variant `kernel`_rows over dx's N C H rows (cl/pool.cl says why). */
-static int run_bwd(rumus_ctx *ctx, const char *op, const char *kernel,
-                   const rumus_tensor *dx, rumus__arg *args, size_t na) {
+/* On the GPU variant `kernel` over the elements of t (the output of a
+ * forward, dx of a backward); on the CPU variant `kernel`_rows over t's
+ * N C H rows (cl/pool.cl says why). */
+static int run_rows(rumus_ctx *ctx, const char *op, const char *kernel,
+                    const rumus_tensor *t, rumus__arg *args, size_t na) {
   if (rumus__gpu_variant(ctx))
-    return run_items(ctx, op, dx->dtype, kernel, dx->numel, args, na,
+    return run_items(ctx, op, t->dtype, kernel, t->numel, args, na,
                      pool_ls(ctx));
   char rows[64];
   snprintf(rows, sizeof rows, "%s_rows", kernel);
-  return run_items(ctx, op, dx->dtype, rows,
-                   dx->shape[0] * dx->shape[1] * dx->shape[2], args, na,
-                   ROWS_WG);
+  return run_items(ctx, op, t->dtype, rows,
+                   t->shape[0] * t->shape[1] * t->shape[2], args, na, ROWS_WG);
 }
 
 /* ---- Parameters and shapes -------------------------------------------- */
@@ -233,8 +233,7 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(y->mem), RUMUS__ARG(yo),
                          RUMUS__ARG(indices->mem), RUMUS__ARG(io),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
-  return run_items(ctx, op, x->dtype, "maxpool2d_fwd", y->numel, args, 11,
-                   pool_ls(ctx));
+  return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
 }
 
 int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
@@ -261,7 +260,7 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(ctx->status)};
-  return run_bwd(ctx, op, "maxpool2d_bwd", dx, args, 12);
+  return run_rows(ctx, op, "maxpool2d_bwd", dx, args, 12);
 }
 
 /* ---- Average pooling ---------------------------------------------------- */
@@ -281,8 +280,7 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(y->mem), RUMUS__ARG(yo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
-  return run_items(ctx, op, x->dtype, "avgpool2d_fwd", y->numel, args, 11,
-                   pool_ls(ctx));
+  return run_rows(ctx, op, "avgpool2d_fwd", y, args, 11);
 }
 
 int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
@@ -304,7 +302,7 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
-  return run_bwd(ctx, op, "avgpool2d_bwd", dx, args, 11);
+  return run_rows(ctx, op, "avgpool2d_bwd", dx, args, 11);
 }
 
 /* ---- Adaptive average pooling ------------------------------------------ */
@@ -365,7 +363,7 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
-  return run_bwd(ctx, op, "adaptive_avgpool2d_bwd", dx, args, 7);
+  return run_rows(ctx, op, "adaptive_avgpool2d_bwd", dx, args, 7);
 }
 
 /* The F32 program (both variants run it); 16-bit programs are built by
