@@ -107,6 +107,12 @@ typedef struct {
   mnist_set train, test;
   train_model model;
   rumus_ctx *ctx;
+  train_opts o;
+  rumus_adam_params adam;
+  const char *dir, *device;
+  double t_start, t_data, t_ready; /* start, data read, ready to train */
+  double train_time, eval_time;    /* summed over the epochs */
+  size_t correct;                  /* the last test pass's */
 } run_state;
 
 static int cleanup(run_state *r, int code) {
@@ -134,202 +140,230 @@ static int model_error(run_state *r, const char *what) {
   return cleanup(r, 1);
 }
 
-int main(int argc, char **argv) {
-  train_opts o;
-  char err[2048];
-  if (train_opts_parse(argc, argv, &o, err, sizeof err) != 0) {
-    fprintf(stderr, "rumus-train: %s\n", err);
-    train_usage(stderr);
-    return 2;
+/* Fails now, not after the training, if the model cannot be saved. */
+static int check_save_path(const char *save) {
+  size_t len = strlen(save) + 5;
+  char *tmp = malloc(len);
+  if (!tmp) {
+    fprintf(stderr, "rumus-train: out of memory\n");
+    return 1;
   }
-  if (o.help) {
-    train_usage(stdout);
-    return 0;
-  }
-
-  double t_start = now_s();
-  run_state r;
-  memset(&r, 0, sizeof r);
-
-  /* Fail now, not after the training, if the model cannot be saved. */
-  if (o.save) {
-    size_t len = strlen(o.save) + 5;
-    char *tmp = malloc(len);
-    if (!tmp) {
-      fprintf(stderr, "rumus-train: out of memory\n");
-      return 1;
-    }
-    snprintf(tmp, len, "%s.tmp", o.save);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-      fprintf(stderr, "rumus-train: cannot save the model: %s: %s\n", tmp,
-              strerror(errno));
-      free(tmp);
-      return 1;
-    }
-    fclose(f);
-    remove(tmp);
+  snprintf(tmp, len, "%s.tmp", save);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    fprintf(stderr, "rumus-train: cannot save the model: %s: %s\n", tmp,
+            strerror(errno));
     free(tmp);
+    return 1;
   }
+  fclose(f);
+  remove(tmp);
+  free(tmp);
+  return 0;
+}
 
-  /* The data: the test set always, the training set unless evaluating. */
-  const char *dir = mnist_data_dir(o.data);
-  int st = mnist_load(dir, "t10k", 0, &r.test, err, sizeof err);
-  if (st == RUMUS_OK && !o.eval_only)
-    st = mnist_load(dir, "train", 0, &r.train, err, sizeof err);
+/* The data (the test set always, the training set unless evaluating) and
+ * the host parameters (from a file, or initialised from the seed). */
+static int load_inputs(run_state *r) {
+  char err[2048];
+  r->dir = mnist_data_dir(r->o.data);
+  int st = mnist_load(r->dir, "t10k", 0, &r->test, err, sizeof err);
+  if (st == RUMUS_OK && !r->o.eval_only)
+    st = mnist_load(r->dir, "train", 0, &r->train, err, sizeof err);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: cannot read Fashion-MNIST (%s): %s\n",
             train_err_name(st), err);
-    return cleanup(&r, 1);
+    return 1;
   }
-  double t_data = now_s();
-
-  /* The model: from a file, or initialised from the seed. */
-  st = model_params(&r.model, &o, &r.train, err, sizeof err);
+  r->t_data = now_s();
+  st = model_params(&r->model, &r->o, &r->train, err, sizeof err);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: %s\n", err);
-    return cleanup(&r, 1);
+    return 1;
   }
   /* A CNN chosen by its --load file gets the CNN's default epochs too. */
-  if (r.model.kind == TRAIN_MODEL_CNN && !o.epochs_given)
-    o.epochs = TRAIN_DEFAULT_EPOCHS_CNN;
+  if (r->model.kind == TRAIN_MODEL_CNN && !r->o.epochs_given)
+    r->o.epochs = TRAIN_DEFAULT_EPOCHS_CNN;
+  return 0;
+}
 
-  st = rumus_ctx_create(&r.ctx, o.device, 0);
+/* The context, the device model, every kernel built and (for training)
+ * one warm-up step. */
+static int prepare_device(run_state *r) {
+  char err[2048];
+  const train_opts *o = &r->o;
+  int st = rumus_ctx_create(&r->ctx, o->device, 0);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: cannot create an OpenCL context%s%s%s: %s: %s\n",
-            o.device ? " on '" : "", o.device ? o.device : "", o.device ? "'" : "",
-            rumus_err_name(st), rumus_last_create_error());
-    return cleanup(&r, 1);
+            o->device ? " on '" : "", o->device ? o->device : "",
+            o->device ? "'" : "", rumus_err_name(st), rumus_last_create_error());
+    return 1;
   }
-  rumus_adam_params adam = MLP_ADAMW_DEFAULTS;
-  adam.lr = o.lr;
-  st = model_create(&r.model, r.ctx, &o, &adam, err, sizeof err);
+  r->adam = (rumus_adam_params)MLP_ADAMW_DEFAULTS;
+  r->adam.lr = o->lr;
+  st = model_create(&r->model, r->ctx, o, &r->adam, err, sizeof err);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: cannot create the model: %s\n", err);
-    return cleanup(&r, 1);
+    return 1;
   }
   /* Compile every kernel now, so that epoch 1 does not pay for it. */
-  st = rumus_cache_fill(r.ctx);
+  st = rumus_cache_fill(r->ctx);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: cannot build the kernels: %s: %s\n",
-            rumus_err_name(st), rumus_ctx_errmsg(r.ctx));
-    return cleanup(&r, 1);
+            rumus_err_name(st), rumus_ctx_errmsg(r->ctx));
+    return 1;
   }
   /* PoCL also compiles each kernel's work-group function at its first
    * launch: one step of a scratch copy of the model on a zero batch does
    * that here, so that epoch 1 is timed like the others. */
-  if (!o.eval_only && model_warm_up(&r.model, r.ctx, &o, &adam, err, sizeof err) != RUMUS_OK) {
+  if (!o->eval_only &&
+      model_warm_up(&r->model, r->ctx, o, &r->adam, err, sizeof err) != RUMUS_OK) {
     fprintf(stderr, "rumus-train: warm-up step failed: %s\n", err);
-    return cleanup(&r, 1);
+    return 1;
   }
-  double t_ready = now_s();
+  r->device = rumus_ctx_device_name(r->ctx);
+  r->t_ready = now_s();
+  return 0;
+}
 
+static void print_header(const run_state *r) {
+  const train_opts *o = &r->o;
   char shape_str[512];
-  model_describe(&r.model, shape_str, sizeof shape_str);
-  const char *device = rumus_ctx_device_name(r.ctx);
+  model_describe(&r->model, shape_str, sizeof shape_str);
   printf("rumus-train %s\n", rumus_version_string());
-  printf("device : %s\n", device);
-  printf("data   : %s (%zu training, %zu test images)\n", dir, r.train.count,
-         r.test.count);
-  float in_mean = model_in_mean(&r.model), in_std = model_in_std(&r.model);
+  printf("device : %s\n", r->device);
+  printf("data   : %s (%zu training, %zu test images)\n", r->dir, r->train.count,
+         r->test.count);
+  float in_mean = model_in_mean(&r->model), in_std = model_in_std(&r->model);
   if (in_mean == 0.0f && in_std == 1.0f)
     printf("inputs : pixel / 255, in [0, 1]\n");
   else
     printf("inputs : (pixel / 255 - %.4f) / %.4f (%s)\n", (double)in_mean,
            (double)in_std,
-           o.load ? "stored in the model file" : "the training set's mean and std");
+           o->load ? "stored in the model file" : "the training set's mean and std");
   printf("model  : %s, %zu parameters, %s\n", shape_str,
-         model_param_count(&r.model),
-         o.load ? o.load
-                : r.model.kind == TRAIN_MODEL_CNN ? "PyTorch's default initialisation"
-                                                  : "nn.Linear initialisation");
-  if (!o.eval_only) {
+         model_param_count(&r->model),
+         o->load ? o->load
+                 : r->model.kind == TRAIN_MODEL_CNN ? "PyTorch's default initialisation"
+                                                    : "nn.Linear initialisation");
+  if (!o->eval_only) {
+    const rumus_adam_params *adam = &r->adam;
     printf("train  : %d epoch%s, batch %zu (last batch of an epoch kept), seed %llu\n",
-           o.epochs, o.epochs == 1 ? "" : "s", o.batch, (unsigned long long)o.seed);
+           o->epochs, o->epochs == 1 ? "" : "s", o->batch, (unsigned long long)o->seed);
     printf("optim  : AdamW lr %g%s, betas (%g, %g), eps %g, weight decay %g\n",
-           (double)adam.lr, o.constant_lr ? " (constant)" : " with cosine decay to 0",
-           (double)adam.beta1, (double)adam.beta2,
-           (double)adam.eps, (double)adam.weight_decay);
-    if (o.precision == RUMUS_F32)
+           (double)adam->lr, o->constant_lr ? " (constant)" : " with cosine decay to 0",
+           (double)adam->beta1, (double)adam->beta2,
+           (double)adam->eps, (double)adam->weight_decay);
+    if (o->precision == RUMUS_F32)
       printf("storage: f32\n");
     else
       printf("storage: %s, F32 master weights%s\n",
-             rumus_dtype_name(o.precision),
-             o.precision == RUMUS_F16 ? ", dynamic loss scaling from 65536" : "");
+             rumus_dtype_name(o->precision),
+             o->precision == RUMUS_F16 ? ", dynamic loss scaling from 65536" : "");
   }
   printf("setup  : %.2f s (reading data %.2f s, device, kernels and a warm-up "
          "step %.2f s)\n",
-         t_ready - t_start, t_data - t_start, t_ready - t_data);
+         r->t_ready - r->t_start, r->t_data - r->t_start, r->t_ready - r->t_data);
   fflush(stdout);
+}
 
-  size_t correct = 0;
-  if (o.eval_only) {
-    double t0 = now_s();
-    if (model_evaluate(&r.model, &r.test, &correct) != RUMUS_OK)
-      return model_error(&r, "evaluation failed");
-    double t1 = now_s();
-    printf("test accuracy: %.2f%% (%zu/%zu) in %.2f s on %s\n",
-           100.0 * (double)correct / (double)r.test.count, correct,
-           r.test.count, t1 - t0, device);
-    return cleanup(&r, 0);
-  }
+/* --eval-only: one test pass. */
+static int evaluate_only(run_state *r) {
+  double t0 = now_s();
+  if (model_evaluate(&r->model, &r->test, &r->correct) != RUMUS_OK)
+    return model_error(r, "evaluation failed");
+  double t1 = now_s();
+  printf("test accuracy: %.2f%% (%zu/%zu) in %.2f s on %s\n",
+         100.0 * (double)r->correct / (double)r->test.count, r->correct,
+         r->test.count, t1 - t0, r->device);
+  return cleanup(r, 0);
+}
 
+/* Every epoch and its test pass, with the progress display; 0, or the
+ * exit code after cleanup on a failure. */
+static int train_epochs(run_state *r) {
+  const train_opts *o = &r->o;
   mlp_rng shuffle;
-  mlp_rng_seed(&shuffle, o.seed ^ MLP_SHUFFLE_SALT);
+  mlp_rng_seed(&shuffle, o->seed ^ MLP_SHUFFLE_SALT);
   /* Cosine decay over every step of the run: with PyTorch's AdamW defaults
    * it gains about half a point of test accuracy in 5 epochs. */
-  if (!o.constant_lr)
-    model_set_lr_decay(&r.model, (long)o.epochs *
-                                  (long)((r.train.count + o.batch - 1) / o.batch));
+  if (!o->constant_lr)
+    model_set_lr_decay(&r->model, (long)o->epochs *
+                                      (long)((r->train.count + o->batch - 1) / o->batch));
   progress g = {0};
   g.tty = isatty(STDOUT_FILENO);
-  g.quiet = o.quiet;
-  g.epochs = o.epochs;
-  double train_time = 0.0, eval_time = 0.0;
-  for (int e = 1; e <= o.epochs; e++) {
+  g.quiet = o->quiet;
+  g.epochs = o->epochs;
+  for (int e = 1; e <= o->epochs; e++) {
     g.epoch = e;
     g.t0 = now_s();
     g.last_draw = 0.0;
     g.next_line = 0;
     mlp_progress p;
-    st = model_train_epoch(&r.model, &r.train, &shuffle, progress_cb, &g, &p);
+    int st = model_train_epoch(&r->model, &r->train, &shuffle, progress_cb, &g, &p);
     progress_clear(&g);
-    if (st != RUMUS_OK) return model_error(&r, "training failed");
+    if (st != RUMUS_OK) return model_error(r, "training failed");
     double t1 = now_s();
-    if (model_evaluate(&r.model, &r.test, &correct) != RUMUS_OK)
-      return model_error(&r, "evaluation failed");
+    if (model_evaluate(&r->model, &r->test, &r->correct) != RUMUS_OK)
+      return model_error(r, "evaluation failed");
     double t2 = now_s();
-    train_time += t1 - g.t0;
-    eval_time += t2 - t1;
+    r->train_time += t1 - g.t0;
+    r->eval_time += t2 - t1;
     printf("epoch %d/%d: train loss %.4f acc %.2f%% | test acc %.2f%% | "
            "%.2f s (test %.2f s)\n",
-           e, o.epochs, p.loss_sum / (double)p.seen,
+           e, o->epochs, p.loss_sum / (double)p.seen,
            100.0 * (double)p.correct / (double)p.seen,
-           100.0 * (double)correct / (double)r.test.count, t1 - g.t0, t2 - t1);
+           100.0 * (double)r->correct / (double)r->test.count, t1 - g.t0, t2 - t1);
     fflush(stdout);
   }
+  return 0;
+}
 
-  if (o.save) {
-    if (model_save(&r.model, o.save, err, sizeof err) != RUMUS_OK) {
+static void print_summary(const run_state *r) {
+  const train_opts *o = &r->o;
+  double t_end = now_s();
+  printf("summary: %d epoch%s in %.2f s total (setup %.2f s)\n", o->epochs,
+         o->epochs == 1 ? "" : "s", t_end - r->t_start, r->t_ready - r->t_start);
+  printf("         per epoch %.2f s training (%.0f samples/s) + %.2f s test pass\n",
+         r->train_time / o->epochs,
+         (double)r->train.count * o->epochs / r->train_time, r->eval_time / o->epochs);
+  printf("         final test accuracy %.2f%% (%zu/%zu)\n",
+         100.0 * (double)r->correct / (double)r->test.count, r->correct,
+         r->test.count);
+  if (o->precision == RUMUS_F16)
+    printf("         loss scale %g, %ld of %ld steps skipped for overflow\n",
+           (double)model_loss_scale(&r->model), model_skipped_steps(&r->model),
+           model_steps(&r->model));
+  printf("         device %s\n", r->device);
+}
+
+int main(int argc, char **argv) {
+  run_state r;
+  memset(&r, 0, sizeof r);
+  char err[2048];
+  if (train_opts_parse(argc, argv, &r.o, err, sizeof err) != 0) {
+    fprintf(stderr, "rumus-train: %s\n", err);
+    train_usage(stderr);
+    return 2;
+  }
+  if (r.o.help) {
+    train_usage(stdout);
+    return 0;
+  }
+  r.t_start = now_s();
+  if (r.o.save && check_save_path(r.o.save) != 0) return 1;
+  if (load_inputs(&r) != 0 || prepare_device(&r) != 0) return cleanup(&r, 1);
+  print_header(&r);
+  if (r.o.eval_only) return evaluate_only(&r);
+  int code = train_epochs(&r);
+  if (code != 0) return code;
+  if (r.o.save) {
+    if (model_save(&r.model, r.o.save, err, sizeof err) != RUMUS_OK) {
       fprintf(stderr, "rumus-train: %s\n", err);
       return cleanup(&r, 1);
     }
-    printf("saved  : %s\n", o.save);
+    printf("saved  : %s\n", r.o.save);
   }
-
-  double t_end = now_s();
-  printf("summary: %d epoch%s in %.2f s total (setup %.2f s)\n", o.epochs,
-         o.epochs == 1 ? "" : "s",
-         t_end - t_start, t_ready - t_start);
-  printf("         per epoch %.2f s training (%.0f samples/s) + %.2f s test pass\n",
-         train_time / o.epochs,
-         (double)r.train.count * o.epochs / train_time, eval_time / o.epochs);
-  printf("         final test accuracy %.2f%% (%zu/%zu)\n",
-         100.0 * (double)correct / (double)r.test.count, correct, r.test.count);
-  if (o.precision == RUMUS_F16)
-    printf("         loss scale %g, %ld of %ld steps skipped for overflow\n",
-           (double)model_loss_scale(&r.model), model_skipped_steps(&r.model),
-           model_steps(&r.model));
-  printf("         device %s\n", device);
+  print_summary(&r);
   return cleanup(&r, 0);
 }
