@@ -1,12 +1,13 @@
 /* safetensors.c - see safetensors.h. */
 #include "safetensors.h"
 
-#include <errno.h>
 #include <json-c/json.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common.h"
 
 /* ---- dtypes ------------------------------------------------------------- */
 
@@ -103,19 +104,25 @@ static int check_for_save(const st_tensor *t, size_t n, char *err,
   return RUMUS_OK;
 }
 
-/* The 8-byte length, the header padded with spaces to a multiple of 8,
- * then the data, to f. */
-static int write_all(FILE *f, const char *hdr, const st_tensor *t, size_t n) {
+/* The file's bytes: the 8-byte length, the header padded with spaces to a
+ * multiple of 8, then the data (malloc'ed; NULL when out of memory). */
+static unsigned char *file_bytes(const char *hdr, const st_tensor *t, size_t n,
+                                 size_t *total) {
   const size_t len = strlen(hdr), padded = (len + 7) / 8 * 8;
-  unsigned char n8[8];
-  for (int i = 0; i < 8; i++) n8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-  if (fwrite(n8, 1, 8, f) != 8 || fwrite(hdr, 1, len, f) != len) return -1;
-  for (size_t i = len; i < padded; i++)
-    if (fputc(' ', f) == EOF) return -1;
-  for (size_t i = 0; i < n; i++)
-    if (t[i].nbytes && fwrite(t[i].data, 1, t[i].nbytes, f) != t[i].nbytes)
-      return -1;
-  return 0;
+  size_t data = 0;
+  for (size_t i = 0; i < n; i++) data += t[i].nbytes;
+  unsigned char *buf = malloc(8 + padded + data);
+  if (!buf) return NULL;
+  for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+  memcpy(buf + 8, hdr, len);
+  memset(buf + 8 + len, ' ', padded - len);
+  unsigned char *at = buf + 8 + padded;
+  for (size_t i = 0; i < n; i++) {
+    if (t[i].nbytes) memcpy(at, t[i].data, t[i].nbytes);
+    at += t[i].nbytes;
+  }
+  *total = 8 + padded + data;
+  return buf;
 }
 
 int st_save(const char *path, const st_tensor *t, size_t n,
@@ -126,29 +133,12 @@ int st_save(const char *path, const st_tensor *t, size_t n,
   if (st != RUMUS_OK) return st;
   json_object *root = header_json(t, n, meta, nmeta);
   const char *hdr = root ? json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN) : NULL;
-  size_t plen = strlen(path) + 5;
-  char *tmp = malloc(plen);
-  if (!hdr || !tmp) {
-    json_object_put(root);
-    free(tmp);
-    return train_fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory", path);
-  }
-  snprintf(tmp, plen, "%s.tmp", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) {
-    st = train_fail(err, errlen, TRAIN_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-  } else {
-    int bad = write_all(f, hdr, t, n);
-    if (fclose(f) != 0) bad = -1;
-    if (bad)
-      st = train_fail(err, errlen, TRAIN_EIO, "%s: write failed: %s", tmp, strerror(errno));
-    else if (rename(tmp, path) != 0)
-      st = train_fail(err, errlen, TRAIN_EIO, "%s: cannot rename %s to it: %s", path,
-                      tmp, strerror(errno));
-    if (st != RUMUS_OK) remove(tmp);
-  }
+  size_t total = 0;
+  unsigned char *buf = hdr ? file_bytes(hdr, t, n, &total) : NULL;
   json_object_put(root);
-  free(tmp);
+  if (!buf) return train_fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory", path);
+  st = train_write_file(path, buf, total, err, errlen);
+  free(buf);
   return st;
 }
 
@@ -312,20 +302,8 @@ static int parse_header(const char *path, st_file *f, size_t hlen, char *err,
 /* The whole file into f->buf; its length field into *hlen, checked. */
 static int read_file(const char *path, st_file *f, size_t *hlen, char *err,
                      size_t errlen) {
-  FILE *in = fopen(path, "rb");
-  if (!in) return train_fail(err, errlen, TRAIN_EIO, "%s: cannot open: %s", path, strerror(errno));
-  long size = -1;
-  if (fseek(in, 0, SEEK_END) == 0) size = ftell(in);
-  int st = RUMUS_OK;
-  if (size < 0 || fseek(in, 0, SEEK_SET) != 0)
-    st = train_fail(err, errlen, TRAIN_EIO, "%s: cannot seek: %s", path, strerror(errno));
-  else if ((f->buf = malloc((size_t)size + 1)) == NULL)
-    st = train_fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %ld bytes", path, size);
-  else if (fread(f->buf, 1, (size_t)size, in) != (size_t)size)
-    st = train_fail(err, errlen, TRAIN_EIO, "%s: read error", path);
-  fclose(in);
+  int st = train_read_file(path, SIZE_MAX / 2, &f->buf, &f->size, err, errlen);
   if (st != RUMUS_OK) return st;
-  f->size = (size_t)size;
   if (f->size < 8)
     return train_fail(err, errlen, TRAIN_EFORMAT, "%s: %zu bytes: too short for a header",
                       path, f->size);
