@@ -255,6 +255,34 @@ def make_case(rec, dev):
     if op == "sum_squares":
         x = rand(n)
         return (lambda: torch.linalg.vector_norm(x)), "linalg.vector_norm"
+    return make_tensorops_case(op, d, rand, dev, dt)
+
+
+def make_tensorops_case(op, d, rand, dev, dt):
+    """The layout ops of rumus-bench (permute_0213, transpose,
+    broadcast_add, reduce_sum0/1), each written into a preallocated output
+    as rumus writes into its own."""
+    if op == "permute_0213":
+        b, t, h, hd = d
+        x = rand(b, t, h, hd)
+        out = torch.empty(b, h, t, hd, device=dev, dtype=dt)
+        return (lambda: out.copy_(x.permute(0, 2, 1, 3))), "out.copy_(x.permute(0, 2, 1, 3))"
+    if len(d) != 2:
+        return None
+    r, c = d
+    if op == "transpose":
+        x = rand(r, c)
+        out = torch.empty(c, r, device=dev, dtype=dt)
+        return (lambda: out.copy_(x.t())), "out.copy_(x.t())"
+    if op == "broadcast_add":
+        a, b = rand(r, c), rand(c)
+        out = torch.empty(r, c, device=dev, dtype=dt)
+        return (lambda: torch.add(a, b, out=out)), "torch.add(a, b, out=)"
+    if op in ("reduce_sum0", "reduce_sum1"):
+        x = rand(r, c)
+        dim = 0 if op == "reduce_sum0" else 1
+        out = torch.empty(c if dim == 0 else r, device=dev, dtype=dt)
+        return (lambda: torch.sum(x, dim, out=out)), f"torch.sum(x, {dim}, out=)"
     return None
 
 
