@@ -255,7 +255,40 @@ def make_case(rec, dev):
     if op == "sum_squares":
         x = rand(n)
         return (lambda: torch.linalg.vector_norm(x)), "linalg.vector_norm"
-    return make_tensorops_case(op, d, rand, dev, dt)
+    return make_tensorops_case(op, d, rand, dev, dt) or make_norm_embed_case(op, d, rand, dev, dt)
+
+
+def make_norm_embed_case(op, d, rand, dev, dt):
+    """Layer norm, RMS norm (F.layer_norm / F.rms_norm over the last axis,
+    affine) and embedding (F.embedding with rumus-bench's skewed ids: id =
+    floor(V u^4)), forward or forward's autograd."""
+    if op.startswith(("layernorm_", "rmsnorm_")) and len(d) == 2:
+        r, c = d
+        x = rand(r, c, lo=-1.0, hi=3.0)
+        g, b = rand(c, lo=0.5, hi=1.5), rand(c, lo=-0.5, hi=0.5)
+        if op.startswith("layernorm_"):
+            f, what = (lambda t, w: F.layer_norm(t, (c,), w, b, 1e-5)), "F.layer_norm"
+        else:
+            f, what = (lambda t, w: F.rms_norm(t, (c,), w, 1e-5)), "F.rms_norm"
+        if op.endswith("_fwd"):
+            return (lambda: f(x, g)), what
+        x.requires_grad_()
+        g.requires_grad_()
+        y = f(x, g)
+        dy = rand(r, c)
+        return (lambda: torch.autograd.grad(y, (x, g), dy, retain_graph=True)), f"autograd of {what}"
+    if op.startswith("embedding_") and len(d) == 3:
+        p, v, dim = d
+        u = torch.rand(p, device=dev, dtype=torch.float64)
+        ids = torch.clamp((v * u ** 4).floor().long(), max=v - 1)
+        w = rand(v, dim)
+        if op == "embedding_fwd":
+            return (lambda: F.embedding(ids, w)), "F.embedding"
+        w.requires_grad_()
+        y = F.embedding(ids, w)
+        dy = rand(p, dim)
+        return (lambda: torch.autograd.grad(y, w, dy, retain_graph=True)), "autograd of F.embedding"
+    return None
 
 
 def make_tensorops_case(op, d, rand, dev, dt):

@@ -9,6 +9,8 @@
  * model: the arithmetic of the formula, counting exp, log, erf and sqrt
  * as one flop each; per element unless said otherwise.
  */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -903,6 +905,162 @@ static const char *peer_dropout_(bench_case *c) {
   return "omp";
 }
 
+/* Rows of 768 and 1024 (transformer widths), 32 and 16384 (the issue's
+ * range); the GPU's extra case is 512 MiB. */
+#define NORM_DEFAULT "4096x32,4096x768,65536x1024,2048x16384"
+#define NORM_GPU "8192x16384"
+/* A character model's table (65 rows), a word-piece table of 32000. */
+#define EMBED_DEFAULT "65536x65x384,16384x32000x512"
+#define EMBED_GPU "131072x50257x768"
+
+/* ---- Layer norm and RMS norm --------------------------------------------- */
+
+/* Forward: read x (and gamma, beta), write y and the F32 row statistics:
+ * bytes 4(2RC + 2C + 2R) (RMS norm: 4(2RC + C + R)); per element: mean 1,
+ * variance 3, y 3 (RMS norm: 2 + 2). */
+static const char *describe_norm_fwd(bench_case *c, int rms) {
+  size_t r, k;
+  const char *why = rows_cols(c, &r, &k);
+  if (why) return why;
+  tensor(c, "x", BT_IN, RUMUS_F32, 2, r, k, -1, 3);
+  tensor(c, "gamma", BT_IN, RUMUS_F32, 1, k, 0, 0.5f, 1.5f);
+  if (!rms) tensor(c, "beta", BT_IN, RUMUS_F32, 1, k, 0, -0.5f, 0.5f);
+  tensor(c, "y", BT_OUT, RUMUS_F32, 2, r, k, 0, 0);
+  if (!rms) tensor(c, "mean", BT_OUT, RUMUS_F32, 1, r, 0, 0, 0), keep_f32(c);
+  tensor(c, "rstd", BT_OUT, RUMUS_F32, 1, r, 0, 0, 0), keep_f32(c);
+  const double rk = (double)r * (double)k, stats = rms ? 1.0 : 2.0;
+  c->bytes = F4 * (2.0 * rk + stats * ((double)k + (double)r));
+  c->flops = (rms ? 4.0 : 7.0) * rk;
+  return NULL;
+}
+/* Backward: read dy and x (and gamma, the statistics), write dx, dgamma
+ * (and dbeta): bytes 4(3RC + 3C + 2R) (RMS norm: 4(3RC + 2C + R)); per
+ * element: the two row sums 4, dx 5, dgamma 3, dbeta 1. */
+static const char *describe_norm_bwd(bench_case *c, int rms) {
+  size_t r, k;
+  const char *why = rows_cols(c, &r, &k);
+  if (why) return why;
+  tensor(c, "dy", BT_IN, RUMUS_F32, 2, r, k, -1, 1);
+  tensor(c, "x", BT_IN, RUMUS_F32, 2, r, k, -1, 3);
+  tensor(c, "gamma", BT_IN, RUMUS_F32, 1, k, 0, 0.5f, 1.5f);
+  if (!rms) tensor(c, "mean", BT_IN, RUMUS_F32, 1, r, 0, 0.9f, 1.1f), keep_f32(c);
+  tensor(c, "rstd", BT_IN, RUMUS_F32, 1, r, 0, 0.8f, 1.2f), keep_f32(c);
+  tensor(c, "dx", BT_OUT, RUMUS_F32, 2, r, k, 0, 0);
+  tensor(c, "dgamma", BT_OUT, RUMUS_F32, 1, k, 0, 0, 0);
+  if (!rms) tensor(c, "dbeta", BT_OUT, RUMUS_F32, 1, k, 0, 0, 0);
+  const double rk = (double)r * (double)k;
+  c->bytes = F4 * (3.0 * rk + (rms ? 2.0 : 3.0) * (double)k +
+                   (rms ? 1.0 : 2.0) * (double)r);
+  c->flops = (rms ? 11.0 : 13.0) * rk;
+  return NULL;
+}
+static const char *describe_ln_fwd(bench_case *c) { return describe_norm_fwd(c, 0); }
+static const char *describe_rms_fwd(bench_case *c) { return describe_norm_fwd(c, 1); }
+static const char *describe_ln_bwd(bench_case *c) { return describe_norm_bwd(c, 0); }
+static const char *describe_rms_bwd(bench_case *c) { return describe_norm_bwd(c, 1); }
+static int run_ln_fwd(bench_case *c) {
+  return rumus_layernorm_fwd(c->ctx, NULL, T(0), T(1), T(2), T(3), T(4), T(5));
+}
+static int run_rms_fwd(bench_case *c) {
+  return rumus_rmsnorm_fwd(c->ctx, NULL, T(0), T(1), T(2), T(3));
+}
+static int run_ln_bwd(bench_case *c) {
+  return rumus_layernorm_bwd(c->ctx, T(0), T(1), T(2), T(3), T(4), T(5), T(6),
+                             T(7));
+}
+static int run_rms_bwd(bench_case *c) {
+  return rumus_rmsnorm_bwd(c->ctx, T(0), T(1), T(2), T(3), T(4), T(5));
+}
+static const char *peer_ln_fwd(bench_case *c) {
+  const rumus_layernorm_params d = RUMUS_LAYERNORM_DEFAULTS;
+  peer_layernorm_fwd(H(0), H(1), H(2), P(3), P(4), P(5), c->td[0].shape[0],
+                     c->td[0].shape[1], d.eps, 0);
+  return "omp";
+}
+static const char *peer_rms_fwd(bench_case *c) {
+  const rumus_layernorm_params d = RUMUS_LAYERNORM_DEFAULTS;
+  peer_layernorm_fwd(H(0), H(1), NULL, P(2), NULL, P(3), c->td[0].shape[0],
+                     c->td[0].shape[1], d.eps, 1);
+  return "omp";
+}
+static const char *peer_ln_bwd(bench_case *c) {
+  peer_layernorm_bwd(H(0), H(1), H(2), H(3), H(4), P(5), P(6), P(7),
+                     c->td[0].shape[0], c->td[0].shape[1], 0);
+  return "omp";
+}
+static const char *peer_rms_bwd(bench_case *c) {
+  peer_layernorm_bwd(H(0), H(1), H(2), NULL, H(3), P(4), P(5), NULL,
+                     c->td[0].shape[0], c->td[0].shape[1], 1);
+  return "omp";
+}
+
+/* ---- Embedding ------------------------------------------------------------ */
+
+/* PxVxD: P positions, a table of V rows of D.  The ids are skewed (id =
+ * floor(V u^4) for uniform u: a quarter of the positions name the first
+ * V/256 rows), as a language's tokens are, which is what makes a
+ * backward that serialises on repeated ids slow.  Forward: read P rows of
+ * the table, write out: bytes 4(2PD + P).  Backward: read dout, write the
+ * whole table's gradient: bytes 4(PD + VD + P), flops PD. */
+static const char *embed_dims(const bench_case *c, size_t *p, size_t *v,
+                              size_t *d) {
+  if (c->shape.ndim != 3 || c->shape.ta || c->shape.tb || c->shape.given)
+    return "needs a shape PxVxD";
+  *p = c->shape.d[0];
+  *v = c->shape.d[1];
+  *d = c->shape.d[2];
+  return *v > INT32_MAX ? "V over INT32_MAX" : NULL;
+}
+static const char *describe_embed_fwd(bench_case *c) {
+  size_t p, v, d;
+  const char *why = embed_dims(c, &p, &v, &d);
+  if (why) return why;
+  tensor(c, "weight", BT_IN, RUMUS_F32, 2, v, d, -1, 1);
+  tensor(c, "ids", BT_IN, RUMUS_I32, 1, p, 0, 0, (float)v);
+  tensor(c, "out", BT_OUT, RUMUS_F32, 2, p, d, 0, 0);
+  c->bytes = F4 * (2.0 * (double)p * (double)d + (double)p);
+  c->flops = 0;
+  return NULL;
+}
+static const char *describe_embed_bwd(bench_case *c) {
+  size_t p, v, d;
+  const char *why = embed_dims(c, &p, &v, &d);
+  if (why) return why;
+  tensor(c, "dout", BT_IN, RUMUS_F32, 2, p, d, -1, 1);
+  tensor(c, "ids", BT_IN, RUMUS_I32, 1, p, 0, 0, (float)v);
+  tensor(c, "dweight", BT_OUT, RUMUS_F32, 2, v, d, 0, 0);
+  c->bytes = F4 * ((double)p * (double)d + (double)v * (double)d + (double)p);
+  c->flops = (double)p * (double)d;
+  return NULL;
+}
+static void prepare_embed(bench_case *c) {
+  int32_t *ids = (int32_t *)c->h[1];
+  const double v = (double)c->shape.d[1];
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < c->td[1].n; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = (double)(s >> 11) / 9007199254740992.0, u2 = u * u;
+    const double id = floor(v * u2 * u2);
+    ids[i] = (int32_t)(id < v ? id : v - 1);
+  }
+}
+static int run_embed_fwd(bench_case *c) {
+  return rumus_embedding_fwd(c->ctx, T(0), T(1), -1, T(2));
+}
+static int run_embed_bwd(bench_case *c) {
+  return rumus_embedding_bwd(c->ctx, T(0), T(1), -1, T(2));
+}
+static const char *peer_embed_fwd(bench_case *c) {
+  peer_embedding_fwd(H(0), (const int32_t *)c->h[1], P(2), c->shape.d[0],
+                     c->shape.d[2]);
+  return "omp";
+}
+static const char *peer_embed_bwd(bench_case *c) {
+  peer_embedding_bwd(H(0), (const int32_t *)c->h[1], P(2), c->shape.d[0],
+                     c->shape.d[1], c->shape.d[2]);
+  return "omp";
+}
+
 /* ---- Permute, broadcasting, sums over axes ------------------------------ */
 
 /* permute_0213: [B, T, H, D] -> [B, H, T, D] (the head split; the merge is
@@ -1146,6 +1304,24 @@ const bench_op bench_ops[] = {
     {"dropout_bwd", "dropout", N_DEFAULT, NULL, 1,
      "p 0.5, the forward's mask: bytes 4(2N), flops N", describe_dropout,
      run_dropout_bwd, peer_dropout_, NULL, NULL},
+    {"layernorm_fwd", "layernorm", NORM_DEFAULT, NORM_GPU, 1,
+     "y, mean, rstd of rows of C: bytes 4(2RC + 2C + 2R), flops 7RC",
+     describe_ln_fwd, run_ln_fwd, peer_ln_fwd, NULL, NULL},
+    {"layernorm_bwd", "layernorm", NORM_DEFAULT, NORM_GPU, 1,
+     "dx, dgamma, dbeta: bytes 4(3RC + 3C + 2R), flops 13RC",
+     describe_ln_bwd, run_ln_bwd, peer_ln_bwd, NULL, NULL},
+    {"rmsnorm_fwd", "layernorm", NORM_DEFAULT, NORM_GPU, 1,
+     "y, rrms: bytes 4(2RC + C + R), flops 4RC", describe_rms_fwd,
+     run_rms_fwd, peer_rms_fwd, NULL, NULL},
+    {"rmsnorm_bwd", "layernorm", NORM_DEFAULT, NORM_GPU, 1,
+     "dx, dgamma: bytes 4(3RC + 2C + R), flops 11RC", describe_rms_bwd,
+     run_rms_bwd, peer_rms_bwd, NULL, NULL},
+    {"embedding_fwd", "embedding", EMBED_DEFAULT, EMBED_GPU, 1,
+     "PxVxD, skewed ids: bytes 4(2PD + P)", describe_embed_fwd, run_embed_fwd,
+     peer_embed_fwd, NULL, prepare_embed},
+    {"embedding_bwd", "embedding", EMBED_DEFAULT, EMBED_GPU, 1,
+     "PxVxD, skewed ids: bytes 4(PD + VD + P), flops PD", describe_embed_bwd,
+     run_embed_bwd, peer_embed_bwd, NULL, prepare_embed},
     {"permute_0213", "tensorops", "32x512x8x64,8x2048x32x128", NULL, 1,
      "BxTxHxD -> BxHxTxD: bytes 4(2N)", describe_permute, run_permute,
      peer_permute, NULL, NULL},

@@ -749,3 +749,124 @@ void peer_dropout(const float *restrict x, float *restrict y, size_t n,
       y[4 * q + j] = (r[j] >> 8) >= thresh ? x[4 * q + j] * scale : 0.0f;
   }
 }
+
+void peer_layernorm_fwd(const float *restrict x, const float *restrict gamma,
+                        const float *restrict beta, float *restrict y,
+                        float *restrict mean, float *restrict rstd,
+                        size_t rows, size_t cols, float eps, int rms) {
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    float m = 0.0f, ss = 0.0f;
+    if (!rms) {
+#pragma omp simd reduction(+ : m)
+      for (size_t j = 0; j < cols; j++) m += xr[j];
+      m /= (float)cols;
+    }
+#pragma omp simd reduction(+ : ss)
+    for (size_t j = 0; j < cols; j++) ss += (xr[j] - m) * (xr[j] - m);
+    const float rs = 1.0f / sqrtf(ss / (float)cols + eps);
+    if (!rms) mean[r] = m;
+    rstd[r] = rs;
+#pragma omp simd
+    for (size_t j = 0; j < cols; j++)
+      yr[j] = (xr[j] - m) * rs * gamma[j] + (rms ? 0.0f : beta[j]);
+  }
+}
+
+/* dgamma[j] = sum_r dy xhat, dbeta[j] = sum_r dy, columns split over the
+ * threads as peer_bias_grad splits them. */
+static void layernorm_param_grads(const float *restrict dy,
+                                  const float *restrict x,
+                                  const float *restrict mean,
+                                  const float *restrict rstd,
+                                  float *restrict dgamma,
+                                  float *restrict dbeta, size_t rows,
+                                  size_t cols) {
+#pragma omp parallel
+  {
+    size_t nt = 1, id = 0;
+#ifdef _OPENMP
+    nt = (size_t)omp_get_num_threads();
+    id = (size_t)omp_get_thread_num();
+#endif
+    size_t per = (cols + nt - 1) / nt;
+    size_t j0 = id * per < cols ? id * per : cols;
+    size_t j1 = j0 + per < cols ? j0 + per : cols;
+    for (size_t j = j0; j < j1; j++) {
+      dgamma[j] = 0.0f;
+      if (dbeta) dbeta[j] = 0.0f;
+    }
+    for (size_t r = 0; r < rows; r++) {
+      const float *gr = dy + r * cols, *xr = x + r * cols;
+      const float m = mean ? mean[r] : 0.0f, rs = rstd[r];
+#pragma omp simd
+      for (size_t j = j0; j < j1; j++) dgamma[j] += gr[j] * (xr[j] - m) * rs;
+      if (dbeta) {
+#pragma omp simd
+        for (size_t j = j0; j < j1; j++) dbeta[j] += gr[j];
+      }
+    }
+  }
+}
+
+void peer_layernorm_bwd(const float *restrict dy, const float *restrict x,
+                        const float *restrict gamma,
+                        const float *restrict mean,
+                        const float *restrict rstd, float *restrict dx,
+                        float *restrict dgamma, float *restrict dbeta,
+                        size_t rows, size_t cols, int rms) {
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < rows; r++) {
+    const float *gr = dy + r * cols, *xr = x + r * cols;
+    float *dr = dx + r * cols;
+    const float m = rms ? 0.0f : mean[r], rs = rstd[r];
+    float sg = 0.0f, sgx = 0.0f;
+#pragma omp simd reduction(+ : sg, sgx)
+    for (size_t j = 0; j < cols; j++) {
+      const float g = gr[j] * gamma[j];
+      sg += g;
+      sgx += g * (xr[j] - m) * rs;
+    }
+    sg = rms ? 0.0f : sg / (float)cols;
+    sgx /= (float)cols;
+#pragma omp simd
+    for (size_t j = 0; j < cols; j++)
+      dr[j] = rs * (gr[j] * gamma[j] - sg - (xr[j] - m) * rs * sgx);
+  }
+  layernorm_param_grads(dy, x, rms ? NULL : mean, rstd, dgamma,
+                        rms ? NULL : dbeta, rows, cols);
+}
+
+void peer_embedding_fwd(const float *restrict weight,
+                        const int32_t *restrict ids, float *restrict out,
+                        size_t n, size_t dim) {
+#pragma omp parallel for schedule(static)
+  for (size_t p = 0; p < n; p++)
+    memcpy(out + p * dim, weight + (size_t)ids[p] * dim, dim * sizeof *out);
+}
+
+void peer_embedding_bwd(const float *restrict dout,
+                        const int32_t *restrict ids, float *restrict dweight,
+                        size_t n, size_t rows, size_t dim) {
+#pragma omp parallel
+  {
+    size_t nt = 1, id = 0;
+#ifdef _OPENMP
+    nt = (size_t)omp_get_num_threads();
+    id = (size_t)omp_get_thread_num();
+#endif
+    size_t per = (dim + nt - 1) / nt;
+    size_t j0 = id * per < dim ? id * per : dim;
+    size_t j1 = j0 + per < dim ? j0 + per : dim;
+    for (size_t r = 0; r < rows; r++)
+      for (size_t j = j0; j < j1; j++) dweight[r * dim + j] = 0.0f;
+    for (size_t p = 0; p < n; p++) {
+      float *dw = dweight + (size_t)ids[p] * dim;
+      const float *g = dout + p * dim;
+#pragma omp simd
+      for (size_t j = j0; j < j1; j++) dw[j] += g[j];
+    }
+  }
+}

@@ -133,4 +133,24 @@ void peer_channel_bias_grad(const float *dy, float *db, size_t n, size_t c,
 void peer_dropout(const float *x, float *y, size_t n, float p, uint64_t seed,
                   uint64_t offset);
 
+/* Layer norm (rms = 0) or RMS norm (rms = 1; beta and mean unused) over
+ * rows of cols elements, rows over the threads: y, and the row statistics
+ * mean and rstd (1 / sqrt(var + eps), or 1 / rms). */
+void peer_layernorm_fwd(const float *x, const float *gamma, const float *beta,
+                        float *y, float *mean, float *rstd, size_t rows,
+                        size_t cols, float eps, int rms);
+/* Their backward from x, the statistics and dy: dx by rows, dgamma and
+ * dbeta (NULL for RMS norm) by columns over the threads. */
+void peer_layernorm_bwd(const float *dy, const float *x, const float *gamma,
+                        const float *mean, const float *rstd, float *dx,
+                        float *dgamma, float *dbeta, size_t rows, size_t cols,
+                        int rms);
+/* out[p] = weight[ids[p]] (dim floats each); dweight = the sum of dout[p]
+ * over the positions naming each row (columns over the threads, positions
+ * in order). */
+void peer_embedding_fwd(const float *weight, const int32_t *ids, float *out,
+                        size_t n, size_t dim);
+void peer_embedding_bwd(const float *dout, const int32_t *ids, float *dweight,
+                        size_t n, size_t rows, size_t dim);
+
 #endif /* RUMUS_BENCH_PEER_H */
