@@ -92,7 +92,9 @@ static const char *rows_cols(const bench_case *c, size_t *rows, size_t *cols) {
 }
 
 int bench_op_takes_dtype(const bench_op *op) {
-  return strcmp(op->family, "quant") != 0 && strcmp(op->name, "sum_squares") != 0;
+  /* The casts have their storage types in their names. */
+  return strcmp(op->family, "quant") != 0 && strcmp(op->family, "cast") != 0 &&
+         strcmp(op->name, "sum_squares") != 0;
 }
 
 double bench_check_limit(rumus_dtype d) {
@@ -913,6 +915,54 @@ static const char *peer_dropout_(bench_case *c) {
 #define EMBED_DEFAULT "65536x65x384,16384x32000x512"
 #define EMBED_GPU "131072x50257x768"
 
+/* ---- Casts --------------------------------------------------------------- */
+
+/* A tensor of a fixed storage type whatever --dtype says; its host copies
+ * are floats (converted on upload and download) unless it is F32. */
+static void fixed_tensor(bench_case *c, const char *name, int role,
+                         rumus_dtype dt, size_t n) {
+  tensor(c, name, role, RUMUS_F32, 1, n, 0, -3, 3);
+  bench_tdesc *t = &c->td[c->nt - 1];
+  t->host_f32 = dt != RUMUS_F32;
+  t->dtype = dt;
+}
+/* src -> dst over N elements: bytes (size(src) + size(dst)) N. */
+static const char *describe_cast(bench_case *c, rumus_dtype from,
+                                 rumus_dtype to) {
+  if (c->shape.ndim != 1 || c->shape.given) return "needs a shape N";
+  const size_t n = c->shape.d[0];
+  fixed_tensor(c, "src", BT_IN, from, n);
+  fixed_tensor(c, "dst", BT_OUT, to, n);
+  c->bytes = (double)(rumus_dtype_size(from) + rumus_dtype_size(to)) * (double)n;
+  c->flops = 0;
+  return NULL;
+}
+static const char *describe_cast_f32_f16(bench_case *c) {
+  return describe_cast(c, RUMUS_F32, RUMUS_F16);
+}
+static const char *describe_cast_f16_f32(bench_case *c) {
+  return describe_cast(c, RUMUS_F16, RUMUS_F32);
+}
+static const char *describe_cast_f32_bf16(bench_case *c) {
+  return describe_cast(c, RUMUS_F32, RUMUS_BF16);
+}
+static const char *describe_cast_bf16_f32(bench_case *c) {
+  return describe_cast(c, RUMUS_BF16, RUMUS_F32);
+}
+static int run_cast(bench_case *c) { return rumus_cast(c->ctx, T(0), T(1)); }
+/* The host conversion of rumus.h's rule, to the values dst holds. */
+static const char *peer_cast(bench_case *c) {
+  const rumus_dtype to = c->td[1].dtype;
+  const size_t n = c->td[0].n;
+  const float *src = H(0);
+  float *dst = P(1);
+  for (size_t i = 0; i < n; i++)
+    dst[i] = to == RUMUS_F16    ? rumus_f16_to_f32(rumus_f32_to_f16(src[i]))
+             : to == RUMUS_BF16 ? rumus_bf16_to_f32(rumus_f32_to_bf16(src[i]))
+                                : src[i];
+  return "serial";
+}
+
 /* ---- Layer norm and RMS norm --------------------------------------------- */
 
 /* Forward: read x (and gamma, beta), write y and the F32 row statistics:
@@ -1304,6 +1354,14 @@ const bench_op bench_ops[] = {
     {"dropout_bwd", "dropout", N_DEFAULT, NULL, 1,
      "p 0.5, the forward's mask: bytes 4(2N), flops N", describe_dropout,
      run_dropout_bwd, peer_dropout_, NULL, NULL},
+    {"cast_f32_f16", "cast", N_DEFAULT, NULL, 1, "bytes 6N",
+     describe_cast_f32_f16, run_cast, peer_cast, NULL, NULL},
+    {"cast_f16_f32", "cast", N_DEFAULT, NULL, 1, "bytes 6N",
+     describe_cast_f16_f32, run_cast, peer_cast, NULL, NULL},
+    {"cast_f32_bf16", "cast", N_DEFAULT, NULL, 1, "bytes 6N",
+     describe_cast_f32_bf16, run_cast, peer_cast, NULL, NULL},
+    {"cast_bf16_f32", "cast", N_DEFAULT, NULL, 1, "bytes 6N",
+     describe_cast_bf16_f32, run_cast, peer_cast, NULL, NULL},
     {"layernorm_fwd", "layernorm", NORM_DEFAULT, NORM_GPU, 1,
      "y, mean, rstd of rows of C: bytes 4(2RC + 2C + 2R), flops 7RC",
      describe_ln_fwd, run_ln_fwd, peer_ln_fwd, NULL, NULL},
