@@ -73,19 +73,15 @@ inline geo_t geo_of(long16 v) {
   return g;
 }
 
-/* 1 if input pixel (ih, iw) lies inside the image (0: padding). */
-inline int x_in(const geo_t *g, long ih, long iw) {
-  return (ih >= 0) & (ih < g->h) & (iw >= 0) & (iw < g->w);
-}
-
-/* dy's coordinate along an axis of stride s and extent o for t = i + P -
- * k D (input coordinate i, tap k): t / s where t >= 0, s divides t and
- * t / s < o; *ok says whether it is.  Branch-free (& rather than &&), so
- * the CPU kernels' lane loops vectorise; stride 1 skips the division. */
-inline int dy_at(int t, int s, int o, int *ok) {
-  const int q = s == 1 ? t : t / s;
-  *ok = (t >= 0) & (q < o) & (q * s == t);
-  return q;
+/* The first tap k (< K, below the period SH / gcd(SH, D)) with S dividing
+ * t - k D, or K if none, and that period. */
+inline int phase_first(int t, int K, int D, int S, int *step) {
+  int k = 0;
+  while (k < K && (t - k * D) % S != 0) k++;
+  int p = 1; /* the period: the least p with S dividing p D */
+  while ((p * D) % S != 0) p++;
+  *step = p;
+  return k;
 }
 
 /* conv_wsum: dw[i] = part[0][i] + part[1][i] + ... in chunk order, in
@@ -227,17 +223,6 @@ void conv_fwd_cpu(global const real_t *restrict x, ulong x_off,
  * LANES consecutive elements of one dy row.  k still runs upwards, the
  * skipped terms being the GPU variant's fma(w, 0, acc), which leave acc
  * unchanged (acc is never -0: it starts at +0) for a finite w. */
-
-/* The first tap k (< K, below the period SH / gcd(SH, D)) with S dividing
- * t - k D, or K if none, and that period. */
-inline int phase_first(int t, int K, int D, int S, int *step) {
-  int k = 0;
-  while (k < K && (t - k * D) % S != 0) k++;
-  int p = 1; /* the period: the least p with S dividing p D */
-  while ((p * D) % S != 0) p++;
-  *step = p;
-  return k;
-}
 
 /* The gather of one k: lane j holds dy[., oh, ow0 + j] where lane j is a
  * pixel and ow0 + j lies in [0, OW). */
@@ -398,82 +383,219 @@ void conv_bwd_weight_cpu(global const real_t *restrict x, ulong x_off,
 }
 #else
 /* ---- GPU variant ----------------------------------------------------------
- * A work-group of TS x TS work-items computes a GT x GT tile of C (GT =
- * 4 TS), each work-item 4 x 4 outputs: rows ty + TS i and columns tx + TS
- * j (i, j < 4), so that neighbouring work-items store neighbouring
- * pixels.  k goes in steps of TS: each work-item loads A(m0 + ty + TS e,
- * k0 + tx) and B(k0 + ty, j0 + tx + TS e) (e < 4) into the local tiles
- * As[k][m] and Bs[k][j]; a B column's coordinates are worked out once per
- * work-item, a k's once per step. */
+ * Register-blocked implicit GEMMs in the manner of gemm.cl's gemm_tiled: a
+ * work-group of WX x WY = (TN / RN) x (TM / RM) work-items computes a TM x
+ * TN tile of C, each work-item an RM x RN register block: rows ty 4 + g
+ * WY 4 + r and columns tx 4 + h WX 4 + c (g < RM / 4, h < RN / 4, r, c <
+ * 4), so its operands are float4 reads of local memory without bank
+ * conflicts.  k goes in steps of TK: the work-group stages a TM x TK slice
+ * of A and a TK x TN slice of B in local memory (As[k][m], Bs[k][j]),
+ * gathering B from x or dy as it loads it (im2col on the fly); the next
+ * step's elements are fetched into registers while the current slices are
+ * multiplied.  Each work-item loads the same column (or the same k) at
+ * every step, so what a column needs (its image, its top-left input
+ * pixel) is worked out once per kernel, and the k of its elements move by
+ * TK per step through carries (tap_step), without divisions.  Loads
+ * outside the GEMM give 0, so partial tiles in every dimension need no
+ * other care.  Sums run k upwards from 0 with one fma per term, as the
+ * CPU variant's, whatever the tile sizes. */
 
-#define GT (4 * TS)
-#define LP (GT + 1) /* pitch of a local tile's rows */
+#ifndef TM
+#define TM 64 /* rows of C per work-group */
+#endif
+#ifndef TN
+#define TN 64 /* columns of C per work-group */
+#endif
+#ifndef TK
+#define TK 16 /* k per step staged in local memory */
+#endif
+#ifndef RM
+#define RM 4 /* rows per work-item (4 or 8) */
+#endif
+#ifndef RN
+#define RN 4 /* columns per work-item (4 or 8) */
+#endif
 
-/* acc[i][j] += sum over the step's TS k of As[k][ty + TS i] Bs[k][tx + TS
- * j], k upwards. */
-inline void gpu_tile(local const float *As, local const float *Bs, int tx,
-                     int ty, float acc[4][4]) {
-  UNROLL for (int k = 0; k < TS; k++) {
-    float a[4], b[4];
-    UNROLL for (int i = 0; i < 4; i++) a[i] = As[k * LP + ty + TS * i];
-    UNROLL for (int j = 0; j < 4; j++) b[j] = Bs[k * LP + tx + TS * j];
-    UNROLL for (int i = 0; i < 4; i++)
-      UNROLL for (int j = 0; j < 4; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+#define WX (TN / RN) /* work-group extent along columns (local id 0) */
+#define WY (TM / RM) /* along rows (local id 1) */
+#define WGS (WX * WY)
+#define PA (TM + 4) /* pitch of As's rows (float4 aligned) */
+#define PB (TN + 4)
+#define LA (TM * TK / WGS) /* A elements per work-item per step */
+/* B elements per work-item per step: a column and LB k (forward, input
+ * gradient) or a k and LB columns (weight gradient): the same count. */
+#define LB (TN * TK / WGS)
+
+#if (RM % 4) || (RN % 4) || (TM % RM) || (TN % RN)
+#error "RM and RN must be multiples of 4 dividing TM and TN"
+#endif
+#if (WGS % TK) || (WGS % TN) || (TM % (WGS / TK)) || (TN % (WGS / TK)) || \
+    (TK % (WGS / TN))
+#error "TK and TN must divide the work-group size, which must tile TM x TK and TK x TN"
+#endif
+
+/* (a, b, c) += (da, db, dc) in a mixed radix (b < B, c < C) with carries;
+ * da, db, dc: a step already in that radix (db < B, dc < C). */
+inline void tap_step(int *a, int *b, int *c, int da, int db, int dc, int B,
+                     int C) {
+  *c += dc;
+  int carry = *c >= C;
+  if (carry) *c -= C;
+  *b += db + carry;
+  carry = *b >= B;
+  if (carry) *b -= B;
+  *a += da + carry;
+}
+
+/* v = (a, b, c) in the radix of tap_step: v / (B C), then the rest. */
+inline void tap_split(size_t v, int B, int C, int *a, int *b, int *c) {
+  const size_t bc = (size_t)B * (size_t)C, r = v % bc;
+  *a = (int)(v / bc);
+  *b = (int)(r / (size_t)C);
+  *c = (int)(r % (size_t)C);
+}
+
+/* acc += the products of the TK-deep slices As and Bs, k upwards. */
+inline void tile_mul(local const float *As, local const float *Bs, int tx,
+                     int ty, float acc[RM][RN]) {
+  UNROLL for (int k = 0; k < TK; k++) {
+    float a[RM], b[RN];
+    UNROLL for (int g = 0; g < RM / 4; g++) {
+      const float4 v =
+          *(local const float4 *)(As + k * PA + ty * 4 + g * WY * 4);
+      a[g * 4 + 0] = v.x;
+      a[g * 4 + 1] = v.y;
+      a[g * 4 + 2] = v.z;
+      a[g * 4 + 3] = v.w;
+    }
+    UNROLL for (int h = 0; h < RN / 4; h++) {
+      const float4 v =
+          *(local const float4 *)(Bs + k * PB + tx * 4 + h * WX * 4);
+      b[h * 4 + 0] = v.x;
+      b[h * 4 + 1] = v.y;
+      b[h * 4 + 2] = v.z;
+      b[h * 4 + 3] = v.w;
+    }
+    UNROLL for (int i = 0; i < RM; i++)
+      UNROLL for (int j = 0; j < RN; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
   }
 }
 
-/* Forward: work-group (pixel tile, output channel tile, group). */
-__kernel RUMUS_REQD_WG(TS, TS, 1)
+/* The row of C of register row i, and the column of register column j,
+ * within the tile. */
+#define ROW_OF(ty, i) ((ty) * 4 + ((i) / 4) * WY * 4 + (i) % 4)
+#define COL_OF(tx, j) ((tx) * 4 + ((j) / 4) * WX * 4 + (j) % 4)
+
+/* Stores the registers ra / rb of a step into the slices: A element s at
+ * As[ka][ma + s WGS / TK]; B element s at Bs[kb + s WGS / TN][jb] (kmajor
+ * 0: the forward and input gradient's one column, LB k) or at
+ * Bs[ka][jb + s WGS / TK] (1: the weight gradient's one k, LB columns). */
+inline void tile_store(local float *As, local float *Bs, const float *ra,
+                       const float *rb, int tid, int kmajor) {
+  const int ka = tid % TK, ma = tid / TK;
+  UNROLL for (int s = 0; s < LA; s++) As[ka * PA + ma + s * (WGS / TK)] = ra[s];
+  if (kmajor) {
+    UNROLL for (int s = 0; s < LB; s++)
+      Bs[ka * PB + ma + s * (WGS / TK)] = rb[s];
+  } else {
+    const int jb = tid % TN, kb = tid / TN;
+    UNROLL for (int s = 0; s < LB; s++)
+      Bs[(kb + s * (WGS / TN)) * PB + jb] = rb[s];
+  }
+}
+
+/* ---- Forward: C[o][q] = sum_t w[o, t] X(q, t), work-group (pixel tile,
+ * output channel tile, group). */
+
+typedef struct {
+  size_t xb; /* x's element offset of the column's image and group */
+  int ih0, iw0; /* its top-left input pixel (ih0 = H past the end: 0) */
+} fwd_col;
+
+inline fwd_col fwd_column(const geo_t *g, size_t x_off, size_t grp,
+                          size_t q) {
+  const size_t ohw = g->oh * g->ow, np = g->n * ohw, qq = q < np ? q : 0;
+  const size_t n = qq / ohw, p = qq - n * ohw;
+  fwd_col c;
+  c.xb = x_off + (n * g->c + grp * (g->c / g->g)) * (size_t)(g->h * g->w);
+  c.ih0 = q < np ? (int)((long)(p / g->ow) * g->sh - g->ph) : (int)g->h;
+  c.iw0 = (int)((long)(p % g->ow) * g->sw - g->pw);
+  return c;
+}
+
+/* The B elements of a step: tap (c[s], kh[s], kw[s]) of the column. */
+inline void fwd_load_b(const geo_t *g, global const real_t *x,
+                       const fwd_col *col, const int *c, const int *kh,
+                       const int *kw, int cg, float *rb) {
+  const size_t hw = (size_t)(g->h * g->w);
+  const int H = (int)g->h, W = (int)g->w;
+  UNROLL for (int s = 0; s < LB; s++) {
+    const int ih = col->ih0 + kh[s] * (int)g->dh;
+    const int iw = col->iw0 + kw[s] * (int)g->dw;
+    rb[s] = (c[s] < cg) & ((uint)ih < (uint)H) & ((uint)iw < (uint)W)
+                ? LOAD(x, col->xb + (size_t)c[s] * hw + (size_t)ih * W + iw)
+                : 0.0f;
+  }
+}
+
+/* The A elements of a step: w's rows m0 + ma + s WGS / TK at k. */
+inline void rows_load_a(global const real_t *A, size_t base, size_t pitch,
+                        size_t m0, int ma, size_t rows, int kin, float *ra) {
+  UNROLL for (int s = 0; s < LA; s++) {
+    const size_t m = m0 + ma + s * (WGS / TK);
+    ra[s] = kin && m < rows ? LOAD(A, base + m * pitch) : 0.0f;
+  }
+}
+
+__kernel RUMUS_REQD_WG(WX, WY, 1)
 void conv_fwd_wg(global const real_t *restrict x, ulong x_off,
                  global const real_t *restrict w, ulong w_off,
                  global const real_t *restrict bias, ulong b_off,
                  int has_bias, global real_t *restrict y, ulong y_off,
                  long16 gv, ulong z0) {
-  local float As[TS * LP], Bs[TS * LP];
+  local float4 As4[TK * PA / 4], Bs4[TK * PB / 4];
+  local float *As = (local float *)As4, *Bs = (local float *)Bs4;
   const geo_t g = geo_of(gv);
-  const size_t ohw = g.oh * g.ow, np = g.n * ohw, hw = g.h * g.w;
+  const size_t ohw = g.oh * g.ow, np = g.n * ohw;
   const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
   const size_t kt = cg * taps;
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const int tid = ty * WX + tx;
   const size_t grp = get_global_id(2) + (size_t)z0;
-  const size_t m0 = get_group_id(1) * GT, j0 = get_group_id(0) * GT;
+  const size_t m0 = get_group_id(1) * TM, j0 = get_group_id(0) * TN;
   const size_t wb = (size_t)w_off + grp * ocg * kt;
-  size_t xb[4];
-  long ih0[4], iw0[4];
-  UNROLL for (int e = 0; e < 4; e++) {
-    const size_t q = j0 + tx + TS * e, qq = q < np ? q : 0;
-    const size_t n = qq / ohw, p = qq - n * ohw;
-    xb[e] = (size_t)x_off + (n * g.c + grp * cg) * hw;
-    ih0[e] = q < np ? (long)(p / g.ow) * g.sh - g.ph : g.h; /* 0 past */
-    iw0[e] = (long)(p % g.ow) * g.sw - g.pw;
-  }
-  float acc[4][4] = {{0.0f}};
-  for (size_t k0 = 0; k0 < kt; k0 += TS) {
-    const size_t ak = k0 + tx, bk = k0 + ty;
-    UNROLL for (int e = 0; e < 4; e++) {
-      const size_t m = m0 + ty + TS * e;
-      As[tx * LP + ty + TS * e] =
-          m < ocg && ak < kt ? LOAD(w, wb + m * kt + ak) : 0.0f;
-    }
-    const size_t c = bk / taps, r = bk - c * taps;
-    const long dh = (long)(r / g.kw) * g.dh, dw = (long)(r % g.kw) * g.dw;
-    UNROLL for (int e = 0; e < 4; e++) {
-      const long ih = ih0[e] + dh, iw = iw0[e] + dw;
-      Bs[ty * LP + tx + TS * e] =
-          bk < kt && x_in(&g, ih, iw)
-              ? LOAD(x, xb[e] + c * hw + (size_t)ih * g.w + iw)
-              : 0.0f;
-    }
+  const int ka = tid % TK, ma = tid / TK, kb = tid / TN;
+  const fwd_col col = fwd_column(&g, (size_t)x_off, grp, j0 + tid % TN);
+  /* The step TK in (c, kh, kw), and each B element's first tap. */
+  int dc, dkh, dkw, c[LB], kh[LB], kw[LB];
+  tap_split(TK, (int)g.kh, (int)g.kw, &dc, &dkh, &dkw);
+  UNROLL for (int s = 0; s < LB; s++)
+    tap_split((size_t)(kb + s * (WGS / TN)), (int)g.kh, (int)g.kw, &c[s],
+              &kh[s], &kw[s]);
+  float acc[RM][RN], ra[LA], rb[LB];
+  UNROLL for (int i = 0; i < RM; i++)
+    UNROLL for (int j = 0; j < RN; j++) acc[i][j] = 0.0f;
+  rows_load_a(w, wb + ka, kt, m0, ma, ocg, ka < kt, ra);
+  fwd_load_b(&g, x, &col, c, kh, kw, (int)cg, rb);
+  for (size_t k0 = 0; k0 < kt; k0 += TK) {
+    tile_store(As, Bs, ra, rb, tid, 0);
     barrier(CLK_LOCAL_MEM_FENCE);
-    gpu_tile(As, Bs, tx, ty, acc);
+    if (k0 + TK < kt) { /* the next step travels during the products */
+      const size_t k = k0 + TK + ka;
+      rows_load_a(w, wb + k, kt, m0, ma, ocg, k < kt, ra);
+      UNROLL for (int s = 0; s < LB; s++)
+        tap_step(&c[s], &kh[s], &kw[s], dc, dkh, dkw, (int)g.kh, (int)g.kw);
+      fwd_load_b(&g, x, &col, c, kh, kw, (int)cg, rb);
+    }
+    tile_mul(As, Bs, tx, ty, acc);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  UNROLL for (int j = 0; j < 4; j++) {
-    const size_t q = j0 + tx + TS * j;
+  UNROLL for (int j = 0; j < RN; j++) {
+    const size_t q = j0 + COL_OF(tx, j);
     if (q >= np) continue;
     const size_t n = q / ohw, p = q - n * ohw;
-    UNROLL for (int i = 0; i < 4; i++) {
-      const size_t m = m0 + ty + TS * i, o = grp * ocg + m;
+    UNROLL for (int i = 0; i < RM; i++) {
+      const size_t m = m0 + ROW_OF(ty, i), o = grp * ocg + m;
       if (m >= ocg) continue;
       const float add = has_bias ? LOAD(bias, (size_t)b_off + o) : 0.0f;
       STORE(acc[i][j] + add, y, (size_t)y_off + (n * g.oc + o) * ohw + p);
@@ -481,124 +603,231 @@ void conv_fwd_wg(global const real_t *restrict x, ulong x_off,
   }
 }
 
-/* Input gradient: work-group (input pixel tile, input channel tile,
- * group). */
-__kernel RUMUS_REQD_WG(TS, TS, 1)
+/* ---- Input gradient, by stride phase: one launch per phase (rh, rw),
+ * the input pixels with (ih + PH) mod SH = rh and (iw + PW) mod SW = rw.
+ * Their taps that meet dy are kh = kh0 + sth i (i < nkh: SH divides
+ * kh DH - rh; sth = SH / gcd(SH, DH)) and likewise kw, so k = (o, i, l)
+ * visits only those, and dy's row is qh - eh0 - ehs i for the pixel's qh
+ * = (ih + PH - rh) / SH: no division per element.  The taps a phase skips
+ * are the terms fma(w, 0, acc) that leave acc as it is, so k still runs
+ * upwards over the same nonzero terms as the CPU variant's. */
+
+typedef struct {
+  int r;    /* the phase: (i + P) mod S */
+  int i0;   /* the first input coordinate of the phase */
+  int ni;   /* input coordinates of the phase */
+  int k0;   /* the first tap of the phase, */
+  int nk;   /* taps of the phase (step kst) */
+  int kst;
+  int e0;   /* dy coordinate = q - e0 - es i for tap i */
+  int es;
+  int q0;   /* q of the phase's first input coordinate */
+} phase_t;
+
+inline phase_t phase_of(int r, int I, int P, int K, int D, int S) {
+  phase_t f;
+  f.r = r;
+  f.i0 = ((r - P) % S + S) % S;
+  f.ni = f.i0 < I ? (I - f.i0 + S - 1) / S : 0;
+  f.k0 = phase_first(r, K, D, S, &f.kst);
+  f.nk = f.k0 < K ? (K - f.k0 + f.kst - 1) / f.kst : 0;
+  f.e0 = (f.k0 * D - r) / S; /* >= 0: k0 D = r mod S and r < S */
+  f.es = f.kst * D / S;
+  f.q0 = (f.i0 + P - r) / S;
+  return f;
+}
+
+typedef struct {
+  size_t db; /* dy's element offset of the column's image and group */
+  int qh, qw; /* (ih + PH - rh) / SH and the same for w (qh -1: no pixel) */
+} bwd_col;
+
+/* The A and B elements of a step of the input gradient: A (w) at the
+ * work-item's k = ak (o, i, l) for its LA rows, B (dy) at the column's LB
+ * k (bo, bi, bl); then every k moves on by TK (dk). */
+inline void bwd_data_load(const geo_t *g, global const real_t *dy,
+                          global const real_t *w, size_t wb, size_t m0,
+                          int ma, const phase_t *fh, const phase_t *fw,
+                          const bwd_col *col, int kin, int *ak, int *bo,
+                          int *bi, int *bl, const int *dk, float *ra,
+                          float *rb) {
+  const size_t cg = g->c / g->g, ocg = g->oc / g->g, taps = g->kh * g->kw;
+  const size_t ohw = g->oh * g->ow;
+  const int nh1 = max(fh->nk, 1), nw1 = max(fw->nk, 1);
+  const size_t ab = wb + (size_t)ak[0] * cg * taps +
+                    (size_t)((fh->k0 + fh->kst * ak[1]) * (int)g->kw +
+                             fw->k0 + fw->kst * ak[2]);
+  rows_load_a(w, ab, taps, m0, ma, cg, kin, ra);
+  tap_step(&ak[0], &ak[1], &ak[2], dk[0], dk[1], dk[2], nh1, nw1);
+  UNROLL for (int s = 0; s < LB; s++) {
+    const int oh = col->qh - fh->e0 - fh->es * bi[s];
+    const int ow = col->qw - fw->e0 - fw->es * bl[s];
+    rb[s] = ((size_t)bo[s] < ocg) & ((uint)oh < (uint)g->oh) &
+                    ((uint)ow < (uint)g->ow)
+                ? LOAD(dy, col->db + (size_t)bo[s] * ohw +
+                               (size_t)oh * g->ow + ow)
+                : 0.0f;
+    tap_step(&bo[s], &bi[s], &bl[s], dk[0], dk[1], dk[2], nh1, nw1);
+  }
+}
+
+__kernel RUMUS_REQD_WG(WX, WY, 1)
 void conv_bwd_data_wg(global const real_t *restrict dy, ulong dy_off,
                       global const real_t *restrict w, ulong w_off,
                       global real_t *restrict dx, ulong dx_off, long16 gv,
-                      ulong z0) {
-  local float As[TS * LP], Bs[TS * LP];
+                      int rh, int rw, ulong z0) {
+  local float4 As4[TK * PA / 4], Bs4[TK * PB / 4];
+  local float *As = (local float *)As4, *Bs = (local float *)Bs4;
   const geo_t g = geo_of(gv);
-  const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * hw;
+  const size_t ohw = g.oh * g.ow, hw = g.h * g.w;
   const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
-  const size_t kt = ocg * taps;
+  const phase_t fh = phase_of(rh, (int)g.h, (int)g.ph, (int)g.kh, (int)g.dh,
+                              (int)g.sh);
+  const phase_t fw = phase_of(rw, (int)g.w, (int)g.pw, (int)g.kw, (int)g.dw,
+                              (int)g.sw);
+  const size_t pp = (size_t)fh.ni * fw.ni, np = g.n * pp;
+  const int nk2 = fh.nk * fw.nk; /* taps of the phase */
+  const size_t kt = ocg * (size_t)nk2;
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const int tid = ty * WX + tx;
   const size_t grp = get_global_id(2) + (size_t)z0;
-  const size_t m0 = get_group_id(1) * GT, j0 = get_group_id(0) * GT;
+  const size_t m0 = get_group_id(1) * TM, j0 = get_group_id(0) * TN;
   const size_t wb = (size_t)w_off + grp * ocg * cg * taps;
-  size_t db[4];
-  int th0[4], tw0[4];
-  UNROLL for (int e = 0; e < 4; e++) {
-    const size_t q = j0 + tx + TS * e, qq = q < np ? q : 0;
-    const size_t n = qq / hw, p = qq - n * hw;
-    db[e] = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
-    th0[e] = q < np ? (int)(p / g.w + g.ph) : -1; /* past the end: 0 */
-    tw0[e] = (int)(p % g.w + g.pw);
+  const int ka = tid % TK, ma = tid / TK, kb = tid / TN;
+  bwd_col col;
+  {
+    const size_t q = j0 + tid % TN, qq = q < np ? q : 0;
+    const size_t n = qq / pp, p = qq - n * pp;
+    col.db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
+    col.qh = q < np ? fh.q0 + (int)(p / fw.ni) : -1;
+    col.qw = fw.q0 + (int)(p % fw.ni);
   }
-  float acc[4][4] = {{0.0f}};
-  for (size_t k0 = 0; k0 < kt; k0 += TS) {
-    const size_t ak = k0 + tx, bk = k0 + ty;
-    const size_t ao = ak / taps, ar = ak - ao * taps;
-    UNROLL for (int e = 0; e < 4; e++) {
-      const size_t m = m0 + ty + TS * e;
-      As[tx * LP + ty + TS * e] =
-          m < cg && ak < kt ? LOAD(w, wb + (ao * cg + m) * taps + ar) : 0.0f;
-    }
-    const size_t o = bk / taps, r = bk - o * taps;
-    const int dh = (int)((long)(r / g.kw) * g.dh);
-    const int dw = (int)((long)(r % g.kw) * g.dw);
-    UNROLL for (int e = 0; e < 4; e++) {
-      int okh, okw;
-      const int oh = dy_at(th0[e] - dh, (int)g.sh, (int)g.oh, &okh);
-      const int ow = dy_at(tw0[e] - dw, (int)g.sw, (int)g.ow, &okw);
-      Bs[ty * LP + tx + TS * e] =
-          ((bk < kt) & okh & okw)
-              ? LOAD(dy, db[e] + o * ohw + (size_t)oh * g.ow + ow)
-              : 0.0f;
-    }
+  /* k = (o, i, l): A's k (one per work-item) and B's LB k, stepped by TK.
+   * nk2 = 0 (no tap meets the phase): kt = 0 and no step runs. */
+  const int nh1 = max(fh.nk, 1), nw1 = max(fw.nk, 1);
+  int dk[3], ak[3], bo[LB], bi[LB], bl[LB];
+  tap_split(TK, nh1, nw1, &dk[0], &dk[1], &dk[2]);
+  tap_split((size_t)ka, nh1, nw1, &ak[0], &ak[1], &ak[2]);
+  UNROLL for (int s = 0; s < LB; s++)
+    tap_split((size_t)(kb + s * (WGS / TN)), nh1, nw1, &bo[s], &bi[s],
+              &bl[s]);
+  float acc[RM][RN], ra[LA], rb[LB];
+  UNROLL for (int i = 0; i < RM; i++)
+    UNROLL for (int j = 0; j < RN; j++) acc[i][j] = 0.0f;
+  if (kt)
+    bwd_data_load(&g, dy, w, wb, m0, ma, &fh, &fw, &col, ka < kt, ak, bo, bi,
+                  bl, dk, ra, rb);
+  for (size_t k0 = 0; k0 < kt; k0 += TK) {
+    tile_store(As, Bs, ra, rb, tid, 0);
     barrier(CLK_LOCAL_MEM_FENCE);
-    gpu_tile(As, Bs, tx, ty, acc);
+    if (k0 + TK < kt) /* the next step travels during the products */
+      bwd_data_load(&g, dy, w, wb, m0, ma, &fh, &fw, &col,
+                    k0 + TK + ka < kt, ak, bo, bi, bl, dk, ra, rb);
+    tile_mul(As, Bs, tx, ty, acc);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  UNROLL for (int j = 0; j < 4; j++) {
-    const size_t q = j0 + tx + TS * j;
+  UNROLL for (int j = 0; j < RN; j++) {
+    const size_t q = j0 + COL_OF(tx, j);
     if (q >= np) continue;
-    const size_t n = q / hw, p = q - n * hw;
-    UNROLL for (int i = 0; i < 4; i++) {
-      const size_t m = m0 + ty + TS * i;
-      if (m < cg)
-        STORE(acc[i][j], dx, (size_t)dx_off + (n * g.c + grp * cg + m) * hw + p);
+    const size_t n = q / pp, p = q - n * pp;
+    const size_t ih = (size_t)fh.i0 + (size_t)g.sh * (p / fw.ni);
+    const size_t iw = (size_t)fw.i0 + (size_t)g.sw * (p % fw.ni);
+    const size_t xb = (size_t)dx_off + (n * g.c + grp * cg) * hw +
+                      ih * g.w + iw;
+    UNROLL for (int i = 0; i < RM; i++) {
+      const size_t m = m0 + ROW_OF(ty, i);
+      if (m < cg) STORE(acc[i][j], dx, xb + m * hw);
     }
   }
 }
 
-/* Weight gradient, chunk s: work-group (tap tile, output channel tile,
- * s G + group). */
-__kernel RUMUS_REQD_WG(TS, TS, 1)
+/* ---- Weight gradient, chunk s of the pixels: C[o][t] = sum_q dy[q, o]
+ * X(q, t) for q in the chunk, work-group (tap tile, output channel tile,
+ * s G + group).  Each work-item loads one pixel k of a step for both A
+ * (dy, LA rows) and B (x, LB taps): neighbouring work-items read
+ * neighbouring pixels. */
+
+typedef struct {
+  size_t xc; /* x's element offset of the tap's channel (image 0) */
+  int offh, offw; /* kh DH - PH and kw DW - PW (offh = H past the end) */
+} tap_col;
+
+/* The A and B elements of a step of the weight gradient at the
+ * work-item's pixel pix = (n, oh, ow) (in: inside the chunk): dy's LA rows
+ * and x at its LB taps; then the pixel moves on by TK (dpix). */
+inline void bwd_weight_load(const geo_t *g, global const real_t *x,
+                            global const real_t *dy, size_t db, size_t m0,
+                            int ma, const tap_col *tc, int in, int *pix,
+                            const int *dpix, float *ra, float *rb) {
+  const size_t ohw = g->oh * g->ow, hw = g->h * g->w, ocg = g->oc / g->g;
+  const size_t p = (size_t)pix[1] * g->ow + pix[2];
+  rows_load_a(dy, db + (size_t)pix[0] * g->oc * ohw + p, ohw, m0, ma, ocg,
+              in, ra);
+  const size_t xn = (size_t)pix[0] * g->c * hw;
+  const int ihb = pix[1] * (int)g->sh, iwb = pix[2] * (int)g->sw;
+  const int H = (int)g->h, W = (int)g->w;
+  UNROLL for (int e = 0; e < LB; e++) {
+    const int ih = ihb + tc[e].offh, iw = iwb + tc[e].offw;
+    rb[e] = in & ((uint)ih < (uint)H) & ((uint)iw < (uint)W)
+                ? LOAD(x, tc[e].xc + xn + (size_t)ih * W + iw)
+                : 0.0f;
+  }
+  tap_step(&pix[0], &pix[1], &pix[2], dpix[0], dpix[1], dpix[2], (int)g->oh,
+           (int)g->ow);
+}
+
+__kernel RUMUS_REQD_WG(WX, WY, 1)
 void conv_bwd_weight_wg(global const real_t *restrict x, ulong x_off,
                         global const real_t *restrict dy, ulong dy_off,
                         global real_t *restrict dw, ulong dw_off,
                         global float *restrict part, long16 gv, ulong KC,
                         ulong S, ulong z0) {
-  local float As[TS * LP], Bs[TS * LP];
+  local float4 As4[TK * PA / 4], Bs4[TK * PB / 4];
+  local float *As = (local float *)As4, *Bs = (local float *)Bs4;
   const geo_t g = geo_of(gv);
   const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * ohw;
   const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
   const size_t kt = cg * taps;
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const int tid = ty * WX + tx;
   const size_t z = get_global_id(2) + (size_t)z0;
   const size_t grp = z % g.g, s = z / g.g;
-  const size_t m0 = get_group_id(1) * GT, j0 = get_group_id(0) * GT;
+  const size_t m0 = get_group_id(1) * TM, j0 = get_group_id(0) * TN;
   const size_t db = (size_t)dy_off + grp * ocg * ohw;
-  size_t xc[4];
-  long offh[4], offw[4];
-  UNROLL for (int e = 0; e < 4; e++) {
-    const size_t t = j0 + tx + TS * e, tt = t < kt ? t : 0;
+  const int ka = tid % TK, ma = tid / TK;
+  tap_col tc[LB];
+  UNROLL for (int e = 0; e < LB; e++) {
+    const size_t t = j0 + ma + e * (WGS / TK), tt = t < kt ? t : 0;
     const size_t c = tt / taps, r = tt - c * taps;
-    xc[e] = (size_t)x_off + (grp * cg + c) * hw;
-    offh[e] = t < kt ? (long)(r / g.kw) * g.dh - g.ph : g.h; /* 0 past */
-    offw[e] = (long)(r % g.kw) * g.dw - g.pw;
+    tc[e].xc = (size_t)x_off + (grp * cg + c) * hw;
+    tc[e].offh = t < kt ? (int)((long)(r / g.kw) * g.dh - g.ph) : (int)g.h;
+    tc[e].offw = (int)((long)(r % g.kw) * g.dw - g.pw);
   }
   const size_t qa = s * (size_t)KC, qb = min(qa + (size_t)KC, np);
-  float acc[4][4] = {{0.0f}};
-  for (size_t k0 = qa; k0 < qb; k0 += TS) {
-    const size_t ak = k0 + tx, bk = k0 + ty;
-    const size_t an = ak / ohw, ap = ak - an * ohw;
-    UNROLL for (int e = 0; e < 4; e++) {
-      const size_t m = m0 + ty + TS * e;
-      As[tx * LP + ty + TS * e] =
-          m < ocg && ak < qb ? LOAD(dy, db + (an * g.oc + m) * ohw + ap)
-                             : 0.0f;
-    }
-    const size_t bn = bk / ohw, bp = bk - bn * ohw;
-    const long ihb = (long)(bp / g.ow) * g.sh, iwb = (long)(bp % g.ow) * g.sw;
-    UNROLL for (int e = 0; e < 4; e++) {
-      const long ih = ihb + offh[e], iw = iwb + offw[e];
-      Bs[ty * LP + tx + TS * e] =
-          bk < qb && x_in(&g, ih, iw)
-              ? LOAD(x, xc[e] + bn * g.c * hw + (size_t)ih * g.w + iw)
-              : 0.0f;
-    }
+  /* The work-item's pixel (n, oh, ow), stepped by TK. */
+  int dpix[3], pix[3];
+  tap_split(TK, (int)g.oh, (int)g.ow, &dpix[0], &dpix[1], &dpix[2]);
+  tap_split(qa + ka, (int)g.oh, (int)g.ow, &pix[0], &pix[1], &pix[2]);
+  float acc[RM][RN], ra[LA], rb[LB];
+  UNROLL for (int i = 0; i < RM; i++)
+    UNROLL for (int j = 0; j < RN; j++) acc[i][j] = 0.0f;
+  if (qa < qb)
+    bwd_weight_load(&g, x, dy, db, m0, ma, tc, qa + ka < qb, pix, dpix, ra,
+                    rb);
+  for (size_t k0 = qa; k0 < qb; k0 += TK) {
+    tile_store(As, Bs, ra, rb, tid, 1);
     barrier(CLK_LOCAL_MEM_FENCE);
-    gpu_tile(As, Bs, tx, ty, acc);
+    if (k0 + TK < qb) /* the next step travels during the products */
+      bwd_weight_load(&g, x, dy, db, m0, ma, tc, k0 + TK + ka < qb, pix,
+                      dpix, ra, rb);
+    tile_mul(As, Bs, tx, ty, acc);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  UNROLL for (int j = 0; j < 4; j++) {
-    const size_t t = j0 + tx + TS * j;
+  UNROLL for (int j = 0; j < RN; j++) {
+    const size_t t = j0 + COL_OF(tx, j);
     if (t >= kt) continue;
-    UNROLL for (int i = 0; i < 4; i++) {
-      const size_t m = m0 + ty + TS * i;
+    UNROLL for (int i = 0; i < RM; i++) {
+      const size_t m = m0 + ROW_OF(ty, i);
       if (m >= ocg) continue;
       const size_t at = (grp * ocg + m) * kt + t;
       if (S == 1)

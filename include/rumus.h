@@ -988,12 +988,13 @@ RUMUS_API int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
  * Determinism: every output element is a sum in a fixed order (from 0, one
  * fma per term; the forward then adds the bias), the same on both
  * variants, so results are the same bits run to run and on either
- * variant of a device (for the input gradient, with finite weights: the
- * row variant skips the taps that a stride excludes, the work-group
- * variant multiplies their weights by a zero, which an inf or NaN weight
- * turns into NaN).  The weight gradient sums its N * OH * OW pixels in
- * chunks whose size depends on the shape only (at least 2048 pixels, at
- * most 64 chunks), then adds the chunks in order: no atomics.
+ * variant of a device, whatever the work-group variant's tile sizes (for
+ * the input gradient, with finite weights: terms whose dy lies outside
+ * dy are skipped by one variant and multiplied by a zero by the other,
+ * which an inf or NaN weight turns into NaN).  The weight gradient sums
+ * its N * OH * OW pixels in chunks whose size depends on the shape only
+ * (at least 256 pixels, at most 64 chunks, more of them when the weight
+ * has few elements), then adds the chunks in order: no atomics.
  * The bias gradient of a convolution is rumus_channel_bias_grad(ctx, dy,
  * db) (the sum of dy over N, OH and OW per channel), not part of this
  * family.

@@ -54,7 +54,14 @@ static const conv_case CASES[] = {
     {{1, 66, 5, 4, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1}, /* > 64 channels */
     {{2, 3, 11, 40, 4, 5, 3, 3, 2, 2, 1, 2, 1, 1}, 0}, /* phases, wide */
     {{1, 1, 13, 9, 2, 3, 3, 4, 4, 2, 2, 2, 2, 1}, 1},  /* s 4, d 2 */
+    /* Partial GPU tiles along every dimension of every op's GEMM, k not a
+     * multiple of the step (16): 67 rows (two 64-row tiles), 63 taps, 429
+     * pixels, 603 k of the input gradient, 2 weight chunks (256 + 173). */
+    {{3, 7, 13, 11, 67, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1}, /* TILE_CASE */
+    /* Stride phases of 3 x 3 or 2 x 2 taps (and 3 x 2), partial tiles. */
+    {{2, 9, 11, 9, 35, 5, 5, 2, 2, 2, 2, 1, 1, 1}, 0},
 };
+#define TILE_CASE 14
 #define NCASES (sizeof CASES / sizeof CASES[0])
 
 /* Sizes and shapes of a geometry's tensors. */
@@ -196,6 +203,71 @@ START_TEST(shapes) {
     }
     host_free(&h);
   }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* The three ops of case c in F32 on the current variant (results
+ * malloc'ed into out), each checked against the reference h. */
+static void run_f32(rumus_ctx *ctx, const conv_case *c, const sizes *s,
+                    const host *h, const char *tag, float *out[3]) {
+  run_case(ctx, c, RUMUS_F32, s, h, tag, out);
+}
+
+/* The GPU variant's tiles (RUMUS_CONV2D_TILE, RUMUS_CONV2D_FWD_TILE, ...
+ * as "TMxTNxRMxRN[xTK]"): every valid tiling gives the defaults' bits (k
+ * runs upwards from 0 in every one, and the weight gradient's chunks
+ * depend on the shape only), invalid values fall back to the defaults,
+ * and two runs of the weight gradient give the same bits. */
+START_TEST(tile_override) {
+  static const char *const TILINGS[][2] = {
+      {NULL, NULL},             /* the defaults */
+      {"128x64x8x4x8", NULL},   /* RM 8, TK 8 */
+      {"32x128x4x8x32", NULL},  /* RN 8, TK 32 */
+      {"16x16x4x4", "64x64x4x4x4"}, /* 16 work-items; a per-op forward */
+      {"64x64x3x4", "banana"},  /* invalid: ignored */
+      {"64x64x4x4x0", "64x64x4x4x16x2"},
+  };
+  const conv_case *c = &CASES[TILE_CASE];
+  const sizes s = sizes_of(&c->g);
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  host h = host_make(&c->g, &s, RUMUS_F32, 55);
+  ref_conv2d_fwd(&c->g, h.x, h.w, h.b, h.y);
+  ref_conv2d_bwd_data(&c->g, h.dy, h.w, h.dx);
+  ref_conv2d_bwd_weight(&c->g, h.x, h.dy, h.dw);
+  const size_t n[3] = {s.ny, s.nx, s.nw};
+  float *first[3];
+  for (size_t t = 0; t < sizeof TILINGS / sizeof TILINGS[0]; t++) {
+    if (TILINGS[t][0])
+      setenv("RUMUS_CONV2D_TILE", TILINGS[t][0], 1);
+    else
+      unsetenv("RUMUS_CONV2D_TILE");
+    if (TILINGS[t][1])
+      setenv("RUMUS_CONV2D_FWD_TILE", TILINGS[t][1], 1);
+    else
+      unsetenv("RUMUS_CONV2D_FWD_TILE");
+    char tag[64];
+    snprintf(tag, sizeof tag, "conv_tiles%zu", t);
+    float *got[3];
+    run_f32(ctx, c, &s, &h, tag, t ? got : first);
+    for (int k = 0; t && k < 3; k++) {
+      ck_assert_msg(memcmp(got[k], first[k], n[k] * sizeof(float)) == 0,
+                    "tiling %zu op %d: not the defaults' bits", t, k);
+      free(got[k]);
+    }
+  }
+  unsetenv("RUMUS_CONV2D_TILE");
+  unsetenv("RUMUS_CONV2D_FWD_TILE");
+  float *again[3];
+  run_f32(ctx, c, &s, &h, "conv_tiles_again", again);
+  for (int k = 0; k < 3; k++) {
+    ck_assert_msg(memcmp(again[k], first[k], n[k] * sizeof(float)) == 0,
+                  "op %d: a second run gave other bits", k);
+    free(again[k]);
+    free(first[k]);
+  }
+  host_free(&h);
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -470,6 +542,7 @@ int main(void) {
   TCase *core = tu_tcase("core");
   tcase_add_loop_test(core, shapes, 0, (int)NCASES);
   tcase_add_test(core, finite_differences);
+  tcase_add_test(core, tile_override);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_loop_test(limits, offsets_and_guards, 0, 3);

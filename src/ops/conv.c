@@ -8,9 +8,12 @@
  * RUMUS_STORAGE.  A program holds one variant's kernels: the CPU one is
  * specialised by MB, the channels of its register block (1, 4 or 16,
  * chosen by the channels per group; a work-item takes 4 blocks), the GPU
- * one by its tile edge TS.
+ * one by its tiles (TM x TN of C per work-group, RM x RN per work-item, TK
+ * k per step), chosen by the rows of the op's GEMM or set for tuning by
+ * RUMUS_CONV2D_TILE and its per-op forms (conv_tiles_env).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
@@ -19,12 +22,16 @@ static const char *const FILE_CL = "conv.cl";
 
 #define CPU_WG 8   /* CPU kernels' work-group size (CPU_WG in cl/conv.cl) */
 #define LANES 16   /* columns per CPU work-item (LANES in cl/conv.cl) */
-/* Pixels per chunk of the weight gradient's sum: at least KC_MIN, and few
- * enough chunks (S_MAX) that their float partials stay small.  Fixed by
- * the shape alone, so the weight gradient's bits do not depend on the
- * device or the variant. */
-#define KC_MIN 2048
+/* The weight gradient's chunks of pixels (weight_chunks): as many as
+ * bring the work-groups of nominal 64 x 64 tiles to about WG_AIM (a
+ * GPU's compute units several times over), at most S_MAX, with at least
+ * KC_MIN pixels each and at most PART_CAP floats of partials.  Fixed by
+ * the shape alone, not by the device, the variant or the tile sizes, so
+ * the weight gradient's bits do not depend on them. */
+#define KC_MIN 256
 #define S_MAX 64
+#define WG_AIM 1024
+#define PART_CAP ((size_t)1 << 24)
 /* Work-groups per launch along dimension 2 (groups x chunks) at most:
  * CUDA's grid limit, which NVIDIA's OpenCL inherits. */
 #define MAX_Z ((size_t)65535)
@@ -38,34 +45,123 @@ typedef struct {
   int sh, sw, ph, pw, dh, dw;
 } geo;
 
+/* The GPU variant's tiles: TM x TN of C per work-group, RM x RN per
+ * work-item, TK k per step (the macros of cl/conv.cl). */
+typedef struct {
+  int tm, tn, tk, rm, rn;
+} conv_tiles;
+
+/* The defaults, by the rows (channels per group) of the op's GEMM: 64 x 64
+ * tiles of 4 x 4 blocks, as GEMM's middle tiles, and narrower tiles for
+ * few rows (a 64-row tile over 16 rows wastes three quarters of its
+ * products); the last one for devices whose work-groups stop below 64. */
+static const conv_tiles DEFAULT_TILES[] = {
+    {64, 64, 16, 4, 4}, /* 256 work-items */
+    {32, 64, 16, 4, 4}, /* 128 */
+    {16, 64, 16, 4, 4}, /* 64 */
+    {16, 16, 16, 4, 4}, /* 16 */
+};
+#define N_DEFAULT (sizeof DEFAULT_TILES / sizeof DEFAULT_TILES[0])
+
+enum { OP_FWD, OP_BWD_DATA, OP_BWD_WEIGHT };
+
 /* One program of the family: storage, variant and its specialisation. */
 typedef struct {
   rumus_dtype storage;
   int gpu;
-  int mb;    /* CPU: channels of a register block (4 per work-item) */
-  size_t ts; /* GPU: tile edge */
+  int mb;           /* CPU: channels of a register block (4 per work-item) */
+  conv_tiles tiles; /* GPU */
 } conv_prog;
+
+static size_t tiles_wgs(const conv_tiles *t) {
+  return (size_t)(t->tm / t->rm) * (size_t)(t->tn / t->rn);
+}
+
+/* Whether cl/conv.cl accepts t (its #error conditions) and the device
+ * runs it (work-group size, local memory). */
+static int tiles_ok(const rumus_ctx *ctx, const conv_tiles *t) {
+  if (t->rm < 4 || t->rn < 4 || t->rm > 16 || t->rn > 16 || t->rm % 4 ||
+      t->rn % 4 || t->tk < 1 || t->tm % t->rm || t->tn % t->rn)
+    return 0;
+  const size_t wgs = tiles_wgs(t), tk = (size_t)t->tk;
+  const size_t tm = (size_t)t->tm, tn = (size_t)t->tn;
+  if (wgs > ctx->max_wg || wgs % tk || wgs % tn) return 0;
+  if (tm % (wgs / tk) || tn % (wgs / tk) || tk % (wgs / tn)) return 0;
+  return tk * (tm + tn + 8) * sizeof(float) <= ctx->local_mem;
+}
+
+/* Tile sizes from the environment variable `name`: "TMxTNxRMxRN" or
+ * "TMxTNxRMxRNxTK" (TK 16 if not given).  1 with *t set if it is there
+ * and valid on this device; anything else is ignored (0). */
+static int tiles_from_env(const rumus_ctx *ctx, const char *name,
+                          conv_tiles *t) {
+  const char *v = getenv(name);
+  if (v == NULL || *v == '\0') return 0;
+  long f[5] = {0, 0, 0, 0, 16};
+  int n = 0;
+  for (const char *c = v; n < 5; n++) {
+    char *end;
+    f[n] = strtol(c, &end, 10);
+    if (end == c || f[n] < 1 || f[n] > 1024) return 0;
+    c = end;
+    if (*c == '\0') {
+      n++;
+      break;
+    }
+    if ((*c != 'x' && *c != 'X') || n == 4) return 0;
+    c++;
+  }
+  if (n < 4) return 0;
+  const conv_tiles e = {(int)f[0], (int)f[1], (int)f[4], (int)f[2],
+                        (int)f[3]};
+  if (!tiles_ok(ctx, &e)) return 0;
+  *t = e;
+  return 1;
+}
+
+/* The tuning override of an op: RUMUS_CONV2D_FWD_TILE,
+ * RUMUS_CONV2D_BWD_DATA_TILE or RUMUS_CONV2D_BWD_WEIGHT_TILE, else
+ * RUMUS_CONV2D_TILE for all three. */
+static int conv_tiles_env(const rumus_ctx *ctx, int op, conv_tiles *t) {
+  static const char *const NAMES[] = {"RUMUS_CONV2D_FWD_TILE",
+                                      "RUMUS_CONV2D_BWD_DATA_TILE",
+                                      "RUMUS_CONV2D_BWD_WEIGHT_TILE"};
+  return tiles_from_env(ctx, NAMES[op], t) ||
+         tiles_from_env(ctx, "RUMUS_CONV2D_TILE", t);
+}
+
+/* The tiles of op over `rows` rows of C: the override, else the default
+ * for the rows that the device runs. */
+static conv_tiles pick_tiles(const rumus_ctx *ctx, int op, size_t rows) {
+  conv_tiles t;
+  if (conv_tiles_env(ctx, op, &t)) return t;
+  size_t i = rows > 32 ? 0 : rows > 16 ? 1 : 2;
+  while (i + 1 < N_DEFAULT && !tiles_ok(ctx, &DEFAULT_TILES[i])) i++;
+  return DEFAULT_TILES[i];
+}
 
 /* The options of a program (warm-up and launches). */
 static void conv_options(const conv_prog *p, char *buf, size_t len) {
   char head[96];
+  const conv_tiles *t = &p->tiles;
   rumus__options_head(head, sizeof head, p->storage,
-                      p->gpu ? p->ts * p->ts : CPU_WG, 0);
+                      p->gpu ? tiles_wgs(t) : CPU_WG, 0);
   if (p->gpu)
-    snprintf(buf, len, "%s -DCONV_GPU=1 -DTS=%zu", head, p->ts);
+    snprintf(buf, len, "%s -DCONV_GPU=1 -DTM=%d -DTN=%d -DTK=%d -DRM=%d "
+             "-DRN=%d", head, t->tm, t->tn, t->tk, t->rm, t->rn);
   else
     snprintf(buf, len, "%s -DCONV_GPU=0 -DMB=%d -DCPU_WG=%d", head, p->mb,
              CPU_WG);
 }
 
-/* The program that runs rows (channels per group) on this context: MB is
- * the largest of 16, 4 and 1 not above rows (depthwise: 1).  TS 8 on
- * devices whose work-groups stop below 256 work-items. */
-static conv_prog prog_for(const rumus_ctx *ctx, rumus_dtype storage,
+/* The program that runs op over rows (channels per group) on this
+ * context: CPU, MB is the largest of 16, 4 and 1 not above rows
+ * (depthwise: 1); GPU, pick_tiles. */
+static conv_prog prog_for(const rumus_ctx *ctx, rumus_dtype storage, int op,
                           size_t rows) {
-  conv_prog p = {storage, rumus__gpu_variant(ctx), 1, 16};
-  if (ctx->max_wg < 256) p.ts = 8;
+  conv_prog p = {storage, rumus__gpu_variant(ctx), 1, {0, 0, 0, 0, 0}};
   p.mb = rows >= 16 ? 16 : rows >= 4 ? 4 : 1;
+  if (p.gpu) p.tiles = pick_tiles(ctx, op, rows);
   return p;
 }
 
@@ -171,9 +267,10 @@ static const rumus_conv2d_params *params_or_defaults(
 /* ---- Launches ------------------------------------------------------------- */
 
 /* Launches kernel `name` over cols x rows x nz (per work-item: LANES
- * columns and 4 MB rows on the CPU variant, MG in cl/conv.cl; 4 x 4 on
- * the GPU variant), in pieces of MAX_Z along dimension 2; the
- * last argument is z0, the piece's first z. */
+ * columns and 4 MB rows on the CPU variant, MG in cl/conv.cl; an RM x RN
+ * block of a TM x TN tile per work-group on the GPU variant), in pieces
+ * of MAX_Z along dimension 2; the last argument is z0, the piece's first
+ * z. */
 static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
                     const char *name, size_t cols, size_t rows, size_t nz,
                     const rumus__arg *args, size_t nargs) {
@@ -181,10 +278,12 @@ static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   conv_options(pr, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, name};
   size_t global[3], local[3] = {CPU_WG, 1, 1};
-  if (pr->gpu) { /* a work-group per tile of 4 TS x 4 TS (GT) */
-    global[0] = (cols + 4 * pr->ts - 1) / (4 * pr->ts) * pr->ts;
-    global[1] = (rows + 4 * pr->ts - 1) / (4 * pr->ts) * pr->ts;
-    local[0] = local[1] = pr->ts;
+  if (pr->gpu) {
+    const conv_tiles *t = &pr->tiles;
+    local[0] = (size_t)(t->tn / t->rn);
+    local[1] = (size_t)(t->tm / t->rm);
+    global[0] = (cols + (size_t)t->tn - 1) / (size_t)t->tn * local[0];
+    global[1] = (rows + (size_t)t->tm - 1) / (size_t)t->tm * local[1];
   } else {
     global[0] = (cols + LANES - 1) / LANES;
     global[1] = (rows + 4 * (size_t)pr->mb - 1) / (4 * (size_t)pr->mb);
@@ -204,7 +303,7 @@ static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
 static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                    const rumus_tensor *x, const rumus_tensor *w,
                    const rumus_tensor *bias, rumus_tensor *y) {
-  const conv_prog pr = prog_for(ctx, x->dtype, g->oc / g->g);
+  const conv_prog pr = prog_for(ctx, x->dtype, OP_FWD, g->oc / g->g);
   const cl_long16 gv = geo_arg(g);
   cl_ulong xo = rumus__off(x), wo = rumus__off(w), yo = rumus__off(y),
            bo = bias ? rumus__off(bias) : 0;
@@ -220,31 +319,70 @@ static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                   sizeof args / sizeof args[0]);
 }
 
+/* The input coordinates i < in with (i + pad) mod stride = r. */
+static size_t phase_count(size_t in, int pad, int stride, int r) {
+  const size_t s = (size_t)stride;
+  const size_t i0 = (size_t)((r - pad % stride + stride) % stride);
+  return i0 < in ? (in - i0 + s - 1) / s : 0;
+}
+
+/* GPU variant: one launch per stride phase (rh, rw) of the input pixels
+ * (cl/conv.cl), over the phases that hold a pixel (at most min(SH, H) x
+ * min(SW, W) of them). */
+static int run_bwd_data_gpu(rumus_ctx *ctx, const char *op,
+                            const conv_prog *pr, const geo *g,
+                            rumus__arg *args, size_t nargs, cl_int *rh,
+                            cl_int *rw) {
+  const size_t ah = (size_t)g->sh < g->h ? (size_t)g->sh : g->h;
+  const size_t aw = (size_t)g->sw < g->w ? (size_t)g->sw : g->w;
+  for (size_t i = 0; i < ah; i++)
+    for (size_t j = 0; j < aw; j++) {
+      /* Input row i is the first of phase (i + PH) mod SH. */
+      *rh = (cl_int)((i + (size_t)g->ph) % (size_t)g->sh);
+      *rw = (cl_int)((j + (size_t)g->pw) % (size_t)g->sw);
+      const size_t cols = g->n * phase_count(g->h, g->ph, g->sh, *rh) *
+                          phase_count(g->w, g->pw, g->sw, *rw);
+      RUMUS__FORWARD(launch_z(ctx, op, pr, "conv_bwd_data_wg", cols,
+                              g->c / g->g, g->g, args, nargs));
+    }
+  return RUMUS_OK;
+}
+
 static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
                         const rumus_tensor *dy, const rumus_tensor *w,
                         rumus_tensor *dx) {
-  const conv_prog pr = prog_for(ctx, dy->dtype, g->c / g->g);
+  const conv_prog pr = prog_for(ctx, dy->dtype, OP_BWD_DATA, g->c / g->g);
   const cl_long16 gv = geo_arg(g);
   cl_ulong dyo = rumus__off(dy), wo = rumus__off(w), dxo = rumus__off(dx);
-  const rumus__arg args[] = {RUMUS__ARG(dy->mem), RUMUS__ARG(dyo),
+  cl_int rh = 0, rw = 0;
+  rumus__arg args[] = {RUMUS__ARG(dy->mem), RUMUS__ARG(dyo),
                        RUMUS__ARG(w->mem),  RUMUS__ARG(wo),
                        RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),
-                       RUMUS__ARG(gv),      RUMUS__ARG(gv)};
+                       RUMUS__ARG(gv),      RUMUS__ARG(rh),
+                       RUMUS__ARG(rw),      RUMUS__ARG(gv)};
+  if (pr.gpu)
+    return run_bwd_data_gpu(ctx, op, &pr, g, args,
+                            sizeof args / sizeof args[0], &rh, &rw);
   /* CPU: LANES columns of one input row and one stride phase per
    * work-item (cl/conv.cl), so a row takes SW phases of nbw blocks. */
   const size_t sw = (size_t)g->sw;
   const size_t nbw = ((g->w + sw - 1) / sw + LANES - 1) / LANES;
-  const size_t cols = pr.gpu ? g->n * g->h * g->w
-                             : g->n * g->h * sw * nbw * LANES;
-  return launch_z(ctx, op, &pr,
-                  pr.gpu ? "conv_bwd_data_wg" : "conv_bwd_data_cpu", cols,
-                  g->c / g->g, g->g, args, sizeof args / sizeof args[0]);
+  args[7] = RUMUS__ARG(gv); /* the CPU kernel has no phase arguments */
+  return launch_z(ctx, op, &pr, "conv_bwd_data_cpu",
+                  g->n * g->h * sw * nbw * LANES, g->c / g->g, g->g, args, 8);
 }
 
-/* The weight gradient's chunks of pixels: *kc pixels each, *s of them. */
+/* The weight gradient's chunks of pixels: *kc pixels each, *s of them
+ * (see KC_MIN). */
 static void weight_chunks(const geo *g, size_t *kc, size_t *s) {
-  const size_t q = g->n * g->oh * g->ow;
-  *kc = (q + S_MAX - 1) / S_MAX;
+  const size_t q = g->n * g->oh * g->ow, ocg = g->oc / g->g;
+  const size_t kt = g->c / g->g * g->kh * g->kw;
+  const size_t tiles = (ocg + 63) / 64 * ((kt + 63) / 64) * g->g;
+  size_t want = tiles >= WG_AIM ? 1 : (WG_AIM + tiles - 1) / tiles;
+  if (want > S_MAX) want = S_MAX;
+  const size_t numel = g->oc * kt, cap = numel ? PART_CAP / numel : S_MAX;
+  if (want > cap) want = cap > 0 ? cap : 1;
+  *kc = (q + want - 1) / want;
   if (*kc < KC_MIN) *kc = KC_MIN;
   *s = q == 0 ? 1 : (q + *kc - 1) / *kc;
 }
@@ -260,14 +398,15 @@ static int run_wsum(rumus_ctx *ctx, const char *op, const conv_prog *pr,
                              RUMUS__ARG(s), RUMUS__ARG(dw->mem),
                              RUMUS__ARG(dwo)};
   /* WG of the options head: the kernel's required work-group size. */
-  const size_t global = dw->numel, local = pr->gpu ? pr->ts * pr->ts : CPU_WG;
+  const size_t global = dw->numel,
+               local = pr->gpu ? tiles_wgs(&pr->tiles) : CPU_WG;
   return rumus__launch(ctx, op, &k, 1, &global, &local, 5, args);
 }
 
 static int run_bwd_weight(rumus_ctx *ctx, const char *op, const geo *g,
                           const rumus_tensor *x, const rumus_tensor *dy,
                           rumus_tensor *dw) {
-  const conv_prog pr = prog_for(ctx, x->dtype, g->oc / g->g);
+  const conv_prog pr = prog_for(ctx, x->dtype, OP_BWD_WEIGHT, g->oc / g->g);
   size_t kc, S;
   weight_chunks(g, &kc, &S);
   cl_mem part = NULL;
@@ -374,18 +513,19 @@ int rumus_conv2d_bwd_weight(rumus_ctx *ctx, const rumus_conv2d_params *p,
   return run_bwd_weight(ctx, op, &g, x, dy, dw);
 }
 
-/* F32 programs of the current variant: the GPU one, or the CPU one for
- * each MB that prog_for can choose. */
+/* F32 programs of the current variant: the CPU one for each MB that
+ * prog_for can choose, or the GPU ones of every op for each default tile
+ * class (or the override); a program named twice is built once. */
 int rumus__conv_warm(rumus_ctx *ctx) {
-  static const size_t ROWS[] = {1, 4, 16};
+  static const size_t ROWS[] = {1, 4, 16, 32, 64};
   char opts[192];
   cl_program prog;
-  const int n = rumus__gpu_variant(ctx) ? 1 : 3;
-  for (int i = 0; i < n; i++) {
-    const conv_prog pr = prog_for(ctx, RUMUS_F32, ROWS[i]);
-    conv_options(&pr, opts, sizeof opts);
-    RUMUS__FORWARD(
-        rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
-  }
+  for (int op = OP_FWD; op <= OP_BWD_WEIGHT; op++)
+    for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++) {
+      const conv_prog pr = prog_for(ctx, RUMUS_F32, op, ROWS[i]);
+      conv_options(&pr, opts, sizeof opts);
+      RUMUS__FORWARD(
+          rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
+    }
   return RUMUS_OK;
 }
