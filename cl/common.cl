@@ -419,6 +419,79 @@ inline void rumus_store4_part(float4 v, global real_t *p, size_t q, size_t n) {
   if (j + 2 < n) STORE(v.z, p, j + 2);
 }
 
+/* Row vectors of the work-group row kernels (softmax, cross-entropy): the
+ * groups of RUMUS_RV elements a work-item loads, holds and stores at once.
+ * 8 (16 bytes of 16-bit storage, one wide access) where the host found
+ * every tensor and the row length 8-element aligned (RUMUS_ALIGN8, set
+ * for 16-bit storage on the work-group variant only), else 4: 4 halves
+ * are 8 bytes per access, too few in flight to stream at copy speed on
+ * the H200, as the flat kernels showed.  With RUMUS_ALIGN8 every row is a
+ * whole number of groups, so a group lies wholly inside a row or past it. */
+#if RUMUS_ALIGN8
+#define RUMUS_RV 8
+typedef float8 rumus_rv;
+typedef int8 rumus_rvi;
+#define RUMUS_RV_IOTA ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
+#define LOADV(p, i) LOAD8(p, i)
+#define STOREV(v, p, i) STORE8(v, p, i)
+#define rumus_hsumv rumus_hsum8
+#define rumus_hmaxv rumus_hmax8
+inline float rumus_dotv(float8 a, float8 b) {
+  return dot(a.lo, b.lo) + dot(a.hi, b.hi);
+}
+#else
+#define RUMUS_RV 4
+typedef float4 rumus_rv;
+typedef int4 rumus_rvi;
+#define RUMUS_RV_IOTA ((int4)(0, 1, 2, 3))
+#define LOADV(p, i) LOAD4(p, i)
+#define STOREV(v, p, i) STORE4(v, p, i)
+#define rumus_hsumv rumus_hsum4
+inline float rumus_hmaxv(float4 v) {
+  return fmax(fmax(v.x, v.y), fmax(v.z, v.w));
+}
+#define rumus_dotv dot
+#endif
+/* Row vectors per work-item of the register-cached (_wgc) kernels: the
+ * CACHE_V4 float4 of elements, whatever the group width. */
+#define CACHE_V (CACHE_V4 * 4 / RUMUS_RV)
+
+/* Group q of a row of n elements; lanes past the end hold `fill`. */
+inline rumus_rv rumus_loadv_fill(global const real_t *p, size_t q, size_t n,
+                                 float fill) {
+#if RUMUS_RV == 8
+  return q * 8 < n ? LOAD8(p, q * 8) : (rumus_rv)(fill);
+#else
+  return rumus_load4_fill(p, q, n, fill);
+#endif
+}
+
+/* Stores the lanes of group q that lie inside a row of n elements. */
+inline void rumus_storev_part(rumus_rv v, global real_t *p, size_t q,
+                              size_t n) {
+#if RUMUS_RV == 8
+  if (q * 8 < n) STORE8(v, p, q * 8);
+#else
+  rumus_store4_part(v, p, q, n);
+#endif
+}
+
+/* rumus_online over the lanes of v in order. */
+inline void rumus_online_v4(float4 v, float *m, float *s) {
+  rumus_online(v.x, m, s);
+  rumus_online(v.y, m, s);
+  rumus_online(v.z, m, s);
+  rumus_online(v.w, m, s);
+}
+inline void rumus_online_v(rumus_rv v, float *m, float *s) {
+#if RUMUS_RV == 8
+  rumus_online_v4(v.lo, m, s);
+  rumus_online_v4(v.hi, m, s);
+#else
+  rumus_online_v4(v, m, s);
+#endif
+}
+
 /* Device-side error report: the first failing op stores its code, the bad
  * value and its position; the host reads it at rumus_ctx_sync(). */
 inline void rumus_report(volatile global int *status, int code, int value,

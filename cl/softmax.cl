@@ -11,7 +11,8 @@
  * Three variants of each kernel:
  *   *_wgc  `rt` work-items per row (a power of two dividing WG, a kernel
  *          argument), WG / rt rows per work-group, the row held in
- *          registers (up to CACHE_V4 float4 per work-item), so it is read
+ *          registers (up to 4 * CACHE_V4 elements per work-item, in
+ *          groups of 4, or 8 for aligned 16-bit rows), so it is read
  *          from memory once; segmented tree reductions in local memory.
  *          GPU path for rows of up to 4 * WG * CACHE_V4 elements: short
  *          rows share a work-group, so barriers are paid once per group.
@@ -40,25 +41,23 @@
 #define SOFTMAX_STAGE_BF16 0
 #define SOFTMAX_STAGE_IN_Y RUMUS_CAT(SOFTMAX_STAGE_, RUMUS_STORAGE)
 
-/* ---- Work-group variants ------------------------------------------------ */
+/* ---- Work-group variants ------------------------------------------------
+ * They move the row in groups of RUMUS_RV elements (rumus_rv, common.cl):
+ * float4, or 8 elements where the host found 16-bit tensors 8-element
+ * aligned (RUMUS_ALIGN8). */
 
 inline void softmax_fwd_wg_body(global const real_t *x, global real_t *y,
                                 ulong cols, int log_mode, local float *lm,
                                 local float *ls) {
   const size_t lid = get_local_id(0);
   const size_t n = (size_t)cols;
-  /* Work-item i takes the float4 groups i, i + WG, ...; the tail of fewer
-   * than 4 elements goes to the first work-items. */
-  const size_t n4 = n / 4;
+  /* Work-item i takes the groups i, i + WG, ...; the tail of fewer than
+   * RUMUS_RV elements goes to the first work-items. */
+  const size_t nq = n / RUMUS_RV, nt = nq * RUMUS_RV;
   float m = -INFINITY, s = 0.0f;
-  for (size_t q = lid; q < n4; q += WG) {
-    float4 v = LOAD4(x, q * 4);
-    rumus_online(v.x, &m, &s);
-    rumus_online(v.y, &m, &s);
-    rumus_online(v.z, &m, &s);
-    rumus_online(v.w, &m, &s);
-  }
-  for (size_t j = n4 * 4 + lid; j < n; j += WG) rumus_online(LOAD(x, j), &m, &s);
+  for (size_t q = lid; q < nq; q += WG)
+    rumus_online_v(LOADV(x, q * RUMUS_RV), &m, &s);
+  for (size_t j = nt + lid; j < n; j += WG) rumus_online(LOAD(x, j), &m, &s);
   rumus_wg_max_sum(lm, ls, m, s);
   const float M = lm[0], S = ls[0];
   /* The second pass runs backwards (RUMUS_REV_Q): the row's end, read
@@ -66,13 +65,13 @@ inline void softmax_fwd_wg_body(global const real_t *x, global real_t *y,
    * log-softmax: (x - M) - log S, not x - (M + log S): the sum would round
    * away the low bits of large logits. */
   const float ls_ = log(S), inv = 1.0f / S;
-  for (size_t j = n4 * 4 + lid; j < n; j += WG) {
+  for (size_t j = nt + lid; j < n; j += WG) {
     const float v = LOAD(x, j) - M;
     STORE(log_mode ? v - ls_ : exp(v) * inv, y, j);
   }
-  RUMUS_REV_Q(q, n4) {
-    const float4 v = LOAD4(x, q * 4) - M;
-    STORE4(log_mode ? v - ls_ : exp(v) * inv, y, q * 4);
+  RUMUS_REV_Q(q, nq) {
+    const rumus_rv v = LOADV(x, q * RUMUS_RV) - M;
+    STOREV(log_mode ? v - ls_ : exp(v) * inv, y, q * RUMUS_RV);
   }
 }
 
@@ -80,55 +79,56 @@ inline void softmax_bwd_wg_body(global const real_t *y, global const real_t *dy,
                                 global real_t *dx, ulong cols, int log_mode,
                                 local float *ls) {
   const size_t lid = get_local_id(0);
-  const size_t n = (size_t)cols, n4 = n / 4;
+  const size_t n = (size_t)cols, nq = n / RUMUS_RV, nt = nq * RUMUS_RV;
   float acc = 0.0f;
   if (log_mode) {
-    for (size_t q = lid; q < n4; q += WG) acc += rumus_hsum4(LOAD4(dy, q * 4));
-    for (size_t j = n4 * 4 + lid; j < n; j += WG) acc += LOAD(dy, j);
+    for (size_t q = lid; q < nq; q += WG)
+      acc += rumus_hsumv(LOADV(dy, q * RUMUS_RV));
+    for (size_t j = nt + lid; j < n; j += WG) acc += LOAD(dy, j);
   } else {
-    for (size_t q = lid; q < n4; q += WG)
-      acc += dot(LOAD4(dy, q * 4), LOAD4(y, q * 4));
-    for (size_t j = n4 * 4 + lid; j < n; j += WG) acc += LOAD(dy, j) * LOAD(y, j);
+    for (size_t q = lid; q < nq; q += WG)
+      acc += rumus_dotv(LOADV(dy, q * RUMUS_RV), LOADV(y, q * RUMUS_RV));
+    for (size_t j = nt + lid; j < n; j += WG) acc += LOAD(dy, j) * LOAD(y, j);
   }
   rumus_wg_sum(ls, acc);
   const float d = ls[0];
   /* Backwards, as in the forward. */
-  for (size_t j = n4 * 4 + lid; j < n; j += WG) {
+  for (size_t j = nt + lid; j < n; j += WG) {
     float yv = LOAD(y, j), gv = LOAD(dy, j);
     STORE(log_mode ? gv - exp(yv) * d : yv * (gv - d), dx, j);
   }
-  RUMUS_REV_Q(q, n4) {
-    float4 yv = LOAD4(y, q * 4), gv = LOAD4(dy, q * 4);
-    STORE4(log_mode ? gv - exp(yv) * d : yv * (gv - d), dx, q * 4);
+  RUMUS_REV_Q(q, nq) {
+    rumus_rv yv = LOADV(y, q * RUMUS_RV), gv = LOADV(dy, q * RUMUS_RV);
+    STOREV(log_mode ? gv - exp(yv) * d : yv * (gv - d), dx, q * RUMUS_RV);
   }
 }
 
 /* Row of n elements (n = 0 for the padding rows of the last work-group:
  * they load and store nothing but take part in the barriers); the lane
- * holds float4 groups lane, lane + rt, ... */
+ * holds groups lane, lane + rt, ... (CACHE_V of them). */
 inline void softmax_fwd_wgc_body(global const real_t *x, global real_t *y,
                                  size_t n, uint rt, int log_mode,
                                  local float *lm, local float *ls) {
   const size_t lane = get_local_id(0) % rt;
-  float4 v[CACHE_V4];
+  rumus_rv v[CACHE_V];
   float m = -INFINITY;
-  for (int k = 0; k < CACHE_V4; k++) {
-    v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, -INFINITY);
-    m = fmax(m, fmax(fmax(v[k].x, v[k].y), fmax(v[k].z, v[k].w)));
+  for (int k = 0; k < CACHE_V; k++) {
+    v[k] = rumus_loadv_fill(x, lane + (size_t)k * rt, n, -INFINITY);
+    m = fmax(m, rumus_hmaxv(v[k]));
   }
   const float M = rumus_seg_max(lm, m, rt);
   float s = 0.0f;
-  for (int k = 0; k < CACHE_V4; k++) {
-    float4 e = exp(v[k] - M); /* padding lanes: exp(-inf) = 0 */
-    s += rumus_hsum4(e);
+  for (int k = 0; k < CACHE_V; k++) {
+    rumus_rv e = exp(v[k] - M); /* padding lanes: exp(-inf) = 0 */
+    s += rumus_hsumv(e);
     if (!log_mode) v[k] = e;
   }
   /* lm and ls differ, so no barrier is needed between the reductions. */
   const float S = rumus_seg_sum(ls, s, rt);
   const float inv = 1.0f / S, lsum = log(S);
-  for (int k = 0; k < CACHE_V4; k++)
-    rumus_store4_part(log_mode ? (v[k] - M) - lsum : v[k] * inv, y,
-                lane + (size_t)k * rt, n);
+  for (int k = 0; k < CACHE_V; k++)
+    rumus_storev_part(log_mode ? (v[k] - M) - lsum : v[k] * inv, y,
+                      lane + (size_t)k * rt, n);
 }
 
 inline void softmax_bwd_wgc_body(global const real_t *y,
@@ -139,30 +139,30 @@ inline void softmax_bwd_wgc_body(global const real_t *y,
   /* The first pass needs dy (and y for softmax); the second y and dy.
    * log-softmax keeps dy and reads y only in the second pass; softmax keeps
    * both. */
-  float4 yv[CACHE_V4], gv[CACHE_V4];
+  rumus_rv yv[CACHE_V], gv[CACHE_V];
   float acc = 0.0f;
-  for (int k = 0; k < CACHE_V4; k++) {
+  for (int k = 0; k < CACHE_V; k++) {
     const size_t q = lane + (size_t)k * rt;
-    const float4 g = rumus_load4_fill(dy, q, n, 0.0f);
+    const rumus_rv g = rumus_loadv_fill(dy, q, n, 0.0f);
     if (log_mode) {
-      acc += rumus_hsum4(g);
+      acc += rumus_hsumv(g);
       yv[k] = g; /* dy, kept in the y array */
     } else {
-      yv[k] = rumus_load4_fill(y, q, n, 0.0f);
-      acc += dot(g, yv[k]);
+      yv[k] = rumus_loadv_fill(y, q, n, 0.0f);
+      acc += rumus_dotv(g, yv[k]);
       gv[k] = g;
     }
   }
   const float d = rumus_seg_sum(ls, acc, rt);
-  for (int k = 0; k < CACHE_V4; k++) {
+  for (int k = 0; k < CACHE_V; k++) {
     const size_t q = lane + (size_t)k * rt;
-    float4 out;
+    rumus_rv out;
     if (log_mode) {
-      out = yv[k] - exp(rumus_load4_fill(y, q, n, 0.0f)) * d;
+      out = yv[k] - exp(rumus_loadv_fill(y, q, n, 0.0f)) * d;
     } else {
       out = yv[k] * (gv[k] - d);
     }
-    rumus_store4_part(out, dx, q, n);
+    rumus_storev_part(out, dx, q, n);
   }
 }
 

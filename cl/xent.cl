@@ -37,6 +37,10 @@
  * exp(x - m) in the gradient between passes 2 and 3, the 16-bit ones read
  * the logits again in pass 3 and recompute it (XENT_STAGE_IN_G 0).
  *
+ * The work-group kernels (_wgc, _wg, _wgl) move a row in groups of
+ * RUMUS_RV elements (rumus_rv in common.cl): float4, or 8 elements (16
+ * bytes) where the host found 16-bit tensors 8-element aligned.
+ *
  * Kernels:
  *   xent_fwd_row, xent_fwd_bwd_row (CPU path)
  *       ROW_RUN consecutive rows per work-item, no barriers, float8
@@ -52,8 +56,8 @@
  *       `rt` work-items per row (a power of two dividing WG, a kernel
  *       argument), WG / rt rows per work-group (work-item lid takes row
  *       group * (WG / rt) + lid / rt, lane lid % rt); lane i holds the
- *       float4 groups i, i + rt, ... of its row in registers (CACHE_V4 of
- *       them), so the logits are read once and the loss and gradient are
+ *       groups i, i + rt, ... of its row in registers (4 * CACHE_V4
+ *       elements), so the logits are read once and the loss and gradient are
  *       written from registers; segmented tree reductions in local memory
  *       give the max, then S (and d, in the same tree, with smoothing).
  *       Short rows share a work-group and its barriers.  Rows past `rows`
@@ -61,7 +65,7 @@
  *       barriers.
  *   xent_fwd_wg, xent_fwd_bwd_wg (GPU path, longer rows)
  *       one work-group of WG work-items per row; work-item i takes the
- *       float4 groups i, i + WG, ... with an online (max, sum) pair, then a
+ *       groups i, i + WG, ... with an online (max, sum) pair, then a
  *       tree reduction in local memory; a second strided pass, backwards
  *       (the row's end may still be in the cache), sums m - x and writes
  *       the gradient, and a second tree reduction gives d.
@@ -320,16 +324,18 @@ inline void xent_wg_sum2(local float *la, local float *lb, float a, float b) {
 
 /* The gradient of an ignored or bad row: zeros. */
 inline void xent_wg_zero(global real_t *g, size_t n) {
-  const size_t lid = get_local_id(0), n4 = n / 4;
-  for (size_t q = lid; q < n4; q += WG) STORE4((float4)(0.0f), g, q * 4);
-  for (size_t j = n4 * 4 + lid; j < n; j += WG) STORE(0.0f, g, j);
+  const size_t lid = get_local_id(0), nq = n / RUMUS_RV;
+  for (size_t q = lid; q < nq; q += WG)
+    STOREV((rumus_rv)(0.0f), g, q * RUMUS_RV);
+  for (size_t j = nq * RUMUS_RV + lid; j < n; j += WG) STORE(0.0f, g, j);
 }
 
 /* The work-item of a work-group that handles element t of a row of n
- * elements in the strided loops below (float4 groups, then the tail). */
+ * elements in the strided loops below (groups of RUMUS_RV, then the
+ * tail). */
 inline size_t xent_owner(size_t t, size_t n) {
-  const size_t n4 = n / 4;
-  return t < n4 * 4 ? (t / 4) % WG : (t - n4 * 4) % WG;
+  const size_t nt = n / RUMUS_RV * RUMUS_RV;
+  return t < nt ? (t / RUMUS_RV) % WG : (t - nt) % WG;
 }
 
 /* The row of one work-group, read twice from global memory (_wg).  Every
@@ -341,36 +347,33 @@ inline void xent_wg_body(global const real_t *x, size_t n, int t, int kind,
                          local float *ld, float *loss_out) {
   const size_t lid = get_local_id(0);
   const size_t nv = kind == XENT_VALID ? n : 0; /* the same in the group */
-  const size_t n4 = nv / 4;
+  const size_t nq = nv / RUMUS_RV;
   const float xt = kind == XENT_VALID ? LOAD(x, t) : 0.0f;
   /* Pass 1: online (max, sum). */
   float m = -INFINITY, s = 0.0f;
-  for (size_t q = lid; q < n4; q += WG) {
-    const float4 v = LOAD4(x, q * 4);
-    rumus_online(v.x, &m, &s);
-    rumus_online(v.y, &m, &s);
-    rumus_online(v.z, &m, &s);
-    rumus_online(v.w, &m, &s);
-  }
-  for (size_t j = n4 * 4 + lid; j < nv; j += WG) rumus_online(LOAD(x, j), &m, &s);
+  for (size_t q = lid; q < nq; q += WG)
+    rumus_online_v(LOADV(x, q * RUMUS_RV), &m, &s);
+  for (size_t j = nq * RUMUS_RV + lid; j < nv; j += WG)
+    rumus_online(LOAD(x, j), &m, &s);
   rumus_wg_max_sum(lm, ls, m, s);
   const float M = lm[0], S = ls[0];
   /* Pass 2: d, and the gradient.  Only needed with a gradient or with
    * smoothing; the loop bound is the same in the group either way. */
-  const size_t n2 = (with_grad || smooth > 0.0f) ? nv : 0, n24 = n2 / 4;
+  const size_t n2 = (with_grad || smooth > 0.0f) ? nv : 0;
+  const size_t n2q = n2 / RUMUS_RV;
   const float inv = 1.0f / S, sub = smooth / (float)n;
   float d = 0.0f;
   /* Backwards (RUMUS_REV_Q): the row's end, read last, may still be in
    * the cache. */
-  for (size_t j = n24 * 4 + lid; j < n2; j += WG) {
+  for (size_t j = n2q * RUMUS_RV + lid; j < n2; j += WG) {
     const float v = LOAD(x, j);
     d += M - v;
     if (with_grad) STORE((exp(v - M) * inv - sub) * scale, g, j);
   }
-  RUMUS_REV_Q(q, n24) {
-    const float4 v = LOAD4(x, q * 4);
-    d += rumus_hsum4(M - v);
-    if (with_grad) STORE4((exp(v - M) * inv - sub) * scale, g, q * 4);
+  RUMUS_REV_Q(q, n2q) {
+    const rumus_rv v = LOADV(x, q * RUMUS_RV);
+    d += rumus_hsumv(M - v);
+    if (with_grad) STOREV((exp(v - M) * inv - sub) * scale, g, q * RUMUS_RV);
   }
   /* The work-item that wrote g[t] above overwrites it. */
   if (with_grad && kind == XENT_VALID && lid == xent_owner((size_t)t, n))
@@ -379,6 +382,10 @@ inline void xent_wg_body(global const real_t *x, size_t n, int t, int kind,
   rumus_wg_sum(ld, d); /* ld is not lm or ls: no barrier needed before */
   *loss_out = xent_kind_loss(kind, M, S, xt, ld[0], n, smooth);
 }
+
+/* Group q of the row cache of _wgl, in the row kernels' groups. */
+#define XENT_VLOAD(q, c) RUMUS_CAT(vload, RUMUS_RV)((q), (c))
+#define XENT_VSTORE(v, q, c) RUMUS_CAT(vstore, RUMUS_RV)((v), (q), (c))
 
 /* The row of one work-group, read once from global memory into `cache`
  * (_wgl, n <= XENT_LOCAL_FLOATS): pass 1 stores it and finds the max,
@@ -391,16 +398,16 @@ inline void xent_wgl_body(global const real_t *x, size_t n, int t, int kind,
                           local float *ls, local float *ld, float *loss_out) {
   const size_t lid = get_local_id(0);
   const size_t nv = kind == XENT_VALID ? n : 0; /* the same in the group */
-  const size_t n4 = nv / 4;
+  const size_t nq = nv / RUMUS_RV, nt = nq * RUMUS_RV;
   const float xt = kind == XENT_VALID ? LOAD(x, t) : 0.0f;
   /* Pass 1: the max. */
   float m = -INFINITY;
-  for (size_t q = lid; q < n4; q += WG) {
-    const float4 v = LOAD4(x, q * 4);
-    vstore4(v, q, cache);
-    m = fmax(m, fmax(fmax(v.x, v.y), fmax(v.z, v.w)));
+  for (size_t q = lid; q < nq; q += WG) {
+    const rumus_rv v = LOADV(x, q * RUMUS_RV);
+    XENT_VSTORE(v, q, cache);
+    m = fmax(m, rumus_hmaxv(v));
   }
-  for (size_t j = n4 * 4 + lid; j < nv; j += WG) {
+  for (size_t j = nt + lid; j < nv; j += WG) {
     const float v = LOAD(x, j);
     cache[j] = v;
     m = fmax(m, v);
@@ -408,13 +415,13 @@ inline void xent_wgl_body(global const real_t *x, size_t n, int t, int kind,
   const float M = rumus_wg_max(lm, m);
   /* Pass 2: S and d. */
   float s = 0.0f, d = 0.0f;
-  for (size_t q = lid; q < n4; q += WG) {
-    const float4 v = vload4(q, cache), e = exp(v - M);
-    s += rumus_hsum4(e);
-    d += rumus_hsum4(M - v);
-    if (with_grad) vstore4(e, q, cache);
+  for (size_t q = lid; q < nq; q += WG) {
+    const rumus_rv v = XENT_VLOAD(q, cache), e = exp(v - M);
+    s += rumus_hsumv(e);
+    d += rumus_hsumv(M - v);
+    if (with_grad) XENT_VSTORE(e, q, cache);
   }
-  for (size_t j = n4 * 4 + lid; j < nv; j += WG) {
+  for (size_t j = nt + lid; j < nv; j += WG) {
     const float v = cache[j], e = exp(v - M);
     s += e;
     d += M - v;
@@ -425,9 +432,9 @@ inline void xent_wgl_body(global const real_t *x, size_t n, int t, int kind,
   /* Pass 3: the gradient. */
   if (with_grad) {
     const float inv = 1.0f / S, sub = smooth / (float)n;
-    for (size_t q = lid; q < n4; q += WG)
-      STORE4((vload4(q, cache) * inv - sub) * scale, g, q * 4);
-    for (size_t j = n4 * 4 + lid; j < nv; j += WG)
+    for (size_t q = lid; q < nq; q += WG)
+      STOREV((XENT_VLOAD(q, cache) * inv - sub) * scale, g, q * RUMUS_RV);
+    for (size_t j = nt + lid; j < nv; j += WG)
       STORE((cache[j] * inv - sub) * scale, g, j);
     if (kind == XENT_VALID && lid == xent_owner((size_t)t, n))
       STORE((exp(xt - M) * inv - (1.0f - smooth) - sub) * scale, g, (size_t)t);
@@ -497,23 +504,25 @@ __kernel RUMUS_WG_ATTR void xent_fwd_bwd_wgl(XENT_ROW_ARGS) {
 
 /* v with the lanes of group q that lie past a row of n elements zeroed
  * (select, not a product: those lanes may hold inf or NaN). */
-inline float4 xent_mask4(float4 v, size_t q, size_t n) {
-  const size_t j = q * 4;
-  if (j + 4 <= n) return v;
-  return (float4)(j < n ? v.x : 0.0f, j + 1 < n ? v.y : 0.0f,
-                  j + 2 < n ? v.z : 0.0f, 0.0f);
+inline rumus_rv xent_maskv(rumus_rv v, size_t q, size_t n) {
+  const size_t j = q * RUMUS_RV;
+  if (j + RUMUS_RV <= n) return v;
+  if (j >= n) return (rumus_rv)(0.0f);
+  return select((rumus_rv)(0.0f), v, RUMUS_RV_IOTA < (rumus_rvi)(int)(n - j));
 }
 
-/* Lane i (< 4) of v, and v with lane i replaced by a. */
-inline float xent_get4(float4 v, size_t i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+/* Lane i (< RUMUS_RV) of v, and v with lane i replaced by a. */
+inline float xent_getv(rumus_rv v, size_t i) {
+#if RUMUS_RV == 8
+  const float4 h = i < 4 ? v.lo : v.hi;
+  i &= 3;
+#else
+  const float4 h = v;
+#endif
+  return i == 0 ? h.x : i == 1 ? h.y : i == 2 ? h.z : h.w;
 }
-inline float4 xent_set4(float4 v, size_t i, float a) {
-  if (i == 0) v.x = a;
-  else if (i == 1) v.y = a;
-  else if (i == 2) v.z = a;
-  else v.w = a;
-  return v;
+inline rumus_rv xent_setv(rumus_rv v, size_t i, float a) {
+  return select(v, (rumus_rv)(a), RUMUS_RV_IOTA == (rumus_rvi)(int)i);
 }
 
 /* Two sums in one tree: *a and *b become their groups' totals. */
@@ -535,7 +544,7 @@ inline void xent_seg_sum2(local float *la, local float *lb, float *a, float *b,
 }
 
 /* The row of rt work-items (_wgc, n <= 4 * rt * CACHE_V4), held in
- * registers: lane i holds the float4 groups i, i + rt, ..., so the logits
+ * registers: lane i holds the groups i, i + rt, ... (rumus_rv), so the logits
  * are read from global memory once and the loss and gradient come from
  * registers.  Lane 0 reads x[t] (before any store, so g may alias x) and
  * writes the loss.  A row that is not valid loads nothing; a padding row
@@ -547,21 +556,21 @@ inline void xent_wgc_body(global const real_t *x, size_t n, int t, int kind,
   const size_t lane = get_local_id(0) % rt;
   const size_t nv = kind == XENT_VALID ? n : 0;
   const float xt = (kind == XENT_VALID && lane == 0) ? LOAD(x, t) : 0.0f;
-  float4 v[CACHE_V4];
+  rumus_rv v[CACHE_V];
   float m = -INFINITY;
-  for (int k = 0; k < CACHE_V4; k++) {
-    v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, nv, -INFINITY);
-    m = fmax(m, fmax(fmax(v[k].x, v[k].y), fmax(v[k].z, v[k].w)));
+  for (int k = 0; k < CACHE_V; k++) {
+    v[k] = rumus_loadv_fill(x, lane + (size_t)k * rt, nv, -INFINITY);
+    m = fmax(m, rumus_hmaxv(v[k]));
   }
   const float M = rumus_seg_max(lm, m, rt);
   /* S and d over the row's elements only; v becomes exp(x - M). */
   float S = 0.0f, D = 0.0f;
-  for (int k = 0; k < CACHE_V4; k++) {
+  for (int k = 0; k < CACHE_V; k++) {
     const size_t q = lane + (size_t)k * rt;
-    const float4 e = exp(v[k] - M);
+    const rumus_rv e = exp(v[k] - M);
     /* Lanes past the row hold exp(-inf - M) = 0: no mask needed for S. */
-    S += rumus_hsum4(e);
-    if (smooth > 0.0f) D += rumus_hsum4(xent_mask4(M - v[k], q, nv));
+    S += rumus_hsumv(e);
+    if (smooth > 0.0f) D += rumus_hsumv(xent_maskv(M - v[k], q, nv));
     v[k] = e;
   }
   /* smooth is the same in the whole launch: the branch is uniform.  lm
@@ -572,18 +581,18 @@ inline void xent_wgc_body(global const real_t *x, size_t n, int t, int kind,
     S = rumus_seg_sum(ls, S, rt);
   if (with_grad && kind == XENT_VALID) {
     const float inv = 1.0f / S, sub = smooth / (float)n;
-    for (int k = 0; k < CACHE_V4; k++) {
-      const size_t q = lane + (size_t)k * rt, i = (size_t)t - q * 4;
-      float4 gv = (v[k] * inv - sub) * scale;
-      if (i < 4) /* this lane holds the target */
-        gv = xent_set4(gv, i,
-                       (xent_get4(v[k], i) * inv - (1.0f - smooth) - sub) *
+    for (int k = 0; k < CACHE_V; k++) {
+      const size_t q = lane + (size_t)k * rt, i = (size_t)t - q * RUMUS_RV;
+      rumus_rv gv = (v[k] * inv - sub) * scale;
+      if (i < RUMUS_RV) /* this lane holds the target */
+        gv = xent_setv(gv, i,
+                       (xent_getv(v[k], i) * inv - (1.0f - smooth) - sub) *
                            scale);
-      rumus_store4_part(gv, g, q, n);
+      rumus_storev_part(gv, g, q, n);
     }
   } else if (with_grad && kind != XENT_NO_ROW) {
-    for (int k = 0; k < CACHE_V4; k++)
-      rumus_store4_part((float4)(0.0f), g, lane + (size_t)k * rt, n);
+    for (int k = 0; k < CACHE_V; k++)
+      rumus_storev_part((rumus_rv)(0.0f), g, lane + (size_t)k * rt, n);
   }
   *loss_out = xent_kind_loss(kind, M, S, xt, D, n, smooth);
 }

@@ -190,13 +190,16 @@ END_TEST
 /* F16 (_i 0) and BF16 (_i 1) storage on shapes that take every kernel:
  * one work-item per row (row variant: every shape, runs of ROW_RUN rows
  * ending short at 37 and 33 rows, tails of fewer than 8 at 67 and 8193),
- * the register rungs of 128 (C <= 4096: 1, 67, 1000) and 256 work-items
- * (6000), one group per row (8193, 12000); the aligned programs where C is
- * a multiple of 4 (1000, 6000, 12000).  Forward, then backward at the
- * forward's reference, softmax and log-softmax, both variants. */
+ * the register rungs of 128 (C <= 4096: 1, 67, 1000, 1004) and 256
+ * work-items (6000), one group per row (8193, 8196, 12000); the aligned
+ * programs where C is a multiple of 4: groups of 8 elements where it is a
+ * multiple of 8 (1000, 6000, 12000), of 4 where not (1004, 8196).
+ * Forward, then backward at the forward's reference, softmax and
+ * log-softmax, both variants. */
 START_TEST(typed_paths) {
-  static const size_t SHAPES[][2] = {{7, 1},    {37, 67},  {33, 1000},
-                                     {5, 6000}, {3, 8193}, {2, 12000}};
+  static const size_t SHAPES[][2] = {{7, 1},    {37, 67},   {33, 1000},
+                                     {5, 1004}, {5, 6000},  {3, 8193},
+                                     {2, 8196}, {2, 12000}};
   const rumus_dtype d = tu_dtypes[1 + _i];
   rumus_ctx *ctx = tu_ctx();
   for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
@@ -361,14 +364,24 @@ END_TEST
 
 /* In place, in borrowed buffers at an offset with guard bytes, 3-D: the
  * forward with y == x, then the backward at that y with dx == dy, both
- * compared with the reference (tolerances of the header).  Storage and
- * row length by _i: F32, F16 and BF16 in rows of 67 (not aligned: the wgc
- * kernels' partial float4 groups, the row kernels' F16 groups of 4 at
- * every alignment), F16 in rows of 64 (aligned: typed vector accesses). */
+ * compared with the reference (tolerances of the header).  Storage, row
+ * length and offset by _i (IN_PLACE): F32, F16 and BF16 in rows of 67 (not
+ * aligned: the wgc kernels' partial float4 groups, the row kernels' F16
+ * groups of 4 at every alignment), F16 in rows of 64 (8-aligned: typed
+ * accesses of 8 elements), BF16 in rows of 64 at an element offset of 4
+ * and in rows of 68 (4-aligned only: typed float4 groups). */
+static const struct {
+  int dtype;     /* index in tu_dtypes */
+  size_t C, odd; /* row length; element offset past the 4096-byte guard */
+} IN_PLACE[] = {{0, 67, 0}, {1, 67, 0}, {2, 67, 0},
+                {1, 64, 0}, {2, 64, 4}, {2, 68, 0}};
+#define N_IN_PLACE (sizeof IN_PLACE / sizeof IN_PLACE[0])
+
 START_TEST(in_place_and_guards) {
-  const rumus_dtype d = tu_dtypes[_i < 3 ? _i : 1];
+  const rumus_dtype d = tu_dtypes[IN_PLACE[_i].dtype];
+  const size_t odd = IN_PLACE[_i].odd;
   rumus_ctx *ctx = tu_ctx();
-  const size_t C = _i < 3 ? 67 : 64, shape[3] = {3, 5, C};
+  const size_t C = IN_PLACE[_i].C, shape[3] = {3, 5, C};
   const size_t B = 15, n = B * C;
   float *x = tu_malloc(n * sizeof *x), *dy = tu_malloc(n * sizeof *dy);
   double *want = tu_malloc(n * sizeof *want), atol[3], rtol[3];
@@ -391,13 +404,13 @@ START_TEST(in_place_and_guards) {
       case_name(name, sizeof name, d, log_mode ? "log_softmax" : "softmax",
                 "in_place", v, B, C);
       snprintf(name_bwd, sizeof name_bwd, "%s_bwd", name);
-      tu_guarded g = tu_guarded_typed(ctx, d, 3, shape, x);
+      tu_guarded g = tu_guarded_typed_odd(ctx, d, 3, shape, x, odd);
       TU_OK(ctx, fwd(ctx, g.t, g.t));
       float *y = tu_download_f32(ctx, g.t);
       ref_softmax_fwd(x, B, C, log_mode, want);
       const int op = log_mode ? FWD_LOG : FWD;
       tu_check_close(name, y, want, n, atol[op], rtol[op]);
-      tu_guarded gd = tu_guarded_typed(ctx, d, 3, shape, dy);
+      tu_guarded gd = tu_guarded_typed_odd(ctx, d, 3, shape, dy, odd);
       TU_OK(ctx, bwd(ctx, g.t, gd.t, gd.t));
       float *dx = tu_download_f32(ctx, gd.t);
       ref_softmax_bwd(y, dy, B, C, log_mode, want);
@@ -499,7 +512,7 @@ int main(void) {
   tcase_add_loop_test(limits, fwd_special_rows, 0, 3);
   tcase_add_test(limits, long_rows);
   tcase_add_test(limits, chunked_rows);
-  tcase_add_loop_test(limits, in_place_and_guards, 0, 4);
+  tcase_add_loop_test(limits, in_place_and_guards, 0, (int)N_IN_PLACE);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

@@ -349,18 +349,21 @@ static void check_typed(rumus_ctx *ctx, rumus_dtype d, float *x,
 
 /* F16 and BF16 logits on shapes that take every kernel: the row variant
  * (every shape; runs of ROW_RUN rows ending short at 37 and 33 rows, tails
- * of fewer than 8 at 67 and 9001); _wgc on rows of 67 (not aligned) and
- * 1000 (aligned); _wg at 9001; with WG 16, _wgl at 600 (with a gradient or
- * smoothing, _wg without).  Every 11th row ignored; smoothing and
- * grad_scale on some shapes. */
+ * of fewer than 8 at 67 and 9001); _wgc on rows of 67 (not aligned), 1004
+ * (4-aligned: float4 groups), 1000 and 1016 (8-aligned: groups of 8; at
+ * 1016 the last lane's last group lies past the row); _wg at 9001 and 9000
+ * (groups of 8); with WG 16, _wgl at 600 (with a gradient or smoothing,
+ * _wg without).  Every 11th row ignored; smoothing and grad_scale on some
+ * shapes. */
 START_TEST(typed_modes) {
   static const struct {
     size_t B, C;
     int wg;
     float smooth, scale;
   } CASES[] = {{5, 1, 0, 0.0f, 1.0f},     {37, 67, 0, 0.1f, 2.5f},
-               {33, 1000, 0, 0.0f, 1.0f}, {3, 9001, 0, 0.1f, 1.0f},
-               {9, 600, 16, 0.0f, -0.5f}};
+               {33, 1000, 0, 0.0f, 1.0f}, {5, 1004, 0, 0.1f, 1.0f},
+               {7, 1016, 0, 0.1f, 1.5f},  {3, 9001, 0, 0.1f, 1.0f},
+               {2, 9000, 0, 0.1f, 1.0f},  {9, 600, 16, 0.0f, -0.5f}};
   const rumus_dtype d = typed_logits(_i);
   rumus_ctx *ctx = tu_ctx();
   for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
@@ -580,14 +583,16 @@ END_TEST
 
 /* logits_3d_guarded with F16 logits and gradient in rows of 67 (_i 0: the
  * row kernels' F16 groups of 4 at every alignment) or BF16 in rows of 64
- * (_i 1: the aligned programs' typed vector stores), each tensor 4096
- * bytes into its buffer, and a loss of each type: a 16-bit loss is 2 bytes
- * a row, so a 4-byte store of a per-row or reduced loss reaches the
- * guard; the gradient starts at 7, so the ignored row's zeros must be
- * written. */
+ * (_i 1: the aligned programs' typed 8-element stores), each tensor 4096
+ * bytes into its buffer, or F16 in rows of 64 with logits and gradient 4
+ * elements further (_i 2: 4-aligned only, float4 groups), and a loss of
+ * each type: a 16-bit loss is 2 bytes a row, so a 4-byte store of a
+ * per-row or reduced loss reaches the guard; the gradient starts at 7, so
+ * the ignored row's zeros must be written. */
 START_TEST(typed_guarded) {
   const rumus_dtype d = typed_logits(_i);
   const size_t C = _i ? 64 : 67, sx[3] = {3, 5, C}, st[2] = {3, 5};
+  const size_t odd = _i == 2 ? 4 : 0;
   enum { B = 15 };
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
@@ -604,12 +609,12 @@ START_TEST(typed_guarded) {
     ref_out want = ref_run(x, t, B, C, &p);
     for (int v = 0; v < 2; v++) {
       tu_set_variant(ctx, tu_variants[v]);
-      tu_guarded gx = tu_guarded_typed(ctx, d, 3, sx, x);
+      tu_guarded gx = tu_guarded_typed_odd(ctx, d, 3, sx, x, odd);
       tu_guarded gt = tu_guarded_tensor(ctx, RUMUS_I32, 2, st, t);
       tu_guarded gl = p.reduction == RUMUS_REDUCTION_NONE
                           ? tu_guarded_typed(ctx, lt, 2, st, NULL)
                           : tu_guarded_typed(ctx, lt, 0, NULL, NULL);
-      tu_guarded gg = tu_guarded_typed(ctx, d, 3, sx, NULL);
+      tu_guarded gg = tu_guarded_typed_odd(ctx, d, 3, sx, NULL, odd);
       TU_OK(ctx, rumus_tensor_fill(gg.t, 7.0f));
       TU_OK(ctx, rumus_cross_entropy(ctx, gx.t, gt.t, gl.t, gg.t, &p));
       TU_OK(ctx, rumus_ctx_sync(ctx));
@@ -1060,7 +1065,7 @@ int main(void) {
   tcase_add_loop_test(limits, typed_special_rows, 0, 2);
   tcase_add_test(limits, ignore_index);
   tcase_add_test(limits, logits_3d_guarded);
-  tcase_add_loop_test(limits, typed_guarded, 0, 2);
+  tcase_add_loop_test(limits, typed_guarded, 0, 3);
   tcase_add_test(limits, logits_1d);
   tcase_add_test(limits, chunked_rows);
   tcase_add_test(limits, empty_batch);

@@ -62,6 +62,18 @@ RUMUS__HIDDEN int rumus__align4(const rumus_ctx *ctx,
                                 const rumus_tensor *const *ts, int nt,
                                 size_t cols);
 
+/* Flags of the alignment of a row op's tensors (rumus__row_align), which
+ * rumus__row_plan_make takes: RUMUS__ROW_ALIGN4 as rumus__align4 (which
+ * returns it), and RUMUS__ROW_ALIGN8 when, on the GPU variant, the
+ * storage is 16-bit and every tensor and row is 8-element aligned too:
+ * the row kernels then move 8 elements (16 bytes) per access
+ * (RUMUS_ALIGN8, rumus_rv in cl/common.cl). */
+#define RUMUS__ROW_ALIGN4 1
+#define RUMUS__ROW_ALIGN8 2
+RUMUS__HIDDEN int rumus__row_align(const rumus_ctx *ctx,
+                                   const rumus_tensor *const *ts, int nt,
+                                   size_t cols);
+
 /* ---- Row kernels ----------------------------------------------------------
  * How the row kernels of softmax and cross-entropy (`base`_row, _wgc, _wg
  * in cl/softmax.cl and cl/xent.cl) cover rows of `cols` elements:
@@ -84,6 +96,7 @@ typedef struct {
   size_t wg;             /* the local size and the program's WG */
   int cache_v4;          /* REGS: float4 per work-item (CACHE_V4) */
   int align4;            /* RUMUS_ALIGN4 */
+  int align8;            /* RUMUS_ALIGN8 (the family's options add it) */
   cl_uint rt;            /* REGS: work-items per row */
   size_t rows_per_group; /* REGS: wg / rt; otherwise 1 */
   char options[256];
@@ -99,13 +112,14 @@ typedef struct {
   const char *file;
   rumus__row_options_fn options;
 } rumus__row_family;
-/* Fills *plan for kernel `base` of the family; builds the REGS program to
- * learn whether the device runs it at the rung's size.  @return RUMUS_OK or
- * the build's error. */
+/* Fills *plan for kernel `base` of the family (align: RUMUS__ROW_ALIGN*
+ * flags, or rumus__align4's result); builds the REGS program to learn
+ * whether the device runs it at the rung's size.  @return RUMUS_OK or the
+ * build's error. */
 RUMUS__HIDDEN int rumus__row_plan_make(rumus_ctx *ctx, const char *op,
                                        const rumus__row_family *fam,
                                        const char *base, rumus_dtype storage,
-                                       int align4, size_t cols,
+                                       int align, size_t cols,
                                        rumus__row_plan *plan);
 /* Builds every program rumus__row_plan_make can choose for the family on
  * the context's current variant and work-group option. */

@@ -50,6 +50,19 @@ int rumus__align4(const rumus_ctx *ctx, const rumus_tensor *const *ts, int nt,
   return 1;
 }
 
+int rumus__row_align(const rumus_ctx *ctx, const rumus_tensor *const *ts,
+                     int nt, size_t cols) {
+  if (!rumus__align4(ctx, ts, nt, cols)) return 0;
+  if (cols % 8 != 0) return RUMUS__ROW_ALIGN4;
+  int sixteen = 0;
+  for (int i = 0; i < nt; i++) {
+    if (!ts[i]) continue;
+    if (rumus_dtype_size(ts[i]->dtype) == 2) sixteen = 1;
+    if (!rumus__aligned(ts[i], 0, 8)) return RUMUS__ROW_ALIGN4;
+  }
+  return sixteen ? RUMUS__ROW_ALIGN4 | RUMUS__ROW_ALIGN8 : RUMUS__ROW_ALIGN4;
+}
+
 /* The REGS rungs of the work-group variant, smallest first: (work-group
  * size, float4 per work-item).  On the H200 rows of 1024 ran fastest with
  * 128 (4 rows per group: 138 us for softmax at 65536 x 1024 against 148
@@ -112,11 +125,12 @@ static int try_regs(rumus_ctx *ctx, const char *op,
 
 int rumus__row_plan_make(rumus_ctx *ctx, const char *op,
                          const rumus__row_family *fam, const char *base,
-                         rumus_dtype storage, int align4, size_t cols,
+                         rumus_dtype storage, int align, size_t cols,
                          rumus__row_plan *plan) {
   const size_t wg = rumus__reduce_wg(ctx);
   plan->storage = storage;
-  plan->align4 = align4;
+  plan->align4 = (align & RUMUS__ROW_ALIGN4) != 0;
+  plan->align8 = (align & RUMUS__ROW_ALIGN8) != 0;
   if (!rumus__gpu_variant(ctx)) {
     plan_set(ctx, fam, plan, RUMUS__ROWS_ITEM, wg, 1, 0, base, "row");
     return RUMUS_OK;
@@ -148,6 +162,7 @@ int rumus__row_family_warm(rumus_ctx *ctx, const rumus__row_family *fam,
   const size_t wg = rumus__reduce_wg(ctx);
   rumus__row_plan plan;
   plan.storage = storage;
+  plan.align8 = 0; /* F32 programs: never 8-wide */
   if (!rumus__gpu_variant(ctx)) {
     plan.align4 = 0;
     return warm_plan(ctx, fam, &plan, RUMUS__ROWS_ITEM, wg, 0);

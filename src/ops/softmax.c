@@ -20,10 +20,13 @@ static void softmax_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
   char head[96];
   rumus__options_head(head, sizeof head, plan->storage, plan->wg,
                       plan->align4);
+  /* RUMUS_ALIGN8 only where set: F32 programs keep the options that
+   * rumus_cache_fill builds. */
+  const char *a8 = plan->align8 ? " -DRUMUS_ALIGN8=1" : "";
   if (plan->kind == RUMUS__ROWS_REGS)
-    snprintf(buf, len, "%s -DCACHE_V4=%d", head, plan->cache_v4);
+    snprintf(buf, len, "%s -DCACHE_V4=%d%s", head, plan->cache_v4, a8);
   else
-    snprintf(buf, len, "%s -DROW_RUN=%d", head, ROW_RUN);
+    snprintf(buf, len, "%s -DROW_RUN=%d%s", head, ROW_RUN, a8);
 }
 
 static const rumus__row_family SOFTMAX = {FILE_CL, softmax_options};
@@ -36,7 +39,7 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *base,
                     size_t cols) {
   rumus__row_plan plan;
   RUMUS__FORWARD(rumus__row_plan_make(ctx, op, &SOFTMAX, base, ts[0]->dtype,
-                                      rumus__align4(ctx, ts, nt, cols), cols,
+                                      rumus__row_align(ctx, ts, nt, cols), cols,
                                       &plan));
   const rumus__kernel_ref k = {FILE_CL, plan.options, plan.kernel};
   const size_t chunk =

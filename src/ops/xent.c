@@ -68,6 +68,9 @@ static void xent_options_loss(const rumus_ctx *ctx,
                    RED_ITEMS, ROW_RUN);
   if (plan->kind == RUMUS__ROWS_REGS && n > 0 && (size_t)n < len)
     n += snprintf(buf + n, len - (size_t)n, " -DCACHE_V4=%d", plan->cache_v4);
+  /* Only where set, as a 16-bit loss: F32 programs keep their options. */
+  if (plan->align8 && n > 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, " -DRUMUS_ALIGN8=1");
   if (loss != RUMUS_F32 && n > 0 && (size_t)n < len)
     snprintf(buf + n, len - (size_t)n, " -DRUMUS_STORAGE_LOSS=%s",
              rumus__storage_tag(loss));
@@ -228,7 +231,7 @@ static int launch_rows(rumus_ctx *ctx, const xent_call *c) {
       c->reduce || c->loss->dtype == RUMUS_F32 ? &XENT : &XENT_TYPED_LOSS;
   rumus__row_plan plan;
   RUMUS__FORWARD(rumus__row_plan_make(ctx, OP, fam, base, logits->dtype,
-                                      rumus__align4(ctx, rows_ts, 2, cols),
+                                      rumus__row_align(ctx, rows_ts, 2, cols),
                                       cols, &plan));
   /* Rows too long for registers: the local-memory row cache pays off when
    * the row is read twice, with a gradient or with smoothing. */
