@@ -20,11 +20,12 @@
  * program's RUMUS_STORAGE) read at mask + m_off + b msb + h msh + i msi +
  * j msj: the host passes 0 for a broadcast axis.
  *
- * Row kernels (*_row, both variants for now; the CPU variant's design):
+ * Row kernels (*_row, CPU variant, and the fallback of the GPU variant):
  * one work-item per query row (forward, dq) or key row (dk / dv), no
  * barriers, the row and its accumulators in private floats.  Keys (or
- * queries) go in blocks of KB = 8 so that the exponentials of a block are
- * one float8 rumus_exp_shifted8 (common.cl: PoCL's exp is far slower) and
+ * queries) go in blocks of KB = 8: their dot products run as 8
+ * independent float8 chains (block_dots), their exponentials are one
+ * float8 rumus_exp_shifted8 (common.cl: PoCL's exp is far slower), and
  * the forward's running (max, sum) rescales the accumulator once per block.
  * Work-group kernels (*_wg, GPU variant): a group of ATT_WG work-items
  * owns ATT_WG consecutive query rows (forward, dq) or key rows (dk / dv)

@@ -2,11 +2,11 @@
  * check_attention.c - scaled dot-product attention, forward (out and lse)
  * and backward (dq, dk, dv), against the float64 reference, on both
  * variants and every storage type: lengths T = 1, 7 and 129 (Tq and Tk
- * alike and different), D = 7, 32, 64, 96, 128, B * H = 1 and 6, causal
- * and not, additive masks of 2 and 4 dimensions (broadcast and full, each
- * storage type), an explicit scale; every tensor in a borrowed buffer at
- * an odd element offset with guard bytes; the backward against central
- * finite differences of the float64 forward; fully masked rows (out 0,
+ * alike and different), D = 1, 7, 32, 64, 96, 128, 256, B * H = 1 and 6,
+ * causal and not, additive masks of 2, 3 and 4 dimensions (broadcast and
+ * full, each storage type), an explicit scale; every tensor in a borrowed
+ * buffer at an odd element offset with guard bytes; the backward against
+ * central finite differences of the float64 forward; fully masked rows (out 0,
  * lse -inf, zero gradients), NaN confined to its row; bits equal run to
  * run; bad arguments with exact statuses.
  *
@@ -250,6 +250,8 @@ static const acase SHAPES[] = {
     {3, 2, 7, 1, 64, 0, 0, {0}, 0},
     {1, 6, 33, 20, 96, 1, 0, {0}, 0},
     {2, 1, 9, 13, 7, 0, 0, {0}, 0.3f},
+    {1, 2, 9, 5, 256, 1, 0, {0}, 0},
+    {2, 1, 3, 70, 1, 0, 2, {3, 70}, 0},
 };
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
