@@ -20,11 +20,12 @@
  * program's RUMUS_STORAGE) read at mask + m_off + b msb + h msh + i msi +
  * j msj: the host passes 0 for a broadcast axis.
  *
- * Row kernels (*_row, both variants for now; the CPU variant's design):
+ * Row kernels (*_row, CPU variant, and the fallback of the GPU variant):
  * one work-item per query row (forward, dq) or key row (dk / dv), no
  * barriers, the row and its accumulators in private floats.  Keys (or
- * queries) go in blocks of KB = 8 so that the exponentials of a block are
- * one float8 rumus_exp_shifted8 (common.cl: PoCL's exp is far slower) and
+ * queries) go in blocks of KB = 8: their dot products run as 8
+ * independent float8 chains (block_dots), their exponentials are one
+ * float8 rumus_exp_shifted8 (common.cl: PoCL's exp is far slower), and
  * the forward's running (max, sum) rescales the accumulator once per block.
  * Work-group kernels (*_wg, GPU variant): a group of ATT_WG work-items
  * owns ATT_WG consecutive query rows (forward, dq) or key rows (dk / dv)
@@ -78,45 +79,84 @@ inline global const mask_t *mask_row(global const mask_t *mask, ulong m_off,
          i * (size_t)msi;
 }
 
-/* dst = p[0 .. HEAD_DIM) * s, zero-padded to DPAD. */
-inline void row_load(global const real_t *p, float s, float *dst) {
-  int d = 0;
-  for (; d + 8 <= HEAD_DIM; d += 8) vstore8(LOAD8(p, d) * s, 0, dst + d);
-  for (; d < HEAD_DIM; d++) dst[d] = LOAD(p, d) * s;
-  for (; d < DPAD; d++) dst[d] = 0.0f;
+/* A head's row in private memory: DV float8 chunks, zero past HEAD_DIM.
+ * Every loop over the chunks has a constant trip count, so compilers
+ * unroll it and keep the chunks in vector registers. */
+#define DV (DPAD / 8)
+
+/* Chunk c (elements 8c .. 8c + 8) of a stored row, zeros past HEAD_DIM. */
+inline float8 chunk_load(global const real_t *p, int c) {
+  const int d = c * 8;
+  if (d + 8 <= HEAD_DIM) return LOAD8(p, d);
+  float t[8];
+  for (int e = 0; e < 8; e++) t[e] = d + e < HEAD_DIM ? LOAD(p, d + e) : 0.0f;
+  return vload8(0, t);
 }
 
-/* a . b for a private row a and a stored row b: float8 lanes, then the
- * lanes' sum, then the tail. */
-inline float row_dot(const float *a, global const real_t *b) {
-  float8 acc = 0.0f;
-  int d = 0;
-  for (; d + 8 <= HEAD_DIM; d += 8) acc = fma(vload8(0, a + d), LOAD8(b, d), acc);
-  float s = rumus_hsum8(acc);
-  for (; d < HEAD_DIM; d++) s = fma(a[d], LOAD(b, d), s);
-  return s;
+/* dst = p[0 .. HEAD_DIM) * s. */
+inline void row_load(global const real_t *p, float s, float8 *dst) {
+  for (int c = 0; c < DV; c++) dst[c] = chunk_load(p, c) * s;
 }
 
 /* acc += w * b for a stored row b. */
-inline void row_axpy(float *acc, float w, global const real_t *b) {
-  int d = 0;
-  for (; d + 8 <= HEAD_DIM; d += 8)
-    vstore8(fma((float8)(w), LOAD8(b, d), vload8(0, acc + d)), 0, acc + d);
-  for (; d < HEAD_DIM; d++) acc[d] = fma(w, LOAD(b, d), acc[d]);
+inline void row_axpy(float8 *acc, float w, global const real_t *b) {
+  for (int c = 0; c < DV; c++) acc[c] = fma((float8)(w), chunk_load(b, c), acc[c]);
 }
 
-inline void row_scale(float *acc, float s) {
-  for (int d = 0; d < DPAD; d += 8) vstore8(vload8(0, acc + d) * s, 0, acc + d);
+inline void row_scale(float8 *acc, float s) {
+  for (int c = 0; c < DV; c++) acc[c] *= s;
 }
 
-inline void row_store(const float *acc, float s, global real_t *p) {
-  int d = 0;
-  for (; d + 8 <= HEAD_DIM; d += 8) STORE8(vload8(0, acc + d) * s, p, d);
-  for (; d < HEAD_DIM; d++) STORE(acc[d] * s, p, d);
+inline void row_store(const float8 *acc, float s, global real_t *p) {
+  for (int c = 0; c < DV; c++) {
+    const int d = c * 8;
+    if (d + 8 <= HEAD_DIM) {
+      STORE8(acc[c] * s, p, d);
+    } else {
+      float t[8];
+      vstore8(acc[c] * s, 0, t);
+      for (int e = 0; d + e < HEAD_DIM; e++) STORE(t[e], p, d + e);
+    }
+  }
 }
 
-inline void row_zero(float *acc) {
-  for (int d = 0; d < DPAD; d++) acc[d] = 0.0f;
+inline void row_zero(float8 *acc) {
+  for (int c = 0; c < DV; c++) acc[c] = 0.0f;
+}
+
+/* The lane sums of v[0 .. 8) as one float8 (lane t: the sum of v[t]), by
+ * three levels of pairwise adds. */
+inline float8 hsum8x8(const float8 *v) {
+  float4 u[8], x[4];
+  for (int t = 0; t < 8; t++) u[t] = v[t].even + v[t].odd;
+  for (int t = 0; t < 4; t++) {
+    const float8 p = (float8)(u[2 * t], u[2 * t + 1]);
+    x[t] = p.even + p.odd;
+  }
+  const float8 p0 = (float8)(x[0], x[1]), p1 = (float8)(x[2], x[3]);
+  return (float8)(p0.even + p0.odd, p1.even + p1.odd);
+}
+
+/* a . b_t for the KB stored rows b_t = base + (j0 + t) HEAD_DIM, t < nt
+ * (lanes past nt repeat row nt - 1: the caller ignores them), as KB
+ * independent float8 chains: one chain per dot product would wait on the
+ * fma latency at every chunk. */
+inline float8 block_dots(const float8 *a, global const real_t *base,
+                         size_t j0, int nt) {
+  float8 acc[KB];
+  global const real_t *rp[KB];
+  for (int t = 0; t < KB; t++) {
+    acc[t] = 0.0f;
+    rp[t] = base + (j0 + (size_t)min(t, nt - 1)) * HEAD_DIM;
+  }
+  for (int c = 0; c < DV; c++)
+    for (int t = 0; t < KB; t++) acc[t] = fma(a[c], chunk_load(rp[t], c), acc[t]);
+  return hsum8x8(acc);
+}
+
+/* Lanes t >= nt of a block. */
+inline int8 block_past(int nt) {
+  return (int8)(0, 1, 2, 3, 4, 5, 6, 7) >= (int8)(nt);
 }
 
 /* e^(s - lse) for a block; 0 where lse is -inf (a fully masked row, whose
@@ -133,23 +173,17 @@ inline void fwd_row(global const real_t *qr, global const real_t *kb,
                     global const real_t *vb, global const mask_t *mr,
                     int has_mask, ulong msj, size_t jend, float scale,
                     global real_t *orow, global float *lse) {
-  float qv[DPAD], acc[DPAD];
+  float8 qv[DV], acc[DV];
   row_load(qr, scale, qv);
   row_zero(acc);
   float m = -INFINITY, l = 0.0f;
   for (size_t j0 = 0; j0 < jend; j0 += KB) {
     const int nt = (int)min((size_t)KB, jend - j0);
-    float sc[KB];
-    for (int t = 0; t < KB; t++) {
-      const size_t j = j0 + t;
-      float s = -INFINITY;
-      if (t < nt) {
-        s = row_dot(qv, kb + j * HEAD_DIM);
-        if (has_mask) s += MLOAD(mr, j * (size_t)msj);
-      }
-      sc[t] = s;
-    }
-    const float8 s8 = vload8(0, sc);
+    float mk[KB];
+    for (int t = 0; t < KB; t++)
+      mk[t] = has_mask && t < nt ? MLOAD(mr, (j0 + t) * (size_t)msj) : 0.0f;
+    const float8 s8 = select(block_dots(qv, kb, j0, nt) + vload8(0, mk),
+                             (float8)(-INFINITY), block_past(nt));
     const float mn = fmax(m, rumus_hmax8(s8));
     if (mn == -INFINITY) { /* nothing but -inf so far (fmax skips NaN) */
       if (any(isnan(s8))) l = NAN;
@@ -230,31 +264,26 @@ __kernel void attn_dkdv_row(global const real_t *q, ulong q_off,
   global const float *lb = lse + (size_t)lse_off + q0;
   global const float *eb = delta + q0;
   global const mask_t *mr = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
-  float kv[DPAD], vv[DPAD], gk[DPAD], gv[DPAD];
+  float8 kv[DV], vv[DV], gk[DV], gv[DV];
   row_load(k + (size_t)k_off + r * HEAD_DIM, scale, kv);
   row_load(v + (size_t)v_off + r * HEAD_DIM, 1.0f, vv);
   row_zero(gk);
   row_zero(gv);
   for (size_t i = i0; i < nq; i += KB) {
     const int nt = (int)min((size_t)KB, nq - i);
-    float sc[KB], dp[KB], ls[KB], de[KB];
+    float mk[KB], ls[KB], de[KB];
     for (int t = 0; t < KB; t++) {
       const size_t ii = i + t;
-      float s = -INFINITY, g = 0.0f, e = 0.0f, lv = 0.0f;
-      if (t < nt) {
-        s = row_dot(kv, qb + ii * HEAD_DIM);
-        if (has_mask) s += MLOAD(mr, ii * (size_t)msi + j * (size_t)msj);
-        g = row_dot(vv, db + ii * HEAD_DIM);
-        lv = lb[ii];
-        e = eb[ii];
-      }
-      sc[t] = s;
-      dp[t] = g;
-      ls[t] = lv;
-      de[t] = e;
+      const int in = t < nt;
+      mk[t] = has_mask && in ? MLOAD(mr, ii * (size_t)msi + j * (size_t)msj)
+                             : 0.0f;
+      ls[t] = in ? lb[ii] : 0.0f;
+      de[t] = in ? eb[ii] : 0.0f;
     }
-    const float8 p = block_p(vload8(0, sc), vload8(0, ls));
-    const float8 ds = p * (vload8(0, dp) - vload8(0, de));
+    const float8 s8 = select(block_dots(kv, qb, i, nt) + vload8(0, mk),
+                             (float8)(-INFINITY), block_past(nt));
+    const float8 p = block_p(s8, vload8(0, ls));
+    const float8 ds = p * (block_dots(vv, db, i, nt) - vload8(0, de));
     float pp[KB], dd[KB];
     vstore8(p, 0, pp);
     vstore8(ds, 0, dd);
@@ -284,7 +313,7 @@ __kernel void attn_dq_row(global const real_t *q, ulong q_off,
   global const real_t *kb = k + (size_t)k_off + kv0;
   global const real_t *vb = v + (size_t)v_off + kv0;
   global const mask_t *mr = mask_row(mask, m_off, bh, i, H, msb, msh, msi);
-  float qv[DPAD], gv[DPAD], gq[DPAD];
+  float8 qv[DV], gv[DV], gq[DV];
   row_load(q + (size_t)q_off + r * HEAD_DIM, scale, qv);
   row_load(dout + (size_t)do_off + r * HEAD_DIM, 1.0f, gv);
   row_zero(gq);
@@ -292,22 +321,15 @@ __kernel void attn_dq_row(global const real_t *q, ulong q_off,
   const float8 e8 = (float8)(delta[r]);
   for (size_t j0 = 0; j0 < jend; j0 += KB) {
     const int nt = (int)min((size_t)KB, jend - j0);
-    float sc[KB], dp[KB];
-    for (int t = 0; t < KB; t++) {
-      const size_t j = j0 + t;
-      float s = -INFINITY, g = 0.0f;
-      if (t < nt) {
-        s = row_dot(qv, kb + j * HEAD_DIM);
-        if (has_mask) s += MLOAD(mr, j * (size_t)msj);
-        g = row_dot(gv, vb + j * HEAD_DIM);
-      }
-      sc[t] = s;
-      dp[t] = g;
-    }
-    const float8 p = block_p(vload8(0, sc), l8);
+    float mk[KB];
+    for (int t = 0; t < KB; t++)
+      mk[t] = has_mask && t < nt ? MLOAD(mr, (j0 + t) * (size_t)msj) : 0.0f;
+    const float8 s8 = select(block_dots(qv, kb, j0, nt) + vload8(0, mk),
+                             (float8)(-INFINITY), block_past(nt));
+    const float8 p = block_p(s8, l8);
     float pp[KB], dd[KB];
     vstore8(p, 0, pp);
-    vstore8(p * (vload8(0, dp) - e8), 0, dd);
+    vstore8(p * (block_dots(gv, vb, j0, nt) - e8), 0, dd);
     for (int t = 0; t < nt; t++)
       if (pp[t] != 0.0f) row_axpy(gq, dd[t], kb + (j0 + t) * HEAD_DIM);
   }
@@ -327,16 +349,15 @@ inline void tile_load(global const real_t *p, size_t t0, size_t n,
 }
 
 /* a . b for private a and a local row b (DPAD floats, zero-padded). */
-inline float local_dot(const float *a, local const float *b) {
+inline float local_dot(const float8 *a, local const float *b) {
   float8 acc = 0.0f;
-  for (int d = 0; d < DPAD; d += 8) acc = fma(vload8(0, a + d), vload8(0, b + d), acc);
+  for (int c = 0; c < DV; c++) acc = fma(a[c], vload8(c, b), acc);
   return rumus_hsum8(acc);
 }
 
 /* acc += w * b for a local row b. */
-inline void local_axpy(float *acc, float w, local const float *b) {
-  for (int d = 0; d < DPAD; d += 8)
-    vstore8(fma((float8)(w), vload8(0, b + d), vload8(0, acc + d)), 0, acc + d);
+inline void local_axpy(float8 *acc, float w, local const float *b) {
+  for (int c = 0; c < DV; c++) acc[c] = fma((float8)(w), vload8(c, b), acc[c]);
 }
 
 /* The group's head and first row, for rows of length T per head, ATT_WG
@@ -361,7 +382,7 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_fwd_wg(
   const size_t jend = causal ? min((size_t)Tk, i + 1) : (size_t)Tk;
   const size_t kv0 = bh * (size_t)Tk * HEAD_DIM;
   global const mask_t *mr = mask_row(mask, m_off, bh, i, H, msb, msh, msi);
-  float qv[DPAD], acc[DPAD];
+  float8 qv[DV], acc[DV];
   row_load(q + (size_t)q_off + r * HEAD_DIM, scale, qv);
   row_zero(acc);
   float m = -INFINITY, l = 0.0f;
@@ -428,7 +449,7 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dkdv_wg(
   /* The group's queries: all, or (causal) from its first key on. */
   const size_t gstart = causal ? r0 : 0;
   global const mask_t *mr = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
-  float kv[DPAD], vv[DPAD], gk[DPAD], gv[DPAD];
+  float8 kv[DV], vv[DV], gk[DV], gv[DV];
   row_load(k + (size_t)k_off + r * HEAD_DIM, scale, kv);
   row_load(v + (size_t)v_off + r * HEAD_DIM, 1.0f, vv);
   row_zero(gk);
@@ -472,7 +493,7 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
   const size_t jend = causal ? min((size_t)Tk, i + 1) : (size_t)Tk;
   const size_t kv0 = bh * (size_t)Tk * HEAD_DIM;
   global const mask_t *mr = mask_row(mask, m_off, bh, i, H, msb, msh, msi);
-  float qv[DPAD], gov[DPAD], gq[DPAD];
+  float8 qv[DV], gov[DV], gq[DV];
   row_load(q + (size_t)q_off + r * HEAD_DIM, scale, qv);
   row_load(dout + (size_t)do_off + r * HEAD_DIM, 1.0f, gov);
   row_zero(gq);

@@ -2,11 +2,11 @@
  * check_attention.c - scaled dot-product attention, forward (out and lse)
  * and backward (dq, dk, dv), against the float64 reference, on both
  * variants and every storage type: lengths T = 1, 7 and 129 (Tq and Tk
- * alike and different), D = 7, 32, 64, 96, 128, B * H = 1 and 6, causal
- * and not, additive masks of 2 and 4 dimensions (broadcast and full, each
- * storage type), an explicit scale; every tensor in a borrowed buffer at
- * an odd element offset with guard bytes; the backward against central
- * finite differences of the float64 forward; fully masked rows (out 0,
+ * alike and different), D = 1, 7, 32, 64, 96, 128, 256, B * H = 1 and 6,
+ * causal and not, additive masks of 2, 3 and 4 dimensions (broadcast and
+ * full, each storage type), an explicit scale; every tensor in a borrowed
+ * buffer at an odd element offset with guard bytes; the backward against
+ * central finite differences of the float64 forward; fully masked rows (out 0,
  * lse -inf, zero gradients), NaN confined to its row; bits equal run to
  * run; bad arguments with exact statuses.
  *
@@ -250,6 +250,8 @@ static const acase SHAPES[] = {
     {3, 2, 7, 1, 64, 0, 0, {0}, 0},
     {1, 6, 33, 20, 96, 1, 0, {0}, 0},
     {2, 1, 9, 13, 7, 0, 0, {0}, 0.3f},
+    {1, 2, 9, 5, 256, 1, 0, {0}, 0},
+    {2, 1, 3, 70, 1, 0, 2, {3, 70}, 0},
 };
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
@@ -491,103 +493,178 @@ END_TEST
 
 /* ---- Bad arguments ------------------------------------------------------- */
 
-/* Every check of the section, with its exact status; nothing enqueued. */
-START_TEST(bad_args) {
-  rumus_ctx *ctx = tu_ctx();
+/* The tensors of the bad-argument tests: a valid call's (q, k, v, o, lse,
+ * dout, dq, dk, dv: B 2, H 3, Tq 5, Tk 6, D 8) and ones that break one
+ * rule each. */
+typedef struct {
+  rumus_tensor *q, *k, *v, *o, *lse, *dout, *dq, *dk, *dv, *kd, *kb, *kh,
+      *vt, *k3, *qbig, *lbad, *l2, *mok, *mbad, *m5, *m1, *mb, *mi, *q16, *li;
+} bad_set;
+
+static bad_set bad_make(rumus_ctx *ctx) {
   const size_t sq[4] = {2, 3, 5, 8}, sk[4] = {2, 3, 6, 8}, sl[3] = {2, 3, 5};
-  rumus_tensor *q = tu_tensor(ctx, RUMUS_F32, 4, sq, NULL),
-               *k = tu_tensor(ctx, RUMUS_F32, 4, sk, NULL),
-               *v = tu_tensor(ctx, RUMUS_F32, 4, sk, NULL),
-               *o = tu_tensor(ctx, RUMUS_F32, 4, sq, NULL),
-               *lse = tu_tensor(ctx, RUMUS_F32, 3, sl, NULL),
-               *dout = tu_tensor(ctx, RUMUS_F32, 4, sq, NULL),
-               *dq = tu_tensor(ctx, RUMUS_F32, 4, sq, NULL),
-               *dk = tu_tensor(ctx, RUMUS_F32, 4, sk, NULL),
-               *dv = tu_tensor(ctx, RUMUS_F32, 4, sk, NULL);
   const size_t s_d[4] = {2, 3, 6, 9}, s_b[4] = {1, 3, 6, 8},
                s_h[4] = {2, 2, 6, 8}, s_t[4] = {2, 3, 7, 8},
                s_3[3] = {3, 6, 8}, s_big[4] = {1, 1, 2, 257},
                s_l[3] = {2, 3, 6}, s_l2[2] = {6, 5}, m_ok[2] = {5, 6},
                m_bad[2] = {5, 4}, m_5[5] = {1, 2, 3, 5, 6},
                m_1[1] = {6}, m_b[4] = {3, 1, 5, 6};
-  rumus_tensor *kd = tu_tensor(ctx, RUMUS_F32, 4, s_d, NULL),
-               *kb = tu_tensor(ctx, RUMUS_F32, 4, s_b, NULL),
-               *kh = tu_tensor(ctx, RUMUS_F32, 4, s_h, NULL),
-               *vt = tu_tensor(ctx, RUMUS_F32, 4, s_t, NULL),
-               *k3 = tu_tensor(ctx, RUMUS_F32, 3, s_3, NULL),
-               *qbig = tu_tensor(ctx, RUMUS_F32, 4, s_big, NULL),
-               *lbad = tu_tensor(ctx, RUMUS_F32, 3, s_l, NULL),
-               *l2 = tu_tensor(ctx, RUMUS_F32, 2, s_l2, NULL),
-               *mok = tu_tensor(ctx, RUMUS_F16, 2, m_ok, NULL),
-               *mbad = tu_tensor(ctx, RUMUS_F32, 2, m_bad, NULL),
-               *m5 = tu_tensor(ctx, RUMUS_F32, 5, m_5, NULL),
-               *m1 = tu_tensor(ctx, RUMUS_F32, 1, m_1, NULL),
-               *mb = tu_tensor(ctx, RUMUS_F32, 4, m_b, NULL),
-               *mi = tu_tensor(ctx, RUMUS_I32, 2, m_ok, NULL),
-               *q16 = tu_tensor_typed(ctx, RUMUS_F16, 4, sq, NULL),
-               *li = tu_tensor(ctx, RUMUS_F16, 3, sl, NULL);
+  const rumus_dtype f = RUMUS_F32;
+  bad_set b = {
+      tu_tensor(ctx, f, 4, sq, NULL),    tu_tensor(ctx, f, 4, sk, NULL),
+      tu_tensor(ctx, f, 4, sk, NULL),    tu_tensor(ctx, f, 4, sq, NULL),
+      tu_tensor(ctx, f, 3, sl, NULL),    tu_tensor(ctx, f, 4, sq, NULL),
+      tu_tensor(ctx, f, 4, sq, NULL),    tu_tensor(ctx, f, 4, sk, NULL),
+      tu_tensor(ctx, f, 4, sk, NULL),    tu_tensor(ctx, f, 4, s_d, NULL),
+      tu_tensor(ctx, f, 4, s_b, NULL),   tu_tensor(ctx, f, 4, s_h, NULL),
+      tu_tensor(ctx, f, 4, s_t, NULL),   tu_tensor(ctx, f, 3, s_3, NULL),
+      tu_tensor(ctx, f, 4, s_big, NULL), tu_tensor(ctx, f, 3, s_l, NULL),
+      tu_tensor(ctx, f, 2, s_l2, NULL),  tu_tensor(ctx, RUMUS_F16, 2, m_ok, NULL),
+      tu_tensor(ctx, f, 2, m_bad, NULL), tu_tensor(ctx, f, 5, m_5, NULL),
+      tu_tensor(ctx, f, 1, m_1, NULL),   tu_tensor(ctx, f, 4, m_b, NULL),
+      tu_tensor(ctx, RUMUS_I32, 2, m_ok, NULL),
+      tu_tensor_typed(ctx, RUMUS_F16, 4, sq, NULL),
+      tu_tensor(ctx, RUMUS_F16, 3, sl, NULL)};
+  return b;
+}
+
+static void bad_free(rumus_ctx *ctx, bad_set *b) {
+  tu_free_all(ctx, b->q, b->k, b->v, b->o, b->lse, b->dout, b->dq, b->dk,
+              b->dv, b->kd, b->kb, b->kh, b->vt, b->k3, b->qbig, b->lbad,
+              b->l2, b->mok, b->mbad, b->m5, b->m1, b->mb, b->mi, b->q16,
+              b->li, NULL);
+}
+
+/* Every check of the forward, with its exact status; nothing enqueued. */
+START_TEST(bad_args_fwd) {
+  rumus_ctx *ctx = tu_ctx();
+  bad_set b = bad_make(ctx);
   const rumus_attention_params neg = {-1.0f, 0}, inf = {INFINITY, 0},
                                nan = {NAN, 1};
-  TU_STATUS(RUMUS_ENULL, rumus_attention_fwd(NULL, NULL, q, k, v, NULL, o, lse));
-  TU_STATUS(RUMUS_ENULL, rumus_attention_fwd(ctx, NULL, NULL, k, v, NULL, o, lse));
-  TU_STATUS(RUMUS_ENULL, rumus_attention_fwd(ctx, NULL, q, k, NULL, NULL, o, lse));
-  TU_STATUS(RUMUS_ENULL, rumus_attention_fwd(ctx, NULL, q, k, v, NULL, NULL, lse));
-  TU_STATUS(RUMUS_EDTYPE, rumus_attention_fwd(ctx, NULL, q16, k, v, NULL, o, lse));
-  TU_STATUS(RUMUS_EDTYPE, rumus_attention_fwd(ctx, NULL, q, k, v, mi, o, lse));
-  TU_STATUS(RUMUS_EDTYPE, rumus_attention_fwd(ctx, NULL, q, k, v, NULL, o, li));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, kd, v, NULL, o, lse));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_fwd(NULL, NULL, b.q, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_fwd(ctx, NULL, NULL, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, NULL, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, NULL, b.lse));
+  TU_STATUS(RUMUS_EDTYPE,
+            rumus_attention_fwd(ctx, NULL, b.q16, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_EDTYPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.mi, b.o, b.lse));
+  TU_STATUS(RUMUS_EDTYPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.li));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.kd, b.v, NULL, b.o, b.lse));
   ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "D = 8"), "%s",
                 rumus_ctx_errmsg(ctx));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, kb, v, NULL, o, lse));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, kh, v, NULL, o, lse));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, k, vt, NULL, o, lse));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, k3, v, NULL, o, lse));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, k3, k, v, NULL, o, lse));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, qbig, qbig, qbig, NULL, qbig, NULL));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, k, v, NULL, dk, lse));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, k, v, NULL, o, lbad));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, k, v, NULL, o, l2));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, k, v, mbad, o, lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.kb, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.kh, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.vt, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k3, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.k3, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, b.qbig, b.qbig, b.qbig,
+                                              NULL, b.qbig, NULL));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, b.dk, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lbad));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.l2));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.mbad, b.o, b.lse));
   ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "Tk = 6"), "%s",
                 rumus_ctx_errmsg(ctx));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, k, v, m5, o, lse));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, k, v, m1, o, lse));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, q, k, v, mb, o, lse));
-  TU_STATUS(RUMUS_EINVAL, rumus_attention_fwd(ctx, &neg, q, k, v, NULL, o, lse));
-  TU_STATUS(RUMUS_EINVAL, rumus_attention_fwd(ctx, &inf, q, k, v, NULL, o, lse));
-  TU_STATUS(RUMUS_EINVAL, rumus_attention_fwd(ctx, &nan, q, k, v, NULL, o, lse));
-  TU_STATUS(RUMUS_EINVAL, rumus_attention_fwd(ctx, NULL, q, k, v, NULL, q, lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.m5, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.m1, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.mb, b.o, b.lse));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_fwd(ctx, &neg, b.q, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_fwd(ctx, &inf, b.q, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_fwd(ctx, &nan, b.q, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, b.q, b.lse));
+  bad_free(ctx, &b);
+}
+END_TEST
+
+/* The backward's checks; a tensor of another context; valid calls. */
+START_TEST(bad_args_bwd) {
+  rumus_ctx *ctx = tu_ctx();
+  bad_set b = bad_make(ctx);
+  const size_t sk[4] = {2, 3, 6, 8};
+  const rumus_attention_params neg = {-1.0f, 0};
   /* The backward: out and lse required, outputs checked like inputs. */
-  TU_STATUS(RUMUS_ENULL, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, NULL, dout, dq, dk, dv));
-  TU_STATUS(RUMUS_ENULL, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, NULL, lse, dout, dq, dk, dv));
-  TU_STATUS(RUMUS_ENULL, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, lse, NULL, dq, dk, dv));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, lbad, dout, dq, dk, dv));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, lse, dk, dq, dk, dv));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, lse, dout, dk, NULL, NULL));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, lse, dout, NULL, dq, NULL));
-  TU_STATUS(RUMUS_ESHAPE, rumus_attention_bwd(ctx, NULL, q, k, v, mbad, o, lse, dout, dq, dk, dv));
-  TU_STATUS(RUMUS_EDTYPE, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, lse, dout, q16, dk, dv));
-  TU_STATUS(RUMUS_EINVAL, rumus_attention_bwd(ctx, &neg, q, k, v, NULL, o, lse, dout, dq, dk, dv));
-  TU_STATUS(RUMUS_EINVAL, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, lse, dout, dq, dk, dk));
-  TU_STATUS(RUMUS_EINVAL, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, lse, dout, dout, dk, dv));
-  TU_STATUS(RUMUS_EINVAL, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, lse, dout, dq, v, dv));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, NULL,
+                                b.dout, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, NULL, b.lse,
+                                b.dout, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                NULL, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lbad,
+                                b.dout, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dk, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dk, NULL, NULL));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, NULL, b.dq, NULL));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, b.mbad, b.o, b.lse,
+                                b.dout, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_EDTYPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.q16, b.dk, b.dv));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_bwd(ctx, &neg, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dq, b.dk, b.dk));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dout, b.dk, b.dv));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dq, b.v, b.dv));
   /* A tensor of another context. */
   rumus_ctx *other = tu_ctx();
   rumus_tensor *ok_ = tu_tensor(other, RUMUS_F32, 4, sk, NULL);
-  TU_STATUS(RUMUS_EINVAL, rumus_attention_fwd(ctx, NULL, q, ok_, v, NULL, o, lse));
-  TU_STATUS(RUMUS_EINVAL, rumus_attention_bwd(ctx, NULL, q, k, v, NULL, o, lse, dout, dq, ok_, dv));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_fwd(ctx, NULL, b.q, ok_, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dq, ok_, b.dv));
   rumus_tensor_free(ok_);
   TU_OK(other, rumus_ctx_free(other));
   /* Valid calls: a broadcast F16 mask on F32 data, no lse, no gradients. */
-  TU_OK(ctx, rumus_tensor_fill(q, 0.5f));
-  TU_OK(ctx, rumus_tensor_fill(k, 0.25f));
-  TU_OK(ctx, rumus_tensor_fill(v, 1.0f));
-  TU_OK(ctx, rumus_tensor_fill(mok, 0.0f));
-  TU_OK(ctx, rumus_attention_fwd(ctx, NULL, q, k, v, mok, o, NULL));
-  TU_OK(ctx, rumus_attention_bwd(ctx, NULL, q, k, v, mok, o, lse, dout, NULL, NULL, NULL));
+  TU_OK(ctx, rumus_tensor_fill(b.q, 0.5f));
+  TU_OK(ctx, rumus_tensor_fill(b.k, 0.25f));
+  TU_OK(ctx, rumus_tensor_fill(b.v, 1.0f));
+  TU_OK(ctx, rumus_tensor_fill(b.mok, 0.0f));
+  TU_OK(ctx, rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.mok, b.o, NULL));
+  TU_OK(ctx, rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, b.mok, b.o, b.lse,
+                                 b.dout, NULL, NULL, NULL));
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_free_all(ctx, q, k, v, o, lse, dout, dq, dk, dv, kd, kb, kh, vt, k3, qbig,
-              lbad, l2, mok, mbad, m5, m1, mb, mi, q16, li, NULL);
+  bad_free(ctx, &b);
 }
 END_TEST
 
@@ -636,7 +713,8 @@ int main(void) {
   tcase_add_test(limits, empty);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
-  tcase_add_test(errors, bad_args);
+  tcase_add_test(errors, bad_args_fwd);
+  tcase_add_test(errors, bad_args_bwd);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }
