@@ -185,18 +185,25 @@ void peer_bias_add(float *restrict y, const float *restrict bias, size_t rows,
 
 /* Columns are split over the threads; each thread walks every row of its
  * column range in order (deterministic). */
+/* The columns [*j0, *j1) of `cols` that the calling OpenMP thread takes
+ * in a static split (all of them outside a parallel region). */
+static void thread_columns(size_t cols, size_t *j0, size_t *j1) {
+  size_t nt = 1, id = 0;
+#ifdef _OPENMP
+  nt = (size_t)omp_get_num_threads();
+  id = (size_t)omp_get_thread_num();
+#endif
+  const size_t per = (cols + nt - 1) / nt;
+  *j0 = id * per < cols ? id * per : cols;
+  *j1 = *j0 + per < cols ? *j0 + per : cols;
+}
+
 void peer_bias_grad(const float *restrict dy, float *restrict dbias,
                     size_t rows, size_t cols) {
 #pragma omp parallel
   {
-    size_t nt = 1, id = 0;
-#ifdef _OPENMP
-    nt = (size_t)omp_get_num_threads();
-    id = (size_t)omp_get_thread_num();
-#endif
-    size_t per = (cols + nt - 1) / nt;
-    size_t j0 = id * per < cols ? id * per : cols;
-    size_t j1 = j0 + per < cols ? j0 + per : cols;
+    size_t j0, j1;
+    thread_columns(cols, &j0, &j1);
     for (size_t j = j0; j < j1; j++) dbias[j] = 0.0f;
     for (size_t r = 0; r < rows; r++) {
       const float *gr = dy + r * cols;
@@ -881,14 +888,8 @@ static void layernorm_param_grads(const float *restrict dy,
                                   size_t cols) {
 #pragma omp parallel
   {
-    size_t nt = 1, id = 0;
-#ifdef _OPENMP
-    nt = (size_t)omp_get_num_threads();
-    id = (size_t)omp_get_thread_num();
-#endif
-    size_t per = (cols + nt - 1) / nt;
-    size_t j0 = id * per < cols ? id * per : cols;
-    size_t j1 = j0 + per < cols ? j0 + per : cols;
+    size_t j0, j1;
+    thread_columns(cols, &j0, &j1);
     for (size_t j = j0; j < j1; j++) {
       dgamma[j] = 0.0f;
       if (dbeta) dbeta[j] = 0.0f;
@@ -947,14 +948,8 @@ void peer_embedding_bwd(const float *restrict dout,
                         size_t n, size_t rows, size_t dim) {
 #pragma omp parallel
   {
-    size_t nt = 1, id = 0;
-#ifdef _OPENMP
-    nt = (size_t)omp_get_num_threads();
-    id = (size_t)omp_get_thread_num();
-#endif
-    size_t per = (dim + nt - 1) / nt;
-    size_t j0 = id * per < dim ? id * per : dim;
-    size_t j1 = j0 + per < dim ? j0 + per : dim;
+    size_t j0, j1;
+    thread_columns(dim, &j0, &j1);
     for (size_t r = 0; r < rows; r++)
       for (size_t j = j0; j < j1; j++) dweight[r * dim + j] = 0.0f;
     for (size_t p = 0; p < n; p++) {
