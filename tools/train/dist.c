@@ -228,8 +228,13 @@ static int scatter_grads(train_dist *d, char *err, size_t errlen) {
  * PoCL the device and MPI share the same CPU cores. */
 static int exchange_hook(void *user, char *err, size_t errlen) {
   train_dist *d = user;
+  /* The backward first, so that exchange_s times the exchange alone (the
+   * allreduce's wait for a slower rank included). */
+  int st = rumus_ctx_sync(d->ctx);
+  if (st != RUMUS_OK)
+    st = train_rumus_fail(err, errlen, d->ctx, st, "the backward pass");
   double t0 = now_s();
-  int st = gather_grads(d, err, errlen);
+  if (st == RUMUS_OK) st = gather_grads(d, err, errlen);
   if (st != RUMUS_OK) d->own_failure = 1;
   d->buf[d->nbuf] = st != RUMUS_OK ? 1.0f : 0.0f;
   sum_floats(d->buf, d->nbuf + 1);

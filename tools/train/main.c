@@ -358,8 +358,9 @@ static void print_summary(const run_state *r) {
          r->train_time / epochs, (double)r->trained / r->train_time,
          r->eval_time / epochs);
   if (r->dist.size > 1)
-    printf("         gradient exchange (download, MPI_Allreduce, upload) %.2f s "
-           "per epoch on rank 0\n", r->dist.exchange_s / epochs);
+    printf("         gradient exchange %.2f s per epoch on rank 0 (download, "
+           "MPI_Allreduce with its wait for the other ranks, upload)\n",
+           r->dist.exchange_s / epochs);
   printf("         final test accuracy %.2f%% (%zu/%zu)\n",
          100.0 * (double)r->correct / (double)r->test.count, r->correct,
          r->test.count);
