@@ -59,7 +59,16 @@ int dist_init(train_dist *d, int want, int *argc, char ***argv, char *err,
   d->size = d->local_size = 1;
   d->failed_rank = -1;
   d->weight = 1.0;
-  if (!want) return 0;
+  if (!want) {
+    /* mpirun without --mpi: N independent runs, each printing and saving
+     * alone; legal, but rarely what was meant. */
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = getenv("PMI_SIZE");
+    if (n && atoi(n) > 1)
+      fprintf(stderr, "rumus-train: warning: started as one of %d MPI processes "
+              "without --mpi: each trains alone\n", atoi(n));
+    return 0;
+  }
 #ifdef RUMUS_TRAIN_MPI
   MPI_Init(argc, argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);

@@ -77,7 +77,8 @@ typedef struct {
 
 /*! dist_init() : with want (--mpi), MPI_Init and this rank's place in
  *  MPI_COMM_WORLD and on its node (MPI_Comm_split_type with
- *  MPI_COMM_TYPE_SHARED); without, one rank of one.
+ *  MPI_COMM_TYPE_SHARED); without, one rank of one (with a warning on
+ *  standard error when mpirun started several processes).
  *  @return 0, or -1 with the message in err (rumus-train built without
  *  MPI). */
 int dist_init(train_dist *d, int want, int *argc, char ***argv, char *err,
