@@ -37,6 +37,7 @@
 
 #include "../tools/train/checkpoint.h"
 #include "../tools/train/cnn.h"
+#include "../tools/train/dist.h"
 #include "../tools/train/mlp.h"
 #include "../tools/train/mnist.h"
 #include "../tools/train/options.h"
@@ -461,6 +462,11 @@ START_TEST(options_parse) {
   ck_assert_int_eq(o.eval_only, 1);
   ck_assert_int_eq(parse(&o, err, 2, "--help"), 0);
   ck_assert_int_eq(o.help, 1);
+  ck_assert_int_eq(o.mpi, 0);
+  ck_assert_int_eq(o.max_steps, 0);
+  ck_assert_int_eq(parse(&o, err, 4, "--mpi", "--max-steps", "7"), 0);
+  ck_assert_int_eq(o.mpi, 1);
+  ck_assert_int_eq(o.max_steps, 7);
   /* --model: the CNN's epochs default to 10; --hidden is the MLP's. */
   ck_assert_int_eq(parse(&o, err, 1), 0);
   ck_assert_int_eq(o.model, TRAIN_MODEL_MLP);
@@ -482,6 +488,7 @@ START_TEST(options_parse) {
       {"--lr", "abc"},        {"--hidden", "256,,1"}, {"--hidden", "256,"},
       {"--hidden", "a"},      {"--seed", "-3"},       {"--seed", "99999999999999999999"},
       {"--frobnicate", "1"},  {"extra", "1"},         {"--device", ""},
+      {"--max-steps", "0"},   {"--max-steps", "-2"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     ck_assert_msg(parse(&o, err, 3, bad[i][0], bad[i][1]) == -1,
@@ -760,6 +767,62 @@ START_TEST(train_deterministic) {
   mlp_params_free(&a);
   mlp_params_free(&b);
   mlp_params_free(&c);
+  TU_OK(ctx, rumus_ctx_free(ctx));
+  mnist_free(&train);
+}
+END_TEST
+
+/* rumus-train's sharded loop (dist.c) on one rank of one, as without
+ * --mpi but for --max-steps, takes the same steps as the ordinary epoch
+ * loop, bit for bit, and stops after --max-steps. */
+START_TEST(dist_one_rank_like_epoch) {
+  mnist_set train;
+  load_real("train", 1000, &train);
+  rumus_ctx *ctx = tu_ctx();
+  train_opts o;
+  char err[2048] = "";
+  ck_assert_int_eq(parse(&o, err, 5, "--hidden", "32", "--batch-size", "96"), 0);
+  rumus_adam_params adam = MLP_ADAMW_DEFAULTS;
+  train_model a, b;
+  ck_assert_int_eq(model_params(&a, &o, &train, err, sizeof err), RUMUS_OK);
+  ck_assert_int_eq(model_params(&b, &o, &train, err, sizeof err), RUMUS_OK);
+  ck_assert_int_eq(model_create(&a, ctx, &o, &adam, err, sizeof err), RUMUS_OK);
+  ck_assert_int_eq(model_create(&b, ctx, &o, &adam, err, sizeof err), RUMUS_OK);
+  train_dist d;
+  ck_assert_int_eq(dist_init(&d, 0, NULL, NULL, err, sizeof err), 0);
+  ck_assert_int_eq(dist_local_batch(&d, 96), 96);
+  ck_assert_int_eq(dist_bind(&d, &b, ctx, train.count, 96, err, sizeof err), RUMUS_OK);
+  mlp_rng ra, rb;
+  mlp_rng_seed(&ra, 3);
+  mlp_rng_seed(&rb, 3);
+  mlp_progress pa, pb;
+  long left = -1;
+  ck_assert_int_eq(model_train_epoch(&a, &train, &ra, NULL, NULL, &pa), RUMUS_OK);
+  ck_assert_int_eq(dist_train_epoch(&d, &b, &train, 96, &rb, &left, NULL, NULL, &pb),
+                   RUMUS_OK);
+  ck_assert_uint_eq(pb.step, 11); /* 1000 = 10 x 96 + 40 */
+  ck_assert_uint_eq(pa.step, pb.step);
+  ck_assert_uint_eq(pa.seen, pb.seen);
+  ck_assert_uint_eq(pa.correct, pb.correct);
+  ck_assert(pa.loss_sum == pb.loss_sum);
+  ck_assert_int_eq(left, -1);
+  mlp_params pa_p = {0}, pb_p = {0};
+  ck_assert_int_eq(mlp_get_params(a.mlp, &pa_p), RUMUS_OK);
+  ck_assert_int_eq(mlp_get_params(b.mlp, &pb_p), RUMUS_OK);
+  assert_params_equal(&pa_p, &pb_p);
+  /* --max-steps: 4 steps, then the countdown stays at 0. */
+  left = 4;
+  ck_assert_int_eq(dist_train_epoch(&d, &b, &train, 96, &rb, &left, NULL, NULL, &pb),
+                   RUMUS_OK);
+  ck_assert_uint_eq(pb.step, 4);
+  ck_assert_uint_eq(pb.seen, 4 * 96);
+  ck_assert_int_eq(left, 0);
+  ck_assert_int_eq(mlp_steps(b.mlp), 15);
+  mlp_params_free(&pa_p);
+  mlp_params_free(&pb_p);
+  dist_finalize(&d);
+  model_free(&a);
+  model_free(&b);
   TU_OK(ctx, rumus_ctx_free(ctx));
   mnist_free(&train);
 }
@@ -1555,6 +1618,7 @@ int main(void) {
   tcase_add_checked_fixture(dev, tmp_setup, tmp_teardown);
   tcase_add_test(dev, train_deterministic);
   tcase_add_test(dev, train_lr_decay);
+  tcase_add_test(dev, dist_one_rank_like_epoch);
   tcase_add_test(dev, save_load_predictions);
   tcase_add_test(dev, train_mixed_precision_steps);
   tcase_add_test(dev, train_loss_scaling);

@@ -38,6 +38,9 @@ struct cnn {
   float in_mean, in_std;
   float p_conv, p_fc;
   uint64_t drop_seed;
+  uint64_t drop_lane, drop_lanes; /* cnn_set_dropout_lane() */
+  train_grad_hook grad_hook;      /* cnn_set_grad_hook() */
+  void *grad_hook_user;
 
   /* F32 masters (running statistics included), compute copies (the
    * masters themselves under F32 and for batch norm), gradients, AdamW
@@ -256,6 +259,7 @@ int cnn_create(rumus_ctx *ctx, const cnn_shape *s, size_t max_batch,
   m->p_conv = CNN_DROP_CONV;
   m->p_fc = CNN_DROP_FC;
   m->drop_seed = dropout_seed;
+  m->drop_lanes = 1;
   int st = train_batcher_alloc(&m->io, max_batch);
   if (st != RUMUS_OK) snprintf(m->err, sizeof m->err, "cnn_create: out of host memory");
   if (st == RUMUS_OK) st = create_params(m);
@@ -375,9 +379,33 @@ static int linear(cnn *m, int w, rumus_tensor *in, rumus_tensor *out) {
   return RUMUS_OK;
 }
 
-/* The dropout offsets of the current step: 2 step and 2 step + 1. */
+/* The dropout offsets of the current step: 2 step and 2 step + 1 on one
+ * device; with lanes (data-parallel ranks), step t of lane k takes the
+ * pair of step t lanes + k, so every lane draws its own masks. */
 static uint64_t drop_offset(const cnn *m, int which) {
-  return 2u * (uint64_t)m->step + (uint64_t)which;
+  uint64_t t = (uint64_t)m->step * m->drop_lanes + m->drop_lane;
+  return 2u * t + (uint64_t)which;
+}
+
+void cnn_set_dropout_lane(cnn *m, uint64_t lane, uint64_t lanes) {
+  if (lanes == 0 || lane >= lanes) return;
+  m->drop_lane = lane;
+  m->drop_lanes = lanes;
+}
+
+void cnn_set_grad_hook(cnn *m, train_grad_hook hook, void *user) {
+  m->grad_hook = hook;
+  m->grad_hook_user = user;
+}
+
+int cnn_grad_tensors(cnn *m, rumus_tensor **out, int max) {
+  if (max < CNN_NPARAM) return -1;
+  for (int k = 0; k < CNN_NPARAM; k++) out[k] = m->g[k];
+  return CNN_NPARAM;
+}
+
+rumus_tensor *cnn_tensor(cnn *m, int k) {
+  return k >= 0 && k < CNN_NTENSOR ? m->p[k] : NULL;
 }
 
 /* Uploads n rows of x (and y if not NULL) and enqueues the forward pass
@@ -556,6 +584,8 @@ int cnn_train_step(cnn *m, const float *x, const int32_t *y, size_t n,
   int st = check_rows(m, "cnn_train_step", n);
   if (st == RUMUS_OK) st = forward(m, x, y, n, 1);
   if (st == RUMUS_OK) st = backward(m);
+  if (st == RUMUS_OK && m->grad_hook)
+    st = m->grad_hook(m->grad_hook_user, m->err, sizeof m->err);
   if (st != RUMUS_OK) return st;
   m->step++; /* after the backward: it redraws this step's masks */
   st = update(m);

@@ -128,6 +128,22 @@ void cnn_set_lr_decay(cnn *m, long steps);
  *  CNN_DROP_CONV, CNN_DROP_FC; 0 turns one off), each in [0, 1). */
 void cnn_set_dropout(cnn *m, float p_conv, float p_fc);
 
+/*! cnn_set_dropout_lane() : data-parallel training: this model is lane
+ *  `lane` of `lanes` (0 <= lane < lanes; the MPI rank and the rank
+ *  count) and step t draws its masks at offsets 2 (t lanes + lane) and
+ *  2 (t lanes + lane) + 1, so that no two lanes share a mask; lane 0 of 1
+ *  (the default) is the single-device numbering of cnn_create(). */
+void cnn_set_dropout_lane(cnn *m, uint64_t lane, uint64_t lanes);
+/*! cnn_set_grad_hook() / cnn_grad_tensors() : as mlp_set_grad_hook() /
+ *  mlp_grad_tensors(), the gradients of the CNN_NPARAM trained tensors in
+ *  file order (batch norm's in F32, the others in cnn_precision()).
+ *  cnn_tensor() : the F32 master of tensor k (k < CNN_NTENSOR; the
+ *  running statistics for k >= CNN_NPARAM), which a caller may read and
+ *  overwrite between steps. */
+void cnn_set_grad_hook(cnn *m, train_grad_hook hook, void *user);
+int cnn_grad_tensors(cnn *m, rumus_tensor **out, int max);
+rumus_tensor *cnn_tensor(cnn *m, int k);
+
 /*! cnn_set_params() : uploads p (same shape), takes its input transform,
  *  zeroes the AdamW moments, the step count and the dropout offsets.
  *  @return RUMUS_OK, RUMUS_ESHAPE, RUMUS_EINVAL or a rumus error. */

@@ -53,6 +53,13 @@ typedef int (*train_step_fn)(void *model, const float *x, const int32_t *y,
 typedef int (*train_logits_fn)(void *model, const float *x, size_t n,
                                float *logits);
 
+/* A training step's gradient hook: mlp_train_step() and cnn_train_step()
+ * call it between the backward pass and the update, with the step's
+ * gradients enqueued on the device (dist.c averages them over the MPI
+ * ranks there).  A status other than RUMUS_OK stops the step, without the
+ * update, with the message in err. */
+typedef int (*train_grad_hook)(void *user, char *err, size_t errlen);
+
 /* Host staging of one batch: batch rows of MNIST_PIXELS inputs, labels,
  * logits and indices, and the input transform (mnist_batch's mean, std). */
 typedef struct {

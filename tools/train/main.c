@@ -6,7 +6,8 @@
  * See docs/TRAINING.md for the flags, the output and the model file.
  *
  * Exit status: 0 success, 1 a run-time error (data, device, file), 2 a bad
- * command line.
+ * command line.  With --mpi, under mpirun, the ranks train one model
+ * data-parallel (dist.h); rank 0 alone prints and saves.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -20,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "mnist.h"
 #include "model.h"
 #include "options.h"
@@ -113,6 +115,11 @@ typedef struct {
   double t_start, t_data, t_ready; /* start, data read, ready to train */
   double train_time, eval_time;    /* summed over the epochs */
   size_t correct;                  /* the last test pass's */
+  train_dist dist;                 /* the MPI ranks (one without --mpi) */
+  size_t batch;                    /* the global batch (o.batch: a rank's) */
+  long steps_left;                 /* --max-steps countdown, -1: none */
+  int epochs_run;
+  size_t trained;                  /* samples trained on, every rank's */
 } run_state;
 
 static int cleanup(run_state *r, int code) {
@@ -132,11 +139,12 @@ static int cleanup(run_state *r, int code) {
   model_free(&r->model);
   mnist_free(&r->train);
   mnist_free(&r->test);
+  dist_finalize(&r->dist);
   return code;
 }
 
 static int model_error(run_state *r, const char *what) {
-  fprintf(stderr, "rumus-train: %s: %s\n", what, model_errmsg(&r->model));
+  dist_print_error(&r->dist, what, model_errmsg(&r->model));
   return cleanup(r, 1);
 }
 
@@ -192,11 +200,13 @@ static int load_inputs(run_state *r) {
 static int prepare_device(run_state *r) {
   char err[2048];
   const train_opts *o = &r->o;
-  int st = rumus_ctx_create(&r->ctx, o->device, 0);
+  char devbuf[32];
+  const char *dev = dist_device(&r->dist, o->device, devbuf, sizeof devbuf);
+  int st = rumus_ctx_create(&r->ctx, dev, 0);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: cannot create an OpenCL context%s%s%s: %s: %s\n",
-            o->device ? " on '" : "", o->device ? o->device : "",
-            o->device ? "'" : "", rumus_err_name(st), rumus_last_create_error());
+            dev ? " on '" : "", dev ? dev : "",
+            dev ? "'" : "", rumus_err_name(st), rumus_last_create_error());
     return 1;
   }
   r->adam = (rumus_adam_params)MLP_ADAMW_DEFAULTS;
@@ -204,6 +214,11 @@ static int prepare_device(run_state *r) {
   st = model_create(&r->model, r->ctx, o, &r->adam, err, sizeof err);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: cannot create the model: %s\n", err);
+    return 1;
+  }
+  if (dist_bind(&r->dist, &r->model, r->ctx, r->train.count, r->batch, err,
+                sizeof err) != RUMUS_OK) {
+    fprintf(stderr, "rumus-train: %s\n", err);
     return 1;
   }
   /* Compile every kernel now, so that epoch 1 does not pay for it. */
@@ -249,7 +264,9 @@ static void print_header(const run_state *r) {
   if (!o->eval_only) {
     const rumus_adam_params *adam = &r->adam;
     printf("train  : %d epoch%s, batch %zu (last batch of an epoch kept), seed %llu\n",
-           o->epochs, o->epochs == 1 ? "" : "s", o->batch, (unsigned long long)o->seed);
+           o->epochs, o->epochs == 1 ? "" : "s", r->batch, (unsigned long long)o->seed);
+    if (o->max_steps)
+      printf("steps  : stopping after %ld\n", o->max_steps);
     printf("optim  : AdamW lr %g%s, betas (%g, %g), eps %g, weight decay %g\n",
            (double)adam->lr, o->constant_lr ? " (constant)" : " with cosine decay to 0",
            (double)adam->beta1, (double)adam->beta2,
@@ -261,6 +278,10 @@ static void print_header(const run_state *r) {
              rumus_dtype_name(o->precision),
              o->precision == RUMUS_F16 ? ", dynamic loss scaling from 65536" : "");
   }
+  if (r->dist.active)
+    printf("mpi    : %d rank%s (%d on this node), up to %zu rows of each batch per "
+           "rank, gradients averaged with MPI_Allreduce\n",
+           r->dist.size, r->dist.size == 1 ? "" : "s", r->dist.local_size, o->batch);
   printf("setup  : %.2f s (reading data %.2f s, device, kernels and a warm-up "
          "step %.2f s)\n",
          r->t_ready - r->t_start, r->t_data - r->t_start, r->t_ready - r->t_data);
@@ -270,7 +291,7 @@ static void print_header(const run_state *r) {
 /* --eval-only: one test pass. */
 static int evaluate_only(run_state *r) {
   double t0 = now_s();
-  if (model_evaluate(&r->model, &r->test, &r->correct) != RUMUS_OK)
+  if (dist_evaluate(&r->dist, &r->model, &r->test, &r->correct) != RUMUS_OK)
     return model_error(r, "evaluation failed");
   double t1 = now_s();
   printf("test accuracy: %.2f%% (%zu/%zu) in %.2f s on %s\n",
@@ -289,7 +310,7 @@ static int train_epochs(run_state *r) {
    * it gains about half a point of test accuracy in 5 epochs. */
   if (!o->constant_lr)
     model_set_lr_decay(&r->model, (long)o->epochs *
-                                      (long)((r->train.count + o->batch - 1) / o->batch));
+                                      (long)((r->train.count + r->batch - 1) / r->batch));
   progress g = {0};
   g.tty = isatty(STDOUT_FILENO);
   g.quiet = o->quiet;
@@ -300,11 +321,16 @@ static int train_epochs(run_state *r) {
     g.last_draw = 0.0;
     g.next_line = 0;
     mlp_progress p;
-    int st = model_train_epoch(&r->model, &r->train, &shuffle, progress_cb, &g, &p);
+    /* The sharded loop for MPI ranks and --max-steps (on one rank it
+     * takes the same batches as model_train_epoch()). */
+    int st = r->dist.active || o->max_steps
+                 ? dist_train_epoch(&r->dist, &r->model, &r->train, r->batch, &shuffle,
+                                    &r->steps_left, progress_cb, &g, &p)
+                 : model_train_epoch(&r->model, &r->train, &shuffle, progress_cb, &g, &p);
     progress_clear(&g);
     if (st != RUMUS_OK) return model_error(r, "training failed");
     double t1 = now_s();
-    if (model_evaluate(&r->model, &r->test, &r->correct) != RUMUS_OK)
+    if (dist_evaluate(&r->dist, &r->model, &r->test, &r->correct) != RUMUS_OK)
       return model_error(r, "evaluation failed");
     double t2 = now_s();
     r->train_time += t1 - g.t0;
@@ -315,6 +341,9 @@ static int train_epochs(run_state *r) {
            100.0 * (double)p.correct / (double)p.seen,
            100.0 * (double)r->correct / (double)r->test.count, t1 - g.t0, t2 - t1);
     fflush(stdout);
+    r->epochs_run = e;
+    r->trained += p.seen;
+    if (r->steps_left == 0) break;
   }
   return 0;
 }
@@ -322,11 +351,16 @@ static int train_epochs(run_state *r) {
 static void print_summary(const run_state *r) {
   const train_opts *o = &r->o;
   double t_end = now_s();
-  printf("summary: %d epoch%s in %.2f s total (setup %.2f s)\n", o->epochs,
-         o->epochs == 1 ? "" : "s", t_end - r->t_start, r->t_ready - r->t_start);
+  int epochs = r->epochs_run;
+  printf("summary: %d epoch%s in %.2f s total (setup %.2f s)\n", epochs,
+         epochs == 1 ? "" : "s", t_end - r->t_start, r->t_ready - r->t_start);
   printf("         per epoch %.2f s training (%.0f samples/s) + %.2f s test pass\n",
-         r->train_time / o->epochs,
-         (double)r->train.count * o->epochs / r->train_time, r->eval_time / o->epochs);
+         r->train_time / epochs, (double)r->trained / r->train_time,
+         r->eval_time / epochs);
+  if (r->dist.size > 1)
+    printf("         gradient exchange %.2f s per epoch on rank 0 (download, "
+           "MPI_Allreduce with its wait for the other ranks, upload)\n",
+           r->dist.exchange_s / epochs);
   printf("         final test accuracy %.2f%% (%zu/%zu)\n",
          100.0 * (double)r->correct / (double)r->test.count, r->correct,
          r->test.count);
@@ -335,6 +369,34 @@ static void print_summary(const run_state *r) {
            (double)model_loss_scale(&r->model), model_skipped_steps(&r->model),
            model_steps(&r->model));
   printf("         device %s\n", r->device);
+}
+
+/* After training: the ranks' batch-norm statistics averaged, a check that
+ * every rank holds the same parameters, the model saved by rank 0. */
+static int finish(run_state *r) {
+  int same = 1;
+  if (dist_sync_buffers(&r->dist, &r->model) != RUMUS_OK && r->dist.failed_rank >= 0)
+    return model_error(r, "averaging the batch-norm statistics failed");
+  if (dist_same_replicas(&r->dist, &r->model, &same) != RUMUS_OK)
+    return model_error(r, "comparing the ranks' parameters failed");
+  if (r->dist.size > 1 && same)
+    printf("ranks  : the %d ranks hold the same parameters, bit for bit\n",
+           r->dist.size);
+  else if (!same && r->dist.rank == 0)
+    fprintf(stderr, "rumus-train: warning: the ranks' parameters differ "
+            "(rank 0's are saved)\n");
+  char err[2048];
+  int bad = 0;
+  if (r->o.save && r->dist.rank == 0) {
+    bad = model_save(&r->model, r->o.save, err, sizeof err) != RUMUS_OK;
+    if (bad)
+      fprintf(stderr, "rumus-train: %s\n", err);
+    else
+      printf("saved  : %s\n", r->o.save);
+  }
+  if (dist_agree(&r->dist, bad, "saving the model") != 0) return cleanup(r, 1);
+  print_summary(r);
+  return cleanup(r, 0);
 }
 
 int main(int argc, char **argv) {
@@ -350,20 +412,28 @@ int main(int argc, char **argv) {
     train_usage(stdout);
     return 0;
   }
+  if (dist_init(&r.dist, r.o.mpi, &argc, &argv, err, sizeof err) != 0) {
+    fprintf(stderr, "rumus-train: %s\n", err);
+    return 1;
+  }
+  r.batch = r.o.batch;
+  r.o.batch = dist_local_batch(&r.dist, r.batch);
+  r.steps_left = r.o.max_steps > 0 ? r.o.max_steps : -1;
+  /* Rank 0 alone prints progress and results; errors go to every rank's
+   * standard error. */
+  if (r.dist.rank != 0) {
+    r.o.quiet = 1;
+    FILE *null = freopen("/dev/null", "w", stdout);
+    (void)null; /* if it fails, the rank prints what rank 0 does */
+  }
   r.t_start = now_s();
-  if (r.o.save && check_save_path(r.o.save) != 0) return 1;
-  if (load_inputs(&r) != 0 || prepare_device(&r) != 0) return cleanup(&r, 1);
+  int bad = r.dist.rank == 0 && r.o.save && check_save_path(r.o.save) != 0;
+  if (!bad) bad = load_inputs(&r) != 0;
+  if (!bad) bad = prepare_device(&r) != 0;
+  if (dist_agree(&r.dist, bad, "during setup") != 0) return cleanup(&r, 1);
   print_header(&r);
   if (r.o.eval_only) return evaluate_only(&r);
   int code = train_epochs(&r);
   if (code != 0) return code;
-  if (r.o.save) {
-    if (model_save(&r.model, r.o.save, err, sizeof err) != RUMUS_OK) {
-      fprintf(stderr, "rumus-train: %s\n", err);
-      return cleanup(&r, 1);
-    }
-    printf("saved  : %s\n", r.o.save);
-  }
-  print_summary(&r);
-  return cleanup(&r, 0);
+  return finish(&r);
 }

@@ -52,6 +52,10 @@ struct mlp {
   int views_owned;
   rumus_tensor *x, *y, *z[L_MAX], *dz[L_MAX], *h[L_MAX];
 
+  /* Called between the backward pass and the update (mlp_set_grad_hook). */
+  train_grad_hook grad_hook;
+  void *grad_hook_user;
+
   /* Host staging: one batch of inputs, labels, logits and indices. */
   float *xbuf, *logits;
   int32_t *ybuf;
@@ -752,6 +756,8 @@ int mlp_train_step(mlp *m, const float *x, const int32_t *y, size_t n,
   int st = check_rows(m, "mlp_train_step", n);
   if (st == RUMUS_OK) st = forward(m, x, y, n);
   if (st == RUMUS_OK) st = backward(m);
+  if (st == RUMUS_OK && m->grad_hook)
+    st = m->grad_hook(m->grad_hook_user, m->err, sizeof m->err);
   if (st != RUMUS_OK) return st;
   m->step++;
   st = update(m);
@@ -773,6 +779,21 @@ int mlp_train_step(mlp *m, const float *x, const int32_t *y, size_t n,
   if (st != RUMUS_OK) return st;
   RCALL(m, "rumus_ctx_sync (after a training step)", -1, rumus_ctx_sync(m->ctx));
   return RUMUS_OK;
+}
+
+void mlp_set_grad_hook(mlp *m, train_grad_hook hook, void *user) {
+  m->grad_hook = hook;
+  m->grad_hook_user = user;
+}
+
+int mlp_grad_tensors(mlp *m, rumus_tensor **out, int max) {
+  int L = m->shape.nlayers;
+  if (max < 2 * L) return -1;
+  for (int l = 0; l < L; l++) {
+    out[2 * l] = m->gw[l];
+    out[2 * l + 1] = m->gb[l];
+  }
+  return 2 * L;
 }
 
 rumus_dtype mlp_precision(const mlp *m) { return m->prec; }

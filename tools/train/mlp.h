@@ -159,6 +159,14 @@ int mlp_get_params(mlp *m, mlp_params *p);
  *  number of rows whose logits' argmax (before the update) equals y. */
 int mlp_train_step(mlp *m, const float *x, const int32_t *y, size_t n,
                    double *loss, size_t *correct);
+/*! mlp_set_grad_hook() : from now on every mlp_train_step() calls
+ *  hook(user, ...) after its backward pass, before the update (NULL: no
+ *  hook).  mlp_grad_tensors() : the gradient tensors the hook may read
+ *  and overwrite (stored in mlp_precision()): dW_0, db_0, dW_1, db_1, ...
+ *  into out[0..max); returns their count (2 nlayers), or -1 if max is too
+ *  small. */
+void mlp_set_grad_hook(mlp *m, train_grad_hook hook, void *user);
+int mlp_grad_tensors(mlp *m, rumus_tensor **out, int max);
 /*! mlp_logits() : forward pass of n rows (1 <= n <= max_batch) into
  *  logits [n, outputs] on the host. */
 int mlp_logits(mlp *m, const float *x, size_t n, float *logits);

@@ -40,11 +40,21 @@ void train_usage(FILE *f) {
           "                    the training set's mean and dividing by its\n"
           "                    std (a new model only; a loaded model keeps\n"
           "                    the transform stored in its file)\n"
+          "  --mpi             data-parallel training over the MPI ranks of\n"
+          "                    mpirun (each takes its shard of every batch;\n"
+          "                    gradients averaged with MPI_Allreduce)%s\n"
+          "  --max-steps N     stop after N training steps (in all)\n"
           "  --quiet           no progress display (epoch results and the\n"
           "                    summary are still printed)\n"
           "  --help            this text\n",
           TRAIN_DEFAULT_EPOCHS, TRAIN_DEFAULT_EPOCHS_CNN, TRAIN_DEFAULT_BATCH, (unsigned)TRAIN_DEFAULT_SEED,
-          MNIST_ENV_DIR, MNIST_DEFAULT_DIR);
+          MNIST_ENV_DIR, MNIST_DEFAULT_DIR,
+#ifdef RUMUS_TRAIN_MPI
+          ""
+#else
+          "\n                    (not in this build: built without MPI)"
+#endif
+          );
 }
 
 static int bad(char *err, size_t errlen, const char *fmt, ...)
@@ -103,7 +113,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
   static const char *const with_value[] = {
       "--epochs", "--batch-size", "--lr",   "--hidden", "--seed",
       "--device", "--data",       "--save", "--load", "--precision",
-      "--model"};
+      "--model", "--max-steps"};
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -124,6 +134,10 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
     }
     if (strcmp(arg, "--constant-lr") == 0) {
       o->constant_lr = 1;
+      continue;
+    }
+    if (strcmp(arg, "--mpi") == 0) {
+      o->mpi = 1;
       continue;
     }
     /* Flags with a value: "--flag VALUE" or "--flag=VALUE". */
@@ -198,6 +212,10 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
       else
         return bad(err, errlen, "--model '%s': expected mlp or cnn", val);
       o->model_given = 1;
+    } else if (strcmp(name, "--max-steps") == 0) {
+      if (parse_u64(val, 1, 1000000000, &u) != 0)
+        return bad(err, errlen, "--max-steps '%s': expected an integer from 1 to 1000000000", val);
+      o->max_steps = (long)u;
     } else if (strcmp(name, "--load") == 0) {
       if (val[0] == '\0') return bad(err, errlen, "--load: empty file name");
       o->load = val;

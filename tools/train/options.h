@@ -39,6 +39,8 @@ typedef struct {
   int no_normalize;  /* --no-normalize: inputs pixel / 255 only */
   int constant_lr;   /* --constant-lr: no cosine decay of the rate */
   rumus_dtype precision; /* --precision f32|f16|bf16 */
+  int mpi;           /* --mpi: data-parallel over the MPI ranks (dist.h) */
+  long max_steps;    /* --max-steps N: stop after N steps (0: no limit) */
   int help;          /* --help */
 } train_opts;
 
