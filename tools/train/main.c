@@ -2,7 +2,8 @@
  * rumus-train - trains an MLP (default 784-256-128-10, ReLU) or, with
  * --model cnn, a small CNN (cnn.h) on Fashion-MNIST with cross-entropy and
  * AdamW, every forward, backward and optimizer step on the OpenCL device,
- * and reports accuracy and time.
+ * and reports accuracy and time; with --model gpt, a character-level GPT
+ * on text (gpt_main.h).
  * See docs/TRAINING.md for the flags, the output and the model file.
  *
  * Exit status: 0 success, 1 a run-time error (data, device, file), 2 a bad
@@ -20,6 +21,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "gpt_file.h"
+#include "gpt_main.h"
 #include "mnist.h"
 #include "model.h"
 #include "options.h"
@@ -350,6 +353,11 @@ int main(int argc, char **argv) {
     train_usage(stdout);
     return 0;
   }
+  /* The GPT has a driver of its own (gpt_main.c); a GPT file given to
+   * --load selects it without --model. */
+  if (r.o.model == TRAIN_MODEL_GPT ||
+      (r.o.load && !r.o.model_given && gpt_file_is_gpt(r.o.load)))
+    return gpt_main(&r.o);
   r.t_start = now_s();
   if (r.o.save && check_save_path(r.o.save) != 0) return 1;
   if (load_inputs(&r) != 0 || prepare_device(&r) != 0) return cleanup(&r, 1);

@@ -1,0 +1,525 @@
+/* gpt.c - the GPT on the device (see gpt.h); its configuration, host
+ * parameters and initialisation are in gpt_file.c. */
+#include "gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt_attn_stub.h" /* TEMPORARY until branch attn is merged */
+#include "mnist.h" /* train_fail */
+
+/* Offsets of a block's tensors after 2 + 12 l (GPT_BLOCK_NAMES order). */
+enum {
+  B_LN1_W, B_LN1_B, B_ATTN_W, B_ATTN_B, B_APROJ_W, B_APROJ_B,
+  B_LN2_W, B_LN2_B, B_FC_W, B_FC_B, B_MPROJ_W, B_MPROJ_B
+};
+
+/* One block's saved activations, each over the N = B T positions. */
+typedef struct {
+  rumus_tensor *h1, *mean1, *rstd1;  /* ln_1 */
+  rumus_tensor *qkv, *qkv5;          /* [N, 3C] and its [B, T, 3, H, D] view */
+  rumus_tensor *qkvp, *q, *k, *v;    /* [3, B, H, T, D] and its three parts */
+  rumus_tensor *o, *lse;             /* attention output [B, H, T, D], lse */
+  rumus_tensor *y, *y4;              /* heads merged: [N, C], [B, T, H, D] */
+  rumus_tensor *xmid;                /* x after the attention's residual */
+  rumus_tensor *h2, *mean2, *rstd2;  /* ln_2 */
+  rumus_tensor *f, *g;               /* c_fc output, GELU of it [N, 4C] */
+} layer_acts;
+
+/* Activations of batches of `batch` sequences, and (train) the backward's
+ * scratch.  Every tensor, views included, is in `all` for freeing. */
+typedef struct {
+  size_t batch, n;
+  rumus_tensor *ids, *tgt;      /* [B, T] and its [N] view */
+  rumus_tensor **x, *x0_3;      /* residual stream x[0..L] [N, C]; x[0] 3-D */
+  layer_acts *la;
+  rumus_tensor *hf, *meanf, *rstdf, *logits;
+  rumus_tensor *dlogits, *dres, *dres3, *dtmp, *dff;
+  rumus_tensor *dqkv, *dqkv5, *dqkvp, *dq, *dk, *dv, *dop, *dy, *dy4, *demb;
+  rumus_tensor **all;
+  size_t nall, cap;
+} acts;
+
+struct gpt {
+  rumus_ctx *ctx;
+  gpt_config cfg;
+  size_t np;
+  rumus_tensor **p, **g, **mo, **vo;
+  rumus_tensor *loss, *gnorm, *wpe3;
+  rumus_adam_params adam;
+  long step;
+  acts train, gen;
+  float *host_logits; /* [T, V] of gen */
+  char err[2048];
+};
+
+#define RCALL(m, what, expr)                                                  \
+  do {                                                                        \
+    int rc_st_ = (expr);                                                      \
+    if (rc_st_ != RUMUS_OK)                                                   \
+      return train_rumus_fail((m)->err, sizeof (m)->err, (m)->ctx, rc_st_,    \
+                              (what));                                        \
+  } while (0)
+
+#define SHAPE(...) ((const size_t[]){__VA_ARGS__})
+#define NDIM(...) ((int)(sizeof((size_t[]){__VA_ARGS__}) / sizeof(size_t)))
+
+const char *gpt_errmsg(const gpt *m) { return m ? m->err : "NULL model"; }
+size_t gpt_batch(const gpt *m) { return m->train.batch; }
+long gpt_steps(const gpt *m) { return m->step; }
+
+#define blk(m, l, j) (2 + GPT_BLOCK_TENSORS * (l) + (size_t)(j))
+static size_t k_lnf(const gpt *m) { return 2 + GPT_BLOCK_TENSORS * m->cfg.layers; }
+static size_t k_head(const gpt *m) { return m->cfg.tied ? 0 : k_lnf(m) + 2; }
+
+/* ---- Tensors ---------------------------------------------------------- */
+
+static int keep(gpt *m, acts *a, rumus_tensor *t) {
+  if (a->nall == a->cap) {
+    size_t cap = a->cap ? 2 * a->cap : 64;
+    rumus_tensor **all = realloc(a->all, cap * sizeof *all);
+    if (!all) {
+      rumus_tensor_free(t);
+      return train_fail(m->err, sizeof m->err, RUMUS_ENOMEM, "out of host memory");
+    }
+    a->all = all;
+    a->cap = cap;
+  }
+  a->all[a->nall++] = t;
+  return RUMUS_OK;
+}
+
+static int mk(gpt *m, acts *a, rumus_dtype dt, int nd, const size_t *shape,
+              rumus_tensor **out) {
+  RCALL(m, "rumus_tensor_create (activations)",
+        rumus_tensor_create(m->ctx, dt, nd, shape, out));
+  return keep(m, a, *out);
+}
+
+/* A tensor of shape `shape` on base's buffer, elem_off elements in. */
+static int view(gpt *m, acts *a, const rumus_tensor *base, size_t elem_off,
+                int nd, const size_t *shape, rumus_tensor **out) {
+  size_t off = 0;
+  rumus_dtype dt = rumus_tensor_dtype(base);
+  cl_mem mem = rumus_tensor_cl_mem(base, &off);
+  RCALL(m, "rumus_tensor_wrap (view)",
+        rumus_tensor_wrap(m->ctx, dt, nd, shape, mem,
+                          off + elem_off * rumus_dtype_size(dt), out));
+  return keep(m, a, *out);
+}
+
+static void acts_free(acts *a) {
+  for (size_t i = a->nall; i-- > 0;) rumus_tensor_free(a->all[i]);
+  free(a->all);
+  free(a->x);
+  free(a->la);
+  memset(a, 0, sizeof *a);
+}
+
+/* Block l's activations at a->batch sequences. */
+static int layer_create(gpt *m, acts *a, layer_acts *t) {
+  const gpt_config *c = &m->cfg;
+  size_t B = a->batch, T = c->context, C = c->width, H = c->heads, D = C / H;
+  size_t N = a->n, part = N * C;
+  rumus_dtype F = RUMUS_F32;
+  int st = RUMUS_OK;
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &t->h1);
+  if (!st) st = mk(m, a, F, 1, SHAPE(N), &t->mean1);
+  if (!st) st = mk(m, a, F, 1, SHAPE(N), &t->rstd1);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, 3 * C), &t->qkv);
+  if (!st) st = view(m, a, t->qkv, 0, 5, SHAPE(B, T, 3, H, D), &t->qkv5);
+  if (!st) st = mk(m, a, F, 5, SHAPE(3, B, H, T, D), &t->qkvp);
+  if (!st) st = view(m, a, t->qkvp, 0, 4, SHAPE(B, H, T, D), &t->q);
+  if (!st) st = view(m, a, t->qkvp, part, 4, SHAPE(B, H, T, D), &t->k);
+  if (!st) st = view(m, a, t->qkvp, 2 * part, 4, SHAPE(B, H, T, D), &t->v);
+  if (!st) st = mk(m, a, F, 4, SHAPE(B, H, T, D), &t->o);
+  if (!st) st = mk(m, a, F, 3, SHAPE(B, H, T), &t->lse);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &t->y);
+  if (!st) st = view(m, a, t->y, 0, 4, SHAPE(B, T, H, D), &t->y4);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &t->xmid);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &t->h2);
+  if (!st) st = mk(m, a, F, 1, SHAPE(N), &t->mean2);
+  if (!st) st = mk(m, a, F, 1, SHAPE(N), &t->rstd2);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, 4 * C), &t->f);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, 4 * C), &t->g);
+  return st;
+}
+
+/* The backward's scratch. */
+static int grad_scratch_create(gpt *m, acts *a) {
+  const gpt_config *c = &m->cfg;
+  size_t B = a->batch, T = c->context, C = c->width, H = c->heads, D = C / H;
+  size_t N = a->n, part = N * C;
+  rumus_dtype F = RUMUS_F32;
+  int st = RUMUS_OK;
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, c->vocab), &a->dlogits);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &a->dres);
+  if (!st) st = view(m, a, a->dres, 0, 3, SHAPE(B, T, C), &a->dres3);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &a->dtmp);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, 4 * C), &a->dff);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, 3 * C), &a->dqkv);
+  if (!st) st = view(m, a, a->dqkv, 0, 5, SHAPE(B, T, 3, H, D), &a->dqkv5);
+  if (!st) st = mk(m, a, F, 5, SHAPE(3, B, H, T, D), &a->dqkvp);
+  if (!st) st = view(m, a, a->dqkvp, 0, 4, SHAPE(B, H, T, D), &a->dq);
+  if (!st) st = view(m, a, a->dqkvp, part, 4, SHAPE(B, H, T, D), &a->dk);
+  if (!st) st = view(m, a, a->dqkvp, 2 * part, 4, SHAPE(B, H, T, D), &a->dv);
+  if (!st) st = mk(m, a, F, 4, SHAPE(B, H, T, D), &a->dop);
+  if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &a->dy);
+  if (!st) st = view(m, a, a->dy, 0, 4, SHAPE(B, T, H, D), &a->dy4);
+  if (!st && c->tied) st = mk(m, a, F, 2, SHAPE(c->vocab, C), &a->demb);
+  return st;
+}
+
+static int acts_create(gpt *m, acts *a, size_t batch, int train) {
+  const gpt_config *c = &m->cfg;
+  size_t T = c->context, C = c->width, L = c->layers;
+  a->batch = batch;
+  a->n = batch * T;
+  a->x = calloc(L + 1, sizeof *a->x);
+  a->la = calloc(L, sizeof *a->la);
+  if (!a->x || !a->la)
+    return train_fail(m->err, sizeof m->err, RUMUS_ENOMEM, "out of host memory");
+  int st = mk(m, a, RUMUS_I32, 2, SHAPE(batch, T), &a->ids);
+  if (!st) st = mk(m, a, RUMUS_I32, 1, SHAPE(a->n), &a->tgt);
+  for (size_t l = 0; !st && l <= L; l++) st = mk(m, a, RUMUS_F32, 2, SHAPE(a->n, C), &a->x[l]);
+  if (!st) st = view(m, a, a->x[0], 0, 3, SHAPE(batch, T, C), &a->x0_3);
+  for (size_t l = 0; !st && l < L; l++) st = layer_create(m, a, &a->la[l]);
+  if (!st) st = mk(m, a, RUMUS_F32, 2, SHAPE(a->n, C), &a->hf);
+  if (!st) st = mk(m, a, RUMUS_F32, 1, SHAPE(a->n), &a->meanf);
+  if (!st) st = mk(m, a, RUMUS_F32, 1, SHAPE(a->n), &a->rstdf);
+  if (!st) st = mk(m, a, RUMUS_F32, 2, SHAPE(a->n, c->vocab), &a->logits);
+  if (!st && train) st = grad_scratch_create(m, a);
+  return st;
+}
+
+static int params_create(gpt *m) {
+  static const size_t one = 1;
+  m->np = gpt_ntensors(&m->cfg);
+  m->p = calloc(m->np, sizeof *m->p);
+  m->g = calloc(m->np, sizeof *m->g);
+  m->mo = calloc(m->np, sizeof *m->mo);
+  m->vo = calloc(m->np, sizeof *m->vo);
+  if (!m->p || !m->g || !m->mo || !m->vo)
+    return train_fail(m->err, sizeof m->err, RUMUS_ENOMEM, "out of host memory");
+  for (size_t k = 0; k < m->np; k++) {
+    char name[96];
+    size_t shape[2];
+    int nd = gpt_tensor_info(&m->cfg, k, name, sizeof name, shape);
+    rumus_tensor **slot[4] = {&m->p[k], &m->g[k], &m->mo[k], &m->vo[k]};
+    for (int s = 0; s < 4; s++)
+      RCALL(m, "rumus_tensor_create (parameters)",
+            rumus_tensor_create(m->ctx, RUMUS_F32, nd, shape, slot[s]));
+  }
+  size_t T = m->cfg.context, C = m->cfg.width;
+  cl_mem mem = rumus_tensor_cl_mem(m->p[1], NULL);
+  RCALL(m, "rumus_tensor_wrap (wpe)",
+        rumus_tensor_wrap(m->ctx, RUMUS_F32, 3, SHAPE(1, T, C), mem, 0, &m->wpe3));
+  RCALL(m, "rumus_tensor_create (loss)",
+        rumus_tensor_create(m->ctx, RUMUS_F32, 0, &one, &m->loss));
+  RCALL(m, "rumus_tensor_create (gradient norm)",
+        rumus_tensor_create(m->ctx, RUMUS_F32, 0, &one, &m->gnorm));
+  return RUMUS_OK;
+}
+
+void gpt_free(gpt *m) {
+  if (!m) return;
+  acts_free(&m->train);
+  acts_free(&m->gen);
+  for (size_t k = 0; k < m->np; k++) {
+    if (m->p) rumus_tensor_free(m->p[k]);
+    if (m->g) rumus_tensor_free(m->g[k]);
+    if (m->mo) rumus_tensor_free(m->mo[k]);
+    if (m->vo) rumus_tensor_free(m->vo[k]);
+  }
+  free(m->p);
+  free(m->g);
+  free(m->mo);
+  free(m->vo);
+  rumus_tensor_free(m->wpe3);
+  rumus_tensor_free(m->loss);
+  rumus_tensor_free(m->gnorm);
+  free(m->host_logits);
+  free(m);
+}
+
+int gpt_create(rumus_ctx *ctx, const gpt_config *c, size_t batch,
+               const rumus_adam_params *adam, gpt **out, char *err,
+               size_t errlen) {
+  if (!ctx || !c || !adam || !out)
+    return train_fail(err, errlen, RUMUS_ENULL, "gpt_create: NULL argument");
+  *out = NULL;
+  int st = gpt_config_check(c, err, errlen);
+  if (st != RUMUS_OK) return st;
+  if (batch == 0 || batch > 65536)
+    return train_fail(err, errlen, RUMUS_EINVAL,
+                      "gpt_create: batch size %zu is outside 1..65536", batch);
+  gpt *m = calloc(1, sizeof *m);
+  if (!m) return train_fail(err, errlen, RUMUS_ENOMEM, "gpt_create: out of memory");
+  m->ctx = ctx;
+  m->cfg = *c;
+  m->adam = *adam;
+  st = params_create(m);
+  if (st == RUMUS_OK) st = acts_create(m, &m->train, batch, 1);
+  if (st != RUMUS_OK) {
+    train_fail(err, errlen, st, "%s", m->err);
+    gpt_free(m);
+    return st;
+  }
+  *out = m;
+  return RUMUS_OK;
+}
+
+/* ---- Parameters ------------------------------------------------------- */
+
+int gpt_set_params(gpt *m, const gpt_params *p) {
+  const gpt_config *a = &m->cfg, *b = &p->cfg;
+  if (a->vocab != b->vocab || a->layers != b->layers || a->heads != b->heads ||
+      a->width != b->width || a->context != b->context || a->tied != b->tied)
+    return train_fail(m->err, sizeof m->err, RUMUS_ESHAPE,
+                      "gpt_set_params: the parameters are of another configuration");
+  for (size_t k = 0; k < m->np; k++) {
+    RCALL(m, "upload parameters",
+          rumus_tensor_upload(m->p[k], p->t[k], rumus_tensor_nbytes(m->p[k])));
+    RCALL(m, "rumus_tensor_fill (AdamW moments)", rumus_tensor_fill(m->mo[k], 0.0f));
+    RCALL(m, "rumus_tensor_fill (AdamW moments)", rumus_tensor_fill(m->vo[k], 0.0f));
+  }
+  RCALL(m, "rumus_ctx_sync", rumus_ctx_sync(m->ctx));
+  m->step = 0;
+  return RUMUS_OK;
+}
+
+static int download_all(gpt *m, rumus_tensor **src, gpt_params *p, const char *op) {
+  if (!p->t) {
+    int st = gpt_params_alloc(p, &m->cfg);
+    if (st != RUMUS_OK)
+      return train_fail(m->err, sizeof m->err, st, "%s: out of host memory", op);
+  }
+  for (size_t k = 0; k < m->np; k++)
+    RCALL(m, op, rumus_tensor_download(src[k], p->t[k], rumus_tensor_nbytes(src[k])));
+  return RUMUS_OK;
+}
+
+int gpt_get_params(gpt *m, gpt_params *p) {
+  return download_all(m, m->p, p, "download parameters");
+}
+
+int gpt_get_grads(gpt *m, gpt_params *g) {
+  return download_all(m, m->g, g, "download gradients");
+}
+
+/* ---- Forward ---------------------------------------------------------- */
+
+static const rumus_attention_params causal = {0.0f, 1};
+
+/* out = in W^T + b for the linear layer whose weight is tensor w. */
+static int linear(gpt *m, size_t w, rumus_tensor *in, rumus_tensor *out) {
+  RCALL(m, "rumus_gemm (forward)",
+        rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, in, m->p[w], 0.0f, out));
+  RCALL(m, "rumus_bias_add", rumus_bias_add(m->ctx, out, m->p[w + 1]));
+  return RUMUS_OK;
+}
+
+static int layernorm(gpt *m, size_t w, rumus_tensor *x, rumus_tensor *y,
+                     rumus_tensor *mean, rumus_tensor *rstd) {
+  RCALL(m, "rumus_layernorm_fwd",
+        rumus_layernorm_fwd(m->ctx, NULL, x, m->p[w], m->p[w + 1], y, mean, rstd));
+  return RUMUS_OK;
+}
+
+/* Block l: a->x[l] -> a->x[l + 1]. */
+static int block_fwd(gpt *m, acts *a, size_t l) {
+  static const int split[5] = {2, 0, 3, 1, 4}; /* [B,T,3,H,D] -> [3,B,H,T,D] */
+  static const int merge[4] = {0, 2, 1, 3};    /* [B,H,T,D] <-> [B,T,H,D] */
+  layer_acts *t = &a->la[l];
+  int st = layernorm(m, blk(m, l, B_LN1_W), a->x[l], t->h1, t->mean1, t->rstd1);
+  if (!st) st = linear(m, blk(m, l, B_ATTN_W), t->h1, t->qkv);
+  if (st) return st;
+  RCALL(m, "rumus_permute (head split)", rumus_permute(m->ctx, t->qkv5, split, t->qkvp));
+  RCALL(m, "rumus_attention_fwd",
+        rumus_attention_fwd(m->ctx, &causal, t->q, t->k, t->v, NULL, t->o, t->lse));
+  RCALL(m, "rumus_permute (head merge)", rumus_permute(m->ctx, t->o, merge, t->y4));
+  st = linear(m, blk(m, l, B_APROJ_W), t->y, t->xmid);
+  if (st) return st;
+  RCALL(m, "rumus_add (residual)", rumus_add(m->ctx, t->xmid, a->x[l], t->xmid));
+  st = layernorm(m, blk(m, l, B_LN2_W), t->xmid, t->h2, t->mean2, t->rstd2);
+  if (!st) st = linear(m, blk(m, l, B_FC_W), t->h2, t->f);
+  if (st) return st;
+  RCALL(m, "rumus_activation_fwd (GELU)",
+        rumus_activation_fwd(m->ctx, RUMUS_ACT_GELU_ERF, 0.0f, t->f, t->g));
+  st = linear(m, blk(m, l, B_MPROJ_W), t->g, a->x[l + 1]);
+  if (st) return st;
+  RCALL(m, "rumus_add (residual)", rumus_add(m->ctx, a->x[l + 1], t->xmid, a->x[l + 1]));
+  return RUMUS_OK;
+}
+
+/* Uploads ids x (and targets y if not NULL), runs the forward to the
+ * logits and (with y) the loss, and its gradient into dlogits if grad. */
+static int forward(gpt *m, acts *a, const int32_t *x, const int32_t *y, int grad) {
+  size_t L = m->cfg.layers;
+  RCALL(m, "upload ids", rumus_tensor_upload(a->ids, x, rumus_tensor_nbytes(a->ids)));
+  if (y) RCALL(m, "upload targets", rumus_tensor_upload(a->tgt, y, rumus_tensor_nbytes(a->tgt)));
+  RCALL(m, "rumus_embedding_fwd (wte)",
+        rumus_embedding_fwd(m->ctx, m->p[0], a->ids, -1, a->x0_3));
+  RCALL(m, "rumus_broadcast_add (wpe)",
+        rumus_broadcast_add(m->ctx, a->x0_3, m->wpe3, a->x0_3));
+  for (size_t l = 0; l < L; l++) {
+    int st = block_fwd(m, a, l);
+    if (st != RUMUS_OK) return st;
+  }
+  int st = layernorm(m, k_lnf(m), a->x[L], a->hf, a->meanf, a->rstdf);
+  if (st != RUMUS_OK) return st;
+  RCALL(m, "rumus_gemm (lm_head)",
+        rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, a->hf, m->p[k_head(m)],
+                   0.0f, a->logits));
+  if (y)
+    RCALL(m, "rumus_cross_entropy",
+          rumus_cross_entropy(m->ctx, a->logits, a->tgt, m->loss,
+                              grad ? a->dlogits : NULL, NULL));
+  return RUMUS_OK;
+}
+
+/* ---- Backward --------------------------------------------------------- */
+
+/* Gradients of the linear layer with weight w from dout and its input in;
+ * din (may be NULL) receives dout W. */
+static int linear_bwd(gpt *m, size_t w, rumus_tensor *dout, rumus_tensor *in,
+                      rumus_tensor *din) {
+  RCALL(m, "rumus_gemm (dW = dy^T x)",
+        rumus_gemm(m->ctx, RUMUS_TRANS, RUMUS_NO_TRANS, 1.0f, dout, in, 0.0f, m->g[w]));
+  RCALL(m, "rumus_bias_grad", rumus_bias_grad(m->ctx, dout, m->g[w + 1]));
+  if (din)
+    RCALL(m, "rumus_gemm (dx = dy W)",
+          rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, dout, m->p[w], 0.0f,
+                     din));
+  return RUMUS_OK;
+}
+
+/* a->dtmp (the gradient of layer norm w's output) through the layer norm
+ * of input x, added to a->dres. */
+static int layernorm_bwd_add(gpt *m, acts *a, size_t w, rumus_tensor *x,
+                             rumus_tensor *mean, rumus_tensor *rstd) {
+  RCALL(m, "rumus_layernorm_bwd",
+        rumus_layernorm_bwd(m->ctx, a->dtmp, x, m->p[w], mean, rstd, a->dtmp,
+                            m->g[w], m->g[w + 1]));
+  RCALL(m, "rumus_add (residual gradient)", rumus_add(m->ctx, a->dres, a->dtmp, a->dres));
+  return RUMUS_OK;
+}
+
+/* Block l backward: a->dres from dL/dx[l + 1] to dL/dx[l]. */
+static int block_bwd(gpt *m, acts *a, size_t l) {
+  static const int split_back[5] = {1, 3, 0, 2, 4}; /* [3,B,H,T,D] -> [B,T,3,H,D] */
+  static const int merge[4] = {0, 2, 1, 3};
+  layer_acts *t = &a->la[l];
+  int st = linear_bwd(m, blk(m, l, B_MPROJ_W), a->dres, t->g, a->dff);
+  if (st) return st;
+  RCALL(m, "rumus_activation_bwd (GELU)",
+        rumus_activation_bwd(m->ctx, RUMUS_ACT_GELU_ERF, 0.0f, t->f, a->dff, a->dff));
+  st = linear_bwd(m, blk(m, l, B_FC_W), a->dff, t->h2, a->dtmp);
+  if (!st) st = layernorm_bwd_add(m, a, blk(m, l, B_LN2_W), t->xmid, t->mean2, t->rstd2);
+  if (!st) st = linear_bwd(m, blk(m, l, B_APROJ_W), a->dres, t->y, a->dy);
+  if (st) return st;
+  RCALL(m, "rumus_permute (head split of dy)", rumus_permute(m->ctx, a->dy4, merge, a->dop));
+  RCALL(m, "rumus_attention_bwd",
+        rumus_attention_bwd(m->ctx, &causal, t->q, t->k, t->v, NULL, t->o, t->lse,
+                            a->dop, a->dq, a->dk, a->dv));
+  RCALL(m, "rumus_permute (dqkv merge)",
+        rumus_permute(m->ctx, a->dqkvp, split_back, a->dqkv5));
+  st = linear_bwd(m, blk(m, l, B_ATTN_W), a->dqkv, t->h1, a->dtmp);
+  if (!st) st = layernorm_bwd_add(m, a, blk(m, l, B_LN1_W), a->x[l], t->mean1, t->rstd1);
+  return st;
+}
+
+static int backward(gpt *m, acts *a) {
+  size_t L = m->cfg.layers, head = k_head(m);
+  RCALL(m, "rumus_gemm (lm_head gradient)",
+        rumus_gemm(m->ctx, RUMUS_TRANS, RUMUS_NO_TRANS, 1.0f, a->dlogits, a->hf, 0.0f,
+                   head ? m->g[head] : a->demb));
+  RCALL(m, "rumus_gemm (dx = dlogits W)",
+        rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, a->dlogits,
+                   m->p[head], 0.0f, a->dtmp));
+  size_t f = k_lnf(m);
+  RCALL(m, "rumus_layernorm_bwd (ln_f)",
+        rumus_layernorm_bwd(m->ctx, a->dtmp, a->x[L], m->p[f], a->meanf, a->rstdf,
+                            a->dres, m->g[f], m->g[f + 1]));
+  for (size_t l = L; l-- > 0;) {
+    int st = block_bwd(m, a, l);
+    if (st != RUMUS_OK) return st;
+  }
+  RCALL(m, "rumus_reduce_sum (wpe gradient)",
+        rumus_reduce_sum(m->ctx, a->dres3, 1u, 0, m->g[1]));
+  RCALL(m, "rumus_embedding_bwd (wte gradient)",
+        rumus_embedding_bwd(m->ctx, a->dres3, a->ids, -1, m->g[0]));
+  /* Tied: wte's gradient is the embedding's plus the output layer's. */
+  if (!head) RCALL(m, "rumus_add (tied gradient)", rumus_add(m->ctx, m->g[0], a->demb, m->g[0]));
+  return RUMUS_OK;
+}
+
+/* ---- Steps ------------------------------------------------------------ */
+
+/* Clipping and AdamW: weight decay on the 2-D tensors only. */
+static int update(gpt *m, float lr, float clip) {
+  RCALL(m, "rumus_clip_grad_norm",
+        rumus_clip_grad_norm(m->ctx, m->g, m->np, clip > 0.0f ? clip : INFINITY,
+                             m->gnorm));
+  if (lr <= 0.0f) return RUMUS_OK;
+  m->step++;
+  for (size_t k = 0; k < m->np; k++) {
+    rumus_adam_params ap = m->adam;
+    ap.lr = lr;
+    if (rumus_tensor_ndim(m->p[k]) != 2) ap.weight_decay = 0.0f;
+    RCALL(m, "rumus_adam_step",
+          rumus_adam_step(m->ctx, &ap, m->step, m->p[k], m->g[k], m->mo[k], m->vo[k]));
+  }
+  return RUMUS_OK;
+}
+
+static int read_scalar(gpt *m, rumus_tensor *t, double *out, const char *what) {
+  if (!out) return RUMUS_OK;
+  float v;
+  RCALL(m, what, rumus_tensor_download(t, &v, sizeof v));
+  *out = v;
+  return RUMUS_OK;
+}
+
+int gpt_train_step(gpt *m, const int32_t *x, const int32_t *y, float lr,
+                   float clip, double *loss, double *gnorm) {
+  int st = forward(m, &m->train, x, y, 1);
+  if (!st) st = backward(m, &m->train);
+  if (!st) st = update(m, lr, clip);
+  if (!st) st = read_scalar(m, m->loss, loss, "download loss");
+  if (!st) st = read_scalar(m, m->gnorm, gnorm, "download gradient norm");
+  if (!st) RCALL(m, "rumus_ctx_sync", rumus_ctx_sync(m->ctx));
+  return st;
+}
+
+int gpt_loss(gpt *m, const int32_t *x, const int32_t *y, double *loss) {
+  int st = forward(m, &m->train, x, y, 0);
+  if (!st) st = read_scalar(m, m->loss, loss, "download loss");
+  if (!st) RCALL(m, "rumus_ctx_sync", rumus_ctx_sync(m->ctx));
+  return st;
+}
+
+int gpt_logits(gpt *m, const int32_t *x, size_t pos, float *out) {
+  size_t T = m->cfg.context, V = m->cfg.vocab;
+  if (pos >= T)
+    return train_fail(m->err, sizeof m->err, RUMUS_EINVAL,
+                      "gpt_logits: position %zu past the context %zu", pos, T);
+  if (!m->gen.batch) {
+    m->host_logits = malloc(T * V * sizeof *m->host_logits);
+    if (!m->host_logits)
+      return train_fail(m->err, sizeof m->err, RUMUS_ENOMEM, "out of host memory");
+    int st = acts_create(m, &m->gen, 1, 0);
+    if (st != RUMUS_OK) {
+      acts_free(&m->gen);
+      return st;
+    }
+  }
+  int st = forward(m, &m->gen, x, NULL, 0);
+  if (st != RUMUS_OK) return st;
+  RCALL(m, "download logits",
+        rumus_tensor_download(m->gen.logits, m->host_logits, T * V * sizeof(float)));
+  memcpy(out, m->host_logits + pos * V, V * sizeof *out);
+  return RUMUS_OK;
+}
