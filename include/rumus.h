@@ -1545,6 +1545,93 @@ RUMUS_API int rumus_broadcast_mul(rumus_ctx *ctx, const rumus_tensor *a,
 RUMUS_API int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x,
                                unsigned axes, int keepdim, rumus_tensor *y);
 
+/* Attention (scaled dot-product, flash style)                               */
+/* ------------------------------------------------------------------------ */
+/* PyTorch's F.scaled_dot_product_attention for q [B, H, Tq, D], k and v
+ * [B, H, Tk, D] (row-major, D contiguous; Tq and Tk independent, any
+ * length; head dim D from 1 to RUMUS_ATTENTION_MAX_D), per head and query
+ * row i, with s = params->scale:
+ *     S[i, j] = s * q_i . k_j + mask[b, h, i, j],
+ *     S[i, j] = -inf where causal and j > i (query i sees keys 0 .. i:
+ *               PyTorch's is_causal, top-left aligned when Tq != Tk),
+ *     out_i   = sum_j softmax_j(S[i, :]) v_j,
+ *     lse_i   = log sum_j exp(S[i, j])   (natural log).
+ * The Tq x Tk matrix is never stored: the forward runs an online softmax
+ * over blocks of keys, the backward recomputes the probabilities from q,
+ * k and lse (FlashAttention-2).
+ * Types: q, k, v, out, dout, dq, dk and dv are all F32, all F16 or all
+ * BF16 (else RUMUS_EDTYPE); the mask is any of the three; lse is F32.
+ * Arithmetic and accumulators are float; each output is rounded once.
+ * The mask (NULL: none) is additive, 2 to 4 dimensions, broadcast to [B,
+ * H, Tq, Tk] by PyTorch's rules (aligned from the right, each extent equal
+ * or 1): a [Tq, Tk] mask serves every head, a boolean mask is 0 / -inf.
+ * A row whose every score is -inf (Tk = 0, or a mask of -inf over the
+ * row) gets out = 0 and lse = -inf, and contributes 0 to dq, dk and dv
+ * (PyTorch gives NaN there); a NaN or +inf score makes its row's out and
+ * lse NaN.
+ * Determinism: no atomics; every sum runs in a fixed order (keys or
+ * queries ascending in blocks, D in fixed lanes), so a call gives the same
+ * bits on every run on one device and variant.  The backward computes
+ * dk and dv with one work-item per key (looping over the queries) and dq
+ * with one per query (looping over the keys).
+ * Programs are specialised on D: rumus_cache_fill() builds the F32
+ * programs (no mask or an F32 mask) for D = 32, 64, 96 and 128; other
+ * types and head dims build at first use.
+ * Errors common to the family: RUMUS_ENULL (ctx or a required tensor
+ * NULL), RUMUS_EDTYPE, RUMUS_ESHAPE (q not 4-D, D out of range; k, v,
+ * out, dout, dq, dk or dv not [B, H, T, D] with q's B, H and D, v's Tk
+ * not k's; lse not [B, H, Tq]; a mask that does not broadcast),
+ * RUMUS_EINVAL (scale, a tensor of another context, overlap: no output
+ * may share memory with any other tensor of the call), RUMUS_EBUILD,
+ * RUMUS_ECL. */
+
+/* Largest head dim D. */
+#define RUMUS_ATTENTION_MAX_D 256
+
+/* Parameters of attention; RUMUS_ATTENTION_DEFAULTS: scale 1 / sqrt(D),
+ * not causal. */
+typedef struct {
+  float scale; /* > 0 and finite; 0 means 1 / sqrt(D) (the default) */
+  int causal;  /* nonzero: query i attends to keys j <= i (PyTorch's
+                  is_causal, top-left aligned when Tq != Tk) */
+} rumus_attention_params;
+
+#define RUMUS_ATTENTION_DEFAULTS {0.0f, 0}
+
+/*! rumus_attention_fwd() :
+ *  out [B, H, Tq, D] (q's type and shape) = attention of q [B, H, Tq, D]
+ *  over k and v [B, H, Tk, D], as the section says; mask NULL or an
+ *  additive float tensor broadcastable to [B, H, Tq, Tk]; lse NULL
+ *  (inference) or F32 [B, H, Tq]: the row log-sum-exp of the scaled,
+ *  masked scores, which rumus_attention_bwd() needs.  params NULL means
+ *  RUMUS_ATTENTION_DEFAULTS.  No output may share memory with another
+ *  tensor.  B * H * Tq = 0 writes nothing; Tk = 0 gives out = 0 and lse
+ *  = -inf.
+ *  @return RUMUS_OK or an error of the section's list (a negative or
+ *          non-finite scale: RUMUS_EINVAL). */
+RUMUS_API int rumus_attention_fwd(rumus_ctx *ctx,
+                                  const rumus_attention_params *p,
+                                  const rumus_tensor *q, const rumus_tensor *k,
+                                  const rumus_tensor *v,
+                                  const rumus_tensor *mask, rumus_tensor *out,
+                                  rumus_tensor *lse);
+/*! rumus_attention_bwd() :
+ *  From q, k, v, mask and params of a forward, its out and lse
+ *  (required), and dout (out's shape and type): dq (q's shape), dk and dv
+ *  (k's shape), each NULL when not wanted (all three NULL does nothing).
+ *  With P the forward's probabilities, delta_i = dout_i . out_i and dS =
+ *  P * (dout v^T - delta): dv = P^T dout, dk = s * dS^T q, dq = s * dS k.
+ *  No gradient reaches the mask.  Deterministic: no float atomics (see
+ *  the section).  Scratch, allocated per call: 4 bytes per query row.
+ *  No output may share memory with another tensor.
+ *  @return RUMUS_OK or an error of the section's list, RUMUS_EDEVMEM
+ *          (scratch). */
+RUMUS_API int rumus_attention_bwd(
+    rumus_ctx *ctx, const rumus_attention_params *p, const rumus_tensor *q,
+    const rumus_tensor *k, const rumus_tensor *v, const rumus_tensor *mask,
+    const rumus_tensor *out, const rumus_tensor *lse, const rumus_tensor *dout,
+    rumus_tensor *dq, rumus_tensor *dk, rumus_tensor *dv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -176,4 +176,27 @@ void ref_broadcast(int mul, const float *a, int nda, const size_t *sa,
 void ref_reduce_sum(const float *x, int nd, const size_t *shape,
                     unsigned axes, double *y);
 
+/* Scaled dot-product attention over q [B, H, Tq, D], k and v [B, H, Tk,
+ * D] (rumus.h's formulas; scale is the one used, not 0 for the default).
+ * mask NULL or read at b ms[0] + h ms[1] + i ms[2] + j ms[3] (0: that
+ * axis is broadcast), which ref_attention_mask_strides() gives for a
+ * contiguous mask of ndim 2 to 4 dims. */
+typedef struct {
+  size_t B, H, Tq, Tk, D;
+  double scale;
+  int causal;
+  const float *mask;
+  size_t ms[4];
+} ref_attention_shape;
+void ref_attention_mask_strides(int ndim, const size_t *shape, size_t ms[4]);
+/* out [B, H, Tq, D] and lse [B, H, Tq] (NULL: not written); a row of -inf
+ * scores gives out 0 and lse -inf. */
+void ref_attention_fwd(const ref_attention_shape *a, const float *q,
+                       const float *k, const float *v, double *out,
+                       double *lse);
+/* dq, dk, dv from dout (the forward recomputed in double). */
+void ref_attention_bwd(const ref_attention_shape *a, const float *q,
+                       const float *k, const float *v, const float *dout,
+                       double *dq, double *dk, double *dv);
+
 #endif /* RUMUS_REF_H */

@@ -25,6 +25,7 @@ RUMUS__HIDDEN int rumus__conv_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__embedding_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__layernorm_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__tensorops_warm(rumus_ctx *ctx);
+RUMUS__HIDDEN int rumus__attention_warm(rumus_ctx *ctx);
 
 /* ---- Program options ------------------------------------------------------
  * Each family has one function that writes the options of its programs from

@@ -18,6 +18,7 @@ const rumus__warm_fn rumus__warmers[] = {
     rumus__embedding_warm,
     rumus__layernorm_warm,
     rumus__tensorops_warm,
+    rumus__attention_warm,
 };
 const size_t rumus__warmers_count =
     sizeof rumus__warmers / sizeof rumus__warmers[0];

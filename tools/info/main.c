@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
         selfcheck_elementwise, selfcheck_optim, selfcheck_quant,
         selfcheck_dropout,     selfcheck_pool,  selfcheck_batchnorm,
         selfcheck_conv,        selfcheck_embedding, selfcheck_layernorm,
-        selfcheck_tensorops};
+        selfcheck_tensorops,   selfcheck_attention};
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
       selfcheck_reseed();
       families[f](&in);

@@ -61,6 +61,7 @@ void selfcheck_conv(selfcheck *sc);
 void selfcheck_embedding(selfcheck *sc);
 void selfcheck_layernorm(selfcheck *sc);
 void selfcheck_tensorops(selfcheck *sc);
+void selfcheck_attention(selfcheck *sc);
 
 /* rumus-info -s [-f] (startup.c): prints the start-up times of one fresh
  * context, with rumus_cache_fill first if fill is set; the exit status. */

@@ -1,0 +1,372 @@
+/*
+ * attention.c - scaled dot-product attention, forward and backward, flash
+ * style (kernels in cl/attention.cl).  q, k, v, out, dout, dq, dk and dv
+ * share one floating storage type (the program's RUMUS_STORAGE), the mask
+ * has any floating type (MASK_STORAGE), lse and the backward's delta
+ * scratch are F32.  Every program is specialised on the head dim
+ * (HEAD_DIM), so a head's rows live in private arrays of fixed size.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "ops.h"
+
+static const char *const FILE_CL = "attention.cl";
+
+/* The head dims rumus_cache_fill() builds (the common ones); any other D
+ * in 1 .. RUMUS_ATTENTION_MAX_D builds its programs at first use. */
+static const size_t WARM_D[] = {32, 64, 96, 128};
+
+/* A call's geometry: q [B, H, Tq, D], k and v [B, H, Tk, D], and the
+ * mask's element strides along (b, h, i, j), 0 where it is broadcast. */
+typedef struct {
+  size_t B, H, Tq, Tk, D;
+  cl_ulong ms[4];
+} att_shape;
+
+/* The options of the family's program for storage `st`, mask storage `mt`
+ * and head dim D (warm-up and launches). */
+static void att_options(rumus_dtype st, rumus_dtype mt, size_t D, char *buf,
+                        size_t len) {
+  char head[96];
+  rumus__options_head(head, sizeof head, st, 1, 0);
+  snprintf(buf, len, "%s -DHEAD_DIM=%zu -DMASK_STORAGE=%s", head, D,
+           rumus__storage_tag(mt));
+}
+
+/* ---- Argument checks --------------------------------------------------- */
+
+/* The scale the kernels use: p->scale, or 1 / sqrt(D) for 0. */
+static int check_params(rumus_ctx *ctx, const char *op,
+                        const rumus_attention_params *p, size_t D,
+                        float *scale) {
+  RUMUS__FAIL_IF(!(isfinite(p->scale) && p->scale >= 0.0f), ctx, RUMUS_EINVAL,
+                 "%s: scale %g must be finite and > 0 (0: 1 / sqrt(D))", op,
+                 (double)p->scale);
+  *scale = p->scale > 0.0f ? p->scale : (float)(1.0 / sqrt((double)D));
+  return RUMUS_OK;
+}
+
+/* t is 4-D [B, H, T, D] of type `dtype`, with B, H, D those of s. */
+static int check_bhtd(rumus_ctx *ctx, const char *op, const char *name,
+                      const rumus_tensor *t, rumus_dtype dtype,
+                      const att_shape *s, size_t *T) {
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, name, t, dtype));
+  char b[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(t->ndim != 4, ctx, RUMUS_ESHAPE,
+                 "%s: %s %s must be 4-D [B, H, T, D]", op, name,
+                 rumus__shape_str(t, b, sizeof b));
+  RUMUS__FAIL_IF(t->shape[0] != s->B || t->shape[1] != s->H ||
+                     t->shape[3] != s->D,
+                 ctx, RUMUS_ESHAPE,
+                 "%s: %s %s must have q's B = %zu, H = %zu and D = %zu", op,
+                 name, rumus__shape_str(t, b, sizeof b), s->B, s->H, s->D);
+  *T = t->shape[2];
+  return RUMUS_OK;
+}
+
+/* q, k, v: the geometry into *s. */
+static int check_qkv(rumus_ctx *ctx, const char *op, const rumus_tensor *q,
+                     const rumus_tensor *k, const rumus_tensor *v,
+                     att_shape *s) {
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "q", q));
+  char b[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(q->ndim != 4, ctx, RUMUS_ESHAPE,
+                 "%s: q %s must be 4-D [B, H, Tq, D]", op,
+                 rumus__shape_str(q, b, sizeof b));
+  s->B = q->shape[0];
+  s->H = q->shape[1];
+  s->Tq = q->shape[2];
+  s->D = q->shape[3];
+  RUMUS__FAIL_IF(s->D < 1 || s->D > RUMUS_ATTENTION_MAX_D, ctx, RUMUS_ESHAPE,
+                 "%s: head dim D = %zu of q %s must be 1 to %d", op, s->D,
+                 rumus__shape_str(q, b, sizeof b), RUMUS_ATTENTION_MAX_D);
+  size_t Tv;
+  RUMUS__FORWARD(check_bhtd(ctx, op, "k", k, q->dtype, s, &s->Tk));
+  RUMUS__FORWARD(check_bhtd(ctx, op, "v", v, q->dtype, s, &Tv));
+  RUMUS__FAIL_IF(Tv != s->Tk, ctx, RUMUS_ESHAPE,
+                 "%s: v %s must have k's length Tk = %zu", op,
+                 rumus__shape_str(v, b, sizeof b), s->Tk);
+  return RUMUS_OK;
+}
+
+/* t (not NULL) has ref's type and shape. */
+static int check_like(rumus_ctx *ctx, const char *op, const char *name,
+                      const rumus_tensor *t, const char *ref_name,
+                      const rumus_tensor *ref) {
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, name, t, ref->dtype));
+  return rumus__check_same_shape(ctx, op, ref_name, ref, name, t);
+}
+
+/* The mask (NULL: none): floating, 2 to 4 dims, broadcastable to [B, H,
+ * Tq, Tk] by PyTorch's rules; its strides into s->ms. */
+static int check_mask(rumus_ctx *ctx, const char *op, const rumus_tensor *m,
+                      att_shape *s) {
+  for (int a = 0; a < 4; a++) s->ms[a] = 0;
+  if (m == NULL) return RUMUS_OK;
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "mask", m));
+  char b[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(m->ndim < 2 || m->ndim > 4, ctx, RUMUS_ESHAPE,
+                 "%s: mask %s must have 2 to 4 dimensions", op,
+                 rumus__shape_str(m, b, sizeof b));
+  const size_t want[4] = {s->B, s->H, s->Tq, s->Tk};
+  static const char *const AXIS[4] = {"B", "H", "Tq", "Tk"};
+  size_t stride = 1;
+  for (int d = m->ndim - 1; d >= 0; d--) {
+    const int a = 4 - m->ndim + d;
+    const size_t e = m->shape[d];
+    RUMUS__FAIL_IF(e != want[a] && e != 1, ctx, RUMUS_ESHAPE,
+                   "%s: mask %s does not broadcast to [%zu, %zu, %zu, %zu]: "
+                   "extent %zu against %s = %zu", op,
+                   rumus__shape_str(m, b, sizeof b), s->B, s->H, s->Tq,
+                   s->Tk, e, AXIS[a], want[a]);
+    s->ms[a] = e == 1 ? 0 : (cl_ulong)stride;
+    stride *= e;
+  }
+  return RUMUS_OK;
+}
+
+/* lse (NULL passes when optional): F32 [B, H, Tq]. */
+static int check_lse(rumus_ctx *ctx, const char *op, const rumus_tensor *lse,
+                     const att_shape *s, int optional) {
+  if (lse == NULL && optional) return RUMUS_OK;
+  RUMUS__FORWARD(rumus__check_tensor(ctx, op, "lse", lse, RUMUS_F32));
+  char b[RUMUS__SHAPE_BUF];
+  RUMUS__FAIL_IF(lse->ndim != 3 || lse->shape[0] != s->B ||
+                     lse->shape[1] != s->H || lse->shape[2] != s->Tq,
+                 ctx, RUMUS_ESHAPE, "%s: lse %s must be [B, H, Tq] = [%zu, "
+                 "%zu, %zu]", op, rumus__shape_str(lse, b, sizeof b), s->B,
+                 s->H, s->Tq);
+  return RUMUS_OK;
+}
+
+/* ---- Launches ------------------------------------------------------------ */
+
+/* The arguments every kernel takes after its tensors (ATT_ARGS in
+ * cl/attention.cl); the values live here while the launch sets them. */
+typedef struct {
+  cl_mem mask;
+  cl_ulong m_off, ms[4], rows, H, Tq, Tk;
+  cl_int has_mask, causal;
+  cl_float scale;
+} att_tail;
+
+static att_tail tail_of(const att_shape *s, const rumus_tensor *mask,
+                        const rumus_tensor *stand_in, float scale,
+                        int causal) {
+  att_tail t;
+  t.mask = mask ? mask->mem : stand_in->mem;
+  t.m_off = mask ? rumus__off(mask) : 0;
+  t.has_mask = mask != NULL;
+  for (int a = 0; a < 4; a++) t.ms[a] = s->ms[a];
+  t.rows = 0;
+  t.H = s->H;
+  t.Tq = s->Tq;
+  t.Tk = s->Tk;
+  t.scale = scale;
+  t.causal = causal != 0;
+  return t;
+}
+
+static size_t push_tail(rumus__arg *args, size_t na, const att_tail *t) {
+  args[na++] = RUMUS__ARG(t->mask);
+  args[na++] = RUMUS__ARG(t->m_off);
+  args[na++] = RUMUS__ARG(t->has_mask);
+  for (int a = 0; a < 4; a++) args[na++] = RUMUS__ARG(t->ms[a]);
+  args[na++] = RUMUS__ARG(t->rows);
+  args[na++] = RUMUS__ARG(t->H);
+  args[na++] = RUMUS__ARG(t->Tq);
+  args[na++] = RUMUS__ARG(t->Tk);
+  args[na++] = RUMUS__ARG(t->scale);
+  args[na++] = RUMUS__ARG(t->causal);
+  return na;
+}
+
+/* A tensor's buffer and element offset as two kernel arguments (a NULL
+ * tensor passes stand_in's buffer, which the kernel does not touch). */
+typedef struct {
+  cl_mem mem;
+  cl_ulong off;
+} att_arg;
+
+static att_arg arg_of(const rumus_tensor *t, const rumus_tensor *stand_in) {
+  att_arg a = {t ? t->mem : stand_in->mem, t ? rumus__off(t) : 0};
+  return a;
+}
+
+static size_t push_t(rumus__arg *args, size_t na, const att_arg *a) {
+  args[na++] = RUMUS__ARG(a->mem);
+  args[na++] = RUMUS__ARG(a->off);
+  return na;
+}
+
+/* Launches one row kernel over `rows` work-items. */
+static int launch_rows(rumus_ctx *ctx, const char *op, const char *opts,
+                       const char *kernel, size_t rows, size_t na,
+                       const rumus__arg *args) {
+  const rumus__kernel_ref k = {FILE_CL, opts, kernel};
+  const size_t local = rumus__row_local(ctx, rows);
+  return rumus__launch(ctx, op, &k, 1, &rows, &local, na, args);
+}
+
+/* ---- Forward ------------------------------------------------------------- */
+
+int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
+                        const rumus_tensor *q, const rumus_tensor *k,
+                        const rumus_tensor *v, const rumus_tensor *mask,
+                        rumus_tensor *out, rumus_tensor *lse) {
+  static const char *const op = "rumus_attention_fwd";
+  if (ctx == NULL) return RUMUS_ENULL;
+  const rumus_attention_params p =
+      params ? *params : (rumus_attention_params)RUMUS_ATTENTION_DEFAULTS;
+  att_shape s;
+  float scale = 0.0f;
+  RUMUS__FORWARD(check_qkv(ctx, op, q, k, v, &s));
+  RUMUS__FORWARD(check_params(ctx, op, &p, s.D, &scale));
+  RUMUS__FORWARD(check_mask(ctx, op, mask, &s));
+  RUMUS__FORWARD(check_like(ctx, op, "out", out, "q", q));
+  RUMUS__FORWARD(check_lse(ctx, op, lse, &s, 1));
+  const char *names[6] = {"out", "lse", "q", "k", "v", "mask"};
+  const rumus_tensor *all[6] = {out, lse, q, k, v, mask};
+  RUMUS__FORWARD(rumus__check_overlaps(ctx, op, names, all, 6, 2, -1));
+  const size_t rows = s.B * s.H * s.Tq;
+  if (rows == 0) return RUMUS_OK;
+  char opts[160];
+  att_options(q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, opts,
+              sizeof opts);
+  const att_arg ts[5] = {arg_of(q, q), arg_of(k, q), arg_of(v, q),
+                         arg_of(out, q), arg_of(lse, q)};
+  att_tail t = tail_of(&s, mask, q, scale, p.causal);
+  t.rows = rows;
+  const cl_int has_lse = lse != NULL;
+  rumus__arg args[32];
+  size_t na = 0;
+  for (int i = 0; i < 5; i++) na = push_t(args, na, &ts[i]);
+  args[na++] = RUMUS__ARG(has_lse);
+  na = push_tail(args, na, &t);
+  return launch_rows(ctx, op, opts, "attn_fwd_row", rows, na, args);
+}
+
+/* ---- Backward ------------------------------------------------------------ */
+
+typedef struct {
+  const rumus_tensor *q, *k, *v, *mask, *out, *lse, *dout;
+  rumus_tensor *dq, *dk, *dv;
+} att_bwd;
+
+static int check_bwd(rumus_ctx *ctx, const char *op, const att_bwd *a,
+                     att_shape *s) {
+  RUMUS__FORWARD(check_qkv(ctx, op, a->q, a->k, a->v, s));
+  RUMUS__FORWARD(check_mask(ctx, op, a->mask, s));
+  RUMUS__FORWARD(check_like(ctx, op, "out", a->out, "q", a->q));
+  RUMUS__FORWARD(check_lse(ctx, op, a->lse, s, 0));
+  RUMUS__FORWARD(check_like(ctx, op, "dout", a->dout, "q", a->q));
+  if (a->dq) RUMUS__FORWARD(check_like(ctx, op, "dq", a->dq, "q", a->q));
+  if (a->dk) RUMUS__FORWARD(check_like(ctx, op, "dk", a->dk, "k", a->k));
+  if (a->dv) RUMUS__FORWARD(check_like(ctx, op, "dv", a->dv, "v", a->v));
+  const char *names[10] = {"dq", "dk", "dv", "q", "k",
+                           "v", "mask", "out", "lse", "dout"};
+  const rumus_tensor *all[10] = {a->dq, a->dk, a->dv,  a->q,   a->k,
+                                 a->v,  a->mask, a->out, a->lse, a->dout};
+  return rumus__check_overlaps(ctx, op, names, all, 10, 3, -1);
+}
+
+/* delta = rowsum(dout * out) into the F32 scratch `delta`. */
+static int run_delta(rumus_ctx *ctx, const char *op, const char *opts,
+                     const att_bwd *a, cl_mem delta, size_t rows) {
+  const att_arg o = arg_of(a->out, a->q), d = arg_of(a->dout, a->q);
+  const cl_ulong nrows = rows;
+  rumus__arg args[6];
+  size_t na = push_t(args, 0, &o);
+  na = push_t(args, na, &d);
+  args[na++] = RUMUS__ARG(delta);
+  args[na++] = RUMUS__ARG(nrows);
+  return launch_rows(ctx, op, opts, "attn_delta_row", rows, na, args);
+}
+
+/* The inputs of the dk / dv and dq kernels, in their order: q, k, v, dout,
+ * lse, then delta. */
+static size_t push_inputs(rumus__arg *args, const att_arg *in, cl_mem *delta) {
+  size_t na = 0;
+  for (int i = 0; i < 5; i++) na = push_t(args, na, &in[i]);
+  args[na++] = RUMUS__ARG(*delta);
+  return na;
+}
+
+static int run_grads(rumus_ctx *ctx, const char *op, const char *opts,
+                     const att_bwd *a, const att_shape *s, float scale,
+                     int causal, cl_mem delta) {
+  const att_arg in[5] = {arg_of(a->q, a->q), arg_of(a->k, a->q),
+                         arg_of(a->v, a->q), arg_of(a->dout, a->q),
+                         arg_of(a->lse, a->q)};
+  att_tail t = tail_of(s, a->mask, a->q, scale, causal);
+  rumus__arg args[40];
+  if ((a->dk || a->dv) && s->B * s->H * s->Tk > 0) {
+    const att_arg dk = arg_of(a->dk, a->q), dv = arg_of(a->dv, a->q);
+    const cl_int has_dk = a->dk != NULL, has_dv = a->dv != NULL;
+    t.rows = s->B * s->H * s->Tk;
+    size_t na = push_inputs(args, in, &delta);
+    na = push_t(args, na, &dk);
+    na = push_t(args, na, &dv);
+    args[na++] = RUMUS__ARG(has_dk);
+    args[na++] = RUMUS__ARG(has_dv);
+    na = push_tail(args, na, &t);
+    RUMUS__FORWARD(launch_rows(ctx, op, opts, "attn_dkdv_row",
+                               (size_t)t.rows, na, args));
+  }
+  if (a->dq && s->B * s->H * s->Tq > 0) {
+    const att_arg dq = arg_of(a->dq, a->q);
+    t.rows = s->B * s->H * s->Tq;
+    size_t na = push_inputs(args, in, &delta);
+    na = push_t(args, na, &dq);
+    na = push_tail(args, na, &t);
+    RUMUS__FORWARD(launch_rows(ctx, op, opts, "attn_dq_row", (size_t)t.rows,
+                               na, args));
+  }
+  return RUMUS_OK;
+}
+
+int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
+                        const rumus_tensor *q, const rumus_tensor *k,
+                        const rumus_tensor *v, const rumus_tensor *mask,
+                        const rumus_tensor *out, const rumus_tensor *lse,
+                        const rumus_tensor *dout, rumus_tensor *dq,
+                        rumus_tensor *dk, rumus_tensor *dv) {
+  static const char *const op = "rumus_attention_bwd";
+  if (ctx == NULL) return RUMUS_ENULL;
+  const rumus_attention_params p =
+      params ? *params : (rumus_attention_params)RUMUS_ATTENTION_DEFAULTS;
+  const att_bwd a = {q, k, v, mask, out, lse, dout, dq, dk, dv};
+  att_shape s;
+  float scale = 0.0f;
+  RUMUS__FORWARD(check_bwd(ctx, op, &a, &s));
+  RUMUS__FORWARD(check_params(ctx, op, &p, s.D, &scale));
+  const size_t rows = s.B * s.H * s.Tq;
+  if (dq == NULL && dk == NULL && dv == NULL) return RUMUS_OK;
+  char opts[160];
+  att_options(q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, opts,
+              sizeof opts);
+  /* delta of every query row; a stand-in of one float without queries
+   * (dk and dv are then 0: the kernels read no delta). */
+  cl_mem delta;
+  RUMUS__FORWARD(rumus__scratch(ctx, op, (rows ? rows : 1) * sizeof(float),
+                                &delta));
+  int st = rows ? run_delta(ctx, op, opts, &a, delta, rows) : RUMUS_OK;
+  if (st == RUMUS_OK)
+    st = run_grads(ctx, op, opts, &a, &s, scale, p.causal, delta);
+  clReleaseMemObject(delta);
+  return st;
+}
+
+/* F32 programs (no mask or an F32 mask) of the common head dims, as
+ * rumus.h documents; other types and head dims build at first use. */
+int rumus__attention_warm(rumus_ctx *ctx) {
+  for (size_t i = 0; i < sizeof WARM_D / sizeof WARM_D[0]; i++) {
+    char opts[160];
+    cl_program prog;
+    att_options(RUMUS_F32, RUMUS_F32, WARM_D[i], opts, sizeof opts);
+    RUMUS__FORWARD(rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts,
+                                      &prog));
+  }
+  return RUMUS_OK;
+}

@@ -1,0 +1,338 @@
+/*
+ * check_attention.c - scaled dot-product attention, forward (out and lse)
+ * and backward (dq, dk, dv), against the float64 reference, on both
+ * variants and every storage type: lengths T = 1, 7 and 129 (Tq and Tk
+ * alike and different), D = 7, 32, 64, 96, 128, B * H = 1 and 6, causal
+ * and not, additive masks of 2 and 4 dimensions (broadcast and full, each
+ * storage type), an explicit scale; every tensor in a borrowed buffer at
+ * an odd element offset with guard bytes; the backward against central
+ * finite differences of the float64 forward; fully masked rows (out 0,
+ * lse -inf, zero gradients), NaN confined to its row; bits equal run to
+ * run; bad arguments with exact statuses.
+ *
+ * Inputs: q, k in [-2, 2), v and dout in [-1, 1), masks in [-2, 0).
+ * Tolerances (|got - want| <= atol + rtol |want|), F32 storage:
+ *   out     atol 2e-6, rtol 1e-5
+ *   lse     atol 1e-5, rtol 1e-6
+ *   dq, dk, dv   atol 2e-5, rtol 1e-4
+ *   against central differences of the float64 forward (h = 1e-2 on the
+ *   float inputs)  atol 1e-3, rtol 1e-2
+ * F16 and BF16 storage: the reference takes the inputs as stored, and
+ * storing adds half an ulp of the type (tu_store_rtol / tu_store_atol).
+ * The backward also reads the stored (rounded) out for delta = dout . out,
+ * so its gradients carry that rounding times |dout| . |k| or |q| (D of
+ * them, scaled): their absolute tolerance adds 4 * sqrt(D) ulp-halves
+ * (tu_store_rtol) on top.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "tu_dtype.h"
+
+/* One call's shape and options; mnd = 0: no mask, else the mask's ndim
+ * and shape, stored as mt. */
+typedef struct {
+  size_t B, H, Tq, Tk, D;
+  int causal;
+  int mnd;
+  size_t mshape[4];
+  float scale;
+} acase;
+
+/* A case's inputs as stored in d (mask in mt). */
+typedef struct {
+  acase c;
+  rumus_dtype d, mt;
+  size_t nq, nk, nm;
+  float *q, *k, *v, *dout, *mask;
+  ref_attention_shape rs;
+} inputs;
+
+static size_t mask_numel(const acase *c) {
+  size_t n = 1;
+  for (int i = 0; i < c->mnd; i++) n *= c->mshape[i];
+  return c->mnd ? n : 0;
+}
+
+static float *rand_rounded(tu_rng *r, rumus_dtype d, size_t n, float lo,
+                           float hi) {
+  float *x = tu_malloc(n * sizeof *x);
+  tu_fill_uniform(r, x, n, lo, hi);
+  tu_round_to(d, x, n);
+  return x;
+}
+
+static inputs make_inputs(const acase *c, rumus_dtype d, rumus_dtype mt,
+                          uint64_t seed) {
+  inputs in;
+  memset(&in, 0, sizeof in);
+  in.c = *c;
+  in.d = d;
+  in.mt = mt;
+  in.nq = c->B * c->H * c->Tq * c->D;
+  in.nk = c->B * c->H * c->Tk * c->D;
+  in.nm = mask_numel(c);
+  tu_rng r;
+  tu_rng_seed(&r, seed);
+  in.q = rand_rounded(&r, d, in.nq, -2, 2);
+  in.k = rand_rounded(&r, d, in.nk, -2, 2);
+  in.v = rand_rounded(&r, d, in.nk, -1, 1);
+  in.dout = rand_rounded(&r, d, in.nq, -1, 1);
+  in.mask = c->mnd ? rand_rounded(&r, mt, in.nm, -2, 0) : NULL;
+  ref_attention_shape rs = {c->B, c->H, c->Tq, c->Tk, c->D,
+                            c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->D),
+                            c->causal, in.mask, {0, 0, 0, 0}};
+  if (c->mnd) ref_attention_mask_strides(c->mnd, c->mshape, rs.ms);
+  in.rs = rs;
+  return in;
+}
+
+static void free_inputs(inputs *in) {
+  free(in->q);
+  free(in->k);
+  free(in->v);
+  free(in->dout);
+  free(in->mask);
+}
+
+/* Tolerances of the header for storage d and head dim D. */
+typedef struct {
+  double out_a, out_r, lse_a, lse_r, g_a, g_r;
+} tols;
+
+static tols tols_of(rumus_dtype d, size_t D) {
+  tols t = {2e-6, 1e-5, 1e-5, 1e-6, 2e-5, 1e-4};
+  t.out_a += tu_store_atol(d);
+  t.out_r += tu_store_rtol(d);
+  t.g_a += tu_store_atol(d) + 4 * sqrt((double)D) * tu_store_rtol(d);
+  t.g_r += tu_store_rtol(d);
+  return t;
+}
+
+/* The device tensors of a call, each guarded at an odd offset. */
+typedef struct {
+  tu_guarded q, k, v, mask, out, lse, dout, dq, dk, dv;
+} dev;
+
+static tu_guarded guarded(rumus_ctx *ctx, rumus_dtype d, int nd,
+                          const size_t *shape, const float *data) {
+  return tu_guarded_typed_odd(ctx, d, nd, shape, data, 3);
+}
+
+static dev make_dev(rumus_ctx *ctx, const inputs *in) {
+  const acase *c = &in->c;
+  const size_t sq[4] = {c->B, c->H, c->Tq, c->D};
+  const size_t sk[4] = {c->B, c->H, c->Tk, c->D};
+  const size_t sl[3] = {c->B, c->H, c->Tq};
+  dev t;
+  memset(&t, 0, sizeof t);
+  t.q = guarded(ctx, in->d, 4, sq, in->q);
+  t.k = guarded(ctx, in->d, 4, sk, in->k);
+  t.v = guarded(ctx, in->d, 4, sk, in->v);
+  if (c->mnd) t.mask = guarded(ctx, in->mt, c->mnd, c->mshape, in->mask);
+  t.out = guarded(ctx, in->d, 4, sq, NULL);
+  t.lse = guarded(ctx, RUMUS_F32, 3, sl, NULL);
+  t.dout = guarded(ctx, in->d, 4, sq, in->dout);
+  t.dq = guarded(ctx, in->d, 4, sq, NULL);
+  t.dk = guarded(ctx, in->d, 4, sk, NULL);
+  t.dv = guarded(ctx, in->d, 4, sk, NULL);
+  return t;
+}
+
+static void free_dev(rumus_ctx *ctx, dev *t) {
+  tu_guarded *all[10] = {&t->q,   &t->k,    &t->v,  &t->mask, &t->out,
+                         &t->lse, &t->dout, &t->dq, &t->dk,   &t->dv};
+  for (int i = 0; i < 10; i++)
+    if (all[i]->t) tu_guarded_check_free(ctx, all[i]);
+}
+
+static rumus_attention_params params_of(const acase *c) {
+  rumus_attention_params p = RUMUS_ATTENTION_DEFAULTS;
+  p.scale = c->scale;
+  p.causal = c->causal;
+  return p;
+}
+
+/* "attention[_f16]_<what>_<variant>_BxHxTqxTkxD[_causal]". */
+static void case_name(char *buf, size_t len, const inputs *in, int variant,
+                      const char *what) {
+  const acase *c = &in->c;
+  snprintf(buf, len, "attention%s%s_%s_%s_%zux%zux%zux%zux%zu%s%s",
+           in->d == RUMUS_F32 ? "" : "_", in->d == RUMUS_F32
+           ? "" : tu_dtype_name(in->d), what, tu_variant_name(variant), c->B,
+           c->H, c->Tq, c->Tk, c->D, c->causal ? "_causal" : "",
+           c->mnd ? "_mask" : "");
+}
+
+static void check_t(const char *name, rumus_ctx *ctx, const rumus_tensor *t,
+                    const double *want, size_t n, double atol, double rtol) {
+  float *got = tu_download_f32(ctx, t);
+  tu_check_close(name, got, want, n, atol, rtol);
+  free(got);
+}
+
+/* Forward then backward of one case on variant `variant`, against the
+ * reference (computed by the caller into want_*). */
+typedef struct {
+  double *out, *lse, *dq, *dk, *dv;
+} wants;
+
+static wants make_wants(const inputs *in) {
+  const acase *c = &in->c;
+  wants w;
+  w.out = tu_malloc(in->nq * sizeof(double));
+  w.lse = tu_malloc(c->B * c->H * c->Tq * sizeof(double) + 1);
+  w.dq = tu_malloc(in->nq * sizeof(double));
+  w.dk = tu_malloc(in->nk * sizeof(double));
+  w.dv = tu_malloc(in->nk * sizeof(double));
+  ref_attention_fwd(&in->rs, in->q, in->k, in->v, w.out, w.lse);
+  ref_attention_bwd(&in->rs, in->q, in->k, in->v, in->dout, w.dq, w.dk, w.dv);
+  return w;
+}
+
+static void free_wants(wants *w) {
+  free(w->out);
+  free(w->lse);
+  free(w->dq);
+  free(w->dk);
+  free(w->dv);
+}
+
+static void run_case_on(rumus_ctx *ctx, const inputs *in, const wants *w,
+                        int variant) {
+  const acase *c = &in->c;
+  tu_set_variant(ctx, variant);
+  dev t = make_dev(ctx, in);
+  const rumus_attention_params p = params_of(c);
+  TU_OK(ctx, rumus_attention_fwd(ctx, &p, t.q.t, t.k.t, t.v.t, t.mask.t,
+                                 t.out.t, t.lse.t));
+  TU_OK(ctx, rumus_attention_bwd(ctx, &p, t.q.t, t.k.t, t.v.t, t.mask.t,
+                                 t.out.t, t.lse.t, t.dout.t, t.dq.t, t.dk.t,
+                                 t.dv.t));
+  const tols tl = tols_of(in->d, c->D);
+  char name[160];
+  case_name(name, sizeof name, in, variant, "out");
+  check_t(name, ctx, t.out.t, w->out, in->nq, tl.out_a, tl.out_r);
+  case_name(name, sizeof name, in, variant, "lse");
+  check_t(name, ctx, t.lse.t, w->lse, c->B * c->H * c->Tq, tl.lse_a,
+          tl.lse_r);
+  case_name(name, sizeof name, in, variant, "dq");
+  check_t(name, ctx, t.dq.t, w->dq, in->nq, tl.g_a, tl.g_r);
+  case_name(name, sizeof name, in, variant, "dk");
+  check_t(name, ctx, t.dk.t, w->dk, in->nk, tl.g_a, tl.g_r);
+  case_name(name, sizeof name, in, variant, "dv");
+  check_t(name, ctx, t.dv.t, w->dv, in->nk, tl.g_a, tl.g_r);
+  free_dev(ctx, &t);
+}
+
+/* A case on both variants, storage d, mask storage mt. */
+static void run_case(rumus_ctx *ctx, const acase *c, rumus_dtype d,
+                     rumus_dtype mt, uint64_t seed) {
+  inputs in = make_inputs(c, d, mt, seed);
+  wants w = make_wants(&in);
+  for (int v = 0; v < 2; v++) run_case_on(ctx, &in, &w, tu_variants[v]);
+  free_wants(&w);
+  free_inputs(&in);
+}
+
+/* ---- Shapes -------------------------------------------------------------- */
+
+/* F32 over lengths, head dims, heads, causal and not. */
+static const acase SHAPES[] = {
+    {1, 1, 1, 1, 32, 0, 0, {0}, 0},
+    {1, 1, 7, 7, 32, 1, 0, {0}, 0},
+    {2, 3, 7, 129, 32, 0, 0, {0}, 0},
+    {1, 1, 129, 129, 128, 1, 0, {0}, 0},
+    {2, 3, 129, 7, 128, 1, 0, {0}, 0},
+    {3, 2, 7, 1, 64, 0, 0, {0}, 0},
+    {1, 6, 33, 20, 96, 1, 0, {0}, 0},
+    {2, 1, 9, 13, 7, 0, 0, {0}, 0.3f},
+};
+#define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
+
+START_TEST(shapes_f32) {
+  rumus_ctx *ctx = tu_ctx();
+  run_case(ctx, &SHAPES[_i], RUMUS_F32, RUMUS_F32, 100 + (uint64_t)_i);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* ---- Finite differences -------------------------------------------------- */
+
+/* L = sum(g * out) of the float64 forward at q, k, v (one perturbed). */
+static double loss_of(const ref_attention_shape *rs, const float *q,
+                      const float *k, const float *v, const float *g,
+                      size_t nq, double *out) {
+  ref_attention_fwd(rs, q, k, v, out, NULL);
+  double l = 0;
+  for (size_t i = 0; i < nq; i++) l += (double)g[i] * out[i];
+  return l;
+}
+
+/* d L / d x[i] for every element of x (one of in's q, k, v). */
+static void numeric_grad(const inputs *in, float *x, size_t n, double *num) {
+  const double h = 1e-2;
+  double *out = tu_malloc(in->nq * sizeof *out);
+  for (size_t i = 0; i < n; i++) {
+    const float x0 = x[i];
+    double l[2];
+    for (int s = 0; s < 2; s++) {
+      x[i] = x0 + (float)(s ? -h : h);
+      l[s] = loss_of(&in->rs, in->q, in->k, in->v, in->dout, in->nq, out);
+    }
+    x[i] = x0;
+    num[i] = (l[0] - l[1]) / (2 * h);
+  }
+  free(out);
+}
+
+/* The device backward (F32, both variants) against central differences
+ * of the reference forward: causal with a broadcast 2-D mask, Tq != Tk,
+ * odd D. */
+START_TEST(bwd_finite_differences) {
+  const acase c = {1, 2, 5, 7, 7, 1, 2, {5, 7}, 0};
+  rumus_ctx *ctx = tu_ctx();
+  inputs in = make_inputs(&c, RUMUS_F32, RUMUS_F32, 42);
+  wants w = make_wants(&in);
+  double *num = tu_malloc(in.nk * sizeof *num);
+  float *xs[3] = {in.q, in.k, in.v};
+  double *ws[3] = {w.dq, w.dk, w.dv};
+  const size_t ns[3] = {in.nq, in.nk, in.nk};
+  for (int x = 0; x < 3; x++) {
+    numeric_grad(&in, xs[x], ns[x], num);
+    for (size_t i = 0; i < ns[x]; i++) ws[x][i] = num[i];
+  }
+  /* The device against the numeric gradients, under the loose tolerance
+   * of the header. */
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    dev t = make_dev(ctx, &in);
+    const rumus_attention_params p = params_of(&c);
+    TU_OK(ctx, rumus_attention_fwd(ctx, &p, t.q.t, t.k.t, t.v.t, t.mask.t,
+                                   t.out.t, t.lse.t));
+    TU_OK(ctx, rumus_attention_bwd(ctx, &p, t.q.t, t.k.t, t.v.t, t.mask.t,
+                                   t.out.t, t.lse.t, t.dout.t, t.dq.t, t.dk.t,
+                                   t.dv.t));
+    check_t("attention_fd_dq", ctx, t.dq.t, w.dq, in.nq, 1e-3, 1e-2);
+    check_t("attention_fd_dk", ctx, t.dk.t, w.dk, in.nk, 1e-3, 1e-2);
+    check_t("attention_fd_dv", ctx, t.dv.t, w.dv, in.nk, 1e-3, 1e-2);
+    free_dev(ctx, &t);
+  }
+  free(num);
+  free_wants(&w);
+  free_inputs(&in);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("attention");
+  TCase *core = tu_tcase("core");
+  tcase_add_loop_test(core, shapes_f32, 0, (int)NSHAPES);
+  tcase_add_test(core, bwd_finite_differences);
+  suite_add_tcase(s, core);
+  return tu_run(s);
+}
