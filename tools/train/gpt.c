@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt_attn_stub.h" /* TEMPORARY until branch attn is merged */
 #include "mnist.h" /* train_fail */
 
 /* Offsets of a block's tensors after 2 + 12 l (GPT_BLOCK_NAMES order). */
