@@ -5,7 +5,8 @@ set -eu
 
 PACKAGES="build-essential autoconf automake libtool pkg-config make
   ocl-icd-opencl-dev opencl-headers ocl-icd-libopencl1 pocl-opencl-icd clinfo
-  check zlib1g-dev libjson-c-dev libopenblas-dev gfortran dataset-fashion-mnist"
+  check zlib1g-dev libjson-c-dev libopenblas-dev gfortran dataset-fashion-mnist
+  fortunes"
 
 missing=""
 for p in $PACKAGES; do
