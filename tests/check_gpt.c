@@ -378,17 +378,39 @@ START_TEST(gpt_learns) {
           log((double)d.vocab.n));
   ck_assert(fabs(before - log((double)d.vocab.n)) < 0.3);
   ck_assert_msg(after < 0.6 * before, "loss %g -> %g", before, after);
-  /* Sampling: logits of a padded one-token prompt are finite. */
   float *logits = malloc(d.vocab.n * sizeof *logits);
+  /* The one-sequence forward of generation against the batch forward:
+   * the mean loss of a window from its logits, position by position,
+   * equals gpt_loss of a batch holding that window in every row. */
+  {
+    int32_t bx[8 * 16], by[8 * 16];
+    const gpt_text *t = &d.text;
+    gpt_batch_fixed(t->tok + t->ntrain, t->len - t->ntrain, 16, 1, 3, 8, bx, by);
+    for (int b = 1; b < 8; b++) {
+      memcpy(bx + b * 16, bx, sizeof(int32_t) * 16);
+      memcpy(by + b * 16, by, sizeof(int32_t) * 16);
+    }
+    double want, sum = 0.0;
+    G_OK(m, gpt_loss(m, bx, by, &want));
+    for (size_t pos = 0; pos < 16; pos++) {
+      G_OK(m, gpt_logits(m, bx, pos, logits));
+      double mx = logits[0], z = 0.0;
+      for (size_t i = 1; i < d.vocab.n; i++) mx = fmax(mx, logits[i]);
+      for (size_t i = 0; i < d.vocab.n; i++) z += exp(logits[i] - mx);
+      sum += mx + log(z) - logits[by[pos]];
+    }
+    ck_assert_msg(fabs(sum / 16 - want) < 1e-4, "one sequence %g, batch %g", sum / 16, want);
+  }
+  /* Sampling: logits of a padded one-token prompt are finite. */
   int32_t win[16] = {0};
   win[0] = d.vocab.id['t'];
   G_OK(m, gpt_logits(m, win, 0, logits));
   for (size_t i = 0; i < d.vocab.n; i++) ck_assert(isfinite(logits[i]));
   /* Causal: what follows position 0 does not change its logits. */
   float first = logits[0];
-  for (int i = 1; i < 16; i++) win[i] = d.vocab.id['z'];
+  for (int i = 1; i < 16; i++) win[i] = d.vocab.id['o'];
   G_OK(m, gpt_logits(m, win, 0, logits));
-  ck_assert(logits[0] == first);
+  ck_assert_msg(logits[0] == first, "logit 0: %.9g then %.9g", (double)first, (double)logits[0]);
   free(logits);
   gpt_params_free(&p);
   gpt_free(m);

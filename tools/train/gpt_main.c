@@ -262,9 +262,9 @@ static int32_t sample_token(float *logits, size_t V, float temperature, mlp_rng 
   for (size_t i = 1; i < V; i++)
     if (logits[i] > logits[best]) best = i;
   if (temperature <= 0.0f) return (int32_t)best;
-  double sum = 0.0;
+  double sum = 0.0, top = logits[best];
   for (size_t i = 0; i < V; i++)
-    sum += (logits[i] = (float)exp((logits[i] - logits[best]) / temperature));
+    sum += (logits[i] = (float)exp((logits[i] - top) / temperature));
   double u = (double)(mlp_rng_next(rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
   for (size_t i = 0; i < V; i++) {
     if (u < logits[i]) return (int32_t)i;
