@@ -63,7 +63,6 @@ struct gpt {
   } while (0)
 
 #define SHAPE(...) ((const size_t[]){__VA_ARGS__})
-#define NDIM(...) ((int)(sizeof((size_t[]){__VA_ARGS__}) / sizeof(size_t)))
 
 const char *gpt_errmsg(const gpt *m) { return m ? m->err : "NULL model"; }
 size_t gpt_batch(const gpt *m) { return m->train.batch; }

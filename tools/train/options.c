@@ -13,7 +13,8 @@
 void train_usage(FILE *f) {
   fprintf(f,
           "usage: rumus-train [OPTIONS]\n"
-          "Trains an MLP or a CNN on Fashion-MNIST on an OpenCL device with rumus.\n"
+          "Trains an MLP or a CNN on Fashion-MNIST, or a GPT on text, on an OpenCL\n"
+          "device with rumus.\n"
           "\n"
           "  --model M         mlp (default) or cnn: conv-bn-relu-pool x2,\n"
           "                    dropout, fc 128, dropout, fc 10; or gpt: a\n"
@@ -332,7 +333,12 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
     return bad(err, errlen, "--epochs: the GPT counts --steps");
   if (o->model == TRAIN_MODEL_GPT && o->precision != RUMUS_F32)
     return bad(err, errlen, "--precision: the GPT trains in f32 only");
-  if (o->model == TRAIN_MODEL_GPT) train_gpt_defaults(o);
+  if (o->model == TRAIN_MODEL_GPT) {
+    train_gpt_defaults(o);
+    if (o->width % o->heads != 0)
+      return bad(err, errlen, "--heads %zu does not divide the width %zu", o->heads,
+                 o->width);
+  }
   if (o->model == TRAIN_MODEL_CNN && o->hidden_given)
     return bad(err, errlen, "--hidden sets the MLP's layers: not with --model cnn");
   if (o->model == TRAIN_MODEL_CNN && !o->epochs_given)
