@@ -18,6 +18,7 @@
  *   gpt_learns     60 AdamW steps (lr 1e-2, batch 8) lower the validation
  *                  loss of fixed windows from ln(V) ~ 3.2 to < 0.6 x that
  *                  (measured about 1.0-1.3: the text is very repetitive).
+ *   gpt_deterministic  4 steps twice: the same parameters, bit for bit.
  *   gpt_save_load  a trained model saved and loaded (tied and untied):
  *                  the same tensors bit for bit, the same vocabulary and
  *                  config, the same loss; damaged files refused.
@@ -419,6 +420,35 @@ START_TEST(gpt_learns) {
 }
 END_TEST
 
+/* The same seed and batches give the same parameters, bit for bit. */
+START_TEST(gpt_deterministic) {
+  tiny_data d;
+  tiny_load(&d, 1);
+  rumus_ctx *ctx = tu_ctx();
+  gpt_params p[2], q[2];
+  for (int run = 0; run < 2; run++) {
+    double before, after;
+    memset(&q[run], 0, sizeof q[run]);
+    gpt *m = trained(ctx, &d, &p[run], &before, &after, 4);
+    G_OK(m, gpt_get_params(m, &q[run]));
+    gpt_free(m);
+  }
+  int moved = 0;
+  for (size_t k = 0; k < q[0].n; k++) {
+    size_t n = gpt_tensor_numel(&d.cfg, k);
+    ck_assert(memcmp(q[0].t[k], q[1].t[k], n * sizeof(float)) == 0);
+    moved |= memcmp(q[0].t[k], p[0].t[k], n * sizeof(float)) != 0;
+  }
+  ck_assert(moved);
+  for (int run = 0; run < 2; run++) {
+    gpt_params_free(&p[run]);
+    gpt_params_free(&q[run]);
+  }
+  TU_OK(ctx, rumus_ctx_free(ctx));
+  gpt_text_free(&d.text);
+}
+END_TEST
+
 static void save_load(int tied) {
   tiny_data d;
   tiny_load(&d, tied);
@@ -490,6 +520,7 @@ int main(void) {
   tcase_add_checked_fixture(dev, tmp_setup, tmp_teardown);
   tcase_add_test(dev, gpt_gradients);
   tcase_add_test(dev, gpt_learns);
+  tcase_add_test(dev, gpt_deterministic);
   tcase_add_test(dev, gpt_save_load);
   suite_add_tcase(s, dev);
   return tu_run(s);
