@@ -46,10 +46,10 @@ import torch.nn.functional as F
 DEFAULT_DATA = "/usr/share/games/fortunes"
 BATCH_SALT = 0x4750544241544348
 M64 = (1 << 64) - 1
-PRESETS = {"pocl": dict(layers=2, heads=4, width=128, context=64, batch=32, steps=1200,
-                        eval_batches=8),
+PRESETS = {"pocl": dict(layers=2, heads=4, width=128, context=64, batch=32, steps=1000,
+                        eval_batches=8, lr=2e-3),
            "h200": dict(layers=6, heads=6, width=384, context=256, batch=64, steps=5000,
-                        eval_batches=20)}
+                        eval_batches=20, lr=1e-3)}
 
 
 class SplitMix64:
@@ -185,7 +185,7 @@ def main():
     ap.add_argument("--preset", choices=PRESETS, default="pocl")
     for k in ("layers", "heads", "width", "context", "batch-size", "steps", "eval-batches"):
         ap.add_argument("--" + k, type=int)
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr", type=float)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--untied", action="store_true")
     ap.add_argument("--seed", type=int, default=42)
@@ -198,6 +198,7 @@ def main():
                   a.width or pre["width"], a.context or pre["context"])
     B, steps = a.batch_size or pre["batch"], a.steps or pre["steps"]
     nb = a.eval_batches or pre["eval_batches"]
+    a.lr = a.lr or pre["lr"]
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(a.seed)

@@ -173,6 +173,8 @@ START_TEST(gpt_options) {
   ck_assert_uint_eq(o.layers, 2);
   ck_assert_uint_eq(o.width, 128);
   ck_assert_uint_eq(o.batch, 32);
+  ck_assert_int_eq(o.steps, 1000);
+  ck_assert(o.lr == 2e-3f);
   ck_assert(!o.untied);
   ck_assert_int_eq(parse(&o, err, 6, "--model=gpt", "--preset", "h200", "--untied",
                          "--context", "128"), 0);
@@ -181,6 +183,7 @@ START_TEST(gpt_options) {
   ck_assert_uint_eq(o.width, 384);
   ck_assert_uint_eq(o.context, 128);
   ck_assert_uint_eq(o.batch, 64);
+  ck_assert(o.lr == 1e-3f);
   ck_assert(o.untied);
   ck_assert_int_eq(parse(&o, err, 4, "--model", "gpt", "--temperature", "0"), 0);
   ck_assert(o.temperature == 0.0f);
