@@ -518,6 +518,7 @@ int gpt_logits(gpt *m, const int32_t *x, size_t pos, float *out) {
   if (st != RUMUS_OK) return st;
   RCALL(m, "download logits",
         rumus_tensor_download(m->gen.logits, m->host_logits, T * V * sizeof(float)));
+  RCALL(m, "rumus_ctx_sync", rumus_ctx_sync(m->ctx)); /* an id out of range */
   memcpy(out, m->host_logits + pos * V, V * sizeof *out);
   return RUMUS_OK;
 }

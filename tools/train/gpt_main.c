@@ -238,14 +238,14 @@ static int train(gpt_run *r) {
     float lr = gpt_lr_at(o->lr, it, o->warmup, o->steps, o->constant_lr);
     gpt_batch_random(r->text.tok, r->text.ntrain, T, o->batch, &rng, r->x, r->y);
     double loss;
-    if (gpt_train_step(r->m, r->x, r->y, lr, 1.0f, &loss, NULL) != RUMUS_OK)
-      return train_fail(r->err, sizeof r->err, RUMUS_ECL, "%s", gpt_errmsg(r->m));
+    int st = gpt_train_step(r->m, r->x, r->y, lr, 1.0f, &loss, NULL);
+    if (st != RUMUS_OK) return train_fail(r->err, sizeof r->err, st, "%s", gpt_errmsg(r->m));
     progress(&g, it + 1, o->steps, loss, lr, o->batch * T);
     if ((it + 1) % o->eval_interval == 0 || it + 1 == o->steps) {
       progress_clear(&g);
       double t1 = now_s();
-      if (evaluate(r) != RUMUS_OK)
-        return train_fail(r->err, sizeof r->err, RUMUS_ECL, "%s", gpt_errmsg(r->m));
+      if ((st = evaluate(r)) != RUMUS_OK)
+        return train_fail(r->err, sizeof r->err, st, "%s", gpt_errmsg(r->m));
       t_eval += now_s() - t1;
       char head[64];
       snprintf(head, sizeof head, "step %ld/%ld", it + 1, o->steps);
@@ -329,7 +329,7 @@ int gpt_main(train_opts *o) {
   if (o->save && can_write(o->save, r.err, sizeof r.err) != RUMUS_OK)
     return fail(&r, "cannot save the model", r.err);
   if (load_inputs(&r) != RUMUS_OK) return fail(&r, "cannot read the data or model", r.err);
-  if (prepare_device(&r) != RUMUS_OK) return fail(&r, "device", r.err);
+  if (prepare_device(&r) != RUMUS_OK) return fail(&r, "cannot prepare the device", r.err);
   r.t_ready = now_s();
   print_header(&r);
   if (o->eval_only) {
