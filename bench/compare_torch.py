@@ -35,6 +35,11 @@ op (which matter only for the smallest shapes).  The counterparts:
   dropout_fwd      F.dropout(p=0.5)       dropout_bwd  autograd of it (reads
                    the stored mask)
   copy             dst.copy_(src), the same bytes as rumus-bench's copy
+  attention_fwd[_causal]      F.scaled_dot_product_attention on [B, H, T, D]
+                   (is_causal for _causal), in the storage type (FP32 keeps
+                   PyTorch off its half-precision flash kernels); the
+                   backend its dispatcher picks is named in the call column
+  attention_fwd_bwd[_causal]  the same forward, then autograd.grad to q, k, v
 
 rumus-bench runs once per op, each op in its own process (bench/isolate.py:
 a kernel that faults on the GPU then spoils only its own op), unless
@@ -85,6 +90,15 @@ def cuda_time_us(fn, reps, warmup, budget_s=2.0):
     one = once()
     reps = max(5, min(reps, int(budget_s * 1e6 / max(one, 1.0))))
     return statistics.median(once() for _ in range(reps)), reps
+
+
+def sdpa_backend(q, k, v, causal):
+    """The backend F.scaled_dot_product_attention picks for these inputs."""
+    try:
+        i = torch._fused_sdp_choice(q, k, v, None, 0.0, causal)
+        return torch.nn.attention.SDPBackend(i).name
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return "default dispatch"
 
 
 def make_case(rec, dev):
@@ -252,6 +266,24 @@ def make_case(rec, dev):
         y = F.dropout(x, 0.5, training=True)
         dy = rand(n)
         return (lambda: torch.autograd.grad(y, x, dy, retain_graph=True)), "autograd of F.dropout"
+    if op.startswith("attention_"):
+        b, h, t, dh = d
+        causal = "causal" in op
+        bwd = "bwd" in op
+        q, k, v = rand(b, h, t, dh, lo=-2, hi=2), rand(b, h, t, dh, lo=-2, hi=2), rand(b, h, t, dh)
+        if bwd:
+            for x in (q, k, v):
+                x.requires_grad_()
+        backend = sdpa_backend(q, k, v, causal)
+        if not bwd:
+            return (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)), \
+                f"F.scaled_dot_product_attention ({backend})"
+        dout = rand(b, h, t, dh)
+
+        def fn():
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            torch.autograd.grad(o, (q, k, v), dout)
+        return fn, f"SDPA + autograd.grad ({backend})"
     if op == "sum_squares":
         x = rand(n)
         return (lambda: torch.linalg.vector_norm(x)), "linalg.vector_norm"

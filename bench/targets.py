@@ -26,7 +26,10 @@ Targets (ratios from one run; large = the op's compulsory bytes >= 256 MiB):
               the Q8 matrix-vector product (matmul_q8, M = 1) >= 80% of the
               copy kernel's bandwidth on the bytes of B, at its largest
               case.  matmul_q8 has only that target: it is left out of the
-              memory-bound rows (its bytes are B's alone).
+              memory-bound rows (its bytes are B's alone).  Attention
+              forward and forward + backward, causal and not, no slower
+              than PyTorch's F.scaled_dot_product_attention (FP32) at
+              T >= 1024.
 """
 import argparse
 import json
@@ -140,6 +143,9 @@ def gpu_targets(run, torch_rows):
                        pick=lambda r: r["dims"][-1] * 4 <= ROW_ON_CHIP)
     rows += ratio_rows(["xent_fwd_bwd"], 0.35, "cross-entropy <= 0.35x (row off chip)",
                        pick=lambda r: r["dims"][-1] * 4 > ROW_ON_CHIP)
+    rows += ratio_rows(["attention_fwd", "attention_fwd_causal", "attention_fwd_bwd",
+                        "attention_fwd_bwd_causal"], 1.0, "attention no slower than SDPA (T >= 1024)",
+                       pick=lambda r: r["dims"][2] >= 1024, large_only=False)
     g = [r for r in run["results"] if r["op"] == "gemm" and r["dims"] == [4096, 4096, 4096]
          and not r["trans_a"] and not r["trans_b"]]
     t = by_case.get(("gemm", g[0]["shape"])) if g else None

@@ -16,13 +16,15 @@ void ref_attention_mask_strides(int ndim, const size_t *shape, size_t ms[4]) {
 }
 
 /* Score row i of head bh into s[0 .. Tk) and its log-sum-exp (-inf for a
- * row of -inf), P into p (0 for such a row). */
+ * row of -inf, NaN for a row with a NaN score), P into p (0 for a row of
+ * -inf, NaN for a row with a NaN). */
 static double score_row(const ref_attention_shape *a, const float *q,
                         const float *k, size_t bh, size_t i, double *s,
                         double *p) {
   const size_t D = a->D, b = bh / a->H, h = bh % a->H;
   const float *qi = q + (bh * a->Tq + i) * D;
   double m = -INFINITY;
+  int nan = 0;
   for (size_t j = 0; j < a->Tk; j++) {
     const float *kj = k + (bh * a->Tk + j) * D;
     double dot = 0.0;
@@ -33,7 +35,9 @@ static double score_row(const ref_attention_shape *a, const float *q,
                       j * a->ms[3]];
     if (a->causal && j > i) s[j] = -INFINITY;
     m = fmax(m, s[j]);
+    nan |= isnan(s[j]);
   }
+  if (nan) m = NAN;
   if (m == -INFINITY) {
     for (size_t j = 0; j < a->Tk; j++) p[j] = 0.0;
     return -INFINITY;
@@ -57,7 +61,8 @@ void ref_attention_fwd(const ref_attention_shape *a, const float *q,
       if (lse) lse[r] = l;
       for (size_t d = 0; d < D; d++) {
         double o = 0.0;
-        for (size_t j = 0; j < Tk; j++) o += p[j] * v[(bh * Tk + j) * D + d];
+        for (size_t j = 0; j < Tk; j++)
+          if (p[j] != 0.0) o += p[j] * v[(bh * Tk + j) * D + d];
         out[r * D + d] = o;
       }
     }
@@ -81,7 +86,8 @@ void ref_attention_bwd(const ref_attention_shape *a, const float *q,
       double delta = 0.0;
       for (size_t d = 0; d < D; d++) {
         o[d] = 0.0;
-        for (size_t j = 0; j < Tk; j++) o[d] += p[j] * v[(bh * Tk + j) * D + d];
+        for (size_t j = 0; j < Tk; j++)
+          if (p[j] != 0.0) o[d] += p[j] * v[(bh * Tk + j) * D + d];
         delta += o[d] * gi[d];
       }
       for (size_t j = 0; j < Tk; j++) {

@@ -2,11 +2,11 @@
  * check_attention.c - scaled dot-product attention, forward (out and lse)
  * and backward (dq, dk, dv), against the float64 reference, on both
  * variants and every storage type: lengths T = 1, 7 and 129 (Tq and Tk
- * alike and different), D = 7, 32, 64, 96, 128, B * H = 1 and 6, causal
- * and not, additive masks of 2 and 4 dimensions (broadcast and full, each
- * storage type), an explicit scale; every tensor in a borrowed buffer at
- * an odd element offset with guard bytes; the backward against central
- * finite differences of the float64 forward; fully masked rows (out 0,
+ * alike and different), D = 1, 7, 32, 64, 96, 128, 256, B * H = 1 and 6,
+ * causal and not, additive masks of 2, 3 and 4 dimensions (broadcast and
+ * full, each storage type), an explicit scale; every tensor in a borrowed
+ * buffer at an odd element offset with guard bytes; the backward against
+ * central finite differences of the float64 forward; fully masked rows (out 0,
  * lse -inf, zero gradients), NaN confined to its row; bits equal run to
  * run; bad arguments with exact statuses.
  *
@@ -250,12 +250,175 @@ static const acase SHAPES[] = {
     {3, 2, 7, 1, 64, 0, 0, {0}, 0},
     {1, 6, 33, 20, 96, 1, 0, {0}, 0},
     {2, 1, 9, 13, 7, 0, 0, {0}, 0.3f},
+    {1, 2, 9, 5, 256, 1, 0, {0}, 0},
+    {2, 1, 3, 70, 1, 0, 2, {3, 70}, 0},
 };
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
 START_TEST(shapes_f32) {
   rumus_ctx *ctx = tu_ctx();
   run_case(ctx, &SHAPES[_i], RUMUS_F32, RUMUS_F32, 100 + (uint64_t)_i);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* F16 and BF16 storage (_i 0, 1 for F16; 2, 3 for BF16): odd D and
+ * lengths, causal with a 2-D mask of the other 16-bit type, D = 32 and
+ * 128 at 129. */
+static const acase TYPED[] = {
+    {1, 2, 7, 9, 7, 1, 2, {7, 9}, 0},
+    {2, 3, 129, 129, 32, 0, 0, {0}, 0},
+    {1, 1, 129, 33, 128, 1, 0, {0}, 0},
+};
+#define NTYPED (sizeof TYPED / sizeof TYPED[0])
+
+START_TEST(shapes_typed) {
+  const rumus_dtype d = _i < (int)NTYPED ? RUMUS_F16 : RUMUS_BF16;
+  const acase *c = &TYPED[_i % NTYPED];
+  rumus_ctx *ctx = tu_ctx();
+  run_case(ctx, c, d, d == RUMUS_F16 ? RUMUS_BF16 : RUMUS_F16,
+           200 + (uint64_t)_i);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Masks of every layout PyTorch broadcasts (F32 data): [Tq, Tk], [1, Tk]
+ * (padding of keys), [H, Tq, Tk], full [B, H, Tq, Tk], [B, 1, 1, Tk], [B,
+ * 1, Tq, 1]; mask storage F32, F16, BF16 in turn. */
+static const acase MASKS[] = {
+    {2, 3, 7, 9, 32, 0, 2, {7, 9}, 0},
+    {2, 3, 7, 9, 32, 1, 2, {1, 9}, 0},
+    {2, 3, 7, 9, 32, 0, 3, {3, 7, 9}, 0},
+    {2, 3, 7, 9, 32, 1, 4, {2, 3, 7, 9}, 0},
+    {2, 3, 7, 9, 32, 0, 4, {2, 1, 1, 9}, 0},
+    {2, 3, 7, 9, 32, 0, 4, {2, 1, 7, 1}, 0},
+};
+#define NMASKS (sizeof MASKS / sizeof MASKS[0])
+
+START_TEST(masks) {
+  rumus_ctx *ctx = tu_ctx();
+  run_case(ctx, &MASKS[_i], RUMUS_F32, tu_dtypes[_i % 3], 300 + (uint64_t)_i);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* ---- Special rows -------------------------------------------------------- */
+
+/* Downloads, as floats. */
+static float *get(rumus_ctx *ctx, const rumus_tensor *t) {
+  return tu_download_f32(ctx, t);
+}
+
+/* Fully masked rows: row 2 of head 0 by a -inf mask row, every row when
+ * Tk = 0.  out 0 and lse -inf there, no gradient from them (the reference
+ * agrees); the other rows as the reference. */
+START_TEST(masked_rows) {
+  const acase c = {1, 2, 5, 6, 32, 0, 3, {2, 5, 6}, 0};
+  rumus_ctx *ctx = tu_ctx();
+  inputs in = make_inputs(&c, RUMUS_F32, RUMUS_F32, 7);
+  for (size_t j = 0; j < 6; j++) in.mask[2 * 6 + j] = -INFINITY;
+  in.mask[30 + 3] = -INFINITY; /* one more: head 1, row 0 */
+  wants w = make_wants(&in);
+  ck_assert(w.lse[2] == -INFINITY && w.out[2 * 32] == 0.0);
+  for (int v = 0; v < 2; v++) run_case_on(ctx, &in, &w, tu_variants[v]);
+  free_wants(&w);
+  free_inputs(&in);
+  /* Tk = 0. */
+  const acase c0 = {2, 1, 3, 0, 8, 1, 0, {0}, 0};
+  in = make_inputs(&c0, RUMUS_F32, RUMUS_F32, 8);
+  w = make_wants(&in);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    dev t = make_dev(ctx, &in);
+    TU_OK(ctx, rumus_attention_fwd(ctx, NULL, t.q.t, t.k.t, t.v.t, NULL,
+                                   t.out.t, t.lse.t));
+    TU_OK(ctx, rumus_attention_bwd(ctx, NULL, t.q.t, t.k.t, t.v.t, NULL,
+                                   t.out.t, t.lse.t, t.dout.t, t.dq.t, NULL,
+                                   NULL));
+    float *out = get(ctx, t.out.t), *lse = get(ctx, t.lse.t),
+          *dq = get(ctx, t.dq.t);
+    for (size_t i = 0; i < in.nq; i++)
+      ck_assert_msg(out[i] == 0.0f && dq[i] == 0.0f, "Tk = 0: element %zu",
+                    i);
+    for (size_t i = 0; i < 6; i++) ck_assert(lse[i] == -INFINITY);
+    free(out);
+    free(lse);
+    free(dq);
+    free_dev(ctx, &t);
+  }
+  free_wants(&w);
+  free_inputs(&in);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* A NaN in q makes its row's out and lse NaN and leaves the other rows
+ * alone (the reference keeps the same rule), on every storage type; a NaN
+ * in v reaches every row that sees its key. */
+START_TEST(nan_rows) {
+  const acase c = {1, 1, 7, 7, 8, 1, 0, {0}, 0};
+  rumus_ctx *ctx = tu_ctx();
+  inputs in = make_inputs(&c, tu_dtypes[_i], RUMUS_F32, 9);
+  in.q[3 * 8 + 5] = NAN;
+  in.v[5 * 8 + 1] = NAN; /* rows 5 and 6 see key 5 */
+  wants w = make_wants(&in);
+  ck_assert(isnan(w.lse[3]) && !isnan(w.lse[4]) && isnan(w.out[5 * 8 + 1]));
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    dev t = make_dev(ctx, &in);
+    const rumus_attention_params p = params_of(&c);
+    TU_OK(ctx, rumus_attention_fwd(ctx, &p, t.q.t, t.k.t, t.v.t, NULL,
+                                   t.out.t, t.lse.t));
+    const tols tl = tols_of(in.d, c.D);
+    check_t("attention_nan_out", ctx, t.out.t, w.out, in.nq, tl.out_a,
+            tl.out_r);
+    check_t("attention_nan_lse", ctx, t.lse.t, w.lse, 7, tl.lse_a, tl.lse_r);
+    free_dev(ctx, &t);
+  }
+  free_wants(&w);
+  free_inputs(&in);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Two runs give the same bits (forward, lse and every gradient), on both
+ * variants. */
+START_TEST(same_bits) {
+  const acase c = {1, 2, 40, 37, 32, 1, 2, {40, 37}, 0};
+  rumus_ctx *ctx = tu_ctx();
+  inputs in = make_inputs(&c, RUMUS_F32, RUMUS_F32, 11);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    float *first[5] = {NULL};
+    for (int run = 0; run < 2; run++) {
+      dev t = make_dev(ctx, &in);
+      TU_OK(ctx, rumus_attention_fwd(ctx, NULL, t.q.t, t.k.t, t.v.t,
+                                     t.mask.t, t.out.t, t.lse.t));
+      TU_OK(ctx, rumus_attention_bwd(ctx, NULL, t.q.t, t.k.t, t.v.t,
+                                     t.mask.t, t.out.t, t.lse.t, t.dout.t,
+                                     t.dq.t, t.dk.t, t.dv.t));
+      const rumus_tensor *outs[5] = {t.out.t, t.lse.t, t.dq.t, t.dk.t,
+                                     t.dv.t};
+      for (int o = 0; o < 5; o++) {
+        float *x = get(ctx, outs[o]);
+        const size_t bytes = rumus_tensor_dim(outs[o], 0) *
+                             rumus_tensor_dim(outs[o], 1) *
+                             rumus_tensor_dim(outs[o], 2) *
+                             (o == 1 ? 1 : c.D) * sizeof(float);
+        if (run == 0) {
+          first[o] = x;
+        } else {
+          ck_assert_msg(memcmp(first[o], x, bytes) == 0,
+                        "output %d differs between runs (%s)", o,
+                        tu_variant_name(tu_variants[v]));
+          free(x);
+          free(first[o]);
+        }
+      }
+      free_dev(ctx, &t);
+    }
+  }
+  free_inputs(&in);
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -328,11 +491,230 @@ START_TEST(bwd_finite_differences) {
 }
 END_TEST
 
+/* ---- Bad arguments ------------------------------------------------------- */
+
+/* The tensors of the bad-argument tests: a valid call's (q, k, v, o, lse,
+ * dout, dq, dk, dv: B 2, H 3, Tq 5, Tk 6, D 8) and ones that break one
+ * rule each. */
+typedef struct {
+  rumus_tensor *q, *k, *v, *o, *lse, *dout, *dq, *dk, *dv, *kd, *kb, *kh,
+      *vt, *k3, *qbig, *lbad, *l2, *mok, *mbad, *m5, *m1, *mb, *mi, *q16, *li;
+} bad_set;
+
+static bad_set bad_make(rumus_ctx *ctx) {
+  const size_t sq[4] = {2, 3, 5, 8}, sk[4] = {2, 3, 6, 8}, sl[3] = {2, 3, 5};
+  const size_t s_d[4] = {2, 3, 6, 9}, s_b[4] = {1, 3, 6, 8},
+               s_h[4] = {2, 2, 6, 8}, s_t[4] = {2, 3, 7, 8},
+               s_3[3] = {3, 6, 8}, s_big[4] = {1, 1, 2, 257},
+               s_l[3] = {2, 3, 6}, s_l2[2] = {6, 5}, m_ok[2] = {5, 6},
+               m_bad[2] = {5, 4}, m_5[5] = {1, 2, 3, 5, 6},
+               m_1[1] = {6}, m_b[4] = {3, 1, 5, 6};
+  const rumus_dtype f = RUMUS_F32;
+  bad_set b = {
+      tu_tensor(ctx, f, 4, sq, NULL),    tu_tensor(ctx, f, 4, sk, NULL),
+      tu_tensor(ctx, f, 4, sk, NULL),    tu_tensor(ctx, f, 4, sq, NULL),
+      tu_tensor(ctx, f, 3, sl, NULL),    tu_tensor(ctx, f, 4, sq, NULL),
+      tu_tensor(ctx, f, 4, sq, NULL),    tu_tensor(ctx, f, 4, sk, NULL),
+      tu_tensor(ctx, f, 4, sk, NULL),    tu_tensor(ctx, f, 4, s_d, NULL),
+      tu_tensor(ctx, f, 4, s_b, NULL),   tu_tensor(ctx, f, 4, s_h, NULL),
+      tu_tensor(ctx, f, 4, s_t, NULL),   tu_tensor(ctx, f, 3, s_3, NULL),
+      tu_tensor(ctx, f, 4, s_big, NULL), tu_tensor(ctx, f, 3, s_l, NULL),
+      tu_tensor(ctx, f, 2, s_l2, NULL),  tu_tensor(ctx, RUMUS_F16, 2, m_ok, NULL),
+      tu_tensor(ctx, f, 2, m_bad, NULL), tu_tensor(ctx, f, 5, m_5, NULL),
+      tu_tensor(ctx, f, 1, m_1, NULL),   tu_tensor(ctx, f, 4, m_b, NULL),
+      tu_tensor(ctx, RUMUS_I32, 2, m_ok, NULL),
+      tu_tensor_typed(ctx, RUMUS_F16, 4, sq, NULL),
+      tu_tensor(ctx, RUMUS_F16, 3, sl, NULL)};
+  return b;
+}
+
+static void bad_free(rumus_ctx *ctx, bad_set *b) {
+  tu_free_all(ctx, b->q, b->k, b->v, b->o, b->lse, b->dout, b->dq, b->dk,
+              b->dv, b->kd, b->kb, b->kh, b->vt, b->k3, b->qbig, b->lbad,
+              b->l2, b->mok, b->mbad, b->m5, b->m1, b->mb, b->mi, b->q16,
+              b->li, NULL);
+}
+
+/* Every check of the forward, with its exact status; nothing enqueued. */
+START_TEST(bad_args_fwd) {
+  rumus_ctx *ctx = tu_ctx();
+  bad_set b = bad_make(ctx);
+  const rumus_attention_params neg = {-1.0f, 0}, inf = {INFINITY, 0},
+                               nan = {NAN, 1};
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_fwd(NULL, NULL, b.q, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_fwd(ctx, NULL, NULL, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, NULL, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, NULL, b.lse));
+  TU_STATUS(RUMUS_EDTYPE,
+            rumus_attention_fwd(ctx, NULL, b.q16, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_EDTYPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.mi, b.o, b.lse));
+  TU_STATUS(RUMUS_EDTYPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.li));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.kd, b.v, NULL, b.o, b.lse));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "D = 8"), "%s",
+                rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.kb, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.kh, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.vt, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k3, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.k3, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE, rumus_attention_fwd(ctx, NULL, b.qbig, b.qbig, b.qbig,
+                                              NULL, b.qbig, NULL));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, b.dk, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lbad));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.l2));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.mbad, b.o, b.lse));
+  ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), "Tk = 6"), "%s",
+                rumus_ctx_errmsg(ctx));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.m5, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.m1, b.o, b.lse));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.mb, b.o, b.lse));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_fwd(ctx, &neg, b.q, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_fwd(ctx, &inf, b.q, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_fwd(ctx, &nan, b.q, b.k, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, NULL, b.q, b.lse));
+  bad_free(ctx, &b);
+}
+END_TEST
+
+/* The backward's checks; a tensor of another context; valid calls. */
+START_TEST(bad_args_bwd) {
+  rumus_ctx *ctx = tu_ctx();
+  bad_set b = bad_make(ctx);
+  const size_t sk[4] = {2, 3, 6, 8};
+  const rumus_attention_params neg = {-1.0f, 0};
+  /* The backward: out and lse required, outputs checked like inputs. */
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, NULL,
+                                b.dout, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, NULL, b.lse,
+                                b.dout, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_ENULL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                NULL, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lbad,
+                                b.dout, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dk, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dk, NULL, NULL));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, NULL, b.dq, NULL));
+  TU_STATUS(RUMUS_ESHAPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, b.mbad, b.o, b.lse,
+                                b.dout, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_EDTYPE,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.q16, b.dk, b.dv));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_bwd(ctx, &neg, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dq, b.dk, b.dv));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dq, b.dk, b.dk));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dout, b.dk, b.dv));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dq, b.v, b.dv));
+  /* A tensor of another context. */
+  rumus_ctx *other = tu_ctx();
+  rumus_tensor *ok_ = tu_tensor(other, RUMUS_F32, 4, sk, NULL);
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_fwd(ctx, NULL, b.q, ok_, b.v, NULL, b.o, b.lse));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, NULL, b.o, b.lse,
+                                b.dout, b.dq, ok_, b.dv));
+  rumus_tensor_free(ok_);
+  TU_OK(other, rumus_ctx_free(other));
+  /* Valid calls: a broadcast F16 mask on F32 data, no lse, no gradients. */
+  TU_OK(ctx, rumus_tensor_fill(b.q, 0.5f));
+  TU_OK(ctx, rumus_tensor_fill(b.k, 0.25f));
+  TU_OK(ctx, rumus_tensor_fill(b.v, 1.0f));
+  TU_OK(ctx, rumus_tensor_fill(b.mok, 0.0f));
+  TU_OK(ctx, rumus_attention_fwd(ctx, NULL, b.q, b.k, b.v, b.mok, b.o, NULL));
+  TU_OK(ctx, rumus_attention_bwd(ctx, NULL, b.q, b.k, b.v, b.mok, b.o, b.lse,
+                                 b.dout, NULL, NULL, NULL));
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  bad_free(ctx, &b);
+}
+END_TEST
+
+/* B = 0 or Tq = 0 writes nothing; no keys: see masked_rows. */
+START_TEST(empty) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t s0[4] = {0, 2, 3, 8}, s1[4] = {1, 2, 0, 8}, s2[4] = {1, 2, 4, 8};
+  const size_t l0[3] = {0, 2, 3}, l1[3] = {1, 2, 0};
+  rumus_tensor *a = tu_tensor(ctx, RUMUS_F32, 4, s0, NULL),
+               *b = tu_tensor(ctx, RUMUS_F32, 4, s0, NULL),
+               *la = tu_tensor(ctx, RUMUS_F32, 3, l0, NULL),
+               *q = tu_tensor(ctx, RUMUS_F32, 4, s1, NULL),
+               *o = tu_tensor(ctx, RUMUS_F32, 4, s1, NULL),
+               *dq = tu_tensor(ctx, RUMUS_F32, 4, s1, NULL),
+               *lq = tu_tensor(ctx, RUMUS_F32, 3, l1, NULL),
+               *k = tu_tensor(ctx, RUMUS_F32, 4, s2, NULL),
+               *dk = tu_tensor(ctx, RUMUS_F32, 4, s2, NULL),
+               *dv = tu_tensor(ctx, RUMUS_F32, 4, s2, NULL);
+  TU_OK(ctx, rumus_attention_fwd(ctx, NULL, a, a, a, NULL, b, la));
+  TU_OK(ctx, rumus_attention_fwd(ctx, NULL, q, k, k, NULL, o, lq));
+  /* Tq = 0: dk and dv are 0. */
+  TU_OK(ctx, rumus_tensor_fill(dk, NAN));
+  TU_OK(ctx, rumus_tensor_fill(dv, NAN));
+  TU_OK(ctx, rumus_attention_bwd(ctx, NULL, q, k, k, NULL, o, lq, o, dq, dk, dv));
+  float *g = tu_download(ctx, dk), *h = tu_download(ctx, dv);
+  for (size_t i = 0; i < 64; i++) ck_assert(g[i] == 0.0f && h[i] == 0.0f);
+  free(g);
+  free(h);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_free_all(ctx, a, b, la, q, o, dq, lq, k, dk, dv, NULL);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("attention");
   TCase *core = tu_tcase("core");
   tcase_add_loop_test(core, shapes_f32, 0, (int)NSHAPES);
+  tcase_add_loop_test(core, shapes_typed, 0, 2 * (int)NTYPED);
+  tcase_add_loop_test(core, masks, 0, (int)NMASKS);
   tcase_add_test(core, bwd_finite_differences);
   suite_add_tcase(s, core);
+  TCase *limits = tu_tcase("limits");
+  tcase_add_test(limits, masked_rows);
+  tcase_add_loop_test(limits, nan_rows, 0, 3);
+  tcase_add_test(limits, same_bits);
+  tcase_add_test(limits, empty);
+  suite_add_tcase(s, limits);
+  TCase *errors = tu_tcase("errors");
+  tcase_add_test(errors, bad_args_fwd);
+  tcase_add_test(errors, bad_args_bwd);
+  suite_add_tcase(s, errors);
   return tu_run(s);
 }

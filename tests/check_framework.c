@@ -6,7 +6,8 @@
  *           rumus_cache_fill builds every program the ops choose (no op
  *           builds one afterwards, on either variant, for aligned and
  *           unaligned tensors, every row plan and every GEMM tile size,
- *           the pooling ops, the embedding ops);
+ *           the pooling ops, the embedding ops, attention at D = 32
+ *           and 64);
  *           buffers wrapped with CL_MEM_USE_HOST_PTR at an address that is
  *           only float-aligned give the reference's results;
  *   errors  tensors that partly share memory are RUMUS_EINVAL for every
@@ -296,6 +297,25 @@ static void run_tensorops_ops(rumus_ctx *ctx, tu_rng *r) {
   free_tensors(x, y, t, b, o, c, z, s, NULL);
 }
 
+/* Attention forward and backward at the head dims rumus_cache_fill builds
+ * (32 and 64 here), causal and not, without a mask and with an F32 one. */
+static void run_attention_ops(rumus_ctx *ctx, tu_rng *r, size_t D) {
+  rumus_tensor *q = rand_4d(ctx, r, 1, 2, 5, D), *k = rand_4d(ctx, r, 1, 2, 7, D),
+               *v = rand_4d(ctx, r, 1, 2, 7, D), *o = rand_4d(ctx, r, 1, 2, 5, D),
+               *dq = rand_4d(ctx, r, 1, 2, 5, D), *dk = rand_4d(ctx, r, 1, 2, 7, D),
+               *dv = rand_4d(ctx, r, 1, 2, 7, D), *m = rand_2d(ctx, r, 5, 7);
+  const size_t ls[3] = {1, 2, 5};
+  rumus_tensor *lse = tu_tensor(ctx, RUMUS_F32, 3, ls, NULL);
+  for (int causal = 0; causal < 2; causal++) {
+    const rumus_attention_params p = {0.0f, causal};
+    rumus_tensor *mask = causal ? m : NULL;
+    TU_OK(ctx, rumus_attention_fwd(ctx, &p, q, k, v, mask, o, lse));
+    TU_OK(ctx, rumus_attention_bwd(ctx, &p, q, k, v, mask, o, lse, q, dq, dk,
+                                   dv));
+  }
+  free_tensors(q, k, v, o, dq, dk, dv, m, lse, NULL);
+}
+
 START_TEST(cache_fill_builds_every_program) {
   const int v = tu_variants[_i];
   rumus_ctx *ctx = tu_ctx();
@@ -343,6 +363,8 @@ START_TEST(cache_fill_builds_every_program) {
   run_embedding_ops(ctx, &r, 10, 5);
   run_embedding_ops(ctx, &r, 700, 64);
   run_tensorops_ops(ctx, &r);
+  run_attention_ops(ctx, &r, 32);
+  run_attention_ops(ctx, &r, 64);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   TU_OK(ctx, rumus_cache_stats(ctx, &after));
   ck_assert_msg(after.builds == before.builds,
@@ -733,6 +755,30 @@ START_TEST(overlapping_tensors_are_rejected) {
   TU_OVERLAP(ctx, rumus_embedding_bwd(ctx, eo, eid, -1, edw_in_id));
   TU_OVERLAP(ctx, rumus_embedding_bwd(ctx, eo_in_w, eid, -1, ew));
   free_tensors(ew, eid, eo, eo_in_w, edw_in_id, NULL);
+  /* Attention: out over q, lse over k, dq over q, dv as v's very bytes. */
+  const size_t a_s[4] = {1, 1, 4, 8}, a_l[3] = {1, 1, 4};
+  rumus_tensor *aq = NULL, *ak = NULL, *av = NULL, *ao = NULL, *al = NULL,
+               *ao_in_q = NULL, *al_in_k = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s.buf, 3200 * 4, &aq));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s.buf, 3240 * 4, &ak));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s.buf, 3280 * 4, &av));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s.buf, 3320 * 4, &ao));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 3, a_l, s.buf, 3360 * 4, &al));
+  TU_OK(ctx,
+        rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s.buf, 3204 * 4, &ao_in_q));
+  TU_OK(ctx,
+        rumus_tensor_wrap(ctx, RUMUS_F32, 3, a_l, s.buf, 3242 * 4, &al_in_k));
+  TU_OK(ctx, rumus_tensor_fill(aq, 0.5f));
+  TU_OK(ctx, rumus_tensor_fill(ak, 0.25f));
+  TU_OK(ctx, rumus_tensor_fill(av, 1.0f));
+  TU_OK(ctx, rumus_attention_fwd(ctx, NULL, aq, ak, av, NULL, ao, al));
+  TU_OVERLAP(ctx, rumus_attention_fwd(ctx, NULL, aq, ak, av, NULL, ao_in_q, al));
+  TU_OVERLAP(ctx, rumus_attention_fwd(ctx, NULL, aq, ak, av, NULL, ao, al_in_k));
+  TU_OVERLAP(ctx, rumus_attention_bwd(ctx, NULL, aq, ak, av, NULL, ao, al, ao,
+                                      ao_in_q, NULL, NULL));
+  TU_OVERLAP(ctx, rumus_attention_bwd(ctx, NULL, aq, ak, av, NULL, ao, al, ao,
+                                      NULL, NULL, av));
+  free_tensors(aq, ak, av, ao, al, ao_in_q, al_in_k, NULL);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   free_tensors(x, y, x2, z, bias, bias_in_x, tg, loss, loss_in_x, sq,
                       c_in_a, flat, cx, cw, cy, cy_in_x, cw_in_x, NULL);

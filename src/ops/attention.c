@@ -24,14 +24,32 @@ typedef struct {
   cl_ulong ms[4];
 } att_shape;
 
+/* Work-items (rows) per group of the work-group kernels (ATT_WG). */
+#define ATT_WG 64
+
+/* Rows per local-memory tile of the work-group kernels (ATT_BT): two
+ * tiles of DPAD floats per row, and two floats per row, fit the device's
+ * local memory (less 1 KiB), 32 at most, a multiple of 8; 0 if not even
+ * 8 fit (the row kernels then run). */
+static size_t tile_rows(const rumus_ctx *ctx, size_t D) {
+  const size_t dpad = (D + 7) / 8 * 8;
+  const size_t avail = ctx->local_mem > 1024 ? (size_t)ctx->local_mem - 1024 : 0;
+  size_t bt = avail / (8 * dpad + 8);
+  bt = bt > 32 ? 32 : bt / 8 * 8;
+  return bt;
+}
+
 /* The options of the family's program for storage `st`, mask storage `mt`
- * and head dim D (warm-up and launches). */
-static void att_options(rumus_dtype st, rumus_dtype mt, size_t D, char *buf,
-                        size_t len) {
+ * and head dim D (warm-up and launches); one program holds both variants'
+ * kernels. */
+static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
+                        size_t D, char *buf, size_t len) {
   char head[96];
   rumus__options_head(head, sizeof head, st, 1, 0);
-  snprintf(buf, len, "%s -DHEAD_DIM=%zu -DMASK_STORAGE=%s", head, D,
-           rumus__storage_tag(mt));
+  const size_t bt = tile_rows(ctx, D);
+  snprintf(buf, len, "%s -DHEAD_DIM=%zu -DMASK_STORAGE=%s -DATT_WG=%d "
+           "-DATT_BT=%zu", head, D, rumus__storage_tag(mt), ATT_WG,
+           bt ? bt : 8);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -209,6 +227,40 @@ static int launch_rows(rumus_ctx *ctx, const char *op, const char *opts,
   return rumus__launch(ctx, op, &k, 1, &rows, &local, na, args);
 }
 
+/* 1 if `base` runs as its work-group kernel (base_wg): the GPU variant, on
+ * a device whose local memory holds tiles of 8 rows and that runs the
+ * kernel with ATT_WG work-items; else its row kernel (base_row). */
+static int use_wg(rumus_ctx *ctx, const char *op, const char *opts,
+                  const char *base, size_t D, int *wg) {
+  *wg = 0;
+  if (!rumus__gpu_variant(ctx) || ctx->max_wg < ATT_WG ||
+      tile_rows(ctx, D) == 0)
+    return RUMUS_OK;
+  char name[32];
+  snprintf(name, sizeof name, "%s_wg", base);
+  const rumus__kernel_ref k = {FILE_CL, opts, name};
+  size_t limit;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
+  *wg = limit >= ATT_WG;
+  return RUMUS_OK;
+}
+
+/* Launches kernel `base` (_wg or _row by use_wg) over `per_head` rows of
+ * each of bh heads. */
+static int launch(rumus_ctx *ctx, const char *op, const char *opts,
+                  const char *base, size_t D, size_t bh, size_t per_head,
+                  size_t na, const rumus__arg *args) {
+  int wg;
+  RUMUS__FORWARD(use_wg(ctx, op, opts, base, D, &wg));
+  char name[32];
+  snprintf(name, sizeof name, "%s_%s", base, wg ? "wg" : "row");
+  if (!wg) return launch_rows(ctx, op, opts, name, bh * per_head, na, args);
+  const rumus__kernel_ref k = {FILE_CL, opts, name};
+  const size_t local = ATT_WG;
+  const size_t global = bh * ((per_head + ATT_WG - 1) / ATT_WG) * ATT_WG;
+  return rumus__launch(ctx, op, &k, 1, &global, &local, na, args);
+}
+
 /* ---- Forward ------------------------------------------------------------- */
 
 int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
@@ -232,7 +284,7 @@ int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
   const size_t rows = s.B * s.H * s.Tq;
   if (rows == 0) return RUMUS_OK;
   char opts[160];
-  att_options(q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, opts,
+  att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, opts,
               sizeof opts);
   const att_arg ts[5] = {arg_of(q, q), arg_of(k, q), arg_of(v, q),
                          arg_of(out, q), arg_of(lse, q)};
@@ -244,7 +296,7 @@ int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
   for (int i = 0; i < 5; i++) na = push_t(args, na, &ts[i]);
   args[na++] = RUMUS__ARG(has_lse);
   na = push_tail(args, na, &t);
-  return launch_rows(ctx, op, opts, "attn_fwd_row", rows, na, args);
+  return launch(ctx, op, opts, "attn_fwd", s.D, s.B * s.H, s.Tq, na, args);
 }
 
 /* ---- Backward ------------------------------------------------------------ */
@@ -311,8 +363,8 @@ static int run_grads(rumus_ctx *ctx, const char *op, const char *opts,
     args[na++] = RUMUS__ARG(has_dk);
     args[na++] = RUMUS__ARG(has_dv);
     na = push_tail(args, na, &t);
-    RUMUS__FORWARD(launch_rows(ctx, op, opts, "attn_dkdv_row",
-                               (size_t)t.rows, na, args));
+    RUMUS__FORWARD(launch(ctx, op, opts, "attn_dkdv", s->D, s->B * s->H,
+                          s->Tk, na, args));
   }
   if (a->dq && s->B * s->H * s->Tq > 0) {
     const att_arg dq = arg_of(a->dq, a->q);
@@ -320,8 +372,8 @@ static int run_grads(rumus_ctx *ctx, const char *op, const char *opts,
     size_t na = push_inputs(args, in, &delta);
     na = push_t(args, na, &dq);
     na = push_tail(args, na, &t);
-    RUMUS__FORWARD(launch_rows(ctx, op, opts, "attn_dq_row", (size_t)t.rows,
-                               na, args));
+    RUMUS__FORWARD(launch(ctx, op, opts, "attn_dq", s->D, s->B * s->H,
+                          s->Tq, na, args));
   }
   return RUMUS_OK;
 }
@@ -344,7 +396,7 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
   const size_t rows = s.B * s.H * s.Tq;
   if (dq == NULL && dk == NULL && dv == NULL) return RUMUS_OK;
   char opts[160];
-  att_options(q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, opts,
+  att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, opts,
               sizeof opts);
   /* delta of every query row; a stand-in of one float without queries
    * (dk and dv are then 0: the kernels read no delta). */
@@ -364,7 +416,7 @@ int rumus__attention_warm(rumus_ctx *ctx) {
   for (size_t i = 0; i < sizeof WARM_D / sizeof WARM_D[0]; i++) {
     char opts[160];
     cl_program prog;
-    att_options(RUMUS_F32, RUMUS_F32, WARM_D[i], opts, sizeof opts);
+    att_options(ctx, RUMUS_F32, RUMUS_F32, WARM_D[i], opts, sizeof opts);
     RUMUS__FORWARD(rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts,
                                       &prog));
   }

@@ -9,6 +9,7 @@
  * model: the arithmetic of the formula, counting exp, log, erf and sqrt
  * as one flop each; per element unless said otherwise.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1047,6 +1048,79 @@ static const char *peer_reduce1(bench_case *c) {
 #define AVGPOOL_GPU "64x256x56,64x512x14/k3s1p1"
 #define ADAPTIVE_DEFAULT "64x512x7/o1,32x256x28/o7,32x256x56/o1"
 #define ADAPTIVE_GPU "256x2048x7/o1,64x512x28/o7"
+/* ---- Attention ------------------------------------------------------------ */
+
+/* attention_fwd[_causal] and attention_fwd_bwd[_causal] on BxHxTxD (Tq =
+ * Tk = T, scale 1/sqrt(D), no mask).  Flops as FlashAttention's benchmark
+ * counts them: the forward's two products, 4 B H T^2 D, halved when
+ * causal; the backward 2.5 times that (five products), so fwd_bwd 3.5
+ * times.  Bytes: q, k, v read and out written once (and lse), the
+ * backward dout, out, lse read and dq, dk, dv written. */
+static int att_causal(const bench_case *c) {
+  return strstr(c->op->name, "causal") != NULL;
+}
+static int att_bwd(const bench_case *c) {
+  return strstr(c->op->name, "bwd") != NULL;
+}
+static const char *describe_attention(bench_case *c) {
+  if (c->shape.ndim != 4 || c->shape.ta || c->shape.tb || c->shape.given)
+    return "needs a shape BxHxTxD";
+  const size_t *d = c->shape.d, rows = d[0] * d[1] * d[2];
+  if (d[3] > RUMUS_ATTENTION_MAX_D) return "D above RUMUS_ATTENTION_MAX_D";
+  tensor(c, "q", BT_IN, RUMUS_F32, 2, rows, d[3], -2, 2);
+  tensor(c, "k", BT_IN, RUMUS_F32, 2, rows, d[3], -2, 2);
+  tensor(c, "v", BT_IN, RUMUS_F32, 2, rows, d[3], -1, 1);
+  tensor(c, "out", BT_OUT, RUMUS_F32, 2, rows, d[3], 0, 0);
+  tensor(c, "lse", BT_OUT, RUMUS_F32, 1, rows, 0, 0, 0);
+  c->td[4].host_f32 = 0; /* F32 whatever --dtype */
+  c->td[4].dtype = RUMUS_F32;
+  const double n = (double)rows * (double)d[3];
+  double f = 4.0 * (double)rows * (double)d[2] * (double)d[3];
+  if (att_causal(c)) f /= 2;
+  c->bytes = F4 * 4 * n + 4.0 * (double)rows;
+  c->flops = f;
+  if (att_bwd(c)) {
+    tensor(c, "dout", BT_IN, RUMUS_F32, 2, rows, d[3], -1, 1);
+    tensor(c, "dq", BT_OUT, RUMUS_F32, 2, rows, d[3], 0, 0);
+    tensor(c, "dk", BT_OUT, RUMUS_F32, 2, rows, d[3], 0, 0);
+    tensor(c, "dv", BT_OUT, RUMUS_F32, 2, rows, d[3], 0, 0);
+    c->bytes += F4 * 8 * n + 4.0 * (double)rows;
+    c->flops = 3.5 * f;
+  }
+  return NULL;
+}
+static int run_attention(bench_case *c) {
+  const size_t *d = c->shape.d;
+  const size_t s4[4] = {d[0], d[1], d[2], d[3]}, s3[3] = {d[0], d[1], d[2]};
+  int st = RUMUS_OK;
+  for (int i = 0; i < c->nt && st == RUMUS_OK; i++)
+    st = i == 4 ? rumus_tensor_reshape(T(i), 3, s3)
+                : rumus_tensor_reshape(T(i), 4, s4);
+  const rumus_attention_params p = {0.0f, att_causal(c)};
+  if (st == RUMUS_OK)
+    st = rumus_attention_fwd(c->ctx, &p, T(0), T(1), T(2), NULL, T(3), T(4));
+  if (st == RUMUS_OK && att_bwd(c))
+    st = rumus_attention_bwd(c->ctx, &p, T(0), T(1), T(2), NULL, T(3), T(4),
+                             T(5), T(6), T(7), T(8));
+  return st;
+}
+static const char *peer_attention(bench_case *c) {
+  const size_t *d = c->shape.d, bh = d[0] * d[1];
+  const float scale = (float)(1.0 / sqrt((double)d[3]));
+  peer_attention_fwd(H(0), H(1), H(2), P(3), P(4), bh, d[2], d[2], d[3],
+                     scale, att_causal(c));
+  if (att_bwd(c))
+    peer_attention_bwd(H(0), H(1), H(2), P(3), P(4), H(5), P(6), P(7), P(8),
+                       bh, d[2], d[2], d[3], scale, att_causal(c));
+  return "omp";
+}
+
+#define ATT_DEFAULT "1x4x256x64,2x8x512x64"
+#define ATT_GPU "8x16x512x64,8x16x1024x64,8x16x4096x64"
+#define ATT_MODEL(what)                                                      \
+  "BxHxTxD, Tq = Tk = T, " what ": flops 4BHT^2D (halved when causal; "      \
+  "fwd_bwd 3.5 times), bytes 4(4BHTD + BHT) (fwd_bwd 4(12BHTD + 2BHT))"
+
 /* Batch norm and the channel bias ops: NxCxS activations. */
 #define NCHW_DEFAULT "64x32x14,8x64x56,32x128x56"
 #define NCHW_GPU "64x64x112,64x256x56"
@@ -1161,6 +1235,18 @@ const bench_op bench_ops[] = {
     {"reduce_sum1", "tensorops", ROWS_DEFAULT, NULL, 1,
      "y[R] = sum_c x[R,c]: bytes 4(RC + R), flops RC", describe_reduce1,
      run_reduce1, peer_reduce1, NULL, NULL},
+    {"attention_fwd", "attention", ATT_DEFAULT, ATT_GPU, 0,
+     ATT_MODEL("forward with lse"), describe_attention, run_attention,
+     peer_attention, NULL, NULL},
+    {"attention_fwd_causal", "attention", ATT_DEFAULT, ATT_GPU, 0,
+     ATT_MODEL("causal forward with lse"), describe_attention, run_attention,
+     peer_attention, NULL, NULL},
+    {"attention_fwd_bwd", "attention", ATT_DEFAULT, ATT_GPU, 0,
+     ATT_MODEL("forward, then dq, dk, dv"), describe_attention, run_attention,
+     peer_attention, NULL, NULL},
+    {"attention_fwd_bwd_causal", "attention", ATT_DEFAULT, ATT_GPU, 0,
+     ATT_MODEL("causal forward, then dq, dk, dv"), describe_attention,
+     run_attention, peer_attention, NULL, NULL},
     {"matmul_q8", "quant",
      "1x4096x4096,8x4096x4096,1x11008x4096,8x11008x4096,1x4096x11008", NULL,
      1, "MxNxK, blocks of 32: bytes of B, NK + 2N ceil(K/32); flops 2MNK",

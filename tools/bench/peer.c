@@ -749,3 +749,98 @@ void peer_dropout(const float *restrict x, float *restrict y, size_t n,
       y[4 * q + j] = (r[j] >> 8) >= thresh ? x[4 * q + j] * scale : 0.0f;
   }
 }
+
+/* ---- Attention ------------------------------------------------------------ */
+
+/* Scores of query row qi against keys 0 .. n of one head into s, scaled;
+ * returns their max. */
+static float att_scores(const float *restrict qi, const float *restrict k,
+                        size_t n, size_t d, float scale, float *restrict s) {
+  float m = -INFINITY;
+  for (size_t j = 0; j < n; j++) {
+    const float *kj = k + j * d;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (size_t e = 0; e < d; e++) dot += qi[e] * kj[e];
+    s[j] = dot * scale;
+    m = s[j] > m ? s[j] : m;
+  }
+  return m;
+}
+
+void peer_attention_fwd(const float *q, const float *k, const float *v,
+                        float *out, float *lse, size_t bh, size_t tq,
+                        size_t tk, size_t d, float scale, int causal) {
+#pragma omp parallel
+  {
+    float *s = malloc((tk + 1) * sizeof *s);
+#pragma omp for schedule(dynamic, 16)
+    for (size_t r = 0; r < bh * tq; r++) {
+      const size_t h = r / tq, i = r % tq, n = causal && i + 1 < tk ? i + 1 : tk;
+      const float *kh = k + h * tk * d, *vh = v + h * tk * d;
+      float *o = out + r * d;
+      const float m = att_scores(q + r * d, kh, n, d, scale, s);
+      float l = 0.0f;
+      for (size_t j = 0; j < n; j++) l += s[j] = expf(s[j] - m);
+      for (size_t e = 0; e < d; e++) o[e] = 0.0f;
+      for (size_t j = 0; j < n; j++) {
+        const float p = s[j] / l, *vj = vh + j * d;
+#pragma omp simd
+        for (size_t e = 0; e < d; e++) o[e] += p * vj[e];
+      }
+      if (lse) lse[r] = m + logf(l);
+    }
+    free(s);
+  }
+}
+
+/* One head: P recomputed from lse, dk and dv accumulated over the query
+ * rows in order. */
+static void att_bwd_head(const float *q, const float *k, const float *v,
+                         const float *out, const float *lse,
+                         const float *dout, float *dq, float *dk, float *dv,
+                         size_t tq, size_t tk, size_t d, float scale,
+                         int causal, float *s) {
+  memset(dk, 0, tk * d * sizeof *dk);
+  memset(dv, 0, tk * d * sizeof *dv);
+  for (size_t i = 0; i < tq; i++) {
+    const size_t n = causal && i + 1 < tk ? i + 1 : tk;
+    const float *qi = q + i * d, *gi = dout + i * d, *oi = out + i * d;
+    float *dqi = dq + i * d;
+    att_scores(qi, k, n, d, scale, s);
+    float delta = 0.0f;
+    for (size_t e = 0; e < d; e++) delta += gi[e] * oi[e], dqi[e] = 0.0f;
+    for (size_t j = 0; j < n; j++) {
+      const float *kj = k + j * d, *vj = v + j * d;
+      const float p = expf(s[j] - lse[i]);
+      float dp = 0.0f;
+#pragma omp simd reduction(+ : dp)
+      for (size_t e = 0; e < d; e++) dp += gi[e] * vj[e];
+      const float ds = p * (dp - delta) * scale;
+      float *dkj = dk + j * d, *dvj = dv + j * d;
+#pragma omp simd
+      for (size_t e = 0; e < d; e++) {
+        dqi[e] += ds * kj[e];
+        dkj[e] += ds * qi[e];
+        dvj[e] += p * gi[e];
+      }
+    }
+  }
+}
+
+void peer_attention_bwd(const float *q, const float *k, const float *v,
+                        const float *out, const float *lse, const float *dout,
+                        float *dq, float *dk, float *dv, size_t bh, size_t tq,
+                        size_t tk, size_t d, float scale, int causal) {
+#pragma omp parallel
+  {
+    float *s = malloc((tk + 1) * sizeof *s);
+#pragma omp for schedule(static)
+    for (size_t h = 0; h < bh; h++) {
+      const size_t qo = h * tq * d, ko = h * tk * d;
+      att_bwd_head(q + qo, k + ko, v + ko, out + qo, lse + h * tq, dout + qo,
+                   dq + qo, dk + ko, dv + ko, tq, tk, d, scale, causal, s);
+    }
+    free(s);
+  }
+}

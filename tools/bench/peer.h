@@ -133,4 +133,16 @@ void peer_channel_bias_grad(const float *dy, float *db, size_t n, size_t c,
 void peer_dropout(const float *x, float *y, size_t n, float p, uint64_t seed,
                   uint64_t offset);
 
+/* Scaled dot-product attention over bh heads of q [tq, d], k and v [tk, d]
+ * (causal: query i sees keys 0 .. i), scores times scale: out and lse
+ * (NULL: not written), OpenMP over the query rows; the backward dq, dk, dv
+ * from the forward's out and lse and dout, OpenMP over the heads. */
+void peer_attention_fwd(const float *q, const float *k, const float *v,
+                        float *out, float *lse, size_t bh, size_t tq,
+                        size_t tk, size_t d, float scale, int causal);
+void peer_attention_bwd(const float *q, const float *k, const float *v,
+                        const float *out, const float *lse, const float *dout,
+                        float *dq, float *dk, float *dv, size_t bh, size_t tq,
+                        size_t tk, size_t d, float scale, int causal);
+
 #endif /* RUMUS_BENCH_PEER_H */

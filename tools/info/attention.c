@@ -4,8 +4,8 @@
  * [Tq, Tk] mask; the forward's out, and the backward's dq, dk and dv (one
  * line) at the device's out and lse, against the float64 reference of
  * the inputs as stored.  A 16-bit line's tolerance adds the rounding of
- * the stored result (selfcheck_typed_tol); the backward's, that of the
- * stored out it reads as well (8 times that bound: delta sums D of them). */
+ * the stored result (selfcheck_typed_tol); the backward's twice that, for
+ * the rounding of the stored out that it reads as well. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +47,7 @@ static void bwd_line(selfcheck *sc, rumus_dtype d, int st,
   const size_t all = NQ + 2 * NK;
   const double tol = d == RUMUS_F32
                          ? 2e-5
-                         : 2e-5 + 8 * selfcheck_typed_tol(d, 0, b->want, all);
+                         : 2e-5 + 2 * selfcheck_typed_tol(d, 0, b->want, all);
   selfcheck_report(sc, line, st, selfcheck_max_err(b->got, b->want, all), tol);
 }
 
