@@ -44,11 +44,17 @@ typedef struct {
 struct gpt {
   rumus_ctx *ctx;
   gpt_config cfg;
+  rumus_dtype prec; /* the activations' and compute copies' type */
   size_t np;
-  rumus_tensor **p, **g, **mo, **vo;
+  /* F32 masters, compute copies (the masters themselves under F32 and
+   * for the layer norms, whose gamma and beta stay F32), F32 gradients,
+   * AdamW moments */
+  rumus_tensor **p, **pc, **g, **mo, **vo;
   rumus_tensor *loss, *gnorm, *wpe3;
   rumus_adam_params adam;
   long step;
+  float scale; /* dynamic loss scale (F16), else 1 */
+  long good_steps, skipped;
   acts train, gen;
   float *host_logits; /* [T, V] of gen */
   char err[2048];
@@ -121,11 +127,11 @@ static int layer_create(gpt *m, acts *a, layer_acts *t) {
   const gpt_config *c = &m->cfg;
   size_t B = a->batch, T = c->context, C = c->width, H = c->heads, D = C / H;
   size_t N = a->n, part = N * C;
-  rumus_dtype F = RUMUS_F32;
+  rumus_dtype F = m->prec, S = RUMUS_F32; /* activations; statistics */
   int st = RUMUS_OK;
   if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &t->h1);
-  if (!st) st = mk(m, a, F, 1, SHAPE(N), &t->mean1);
-  if (!st) st = mk(m, a, F, 1, SHAPE(N), &t->rstd1);
+  if (!st) st = mk(m, a, S, 1, SHAPE(N), &t->mean1);
+  if (!st) st = mk(m, a, S, 1, SHAPE(N), &t->rstd1);
   if (!st) st = mk(m, a, F, 2, SHAPE(N, 3 * C), &t->qkv);
   if (!st) st = view(m, a, t->qkv, 0, 5, SHAPE(B, T, 3, H, D), &t->qkv5);
   if (!st) st = mk(m, a, F, 5, SHAPE(3, B, H, T, D), &t->qkvp);
@@ -133,13 +139,13 @@ static int layer_create(gpt *m, acts *a, layer_acts *t) {
   if (!st) st = view(m, a, t->qkvp, part, 4, SHAPE(B, H, T, D), &t->k);
   if (!st) st = view(m, a, t->qkvp, 2 * part, 4, SHAPE(B, H, T, D), &t->v);
   if (!st) st = mk(m, a, F, 4, SHAPE(B, H, T, D), &t->o);
-  if (!st) st = mk(m, a, F, 3, SHAPE(B, H, T), &t->lse);
+  if (!st) st = mk(m, a, S, 3, SHAPE(B, H, T), &t->lse);
   if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &t->y);
   if (!st) st = view(m, a, t->y, 0, 4, SHAPE(B, T, H, D), &t->y4);
   if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &t->xmid);
   if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &t->h2);
-  if (!st) st = mk(m, a, F, 1, SHAPE(N), &t->mean2);
-  if (!st) st = mk(m, a, F, 1, SHAPE(N), &t->rstd2);
+  if (!st) st = mk(m, a, S, 1, SHAPE(N), &t->mean2);
+  if (!st) st = mk(m, a, S, 1, SHAPE(N), &t->rstd2);
   if (!st) st = mk(m, a, F, 2, SHAPE(N, 4 * C), &t->f);
   if (!st) st = mk(m, a, F, 2, SHAPE(N, 4 * C), &t->g);
   return st;
@@ -150,7 +156,7 @@ static int grad_scratch_create(gpt *m, acts *a) {
   const gpt_config *c = &m->cfg;
   size_t B = a->batch, T = c->context, C = c->width, H = c->heads, D = C / H;
   size_t N = a->n, part = N * C;
-  rumus_dtype F = RUMUS_F32;
+  rumus_dtype F = m->prec;
   int st = RUMUS_OK;
   if (!st) st = mk(m, a, F, 2, SHAPE(N, c->vocab), &a->dlogits);
   if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &a->dres);
@@ -166,7 +172,8 @@ static int grad_scratch_create(gpt *m, acts *a) {
   if (!st) st = mk(m, a, F, 4, SHAPE(B, H, T, D), &a->dop);
   if (!st) st = mk(m, a, F, 2, SHAPE(N, C), &a->dy);
   if (!st) st = view(m, a, a->dy, 0, 4, SHAPE(B, T, H, D), &a->dy4);
-  if (!st && c->tied) st = mk(m, a, F, 2, SHAPE(c->vocab, C), &a->demb);
+  /* the tied output layer's weight gradient, added to wte's (F32) */
+  if (!st && c->tied) st = mk(m, a, RUMUS_F32, 2, SHAPE(c->vocab, C), &a->demb);
   return st;
 }
 
@@ -181,13 +188,14 @@ static int acts_create(gpt *m, acts *a, size_t batch, int train) {
     return train_fail(m->err, sizeof m->err, RUMUS_ENOMEM, "out of host memory");
   int st = mk(m, a, RUMUS_I32, 2, SHAPE(batch, T), &a->ids);
   if (!st) st = mk(m, a, RUMUS_I32, 1, SHAPE(a->n), &a->tgt);
-  for (size_t l = 0; !st && l <= L; l++) st = mk(m, a, RUMUS_F32, 2, SHAPE(a->n, C), &a->x[l]);
+  rumus_dtype F = m->prec;
+  for (size_t l = 0; !st && l <= L; l++) st = mk(m, a, F, 2, SHAPE(a->n, C), &a->x[l]);
   if (!st) st = view(m, a, a->x[0], 0, 3, SHAPE(batch, T, C), &a->x0_3);
   for (size_t l = 0; !st && l < L; l++) st = layer_create(m, a, &a->la[l]);
-  if (!st) st = mk(m, a, RUMUS_F32, 2, SHAPE(a->n, C), &a->hf);
+  if (!st) st = mk(m, a, F, 2, SHAPE(a->n, C), &a->hf);
   if (!st) st = mk(m, a, RUMUS_F32, 1, SHAPE(a->n), &a->meanf);
   if (!st) st = mk(m, a, RUMUS_F32, 1, SHAPE(a->n), &a->rstdf);
-  if (!st) st = mk(m, a, RUMUS_F32, 2, SHAPE(a->n, c->vocab), &a->logits);
+  if (!st) st = mk(m, a, F, 2, SHAPE(a->n, c->vocab), &a->logits);
   if (!st && train) st = grad_scratch_create(m, a);
   return st;
 }
@@ -196,10 +204,11 @@ static int params_create(gpt *m) {
   static const size_t one = 1;
   m->np = gpt_ntensors(&m->cfg);
   m->p = calloc(m->np, sizeof *m->p);
+  m->pc = calloc(m->np, sizeof *m->pc);
   m->g = calloc(m->np, sizeof *m->g);
   m->mo = calloc(m->np, sizeof *m->mo);
   m->vo = calloc(m->np, sizeof *m->vo);
-  if (!m->p || !m->g || !m->mo || !m->vo)
+  if (!m->p || !m->pc || !m->g || !m->mo || !m->vo)
     return train_fail(m->err, sizeof m->err, RUMUS_ENOMEM, "out of host memory");
   for (size_t k = 0; k < m->np; k++) {
     char name[96];
@@ -209,11 +218,15 @@ static int params_create(gpt *m) {
     for (int s = 0; s < 4; s++)
       RCALL(m, "rumus_tensor_create (parameters)",
             rumus_tensor_create(m->ctx, RUMUS_F32, nd, shape, slot[s]));
+    m->pc[k] = m->p[k];
+    if (m->prec != RUMUS_F32 && !strstr(name, "ln_"))
+      RCALL(m, "rumus_tensor_create (compute copies)",
+            rumus_tensor_create(m->ctx, m->prec, nd, shape, &m->pc[k]));
   }
   size_t T = m->cfg.context, C = m->cfg.width;
-  cl_mem mem = rumus_tensor_cl_mem(m->p[1], NULL);
+  cl_mem mem = rumus_tensor_cl_mem(m->pc[1], NULL);
   RCALL(m, "rumus_tensor_wrap (wpe)",
-        rumus_tensor_wrap(m->ctx, RUMUS_F32, 3, SHAPE(1, T, C), mem, 0, &m->wpe3));
+        rumus_tensor_wrap(m->ctx, m->prec, 3, SHAPE(1, T, C), mem, 0, &m->wpe3));
   RCALL(m, "rumus_tensor_create (loss)",
         rumus_tensor_create(m->ctx, RUMUS_F32, 0, &one, &m->loss));
   RCALL(m, "rumus_tensor_create (gradient norm)",
@@ -226,12 +239,14 @@ void gpt_free(gpt *m) {
   acts_free(&m->train);
   acts_free(&m->gen);
   for (size_t k = 0; k < m->np; k++) {
+    if (m->pc && m->p && m->pc[k] != m->p[k]) rumus_tensor_free(m->pc[k]);
     if (m->p) rumus_tensor_free(m->p[k]);
     if (m->g) rumus_tensor_free(m->g[k]);
     if (m->mo) rumus_tensor_free(m->mo[k]);
     if (m->vo) rumus_tensor_free(m->vo[k]);
   }
   free(m->p);
+  free(m->pc);
   free(m->g);
   free(m->mo);
   free(m->vo);
@@ -243,13 +258,16 @@ void gpt_free(gpt *m) {
 }
 
 int gpt_create(rumus_ctx *ctx, const gpt_config *c, size_t batch,
-               const rumus_adam_params *adam, gpt **out, char *err,
-               size_t errlen) {
+               const rumus_adam_params *adam, rumus_dtype precision, gpt **out,
+               char *err, size_t errlen) {
   if (!ctx || !c || !adam || !out)
     return train_fail(err, errlen, RUMUS_ENULL, "gpt_create: NULL argument");
   *out = NULL;
   int st = gpt_config_check(c, err, errlen);
   if (st != RUMUS_OK) return st;
+  if (precision != RUMUS_F32 && precision != RUMUS_F16 && precision != RUMUS_BF16)
+    return train_fail(err, errlen, RUMUS_EINVAL, "gpt_create: precision %s is not F32, "
+                      "F16 or BF16", rumus_dtype_name(precision));
   if (batch == 0 || batch > 65536)
     return train_fail(err, errlen, RUMUS_EINVAL,
                       "gpt_create: batch size %zu is outside 1..65536", batch);
@@ -258,6 +276,8 @@ int gpt_create(rumus_ctx *ctx, const gpt_config *c, size_t batch,
   m->ctx = ctx;
   m->cfg = *c;
   m->adam = *adam;
+  m->prec = precision;
+  m->scale = precision == RUMUS_F16 ? GPT_LOSS_SCALE_INIT : 1.0f;
   st = params_create(m);
   if (st == RUMUS_OK) st = acts_create(m, &m->train, batch, 1);
   if (st != RUMUS_OK) {
@@ -282,9 +302,12 @@ int gpt_set_params(gpt *m, const gpt_params *p) {
           rumus_tensor_upload(m->p[k], p->t[k], rumus_tensor_nbytes(m->p[k])));
     RCALL(m, "rumus_tensor_fill (AdamW moments)", rumus_tensor_fill(m->mo[k], 0.0f));
     RCALL(m, "rumus_tensor_fill (AdamW moments)", rumus_tensor_fill(m->vo[k], 0.0f));
+    if (m->pc[k] != m->p[k])
+      RCALL(m, "rumus_cast (compute copy)", rumus_cast(m->ctx, m->p[k], m->pc[k]));
   }
   RCALL(m, "rumus_ctx_sync", rumus_ctx_sync(m->ctx));
-  m->step = 0;
+  m->step = m->good_steps = m->skipped = 0;
+  m->scale = m->prec == RUMUS_F16 ? GPT_LOSS_SCALE_INIT : 1.0f;
   return RUMUS_OK;
 }
 
@@ -314,8 +337,8 @@ static const rumus_attention_params causal = {0.0f, 1};
 /* out = in W^T + b for the linear layer whose weight is tensor w. */
 static int linear(gpt *m, size_t w, rumus_tensor *in, rumus_tensor *out) {
   RCALL(m, "rumus_gemm (forward)",
-        rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, in, m->p[w], 0.0f, out));
-  RCALL(m, "rumus_bias_add", rumus_bias_add(m->ctx, out, m->p[w + 1]));
+        rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, in, m->pc[w], 0.0f, out));
+  RCALL(m, "rumus_bias_add", rumus_bias_add(m->ctx, out, m->pc[w + 1]));
   return RUMUS_OK;
 }
 
@@ -359,7 +382,7 @@ static int forward(gpt *m, acts *a, const int32_t *x, const int32_t *y, int grad
   RCALL(m, "upload ids", rumus_tensor_upload(a->ids, x, rumus_tensor_nbytes(a->ids)));
   if (y) RCALL(m, "upload targets", rumus_tensor_upload(a->tgt, y, rumus_tensor_nbytes(a->tgt)));
   RCALL(m, "rumus_embedding_fwd (wte)",
-        rumus_embedding_fwd(m->ctx, m->p[0], a->ids, -1, a->x0_3));
+        rumus_embedding_fwd(m->ctx, m->pc[0], a->ids, -1, a->x0_3));
   RCALL(m, "rumus_broadcast_add (wpe)",
         rumus_broadcast_add(m->ctx, a->x0_3, m->wpe3, a->x0_3));
   for (size_t l = 0; l < L; l++) {
@@ -369,12 +392,14 @@ static int forward(gpt *m, acts *a, const int32_t *x, const int32_t *y, int grad
   int st = layernorm(m, k_lnf(m), a->x[L], a->hf, a->meanf, a->rstdf);
   if (st != RUMUS_OK) return st;
   RCALL(m, "rumus_gemm (lm_head)",
-        rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, a->hf, m->p[k_head(m)],
+        rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, a->hf, m->pc[k_head(m)],
                    0.0f, a->logits));
+  rumus_xent_params xp = RUMUS_XENT_DEFAULTS;
+  xp.grad_scale = m->scale;
   if (y)
     RCALL(m, "rumus_cross_entropy",
           rumus_cross_entropy(m->ctx, a->logits, a->tgt, m->loss,
-                              grad ? a->dlogits : NULL, NULL));
+                              grad ? a->dlogits : NULL, &xp));
   return RUMUS_OK;
 }
 
@@ -389,7 +414,7 @@ static int linear_bwd(gpt *m, size_t w, rumus_tensor *dout, rumus_tensor *in,
   RCALL(m, "rumus_bias_grad", rumus_bias_grad(m->ctx, dout, m->g[w + 1]));
   if (din)
     RCALL(m, "rumus_gemm (dx = dy W)",
-          rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, dout, m->p[w], 0.0f,
+          rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, dout, m->pc[w], 0.0f,
                      din));
   return RUMUS_OK;
 }
@@ -436,7 +461,7 @@ static int backward(gpt *m, acts *a) {
                    head ? m->g[head] : a->demb));
   RCALL(m, "rumus_gemm (dx = dlogits W)",
         rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, a->dlogits,
-                   m->p[head], 0.0f, a->dtmp));
+                   m->pc[head], 0.0f, a->dtmp));
   size_t f = k_lnf(m);
   RCALL(m, "rumus_layernorm_bwd (ln_f)",
         rumus_layernorm_bwd(m->ctx, a->dtmp, a->x[L], m->p[f], a->meanf, a->rstdf,
@@ -456,21 +481,47 @@ static int backward(gpt *m, acts *a) {
 
 /* ---- Steps ------------------------------------------------------------ */
 
-/* Clipping and AdamW: weight decay on the 2-D tensors only. */
+/* Clipping and AdamW: weight decay on the 2-D tensors only.  The
+ * gradients carry the loss scale S: clipped at clip * S, read as g / S,
+ * and (F16) the steps skip themselves on the device when the norm is not
+ * finite.  Each step also writes the compute copy. */
 static int update(gpt *m, float lr, float clip) {
   RCALL(m, "rumus_clip_grad_norm",
-        rumus_clip_grad_norm(m->ctx, m->g, m->np, clip > 0.0f ? clip : INFINITY,
+        rumus_clip_grad_norm(m->ctx, m->g, m->np, clip > 0.0f ? clip * m->scale : INFINITY,
                              m->gnorm));
   if (lr <= 0.0f) return RUMUS_OK;
   m->step++;
+  rumus_grad_scaling scaling = {1.0f / m->scale,
+                                m->prec == RUMUS_F16 ? m->gnorm : NULL};
   for (size_t k = 0; k < m->np; k++) {
     rumus_adam_params ap = m->adam;
     ap.lr = lr;
     if (rumus_tensor_ndim(m->p[k]) != 2) ap.weight_decay = 0.0f;
-    RCALL(m, "rumus_adam_step",
-          rumus_adam_step(m->ctx, &ap, m->step, m->p[k], m->g[k], m->mo[k], m->vo[k]));
+    rumus_tensor *copy = m->pc[k] != m->p[k] ? m->pc[k] : NULL;
+    RCALL(m, "rumus_adam_step_ex",
+          rumus_adam_step_ex(m->ctx, &ap, m->step, m->p[k], m->g[k], m->mo[k], m->vo[k],
+                             copy, &scaling));
   }
   return RUMUS_OK;
+}
+
+/* F16: GradScaler's update from the step's gradient norm (S times the
+ * true one): a step that overflowed was skipped on the device, so it
+ * does not count for AdamW, and the scale halves; 2000 good steps double
+ * it. */
+static void rescale(gpt *m, double norm, float lr) {
+  if (m->prec != RUMUS_F16) return;
+  if (!isfinite(norm)) {
+    if (lr > 0.0f) {
+      m->step--;
+      m->skipped++;
+    }
+    m->good_steps = 0;
+    if (m->scale > GPT_LOSS_SCALE_MIN) m->scale *= 0.5f;
+  } else if (++m->good_steps == GPT_LOSS_SCALE_GROWTH) {
+    m->good_steps = 0;
+    if (m->scale < GPT_LOSS_SCALE_MAX) m->scale *= 2.0f;
+  }
 }
 
 static int read_scalar(gpt *m, rumus_tensor *t, double *out, const char *what) {
@@ -483,14 +534,22 @@ static int read_scalar(gpt *m, rumus_tensor *t, double *out, const char *what) {
 
 int gpt_train_step(gpt *m, const int32_t *x, const int32_t *y, float lr,
                    float clip, double *loss, double *gnorm) {
+  float scale = m->scale;
+  double norm = 0.0;
   int st = forward(m, &m->train, x, y, 1);
   if (!st) st = backward(m, &m->train);
   if (!st) st = update(m, lr, clip);
   if (!st) st = read_scalar(m, m->loss, loss, "download loss");
-  if (!st) st = read_scalar(m, m->gnorm, gnorm, "download gradient norm");
+  if (!st) st = read_scalar(m, m->gnorm, &norm, "download gradient norm");
   if (!st) RCALL(m, "rumus_ctx_sync", rumus_ctx_sync(m->ctx));
+  if (!st) rescale(m, norm, lr);
+  if (!st && gnorm) *gnorm = norm / scale;
   return st;
 }
+
+float gpt_loss_scale(const gpt *m) { return m->scale; }
+long gpt_skipped_steps(const gpt *m) { return m->skipped; }
+rumus_dtype gpt_precision(const gpt *m) { return m->prec; }
 
 int gpt_loss(gpt *m, const int32_t *x, const int32_t *y, double *loss) {
   int st = forward(m, &m->train, x, y, 0);
@@ -517,7 +576,7 @@ int gpt_logits(gpt *m, const int32_t *x, size_t pos, float *out) {
   int st = forward(m, &m->gen, x, NULL, 0);
   if (st != RUMUS_OK) return st;
   RCALL(m, "download logits",
-        rumus_tensor_download(m->gen.logits, m->host_logits, T * V * sizeof(float)));
+        rumus_tensor_download_f32(m->gen.logits, m->host_logits, T * V));
   RCALL(m, "rumus_ctx_sync", rumus_ctx_sync(m->ctx)); /* an id out of range */
   memcpy(out, m->host_logits + pos * V, V * sizeof *out);
   return RUMUS_OK;

@@ -18,7 +18,7 @@
  * clipped to a global norm of 1 (rumus_clip_grad_norm) and AdamW updates
  * every parameter, with weight decay on the 2-D tensors only (the
  * embeddings and the linear weights), as nanoGPT's configure_optimizers.
- * F32 storage throughout.
+ * F32 storage, or mixed precision (gpt_create).
  *
  * The parameters are numbered as nanoGPT's state_dict lists them:
  *   0 transformer.wte.weight [V, C]      1 transformer.wpe.weight [T, C]
@@ -40,6 +40,11 @@
 #define GPT_MAX_CONTEXT 8192
 #define GPT_MAX_VOCAB 256
 #define GPT_BLOCK_TENSORS 12
+/* F16 dynamic loss scaling, GradScaler's defaults (as mlp.h's). */
+#define GPT_LOSS_SCALE_INIT 65536.0f
+#define GPT_LOSS_SCALE_GROWTH 2000
+#define GPT_LOSS_SCALE_MIN (1.0f / 16777216.0f)
+#define GPT_LOSS_SCALE_MAX 16777216.0f
 
 typedef struct {
   size_t vocab;   /* V: token ids 0..V-1 */
@@ -84,11 +89,25 @@ typedef struct gpt gpt;
  *  activations of batches of `batch` sequences of c->context tokens.
  *  adam gives lr (changed per step by gpt_train_step), betas, eps and the
  *  weight decay of the matrices.  Parameters undefined until
- *  gpt_set_params().  @return RUMUS_OK or an error with the message in
- *  err. */
+ *  gpt_set_params().
+ *  precision F32 trains in float throughout; F16 or BF16 is mixed
+ *  precision as PyTorch's autocast with F32 master weights: activations
+ *  and their gradients and compute copies of the weights are 16-bit
+ *  (GEMMs and every reduction accumulate in float; layer norm weights,
+ *  statistics, lse and the loss stay F32), the parameter gradients are
+ *  F32 (the GEMMs, bias and embedding gradients write float sums), and
+ *  AdamW updates the F32 masters and writes the next compute copy.  F16
+ *  adds dynamic loss scaling as GradScaler (GPT_LOSS_SCALE_*): the step
+ *  whose gradient norm is not finite is skipped on the device.
+ *  @return RUMUS_OK or an error with the message in err. */
 int gpt_create(rumus_ctx *ctx, const gpt_config *c, size_t batch,
-               const rumus_adam_params *adam, gpt **out, char *err,
-               size_t errlen);
+               const rumus_adam_params *adam, rumus_dtype precision, gpt **out,
+               char *err, size_t errlen);
+rumus_dtype gpt_precision(const gpt *m);
+/*! gpt_loss_scale() : the current loss scale (1 unless F16);
+ *  gpt_skipped_steps() : steps skipped for overflow since gpt_set_params. */
+float gpt_loss_scale(const gpt *m);
+long gpt_skipped_steps(const gpt *m);
 void gpt_free(gpt *m);
 const char *gpt_errmsg(const gpt *m);
 size_t gpt_batch(const gpt *m);
@@ -98,8 +117,9 @@ size_t gpt_batch(const gpt *m);
  *  p->t is NULL). */
 int gpt_set_params(gpt *m, const gpt_params *p);
 int gpt_get_params(gpt *m, gpt_params *p);
-/*! gpt_get_grads() : the last step's gradients (after clipping) into g,
- *  allocated here if g->t is NULL. */
+/*! gpt_get_grads() : the last step's gradients (after clipping, and
+ *  times the loss scale under F16) into g, allocated here if g->t is
+ *  NULL. */
 int gpt_get_grads(gpt *m, gpt_params *g);
 
 /*! gpt_train_step() : forward, backward, clipping to norm `clip` (<= 0:

@@ -120,7 +120,8 @@ static int prepare_device(gpt_run *r) {
                       rumus_err_name(st), rumus_last_create_error());
   /* nanoGPT's shakespeare_char recipe: betas (0.9, 0.99), weight decay 0.1. */
   r->adam = (rumus_adam_params){o->lr, 0.9f, 0.99f, 1e-8f, 0.1f, 1};
-  st = gpt_create(r->ctx, &r->params.cfg, o->batch, &r->adam, &r->m, r->err, sizeof r->err);
+  st = gpt_create(r->ctx, &r->params.cfg, o->batch, &r->adam, o->precision, &r->m, r->err,
+                  sizeof r->err);
   if (st == RUMUS_OK && (st = gpt_set_params(r->m, &r->params)) != RUMUS_OK)
     train_fail(r->err, sizeof r->err, st, "%s", gpt_errmsg(r->m));
   if (st == RUMUS_OK && (st = rumus_cache_fill(r->ctx)) != RUMUS_OK)
@@ -153,6 +154,12 @@ static void print_header(const gpt_run *r) {
     printf("optim  : AdamW lr %g, %ld warm-up steps, %s, betas (0.9, 0.99), "
            "weight decay 0.1 on matrices, gradient clip 1.0\n",
            (double)o->lr, o->warmup, o->constant_lr ? "then constant" : "cosine to lr/10");
+    if (o->precision == RUMUS_F32)
+      printf("storage: f32\n");
+    else
+      printf("storage: %s activations and weight copies, F32 master weights and "
+             "gradients%s\n", rumus_dtype_name(o->precision),
+             o->precision == RUMUS_F16 ? ", dynamic loss scaling from 65536" : "");
   }
   printf("setup  : %.2f s\n", r->t_ready - r->t_start);
   fflush(stdout);
@@ -350,5 +357,8 @@ int gpt_main(train_opts *o) {
            "%.4f nats (%.3f bits/char)\n",
            o->steps, r.t_train, (double)o->steps * o->batch * r.params.cfg.context / r.t_train,
            now_s() - r.t_start, r.val_loss, r.val_loss / LN2, r.entropy, r.entropy / LN2);
+  if (!o->eval_only && o->precision == RUMUS_F16)
+    printf("         loss scale %g, %ld of %ld steps skipped for overflow\n",
+           (double)gpt_loss_scale(r.m), gpt_skipped_steps(r.m), o->steps);
   return finish(&r, 0);
 }

@@ -334,8 +334,6 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
     return bad(err, errlen, "--hidden sets the MLP's layers: not with --model gpt");
   if (o->model == TRAIN_MODEL_GPT && o->epochs_given)
     return bad(err, errlen, "--epochs: the GPT counts --steps");
-  if (o->model == TRAIN_MODEL_GPT && o->precision != RUMUS_F32)
-    return bad(err, errlen, "--precision: the GPT trains in f32 only");
   if (o->model == TRAIN_MODEL_GPT) {
     train_gpt_defaults(o);
     if (o->width % o->heads != 0)
