@@ -21,7 +21,8 @@
  *   gpt_deterministic  4 steps twice: the same parameters, bit for bit.
  *   gpt_mixed_precision  the 60 steps of gpt_learns in BF16 and F16
  *                  (mixed precision, F32 masters): the validation loss
- *                  within 10% of F32's.
+ *                  within 10% of F32's; an F16 step whose gradients
+ *                  overflow is skipped and halves the scale.
  *   gpt_save_load  a trained model saved and loaded (tied and untied):
  *                  the same tensors bit for bit, the same vocabulary and
  *                  config, the same loss; damaged files refused.
@@ -445,6 +446,30 @@ START_TEST(gpt_mixed_precision) {
     gpt_params_free(&p);
     gpt_free(m);
   }
+  /* F16 overflow: a loss scale of 2^100 makes the gradients infinite;
+   * the step is skipped on the device (the parameters unchanged, AdamW's
+   * step count too) and the scale halves. */
+  gpt_params p, q;
+  memset(&q, 0, sizeof q);
+  gpt *m = tiny_model(ctx, &d, 8, &p, 11, 1.0f, RUMUS_F16);
+  gpt_set_loss_scale(m, 0x1p100f);
+  int32_t x[8 * 16], y[8 * 16];
+  gpt_batch_fixed(d.text.tok, d.text.ntrain, 16, 8, 0, 8, x, y);
+  double loss;
+  G_OK(m, gpt_train_step(m, x, y, 1e-2f, 1.0f, &loss, NULL));
+  ck_assert_int_eq(gpt_steps(m), 0);
+  ck_assert_int_eq(gpt_skipped_steps(m), 1);
+  ck_assert(gpt_loss_scale(m) == 0x1p99f);
+  G_OK(m, gpt_get_params(m, &q));
+  for (size_t k = 0; k < p.n; k++)
+    ck_assert(memcmp(p.t[k], q.t[k], gpt_tensor_numel(&d.cfg, k) * sizeof(float)) == 0);
+  gpt_set_loss_scale(m, 1024.0f);
+  G_OK(m, gpt_train_step(m, x, y, 1e-2f, 1.0f, &loss, NULL));
+  ck_assert_int_eq(gpt_steps(m), 1);
+  ck_assert_int_eq(gpt_skipped_steps(m), 1);
+  gpt_params_free(&p);
+  gpt_params_free(&q);
+  gpt_free(m);
   TU_OK(ctx, rumus_ctx_free(ctx));
   gpt_text_free(&d.text);
 }

@@ -548,6 +548,9 @@ int gpt_train_step(gpt *m, const int32_t *x, const int32_t *y, float lr,
 }
 
 float gpt_loss_scale(const gpt *m) { return m->scale; }
+void gpt_set_loss_scale(gpt *m, float scale) {
+  if (m->prec == RUMUS_F16 && scale > 0.0f && isfinite(scale)) m->scale = scale;
+}
 long gpt_skipped_steps(const gpt *m) { return m->skipped; }
 rumus_dtype gpt_precision(const gpt *m) { return m->prec; }
 

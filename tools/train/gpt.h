@@ -107,6 +107,9 @@ rumus_dtype gpt_precision(const gpt *m);
 /*! gpt_loss_scale() : the current loss scale (1 unless F16);
  *  gpt_skipped_steps() : steps skipped for overflow since gpt_set_params. */
 float gpt_loss_scale(const gpt *m);
+/*! gpt_set_loss_scale() : under F16, sets the scale (finite, > 0) until
+ *  the next gpt_set_params(); no-op otherwise (the tests' overflow). */
+void gpt_set_loss_scale(gpt *m, float scale);
 long gpt_skipped_steps(const gpt *m);
 void gpt_free(gpt *m);
 const char *gpt_errmsg(const gpt *m);
