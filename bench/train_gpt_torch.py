@@ -5,7 +5,7 @@ the step-time and loss comparison of docs/TRAINING.md and PERFORMANCE.md:
     python3 bench/train_gpt_torch.py [--preset pocl|h200] [--steps N]
         [--layers N --heads N --width N --context N --batch-size N]
         [--lr X] [--warmup N] [--eval-batches N] [--untied] [--seed N]
-        [--data DIR] [--device cuda] [--load FILE]
+        [--data DIR] [--device cuda] [--precision f32|bf16|f16] [--load FILE]
 
 The same model (nanoGPT's GPT with bias = True, dropout 0: token and
 position embeddings, pre-norm blocks of causal multi-head attention
@@ -25,6 +25,9 @@ TF32 is off: FP32 arithmetic, as rumus-train's.  Prints the mean step
 time (CUDA-synchronised) over the steps after the first 10 (which are part
 of the run and of its schedule), and the train / validation loss at the
 end.
+
+--precision bf16|f16 runs the forward under torch.autocast (F32 master
+weights; f16 with torch.amp.GradScaler), as rumus-train --precision.
 
 --load FILE evaluates a file written by `rumus-train --model gpt --save`
 (its tensors are nanoGPT's state_dict names) on the same windows: the two
@@ -191,6 +194,7 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--precision", choices=("f32", "bf16", "f16"), default="f32")
     ap.add_argument("--load")
     a = ap.parse_args()
     pre = PRESETS[a.preset]
@@ -234,6 +238,8 @@ def main():
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.99), eps=1e-8)
     rng = SplitMix64(a.seed ^ BATCH_SALT)
+    amp = {"bf16": torch.bfloat16, "f16": torch.float16}.get(a.precision)
+    scaler = torch.amp.GradScaler(dev.type, enabled=a.precision == "f16")
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     t0 = None
     for it in range(steps):
@@ -243,11 +249,15 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr_at(a.lr, it, a.warmup, steps)
         x, y = random_batch(train, len(train), T, B, rng)
-        loss = model(torch.from_numpy(x).long().to(dev), torch.from_numpy(y).long().to(dev))
+        with torch.autocast(dev.type, dtype=amp or torch.float32, enabled=amp is not None):
+            loss = model(torch.from_numpy(x).long().to(dev),
+                         torch.from_numpy(y).long().to(dev))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        scaler.step(opt)
+        scaler.update()
         if (it + 1) % max(1, steps // 10) == 0:
             print(f"step {it + 1}/{steps} loss {loss.item():.4f}", flush=True)
     sync()
