@@ -9,7 +9,7 @@
 
 #include "mnist.h" /* train_fail */
 
-/* Offsets of a block's tensors after 2 + 12 l (GPT_BLOCK_NAMES order). */
+/* Offsets of a block's tensors after 2 + 12 l (gpt.h; block_names in gpt_file.c). */
 enum {
   B_LN1_W, B_LN1_B, B_ATTN_W, B_ATTN_B, B_APROJ_W, B_APROJ_B,
   B_LN2_W, B_LN2_B, B_FC_W, B_FC_B, B_MPROJ_W, B_MPROJ_B
@@ -31,7 +31,7 @@ typedef struct {
  * scratch.  Every tensor, views included, is in `all` for freeing. */
 typedef struct {
   size_t batch, n;
-  rumus_tensor *ids, *tgt;      /* [B, T] and its [N] view */
+  rumus_tensor *ids, *tgt;      /* ids [B, T], targets [N] */
   rumus_tensor **x, *x0_3;      /* residual stream x[0..L] [N, C]; x[0] 3-D */
   layer_acts *la;
   rumus_tensor *hf, *meanf, *rstdf, *logits;
@@ -74,7 +74,7 @@ const char *gpt_errmsg(const gpt *m) { return m ? m->err : "NULL model"; }
 size_t gpt_batch(const gpt *m) { return m->train.batch; }
 long gpt_steps(const gpt *m) { return m->step; }
 
-#define blk(m, l, j) (2 + GPT_BLOCK_TENSORS * (l) + (size_t)(j))
+#define BLK(l, j) (2 + GPT_BLOCK_TENSORS * (l) + (size_t)(j)) /* tensor j of block l */
 static size_t k_lnf(const gpt *m) { return 2 + GPT_BLOCK_TENSORS * m->cfg.layers; }
 static size_t k_head(const gpt *m) { return m->cfg.tied ? 0 : k_lnf(m) + 2; }
 
@@ -354,22 +354,22 @@ static int block_fwd(gpt *m, acts *a, size_t l) {
   static const int split[5] = {2, 0, 3, 1, 4}; /* [B,T,3,H,D] -> [3,B,H,T,D] */
   static const int merge[4] = {0, 2, 1, 3};    /* [B,H,T,D] <-> [B,T,H,D] */
   layer_acts *t = &a->la[l];
-  int st = layernorm(m, blk(m, l, B_LN1_W), a->x[l], t->h1, t->mean1, t->rstd1);
-  if (!st) st = linear(m, blk(m, l, B_ATTN_W), t->h1, t->qkv);
+  int st = layernorm(m, BLK(l, B_LN1_W), a->x[l], t->h1, t->mean1, t->rstd1);
+  if (!st) st = linear(m, BLK(l, B_ATTN_W), t->h1, t->qkv);
   if (st) return st;
   RCALL(m, "rumus_permute (head split)", rumus_permute(m->ctx, t->qkv5, split, t->qkvp));
   RCALL(m, "rumus_attention_fwd",
         rumus_attention_fwd(m->ctx, &causal, t->q, t->k, t->v, NULL, t->o, t->lse));
   RCALL(m, "rumus_permute (head merge)", rumus_permute(m->ctx, t->o, merge, t->y4));
-  st = linear(m, blk(m, l, B_APROJ_W), t->y, t->xmid);
+  st = linear(m, BLK(l, B_APROJ_W), t->y, t->xmid);
   if (st) return st;
   RCALL(m, "rumus_add (residual)", rumus_add(m->ctx, t->xmid, a->x[l], t->xmid));
-  st = layernorm(m, blk(m, l, B_LN2_W), t->xmid, t->h2, t->mean2, t->rstd2);
-  if (!st) st = linear(m, blk(m, l, B_FC_W), t->h2, t->f);
+  st = layernorm(m, BLK(l, B_LN2_W), t->xmid, t->h2, t->mean2, t->rstd2);
+  if (!st) st = linear(m, BLK(l, B_FC_W), t->h2, t->f);
   if (st) return st;
   RCALL(m, "rumus_activation_fwd (GELU)",
         rumus_activation_fwd(m->ctx, RUMUS_ACT_GELU_ERF, 0.0f, t->f, t->g));
-  st = linear(m, blk(m, l, B_MPROJ_W), t->g, a->x[l + 1]);
+  st = linear(m, BLK(l, B_MPROJ_W), t->g, a->x[l + 1]);
   if (st) return st;
   RCALL(m, "rumus_add (residual)", rumus_add(m->ctx, a->x[l + 1], t->xmid, a->x[l + 1]));
   return RUMUS_OK;
@@ -435,13 +435,13 @@ static int block_bwd(gpt *m, acts *a, size_t l) {
   static const int split_back[5] = {1, 3, 0, 2, 4}; /* [3,B,H,T,D] -> [B,T,3,H,D] */
   static const int merge[4] = {0, 2, 1, 3};
   layer_acts *t = &a->la[l];
-  int st = linear_bwd(m, blk(m, l, B_MPROJ_W), a->dres, t->g, a->dff);
+  int st = linear_bwd(m, BLK(l, B_MPROJ_W), a->dres, t->g, a->dff);
   if (st) return st;
   RCALL(m, "rumus_activation_bwd (GELU)",
         rumus_activation_bwd(m->ctx, RUMUS_ACT_GELU_ERF, 0.0f, t->f, a->dff, a->dff));
-  st = linear_bwd(m, blk(m, l, B_FC_W), a->dff, t->h2, a->dtmp);
-  if (!st) st = layernorm_bwd_add(m, a, blk(m, l, B_LN2_W), t->xmid, t->mean2, t->rstd2);
-  if (!st) st = linear_bwd(m, blk(m, l, B_APROJ_W), a->dres, t->y, a->dy);
+  st = linear_bwd(m, BLK(l, B_FC_W), a->dff, t->h2, a->dtmp);
+  if (!st) st = layernorm_bwd_add(m, a, BLK(l, B_LN2_W), t->xmid, t->mean2, t->rstd2);
+  if (!st) st = linear_bwd(m, BLK(l, B_APROJ_W), a->dres, t->y, a->dy);
   if (st) return st;
   RCALL(m, "rumus_permute (head split of dy)", rumus_permute(m->ctx, a->dy4, merge, a->dop));
   RCALL(m, "rumus_attention_bwd",
@@ -449,8 +449,8 @@ static int block_bwd(gpt *m, acts *a, size_t l) {
                             a->dop, a->dq, a->dk, a->dv));
   RCALL(m, "rumus_permute (dqkv merge)",
         rumus_permute(m->ctx, a->dqkvp, split_back, a->dqkv5));
-  st = linear_bwd(m, blk(m, l, B_ATTN_W), a->dqkv, t->h1, a->dtmp);
-  if (!st) st = layernorm_bwd_add(m, a, blk(m, l, B_LN1_W), a->x[l], t->mean1, t->rstd1);
+  st = linear_bwd(m, BLK(l, B_ATTN_W), a->dqkv, t->h1, a->dtmp);
+  if (!st) st = layernorm_bwd_add(m, a, BLK(l, B_LN1_W), a->x[l], t->mean1, t->rstd1);
   return st;
 }
 

@@ -22,7 +22,10 @@
  *
  * The parameters are numbered as nanoGPT's state_dict lists them:
  *   0 transformer.wte.weight [V, C]      1 transformer.wpe.weight [T, C]
- *   2 + 12 l + j: transformer.h.<l>.<GPT_BLOCK_NAMES[j]>
+ *   2 + 12 l + j: transformer.h.<l>.<the j-th of ln_1.weight, ln_1.bias,
+ *       attn.c_attn.weight, attn.c_attn.bias, attn.c_proj.weight,
+ *       attn.c_proj.bias, ln_2.weight, ln_2.bias, mlp.c_fc.weight,
+ *       mlp.c_fc.bias, mlp.c_proj.weight, mlp.c_proj.bias>
  *   2 + 12 L: transformer.ln_f.weight [C], then transformer.ln_f.bias [C]
  *   4 + 12 L: lm_head.weight [V, C] (untied models only)
  */
