@@ -6,7 +6,7 @@ set -eu
 PACKAGES="build-essential autoconf automake libtool pkg-config make
   ocl-icd-opencl-dev opencl-headers ocl-icd-libopencl1 pocl-opencl-icd clinfo
   check zlib1g-dev libjson-c-dev libopenblas-dev gfortran dataset-fashion-mnist
-  openmpi-bin libopenmpi-dev"
+  openmpi-bin libopenmpi-dev fortunes"
 
 missing=""
 for p in $PACKAGES; do

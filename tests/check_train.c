@@ -480,7 +480,7 @@ START_TEST(options_parse) {
   ck_assert_int_eq(parse(&o, err, 5, "--model", "cnn", "--hidden", "64"), -1);
   ck_assert_str_eq(err, "--hidden sets the MLP's layers: not with --model cnn");
   ck_assert_int_eq(parse(&o, err, 3, "--model", "rnn"), -1);
-  ck_assert_str_eq(err, "--model 'rnn': expected mlp or cnn");
+  ck_assert_str_eq(err, "--model 'rnn': expected mlp, cnn or gpt");
   /* Bad command lines. */
   const char *bad[][2] = {
       {"--epochs", "0"},      {"--epochs", "-1"},     {"--epochs", "3x"},

@@ -2,7 +2,8 @@
  * rumus-train - trains an MLP (default 784-256-128-10, ReLU) or, with
  * --model cnn, a small CNN (cnn.h) on Fashion-MNIST with cross-entropy and
  * AdamW, every forward, backward and optimizer step on the OpenCL device,
- * and reports accuracy and time.
+ * and reports accuracy and time; with --model gpt, a character-level GPT
+ * on text (gpt_main.h).
  * See docs/TRAINING.md for the flags, the output and the model file.
  *
  * Exit status: 0 success, 1 a run-time error (data, device, file), 2 a bad
@@ -22,6 +23,8 @@
 #include <unistd.h>
 
 #include "dist.h"
+#include "gpt_file.h"
+#include "gpt_main.h"
 #include "mnist.h"
 #include "model.h"
 #include "options.h"
@@ -411,6 +414,17 @@ int main(int argc, char **argv) {
   if (r.o.help) {
     train_usage(stdout);
     return 0;
+  }
+  /* The GPT has a driver of its own (gpt_main.c); a GPT file given to
+   * --load selects it without --model. */
+  if (r.o.model == TRAIN_MODEL_GPT ||
+      (r.o.load && !r.o.model_given && gpt_file_is_gpt(r.o.load))) {
+    if (r.o.mpi) {
+      fprintf(stderr, "rumus-train: --mpi trains the MLP and the CNN, not "
+                      "the GPT\n");
+      return 1;
+    }
+    return gpt_main(&r.o);
   }
   if (dist_init(&r.dist, r.o.mpi, &argc, &argv, err, sizeof err) != 0) {
     fprintf(stderr, "rumus-train: %s\n", err);

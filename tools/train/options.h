@@ -17,7 +17,14 @@
 #define TRAIN_DEFAULT_SEED 42u
 #define TRAIN_MAX_HIDDEN (MLP_MAX_LAYERS - 1)
 
-typedef enum { TRAIN_MODEL_MLP = 0, TRAIN_MODEL_CNN = 1 } train_model_kind;
+typedef enum {
+  TRAIN_MODEL_MLP = 0,
+  TRAIN_MODEL_CNN = 1,
+  TRAIN_MODEL_GPT = 2 /* gpt_main.h: a separate driver */
+} train_model_kind;
+
+/* --preset of the GPT (train_gpt_defaults). */
+typedef enum { TRAIN_PRESET_POCL = 0, TRAIN_PRESET_H200 = 1 } train_preset;
 
 typedef struct {
   train_model_kind model; /* --model mlp|cnn */
@@ -42,7 +49,28 @@ typedef struct {
   int mpi;           /* --mpi: data-parallel over the MPI ranks (dist.h) */
   long max_steps;    /* --max-steps N: stop after N steps (0: no limit) */
   int help;          /* --help */
+  int batch_given, lr_given; /* --batch-size, --lr were given */
+  /* --model gpt only (0 or unset: from the preset, train_gpt_defaults) */
+  train_preset preset; /* --preset pocl|h200 */
+  size_t layers, heads, width, context; /* --layers, --heads, --width, --context */
+  long steps;          /* --steps N */
+  long warmup;         /* --warmup N */
+  int warmup_given;
+  long eval_interval;  /* --eval-interval N */
+  size_t eval_batches; /* --eval-batches N */
+  size_t sample_len;   /* --sample-len N */
+  int sample_len_given;
+  float temperature;   /* --temperature X (0: greedy) */
+  int temperature_given;
+  uint64_t sample_seed; /* --sample-seed N */
+  int sample_seed_given;
+  int untied;          /* --untied */
+  const char *gpt_flag; /* a GPT-only flag that was given (for the check) */
 } train_opts;
+
+/*! train_gpt_defaults() : fills the GPT's fields not given from the
+ *  preset (and the batch size and learning rate if not given). */
+void train_gpt_defaults(train_opts *o);
 
 /*! train_opts_parse() : fills o from argv (the defaults for what is not
  *  given).  Both "--flag VALUE" and "--flag=VALUE" are accepted.
