@@ -46,6 +46,7 @@ module rumus_c
   integer(c_int), parameter :: RUMUS_CTX_PROFILING = 1
   integer(c_int), parameter :: RUMUS_MAX_DIMS = 8
   integer(c_int), parameter :: RUMUS_Q8_BLOCK = 32
+  integer(c_int), parameter :: RUMUS_ATTENTION_MAX_D = 256
 
   type, bind(C) :: rumus_cache_info
     integer(c_size_t) :: programs
@@ -130,6 +131,11 @@ module rumus_c
     integer(c_int) :: divisor_override
   end type rumus_pool2d_params
 
+  type, bind(C) :: rumus_attention_params
+    real(c_float) :: scale
+    integer(c_int) :: causal
+  end type rumus_attention_params
+
   type(rumus_xent_params), &
         parameter :: RUMUS_XENT_DEFAULTS = rumus_xent_params(RUMUS_REDUCTION_MEAN, -100, &
         0.0_c_float, 1.0_c_float)
@@ -139,6 +145,8 @@ module rumus_c
         parameter :: RUMUS_LAYERNORM_DEFAULTS = rumus_layernorm_params(1e-5_c_float)
   type(rumus_conv2d_params), parameter :: RUMUS_CONV2D_DEFAULTS = rumus_conv2d_params(1, 1, 0, 0, &
         1, 1, 1)
+  type(rumus_attention_params), &
+        parameter :: RUMUS_ATTENTION_DEFAULTS = rumus_attention_params(0.0_c_float, 0)
 
   interface
     function rumus_version_number() bind(C, name="rumus_version_number")
@@ -1038,5 +1046,37 @@ module rumus_c
       type(c_ptr), value :: y
       integer(c_int) :: rumus_reduce_sum
     end function rumus_reduce_sum
+    function rumus_attention_fwd(ctx, p, q, k, v, mask, out, lse) bind(C, &
+        name="rumus_attention_fwd")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(rumus_attention_params), intent(in), optional :: p
+      type(c_ptr), value :: q
+      type(c_ptr), value :: k
+      type(c_ptr), value :: v
+      type(c_ptr), value :: mask
+      type(c_ptr), value :: out
+      type(c_ptr), value :: lse
+      integer(c_int) :: rumus_attention_fwd
+    end function rumus_attention_fwd
+    function rumus_attention_bwd(ctx, p, q, k, v, mask, out, lse, dout, dq, dk, dv) bind(C, &
+        name="rumus_attention_bwd")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(rumus_attention_params), intent(in), optional :: p
+      type(c_ptr), value :: q
+      type(c_ptr), value :: k
+      type(c_ptr), value :: v
+      type(c_ptr), value :: mask
+      type(c_ptr), value :: out
+      type(c_ptr), value :: lse
+      type(c_ptr), value :: dout
+      type(c_ptr), value :: dq
+      type(c_ptr), value :: dk
+      type(c_ptr), value :: dv
+      integer(c_int) :: rumus_attention_bwd
+    end function rumus_attention_bwd
   end interface
 end module rumus_c
