@@ -6,9 +6,12 @@
  * and 3, groups 1, 2 and depthwise, N = 1, 2 and 3, channels 1 and 5, and
  * enough channels and pixels for several channel blocks, several blocks
  * of work-items along the channels (over 64), several chunks of k and
- * several weight gradient chunks); both gradients against central differences of the
- * float64 forward; borrowed buffers at offsets with guard bytes; bad
- * arguments with exact statuses.
+ * several weight gradient chunks, partial GPU tiles along every dimension
+ * and k not a multiple of the GPU step); both gradients against central
+ * differences of the float64 forward; the GPU variant's tile override
+ * (every valid tiling the same bits, invalid ones ignored, the weight
+ * gradient the same bits run to run); borrowed buffers at offsets with
+ * guard bytes; bad arguments with exact statuses.
  *
  * Tolerances (|got - want| <= atol + rtol |want|), with K the terms of one
  * output's sum (forward Cg KH KW, input gradient OCg KH KW, weight
