@@ -837,4 +837,81 @@ void conv_bwd_weight_wg(global const real_t *restrict x, ulong x_off,
     }
   }
 }
+
+/* ---- One input channel per group (depthwise, or C = 1): the GEMMs' k
+ * are then only the KH KW taps, less than a step of TK in most cases and
+ * a tile's rows mostly idle, so a work-item computes one output directly,
+ * work-item i0 + i the i-th element of y or dx.  The sums are the GEMMs'
+ * (the forward's taps upwards from 0 with one fma each, 0 in the padding,
+ * then the bias; the input gradient's (o, kh, kw) over the taps of the
+ * pixel's phase, 0 where dy has no pixel), so the bits are the same. */
+
+__kernel RUMUS_REQD_WG(WGS, 1, 1)
+void conv_fwd_direct(global const real_t *restrict x, ulong x_off,
+                     global const real_t *restrict w, ulong w_off,
+                     global const real_t *restrict bias, ulong b_off,
+                     int has_bias, global real_t *restrict y, ulong y_off,
+                     long16 gv, ulong i0) {
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, i = get_global_id(0) + (size_t)i0;
+  if (i >= g.n * g.oc * ohw) return;
+  const size_t no = i / ohw, p = i - no * ohw; /* no = n OC + o */
+  const size_t n = no / g.oc, o = no - n * g.oc, grp = o / (g.oc / g.g);
+  const int oh = (int)(p / g.ow), ow = (int)(p - (size_t)oh * g.ow);
+  const int ih0 = oh * (int)g.sh - (int)g.ph, iw0 = ow * (int)g.sw - (int)g.pw;
+  const int H = (int)g.h, W = (int)g.w, KW = (int)g.kw;
+  const size_t xb = (size_t)x_off + (n * g.c + grp) * (size_t)(g.h * g.w);
+  const size_t wb = (size_t)w_off + o * (size_t)(g.kh * g.kw);
+  float acc = 0.0f;
+  for (int kh = 0; kh < (int)g.kh; kh++) {
+    const int ih = ih0 + kh * (int)g.dh;
+    const int inh = (uint)ih < (uint)H;
+    for (int kw = 0; kw < KW; kw++) {
+      const int iw = iw0 + kw * (int)g.dw;
+      const float xv = inh & ((uint)iw < (uint)W)
+                           ? LOAD(x, xb + (size_t)ih * W + iw)
+                           : 0.0f;
+      acc = fma(LOAD(w, wb + (size_t)(kh * KW + kw)), xv, acc);
+    }
+  }
+  const float add = has_bias ? LOAD(bias, (size_t)b_off + o) : 0.0f;
+  STORE(acc + add, y, (size_t)y_off + i);
+}
+
+__kernel RUMUS_REQD_WG(WGS, 1, 1)
+void conv_bwd_data_direct(global const real_t *restrict dy, ulong dy_off,
+                          global const real_t *restrict w, ulong w_off,
+                          global real_t *restrict dx, ulong dx_off,
+                          long16 gv, ulong i0) {
+  const geo_t g = geo_of(gv);
+  const size_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  const size_t i = get_global_id(0) + (size_t)i0;
+  if (i >= g.n * g.c * hw) return;
+  const size_t nc = i / hw, p = i - nc * hw; /* nc = n C + c, c the group */
+  const size_t n = nc / g.c, grp = nc - n * g.c, ocg = g.oc / g.g;
+  const int th = (int)(p / g.w) + (int)g.ph;
+  const int tw = (int)(p % g.w) + (int)g.pw;
+  int sth, stw;
+  const int kh0 = phase_first(th, (int)g.kh, (int)g.dh, (int)g.sh, &sth);
+  const int kw0 = phase_first(tw, (int)g.kw, (int)g.dw, (int)g.sw, &stw);
+  const int OH = (int)g.oh, OW = (int)g.ow, KW = (int)g.kw;
+  const size_t taps = g.kh * g.kw;
+  const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
+  const size_t wb = (size_t)w_off + grp * ocg * taps;
+  float acc = 0.0f;
+  for (size_t o = 0; o < ocg; o++)
+    for (int kh = kh0; kh < (int)g.kh; kh += sth) {
+      /* SH divides th - kh DH: the division is exact. */
+      const int oh = (th - kh * (int)g.dh) / (int)g.sh;
+      const int inh = (th >= kh * (int)g.dh) & (oh < OH);
+      for (int kw = kw0; kw < KW; kw += stw) {
+        const int ow = (tw - kw * (int)g.dw) / (int)g.sw;
+        const float v = inh & (tw >= kw * (int)g.dw) & (ow < OW)
+                            ? LOAD(dy, db + o * ohw + (size_t)oh * OW + ow)
+                            : 0.0f;
+        acc = fma(LOAD(w, wb + o * taps + (size_t)(kh * KW + kw)), v, acc);
+      }
+    }
+  STORE(acc, dx, (size_t)dx_off + i);
+}
 #endif

@@ -995,6 +995,10 @@ RUMUS_API int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
  * its N * OH * OW pixels in chunks whose size depends on the shape only
  * (at least 256 pixels, at most 64 chunks, more of them when the weight
  * has few elements), then adds the chunks in order: no atomics.
+ * Tuning: the environment variables RUMUS_CONV2D_TILE and
+ * RUMUS_CONV2D_{FWD,BWD_DATA,BWD_WEIGHT}_TILE = "TMxTNxRMxRN[xTK]" set the
+ * work-group variant's tile sizes (docs/DESIGN.md; read at each call,
+ * ignored when invalid); they change speed only, never results.
  * The bias gradient of a convolution is rumus_channel_bias_grad(ctx, dy,
  * db) (the sum of dy over N, OH and OW per channel), not part of this
  * family.

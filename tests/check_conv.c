@@ -6,9 +6,12 @@
  * and 3, groups 1, 2 and depthwise, N = 1, 2 and 3, channels 1 and 5, and
  * enough channels and pixels for several channel blocks, several blocks
  * of work-items along the channels (over 64), several chunks of k and
- * several weight gradient chunks); both gradients against central differences of the
- * float64 forward; borrowed buffers at offsets with guard bytes; bad
- * arguments with exact statuses.
+ * several weight gradient chunks, partial GPU tiles along every dimension
+ * and k not a multiple of the GPU step); both gradients against central
+ * differences of the float64 forward; the GPU variant's tile override
+ * (every valid tiling the same bits, invalid ones ignored, the weight
+ * gradient the same bits run to run); borrowed buffers at offsets with
+ * guard bytes; bad arguments with exact statuses.
  *
  * Tolerances (|got - want| <= atol + rtol |want|), with K the terms of one
  * output's sum (forward Cg KH KW, input gradient OCg KH KW, weight
@@ -207,13 +210,6 @@ START_TEST(shapes) {
 }
 END_TEST
 
-/* The three ops of case c in F32 on the current variant (results
- * malloc'ed into out), each checked against the reference h. */
-static void run_f32(rumus_ctx *ctx, const conv_case *c, const sizes *s,
-                    const host *h, const char *tag, float *out[3]) {
-  run_case(ctx, c, RUMUS_F32, s, h, tag, out);
-}
-
 /* The GPU variant's tiles (RUMUS_CONV2D_TILE, RUMUS_CONV2D_FWD_TILE, ...
  * as "TMxTNxRMxRN[xTK]"): every valid tiling gives the defaults' bits (k
  * runs upwards from 0 in every one, and the weight gradient's chunks
@@ -250,7 +246,7 @@ START_TEST(tile_override) {
     char tag[64];
     snprintf(tag, sizeof tag, "conv_tiles%zu", t);
     float *got[3];
-    run_f32(ctx, c, &s, &h, tag, t ? got : first);
+    run_case(ctx, c, RUMUS_F32, &s, &h, tag, t ? got : first);
     for (int k = 0; t && k < 3; k++) {
       ck_assert_msg(memcmp(got[k], first[k], n[k] * sizeof(float)) == 0,
                     "tiling %zu op %d: not the defaults' bits", t, k);
@@ -260,7 +256,7 @@ START_TEST(tile_override) {
   unsetenv("RUMUS_CONV2D_TILE");
   unsetenv("RUMUS_CONV2D_FWD_TILE");
   float *again[3];
-  run_f32(ctx, c, &s, &h, "conv_tiles_again", again);
+  run_case(ctx, c, RUMUS_F32, &s, &h, "conv_tiles_again", again);
   for (int k = 0; k < 3; k++) {
     ck_assert_msg(memcmp(again[k], first[k], n[k] * sizeof(float)) == 0,
                   "op %d: a second run gave other bits", k);

@@ -300,6 +300,29 @@ static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   return RUMUS_OK;
 }
 
+/* Launches kernel `name` (GPU variant, one work-item per element of the
+ * output) over count work-items in work-groups of the program's size, in
+ * pieces of about 2^30; the last argument is i0, the piece's first. */
+static int launch_flat(rumus_ctx *ctx, const char *op, const conv_prog *pr,
+                       const char *name, size_t count, const rumus__arg *args,
+                       size_t nargs) {
+  char opts[192];
+  conv_options(pr, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, name};
+  const size_t local = tiles_wgs(&pr->tiles);
+  const size_t piece = ((size_t)1 << 30) / local * local;
+  cl_ulong i0 = 0;
+  rumus__arg a[MAX_ARGS];
+  memcpy(a, args, nargs * sizeof *a);
+  a[nargs - 1] = RUMUS__ARG(i0);
+  for (size_t i = 0; i < count; i += piece) {
+    i0 = i;
+    const size_t global = count - i < piece ? count - i : piece;
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, nargs, a));
+  }
+  return RUMUS_OK;
+}
+
 static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                    const rumus_tensor *x, const rumus_tensor *w,
                    const rumus_tensor *bias, rumus_tensor *y) {
@@ -314,6 +337,9 @@ static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                        RUMUS__ARG(wo),     RUMUS__ARG(bm), RUMUS__ARG(bo),
                        RUMUS__ARG(has_bias), RUMUS__ARG(y->mem),
                        RUMUS__ARG(yo),     RUMUS__ARG(gv), RUMUS__ARG(gv)};
+  if (pr.gpu && g->c / g->g == 1) /* one channel per group: direct */
+    return launch_flat(ctx, op, &pr, "conv_fwd_direct", y->numel, args,
+                       sizeof args / sizeof args[0]);
   return launch_z(ctx, op, &pr, pr.gpu ? "conv_fwd_wg" : "conv_fwd_cpu",
                   g->n * g->oh * g->ow, g->oc / g->g, g->g, args,
                   sizeof args / sizeof args[0]);
@@ -360,14 +386,17 @@ static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
                        RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),
                        RUMUS__ARG(gv),      RUMUS__ARG(rh),
                        RUMUS__ARG(rw),      RUMUS__ARG(gv)};
-  if (pr.gpu)
+  if (pr.gpu && g->c / g->g > 1)
     return run_bwd_data_gpu(ctx, op, &pr, g, args,
                             sizeof args / sizeof args[0], &rh, &rw);
+  args[7] = RUMUS__ARG(gv); /* the other kernels have no phase arguments */
+  if (pr.gpu) /* one channel per group: direct */
+    return launch_flat(ctx, op, &pr, "conv_bwd_data_direct", dx->numel,
+                       args, 8);
   /* CPU: LANES columns of one input row and one stride phase per
    * work-item (cl/conv.cl), so a row takes SW phases of nbw blocks. */
   const size_t sw = (size_t)g->sw;
   const size_t nbw = ((g->w + sw - 1) / sw + LANES - 1) / LANES;
-  args[7] = RUMUS__ARG(gv); /* the CPU kernel has no phase arguments */
   return launch_z(ctx, op, &pr, "conv_bwd_data_cpu",
                   g->n * g->h * sw * nbw * LANES, g->c / g->g, g->g, args, 8);
 }
