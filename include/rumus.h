@@ -824,8 +824,9 @@ typedef struct {
  *      invstd = 1 / sqrt(var + eps),
  *      y = (x - mean) * invstd * gamma[c] + beta[c]
  *  with gamma = 1 where gamma is NULL and beta = 0 where beta is NULL (not
- *  affine).  The variance is a corrected two-pass one (sums of x - mean
- *  after the mean is known), never E[x^2] - E[x]^2.  save_mean and
+ *  affine).  The variance is a corrected two-pass one (sums of deviations
+ *  from a mean known beforehand: the channel's, or on the GPU variant each
+ *  range's, the ranges then merged exactly), never E[x^2] - E[x]^2.  save_mean and
  *  save_invstd (required) receive mean and invstd for
  *  rumus_batchnorm2d_bwd().  running_mean and running_var, both given or
  *  both NULL, are updated in place: r = (1 - momentum) * r + momentum *
