@@ -29,7 +29,9 @@
  * output row for the max and average forwards, per input row for the
  * backwards: one division per row instead of several per element, 1.4 to
  * 5 times faster on PoCL), which visit the same terms in the same order:
- * the same bits.  The adaptive forward is element-wise on both.
+ * the same bits.  The adaptive forward is element-wise on both, but for
+ * OH = OW = 1 on the GPU variant: a row reduction per plane and a
+ * broadcast backward (adaptive_*_o1, below).
  *
  * Backwards are gathers, never scatters: input element (h, w) visits, in
  * a fixed order (oh, then ow, ascending), the outputs whose window holds
@@ -524,6 +526,58 @@ inline void adaptive_bwd_row(global const real_t *dy, global real_t *dx,
   }
 }
 
+/* ---- GPU variant: adaptive pooling to 1 x 1 ------------------------------
+ * With OH = OW = 1 the one bin is the whole plane: the forward is a row
+ * reduction and the backward a broadcast, which the element kernels ran
+ * at a few percent of the copy bandwidth on the H200 (one work-item
+ * summing a whole plane; about ten divisions per input element). */
+
+/* Planes p0 + lid / rt of the work-group's WG / rt (rt lanes a plane, a
+ * power of two dividing WG): lane t adds elements t, t + rt, ... of its
+ * plane in 4 chains (loads in flight), the chains added in order, then a
+ * tree over the lanes (rumus_seg_sum): an order fixed by the area and
+ * rt, so the same bits on every run (the CPU variant's element kernel adds
+ * the plane in one chain: the variants may differ in the last bits). */
+inline void adaptive_fwd_o1(global const real_t *x, global real_t *y,
+                            size_t planes, size_t area, uint rt,
+                            local float *buf) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  const size_t plane = get_group_id(0) * (WG / rt) + lid / rt;
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  if (plane < planes) {
+    global const real_t *xp = x + plane * area;
+    size_t i = lane;
+    for (; i + 3 * rt < area; i += 4 * rt) {
+      a0 += LOAD(xp, i);
+      a1 += LOAD(xp, i + rt);
+      a2 += LOAD(xp, i + 2 * rt);
+      a3 += LOAD(xp, i + 3 * rt);
+    }
+    for (; i < area; i += rt) a0 += LOAD(xp, i);
+  }
+  const float s = rumus_seg_sum(buf, (a0 + a1) + (a2 + a3), rt);
+  if (lane == 0 && plane < planes) STORE(s / (float)area, y, plane);
+}
+
+/* Work-item g takes dx elements [4 g, 4 g + 4) of n: dy of their plane
+ * over the area, each as 0 + dy / area (the element kernel's sum, so the
+ * same bits as the CPU variant); one division per work-item. */
+inline void adaptive_bwd_o1(global const real_t *dy, global real_t *dx,
+                            size_t g, size_t n, size_t area) {
+  size_t e = 4 * g;
+  long pos;
+  size_t plane = pool_plane(e, (long)area, &pos);
+  float v = 0.0f + LOAD(dy, plane) / (float)area;
+  for (int k = 0; k < 4 && e < n; k++, e++, pos++) {
+    if (pos == (long)area) {
+      pos = 0;
+      plane++;
+      v = 0.0f + LOAD(dy, plane) / (float)area;
+    }
+    STORE(v, dx, e);
+  }
+}
+
 /* ---- Entries: element base + get_global_id(0) of n ---------------------- */
 
 #define POOL_ITEM(n, base)                                                   \
@@ -620,4 +674,28 @@ void adaptive_avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                                  long4 io) {
   POOL_ITEM(n, base);
   adaptive_bwd_row(dy + dyo, dx + dxo, item, io);
+}
+
+/* GPU variant, OH = OW = 1: work-group g of a launch takes planes
+ * (first + g) (WG / rt) + lid / rt of `planes`. */
+__kernel RUMUS_WG_ATTR
+void adaptive_avgpool2d_fwd_o1(ulong planes, ulong first,
+                               global const real_t *x, ulong xo,
+                               global real_t *y, ulong yo, ulong area,
+                               uint rt) {
+  local float buf[WG];
+  const size_t p0 = (size_t)first * (WG / rt);
+  adaptive_fwd_o1(x + xo + p0 * (size_t)area, y + yo + p0,
+                  (size_t)planes - min((size_t)planes, p0), (size_t)area, rt,
+                  buf);
+}
+
+/* Work-item first + g of a launch: 4 dx elements of n. */
+__kernel RUMUS_WG_ATTR
+void adaptive_avgpool2d_bwd_o1(ulong items, ulong first,
+                               global const real_t *dy, ulong dyo,
+                               global real_t *dx, ulong dxo, ulong n,
+                               ulong area) {
+  POOL_ITEM(items, first);
+  adaptive_bwd_o1(dy + dyo, dx + dxo, item, (size_t)n, (size_t)area);
 }

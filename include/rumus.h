@@ -1285,10 +1285,13 @@ RUMUS_API int rumus_matmul_q8(rumus_ctx *ctx, const rumus_tensor *A,
  * contributions of the outputs whose window holds it, so results are the
  * same bits run to run (no atomics), overlapping windows (stride < kernel)
  * included.  dx is overwritten, not accumulated into.  The work-group and
- * CPU variants run the same kernels (one work-item per output element in
- * the forwards, per input element in the backwards: these ops move memory
- * and reduce nothing across work-items), and one program per storage type
- * holds the family; rumus_cache_fill() builds the F32 one.
+ * CPU variants visit the same terms in the same order (one work-item per
+ * output element or row in the forwards, per input element or row in the
+ * backwards), so they give the same bits, except the adaptive forward to
+ * OH = OW = 1, which the work-group variant sums as a tree over each plane
+ * (its own fixed order: the same bits run to run, possibly not the CPU
+ * variant's in the last bits).  One program per storage type holds the
+ * family; rumus_cache_fill() builds the F32 one.
  * No output may share memory with another tensor of its call.  A tensor
  * with N or C of 0 makes the call check its arguments and do nothing. */
 
