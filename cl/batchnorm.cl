@@ -191,14 +191,19 @@ inline float2 bn_part_at(global float *part, size_t c, size_t parts,
   return (float2)(pv[0], pv[1]);
 }
 
-/* Channel c's sums: the pairs added p ascending (v itself with one
- * range). */
+/* Channel c's sums (v itself with one range), in the last group: work-item
+ * lid adds the pairs p = lid, lid + WG, ..., then a tree (every work-item
+ * of the group calls it: barriers; ls1 and ls2 are free again after
+ * bn_wg_finish's barrier). */
 inline float2 bn_fold_sums(global float *part, size_t c, size_t parts,
-                           float2 v) {
+                           float2 v, local float *ls1, local float *ls2) {
   if (parts == 1) return v;
   float2 s = 0.0f;
-  for (size_t p = 0; p < parts; p++) s += bn_part_at(part, c, parts, p);
-  return s;
+  for (size_t p = get_local_id(0); p < parts; p += WG)
+    s += bn_part_at(part, c, parts, p);
+  rumus_wg_sum(ls1, s.x);
+  rumus_wg_sum(ls2, s.y);
+  return (float2)(ls1[0], ls2[0]);
 }
 
 /* The arguments of every fused kernel: the reduced tensor a (and x as b,
@@ -228,8 +233,8 @@ inline float2 bn_fold_sums(global float *part, size_t c, size_t parts,
     bn_wg_sums(BN_SUM, pa, pb, r, (size_t)C, (size_t)S, ls1, ls2);           \
     const float2 v = (float2)(ls1[0], 0.0f);                                 \
     if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;             \
-    if (get_local_id(0) == 0)                                                \
-      RUMUS_STORE(T, bn_fold_sums(part, c, np, v).x, db + (size_t)db_off, c); \
+    const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);                 \
+    if (get_local_id(0) == 0) RUMUS_STORE(T, s.x, db + (size_t)db_off, c);   \
   }
 BN_BIAS_WG_KERNEL(bn_bias_wg, RUMUS_STORAGE)
 BN_BIAS_WG_KERNEL(bn_bias_wg_f32, F32)
@@ -238,38 +243,72 @@ BN_BIAS_WG_KERNEL(bn_bias_wg_f32, F32)
  * mean mp and then its deviations about mp (s1 = sum d, s2 = sum d^2, d =
  * x - mp: the range's mean mp + s1 / n and M2 = s2 - s1^2 / n, as the
  * corrected two-pass variance); the last group of the channel merges the
- * ranges' (n, mean, M2), p ascending: mean = sum n_p mean_p / M, M2 = sum
- * M2_p + n_p (mean_p - mean)^2 (exact in real arithmetic, no E[x^2] -
- * E[x]^2 anywhere).  It writes the mean, invstd and (has_running) the
- * running statistics as bn_fold_var does.  The second pass reads the range
- * again, from the cache when it fits. */
+ * ranges' (n, mean, M2): mean = sum n_p mean_p / M, M2 = sum M2_p + n_p
+ * (mean_p - mean)^2 (exact in real arithmetic, no E[x^2] - E[x]^2
+ * anywhere).  It writes the mean, invstd and (has_running) the running
+ * statistics as bn_fold_var does.  A range of at most BN_HOLD WG values
+ * (the host's choice where it can) is read once into registers; a longer
+ * one is read twice, the same sums in the same order. */
+#ifndef BN_HOLD
+#define BN_HOLD 16 /* values per work-item held in registers (host: same) */
+#endif
+
 inline float2 bn_range_stats(global const real_t *x, bn_range r, size_t C,
                              size_t S, local float *ls1, local float *ls2,
                              local float *ls3) {
+  const size_t m0 = r.m0 + get_local_id(0);
   const float n = (float)(r.m1 - r.m0);
-  bn_wg_sums(BN_SUM, x, x, r, C, S, ls1, ls2);
-  r.mc = ls1[0] / n;
-  bn_wg_sums(BN_DEV, x, x, r, C, S, ls2, ls3);
+  if (r.m1 - r.m0 > (size_t)WG * BN_HOLD) {
+    bn_wg_sums(BN_SUM, x, x, r, C, S, ls1, ls2);
+    r.mc = ls1[0] / n;
+    bn_wg_sums(BN_DEV, x, x, r, C, S, ls2, ls3);
+  } else {
+    float v[BN_HOLD], s = 0.0f, s1 = 0.0f, s2 = 0.0f;
+    bn_walk w;
+    bn_walk_start(&w, m0, S);
+#pragma unroll
+    for (int k = 0; k < BN_HOLD; k++, bn_walk_next(&w, S)) {
+      v[k] = w.m < r.m1 ? LOAD(x, (w.n * C + r.c) * S + w.s) : 0.0f;
+      if (w.m < r.m1) s += v[k];
+    }
+    rumus_wg_sum(ls1, s);
+    r.mc = ls1[0] / n;
+#pragma unroll
+    for (int k = 0; k < BN_HOLD; k++) {
+      if (m0 + (size_t)k * WG >= r.m1) break;
+      const float d = v[k] - r.mc;
+      s1 += d;
+      s2 += d * d;
+    }
+    rumus_wg_sum(ls2, s1);
+    rumus_wg_sum(ls3, s2);
+  }
   const float s1 = ls2[0];
   float m2 = ls3[0] - s1 * (s1 / n);
   if (m2 < 0.0f) m2 = 0.0f; /* rounding; keeps a NaN */
   return (float2)(r.mc + s1 / n, m2);
 }
 
-/* Channel c's merged (mean, M2) from the ranges' pairs. */
+/* Channel c's merged (mean, M2) from the ranges' pairs (v itself with one
+ * range), in the last group: lanes over the ranges, two trees (every
+ * work-item calls it). */
 inline float2 bn_merge(global float *part, size_t c, size_t parts, size_t L,
-                       size_t M, float2 v) {
+                       size_t M, float2 v, local float *ls1,
+                       local float *ls2) {
   if (parts == 1) return v;
-  float mean = 0.0f, m2 = 0.0f;
-  for (size_t p = 0; p < parts; p++)
-    mean += (float)bn_range_len(p, L, M) * bn_part_at(part, c, parts, p).x;
-  mean /= (float)M;
-  for (size_t p = 0; p < parts; p++) {
+  const size_t lid = get_local_id(0);
+  float a = 0.0f, b = 0.0f;
+  for (size_t p = lid; p < parts; p += WG)
+    a += (float)bn_range_len(p, L, M) * bn_part_at(part, c, parts, p).x;
+  rumus_wg_sum(ls1, a);
+  const float mean = ls1[0] / (float)M;
+  for (size_t p = lid; p < parts; p += WG) {
     const float2 q = bn_part_at(part, c, parts, p);
     const float d = q.x - mean;
-    m2 += q.y + (float)bn_range_len(p, L, M) * d * d;
+    b += q.y + (float)bn_range_len(p, L, M) * d * d;
   }
-  return (float2)(mean, m2);
+  rumus_wg_sum(ls2, b);
+  return (float2)(mean, ls2[0]);
 }
 
 __kernel RUMUS_WG_ATTR void bn_stats_wg(
@@ -279,8 +318,8 @@ __kernel RUMUS_WG_ATTR void bn_stats_wg(
   BN_WG_HEAD(BN_SUM);
   const float2 v = bn_range_stats(pa, r, (size_t)C, (size_t)S, ls1, ls2, ls3);
   if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;
+  const float2 mm = bn_merge(part, c, np, (size_t)L, (size_t)M, v, ls1, ls2);
   if (get_local_id(0) != 0) return;
-  const float2 mm = bn_merge(part, c, np, (size_t)L, (size_t)M, v);
   const float fm = (float)M, var = mm.y / fm;
   mean[(size_t)mean_off + c] = mm.x;
   invstd[(size_t)inv_off + c] = 1.0f / sqrt(var + eps);
@@ -304,8 +343,8 @@ __kernel RUMUS_WG_ATTR void bn_bwd_wg(
   bn_wg_sums(BN_BWD, pa, pb, r, (size_t)C, (size_t)S, ls1, ls2);
   const float2 v = (float2)(ls1[0], ls2[0]);
   if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;
+  const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);
   if (get_local_id(0) != 0) return;
-  const float2 s = bn_fold_sums(part, c, np, v);
   const float is = invstd[(size_t)inv_off + c], fm = (float)M;
   if (has_dbeta) dbeta[(size_t)db_off + c] = s.x;
   if (has_dgamma) dgamma[(size_t)dg_off + c] = s.y * is;
@@ -480,13 +519,18 @@ inline void bn_map_span(int mode, global const real_t *x,
   }
 }
 
+/* a % b, in 32 bits when both fit (GPUs emulate 64-bit division). */
+inline size_t bn_mod(size_t a, size_t b) {
+  return ((a | b) >> 32) == 0 ? (size_t)((uint)a % (uint)b) : a % b;
+}
+
 /* Work-item (block, plane): c0, the plane q = q0 + get_global_id(1), its
  * channel and first element; returns from the padding work-items. */
 #define BN_MAP_HEAD                                                          \
   const size_t c0 = get_global_id(0) * (size_t)BN_SPAN;                     \
   const size_t q = (size_t)q0 + get_global_id(1);                            \
   if (c0 >= (size_t)S || q >= (size_t)planes) return;                       \
-  const size_t c = q % (size_t)C, base = q * (size_t)S
+  const size_t c = bn_mod(q, (size_t)C), base = q * (size_t)S
 
 /* y = x + bias[c], bias in tag T. */
 #define BN_APPLY_BIAS_KERNEL(name, T)                                        \

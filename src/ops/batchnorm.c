@@ -29,11 +29,11 @@ static const char *const FILE_CL = "batchnorm.cl";
 #define MAX_ITEMS ((size_t)1 << 30)
 #define MAX_GROUPS_DIM1 ((size_t)65535)
 
-/* Ranges per channel: enough for BN_GROUPS_PER_CU work-groups (GPU) or
- * BN_ITEMS_PER_CU work-items (CPU) per compute unit over all channels,
- * each range at least BN_MIN_V_GPU elements per work-item of a group
- * (GPU) or BN_MIN_CPU elements (CPU), and at most BN_MAX_PARTS. */
-#define BN_GROUPS_PER_CU 4
+/* Ranges per channel: on the CPU variant enough for BN_ITEMS_PER_CU
+ * work-items per compute unit over all channels, each range at least
+ * BN_MIN_CPU elements; on the GPU variant ranges of at most BN_MIN_V_GPU
+ * elements per work-item of a group (BN_HOLD in cl/batchnorm.cl: what
+ * bn_stats_wg holds in registers); at most BN_MAX_PARTS. */
 #define BN_ITEMS_PER_CU 8
 #define BN_MIN_V_GPU 16
 #define BN_MIN_CPU 4096
@@ -59,8 +59,10 @@ typedef struct {
 static void bn_options(const bn_geom *g, char *buf, size_t len) {
   char head[96];
   rumus__options_head(head, sizeof head, g->storage, g->wg, 0);
-  snprintf(buf, len, "%s -DBN_GPU=%d -DBN_VW=%zu -DBN_NV=%zu -DBN_FOLD_LS=%zu",
-           head, g->gpu, g->vw, g->nv, g->fold_ls);
+  snprintf(buf, len,
+           "%s -DBN_GPU=%d -DBN_VW=%zu -DBN_NV=%zu -DBN_FOLD_LS=%zu "
+           "-DBN_HOLD=%d",
+           head, g->gpu, g->vw, g->nv, g->fold_ls, BN_MIN_V_GPU);
 }
 
 /* GPU: one float4 per work-item of the maps in groups of 256 (coalesced,
@@ -164,11 +166,14 @@ static bn_arg arg_of(const rumus_tensor *t, const rumus_tensor *stand_in) {
 static void plan_parts(const rumus_ctx *ctx, const bn_geom *g,
                        const bn_shape *sh, size_t *parts, size_t *L) {
   const size_t cu = ctx->compute_units ? ctx->compute_units : 1;
-  const size_t want = (g->gpu ? BN_GROUPS_PER_CU : BN_ITEMS_PER_CU) * cu;
   const size_t min_len = g->gpu ? g->wg * BN_MIN_V_GPU : BN_MIN_CPU;
-  size_t p = (want + sh->C - 1) / sh->C;
   const size_t p_len = (sh->M + min_len - 1) / min_len;
-  if (p > p_len) p = p_len;
+  size_t p = (BN_ITEMS_PER_CU * cu + sh->C - 1) / sh->C;
+  /* GPU: as many ranges as the length allows, so that bn_stats_wg holds
+   * its range in registers (one read of x instead of two) and the device
+   * gets M C / (16 WG) work-groups; the fold is a tree, so more ranges
+   * cost little. */
+  if (g->gpu || p > p_len) p = p_len;
   if (p > BN_MAX_PARTS) p = BN_MAX_PARTS;
   /* The GPU's last-group fold takes a ticket word per channel. */
   if (g->gpu && sh->C > RUMUS__TICKETS) p = 1;
