@@ -42,6 +42,9 @@ static const char *const FILE_CL = "tensorops.cl";
 /* rs_sub_inner: about this many elements a lane; rows of up to this many
  * times the work-group size take it (GPU, one run per y element). */
 #define RS_SUB_PER_LANE 16
+/* The context's scratch slot of reduce_sum's chunk partials (gemm takes
+ * 0 and 1, batch norm 2). */
+#define RS_SCRATCH_SLOT 3
 
 /* ---- Geometry and options ---------------------------------------------- */
 
@@ -634,12 +637,17 @@ int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x, unsigned axes,
   if (chunks == 1)
     return rs_launch(ctx, op, x, &p, y->mem, rumus__off(y), y->dtype, ny, 1,
                      RC);
+  /* The partials live in the context's reusable scratch slot
+   * RS_SCRATCH_SLOT (a buffer created per call cost its allocation every
+   * time); the queue runs these kernels before the slot's next holder. */
   cl_mem part;
-  RUMUS__FORWARD(rumus__scratch(ctx, op, chunks * ny * sizeof(float), &part));
-  int st = rs_launch(ctx, op, x, &p, part, 0, RUMUS_F32, ny, chunks, RC);
+  rumus__scratch_begin(ctx);
+  int st = rumus__scratch_slot(ctx, op, RS_SCRATCH_SLOT,
+                               chunks * ny * sizeof(float), &part);
+  if (st == RUMUS_OK)
+    st = rs_launch(ctx, op, x, &p, part, 0, RUMUS_F32, ny, chunks, RC);
   if (st == RUMUS_OK) st = rs_fold(ctx, op, x, part, chunks, y);
-  /* The queue keeps the scratch buffer alive until the kernels finish. */
-  clReleaseMemObject(part);
+  rumus__scratch_end(ctx);
   return st;
 }
 
