@@ -5,7 +5,9 @@
  * the backwards: one work-item per element on GPUs, per input row on
  * CPUs), with a fixed local size over a padded global size, at most 2^30
  * work-items a launch.  Adaptive pooling to 1 x 1 on the GPU variant has
- * kernels of its own: a plane reduction (forward) and a broadcast.
+ * kernels of its own: a plane reduction (forward) and a broadcast; the
+ * GPU variant's max and average backwards divide by multiplication when
+ * every index fits in 32 bits (pool_magics).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -237,6 +239,35 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
 }
 
+/* ---- GPU backwards: divisions by multiplication ------------------------- */
+
+/* Granlund and Montgomery's magic numbers for unsigned 32-bit division by
+ * d (cl/pool.cl, pool_qdiv): l = ceil(log2 d), m = floor(2^32 (2^l - d) /
+ * d) + 1, shifts min(l, 1) and l - 1 (0 for d = 1), packed s1 | s2 << 8. */
+static void magic_of(uint64_t d, cl_uint *m, cl_uint *sv) {
+  if (d == 0) d = 1; /* not a divisor of the call: any value */
+  unsigned l = 0;
+  while (l < 32 && ((uint64_t)1 << l) < d) l++;
+  *m = (cl_uint)((((uint64_t)1 << 32) * (((uint64_t)1 << l) - d)) / d + 1);
+  *sv = (cl_uint)((l < 1 ? l : 1) | ((l > 0 ? l - 1 : 0) << 8));
+}
+
+/* The _q kernels' arguments: divisors H W, W, sh, sw, OW (lanes 0-4); 1
+ * when every index of the call fits in 32 bits and the GPU variant runs
+ * (those kernels apply), else 0. */
+static int pool_magics(const rumus_ctx *ctx, const pool_call *c,
+                       const rumus_tensor *in, const rumus_tensor *out,
+                       cl_uint8 *mg, cl_uint8 *sv) {
+  const size_t lim = (size_t)1 << 31;
+  if (!rumus__gpu_variant(ctx) || in->numel >= lim || out->numel >= lim)
+    return 0;
+  const uint64_t d[5] = {(uint64_t)(c->io.s[0] * c->io.s[1]),
+                         (uint64_t)c->io.s[1], (uint64_t)c->ks.s[2],
+                         (uint64_t)c->ks.s[3], (uint64_t)c->io.s[3]};
+  for (int k = 0; k < 8; k++) magic_of(k < 5 ? d[k] : 1, &mg->s[k], &sv->s[k]);
+  return 1;
+}
+
 int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *dy, const rumus_tensor *indices,
                         rumus_tensor *dx) {
@@ -261,6 +292,15 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(ctx->status)};
+  cl_uint8 mg, sv;
+  if (pool_magics(ctx, &c, dx, dy, &mg, &sv)) {
+    rumus__arg aq[14];
+    for (int i = 0; i < 12; i++) aq[i] = args[i];
+    aq[12] = RUMUS__ARG(mg);
+    aq[13] = RUMUS__ARG(sv);
+    return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_q", dx->numel, aq, 14,
+                     pool_ls(ctx));
+  }
   return run_rows(ctx, op, "maxpool2d_bwd", dx, args, 12);
 }
 
@@ -303,6 +343,15 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
+  cl_uint8 mg, sv;
+  if (pool_magics(ctx, &c, dx, dy, &mg, &sv)) {
+    rumus__arg aq[13];
+    for (int i = 0; i < 11; i++) aq[i] = args[i];
+    aq[11] = RUMUS__ARG(mg);
+    aq[12] = RUMUS__ARG(sv);
+    return run_items(ctx, op, dx->dtype, "avgpool2d_bwd_q", dx->numel, aq, 13,
+                     pool_ls(ctx));
+  }
   return run_rows(ctx, op, "avgpool2d_bwd", dx, args, 11);
 }
 
