@@ -519,16 +519,28 @@ inline void bn_map_span(int mode, global const real_t *x,
   }
 }
 
-/* a % b, in 32 bits when both fit (GPUs emulate 64-bit division). */
+/* a % b and a / b, in 32 bits when both fit (GPUs emulate 64-bit
+ * division). */
 inline size_t bn_mod(size_t a, size_t b) {
   return ((a | b) >> 32) == 0 ? (size_t)((uint)a % (uint)b) : a % b;
 }
+inline size_t bn_div(size_t a, size_t b) {
+  return ((a | b) >> 32) == 0 ? (size_t)((uint)a / (uint)b) : a / b;
+}
 
 /* Work-item (block, plane): c0, the plane q = q0 + get_global_id(1), its
- * channel and first element; returns from the padding work-items. */
+ * channel and first element; returns from the padding work-items.  flat
+ * (GPU, S a multiple of BN_SPAN): a 1-D launch over the blocks of planes
+ * q0 on, block g at plane q0 + g BN_SPAN / S (no padding per plane: rows
+ * of 14 x 14 left a quarter of the 2-D launch's work-items idle). */
 #define BN_MAP_HEAD                                                          \
-  const size_t c0 = get_global_id(0) * (size_t)BN_SPAN;                     \
-  const size_t q = (size_t)q0 + get_global_id(1);                            \
+  size_t c0 = get_global_id(0) * (size_t)BN_SPAN;                            \
+  size_t q = (size_t)q0 + get_global_id(1);                                  \
+  if (flat) {                                                                \
+    const size_t qf_ = bn_div(c0, (size_t)S);                                \
+    c0 -= qf_ * (size_t)S;                                                   \
+    q += qf_;                                                                \
+  }                                                                          \
   if (c0 >= (size_t)S || q >= (size_t)planes) return;                       \
   const size_t c = bn_mod(q, (size_t)C), base = q * (size_t)S
 
@@ -536,7 +548,8 @@ inline size_t bn_mod(size_t a, size_t b) {
 #define BN_APPLY_BIAS_KERNEL(name, T)                                        \
   __kernel void name(global const real_t *x, ulong x_off, global real_t *y,  \
                      ulong y_off, global const RUMUS_TYPE(T) *bias,          \
-                     ulong b_off, ulong C, ulong S, ulong planes, ulong q0) { \
+                     ulong b_off, ulong C, ulong S, ulong planes, ulong q0,   \
+                     int flat) {                                             \
     BN_MAP_HEAD;                                                             \
     const float4 k =                                                         \
         (float4)(RUMUS_LOAD(T, bias + (size_t)b_off, c), 0.0f, 0.0f, 0.0f);  \
@@ -557,7 +570,7 @@ __kernel void bn_apply_fwd(global const real_t *x, ulong x_off,
                            global const float *gamma, ulong g_off,
                            int has_beta, global const float *beta,
                            ulong b_off, ulong C, ulong S, ulong planes,
-                           ulong q0) {
+                           ulong q0, int flat) {
   BN_MAP_HEAD;
   const float st = stat[(size_t)stat_off + c];
   const float is = stat_is_var ? 1.0f / sqrt(st + eps) : st;
@@ -578,7 +591,7 @@ __kernel void bn_apply_bwd(global const real_t *x, ulong x_off,
                            int has_gamma, global const float *gamma,
                            ulong g_off, global const float *coef,
                            ulong coef_off, ulong C, ulong S, ulong planes,
-                           ulong q0) {
+                           ulong q0, int flat) {
   BN_MAP_HEAD;
   const float ga = has_gamma ? gamma[(size_t)g_off + c] : 1.0f;
   global const float *kc = coef + (size_t)coef_off + 2 * c;

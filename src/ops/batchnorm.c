@@ -243,18 +243,28 @@ static size_t pow2_at_least(size_t n, size_t cap) {
 }
 
 /* A map: kernel `kname` with its arguments pre[0 .. npre), then (C, S,
- * planes, q0), over blocks of vw * nv elements of each plane, in chunks
- * of planes. */
+ * planes, q0, flat), over blocks of vw * nv elements of each plane, in
+ * chunks of planes: 2-D (blocks, planes), or on the GPU variant with S a
+ * multiple of the block 1-D over the chunk's blocks (flat, no padding
+ * per plane). */
 static int run_map(rumus_ctx *ctx, const char *op, const bn_geom *g,
                    const char *kname, const rumus__arg *pre, size_t npre,
                    const bn_shape *sh) {
   const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
   const size_t span = g->vw * g->nv, blocks = (sh->S + span - 1) / span;
-  size_t local[2];
-  local[0] = pow2_at_least(blocks, g->ls);
-  local[1] = g->ls / local[0];
-  size_t chunk = MAX_ITEMS / local[0];
-  if (chunk > MAX_GROUPS_DIM1 * local[1]) chunk = MAX_GROUPS_DIM1 * local[1];
+  cl_int flat = g->gpu && sh->S % span == 0;
+  size_t local[2], chunk;
+  if (flat) {
+    local[0] = g->ls;
+    local[1] = 1;
+    chunk = MAX_ITEMS / blocks; /* planes a launch */
+  } else {
+    local[0] = pow2_at_least(blocks, g->ls);
+    local[1] = g->ls / local[0];
+    chunk = MAX_ITEMS / local[0];
+    if (chunk > MAX_GROUPS_DIM1 * local[1])
+      chunk = MAX_GROUPS_DIM1 * local[1];
+  }
   cl_ulong C = sh->C, S = sh->S, planes = sh->planes;
   rumus__arg args[24];
   for (size_t i = 0; i < npre; i++) args[i] = pre[i];
@@ -264,10 +274,11 @@ static int run_map(rumus_ctx *ctx, const char *op, const bn_geom *g,
     args[npre + 1] = RUMUS__ARG(S);
     args[npre + 2] = RUMUS__ARG(planes);
     args[npre + 3] = RUMUS__ARG(nq0);
-    size_t global[2] = {blocks, sh->planes - q0 < chunk ? sh->planes - q0
-                                                        : chunk};
+    args[npre + 4] = RUMUS__ARG(flat);
+    const size_t n = sh->planes - q0 < chunk ? sh->planes - q0 : chunk;
+    size_t global[2] = {flat ? n * blocks : blocks, flat ? 1 : n};
     RUMUS__FORWARD(
-        rumus__launch(ctx, op, &k, 2, global, local, npre + 4, args));
+        rumus__launch(ctx, op, &k, 2, global, local, npre + 5, args));
   }
   return RUMUS_OK;
 }
