@@ -826,8 +826,8 @@ typedef struct {
  *  with gamma = 1 where gamma is NULL and beta = 0 where beta is NULL (not
  *  affine).  The variance is a corrected two-pass one (sums of deviations
  *  from a mean known beforehand: the channel's, or on the GPU variant each
- *  range's, the ranges then merged exactly), never E[x^2] - E[x]^2.  save_mean and
- *  save_invstd (required) receive mean and invstd for
+ *  range's, the ranges then merged exactly), never E[x^2] - E[x]^2.
+ *  save_mean and save_invstd (required) receive mean and invstd for
  *  rumus_batchnorm2d_bwd().  running_mean and running_var, both given or
  *  both NULL, are updated in place: r = (1 - momentum) * r + momentum *
  *  stat, with the unbiased variance var * M / (M - 1) for running_var, as

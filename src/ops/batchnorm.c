@@ -423,9 +423,11 @@ static int train_stats(rumus_ctx *ctx, const char *op, const bn_geom *g,
     const bn_arg ra = arg_of(rm, save_mean), va = arg_of(rv, save_mean);
     cl_int has_run = rm != NULL;
     const rumus__arg rest[9] = {
-        RUMUS__ARG(p->eps),  RUMUS__ARG(p->momentum), RUMUS__ARG(save_invstd->mem),
-        RUMUS__ARG(io),      RUMUS__ARG(has_run),     RUMUS__ARG(ra.mem),
-        RUMUS__ARG(ra.off),  RUMUS__ARG(va.mem),      RUMUS__ARG(va.off)};
+        RUMUS__ARG(p->eps),   RUMUS__ARG(p->momentum),
+        RUMUS__ARG(save_invstd->mem), RUMUS__ARG(io),
+        RUMUS__ARG(has_run),  RUMUS__ARG(ra.mem),
+        RUMUS__ARG(ra.off),   RUMUS__ARG(va.mem),
+        RUMUS__ARG(va.off)};
     const int st = run_fused(ctx, op, g, "bn_stats_wg", xa, xa, ma, sh, parts,
                              L, part, rest, 9);
     part_release(ctx);
