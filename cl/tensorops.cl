@@ -99,9 +99,9 @@ inline size_t to_div(size_t a, size_t b) {
 /* Row-major index i over the nd extents e (last fastest) -> the sum of its
  * coordinates times the strides s.  Unrolled over the 8 lanes with
  * constant lane names: a loop over arrays filled by vstore8 indexes them
- * at run time, which puts them in private memory (on NVIDIA's compiler
- * local memory: 192 bytes stored and reloaded per work-item of to_copy,
- * to_tile and bcast_*, several times the bytes they move). */
+ * at run time, which puts them in per-thread memory on GPUs (off-chip:
+ * up to 192 bytes stored and reloaded per work-item of to_copy, to_tile
+ * and bcast_*, several times the bytes they move). */
 #define TO_OFF_STEP(k)                                                       \
   if (nd > k) {                                                              \
     const size_t q = to_div(i, ev.s##k);                                     \
