@@ -19,23 +19,25 @@
  *          dx = (dy - s1 / M - d * s2 * invstd^2 / M) * gamma * invstd
  *
  * Reductions run in two stages.  Stage 1 cuts each channel's M elements
- * into `parts` ranges of L consecutive m (the last shorter) and writes the
- * sums of range p of channel c to part[2 (c * parts + p)] (+1: s2), floats
- * whatever the storage:
- *   bn_<mode>_wg    GPU: one work-group of WG per (channel, range); with
- *                   S >= WG it walks the range row segment by row segment
- *                   (one division per segment, coalesced), with shorter
- *                   rows work-item i takes m = m0 + i, m0 + i + WG, ...
- *                   (a division each); a tree in local memory.
- *   bn_<mode>_item  CPU: one work-item per (channel, range), no barriers,
- *                   float8 accumulators along each row segment.
- * Stage 2, bn_fold_<what>: one work-item per channel adds the ranges in
- * order p = 0, 1, ... and writes what the op needs (the bias gradient,
- * the mean, invstd and running statistics, the backward's dgamma, dbeta
- * and coefficients).  The order depends only on the shape, the variant,
- * WG and the device's compute units (the host's choice of parts), so the
- * bits are the same on every run; the two variants may differ in the last
- * bits.
+ * into `parts` ranges of L consecutive m (the last shorter) and sums each
+ * range; stage 2 adds a channel's ranges in order p = 0, 1, ... and writes
+ * what the op needs (the bias gradient, the mean, invstd and running
+ * statistics, the backward's dgamma, dbeta and coefficients).
+ *   GPU, one launch per reduction: bn_bias_wg, bn_stats_wg, bn_bwd_wg take
+ *   a work-group of WG per (channel, range) (work-item i adds m = m0 + i,
+ *   m0 + i + WG, ..., coalesced, no division per element; a tree in local
+ *   memory); with several ranges a group stores its pair in part[2 (c *
+ *   parts + p)] (+1) and the last group of the channel to finish folds
+ *   them (a ticket per channel in the status buffer), so a small batch norm
+ *   is two launches (statistics, map) where it was five.  The training
+ *   statistics take each range's mean and deviations in two passes and
+ *   merge the ranges' (n, mean, M2) (bn_stats_wg).
+ *   CPU: bn_<mode>_item, one work-item per (channel, range), no barriers,
+ *   float8 accumulators along each row segment, into part; stage 2,
+ *   bn_fold_<what>, one work-item per channel.
+ * The order depends only on the shape, the variant, WG and the device's
+ * compute units (the host's choice of parts), so the bits are the same on
+ * every run; the two variants may differ in the last bits.
  *
  * The maps (bn_apply_*) are 2-D: dimension 0 walks blocks of BN_SPAN
  * elements of one (n, c) plane of S elements, dimension 1 the planes
@@ -114,54 +116,242 @@ inline bn_range bn_range_of(size_t c, size_t p, ulong L, ulong M,
 }
 
 #if BN_GPU
+/* Work-item lid's walk over a range of one channel: m = m0 + lid, m0 + lid
+ * + WG, ... with the element's (n, s) carried from step to step (WG = wq S
+ * + wr, so a step adds wq to n and wr to s, and s wraps at most once): one
+ * division per walk, not per element. */
+typedef struct {
+  size_t m, n, s, wq, wr;
+} bn_walk;
+
+inline void bn_walk_start(bn_walk *w, size_t m, size_t S) {
+  w->m = m;
+  w->n = m / S;
+  w->s = m - w->n * S;
+  w->wq = (size_t)WG / S;
+  w->wr = (size_t)WG - w->wq * S;
+}
+
+inline void bn_walk_next(bn_walk *w, size_t S) {
+  w->m += WG;
+  w->n += w->wq;
+  w->s += w->wr;
+  if (w->s >= S) {
+    w->s -= S;
+    w->n++;
+  }
+}
+
 /* Work-group sums of a range into ls1[0], ls2[0] (every work-item calls
- * it: barriers). */
+ * it: barriers).  Neighbouring work-items read neighbouring elements. */
 inline void bn_wg_sums(int mode, global const real_t *a,
                        global const real_t *b, bn_range r, size_t C,
                        size_t S, local float *ls1, local float *ls2) {
-  const size_t lid = get_local_id(0);
   float s1 = 0.0f, s2 = 0.0f;
-  if (S >= WG) {
-    for (size_t m = r.m0; m < r.m1;) {
-      const size_t n = m / S, s = m - n * S;
-      const size_t len = min(S - s, r.m1 - m);
-      const size_t base = (n * C + r.c) * S + s;
-      for (size_t j = lid; j < len; j += WG)
-        BN_ACC(mode, a, b, base + j, r.mc, s1, s2);
-      m += len;
-    }
-  } else {
-    for (size_t m = r.m0 + lid; m < r.m1; m += WG) {
-      const size_t n = m / S;
-      BN_ACC(mode, a, b, (n * C + r.c) * S + (m - n * S), r.mc, s1, s2);
-    }
-  }
+  bn_walk w;
+  for (bn_walk_start(&w, r.m0 + get_local_id(0), S); w.m < r.m1;
+       bn_walk_next(&w, S))
+    BN_ACC(mode, a, b, (w.n * C + r.c) * S + w.s, r.mc, s1, s2);
   /* Two buffers: no barrier is needed between the trees. */
   rumus_wg_sum(ls1, s1);
   if (mode != BN_SUM) rumus_wg_sum(ls2, s2);
 }
 
-/* Global parts * C * WG, local WG: group g takes range g % parts of
- * channel g / parts. */
-#define BN_WG_KERNEL(name, mode)                                             \
-  __kernel RUMUS_WG_ATTR void name(                                          \
-      global const real_t *a, ulong a_off, global const real_t *b,           \
-      ulong b_off, global const float *mean, ulong mean_off,                 \
-      global float *part, ulong C, ulong S, ulong M, ulong L, ulong parts) { \
-    local float ls1[WG], ls2[WG];                                            \
-    const size_t g = get_group_id(0), p = g % (size_t)parts;                 \
-    const bn_range r = bn_range_of(g / (size_t)parts, p, L, M,               \
-                                   mean + (size_t)mean_off, mode);           \
-    bn_wg_sums(mode, a + (size_t)a_off, b + (size_t)b_off, r, (size_t)C,     \
-               (size_t)S, ls1, ls2);                                         \
-    if (get_local_id(0) == 0) {                                              \
-      part[2 * g] = ls1[0];                                                  \
-      part[2 * g + 1] = mode == BN_SUM ? 0.0f : ls2[0];                      \
-    }                                                                        \
+/* Elements of range p (the last shorter). */
+inline size_t bn_range_len(size_t p, size_t L, size_t M) {
+  return min(L, M - p * L);
+}
+
+/* Stage 1 and stage 2 in one launch: group g (range g % parts of channel
+ * c = g / parts) has its pair v; with several ranges it stores v at
+ * part[2 g] and takes a ticket of channel c (status word RUMUS_STATUS_SETS
+ * + c, rumus_last_group): 1 in every work-item of the group that finishes
+ * the channel last (which then folds the channel's pairs, p ascending, so
+ * the order depends on the shape only), or of the only group. */
+inline int bn_wg_finish(global float *part, size_t g, size_t c,
+                        size_t parts, float2 v, volatile global int *status,
+                        local int *flag) {
+  if (parts == 1) return 1;
+  if (get_local_id(0) == 0) {
+    volatile global float *pv = part;
+    pv[2 * g] = v.x;
+    pv[2 * g + 1] = v.y;
   }
-BN_WG_KERNEL(bn_sum_wg, BN_SUM)
-BN_WG_KERNEL(bn_dev_wg, BN_DEV)
-BN_WG_KERNEL(bn_bwd_wg, BN_BWD)
+  volatile global int *ticket = status + RUMUS_STATUS_SETS + c;
+  if (!rumus_last_group(ticket, parts, flag)) return 0;
+  rumus_ticket_reset(ticket);
+  return 1;
+}
+
+/* The pair of range p of channel c, written by another group of this
+ * launch (read from memory, not a stale cache). */
+inline float2 bn_part_at(global float *part, size_t c, size_t parts,
+                         size_t p) {
+  volatile global float *pv = part + 2 * (c * parts + p);
+  return (float2)(pv[0], pv[1]);
+}
+
+/* Channel c's sums (v itself with one range), in the last group: work-item
+ * lid adds the pairs p = lid, lid + WG, ..., then a tree (every work-item
+ * of the group calls it: barriers; ls1 and ls2 are free again after
+ * bn_wg_finish's barrier). */
+inline float2 bn_fold_sums(global float *part, size_t c, size_t parts,
+                           float2 v, local float *ls1, local float *ls2) {
+  if (parts == 1) return v;
+  float2 s = 0.0f;
+  for (size_t p = get_local_id(0); p < parts; p += WG)
+    s += bn_part_at(part, c, parts, p);
+  rumus_wg_sum(ls1, s.x);
+  rumus_wg_sum(ls2, s.y);
+  return (float2)(ls1[0], ls2[0]);
+}
+
+/* The arguments of every fused kernel: the reduced tensor a (and x as b,
+ * the channel means), the float pairs (and the backward's coefficients)
+ * in part, the shape and the ranges. */
+#define BN_WG_ARGS                                                           \
+  global const real_t *a, ulong a_off, global const real_t *b, ulong b_off,  \
+      global float *mean, ulong mean_off, global float *part, ulong C,       \
+      ulong S, ulong M, ulong L, ulong parts
+
+/* Group g's channel c, range r (the channel's mean read for `mode`). */
+#define BN_WG_HEAD(mode)                                                     \
+  local float ls1[WG], ls2[WG], ls3[WG];                                     \
+  local int flag;                                                            \
+  const size_t g = get_group_id(0), np = (size_t)parts;                      \
+  const size_t c = g / np;                                                   \
+  bn_range r = bn_range_of(c, g - c * np, L, M, mean + (size_t)mean_off,    \
+                           mode);                                            \
+  global const real_t *pa = a + (size_t)a_off, *pb = b + (size_t)b_off
+
+/* The channel bias gradient db[c] = sum of dy (a), db in tag T. */
+#define BN_BIAS_WG_KERNEL(name, T)                                           \
+  __kernel RUMUS_WG_ATTR void name(BN_WG_ARGS, global RUMUS_TYPE(T) *db,     \
+                                   ulong db_off,                             \
+                                   volatile global int *status) {            \
+    BN_WG_HEAD(BN_SUM);                                                      \
+    bn_wg_sums(BN_SUM, pa, pb, r, (size_t)C, (size_t)S, ls1, ls2);           \
+    const float2 v = (float2)(ls1[0], 0.0f);                                 \
+    if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;             \
+    const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);                 \
+    if (get_local_id(0) == 0) RUMUS_STORE(T, s.x, db + (size_t)db_off, c);   \
+  }
+BN_BIAS_WG_KERNEL(bn_bias_wg, RUMUS_STORAGE)
+BN_BIAS_WG_KERNEL(bn_bias_wg_f32, F32)
+
+/* The training statistics of x (a): each group's range in two passes, its
+ * mean mp and then its deviations about mp (s1 = sum d, s2 = sum d^2, d =
+ * x - mp: the range's mean mp + s1 / n and M2 = s2 - s1^2 / n, as the
+ * corrected two-pass variance); the last group of the channel merges the
+ * ranges' (n, mean, M2): mean = sum n_p mean_p / M, M2 = sum M2_p + n_p
+ * (mean_p - mean)^2 (exact in real arithmetic, no E[x^2] - E[x]^2
+ * anywhere).  It writes the mean, invstd and (has_running) the running
+ * statistics as bn_fold_var does.  A range of at most BN_HOLD WG values
+ * (the host's choice where it can) is read once into registers; a longer
+ * one is read twice, the same sums in the same order. */
+#ifndef BN_HOLD
+#define BN_HOLD 16 /* values per work-item held in registers (host: same) */
+#endif
+
+inline float2 bn_range_stats(global const real_t *x, bn_range r, size_t C,
+                             size_t S, local float *ls1, local float *ls2,
+                             local float *ls3) {
+  const size_t m0 = r.m0 + get_local_id(0);
+  const float n = (float)(r.m1 - r.m0);
+  if (r.m1 - r.m0 > (size_t)WG * BN_HOLD) {
+    bn_wg_sums(BN_SUM, x, x, r, C, S, ls1, ls2);
+    r.mc = ls1[0] / n;
+    bn_wg_sums(BN_DEV, x, x, r, C, S, ls2, ls3);
+  } else {
+    float v[BN_HOLD], s = 0.0f, s1 = 0.0f, s2 = 0.0f;
+    bn_walk w;
+    bn_walk_start(&w, m0, S);
+#pragma unroll
+    for (int k = 0; k < BN_HOLD; k++, bn_walk_next(&w, S)) {
+      v[k] = w.m < r.m1 ? LOAD(x, (w.n * C + r.c) * S + w.s) : 0.0f;
+      if (w.m < r.m1) s += v[k];
+    }
+    rumus_wg_sum(ls1, s);
+    r.mc = ls1[0] / n;
+#pragma unroll
+    for (int k = 0; k < BN_HOLD; k++) {
+      if (m0 + (size_t)k * WG >= r.m1) break;
+      const float d = v[k] - r.mc;
+      s1 += d;
+      s2 += d * d;
+    }
+    rumus_wg_sum(ls2, s1);
+    rumus_wg_sum(ls3, s2);
+  }
+  const float s1 = ls2[0];
+  float m2 = ls3[0] - s1 * (s1 / n);
+  if (m2 < 0.0f) m2 = 0.0f; /* rounding; keeps a NaN */
+  return (float2)(r.mc + s1 / n, m2);
+}
+
+/* Channel c's merged (mean, M2) from the ranges' pairs (v itself with one
+ * range), in the last group: lanes over the ranges, two trees (every
+ * work-item calls it). */
+inline float2 bn_merge(global float *part, size_t c, size_t parts, size_t L,
+                       size_t M, float2 v, local float *ls1,
+                       local float *ls2) {
+  if (parts == 1) return v;
+  const size_t lid = get_local_id(0);
+  float a = 0.0f, b = 0.0f;
+  for (size_t p = lid; p < parts; p += WG)
+    a += (float)bn_range_len(p, L, M) * bn_part_at(part, c, parts, p).x;
+  rumus_wg_sum(ls1, a);
+  const float mean = ls1[0] / (float)M;
+  for (size_t p = lid; p < parts; p += WG) {
+    const float2 q = bn_part_at(part, c, parts, p);
+    const float d = q.x - mean;
+    b += q.y + (float)bn_range_len(p, L, M) * d * d;
+  }
+  rumus_wg_sum(ls2, b);
+  return (float2)(mean, ls2[0]);
+}
+
+__kernel RUMUS_WG_ATTR void bn_stats_wg(
+    BN_WG_ARGS, float eps, float momentum, global float *invstd,
+    ulong inv_off, int has_running, global float *rmean, ulong rm_off,
+    global float *rvar, ulong rv_off, volatile global int *status) {
+  BN_WG_HEAD(BN_SUM);
+  const float2 v = bn_range_stats(pa, r, (size_t)C, (size_t)S, ls1, ls2, ls3);
+  if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;
+  const float2 mm = bn_merge(part, c, np, (size_t)L, (size_t)M, v, ls1, ls2);
+  if (get_local_id(0) != 0) return;
+  const float fm = (float)M, var = mm.y / fm;
+  mean[(size_t)mean_off + c] = mm.x;
+  invstd[(size_t)inv_off + c] = 1.0f / sqrt(var + eps);
+  if (has_running) {
+    const float unbiased = var * (fm / (float)(M - 1));
+    global float *rm = rmean + (size_t)rm_off + c;
+    global float *rv = rvar + (size_t)rv_off + c;
+    *rm = (1.0f - momentum) * *rm + momentum * mm.x;
+    *rv = (1.0f - momentum) * *rv + momentum * unbiased;
+  }
+}
+
+/* The backward's sums of dy (a) and x (b) about the saved mean, then what
+ * bn_fold_bwd writes: dbeta, dgamma and dx's coefficients at part +
+ * coef_at. */
+__kernel RUMUS_WG_ATTR void bn_bwd_wg(
+    BN_WG_ARGS, global const float *invstd, ulong inv_off, ulong coef_at,
+    int has_dgamma, global float *dgamma, ulong dg_off, int has_dbeta,
+    global float *dbeta, ulong db_off, volatile global int *status) {
+  BN_WG_HEAD(BN_BWD);
+  bn_wg_sums(BN_BWD, pa, pb, r, (size_t)C, (size_t)S, ls1, ls2);
+  const float2 v = (float2)(ls1[0], ls2[0]);
+  if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;
+  const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);
+  if (get_local_id(0) != 0) return;
+  const float is = invstd[(size_t)inv_off + c], fm = (float)M;
+  if (has_dbeta) dbeta[(size_t)db_off + c] = s.x;
+  if (has_dgamma) dgamma[(size_t)dg_off + c] = s.y * is;
+  global float *k = part + (size_t)coef_at + 2 * c;
+  k[0] = s.x / fm;
+  k[1] = (s.y * is) * is / fm;
+}
 
 #else /* the CPU variant */
 
@@ -329,19 +519,37 @@ inline void bn_map_span(int mode, global const real_t *x,
   }
 }
 
+/* a % b and a / b, in 32 bits when both fit (GPUs emulate 64-bit
+ * division). */
+inline size_t bn_mod(size_t a, size_t b) {
+  return ((a | b) >> 32) == 0 ? (size_t)((uint)a % (uint)b) : a % b;
+}
+inline size_t bn_div(size_t a, size_t b) {
+  return ((a | b) >> 32) == 0 ? (size_t)((uint)a / (uint)b) : a / b;
+}
+
 /* Work-item (block, plane): c0, the plane q = q0 + get_global_id(1), its
- * channel and first element; returns from the padding work-items. */
+ * channel and first element; returns from the padding work-items.  flat
+ * (GPU, S a multiple of BN_SPAN): a 1-D launch over the blocks of planes
+ * q0 on, block g at plane q0 + g BN_SPAN / S (no padding per plane: rows
+ * of 14 x 14 left a quarter of the 2-D launch's work-items idle). */
 #define BN_MAP_HEAD                                                          \
-  const size_t c0 = get_global_id(0) * (size_t)BN_SPAN;                     \
-  const size_t q = (size_t)q0 + get_global_id(1);                            \
+  size_t c0 = get_global_id(0) * (size_t)BN_SPAN;                            \
+  size_t q = (size_t)q0 + get_global_id(1);                                  \
+  if (flat) {                                                                \
+    const size_t qf_ = bn_div(c0, (size_t)S);                                \
+    c0 -= qf_ * (size_t)S;                                                   \
+    q += qf_;                                                                \
+  }                                                                          \
   if (c0 >= (size_t)S || q >= (size_t)planes) return;                       \
-  const size_t c = q % (size_t)C, base = q * (size_t)S
+  const size_t c = bn_mod(q, (size_t)C), base = q * (size_t)S
 
 /* y = x + bias[c], bias in tag T. */
 #define BN_APPLY_BIAS_KERNEL(name, T)                                        \
   __kernel void name(global const real_t *x, ulong x_off, global real_t *y,  \
                      ulong y_off, global const RUMUS_TYPE(T) *bias,          \
-                     ulong b_off, ulong C, ulong S, ulong planes, ulong q0) { \
+                     ulong b_off, ulong C, ulong S, ulong planes, ulong q0,   \
+                     int flat) {                                             \
     BN_MAP_HEAD;                                                             \
     const float4 k =                                                         \
         (float4)(RUMUS_LOAD(T, bias + (size_t)b_off, c), 0.0f, 0.0f, 0.0f);  \
@@ -362,7 +570,7 @@ __kernel void bn_apply_fwd(global const real_t *x, ulong x_off,
                            global const float *gamma, ulong g_off,
                            int has_beta, global const float *beta,
                            ulong b_off, ulong C, ulong S, ulong planes,
-                           ulong q0) {
+                           ulong q0, int flat) {
   BN_MAP_HEAD;
   const float st = stat[(size_t)stat_off + c];
   const float is = stat_is_var ? 1.0f / sqrt(st + eps) : st;
@@ -383,7 +591,7 @@ __kernel void bn_apply_bwd(global const real_t *x, ulong x_off,
                            int has_gamma, global const float *gamma,
                            ulong g_off, global const float *coef,
                            ulong coef_off, ulong C, ulong S, ulong planes,
-                           ulong q0) {
+                           ulong q0, int flat) {
   BN_MAP_HEAD;
   const float ga = has_gamma ? gamma[(size_t)g_off + c] : 1.0f;
   global const float *kc = coef + (size_t)coef_off + 2 * c;

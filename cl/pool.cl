@@ -29,7 +29,9 @@
  * output row for the max and average forwards, per input row for the
  * backwards: one division per row instead of several per element, 1.4 to
  * 5 times faster on PoCL), which visit the same terms in the same order:
- * the same bits.  The adaptive forward is element-wise on both.
+ * the same bits.  The adaptive forward is element-wise on both, but for
+ * OH = OW = 1 on the GPU variant: a row reduction per plane and a
+ * broadcast backward (adaptive_*_o1, below).
  *
  * Backwards are gathers, never scatters: input element (h, w) visits, in
  * a fixed order (oh, then ow, ascending), the outputs whose window holds
@@ -524,6 +526,157 @@ inline void adaptive_bwd_row(global const real_t *dy, global real_t *dx,
   }
 }
 
+/* ---- GPU variant: backwards with divisions by multiplication ------------
+ * The element kernels above spend most of their instructions on about six
+ * 32-bit divisions per input element (plane, row, the window bounds on
+ * each axis; the index check two more), each a few dozen instructions on a
+ * GPU: max and average pooling's backwards ran at 6-7% of the copy
+ * bandwidth on the H200.  When every index fits in 32 bits (the host
+ * checks) the _q kernels divide by the same divisors through magic
+ * numbers the host computes once per call (Granlund and Montgomery's
+ * round-up method: n / d = (t + ((n - t) >> s1)) >> s2, t = mul_hi(m,
+ * n), exact for every 32-bit n), and keep the element kernels' terms and
+ * order: the same bits.  Lane k of (mg, sv) is divisor k: 0 the input
+ * plane's area H W, 1 W, 2 sh, 3 sw, 4 OW; sv holds s1 | s2 << 8. */
+#define PQ(n, k) pool_qdiv((n), mg.s##k, sv.s##k)
+
+inline uint pool_qdiv(uint n, uint m, uint s) {
+  const uint t = mul_hi(m, n);
+  return (t + ((n - t) >> (s & 0xffu))) >> (s >> 8);
+}
+
+/* pool_index_ok with t and j in 32 bits. */
+inline int pool_index_ok_q(int t, uint j, long4 io, long4 ks, long4 pd,
+                           uint8 mg, uint8 sv) {
+  const uint W = (uint)io.s1, OW = (uint)io.s3;
+  if (t < 0 || (long)t >= io.s0 * io.s1 || pd.s2 != 1 || pd.s3 != 1)
+    return pool_index_ok(t, (long)j, io, ks, pd); /* rare: -1, dilation */
+  const uint oh = PQ(j, 4), ow = j - oh * OW;
+  const int hs = (int)oh * (int)ks.s2 - (int)pd.s0;
+  const int ws = (int)ow * (int)ks.s3 - (int)pd.s1;
+  const uint th = PQ((uint)t, 1);
+  const int a = (int)th - hs, b = (int)((uint)t - th * W) - ws;
+  return a >= 0 && b >= 0 && a < (int)ks.s0 && b < (int)ks.s1;
+}
+
+/* The output range [*o0, *o1] of one axis whose windows (k taps d apart,
+ * stride s, padding p; lane k of the magic numbers) can hold input h:
+ * o s in [h + p - (k - 1) d, h + p], clipped to [0, n). */
+#define PQ_RANGE(h, p, kk, d, s, n, lane, o0, o1)                            \
+  do {                                                                       \
+    const int a_ = (int)(h) + (int)(p) - ((int)(kk) - 1) * (int)(d);         \
+    o0 = a_ <= 0 ? 0 : (int)PQ((uint)a_ + (uint)(s) - 1u, lane);             \
+    o1 = min((int)(n) - 1, (int)PQ((uint)(h) + (uint)(p), lane));            \
+  } while (0)
+
+inline void maxpool_bwd_q(global const real_t *dy, global const int *idx,
+                          global real_t *dx, uint e, long4 io, long4 ks,
+                          long4 pd, volatile global int *status, uint8 mg,
+                          uint8 sv) {
+  const uint area_in = (uint)(io.s0 * io.s1), area_out = (uint)(io.s2 * io.s3);
+  const uint plane = PQ(e, 0), q = e - plane * area_in;
+  global const int *ip = idx + (size_t)plane * area_out;
+  global const real_t *gp = dy + (size_t)plane * area_out;
+  for (uint j = q; j < area_out; j += area_in)
+    if (!pool_index_ok_q(ip[j], j, io, ks, pd, mg, sv))
+      rumus_report(status, DEVERR_POOL_INDEX, ip[j],
+                   (int)((size_t)plane * area_out + j));
+  const uint h = PQ(q, 1), w = q - h * (uint)io.s1;
+  int oh0, oh1, ow0, ow1;
+  PQ_RANGE(h, pd.s0, ks.s0, pd.s2, ks.s2, io.s2, 2, oh0, oh1);
+  PQ_RANGE(w, pd.s1, ks.s1, pd.s3, ks.s3, io.s3, 3, ow0, ow1);
+  const int dilated = pd.s2 != 1 || pd.s3 != 1;
+  float s = 0.0f;
+  for (int oh = oh0; oh <= oh1; oh++) {
+    if (dilated && ((int)h + (int)pd.s0 - oh * (int)ks.s2) % (int)pd.s2 != 0)
+      continue;
+    for (int ow = ow0; ow <= ow1; ow++) {
+      if (dilated && ((int)w + (int)pd.s1 - ow * (int)ks.s3) % (int)pd.s3 != 0)
+        continue;
+      const int j = oh * (int)io.s3 + ow;
+      if (ip[j] == (int)q) s += LOAD(gp, j);
+    }
+  }
+  STORE(s, dx, e);
+}
+
+inline void avgpool_bwd_q(global const real_t *dy, global real_t *dx, uint e,
+                          long4 io, long4 ks, long4 pd, int cip, int divisor,
+                          uint8 mg, uint8 sv) {
+  const uint area_in = (uint)(io.s0 * io.s1);
+  const uint plane = PQ(e, 0), q = e - plane * area_in;
+  global const real_t *gp = dy + (size_t)plane * (size_t)(io.s2 * io.s3);
+  const uint h = PQ(q, 1), w = q - h * (uint)io.s1;
+  int oh0, oh1, ow0, ow1;
+  PQ_RANGE(h, pd.s0, ks.s0, 1, ks.s2, io.s2, 2, oh0, oh1);
+  PQ_RANGE(w, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, ow0, ow1);
+  float s = 0.0f;
+  for (int oh = oh0; oh <= oh1; oh++) {
+    long h0, h1, w0, w1;
+    const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+    for (int ow = ow0; ow <= ow1; ow++) {
+      const long pw = avg_axis(ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+      const float d =
+          avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+      s += LOAD(gp, oh * (int)io.s3 + ow) / d;
+    }
+  }
+  STORE(s, dx, e);
+}
+#undef PQ_RANGE
+
+/* ---- GPU variant: adaptive pooling to 1 x 1 ------------------------------
+ * With OH = OW = 1 the one bin is the whole plane: the forward is a row
+ * reduction and the backward a broadcast, which the element kernels ran
+ * at a few percent of the copy bandwidth on the H200 (one work-item
+ * summing a whole plane; about ten divisions per input element). */
+
+/* Planes p0 + lid / rt of the work-group's WG / rt (rt lanes a plane, a
+ * power of two dividing WG): lane t adds elements t, t + rt, ... of its
+ * plane in 4 chains (loads in flight), the chains added in order, then a
+ * tree over the lanes (rumus_seg_sum): an order fixed by the area and
+ * rt, so the same bits on every run (the CPU variant's element kernel adds
+ * the plane in one chain: the variants may differ in the last bits). */
+inline void adaptive_fwd_o1(global const real_t *x, global real_t *y,
+                            size_t planes, size_t area, uint rt,
+                            local float *buf) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  const size_t plane = get_group_id(0) * (WG / rt) + lid / rt;
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  if (plane < planes) {
+    global const real_t *xp = x + plane * area;
+    size_t i = lane;
+    for (; i + 3 * rt < area; i += 4 * rt) {
+      a0 += LOAD(xp, i);
+      a1 += LOAD(xp, i + rt);
+      a2 += LOAD(xp, i + 2 * rt);
+      a3 += LOAD(xp, i + 3 * rt);
+    }
+    for (; i < area; i += rt) a0 += LOAD(xp, i);
+  }
+  const float s = rumus_seg_sum(buf, (a0 + a1) + (a2 + a3), rt);
+  if (lane == 0 && plane < planes) STORE(s / (float)area, y, plane);
+}
+
+/* Work-item g takes dx elements [4 g, 4 g + 4) of n: dy of their plane
+ * over the area, each as 0 + dy / area (the element kernel's sum, so the
+ * same bits as the CPU variant); one division per work-item. */
+inline void adaptive_bwd_o1(global const real_t *dy, global real_t *dx,
+                            size_t g, size_t n, size_t area) {
+  size_t e = 4 * g;
+  long pos;
+  size_t plane = pool_plane(e, (long)area, &pos);
+  float v = 0.0f + LOAD(dy, plane) / (float)area;
+  for (int k = 0; k < 4 && e < n; k++, e++, pos++) {
+    if (pos == (long)area) {
+      pos = 0;
+      plane++;
+      v = 0.0f + LOAD(dy, plane) / (float)area;
+    }
+    STORE(v, dx, e);
+  }
+}
+
 /* ---- Entries: element base + get_global_id(0) of n ---------------------- */
 
 #define POOL_ITEM(n, base)                                                   \
@@ -620,4 +773,49 @@ void adaptive_avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                                  long4 io) {
   POOL_ITEM(n, base);
   adaptive_bwd_row(dy + dyo, dx + dxo, item, io);
+}
+
+/* GPU variant, OH = OW = 1: work-group g of a launch takes planes
+ * (first + g) (WG / rt) + lid / rt of `planes`. */
+__kernel RUMUS_WG_ATTR
+void adaptive_avgpool2d_fwd_o1(ulong planes, ulong first,
+                               global const real_t *x, ulong xo,
+                               global real_t *y, ulong yo, ulong area,
+                               uint rt) {
+  local float buf[WG];
+  const size_t p0 = (size_t)first * (WG / rt);
+  adaptive_fwd_o1(x + xo + p0 * (size_t)area, y + yo + p0,
+                  (size_t)planes - min((size_t)planes, p0), (size_t)area, rt,
+                  buf);
+}
+
+/* Work-item first + g of a launch: 4 dx elements of n. */
+__kernel RUMUS_WG_ATTR
+void adaptive_avgpool2d_bwd_o1(ulong items, ulong first,
+                               global const real_t *dy, ulong dyo,
+                               global real_t *dx, ulong dxo, ulong n,
+                               ulong area) {
+  POOL_ITEM(items, first);
+  adaptive_bwd_o1(dy + dyo, dx + dxo, item, (size_t)n, (size_t)area);
+}
+
+/* GPU variant, every index in 32 bits: the backwards with the host's magic
+ * numbers (mg, sv). */
+__kernel RUMUS_WG_ATTR
+void maxpool2d_bwd_q(ulong n, ulong base, global const real_t *dy, ulong dyo,
+                     global const int *idx, ulong io_, global real_t *dx,
+                     ulong dxo, long4 io, long4 ks, long4 pd,
+                     volatile global int *status, uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_bwd_q(dy + dyo, idx + io_, dx + dxo, (uint)item, io, ks, pd, status,
+                mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_bwd_q(ulong n, ulong base, global const real_t *dy, ulong dyo,
+                     global real_t *dx, ulong dxo, long4 io, long4 ks,
+                     long4 pd, int cip, int divisor, uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  avgpool_bwd_q(dy + dyo, dx + dxo, (uint)item, io, ks, pd, cip, divisor, mg,
+                sv);
 }

@@ -51,7 +51,12 @@
  *                   lid, lid + WG, ...; a tree in local memory (GPU);
  *     rs_wg_outer   a work-group of 32 columns x WG / 32 lanes: lane t
  *                   adds r = t, t + WG / 32, ... for its column (coalesced
- *                   across the columns), then a tree over the lanes (GPU).
+ *                   across the columns), then a tree over the lanes (GPU);
+ *     rs_sub_inner  rows of at most 16 WG elements (one run): a power of
+ *                   two of lanes per y element, several elements per
+ *                   work-group, a tree over each element's lanes (GPU).
+ *     The GPU kernels add a single run (Q = 1) in 4 chains per work-item
+ *     (rs_run_sum), the chains in order.
  *   y of reduce_sum has storage TO_YS (the program's storage, or F32 for
  *   16-bit x and for the partials).
  *
@@ -92,37 +97,42 @@ inline size_t to_div(size_t a, size_t b) {
 }
 
 /* Row-major index i over the nd extents e (last fastest) -> the sum of its
- * coordinates times the strides s. */
-inline size_t to_off(size_t i, uint nd, ulong8 ev, ulong8 sv) {
-  ulong e[8], s[8];
-  vstore8(ev, 0, e);
-  vstore8(sv, 0, s);
-  size_t off = 0;
-  for (int d = (int)nd - 1; d >= 0; d--) {
-    const size_t q = to_div(i, e[d]);
-    off += (i - q * e[d]) * s[d];
-    i = q;
+ * coordinates times the strides s.  Unrolled over the 8 lanes with
+ * constant lane names: a loop over arrays filled by vstore8 indexes them
+ * at run time, which puts them in per-thread memory on GPUs (off-chip:
+ * up to 192 bytes stored and reloaded per work-item of to_copy, to_tile
+ * and bcast_*, several times the bytes they move). */
+#define TO_OFF_STEP(k)                                                       \
+  if (nd > k) {                                                              \
+    const size_t q = to_div(i, ev.s##k);                                     \
+    off += (i - q * ev.s##k) * sv.s##k;                                      \
+    i = q;                                                                   \
   }
+inline size_t to_off(size_t i, uint nd, ulong8 ev, ulong8 sv) {
+  size_t off = 0;
+  TO_OFF_STEP(7) TO_OFF_STEP(6) TO_OFF_STEP(5) TO_OFF_STEP(4)
+  TO_OFF_STEP(3) TO_OFF_STEP(2) TO_OFF_STEP(1) TO_OFF_STEP(0)
   return off;
 }
+#undef TO_OFF_STEP
 
 /* The same for two stride sets at once (broadcast: a and b). */
+#define TO_OFF2_STEP(k)                                                      \
+  if (nd > k) {                                                              \
+    const size_t q = to_div(i, ev.s##k), c = i - q * ev.s##k;                \
+    a += c * s1v.s##k;                                                       \
+    b += c * s2v.s##k;                                                       \
+    i = q;                                                                   \
+  }
 inline void to_off2(size_t i, uint nd, ulong8 ev, ulong8 s1v, ulong8 s2v,
                     size_t *o1, size_t *o2) {
-  ulong e[8], s1[8], s2[8];
-  vstore8(ev, 0, e);
-  vstore8(s1v, 0, s1);
-  vstore8(s2v, 0, s2);
   size_t a = 0, b = 0;
-  for (int d = (int)nd - 1; d >= 0; d--) {
-    const size_t q = to_div(i, e[d]), c = i - q * e[d];
-    a += c * s1[d];
-    b += c * s2[d];
-    i = q;
-  }
+  TO_OFF2_STEP(7) TO_OFF2_STEP(6) TO_OFF2_STEP(5) TO_OFF2_STEP(4)
+  TO_OFF2_STEP(3) TO_OFF2_STEP(2) TO_OFF2_STEP(1) TO_OFF2_STEP(0)
   *o1 = a;
   *o2 = b;
 }
+#undef TO_OFF2_STEP
 
 /* An odometer over the nd outer dimensions of rows: the coordinates of
  * row i and its offsets in two tensors, advanced row by row without a
@@ -531,9 +541,31 @@ kernel void rs_row_outer(RS_ARGS) {
   }
 }
 
+/* The sum of p[r SI] over r = r0, r0 + step, ... below r1 (one run: the
+ * GPU kernels' common case) in 4 chains, so that each work-item has 4
+ * independent loads in flight (one chain left the H200's memory mostly
+ * idle), the chains added in order at the end. */
+inline float rs_run_sum(global const real_t *p, size_t r0, size_t r1,
+                        size_t step, size_t SI) {
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  size_t r = r0;
+  for (; r + 3 * step < r1; r += 4 * step) {
+    const float v0 = LOAD(p, r * SI), v1 = LOAD(p, (r + step) * SI);
+    const float v2 = LOAD(p, (r + 2 * step) * SI);
+    const float v3 = LOAD(p, (r + 3 * step) * SI);
+    a0 += v0;
+    a1 += v1;
+    a2 += v2;
+    a3 += v3;
+  }
+  for (; r < r1; r += step) a0 += LOAD(p, r * SI);
+  return (a0 + a1) + (a2 + a3);
+}
+
 /* GPU: work-group g sums y element j (K = 1); work-item lid adds r = r0 +
  * lid, r0 + lid + WG, ... (neighbouring work-items read neighbouring
- * elements of a run), then a tree in local memory. */
+ * elements of a run; in 4 chains when the reduced elements are one run),
+ * then a tree in local memory. */
 kernel RUMUS_WG_ATTR void rs_wg_inner(RS_ARGS) {
   local float buf[WG];
   const size_t g = first + get_group_id(0), lid = get_local_id(0);
@@ -543,11 +575,32 @@ kernel RUMUS_WG_ATTR void rs_wg_inner(RS_ARGS) {
   global const real_t *xj = x + xo + to_off(j, nk, ke, ks);
   float acc = 0.0f;
   rs_cursor cur;
-  for (rs_start(&cur, r0 + lid, nq, qe, qs, L, SI); cur.r < r1;
-       rs_step(&cur, WG, r1, nq, qe, qs, L))
-    acc += LOAD(xj, cur.o + cur.t * SI);
+  if (nq == 0) {
+    acc = rs_run_sum(xj, r0 + lid, r1, WG, SI);
+  } else {
+    for (rs_start(&cur, r0 + lid, nq, qe, qs, L, SI); cur.r < r1;
+         rs_step(&cur, WG, r1, nq, qe, qs, L))
+      acc += LOAD(xj, cur.o + cur.t * SI);
+  }
   rumus_wg_sum(buf, acc);
   if (lid == 0) YSTORE(buf[0], y, yo + yc + j);
+}
+
+/* GPU: x's last dimension reduced in one run (Q = 1, SI = 1) of L <= 16
+ * WG elements, no chunks: rt lanes per y element (rt a power of two
+ * dividing WG, WG / rt elements a group), lane t adds r = t, t + rt, ...
+ * (rs_run_sum), then a tree over the rt lanes (rumus_seg_sum).  Rows of
+ * 1024 took a work-group of 256 each, 4 elements a work-item and 8
+ * barriers of tree: 6% of the copy bandwidth on the H200. */
+kernel RUMUS_WG_ATTR void rs_sub_inner(RS_ARGS, uint rt) {
+  local float buf[WG];
+  const size_t g = first + get_group_id(0), lid = get_local_id(0);
+  if (g >= items) return; /* the whole group */
+  const size_t lane = lid % rt, j = g * (WG / rt) + lid / rt;
+  float acc = 0.0f;
+  if (j < ny) acc = rs_run_sum(x + xo + to_off(j, nk, ke, ks), lane, L, rt, 1);
+  const float s = rumus_seg_sum(buf, acc, rt);
+  if (lane == 0 && j < ny) YSTORE(s, y, yo + j);
 }
 
 /* GPU: work-group g sums RS_COLS neighbouring y elements of kept row p;
@@ -565,7 +618,9 @@ kernel RUMUS_WG_ATTR void rs_wg_outer(RS_ARGS) {
   global const real_t *xp = x + xo + to_off(p, nk, ke, ks) + c;
   float acc = 0.0f;
   rs_cursor cur;
-  if (c < K)
+  if (c < K && nq == 0)
+    acc = rs_run_sum(xp, r0 + lane, r1, RS_LANES, SI);
+  else if (c < K)
     for (rs_start(&cur, r0 + lane, nq, qe, qs, L, SI); cur.r < r1;
          rs_step(&cur, RS_LANES, r1, nq, qe, qs, L))
       acc += LOAD(xp, cur.o + cur.t * SI);

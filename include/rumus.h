@@ -824,9 +824,10 @@ typedef struct {
  *      invstd = 1 / sqrt(var + eps),
  *      y = (x - mean) * invstd * gamma[c] + beta[c]
  *  with gamma = 1 where gamma is NULL and beta = 0 where beta is NULL (not
- *  affine).  The variance is a corrected two-pass one (sums of x - mean
- *  after the mean is known), never E[x^2] - E[x]^2.  save_mean and
- *  save_invstd (required) receive mean and invstd for
+ *  affine).  The variance is a corrected two-pass one (sums of deviations
+ *  from a mean known beforehand: the channel's, or on the GPU variant each
+ *  range's, the ranges then merged exactly), never E[x^2] - E[x]^2.
+ *  save_mean and save_invstd (required) receive mean and invstd for
  *  rumus_batchnorm2d_bwd().  running_mean and running_var, both given or
  *  both NULL, are updated in place: r = (1 - momentum) * r + momentum *
  *  stat, with the unbiased variance var * M / (M - 1) for running_var, as
@@ -1289,10 +1290,13 @@ RUMUS_API int rumus_matmul_q8(rumus_ctx *ctx, const rumus_tensor *A,
  * contributions of the outputs whose window holds it, so results are the
  * same bits run to run (no atomics), overlapping windows (stride < kernel)
  * included.  dx is overwritten, not accumulated into.  The work-group and
- * CPU variants run the same kernels (one work-item per output element in
- * the forwards, per input element in the backwards: these ops move memory
- * and reduce nothing across work-items), and one program per storage type
- * holds the family; rumus_cache_fill() builds the F32 one.
+ * CPU variants visit the same terms in the same order (one work-item per
+ * output element or row in the forwards, per input element or row in the
+ * backwards), so they give the same bits, except the adaptive forward to
+ * OH = OW = 1, which the work-group variant sums as a tree over each plane
+ * (its own fixed order: the same bits run to run, possibly not the CPU
+ * variant's in the last bits).  One program per storage type holds the
+ * family; rumus_cache_fill() builds the F32 one.
  * No output may share memory with another tensor of its call.  A tensor
  * with N or C of 0 makes the call check its arguments and do nothing. */
 

@@ -527,6 +527,44 @@ END_TEST
  * statistics keep invstd within rtol 1e-4, the mean within 1e-7 of
  * itself, and y within atol 2e-4 (the float mean's own rounding,
  * ulp(1000) / 2 = 3e-5, times invstd 1.7, plus the sums' errors). */
+/* One channel of 2049 x 2049 values: more than the 1024 ranges of at most
+ * 16 WG values the GPU variant holds in registers, so its statistics read
+ * each range twice (the other path of bn_stats_wg); F32, both variants. */
+START_TEST(long_channel) {
+  rumus_ctx *ctx = tu_ctx();
+  const shp s = {1, 1, 2049, 2049};
+  inputs in = make_inputs(&s, RUMUS_F32, 27);
+  tu_rng r;
+  tu_rng_seed(&r, 28);
+  for (size_t i = 0; i < in.n; i++) in.x[i] = 3.0f + tu_uniform(&r, -1, 1);
+  double *want = tu_malloc(in.n * 8), mean[1], var[1], is[1];
+  ref_batchnorm2d_stats(in.x, s.N, s.C, s.H * s.W, mean, var);
+  ref_batchnorm2d_apply(in.x, s.N, s.C, s.H * s.W, mean, var, 1e-5, NULL,
+                        NULL, want);
+  is[0] = 1.0 / sqrt(var[0] + 1e-5);
+  for (int v = 0; v < 2; v++) {
+    char nm[96];
+    tu_set_variant(ctx, tu_variants[v]);
+    bn_tensors t = bn_make(ctx, &in);
+    TU_OK(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, t.x.t, NULL, NULL,
+                                           NULL, NULL, t.y.t, t.sm.t, t.si.t));
+    float *y = tu_download_f32(ctx, t.y.t), *m = tu_download_f32(ctx, t.sm.t);
+    float *si = tu_download_f32(ctx, t.si.t);
+    tu_check_close(name_of(nm, sizeof nm, "long_y", RUMUS_F32, v, &s), y,
+                   want, in.n, 2e-4, 0);
+    tu_check_close(name_of(nm, sizeof nm, "long_mean", RUMUS_F32, v, &s), m,
+                   mean, 1, 0, 1e-6);
+    tu_check_close(name_of(nm, sizeof nm, "long_invstd", RUMUS_F32, v, &s),
+                   si, is, 1, 0, 1e-4);
+    free(y), free(m), free(si);
+    bn_free(ctx, &t);
+  }
+  free(want);
+  free_inputs(&in);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 START_TEST(large_offset) {
   rumus_ctx *ctx = tu_ctx();
   const shp s = {64, 2, 28, 28};
@@ -771,6 +809,7 @@ int main(void) {
   tcase_add_test(limits, empty_tensors);
   tcase_add_test(limits, nan_channel);
   tcase_add_test(limits, large_offset);
+  tcase_add_test(limits, long_channel);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_nulls_and_types);

@@ -70,6 +70,9 @@ static const size_t ADA_CASES[][6] = {
     {1, 1, 1, 1, 1, 1}, {3, 5, 7, 5, 3, 2}, {1, 1, 7, 5, 1, 1},
     {3, 1, 5, 7, 7, 9}, {1, 5, 1, 1, 3, 3}, {1, 1, 9, 9, 4, 5},
     {3, 5, 10, 10, 5, 5},
+    /* to 1 x 1 (the GPU variant's plane reduction and broadcast): several
+     * chains a lane; 32 planes of 9 a work-group, the last group short */
+    {2, 3, 23, 17, 1, 1}, {4, 9, 3, 3, 1, 1},
 };
 #define N_MAX (sizeof MAX_CASES / sizeof MAX_CASES[0])
 #define N_AVG (sizeof AVG_CASES / sizeof AVG_CASES[0])
@@ -211,10 +214,13 @@ static void max_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
 }
 
 /* The average pooling of one case (p NULL: adaptive) on both variants:
- * forward and backward against want and want_dx, the same bits on both. */
+ * forward and backward against want and want_dx, the same bits on both
+ * (but for the adaptive forward to 1 x 1, which the GPU variant sums as a
+ * tree: the same bits run to run, checked here too). */
 static void avg_variants(rumus_ctx *ctx, run *r, const rumus_pool2d_params *p,
                          rumus_dtype d, size_t k, const double *want,
                          const double *want_dx) {
+  const int fwd_tree = p == NULL && r->oh == 1 && r->ow == 1;
   const char *fwd = p ? "avgpool2d_fwd" : "adaptive_avgpool2d_fwd";
   const char *bwd = p ? "avgpool2d_bwd" : "adaptive_avgpool2d_bwd";
   double fa, fr, ba, br;
@@ -237,8 +243,16 @@ static void avg_variants(rumus_ctx *ctx, run *r, const rumus_pool2d_params *p,
     name_of(name, sizeof name, bwd, d, v, k);
     tu_check_close(name, dx, want_dx, r->nin, ba, br);
     if (v == 1) {
-      check_same_bits(name, prev[0], y, r->nout * sizeof *y);
+      if (!fwd_tree) check_same_bits(name, prev[0], y, r->nout * sizeof *y);
       check_same_bits(name, prev[1], dx, r->nin * sizeof *dx);
+    }
+    if (fwd_tree) { /* run to run */
+      name_of(name, sizeof name, fwd, d, v, k);
+      TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, r->tx, r->ty));
+      float *y2 = tu_download_f32(ctx, r->ty);
+      ck_assert_msg(memcmp(y, y2, r->nout * sizeof *y) == 0,
+                    "%s: a second run differs", name);
+      free(y2);
     }
     free(prev[0]);
     free(prev[1]);
@@ -465,6 +479,39 @@ START_TEST(max_special_values) {
 }
 END_TEST
 
+/* Adaptive pooling of 3 x 5 x 7 x 5 to 1 x 1 (the GPU variant's own
+ * kernels) at odd element offsets with guard bytes, variant v. */
+static void guarded_adaptive_o1(rumus_ctx *ctx, rumus_dtype d, const float *x,
+                                const float *g, int v) {
+  const size_t in[4] = {3, 5, 7, 5}, out[4] = {3, 5, 1, 1};
+  const size_t nin = 3 * 5 * 7 * 5, planes = 15;
+  double fa, fr, ba, br, want[3 * 5 * 7 * 5];
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  tu_guarded gx = tu_guarded_typed_odd(ctx, d, 4, in, x, 3);
+  tu_guarded gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, 1);
+  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, 5);
+  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, 7);
+  char name[64];
+  TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, gx.t, gy.t));
+  float *got = tu_download_f32(ctx, gy.t);
+  ref_adaptive_avgpool2d_fwd(x, planes, 7, 5, 1, 1, want);
+  snprintf(name, sizeof name, "guarded_adaptive_o1_fwd_%d", v);
+  tu_check_close(name, got, want, planes, fa, fr);
+  free(got);
+  TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, gg.t, gdx.t));
+  got = tu_download_f32(ctx, gdx.t);
+  ref_adaptive_avgpool2d_bwd(g, planes, 7, 5, 1, 1, want);
+  snprintf(name, sizeof name, "guarded_adaptive_o1_bwd_%d", v);
+  tu_check_close(name, got, want, nin, ba, br);
+  free(got);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_guarded_check_free(ctx, &gx);
+  tu_guarded_check_free(ctx, &gy);
+  tu_guarded_check_free(ctx, &gg);
+  tu_guarded_check_free(ctx, &gdx);
+}
+
 /* Every op in borrowed buffers at an offset (4096 bytes in) with guard
  * bytes on both sides, storage tu_dtypes[_i], against the reference:
  * 3 x 5 x 7 x 5, overlapping 3 x 3 windows with stride 2 and padding. */
@@ -520,6 +567,7 @@ START_TEST(guards_and_offsets) {
     ref_adaptive_avgpool2d_bwd(g, planes, 7, 5, 4, 3, want);
     tu_check_close("guarded_adaptive_bwd", got, want, nin, ba, br);
     free(got);
+    guarded_adaptive_o1(ctx, d, x, g, v);
   }
   TU_OK(ctx, rumus_ctx_sync(ctx));
   tu_guarded_check_free(ctx, &gx);

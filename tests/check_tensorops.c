@@ -446,7 +446,11 @@ START_TEST(reduce_shapes) {
            {4, {2, 3, 700, 1}, 0xD}, {8, {2, 1, 3, 2, 5, 1, 2, 7}, 0x55},
            {8, {2, 1, 3, 2, 5, 1, 2, 7}, 0xAA}, {0, {1}, 0},
            {1, {100003}, 1},         {2, {40000, 3}, 1},
-           {3, {2, 50001, 9}, 2},    {3, {129, 300, 2}, 5}};
+           {3, {2, 50001, 9}, 2},    {3, {129, 300, 2}, 5},
+           /* rows of one run, several per work-group (GPU rs_sub_inner:
+            * 16, 64 and 256 lanes a row, the last group short) */
+           {2, {1000, 129}, 2},      {3, {5, 33, 1000}, 4},
+           {2, {70, 4096}, 2}};
   for (size_t c = 0; c < sizeof C / sizeof C[0]; c++) {
     const size_t n = numel(C[c].nd, C[c].s);
     float *x = rand_vals(&r, d, n);
@@ -458,26 +462,35 @@ START_TEST(reduce_shapes) {
 }
 END_TEST
 
-/* Each variant gives the same bits on a second run. */
+/* Each variant gives the same bits on a second run: over the leading
+ * axes and over the last (rows of 1500 elements). */
 START_TEST(reduce_deterministic) {
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, 91);
-  const size_t s[3] = {37, 1500, 9}, ys[1] = {9};
+  const size_t s[3] = {37, 1500, 9}, ys[1] = {9}, s2[2] = {37 * 9, 1500},
+               ys2[1] = {37 * 9};
   float *x = rand_vals(&r, RUMUS_F32, numel(3, s));
   rumus_tensor *tx = tu_tensor_typed(ctx, RUMUS_F32, 3, s, x),
-               *ty = tu_tensor_typed(ctx, RUMUS_F32, 1, ys, NULL);
+               *ty = tu_tensor_typed(ctx, RUMUS_F32, 1, ys, NULL),
+               *tx2 = tu_tensor_typed(ctx, RUMUS_F32, 2, s2, x),
+               *ty2 = tu_tensor_typed(ctx, RUMUS_F32, 1, ys2, NULL);
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
-    float a[9], b[9];
+    float a[9], b[9], a2[37 * 9], b2[37 * 9];
     TU_OK(ctx, rumus_reduce_sum(ctx, tx, 3u, 0, ty));
     TU_OK(ctx, rumus_tensor_download(ty, a, sizeof a));
     TU_OK(ctx, rumus_reduce_sum(ctx, tx, 3u, 0, ty));
     TU_OK(ctx, rumus_tensor_download(ty, b, sizeof b));
     ck_assert_mem_eq(a, b, sizeof a);
+    TU_OK(ctx, rumus_reduce_sum(ctx, tx2, 2u, 0, ty2));
+    TU_OK(ctx, rumus_tensor_download(ty2, a2, sizeof a2));
+    TU_OK(ctx, rumus_reduce_sum(ctx, tx2, 2u, 0, ty2));
+    TU_OK(ctx, rumus_tensor_download(ty2, b2, sizeof b2));
+    ck_assert_mem_eq(a2, b2, sizeof a2);
   }
   free(x);
-  tu_free_all(ctx, tx, ty, NULL);
+  tu_free_all(ctx, tx, ty, tx2, ty2, NULL);
 }
 END_TEST
 

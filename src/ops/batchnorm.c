@@ -10,7 +10,11 @@
  * channel, stage 2 per channel, in a fixed order: cl/batchnorm.cl).  The
  * host cuts each channel's M = N * H * W elements into ranges so that the
  * device has enough work-groups (GPU) or work-items (CPU) when C is small,
- * with a floor on the range length so that short channels stay whole.
+ * with a floor on the range length so that short channels stay whole.  On
+ * the GPU variant each reduction is one launch (the last work-group of a
+ * channel folds its ranges), on the CPU variant two (stage 2 is a launch
+ * of its own).  The partial sums live in a reusable scratch slot of the
+ * context, not a buffer created per call.
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,15 +29,20 @@ static const char *const FILE_CL = "batchnorm.cl";
 #define MAX_ITEMS ((size_t)1 << 30)
 #define MAX_GROUPS_DIM1 ((size_t)65535)
 
-/* Ranges per channel: enough for BN_GROUPS_PER_CU work-groups (GPU) or
- * BN_ITEMS_PER_CU work-items (CPU) per compute unit over all channels,
- * each range at least BN_MIN_V_GPU elements per work-item of a group
- * (GPU) or BN_MIN_CPU elements (CPU), and at most BN_MAX_PARTS. */
-#define BN_GROUPS_PER_CU 4
+/* Ranges per channel: on the CPU variant enough for BN_ITEMS_PER_CU
+ * work-items per compute unit over all channels, each range at least
+ * BN_MIN_CPU elements; on the GPU variant ranges of at most BN_MIN_V_GPU
+ * elements per work-item of a group (BN_HOLD in cl/batchnorm.cl: what
+ * bn_stats_wg holds in registers); at most BN_MAX_PARTS. */
 #define BN_ITEMS_PER_CU 8
 #define BN_MIN_V_GPU 16
 #define BN_MIN_CPU 4096
 #define BN_MAX_PARTS 1024
+
+/* The context's reusable scratch slot that holds the partial sums (gemm
+ * takes slots 0 and 1; any slot would do, as the holder of the slots
+ * runs alone, but a slot of its own keeps its size from churning). */
+#define BN_SCRATCH_SLOT 2
 
 /* The geometry of the family's program on this context's variant. */
 typedef struct {
@@ -50,8 +59,10 @@ typedef struct {
 static void bn_options(const bn_geom *g, char *buf, size_t len) {
   char head[96];
   rumus__options_head(head, sizeof head, g->storage, g->wg, 0);
-  snprintf(buf, len, "%s -DBN_GPU=%d -DBN_VW=%zu -DBN_NV=%zu -DBN_FOLD_LS=%zu",
-           head, g->gpu, g->vw, g->nv, g->fold_ls);
+  snprintf(buf, len,
+           "%s -DBN_GPU=%d -DBN_VW=%zu -DBN_NV=%zu -DBN_FOLD_LS=%zu "
+           "-DBN_HOLD=%d",
+           head, g->gpu, g->vw, g->nv, g->fold_ls, BN_MIN_V_GPU);
 }
 
 /* GPU: one float4 per work-item of the maps in groups of 256 (coalesced,
@@ -155,25 +166,31 @@ static bn_arg arg_of(const rumus_tensor *t, const rumus_tensor *stand_in) {
 static void plan_parts(const rumus_ctx *ctx, const bn_geom *g,
                        const bn_shape *sh, size_t *parts, size_t *L) {
   const size_t cu = ctx->compute_units ? ctx->compute_units : 1;
-  const size_t want = (g->gpu ? BN_GROUPS_PER_CU : BN_ITEMS_PER_CU) * cu;
   const size_t min_len = g->gpu ? g->wg * BN_MIN_V_GPU : BN_MIN_CPU;
-  size_t p = (want + sh->C - 1) / sh->C;
   const size_t p_len = (sh->M + min_len - 1) / min_len;
-  if (p > p_len) p = p_len;
+  size_t p = (BN_ITEMS_PER_CU * cu + sh->C - 1) / sh->C;
+  /* GPU: as many ranges as the length allows, so that bn_stats_wg holds
+   * its range in registers (one read of x instead of two) and the device
+   * gets M C / (16 WG) work-groups; the fold is a tree, so more ranges
+   * cost little. */
+  if (g->gpu || p > p_len) p = p_len;
   if (p > BN_MAX_PARTS) p = BN_MAX_PARTS;
+  /* The GPU's last-group fold takes a ticket word per channel. */
+  if (g->gpu && sh->C > RUMUS__TICKETS) p = 1;
   if (p < 1) p = 1;
   *L = (sh->M + p - 1) / p;
   *parts = (sh->M + *L - 1) / *L;
 }
 
-/* Stage 1 of reduction `mode` ("sum", "dev", "bwd"): a (and b, mean) per
- * cl/batchnorm.cl into part (2 floats per channel and range). */
+/* CPU: stage 1 of reduction `mode` ("sum", "dev", "bwd"): a (and b, mean)
+ * per cl/batchnorm.cl into part (2 floats per channel and range), one
+ * work-item per (channel, range). */
 static int run_stage1(rumus_ctx *ctx, const char *op, const bn_geom *g,
                       const char *mode, bn_arg a, bn_arg b, bn_arg mean,
                       const bn_shape *sh, size_t parts, size_t L,
                       cl_mem part) {
   char kname[32];
-  snprintf(kname, sizeof kname, "bn_%s_%s", mode, g->gpu ? "wg" : "item");
+  snprintf(kname, sizeof kname, "bn_%s_item", mode);
   const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
   cl_ulong C = sh->C, S = sh->S, M = sh->M, nL = L, np = parts;
   rumus__arg args[12] = {
@@ -181,16 +198,28 @@ static int run_stage1(rumus_ctx *ctx, const char *op, const bn_geom *g,
       RUMUS__ARG(b.off),    RUMUS__ARG(mean.mem), RUMUS__ARG(mean.off),
       RUMUS__ARG(part),     RUMUS__ARG(C),     RUMUS__ARG(S),
       RUMUS__ARG(M),        RUMUS__ARG(nL),    RUMUS__ARG(np)};
-  const size_t items = parts * sh->C;
-  size_t global, local;
-  if (g->gpu) {
-    global = items * g->wg;
-    local = g->wg;
-  } else {
-    global = items;
-    local = rumus__row_local(ctx, items);
-  }
+  size_t global = parts * sh->C, local = rumus__row_local(ctx, global);
   return rumus__launch(ctx, op, &k, 1, &global, &local, 12, args);
+}
+
+/* GPU: a reduction and its fold in one launch, kernel `kname` with the
+ * arguments BN_WG_ARGS of cl/batchnorm.cl, then rest[0 .. nrest), then the
+ * status buffer (the channels' tickets). */
+static int run_fused(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                     const char *kname, bn_arg a, bn_arg b, bn_arg mean,
+                     const bn_shape *sh, size_t parts, size_t L, cl_mem part,
+                     const rumus__arg *rest, size_t nrest) {
+  const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
+  cl_ulong C = sh->C, S = sh->S, M = sh->M, nL = L, np = parts;
+  rumus__arg args[24] = {
+      RUMUS__ARG(a.mem),    RUMUS__ARG(a.off), RUMUS__ARG(b.mem),
+      RUMUS__ARG(b.off),    RUMUS__ARG(mean.mem), RUMUS__ARG(mean.off),
+      RUMUS__ARG(part),     RUMUS__ARG(C),     RUMUS__ARG(S),
+      RUMUS__ARG(M),        RUMUS__ARG(nL),    RUMUS__ARG(np)};
+  for (size_t i = 0; i < nrest; i++) args[12 + i] = rest[i];
+  args[12 + nrest] = RUMUS__ARG(ctx->status);
+  size_t global = parts * sh->C * g->wg, local = g->wg;
+  return rumus__launch(ctx, op, &k, 1, &global, &local, 13 + nrest, args);
 }
 
 /* Stage 2: kernel `kname` over the channels, its arguments after (part,
@@ -214,18 +243,28 @@ static size_t pow2_at_least(size_t n, size_t cap) {
 }
 
 /* A map: kernel `kname` with its arguments pre[0 .. npre), then (C, S,
- * planes, q0), over blocks of vw * nv elements of each plane, in chunks
- * of planes. */
+ * planes, q0, flat), over blocks of vw * nv elements of each plane, in
+ * chunks of planes: 2-D (blocks, planes), or on the GPU variant with S a
+ * multiple of the block 1-D over the chunk's blocks (flat, no padding
+ * per plane). */
 static int run_map(rumus_ctx *ctx, const char *op, const bn_geom *g,
                    const char *kname, const rumus__arg *pre, size_t npre,
                    const bn_shape *sh) {
   const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
   const size_t span = g->vw * g->nv, blocks = (sh->S + span - 1) / span;
-  size_t local[2];
-  local[0] = pow2_at_least(blocks, g->ls);
-  local[1] = g->ls / local[0];
-  size_t chunk = MAX_ITEMS / local[0];
-  if (chunk > MAX_GROUPS_DIM1 * local[1]) chunk = MAX_GROUPS_DIM1 * local[1];
+  cl_int flat = g->gpu && sh->S % span == 0;
+  size_t local[2], chunk;
+  if (flat) {
+    local[0] = g->ls;
+    local[1] = 1;
+    chunk = MAX_ITEMS / blocks; /* planes a launch */
+  } else {
+    local[0] = pow2_at_least(blocks, g->ls);
+    local[1] = g->ls / local[0];
+    chunk = MAX_ITEMS / local[0];
+    if (chunk > MAX_GROUPS_DIM1 * local[1])
+      chunk = MAX_GROUPS_DIM1 * local[1];
+  }
   cl_ulong C = sh->C, S = sh->S, planes = sh->planes;
   rumus__arg args[24];
   for (size_t i = 0; i < npre; i++) args[i] = pre[i];
@@ -235,23 +274,33 @@ static int run_map(rumus_ctx *ctx, const char *op, const bn_geom *g,
     args[npre + 1] = RUMUS__ARG(S);
     args[npre + 2] = RUMUS__ARG(planes);
     args[npre + 3] = RUMUS__ARG(nq0);
-    size_t global[2] = {blocks, sh->planes - q0 < chunk ? sh->planes - q0
-                                                        : chunk};
+    args[npre + 4] = RUMUS__ARG(flat);
+    const size_t n = sh->planes - q0 < chunk ? sh->planes - q0 : chunk;
+    size_t global[2] = {flat ? n * blocks : blocks, flat ? 1 : n};
     RUMUS__FORWARD(
-        rumus__launch(ctx, op, &k, 2, global, local, npre + 4, args));
+        rumus__launch(ctx, op, &k, 2, global, local, npre + 5, args));
   }
   return RUMUS_OK;
 }
 
 /* Scratch for stage 1's partial sums (and the backward's coefficients,
- * 2 C floats more when extra). */
+ * 2 C floats more when extra): the context's slot, taken on success until
+ * part_release. */
 static int part_scratch(rumus_ctx *ctx, const char *op, const bn_shape *sh,
                         size_t parts, int extra, cl_mem *out) {
   const size_t pairs = parts * sh->C + (extra ? sh->C : 0);
   RUMUS__FAIL_IF(pairs > (size_t)-1 / (2 * sizeof(float)), ctx, RUMUS_ESIZE,
                  "%s: %zu partial sums overflow size_t", op, pairs);
-  return rumus__scratch(ctx, op, pairs * 2 * sizeof(float), out);
+  rumus__scratch_begin(ctx);
+  const int st = rumus__scratch_slot(ctx, op, BN_SCRATCH_SLOT,
+                                     pairs * 2 * sizeof(float), out);
+  if (st != RUMUS_OK) rumus__scratch_end(ctx);
+  return st;
 }
+
+/* Lets the slot go (the queue runs this op's kernels before the next
+ * holder's). */
+static void part_release(rumus_ctx *ctx) { rumus__scratch_end(ctx); }
 
 /* ---- Channel bias ------------------------------------------------------- */
 
@@ -295,16 +344,20 @@ int rumus_channel_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   cl_mem part;
   RUMUS__FORWARD(part_scratch(ctx, op, &sh, parts, 0, &part));
   const bn_arg a = arg_of(dy, NULL);
-  int st = run_stage1(ctx, op, &g, "sum", a, a, a, &sh, parts, L, part);
-  if (st == RUMUS_OK) {
-    cl_ulong dbo = rumus__off(db);
-    const rumus__arg rest[2] = {RUMUS__ARG(db->mem), RUMUS__ARG(dbo)};
-    st = run_fold(ctx, op, &g,
-                  db->dtype != dy->dtype ? "bn_fold_bias_f32" : "bn_fold_bias",
-                  part, parts, &sh, rest, 2);
+  const int f32 = db->dtype != dy->dtype;
+  cl_ulong dbo = rumus__off(db);
+  const rumus__arg rest[2] = {RUMUS__ARG(db->mem), RUMUS__ARG(dbo)};
+  int st;
+  if (g.gpu) {
+    st = run_fused(ctx, op, &g, f32 ? "bn_bias_wg_f32" : "bn_bias_wg", a, a,
+                   a, &sh, parts, L, part, rest, 2);
+  } else {
+    st = run_stage1(ctx, op, &g, "sum", a, a, a, &sh, parts, L, part);
+    if (st == RUMUS_OK)
+      st = run_fold(ctx, op, &g, f32 ? "bn_fold_bias_f32" : "bn_fold_bias",
+                    part, parts, &sh, rest, 2);
   }
-  /* The queue keeps the scratch buffer alive until the kernels finish. */
-  clReleaseMemObject(part);
+  part_release(ctx);
   return st;
 }
 
@@ -366,6 +419,20 @@ static int train_stats(rumus_ctx *ctx, const char *op, const bn_geom *g,
   RUMUS__FORWARD(part_scratch(ctx, op, sh, parts, 0, &part));
   const bn_arg xa = arg_of(x, NULL), ma = arg_of(save_mean, NULL);
   cl_ulong M = sh->M, io = rumus__off(save_invstd);
+  if (g->gpu) {
+    const bn_arg ra = arg_of(rm, save_mean), va = arg_of(rv, save_mean);
+    cl_int has_run = rm != NULL;
+    const rumus__arg rest[9] = {
+        RUMUS__ARG(p->eps),   RUMUS__ARG(p->momentum),
+        RUMUS__ARG(save_invstd->mem), RUMUS__ARG(io),
+        RUMUS__ARG(has_run),  RUMUS__ARG(ra.mem),
+        RUMUS__ARG(ra.off),   RUMUS__ARG(va.mem),
+        RUMUS__ARG(va.off)};
+    const int st = run_fused(ctx, op, g, "bn_stats_wg", xa, xa, ma, sh, parts,
+                             L, part, rest, 9);
+    part_release(ctx);
+    return st;
+  }
   int st = run_stage1(ctx, op, g, "sum", xa, xa, ma, sh, parts, L, part);
   if (st == RUMUS_OK) {
     const rumus__arg rest[3] = {RUMUS__ARG(M), RUMUS__ARG(ma.mem),
@@ -384,7 +451,7 @@ static int train_stats(rumus_ctx *ctx, const char *op, const bn_geom *g,
         RUMUS__ARG(ra.off),  RUMUS__ARG(va.mem),  RUMUS__ARG(va.off)};
     st = run_fold(ctx, op, g, "bn_fold_var", part, parts, sh, rest, 12);
   }
-  clReleaseMemObject(part);
+  part_release(ctx);
   return st;
 }
 
@@ -465,21 +532,30 @@ static int run_bwd(rumus_ctx *ctx, const char *op, const bn_geom *g,
                    size_t parts, size_t L) {
   const bn_arg ya = arg_of(dy, NULL), xa = arg_of(x, NULL);
   const bn_arg ma = arg_of(save_mean, NULL), ia = arg_of(save_invstd, NULL);
-  RUMUS__FORWARD(run_stage1(ctx, op, g, "bwd", ya, xa, ma, sh, parts, L,
-                            part));
   /* The fold writes dx's coefficients into part after the partial sums
    * (float coef_at on), where the map reads them. */
   const bn_arg dga = arg_of(dgamma, save_mean), dba = arg_of(dbeta, save_mean);
   cl_ulong M = sh->M;
   cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
   cl_ulong coef_at = 2 * parts * sh->C;
-  const rumus__arg rest[11] = {
-      RUMUS__ARG(M),       RUMUS__ARG(ia.mem),  RUMUS__ARG(ia.off),
-      RUMUS__ARG(part),    RUMUS__ARG(coef_at), RUMUS__ARG(has_dg),
-      RUMUS__ARG(dga.mem), RUMUS__ARG(dga.off), RUMUS__ARG(has_db),
-      RUMUS__ARG(dba.mem), RUMUS__ARG(dba.off)};
-  RUMUS__FORWARD(run_fold(ctx, op, g, "bn_fold_bwd", part, parts, sh, rest,
-                          11));
+  if (g->gpu) {
+    const rumus__arg rest[9] = {
+        RUMUS__ARG(ia.mem),  RUMUS__ARG(ia.off),  RUMUS__ARG(coef_at),
+        RUMUS__ARG(has_dg),  RUMUS__ARG(dga.mem), RUMUS__ARG(dga.off),
+        RUMUS__ARG(has_db),  RUMUS__ARG(dba.mem), RUMUS__ARG(dba.off)};
+    RUMUS__FORWARD(run_fused(ctx, op, g, "bn_bwd_wg", ya, xa, ma, sh, parts,
+                             L, part, rest, 9));
+  } else {
+    const rumus__arg rest[11] = {
+        RUMUS__ARG(M),       RUMUS__ARG(ia.mem),  RUMUS__ARG(ia.off),
+        RUMUS__ARG(part),    RUMUS__ARG(coef_at), RUMUS__ARG(has_dg),
+        RUMUS__ARG(dga.mem), RUMUS__ARG(dga.off), RUMUS__ARG(has_db),
+        RUMUS__ARG(dba.mem), RUMUS__ARG(dba.off)};
+    RUMUS__FORWARD(run_stage1(ctx, op, g, "bwd", ya, xa, ma, sh, parts, L,
+                              part));
+    RUMUS__FORWARD(run_fold(ctx, op, g, "bn_fold_bwd", part, parts, sh, rest,
+                            11));
+  }
   const bn_arg ga = arg_of(gamma, save_mean);
   cl_ulong dxo = rumus__off(dx);
   cl_int has_g = gamma != NULL;
@@ -526,7 +602,7 @@ int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   RUMUS__FORWARD(part_scratch(ctx, op, &sh, parts, 1, &part));
   const int st = run_bwd(ctx, op, &g, &sh, dy, x, gamma, save_mean,
                          save_invstd, dx, dgamma, dbeta, part, parts, L);
-  clReleaseMemObject(part);
+  part_release(ctx);
   return st;
 }
 

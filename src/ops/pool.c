@@ -4,7 +4,10 @@
  * storage type holds the kernels of both variants (they differ only in
  * the backwards: one work-item per element on GPUs, per input row on
  * CPUs), with a fixed local size over a padded global size, at most 2^30
- * work-items a launch.
+ * work-items a launch.  Adaptive pooling to 1 x 1 on the GPU variant has
+ * kernels of its own: a plane reduction (forward) and a broadcast; the
+ * GPU variant's max and average backwards divide by multiplication when
+ * every index fits in 32 bits (pool_magics).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -236,6 +239,35 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
 }
 
+/* ---- GPU backwards: divisions by multiplication ------------------------- */
+
+/* Granlund and Montgomery's magic numbers for unsigned 32-bit division by
+ * d (cl/pool.cl, pool_qdiv): l = ceil(log2 d), m = floor(2^32 (2^l - d) /
+ * d) + 1, shifts min(l, 1) and l - 1 (0 for d = 1), packed s1 | s2 << 8. */
+static void magic_of(uint64_t d, cl_uint *m, cl_uint *sv) {
+  if (d == 0) d = 1; /* not a divisor of the call: any value */
+  unsigned l = 0;
+  while (l < 32 && ((uint64_t)1 << l) < d) l++;
+  *m = (cl_uint)((((uint64_t)1 << 32) * (((uint64_t)1 << l) - d)) / d + 1);
+  *sv = (cl_uint)((l < 1 ? l : 1) | ((l > 0 ? l - 1 : 0) << 8));
+}
+
+/* The _q kernels' arguments: divisors H W, W, sh, sw, OW (lanes 0-4); 1
+ * when every index of the call fits in 32 bits and the GPU variant runs
+ * (those kernels apply), else 0. */
+static int pool_magics(const rumus_ctx *ctx, const pool_call *c,
+                       const rumus_tensor *in, const rumus_tensor *out,
+                       cl_uint8 *mg, cl_uint8 *sv) {
+  const size_t lim = (size_t)1 << 31;
+  if (!rumus__gpu_variant(ctx) || in->numel >= lim || out->numel >= lim)
+    return 0;
+  const uint64_t d[5] = {(uint64_t)(c->io.s[0] * c->io.s[1]),
+                         (uint64_t)c->io.s[1], (uint64_t)c->ks.s[2],
+                         (uint64_t)c->ks.s[3], (uint64_t)c->io.s[3]};
+  for (int k = 0; k < 8; k++) magic_of(k < 5 ? d[k] : 1, &mg->s[k], &sv->s[k]);
+  return 1;
+}
+
 int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *dy, const rumus_tensor *indices,
                         rumus_tensor *dx) {
@@ -260,6 +292,15 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(ctx->status)};
+  cl_uint8 mg, sv;
+  if (pool_magics(ctx, &c, dx, dy, &mg, &sv)) {
+    rumus__arg aq[14];
+    for (int i = 0; i < 12; i++) aq[i] = args[i];
+    aq[12] = RUMUS__ARG(mg);
+    aq[13] = RUMUS__ARG(sv);
+    return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_q", dx->numel, aq, 14,
+                     pool_ls(ctx));
+  }
   return run_rows(ctx, op, "maxpool2d_bwd", dx, args, 12);
 }
 
@@ -302,6 +343,15 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
+  cl_uint8 mg, sv;
+  if (pool_magics(ctx, &c, dx, dy, &mg, &sv)) {
+    rumus__arg aq[13];
+    for (int i = 0; i < 11; i++) aq[i] = args[i];
+    aq[11] = RUMUS__ARG(mg);
+    aq[12] = RUMUS__ARG(sv);
+    return run_items(ctx, op, dx->dtype, "avgpool2d_bwd_q", dx->numel, aq, 13,
+                     pool_ls(ctx));
+  }
   return run_rows(ctx, op, "avgpool2d_bwd", dx, args, 11);
 }
 
@@ -333,6 +383,41 @@ static int check_adaptive(rumus_ctx *ctx, const char *op, const char *in_name,
   return RUMUS_OK;
 }
 
+/* GPU variant, OH = OW = 1: lanes per plane for adaptive_avgpool2d_fwd_o1,
+ * a power of two from 1 to the local size, about 8 elements a lane (the
+ * sum order follows from the area and the local size alone). */
+static cl_uint o1_lanes(size_t area, size_t ls) {
+  size_t rt = 1;
+  while (rt < ls && rt * 8 < area) rt *= 2;
+  return (cl_uint)rt;
+}
+
+/* The GPU variant's adaptive forward to 1 x 1: groups of pool_ls() lanes,
+ * ls / rt planes each, at most MAX_ITEMS work-items a launch. */
+static int adaptive_fwd_o1(rumus_ctx *ctx, const char *op,
+                           const rumus_tensor *x, const rumus_tensor *y) {
+  char opts[192];
+  pool_options(ctx, x->dtype, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, "adaptive_avgpool2d_fwd_o1"};
+  const size_t ls = pool_ls(ctx), area = x->shape[2] * x->shape[3];
+  cl_uint rt = o1_lanes(area, ls);
+  const size_t per = ls / rt, groups = (y->numel + per - 1) / per;
+  const size_t piece = MAX_ITEMS / ls;
+  cl_ulong planes = y->numel, first = 0, ar = area, xo = rumus__off(x),
+           yo = rumus__off(y);
+  const rumus__arg args[8] = {RUMUS__ARG(planes), RUMUS__ARG(first),
+                              RUMUS__ARG(x->mem), RUMUS__ARG(xo),
+                              RUMUS__ARG(y->mem), RUMUS__ARG(yo),
+                              RUMUS__ARG(ar),     RUMUS__ARG(rt)};
+  for (size_t f = 0; f < groups; f += piece) {
+    first = f;
+    size_t global = (groups - f < piece ? groups - f : piece) * ls,
+           local = ls;
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, 8, args));
+  }
+  return RUMUS_OK;
+}
+
 int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx, const rumus_tensor *x,
                                  rumus_tensor *y) {
   const char *op = "rumus_adaptive_avgpool2d_fwd";
@@ -340,6 +425,8 @@ int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx, const rumus_tensor *x,
   RUMUS__FORWARD(check_adaptive(ctx, op, "x", x, "y", y, &c));
   RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 0));
   if (y->numel == 0) return RUMUS_OK;
+  if (rumus__gpu_variant(ctx) && y->shape[2] == 1 && y->shape[3] == 1)
+    return adaptive_fwd_o1(ctx, op, x, y);
   cl_ulong xo = rumus__off(x), yo = rumus__off(y);
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
@@ -360,6 +447,16 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   RUMUS__FORWARD(rumus__check_overlap(ctx, op, "dy", dy, "dx", dx, 0));
   if (dx->numel == 0) return RUMUS_OK;
   cl_ulong go = rumus__off(dy), xo = rumus__off(dx);
+  if (rumus__gpu_variant(ctx) && dy->shape[2] == 1 && dy->shape[3] == 1) {
+    /* A broadcast of each plane's dy: 4 elements a work-item. */
+    cl_ulong n = dx->numel, area = dx->shape[2] * dx->shape[3];
+    rumus__arg a4[8] = {{0, NULL},          {0, NULL},
+                        RUMUS__ARG(dy->mem), RUMUS__ARG(go),
+                        RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
+                        RUMUS__ARG(n),       RUMUS__ARG(area)};
+    return run_items(ctx, op, dx->dtype, "adaptive_avgpool2d_bwd_o1",
+                     (dx->numel + 3) / 4, a4, 8, pool_ls(ctx));
+  }
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};

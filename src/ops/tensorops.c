@@ -39,6 +39,12 @@ static const char *const FILE_CL = "tensorops.cl";
  * elements per work-item of the group; shorter sums take one work-item
  * each (rs_row_inner). */
 #define RS_WG_MIN_PER_ITEM 2
+/* rs_sub_inner: about this many elements a lane; rows of up to this many
+ * times the work-group size take it (GPU, one run per y element). */
+#define RS_SUB_PER_LANE 16
+/* The context's scratch slot of reduce_sum's chunk partials (gemm takes
+ * 0 and 1, batch norm 2). */
+#define RS_SCRATCH_SLOT 3
 
 /* ---- Geometry and options ---------------------------------------------- */
 
@@ -485,13 +491,24 @@ static void rs_plan_make(const rumus_tensor *x, unsigned axes, rs_plan *p) {
 }
 
 /* Kernel and geometry of plan p on this context: *groups = 1 for the
- * work-group kernels (count in work-groups of *local), else 0. */
+ * work-group kernels (count in work-groups of *local), else 0; *rt the
+ * lanes per y element of rs_sub_inner (which takes no chunks), else 0. */
 static const char *rs_kernel(const rumus_ctx *ctx, const rs_plan *p,
                              size_t ny, size_t *count, size_t *local,
-                             int *groups) {
+                             int *groups, cl_uint *rt) {
   const size_t wg = rumus__reduce_wg(ctx);
   const int gpu = rumus__gpu_variant(ctx) && wg >= 2 * RS_COLS;
   *groups = 0;
+  *rt = 0;
+  if (gpu && p->inner && p->Q == 1 && p->L <= RS_SUB_PER_LANE * wg) {
+    size_t lanes = 1;
+    while (lanes < wg && lanes * RS_SUB_PER_LANE < p->L) lanes *= 2;
+    *rt = (cl_uint)lanes;
+    *count = (ny + wg / lanes - 1) / (wg / lanes);
+    *groups = 1;
+    *local = wg;
+    return "rs_sub_inner";
+  }
   if (p->inner) {
     *count = ny;
     if (gpu && p->Q * p->L >= RS_WG_MIN_PER_ITEM * wg) {
@@ -539,6 +556,21 @@ static size_t rs_chunks(const rumus_ctx *ctx, size_t units, size_t R) {
   return c < 1 ? 1 : c;
 }
 
+/* rs_sub_inner's launches: RS_ARGS then rt (args[19]), in pieces of at
+ * most MAX_ITEMS work-items (the first group of each in *first). */
+static int rs_launch_sub(rumus_ctx *ctx, const char *op,
+                         const rumus__kernel_ref *k, size_t groups,
+                         size_t local, cl_ulong *first,
+                         const rumus__arg *args) {
+  const size_t piece = MAX_ITEMS / local;
+  for (size_t f = 0; f < groups; f += piece) {
+    *first = f;
+    size_t global = (groups - f < piece ? groups - f : piece) * local;
+    RUMUS__FORWARD(rumus__launch(ctx, op, k, 1, &global, &local, 20, args));
+  }
+  return RUMUS_OK;
+}
+
 /* One reduce_sum launch: plan p into (mem, off) of storage ys, `chunks`
  * chunks of RC reduced elements. */
 static int rs_launch(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
@@ -546,7 +578,8 @@ static int rs_launch(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
                      size_t ny, size_t chunks, size_t RC) {
   size_t units, local;
   int groups;
-  const char *kname = rs_kernel(ctx, p, ny, &units, &local, &groups);
+  cl_uint rt;
+  const char *kname = rs_kernel(ctx, p, ny, &units, &local, &groups, &rt);
   char opts[192];
   to_options(ctx, x->dtype, ys, 0, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, kname};
@@ -555,12 +588,15 @@ static int rs_launch(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
   cl_uint nk = (cl_uint)p->nk, nq = (cl_uint)p->nq;
   cl_ulong8 ke = vec8(p->ke, p->nk, 1), ks = vec8(p->ks, p->nk, 0),
             qe = vec8(p->qe, p->nq, 1), qs = vec8(p->qs, p->nq, 0);
-  const rumus__arg args[19] = {
+  const rumus__arg args[20] = {
       RUMUS__ARG(x->mem), RUMUS__ARG(xo), RUMUS__ARG(mem),   RUMUS__ARG(yo),
       RUMUS__ARG(nk),     RUMUS__ARG(ke), RUMUS__ARG(ks),    RUMUS__ARG(K),
       RUMUS__ARG(nq),     RUMUS__ARG(qe), RUMUS__ARG(qs),    RUMUS__ARG(Q),
       RUMUS__ARG(L),      RUMUS__ARG(SI), RUMUS__ARG(rc),    RUMUS__ARG(nyl),
-      RUMUS__ARG(nu),     RUMUS__ARG(first), RUMUS__ARG(n)};
+      RUMUS__ARG(nu),     RUMUS__ARG(first), RUMUS__ARG(n),  RUMUS__ARG(rt)};
+  /* run_pieces sets *first and expects it second to last: rs_sub_inner's
+   * extra argument goes through its own array. */
+  if (rt) return rs_launch_sub(ctx, op, &k, n, local, &first, args);
   return run_pieces(ctx, op, &k, n, groups ? local : 0, local, &first, 19,
                     args);
 }
@@ -593,19 +629,25 @@ int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x, unsigned axes,
   const size_t R = p.Q * p.L, ny = y->numel;
   size_t units, local;
   int groups;
-  rs_kernel(ctx, &p, ny, &units, &local, &groups);
-  size_t chunks = rs_chunks(ctx, units, R);
+  cl_uint rt;
+  rs_kernel(ctx, &p, ny, &units, &local, &groups, &rt);
+  size_t chunks = rt ? 1 : rs_chunks(ctx, units, R);
   const size_t RC = (R + chunks - 1) / chunks;
   chunks = (R + RC - 1) / RC;
   if (chunks == 1)
     return rs_launch(ctx, op, x, &p, y->mem, rumus__off(y), y->dtype, ny, 1,
                      RC);
+  /* The partials live in the context's reusable scratch slot
+   * RS_SCRATCH_SLOT (a buffer created per call cost its allocation every
+   * time); the queue runs these kernels before the slot's next holder. */
   cl_mem part;
-  RUMUS__FORWARD(rumus__scratch(ctx, op, chunks * ny * sizeof(float), &part));
-  int st = rs_launch(ctx, op, x, &p, part, 0, RUMUS_F32, ny, chunks, RC);
+  rumus__scratch_begin(ctx);
+  int st = rumus__scratch_slot(ctx, op, RS_SCRATCH_SLOT,
+                               chunks * ny * sizeof(float), &part);
+  if (st == RUMUS_OK)
+    st = rs_launch(ctx, op, x, &p, part, 0, RUMUS_F32, ny, chunks, RC);
   if (st == RUMUS_OK) st = rs_fold(ctx, op, x, part, chunks, y);
-  /* The queue keeps the scratch buffer alive until the kernels finish. */
-  clReleaseMemObject(part);
+  rumus__scratch_end(ctx);
   return st;
 }
 
