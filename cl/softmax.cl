@@ -31,9 +31,10 @@
  * of a call; loads widen to float, every sum and product is float, and each
  * output is rounded to the storage type once.  The F32 _row forward keeps
  * exp(x - m) (or x - m) in y between its passes; a 16-bit y would round
- * those once there and again at the end, so the 16-bit _row forward reads
- * x again instead (SOFTMAX_STAGE_IN_Y 0): a second exp per element for
- * softmax, none for log-softmax.
+ * those once there and again at the end, so the 16-bit _row forward keeps
+ * the exps of rows of up to SOFTMAX_LOCAL_ROW elements in local memory as
+ * floats, and for longer rows reads x again (SOFTMAX_STAGE_IN_Y 0): a
+ * second exp per element for softmax, none for log-softmax.
  */
 
 #define SOFTMAX_STAGE_F32 1

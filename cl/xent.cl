@@ -34,8 +34,10 @@
  * are float scratch (the row program's RUMUS_STORAGE_LOSS is then F32) and
  * only the reduced loss is rounded to its type.  Every sum is float, and
  * each output is rounded to its type once: the F32 _row kernels keep
- * exp(x - m) in the gradient between passes 2 and 3, the 16-bit ones read
- * the logits again in pass 3 and recompute it (XENT_STAGE_IN_G 0).
+ * exp(x - m) in the gradient between passes 2 and 3, the 16-bit ones in
+ * local memory as floats for rows of up to XENT_LOCAL_ROW elements, and
+ * for longer rows read the logits again in pass 3 and recompute it
+ * (XENT_STAGE_IN_G 0).
  *
  * The work-group kernels (_wgc, _wg, _wgl) move a row in groups of
  * RUMUS_RV elements (rumus_rv in common.cl): float4, or 8 elements (16
