@@ -476,19 +476,35 @@ inline void rumus_storev_part(rumus_rv v, global real_t *p, size_t q,
 #endif
 }
 
-/* rumus_online over the lanes of v in order. */
-inline void rumus_online_v4(float4 v, float *m, float *s) {
+/* The online (max, sum) update with a row group v.  Groups of 4 (F32, and
+ * rows the host did not find 8-aligned): rumus_online on each lane in
+ * order.  Groups of 8 (16-bit storage): once per group, the pair moves to
+ * the group's max and takes the sum of its exps, a branch and a rescale
+ * per 8 elements instead of per element, since with half the bytes of F32
+ * the per-element work of the first pass would bound the long-row kernels.
+ * The same results as rumus_online but for rounding: -INF lanes add 0; a
+ * NaN lane makes s NaN, or the pair (NaN, NaN) when the max is still
+ * -INF, so the row's outputs are NaN either way; a +INF lane makes s NaN
+ * (exp(inf - inf)), as in the float64 reference (rumus_online gives NaN
+ * there only for the +INF entries). */
+inline void rumus_online_v(rumus_rv v, float *m, float *s) {
+#if RUMUS_RV == 8
+  const float gm = rumus_hmax8(v); /* fmax: NaN lanes skipped */
+  if (gm > *m) {
+    *s = rumus_rescale(*s, *m, gm);
+    *m = gm;
+  }
+  if (*m != -INFINITY) {
+    *s += rumus_hsum8(exp(v - *m));
+  } else if (any(isnan(v))) {
+    *m = NAN;
+    *s = NAN;
+  }
+#else
   rumus_online(v.x, m, s);
   rumus_online(v.y, m, s);
   rumus_online(v.z, m, s);
   rumus_online(v.w, m, s);
-}
-inline void rumus_online_v(rumus_rv v, float *m, float *s) {
-#if RUMUS_RV == 8
-  rumus_online_v4(v.lo, m, s);
-  rumus_online_v4(v.hi, m, s);
-#else
-  rumus_online_v4(v, m, s);
 #endif
 }
 

@@ -33,11 +33,12 @@
  *       takes block g0 + g (launches in pieces).
  *   q8_mv_<MB> (GPU, M <= MB, MB = 1, 2, 4, 8): B is read once.  A
  *       work-group of WG work-items is WG / Q8_LPR row groups of Q8_LPR
- *       lanes; a row group takes RPW rows of B, and lane l the 16-byte
- *       chunks l, l + Q8_LPR, ... of each: it dequantizes them in
- *       registers and adds their dot products with the M rows of A (from
- *       the cache) into M x RPW sums; the lanes' sums go through local
- *       memory and one work-item per output adds them in lane order.
+ *       lanes; a row group takes RPW = 2 rows of B, and lane l the
+ *       16-byte chunks l, l + Q8_LPR, ... of each (a row group's loads
+ *       are contiguous), Q8_MVU chunks of each row loaded before any is
+ *       used (sweeps); it dequantizes them in registers and adds their dot
+ *       products with the M rows of A (from the cache) into M x RPW sums;
+ *       the lanes' sums go through a tree in local memory.
  *   q8_tiled (GPU, M > 8): 64 x 64 tiles of C, 16 x 16 work-items of 4 x 4
  *       outputs; K in steps of 16: the work-group copies 64 x 16 of A and
  *       64 x 16 of B, dequantized on the way, into local memory (k-major),
@@ -65,6 +66,9 @@
 #define Q8_LPR 32 /* lanes per row group of q8_mv_<MB> (divides WG) */
 #endif
 #define Q8_MVG (WG / Q8_LPR) /* row groups per work-group of q8_mv */
+#ifndef Q8_MVU
+#define Q8_MVU 4 /* chunks per row a q8_mv lane loads before using them */
+#endif
 
 /* static: PoCL builds with -Dinline=, and a body compiled on its own as
  * well, with MB or MR not constant there, fails its unroll pragmas. */
@@ -243,28 +247,9 @@ Q8_INLINE float q8_dot16(float16 a, float16 b) {
   return rumus_hsum4(s);
 }
 
-/* One lane's products over the 16 elements of chunk k (tail: n < 16
- * elements) of RPW rows of B from row n0 with the M rows of A. */
-#define Q8_MV_CHUNK(LOADB, LOADA)                                            \
-  do {                                                                       \
-    float16 bv[4]; /* RPW of them */                                         \
-    float s[4];                                                              \
-    Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
-      const size_t n = min(n0 + (size_t)j, N - 1);                           \
-      bv[j] = LOADB(q + n * K + k);                                          \
-      s[j] = vload_half(n * nb + (k >> shift), sc);                          \
-    }                                                                        \
-    Q8_UNROLL for (int i = 0; i < MB; i++) {                                 \
-      if ((size_t)i < M) {                                                   \
-        const float16 av = LOADA(A + (size_t)i * K + k);                     \
-        Q8_UNROLL for (int j = 0; j < RPW; j++)                              \
-          acc[i][j] = fma(q8_dot16(av, bv[j]), s[j], acc[i][j]);             \
-      }                                                                      \
-    }                                                                        \
-  } while (0)
+/* The chunk of 16 int8 of row n of B at column k (full chunks only). */
+#define Q8_MV_Q(n, k) Q8_LOADQ16(q + (n) * K + (k), 0)
 
-#define Q8_QFULL(p) convert_float16(Q8_LOADQ16(p, 0))
-#define Q8_QTAIL(p) q8_tail_q(p, K - k)
 #if RUMUS_ALIGN4
 #define Q8_AFULL(p)                                                          \
   (float16)(LOAD4(p, 0), LOAD4(p, 4), LOAD4(p, 8), LOAD4(p, 12))
@@ -272,6 +257,85 @@ Q8_INLINE float q8_dot16(float16 a, float16 b) {
 #define Q8_AFULL(p) LOAD16(p, 0)
 #endif
 #define Q8_ATAIL(p) q8_tail_x(p, K - k)
+
+/* The RPW rows of B of a lane from row n0: their int8 rows and scale rows
+ * (rows past N read row N - 1, never stored). */
+#define Q8_MV_ROWS()                                                         \
+  size_t nr[4]; /* RPW of them */                                            \
+  Q8_UNROLL for (int j = 0; j < RPW; j++) nr[j] = min(n0 + (size_t)j, N - 1)
+
+/* One sweep of a lane: its Q8_MVU chunks c0, c0 + Q8_LPR, ... of its RPW
+ * rows (those below `full`) are all loaded before any is used, so that
+ * Q8_MVU * RPW 16-byte loads and their scales are in flight at once; then
+ * each chunk's dot products with the M rows of A (from the cache), scaled
+ * once a chunk, go into acc in chunk order. */
+#define Q8_MV_SWEEP()                                                        \
+  do {                                                                       \
+    char16 bq[Q8_MVU][4];                                                    \
+    float s[Q8_MVU][4];                                                      \
+    Q8_UNROLL for (int u = 0; u < Q8_MVU; u++) {                             \
+      const size_t c = c0 + (size_t)u * Q8_LPR;                              \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) {                              \
+        bq[u][j] = c < full ? Q8_MV_Q(nr[j], c * 16) : (char16)(0);          \
+        s[u][j] = c < full ? vload_half(nr[j] * nb + ((c * 16) >> shift), sc) \
+                           : 0.0f;                                           \
+      }                                                                      \
+    }                                                                        \
+    Q8_UNROLL for (int u = 0; u < Q8_MVU; u++) {                             \
+      const size_t c = c0 + (size_t)u * Q8_LPR;                              \
+      if (c < full) {                                                        \
+        float16 bv[4];                                                       \
+        Q8_UNROLL for (int j = 0; j < RPW; j++)                              \
+          bv[j] = convert_float16(bq[u][j]);                                 \
+        Q8_UNROLL for (int i = 0; i < MB; i++) {                             \
+          if ((size_t)i < M) {                                               \
+            const float16 av = Q8_AFULL(A + (size_t)i * K + c * 16);         \
+            Q8_UNROLL for (int j = 0; j < RPW; j++)                          \
+              acc[i][j] = fma(q8_dot16(av, bv[j]), s[u][j], acc[i][j]);      \
+          }                                                                  \
+        }                                                                    \
+      }                                                                      \
+    }                                                                        \
+  } while (0)
+
+/* K's last K % 16 elements, by the lane whose turn it is. */
+#define Q8_MV_TAIL()                                                         \
+  do {                                                                       \
+    const size_t k = full * 16;                                              \
+    Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
+      const float16 bv = q8_tail_q(q + nr[j] * K + k, K - k);                \
+      const float sj = vload_half(nr[j] * nb + (k >> shift), sc);            \
+      Q8_UNROLL for (int i = 0; i < MB; i++)                                 \
+        if ((size_t)i < M)                                                   \
+          acc[i][j] = fma(q8_dot16(Q8_ATAIL(A + (size_t)i * K + k), bv), sj, \
+                          acc[i][j]);                                        \
+    }                                                                        \
+  } while (0)
+
+/* The lanes' sums of each output in local memory, added by a tree over
+ * the Q8_LPR lanes of each row group (a fixed order); one work-item per
+ * output stores it. */
+Q8_INLINE void q8_mv_reduce(const int MB, const int RPW, float acc[8][4],
+                            global ct_t *C, size_t M, size_t N, size_t ldc,
+                            local float *red) {
+  const size_t lid = get_local_id(0), lane = lid % Q8_LPR;
+  Q8_UNROLL for (int i = 0; i < MB; i++)
+    Q8_UNROLL for (int j = 0; j < RPW; j++)
+      red[(i * RPW + j) * WG + lid] = acc[i][j];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint step = Q8_LPR / 2; step > 0; step /= 2) {
+    if (lane < step)
+      Q8_UNROLL for (int o = 0; o < MB * RPW; o++)
+        red[o * WG + lid] += red[o * WG + lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid < (size_t)(Q8_MVG * MB * RPW)) {
+    const size_t grp = lid / (MB * RPW), o = lid % (MB * RPW);
+    const size_t i = o / RPW, n = (get_group_id(0) * Q8_MVG + grp) * RPW +
+                                  o % RPW;
+    if (i < M && n < N) STORE_C(red[o * WG + grp * Q8_LPR], C, i * ldc + n);
+  }
+}
 
 Q8_INLINE void q8_mv_body(const int MB, const int RPW,
                           global const real_t *A, global const char *q,
@@ -283,33 +347,16 @@ Q8_INLINE void q8_mv_body(const int MB, const int RPW,
   float acc[8][4];
   Q8_UNROLL for (int i = 0; i < MB; i++)
     Q8_UNROLL for (int j = 0; j < RPW; j++) acc[i][j] = 0.0f;
+  Q8_MV_ROWS();
   const size_t full = K / 16;
-  for (size_t c = lane; c < full; c += Q8_LPR) {
-    const size_t k = c * 16;
-    Q8_MV_CHUNK(Q8_QFULL, Q8_AFULL);
-  }
-  if (K % 16 && lane == full % Q8_LPR) { /* the lane whose turn it is */
-    const size_t k = full * 16;
-    Q8_MV_CHUNK(Q8_QTAIL, Q8_ATAIL);
-  }
-  /* The lanes' sums, then one work-item per output adds them in order. */
-  Q8_UNROLL for (int i = 0; i < MB; i++)
-    Q8_UNROLL for (int j = 0; j < RPW; j++)
-      red[(i * RPW + j) * WG + lid] = acc[i][j];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < (size_t)(Q8_MVG * MB * RPW)) {
-    const size_t grp = lid / (MB * RPW), o = lid % (MB * RPW);
-    const size_t i = o / RPW, n = (get_group_id(0) * Q8_MVG + grp) * RPW +
-                                  o % RPW;
-    local const float *p = red + o * WG + grp * Q8_LPR;
-    float sum = 0.0f;
-    for (int l = 0; l < Q8_LPR; l++) sum += p[l];
-    if (i < M && n < N) STORE_C(sum, C, i * ldc + n);
-  }
+  for (size_t c0 = lane; c0 < full; c0 += (size_t)Q8_LPR * Q8_MVU)
+    Q8_MV_SWEEP();
+  if (K % 16 && lane == full % Q8_LPR) Q8_MV_TAIL();
+  q8_mv_reduce(MB, RPW, acc, C, M, N, ldc, red);
 }
 
-/* Rows of B per row group: four for one or two rows of A (more 16-byte
- * loads in flight), two for four or eight (registers). */
+/* Rows of B per row group: two, so that each chunk of A read from the
+ * cache serves two rows of B (Q8_MVU chunks of each in flight). */
 #define Q8_MV_KERNEL(MB, RPW)                                                \
   __kernel RUMUS_WG_ATTR void q8_mv_##MB(                                    \
       global const real_t *A, ulong a_off, global const char *q,             \
@@ -321,8 +368,8 @@ Q8_INLINE void q8_mv_body(const int MB, const int RPW,
                sc + (size_t)sc_off, C + (size_t)c_off, M, N, K, ldc, nb,     \
                shift, red);                                                  \
   }
-Q8_MV_KERNEL(1, 4)
-Q8_MV_KERNEL(2, 4)
+Q8_MV_KERNEL(1, 2)
+Q8_MV_KERNEL(2, 2)
 Q8_MV_KERNEL(4, 2)
 Q8_MV_KERNEL(8, 2)
 

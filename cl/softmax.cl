@@ -31,9 +31,10 @@
  * of a call; loads widen to float, every sum and product is float, and each
  * output is rounded to the storage type once.  The F32 _row forward keeps
  * exp(x - m) (or x - m) in y between its passes; a 16-bit y would round
- * those once there and again at the end, so the 16-bit _row forward reads
- * x again instead (SOFTMAX_STAGE_IN_Y 0): a second exp per element for
- * softmax, none for log-softmax.
+ * those once there and again at the end, so the 16-bit _row forward keeps
+ * the exps of rows of up to SOFTMAX_LOCAL_ROW elements in local memory as
+ * floats, and for longer rows reads x again (SOFTMAX_STAGE_IN_Y 0): a
+ * second exp per element for softmax, none for log-softmax.
  */
 
 #define SOFTMAX_STAGE_F32 1
@@ -270,6 +271,15 @@ inline float row_max(global const real_t *x, size_t n) {
   return m;
 }
 
+#ifndef SOFTMAX_LOCAL_ROW
+/* The longest row (elements) whose exps the 16-bit _row softmax forward
+ * keeps in local memory, as floats, between its exp pass and its store
+ * pass, instead of computing them again there (0: none).  Each work-item
+ * of a group of up to ROW_LS_MAX has its own SOFTMAX_LOCAL_ROW floats. */
+#define SOFTMAX_LOCAL_ROW 0
+#endif
+#define ROW_LS_MAX 8 /* rumus__row_local's largest local size */
+
 #if SOFTMAX_STAGE_IN_Y
 /* Rows x, x + n, ... (run of them, y alike) of one work-item: the max pass
  * of each next row is fused into the exp pass of the current one, so that
@@ -279,7 +289,9 @@ inline float row_max(global const real_t *x, size_t n) {
  * it is written.  softmax: y holds exp(x - m) until the sum is known (one
  * exp per element); log-softmax: y holds x - m until log s is known. */
 inline void softmax_fwd_row_run(global const real_t *x, global real_t *y,
-                                size_t n, size_t run, int log_mode) {
+                                size_t n, size_t run, int log_mode,
+                                local float *stage) {
+  (void)stage;
   float m = row_max(x, n);
   for (size_t k = 0; k < run; k++) {
     global const real_t *xr = x + k * n;
@@ -319,10 +331,16 @@ inline void softmax_fwd_row_run(global const real_t *x, global real_t *y,
 #else
 /* softmax_fwd_row_run for 16-bit storage: the exp pass only sums (and
  * takes the next row's max), and the store pass reads x again, so each
- * output is rounded once.  In place, row k is read in full by its exp pass
- * before its store pass writes it, and the next row before either. */
+ * output is rounded once.  Softmax rows of up to SOFTMAX_LOCAL_ROW
+ * elements keep their exps in `stage` (this work-item's floats of local
+ * memory) for the store pass, the same values it would compute again: on
+ * PoCL the second exp per element took most of the time.  In place, row k
+ * is read in full by its exp pass before its store pass writes it, and the
+ * next row before either. */
 inline void softmax_fwd_row_run(global const real_t *x, global real_t *y,
-                                size_t n, size_t run, int log_mode) {
+                                size_t n, size_t run, int log_mode,
+                                local float *stage) {
+  const int staged = !log_mode && n <= (size_t)SOFTMAX_LOCAL_ROW;
   float m = row_max(x, n);
   for (size_t k = 0; k < run; k++) {
     global const real_t *xr = x + k * n;
@@ -332,22 +350,32 @@ inline void softmax_fwd_row_run(global const real_t *x, global real_t *y,
     float s = 0.0f, mn = -INFINITY;
     size_t j = 0;
     for (; j + 8 <= n; j += 8) {
-      s8 += rumus_exp_shifted8(LOAD8(xr, j) - m);
+      const float8 e = rumus_exp_shifted8(LOAD8(xr, j) - m);
+      s8 += e;
+      if (staged) vstore8(e, 0, stage + j);
       mn8 = fmax(mn8, LOAD8(xn, j));
     }
     for (; j < n; j++) {
-      s += exp(LOAD(xr, j) - m);
+      const float e = exp(LOAD(xr, j) - m);
+      s += e;
+      if (staged) stage[j] = e;
       mn = fmax(mn, LOAD(xn, j));
     }
     s += rumus_hsum8(s8);
     const float ls_ = log(s), inv = 1.0f / s;
-    for (j = 0; j + 8 <= n; j += 8) {
-      const float8 v = LOAD8(xr, j) - m;
-      STORE8(log_mode ? v - ls_ : rumus_exp_shifted8(v) * inv, yr, j);
-    }
-    for (; j < n; j++) {
-      const float v = LOAD(xr, j) - m;
-      STORE(log_mode ? v - ls_ : exp(v) * inv, yr, j);
+    if (staged) {
+      for (j = 0; j + 8 <= n; j += 8)
+        STORE8(vload8(0, stage + j) * inv, yr, j);
+      for (; j < n; j++) STORE(stage[j] * inv, yr, j);
+    } else {
+      for (j = 0; j + 8 <= n; j += 8) {
+        const float8 v = LOAD8(xr, j) - m;
+        STORE8(log_mode ? v - ls_ : rumus_exp_shifted8(v) * inv, yr, j);
+      }
+      for (; j < n; j++) {
+        const float v = LOAD(xr, j) - m;
+        STORE(log_mode ? v - ls_ : exp(v) * inv, yr, j);
+      }
     }
     m = fmax(rumus_hmax8(mn8), mn);
   }
@@ -381,12 +409,22 @@ inline void softmax_bwd_row_body(global const real_t *y, global const real_t *dy
 
 /* The forwards: work-item i takes rows i * ROW_RUN ... (the host launches
  * ceil(rows / ROW_RUN) of them). */
+/* This work-item's local floats of the row cache (the host launches the
+ * _row kernels at local sizes up to ROW_LS_MAX). */
+#if SOFTMAX_STAGE_IN_Y || SOFTMAX_LOCAL_ROW == 0
+#define ROW_STAGE_DECL
+#define ROW_STAGE ((local float *)0)
+#else
+#define ROW_STAGE_DECL local float stage[ROW_LS_MAX * SOFTMAX_LOCAL_ROW];
+#define ROW_STAGE (stage + get_local_id(0) * (size_t)SOFTMAX_LOCAL_ROW)
+#endif
 #define RUN_ENTRY(log_mode)                                                 \
+  ROW_STAGE_DECL                                                            \
   const size_t r = get_global_id(0) * (size_t)ROW_RUN;                      \
   if (r >= rows) return;                                                    \
   const size_t run = min((size_t)ROW_RUN, (size_t)rows - r);                \
   softmax_fwd_row_run(ROW_PTR(x, x_off), ROW_PTR(y, y_off), cols, run,      \
-                      log_mode)
+                      log_mode, ROW_STAGE)
 
 __kernel void softmax_fwd_row(global const real_t *x, ulong x_off,
                               global real_t *y, ulong y_off, ulong rows,

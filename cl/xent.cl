@@ -34,8 +34,10 @@
  * are float scratch (the row program's RUMUS_STORAGE_LOSS is then F32) and
  * only the reduced loss is rounded to its type.  Every sum is float, and
  * each output is rounded to its type once: the F32 _row kernels keep
- * exp(x - m) in the gradient between passes 2 and 3, the 16-bit ones read
- * the logits again in pass 3 and recompute it (XENT_STAGE_IN_G 0).
+ * exp(x - m) in the gradient between passes 2 and 3, the 16-bit ones in
+ * local memory as floats for rows of up to XENT_LOCAL_ROW elements, and
+ * for longer rows read the logits again in pass 3 and recompute it
+ * (XENT_STAGE_IN_G 0).
  *
  * The work-group kernels (_wgc, _wg, _wgl) move a row in groups of
  * RUMUS_RV elements (rumus_rv in common.cl): float4, or 8 elements (16
@@ -113,6 +115,15 @@ typedef RUMUS_TYPE(RUMUS_STORAGE_LOSS) loss_t;
 #define XENT_STAGE_BF16 0
 #define XENT_STAGE_IN_G RUMUS_CAT(XENT_STAGE_, RUMUS_STORAGE)
 
+#ifndef XENT_LOCAL_ROW
+/* The longest row (elements) whose exps the 16-bit _row kernels keep in
+ * local memory, as floats, between pass 2 and the gradient's pass 3,
+ * instead of computing them again there (0: none); each work-item of a
+ * group of up to XENT_ROW_LS_MAX has its own XENT_LOCAL_ROW floats. */
+#define XENT_LOCAL_ROW 0
+#endif
+#define XENT_ROW_LS_MAX 8 /* rumus__row_local's largest local size */
+
 #ifndef ROW_RUN
 #define ROW_RUN 8 /* rows per work-item of the _row kernels */
 #endif
@@ -177,8 +188,16 @@ inline float xent_row_max(global const real_t *x, size_t n) {
 inline float xent_row_body(global const real_t *x, size_t n, int t, float m,
                            float smooth, float scale, global real_t *g,
                            int with_grad, global const real_t *xn,
-                           float *m_next) {
+                           float *m_next, local float *stage) {
   size_t j;
+#if XENT_STAGE_IN_G
+  (void)stage;
+#else
+  /* 16-bit: rows that fit keep exp(x - m) in this work-item's local
+   * floats for pass 3 (the same values; on PoCL the second exp per element
+   * took most of the time). */
+  const int staged = with_grad && n <= (size_t)XENT_LOCAL_ROW;
+#endif
   const float xt = LOAD(x, t);
   float8 s8 = 0.0f, d8 = 0.0f, mn8 = (float8)(-INFINITY);
   float s = 0.0f, d = 0.0f, mn = -INFINITY;
@@ -188,6 +207,8 @@ inline float xent_row_body(global const real_t *x, size_t n, int t, float m,
     d8 += m - v;
 #if XENT_STAGE_IN_G
     if (with_grad) STORE8(e, g, j);
+#else
+    if (staged) vstore8(e, 0, stage + j);
 #endif
     mn8 = fmax(mn8, LOAD8(xn, j));
   }
@@ -197,6 +218,8 @@ inline float xent_row_body(global const real_t *x, size_t n, int t, float m,
     d += m - v;
 #if XENT_STAGE_IN_G
     if (with_grad) STORE(e, g, j);
+#else
+    if (staged) stage[j] = e;
 #endif
     mn = fmax(mn, LOAD(xn, j));
   }
@@ -212,11 +235,18 @@ inline float xent_row_body(global const real_t *x, size_t n, int t, float m,
     for (j = 0; j + 8 <= n; j += 8) STORE8((LOAD8(g, j) * inv - sub) * scale, g, j);
     for (; j < n; j++) STORE((LOAD(g, j) * inv - sub) * scale, g, j);
 #else
-    for (j = 0; j + 8 <= n; j += 8) {
-      const float8 e = rumus_exp_shifted8(LOAD8(x, j) - m);
-      STORE8((e * inv - sub) * scale, g, j);
+    if (staged) {
+      for (j = 0; j + 8 <= n; j += 8)
+        STORE8((vload8(0, stage + j) * inv - sub) * scale, g, j);
+      for (; j < n; j++) STORE((stage[j] * inv - sub) * scale, g, j);
+    } else {
+      for (j = 0; j + 8 <= n; j += 8) {
+        const float8 e = rumus_exp_shifted8(LOAD8(x, j) - m);
+        STORE8((e * inv - sub) * scale, g, j);
+      }
+      for (; j < n; j++)
+        STORE((exp(LOAD(x, j) - m) * inv - sub) * scale, g, j);
     }
-    for (; j < n; j++) STORE((exp(LOAD(x, j) - m) * inv - sub) * scale, g, j);
 #endif
     STORE((exp(xt - m) * inv - (1.0f - smooth) - sub) * scale, g, t);
   }
@@ -232,7 +262,8 @@ inline void xent_row_entry(global const real_t *x, ulong x_off,
                            ulong g_off, global const uint *cnt, ulong c_off,
                            ulong rows, ulong cols, ulong row0, int ignore_index,
                            float smooth, float grad_scale, int mean,
-                           volatile global int *status, int with_grad) {
+                           volatile global int *status, int with_grad,
+                           local float *stage) {
   const size_t r0 = get_global_id(0) * (size_t)ROW_RUN;
   if (r0 >= rows) return;
   const size_t run = min((size_t)ROW_RUN, (size_t)rows - r0);
@@ -256,7 +287,7 @@ inline void xent_row_entry(global const real_t *x, ulong x_off,
       if (!have_m) m = xent_row_max(xr, n);
       float m_next;
       loss = xent_row_body(xr, n, t, m, smooth, scale_valid, gr, with_grad,
-                           next_valid ? xr + n : xr, &m_next);
+                           next_valid ? xr + n : xr, &m_next, stage);
       m = m_next;
       have_m = next_valid;
     } else {
@@ -287,12 +318,23 @@ inline void xent_row_entry(global const real_t *x, ulong x_off,
   x, x_off, tg, t_off, lrow, l_off, g, g_off, cnt, c_off, rows, cols, row0, \
       ignore_index, smooth, grad_scale, mean, status
 
+/* This work-item's local floats of the gradient's row cache (the host
+ * launches the _row kernels at local sizes up to XENT_ROW_LS_MAX). */
+#if XENT_STAGE_IN_G || XENT_LOCAL_ROW == 0
+#define XENT_ROW_STAGE_DECL
+#define XENT_ROW_STAGE ((local float *)0)
+#else
+#define XENT_ROW_STAGE_DECL local float stage[XENT_ROW_LS_MAX * XENT_LOCAL_ROW];
+#define XENT_ROW_STAGE (stage + get_local_id(0) * (size_t)XENT_LOCAL_ROW)
+#endif
+
 __kernel void xent_fwd_row(XENT_ROW_ARGS) {
-  xent_row_entry(XENT_ROW_PASS, 0);
+  xent_row_entry(XENT_ROW_PASS, 0, (local float *)0);
 }
 
 __kernel void xent_fwd_bwd_row(XENT_ROW_ARGS) {
-  xent_row_entry(XENT_ROW_PASS, 1);
+  XENT_ROW_STAGE_DECL
+  xent_row_entry(XENT_ROW_PASS, 1, XENT_ROW_STAGE);
 }
 
 /* ---- Work-group variant (one work-group per row) ----------------------- */

@@ -401,10 +401,14 @@ static void run_product(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad,
   rumus_tensor_free(tc);
 }
 
-/* (N, K, block): K not a multiple of the block nor of 16; K = 256 with
- * aligned rows (the GPU variant's typed loads); blocks 256 and 16. */
-static const size_t SHAPES[][3] = {
-    {67, 100, 32}, {33, 256, 64}, {9, 300, 256}, {131, 47, 16}};
+/* (N, K, block): K not a multiple of the block nor of 16; K = 256 and
+ * 4096 with aligned rows (the GPU variant's typed loads); blocks 256 and
+ * 16; K past one sweep of q8_mv's lanes (32 lanes x 4 chunks x 16 = 2048
+ * elements: 4096, and 4200 with the last sweep partial and a tail), N
+ * odd (q8_mv's row pairs). */
+static const size_t SHAPES[][3] = {{67, 100, 32}, {33, 256, 64},
+                                   {9, 300, 256}, {131, 47, 16},
+                                   {19, 4200, 64}, {6, 4096, 32}};
 static const size_t MS[] = {1, 2, 5, 8, 37, 128};
 
 /* Loop index: variant * 5 + (A, C) pair. */

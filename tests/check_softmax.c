@@ -292,13 +292,16 @@ START_TEST(chunked_rows) {
 END_TEST
 
 /* Rows of +-1e4, of equal values, with -INFINITY entries, all -INFINITY,
- * with one NaN (a NaN row, as in PyTorch, whichever lane meets it first);
- * stored as tu_dtypes[_i]. */
+ * with one NaN (a NaN row, as in PyTorch, whichever lane meets it first,
+ * also where it comes before any finite entry);
+ * stored as tu_dtypes[_i % 3], in rows of 70 (_wgc on the work-group
+ * variant) or, for _i >= 3, of 8200 (_wg; 16-bit rows in groups of 8,
+ * whose first pass updates the (max, sum) pair once a group). */
 START_TEST(fwd_special_rows) {
-  const rumus_dtype d = tu_dtypes[_i];
+  const rumus_dtype d = tu_dtypes[_i % 3];
   rumus_ctx *ctx = tu_ctx();
-  const size_t B = 8, C = 70;
-  float x[8 * 70];
+  const size_t B = 8, C = _i < 3 ? 70 : 8200;
+  float *x = tu_malloc(B * C * sizeof *x);
   tu_rng r;
   tu_rng_seed(&r, 7);
   for (size_t j = 0; j < C; j++) {
@@ -306,13 +309,15 @@ START_TEST(fwd_special_rows) {
     x[1 * C + j] = 1e4f - (float)j;
     x[2 * C + j] = 3.25f;
     x[3 * C + j] = (j % 3 == 0) ? -INFINITY : tu_uniform(&r, -3, 3);
-    x[4 * C + j] = (j == 69) ? 0.5f : -INFINITY; /* one finite entry, last */
-    x[5 * C + j] = -INFINITY;                   /* NaN, as in PyTorch */
-    x[6 * C + j] = (j == 0) ? NAN : tu_uniform(&r, -3, 3);
+    x[4 * C + j] = (j == C - 1) ? 0.5f : -INFINITY; /* one finite, last */
+    x[5 * C + j] = -INFINITY;                       /* NaN, as in PyTorch */
+    /* NaN first among -INFINITY: a group of 8 with no finite lane. */
+    x[6 * C + j] = (j == 0) ? NAN : (j < 8) ? -INFINITY : tu_uniform(&r, -3, 3);
     x[7 * C + j] = (j == 0) ? -INFINITY : (j == 37) ? NAN : 1.0f;
   }
   run_fwd(ctx, d, x, B, C, 0, "special");
   run_fwd(ctx, d, x, B, C, 1, "special");
+  free(x);
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -509,7 +514,7 @@ int main(void) {
   tcase_add_test(core, bwd_finite_differences);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
-  tcase_add_loop_test(limits, fwd_special_rows, 0, 3);
+  tcase_add_loop_test(limits, fwd_special_rows, 0, 6);
   tcase_add_test(limits, long_rows);
   tcase_add_test(limits, chunked_rows);
   tcase_add_loop_test(limits, in_place_and_guards, 0, (int)N_IN_PLACE);

@@ -40,7 +40,7 @@ enum { MV_WG = 256, MV_LPR = 32, TILE = 64, TILE_LS = 16, FLAT_LS = 64 };
  * on the CPU variant takes the 4-row kernel. */
 static const struct {
   size_t mb, mv_rpw, rows_nr;
-} BUCKETS[] = {{1, 4, 8}, {2, 4, 4}, {4, 2, 4}, {8, 2, 2}};
+} BUCKETS[] = {{1, 2, 8}, {2, 2, 4}, {4, 2, 4}, {8, 2, 2}};
 #define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
 #define CPU_BIG 2 /* the bucket of M > 8 on the CPU variant */
 

@@ -14,19 +14,29 @@ static const char *const FILE_CL = "softmax.cl";
  * default). */
 #define ROW_RUN 8
 
-/* The options of the program that runs `plan` (warm-up and launches). */
+/* Rows of up to this many elements keep their exps in local memory in
+ * the 16-bit _row forward (SOFTMAX_LOCAL_ROW), for each of up to 8
+ * work-items (rumus__row_local), where the device has the room. */
+#define LOCAL_ROW 2048
+
+/* The options of the program that runs `plan` (warm-up and launches).
+ * RUMUS_ALIGN8 and SOFTMAX_LOCAL_ROW only where set (16-bit programs):
+ * F32 programs keep the options that rumus_cache_fill builds. */
 static void softmax_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
                             char *buf, size_t len) {
   char head[96];
   rumus__options_head(head, sizeof head, plan->storage, plan->wg,
                       plan->align4);
-  /* RUMUS_ALIGN8 only where set: F32 programs keep the options that
-   * rumus_cache_fill builds. */
   const char *a8 = plan->align8 ? " -DRUMUS_ALIGN8=1" : "";
-  if (plan->kind == RUMUS__ROWS_REGS)
+  if (plan->kind == RUMUS__ROWS_REGS) {
     snprintf(buf, len, "%s -DCACHE_V4=%d%s", head, plan->cache_v4, a8);
-  else
+  } else if (plan->kind == RUMUS__ROWS_ITEM && plan->storage != RUMUS_F32 &&
+             ctx->local_mem >= 8 * LOCAL_ROW * sizeof(float) + 1024) {
+    snprintf(buf, len, "%s -DROW_RUN=%d -DSOFTMAX_LOCAL_ROW=%d", head,
+             ROW_RUN, LOCAL_ROW);
+  } else {
     snprintf(buf, len, "%s -DROW_RUN=%d%s", head, ROW_RUN, a8);
+  }
 }
 
 static const rumus__row_family SOFTMAX = {FILE_CL, softmax_options};

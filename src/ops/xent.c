@@ -34,6 +34,10 @@ static const char *const OP = "rumus_cross_entropy";
 #define ROW_RUN 8
 /* Largest row the _wgl kernels keep in local memory, in bytes. */
 #define LOCAL_ROW_BYTES 32768
+/* Rows of up to this many elements keep their exps in local memory in
+ * the 16-bit _row kernels with a gradient (XENT_LOCAL_ROW), for each of
+ * up to 8 work-items (rumus__row_local), where the device has the room. */
+#define ITEM_LOCAL_ROW 2048
 
 /* Floats of the _wgl row cache on this device: LOCAL_ROW_BYTES, less if
  * the device's local memory cannot also hold the three reduction arrays;
@@ -71,6 +75,11 @@ static void xent_options_loss(const rumus_ctx *ctx,
   /* Only where set, as a 16-bit loss: F32 programs keep their options. */
   if (plan->align8 && n > 0 && (size_t)n < len)
     n += snprintf(buf + n, len - (size_t)n, " -DRUMUS_ALIGN8=1");
+  if (plan->kind == RUMUS__ROWS_ITEM && plan->storage != RUMUS_F32 &&
+      ctx->local_mem >= 8 * ITEM_LOCAL_ROW * sizeof(float) + 1024 && n > 0 &&
+      (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, " -DXENT_LOCAL_ROW=%d",
+                  ITEM_LOCAL_ROW);
   if (loss != RUMUS_F32 && n > 0 && (size_t)n < len)
     snprintf(buf + n, len - (size_t)n, " -DRUMUS_STORAGE_LOSS=%s",
              rumus__storage_tag(loss));
