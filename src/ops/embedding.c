@@ -24,6 +24,10 @@ static const char *const FILE_CL = "embedding.cl";
 #define EMB_RADIX 256
 /* cl/embedding.cl's EMB_SCAN: entries per group of the work-group scan. */
 #define EMB_SCAN 1024
+/* Scratch slots of the backward (keys and positions twice, the digit
+ * table, its chunk sums, lead, tail, the rows' ranges). */
+#define EMB_SLOTS 9
+_Static_assert(EMB_SLOTS <= RUMUS__SCRATCH_SLOTS, "embedding scratch slots");
 
 static size_t emb_ls(const rumus_ctx *ctx) {
   size_t ls = EMB_LS;
@@ -206,15 +210,9 @@ typedef struct {
   cl_mem key[2], val[2], hist, sums, lead, tail, range;
 } emb_bwd;
 
-static void bwd_release(emb_bwd *b) {
-  cl_mem *all[] = {&b->key[0], &b->key[1], &b->val[0], &b->val[1],
-                   &b->hist,   &b->sums,   &b->lead,   &b->tail,
-                   &b->range};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-    if (*all[i]) clReleaseMemObject(*all[i]);
-}
-
-/* Sizes and scratch of the call (every buffer non-empty). */
+/* Sizes and scratch of the call (every buffer non-empty): the context's
+ * reusable slots (rumus__scratch_slot; the caller holds them), so that
+ * repeated calls allocate and first-touch nothing. */
 static int bwd_setup(rumus_ctx *ctx, const char *op, emb_bwd *b) {
   b->blocks = (b->n + EMB_BLOCK - 1) / EMB_BLOCK;
   b->m = EMB_RADIX * (b->blocks ? b->blocks : 1);
@@ -227,17 +225,15 @@ static int bwd_setup(rumus_ctx *ctx, const char *op, emb_bwd *b) {
   b->tiles = (b->n + EMB_TILE - 1) / EMB_TILE;
   const size_t nb = (size_t)(b->n ? b->n : 1) * sizeof(cl_uint),
                pb = (b->tiles ? b->tiles : 1) * b->dim * sizeof(float);
-  for (int i = 0; i < 2; i++) {
-    RUMUS__FORWARD(rumus__scratch(ctx, op, nb, &b->key[i]));
-    RUMUS__FORWARD(rumus__scratch(ctx, op, nb, &b->val[i]));
-  }
-  RUMUS__FORWARD(rumus__scratch(ctx, op, b->m * sizeof(cl_uint), &b->hist));
-  RUMUS__FORWARD(
-      rumus__scratch(ctx, op, b->chunks * sizeof(cl_uint), &b->sums));
-  RUMUS__FORWARD(rumus__scratch(ctx, op, pb, &b->lead));
-  const size_t rb = 2 * (size_t)b->rows * sizeof(cl_uint);
-  RUMUS__FORWARD(rumus__scratch(ctx, op, rb, &b->range));
-  return rumus__scratch(ctx, op, pb, &b->tail);
+  const size_t bytes[EMB_SLOTS] = {nb, nb, nb, nb, b->m * sizeof(cl_uint),
+                                   b->chunks * sizeof(cl_uint), pb, pb,
+                                   2 * (size_t)b->rows * sizeof(cl_uint)};
+  cl_mem *mem[EMB_SLOTS] = {&b->key[0], &b->key[1], &b->val[0], &b->val[1],
+                            &b->hist,   &b->sums,   &b->lead,   &b->tail,
+                            &b->range};
+  for (int i = 0; i < EMB_SLOTS; i++)
+    RUMUS__FORWARD(rumus__scratch_slot(ctx, op, i, bytes[i], mem[i]));
+  return RUMUS_OK;
 }
 
 /* Launches a sort kernel with b->wide's groups of EMB_RADIX work-items,
@@ -401,9 +397,9 @@ int rumus_embedding_bwd(rumus_ctx *ctx, const rumus_tensor *dout,
   b.dim = dweight->shape[1];
   b.gpu = rumus__gpu_variant(ctx);
   b.wide = b.gpu && ctx->max_wg >= EMB_RADIX;
-  /* The queue keeps the scratch buffers alive until the kernels finish. */
+  rumus__scratch_begin(ctx);
   const int st = bwd_run(ctx, op, &b, dout, ids, padding_idx, dweight);
-  bwd_release(&b);
+  rumus__scratch_end(ctx);
   return st;
 }
 
