@@ -399,8 +399,18 @@ inline float emb_col_sum(global const real_t *g, global const uint *val,
   return s;
 }
 
-/* Stage 1, one column: item = tile * dim + c.  A segment's end is found
- * by binary search in the tile's keys (shared by the group: cached). */
+/* The end of the segment of key k that starts at i, in [i + 1, b]: a
+ * look at the next 3 keys (most segments of a large table are short),
+ * then a binary search of the rest of the tile. */
+inline uint emb_seg_end(global const uint *key, uint i, uint b, uint k) {
+  uint j = i + 1;
+  while (j < i + 4 && j < b && key[j] == k) j++;
+  if (j == i + 4 && j < b) j += emb_lower(key + j, b - j, k + 1);
+  return j;
+}
+
+/* Stage 1, one column: item = tile * dim + c.  The tile's keys are shared
+ * by the group's work-items (cached). */
 __kernel RUMUS_WG_ATTR
 void embedding_tile_col(ulong cnt, ulong base, uint n, uint rows, ulong dim,
                         global const uint *key, global const uint *val,
@@ -412,7 +422,7 @@ void embedding_tile_col(ulong cnt, ulong base, uint n, uint rows, ulong dim,
   global const real_t *g = dy + dyo + c;
   for (uint i = a; i < b;) {
     const uint k = key[i];
-    const uint j = i + 1 + emb_lower(key + i + 1, b - i - 1, k + 1);
+    const uint j = emb_seg_end(key, i, b, k);
     const float s = k < rows ? emb_col_sum(g, val, dim, i, j) : 0.0f;
     const int where = emb_place(key, n, rows, a, b, i, j, k);
     if (where == 0) RUMUS_STORE(GRAD_STORAGE, s, dw, dwo + k * dim + c);

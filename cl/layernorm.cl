@@ -515,20 +515,43 @@ LN_BWD_WGC(rmsnorm_bwd_wgc, 1)
       global const float *rstd, ulong r_off, int has_mean,                   \
       global float *part, ulong rows, ulong cols, ulong rb, ulong nb
 
+/* dy[r, j] and xhat[r, j] of one row. */
+inline float2 ln_part_load(global const real_t *dy, ulong dy_off,
+                           global const real_t *x, ulong x_off,
+                           global const float *mean, ulong m_off,
+                           global const float *rstd, ulong r_off,
+                           int has_mean, ulong cols, size_t r, size_t j) {
+  const float mu = has_mean ? mean[m_off + r] : 0.0f;
+  return (float2)(LOAD(dy, dy_off + r * cols + j),
+                  (LOAD(x, x_off + r * cols + j) - mu) * rstd[r_off + r]);
+}
+
 /* GPU: one column per work-item, neighbours on neighbouring columns
- * (coalesced). */
+ * (coalesced).  The loads of 8 rows are issued before their terms are
+ * added, in row order (the same bits as one row at a time), so a
+ * work-item keeps 16 loads in flight rather than 2. */
 __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_part_wg(
     LN_PART_ARGS) {
   const size_t j = get_global_id(0), k = get_global_id(1);
   if (j >= cols) return;
   const size_t r1 = min((k + 1) * (size_t)rb, (size_t)rows);
   float sg = 0.0f, sb = 0.0f;
-  for (size_t r = k * (size_t)rb; r < r1; r++) {
-    const float mu = has_mean ? mean[m_off + r] : 0.0f;
-    const float d = LOAD(dy, dy_off + r * cols + j);
-    const float xh = (LOAD(x, x_off + r * cols + j) - mu) * rstd[r_off + r];
-    sg = fma(d, xh, sg);
-    sb += d;
+  size_t r = k * (size_t)rb;
+  for (; r + 8 <= r1; r += 8) {
+    float2 v[8];
+    for (int q = 0; q < 8; q++)
+      v[q] = ln_part_load(dy, dy_off, x, x_off, mean, m_off, rstd, r_off,
+                          has_mean, cols, r + q, j);
+    for (int q = 0; q < 8; q++) {
+      sg = fma(v[q].x, v[q].y, sg);
+      sb += v[q].x;
+    }
+  }
+  for (; r < r1; r++) {
+    const float2 v = ln_part_load(dy, dy_off, x, x_off, mean, m_off, rstd,
+                                  r_off, has_mean, cols, r, j);
+    sg = fma(v.x, v.y, sg);
+    sb += v.x;
   }
   part[k * cols + j] = sg;
   part[(nb + k) * cols + j] = sb;
@@ -568,7 +591,9 @@ __kernel void ln_dparam_part_item(LN_PART_ARGS) {
   }
 }
 
-/* Stage 2: one work-item per column adds the nb blocks in order. */
+/* Stage 2: one work-item per column adds the nb blocks in order, loading
+ * 8 blocks before adding them (few work-items: the loads in flight, not
+ * the adds, set its time). */
 __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold(
     global const float *part, ulong cols, ulong nb, int has_dg,
     global param_t *dg, ulong dg_off, int has_db, global param_t *db,
@@ -576,7 +601,19 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold(
   const size_t j = get_global_id(0);
   if (j >= cols) return;
   float sg = 0.0f, sb = 0.0f;
-  for (size_t k = 0; k < nb; k++) {
+  size_t k = 0;
+  for (; k + 8 <= nb; k += 8) {
+    float g[8], b[8];
+    for (int q = 0; q < 8; q++) {
+      g[q] = part[(k + q) * cols + j];
+      b[q] = part[(nb + k + q) * cols + j];
+    }
+    for (int q = 0; q < 8; q++) {
+      sg += g[q];
+      sb += b[q];
+    }
+  }
+  for (; k < nb; k++) {
     sg += part[k * cols + j];
     sb += part[(nb + k) * cols + j];
   }
