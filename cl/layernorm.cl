@@ -50,6 +50,9 @@
 #ifndef LN_FOLD_LS
 #define LN_FOLD_LS 64 /* local size of ln_dparam_fold and ln_dparam_part_* */
 #endif
+#ifndef LN_FOLD_G
+#define LN_FOLD_G 64 /* blocks per group of stage 2a (layernorm.c's; fixed) */
+#endif
 
 typedef RUMUS_TYPE(LN_PARAM) param_t;
 #define PLOAD(p, i) RUMUS_LOAD(LN_PARAM, p, i)
@@ -503,6 +506,91 @@ LN_FWD_WGC(rmsnorm_fwd_wgc, 1)
 LN_BWD_WGC(layernorm_bwd_wgc, 0)
 LN_BWD_WGC(rmsnorm_bwd_wgc, 1)
 
+/* ---- Fused backward (GPU variant, rows in registers) ---------------------
+ * dx and stage 1 of dgamma / dbeta in one read of dy and x: the group's
+ * WG / rt teams (rt work-items, as the _wgc kernels) each take one block
+ * of the gradients' rows (block k = group * (WG / rt) + team, rows
+ * [k rb, min((k + 1) rb, rows))) and walk them in order, computing dx as
+ * ln_bwd_wgc_body and adding each column's terms to float4 partials in
+ * row order, one fma per term, as ln_dparam_part_* do: the same partials
+ * (the same bits), written to part at the end.  Every team takes rb
+ * turns (rows past its block: n = 0), so the barriers stay uniform. */
+
+/* One row of the walk (n = 0: none); sg, sb the lane's partials. */
+inline void ln_bwd_fused_row(global const real_t *dy, global const real_t *x,
+                             global real_t *dx, size_t n, uint rt, int rms,
+                             float mean, float rstd, int has_g,
+                             global const param_t *gm, local float *la,
+                             local float *lb, float4 *sg, float4 *sb) {
+  const size_t lane = get_local_id(0) % rt;
+  const float fn = n ? (float)n : 1.0f;
+  float4 d[CACHE_V4], xh[CACHE_V4];
+  float a = 0.0f, b = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lane + (size_t)k * rt;
+    d[k] = rumus_load4_fill(dy, q, n, 0.0f);
+    xh[k] = (rumus_load4_fill(x, q, n, 0.0f) - mean) * rstd;
+    float4 g = d[k];
+    if (has_g) g *= ln_pload4_fill(gm, q, n, 0.0f);
+    a += rumus_hsum4(g);
+    b += dot(g, xh[k]); /* g is 0 past the row's end */
+  }
+  const float ca = rms ? 0.0f : rumus_seg_sum(la, a, rt) / fn;
+  const float cb = rumus_seg_sum(lb, b, rt) / fn;
+  if (n == 0) return;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lane + (size_t)k * rt;
+    if (q * 4 >= n) break;
+    sg[k] = fma(d[k], xh[k], sg[k]);
+    sb[k] += d[k];
+    float4 g = d[k];
+    if (has_g) g *= ln_pload4_fill(gm, q, n, 0.0f);
+    rumus_store4_part(rstd * (g - ca - xh[k] * cb), dx, q, n);
+  }
+}
+
+/* The lane's partials of block k into part (cols columns, nb blocks). */
+inline void ln_fused_part_out(const float4 *sg, const float4 *sb, uint rt,
+                              global float *part, size_t k, size_t cols,
+                              size_t nb) {
+  const size_t lane = get_local_id(0) % rt;
+  global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
+  for (int i = 0; i < CACHE_V4; i++) {
+    const size_t j = (lane + (size_t)i * rt) * 4;
+    if (j >= cols) break;
+    const float g[4] = {sg[i].x, sg[i].y, sg[i].z, sg[i].w};
+    const float b[4] = {sb[i].x, sb[i].y, sb[i].z, sb[i].w};
+    for (size_t c = 0; c < 4 && j + c < cols; c++) {
+      pg[j + c] = g[c];
+      pb[j + c] = b[c];
+    }
+  }
+}
+
+#define LN_BWD_FUSED(name, rms)                                              \
+  __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS, uint rt, global float *part, \
+                                   ulong rb, ulong nb) {                     \
+    local float la[WG], lb[WG];                                              \
+    const size_t k = (size_t)get_group_id(0) * (WG / rt) +                   \
+                     get_local_id(0) / rt;                                   \
+    float4 sg[CACHE_V4], sb[CACHE_V4];                                       \
+    for (int i = 0; i < CACHE_V4; i++) sg[i] = sb[i] = (float4)(0.0f);     \
+    for (size_t i = 0; i < rb; i++) {                                        \
+      const size_t r = k * rb + i;                                           \
+      const int live = k < nb && r < rows;                                   \
+      const size_t n = live ? (size_t)cols : 0, rr = live ? r : 0;           \
+      const float mu = (rms || !live) ? 0.0f : mean[m_off + rr];             \
+      const float rs = live ? rstd[r_off + rr] : 0.0f;                       \
+      ln_bwd_fused_row(ROW_PTR(dy, dy_off, rr), ROW_PTR(x, x_off, rr),       \
+                       ROW_PTR(dx, dx_off, rr), n, rt, rms, mu, rs, has_g,   \
+                       g + g_off, la, lb, sg, sb);                           \
+      barrier(CLK_LOCAL_MEM_FENCE); /* la, lb are rewritten next row */      \
+    }                                                                        \
+    if (k < nb) ln_fused_part_out(sg, sb, rt, part, k, cols, nb);            \
+  }
+LN_BWD_FUSED(layernorm_bwd_fused, 0)
+LN_BWD_FUSED(rmsnorm_bwd_fused, 1)
+
 /* ---- Gradients of gamma and beta ----------------------------------------
  * Stage 1: block k of the rows [k RB, min((k + 1) RB, rows)) and column j:
  * part[k cols + j] = sum dy xhat (dgamma), part[(nb + k) cols + j] = sum dy
@@ -589,6 +677,38 @@ __kernel void ln_dparam_part_item(LN_PART_ARGS) {
     pg[j] = sg;
     pb[j] = sb;
   }
+}
+
+/* Stage 2a, when there are more than LN_FOLD_G blocks: item (j, h) adds
+ * blocks [h LN_FOLD_G, (h + 1) LN_FOLD_G) of column j in order into part2
+ * (nb2 groups, laid out as part), loading 8 before adding them; stage 2
+ * then adds the groups in order.  Many blocks (a short walk each for the
+ * fused kernel) then cost few serial adds per work-item. */
+__kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold1(
+    global const float *part, ulong cols, ulong nb, global float *part2,
+    ulong nb2) {
+  const size_t j = get_global_id(0), h = get_global_id(1);
+  if (j >= cols) return;
+  const size_t k1 = min((h + 1) * LN_FOLD_G, (size_t)nb);
+  float sg = 0.0f, sb = 0.0f;
+  size_t k = h * LN_FOLD_G;
+  for (; k + 8 <= k1; k += 8) {
+    float g[8], b[8];
+    for (int q = 0; q < 8; q++) {
+      g[q] = part[(k + q) * cols + j];
+      b[q] = part[(nb + k + q) * cols + j];
+    }
+    for (int q = 0; q < 8; q++) {
+      sg += g[q];
+      sb += b[q];
+    }
+  }
+  for (; k < k1; k++) {
+    sg += part[k * cols + j];
+    sb += part[(nb + k) * cols + j];
+  }
+  part2[h * cols + j] = sg;
+  part2[(nb2 + h) * cols + j] = sb;
 }
 
 /* Stage 2: one work-item per column adds the nb blocks in order, loading
