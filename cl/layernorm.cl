@@ -29,11 +29,13 @@
  *   *_wg   one work-group per row, strided float4 walks, x read once per
  *          pass (GPU, longer rows);
  *   *_row  one work-item per row, no barriers, float8 accumulators (CPU).
- * The gradients of gamma and beta are column sums over the rows, in two
- * launches with a fixed order: ln_dparam_part_{wg,item} sums the rows of
- * each block of RB rows (in row order, one fma per term) per column into
- * float partials, ln_dparam_fold adds the blocks in order per column.
- * The blocks depend on the shape only and both stage-1 kernels add in the
+ * The gradients of gamma and beta are column sums over the rows in a
+ * fixed order: ln_dparam_part_{wg,item}, or the fused *_bwd_fused with
+ * dx, sums the rows of each block of RB rows (in row order, one fma per
+ * term) per column into float partials, ln_dparam_fold adds the blocks
+ * in order per column (ln_dparam_fold1 first adds groups of LN_FOLD_G
+ * blocks when there are more).
+ * The blocks depend on the shape only and the stage-1 kernels all add in the
  * same order, so dgamma and dbeta are the same bits on both variants for
  * the same inputs (the statistics of the variants' forwards may differ in
  * their last bits).

@@ -6,9 +6,10 @@
  * the per-row statistics are F32.
  *
  * The row kernels are planned by rumus__row_plan_make, as softmax's are;
- * the gradients of gamma and beta are column sums over the rows in two
- * launches of the same program (stage 1 per block of rows, stage 2 per
- * column), the blocks fixed by the shape alone.
+ * the gradients of gamma and beta are column sums over the rows by the
+ * same program: stage 1 per block of rows (fused with dx on the GPU
+ * variant's register plans), stage 2 per column (by groups of blocks
+ * first when there are many), the blocks fixed by the shape alone.
  */
 #include <math.h>
 #include <stdio.h>
