@@ -9,8 +9,8 @@
  *   forward   out[p, c] = weight[ids[p], c], a bit copy of the element;
  *             an id outside [0, rows) reads nothing, gives a row of
  *             zeros and is reported (DEVERR_EMBED_ID, the id, p).  A
- *             work-item copies 1 element (work-group variant) or 16
- *             (CPU variant).
+ *             work-group copies a row, 16 bytes per access where aligned
+ *             (GPU variant), or a work-item 16 elements (CPU variant).
  *   backward  dweight[r, c] = sum over the positions p with ids[p] == r
  *             (r != padding_idx) of dout[p, c]; 0 for rows never named.
  *
@@ -26,6 +26,9 @@
  *             scanning the sums, chunks rescanned): where each block's
  *             keys of each digit go;
  *   scatter   each block moves its keys in order: stable.
+ * (On the GPU variant hist, scan and scatter are work-group kernels: a
+ * group per block, work-item d walking the block's keys in local memory
+ * for digit d; the same integer results.)
  * Then the sorted list is cut into tiles of EMB_TILE entries, fixed by n
  * alone.  Stage 1: a work-item per (tile, column) (work-group variant) or
  * (tile, 8 columns) with float8 accumulators (CPU variant) walks its tile
@@ -34,13 +37,15 @@
  * an earlier tile goes to lead[tile], the first part of one that runs on
  * goes to tail[tile] (float scratch).  Stage 2: a work-item per row
  * finds its segment by binary search (bounds), then a work-item per
- * (row, column or 8 columns) stores 0 for an empty one, leaves one inside
+ * (row, 8 columns; a group per row on the GPU variant, its work-items
+ * along the columns) stores 0 for an empty one, leaves one inside
  * a tile to stage 1, and adds tail[first tile] and lead[next tiles] in
  * tile order for a longer one.  So every element is the float sum of
  * its dout values in ascending position order, grouped by tiles of the
  * sorted list: the same operations on both variants (the same bits),
  * whatever the scheduling, and an id repeated a million times costs 4096
- * tile partials in stage 2, not a million-long walk.  Stage 1 needs no local memory: each work-item's
+ * tile partials in stage 2, not a million-long walk.  Stage 1 needs no
+ * local memory: each work-item's
  * sum is its own sequential walk; the indices it shares with its
  * neighbours (2 KiB per tile) stay in the cache.
  *
@@ -63,6 +68,7 @@
 #endif
 
 #define EMB_RADIX 256 /* 8-bit digits */
+#define EMB_SCAN 1024 /* entries per group of the work-group scan */
 
 typedef RUMUS_TYPE(GRAD_STORAGE) grad_t;
 
@@ -73,11 +79,10 @@ typedef RUMUS_TYPE(GRAD_STORAGE) grad_t;
 
 /* ---- Forward ---------------------------------------------------------- */
 
-/* Columns [c, c + cw) of out's row p (item = p * blocks + c / cw): bit
- * copies (NaN payloads kept), or zeros for a bad id, reported once per
- * row (by its first block).  cw is 1 on the work-group variant (adjacent
- * work-items, adjacent elements) and 16 on the CPU variant (one division
- * per 16 elements, a loop the compiler vectorizes). */
+/* CPU variant: columns [c, c + cw) of out's row p (item = p * blocks +
+ * c / cw): bit copies (NaN payloads kept), or zeros for a bad id,
+ * reported once per row (by its first block).  The host passes cw = 16:
+ * one division per 16 elements, a loop the compiler vectorizes. */
 __kernel RUMUS_WG_ATTR
 void embedding_fwd(ulong n, ulong base, global const real_t *w, ulong wo,
                    global const int *ids, ulong io, global real_t *out,
@@ -107,6 +112,43 @@ void embedding_fwd(ulong n, ulong base, global const real_t *w, ulong wo,
   for (size_t j = c; j < end; j++) {
     if (sizeof(real_t) == 4) o32[j] = w32[j];
     else o16[j] = w16[j];
+  }
+}
+
+/* Work-group variant: group g of the launch copies out's row base + g of
+ * n, its work-items taking every WG-th piece of the row (coalesced), the
+ * id read once per row.  vec: the host checked that w's and out's element
+ * offsets and the row's bytes are multiples of 16 bytes (rumus__aligned),
+ * so the row moves as uint4 (one 16-byte access per piece); else as
+ * single elements.  A bad id gives zeros, reported by work-item 0. */
+__kernel RUMUS_WG_ATTR
+void embedding_fwd_wg(ulong n, ulong base, global const real_t *w, ulong wo,
+                      global const int *ids, ulong io, global real_t *out,
+                      ulong oo, ulong rows, ulong dim, uint vec,
+                      volatile global int *status) {
+  const size_t gi = get_group_id(0);
+  if (gi >= n) return; /* the whole group */
+  const size_t p = (size_t)base + gi, l = get_local_id(0);
+  const int id = ids[io + p];
+  const size_t o = oo + p * dim;
+  if (id < 0 || (ulong)id >= rows) {
+    if (l == 0) rumus_report(status, DEVERR_EMBED_ID, id, (int)p);
+    for (size_t j = l; j < dim; j += WG) STORE(0.0f, out, o + j);
+    return;
+  }
+  const size_t i = wo + (size_t)id * dim;
+  if (vec) {
+    global const uint4 *src = (global const uint4 *)(w + i);
+    global uint4 *dst = (global uint4 *)(out + o);
+    const size_t nv = dim * sizeof(real_t) / 16;
+    for (size_t j = l; j < nv; j += WG) dst[j] = src[j];
+    return;
+  }
+  for (size_t j = l; j < dim; j += WG) {
+    if (sizeof(real_t) == 4)
+      ((global uint *)out)[o + j] = ((global const uint *)w)[i + j];
+    else
+      ((global ushort *)out)[o + j] = ((global const ushort *)w)[i + j];
   }
 }
 
@@ -197,6 +239,126 @@ void embedding_scatter(uint n, uint blocks, uint shift,
   }
 }
 
+/* ---- Backward: the sort, work-group kernels (GPU variant) ------------- */
+
+/* The same histogram, scan and scatter as above, by groups of EMB_RADIX
+ * work-items (the host uses them when the device allows such groups): the
+ * block's keys are read once, coalesced, into local memory, and work-item
+ * d walks them for digit d (every work-item reads the same local word, a
+ * broadcast).  Counts and prefix sums are integers, and a pass is stable,
+ * so the sorted list is the one the serial kernels give. */
+
+/* Block b's keys (or their digits when shift < 32) into lk; returns its
+ * length. */
+inline uint emb_block_load(uint n, uint b, uint shift, global const uint *key,
+                           local uint *lk) {
+  const uint a = b * EMB_BLOCK, m = min(n - a, (uint)EMB_BLOCK);
+  for (uint i = get_local_id(0); i < m; i += EMB_RADIX) {
+    const uint k = key[a + i];
+    lk[i] = shift < 32 ? (k >> shift) & 255u : k;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return m;
+}
+
+__kernel RUMUS_REQD_WG(EMB_RADIX, 1, 1)
+void embedding_hist_wg(uint n, uint blocks, uint shift,
+                       global const uint *key, global uint *hist) {
+  local uint lk[EMB_BLOCK];
+  const uint b = get_group_id(0), d = get_local_id(0);
+  const uint m = emb_block_load(n, b, shift, key, lk);
+  uint c = 0;
+  for (uint i = 0; i < m; i++) c += lk[i] == d;
+  hist[d * blocks + b] = c;
+}
+
+__kernel RUMUS_REQD_WG(EMB_RADIX, 1, 1)
+void embedding_scatter_wg(uint n, uint blocks, uint shift,
+                          global const uint *offs, global const uint *kin,
+                          global const uint *vin, global uint *kout,
+                          global uint *vout) {
+  local uint lk[EMB_BLOCK], lv[EMB_BLOCK];
+  const uint b = get_group_id(0), d = get_local_id(0);
+  emb_block_load(n, b, 32, vin, lv);
+  const uint m = emb_block_load(n, b, 32, kin, lk);
+  uint j = offs[d * blocks + b];
+  for (uint i = 0; i < m; i++) {
+    const uint k = lk[i];
+    if (((k >> shift) & 255u) == d) {
+      kout[j] = k;
+      vout[j] = lv[i];
+      j++;
+    }
+  }
+}
+
+/* Exclusive prefix sum of v over the group (EMB_RADIX work-items, s
+ * EMB_RADIX words of local scratch); *total gets the group's sum. */
+inline uint emb_group_scan(uint v, local uint *s, uint *total) {
+  const uint l = get_local_id(0);
+  s[l] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint o = 1; o < EMB_RADIX; o <<= 1) {
+    const uint t = l >= o ? s[l - o] : 0u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    s[l] += t;
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  *total = s[EMB_RADIX - 1];
+  const uint r = s[l] - v;
+  barrier(CLK_LOCAL_MEM_FENCE); /* s is reused by the caller */
+  return r;
+}
+
+/* Work-item l's 4 entries [i, i + 4) of chunk k (EMB_SCAN entries) of
+ * a[0 .. m): their index i. */
+inline uint emb_scan_first(uint k) {
+  return k * EMB_SCAN + get_local_id(0) * (EMB_SCAN / EMB_RADIX);
+}
+
+/* sums[k] = the sum of chunk k (group k). */
+__kernel RUMUS_REQD_WG(EMB_RADIX, 1, 1)
+void embedding_scan_sums_wg(uint m, global const uint *a,
+                            global uint *sums) {
+  local uint s[EMB_RADIX];
+  const uint k = get_group_id(0), i = emb_scan_first(k);
+  uint t = 0, total;
+  for (uint q = i; q < min(m, i + EMB_SCAN / EMB_RADIX); q++) t += a[q];
+  emb_group_scan(t, s, &total);
+  if (get_local_id(0) == 0) sums[k] = total;
+}
+
+/* Exclusive prefix sums of sums[0 .. chunks), in place, by one group. */
+__kernel RUMUS_REQD_WG(EMB_RADIX, 1, 1)
+void embedding_scan_top_wg(uint chunks, global uint *sums) {
+  local uint s[EMB_RADIX];
+  const uint l = get_local_id(0);
+  uint carry = 0, total;
+  for (uint b = 0; b < chunks; b += EMB_RADIX) {
+    const uint v = b + l < chunks ? sums[b + l] : 0u;
+    const uint e = emb_group_scan(v, s, &total);
+    if (b + l < chunks) sums[b + l] = carry + e;
+    carry += total;
+  }
+}
+
+/* Chunk k of a becomes its exclusive prefix sums from sums[k]. */
+__kernel RUMUS_REQD_WG(EMB_RADIX, 1, 1)
+void embedding_scan_apply_wg(uint m, global uint *a,
+                             global const uint *sums) {
+  local uint s[EMB_RADIX];
+  const uint k = get_group_id(0), i = emb_scan_first(k),
+             e = min(m, i + EMB_SCAN / EMB_RADIX);
+  uint t = 0, total;
+  for (uint q = i; q < e; q++) t += a[q];
+  uint run = sums[k] + emb_group_scan(t, s, &total);
+  for (uint q = i; q < e; q++) {
+    const uint v = a[q];
+    a[q] = run;
+    run += v;
+  }
+}
+
 /* ---- Backward: the sums ----------------------------------------------- */
 
 /* Where the part [i, j) of segment k in tile [a, b) of the sorted list of
@@ -221,7 +383,34 @@ inline uint emb_lower(global const uint *key, uint n, uint k) {
   return lo;
 }
 
-/* Stage 1, one column: item = tile * dim + c. */
+/* dy[val[i] * dim] + ... + dy[val[j - 1] * dim] (g at the column) added
+ * left to right from 0, as embedding_tile_row's lanes add: the loads of 8
+ * entries are issued before their adds, so a work-item has 8 in flight
+ * (the adds, in order, give the same bits). */
+inline float emb_col_sum(global const real_t *g, global const uint *val,
+                         ulong dim, uint i, uint j) {
+  float s = 0.0f;
+  for (; i + 8 <= j; i += 8) {
+    float v[8];
+    for (uint q = 0; q < 8; q++) v[q] = LOAD(g, (size_t)val[i + q] * dim);
+    for (uint q = 0; q < 8; q++) s += v[q];
+  }
+  for (; i < j; i++) s += LOAD(g, (size_t)val[i] * dim);
+  return s;
+}
+
+/* The end of the segment of key k that starts at i, in [i + 1, b]: a
+ * look at the next 3 keys (most segments of a large table are short),
+ * then a binary search of the rest of the tile. */
+inline uint emb_seg_end(global const uint *key, uint i, uint b, uint k) {
+  uint j = i + 1;
+  while (j < i + 4 && j < b && key[j] == k) j++;
+  if (j == i + 4 && j < b) j += emb_lower(key + j, b - j, k + 1);
+  return j;
+}
+
+/* Stage 1, one column: item = tile * dim + c.  The tile's keys are shared
+ * by the group's work-items (cached). */
 __kernel RUMUS_WG_ATTR
 void embedding_tile_col(ulong cnt, ulong base, uint n, uint rows, ulong dim,
                         global const uint *key, global const uint *val,
@@ -233,9 +422,8 @@ void embedding_tile_col(ulong cnt, ulong base, uint n, uint rows, ulong dim,
   global const real_t *g = dy + dyo + c;
   for (uint i = a; i < b;) {
     const uint k = key[i];
-    float s = 0.0f;
-    uint j = i;
-    for (; j < b && key[j] == k; j++) s += LOAD(g, (size_t)val[j] * dim);
+    const uint j = emb_seg_end(key, i, b, k);
+    const float s = k < rows ? emb_col_sum(g, val, dim, i, j) : 0.0f;
     const int where = emb_place(key, n, rows, a, b, i, j, k);
     if (where == 0) RUMUS_STORE(GRAD_STORAGE, s, dw, dwo + k * dim + c);
     else if (where == 1) lead[item] = s;
@@ -319,22 +507,28 @@ void embedding_bounds(ulong cnt, ulong base, uint n, global const uint *key,
   range[2 * item + 1] = s == e ? 0u : (e - 1) / EMB_TILE;
 }
 
-/* Stage 2, one column: item = r * dim + c. */
+/* Stage 2, work-group variant: group g of the launch does row base + g
+ * of cnt, its work-items every WG-th column (coalesced), the row's range
+ * read once; the same sums as embedding_fold_col. */
 __kernel RUMUS_WG_ATTR
-void embedding_fold_col(ulong cnt, ulong base, ulong dim,
-                        global const uint *range, global const float *lead,
-                        global const float *tail, global grad_t *dw,
-                        ulong dwo) {
-  EMB_ITEM(cnt, base);
-  const size_t r = item / dim, c = item - r * dim;
+void embedding_fold_wg(ulong cnt, ulong base, ulong dim,
+                       global const uint *range, global const float *lead,
+                       global const float *tail, global grad_t *dw,
+                       ulong dwo) {
+  const size_t gi = get_group_id(0);
+  if (gi >= cnt) return; /* the whole group */
+  const size_t r = (size_t)base + gi;
   const uint t0 = range[2 * r], t1 = range[2 * r + 1];
-  if (t0 >= t1) { /* empty (1, 0), or stored by stage 1 */
-    if (t0 > t1) RUMUS_STORE(GRAD_STORAGE, 0.0f, dw, dwo + item);
-    return;
+  if (t0 == t1) return; /* stored by stage 1 */
+  global grad_t *out = dw + dwo + r * dim;
+  for (size_t c = get_local_id(0); c < dim; c += WG) {
+    float acc = 0.0f;
+    if (t0 < t1) {
+      acc = tail[t0 * dim + c];
+      for (uint t = t0 + 1; t <= t1; t++) acc += lead[t * dim + c];
+    }
+    RUMUS_STORE(GRAD_STORAGE, acc, out, c);
   }
-  float acc = tail[t0 * dim + c];
-  for (uint t = t0 + 1; t <= t1; t++) acc += lead[t * dim + c];
-  RUMUS_STORE(GRAD_STORAGE, acc, dw, dwo + item);
 }
 
 /* Stage 2, 8 columns: item = r * c8 + column block. */

@@ -29,11 +29,13 @@
  *   *_wg   one work-group per row, strided float4 walks, x read once per
  *          pass (GPU, longer rows);
  *   *_row  one work-item per row, no barriers, float8 accumulators (CPU).
- * The gradients of gamma and beta are column sums over the rows, in two
- * launches with a fixed order: ln_dparam_part_{wg,item} sums the rows of
- * each block of RB rows (in row order, one fma per term) per column into
- * float partials, ln_dparam_fold adds the blocks in order per column.
- * The blocks depend on the shape only and both stage-1 kernels add in the
+ * The gradients of gamma and beta are column sums over the rows in a
+ * fixed order: ln_dparam_part_{wg,item}, or the fused *_bwd_fused with
+ * dx, sums the rows of each block of RB rows (in row order, one fma per
+ * term) per column into float partials, ln_dparam_fold adds the blocks
+ * in order per column (ln_dparam_fold1 first adds groups of LN_FOLD_G
+ * blocks when there are more).
+ * The blocks depend on the shape only and the stage-1 kernels all add in the
  * same order, so dgamma and dbeta are the same bits on both variants for
  * the same inputs (the statistics of the variants' forwards may differ in
  * their last bits).
@@ -49,6 +51,9 @@
 #endif
 #ifndef LN_FOLD_LS
 #define LN_FOLD_LS 64 /* local size of ln_dparam_fold and ln_dparam_part_* */
+#endif
+#ifndef LN_FOLD_G
+#define LN_FOLD_G 64 /* blocks per group of stage 2a (layernorm.c's; fixed) */
 #endif
 
 typedef RUMUS_TYPE(LN_PARAM) param_t;
@@ -503,6 +508,91 @@ LN_FWD_WGC(rmsnorm_fwd_wgc, 1)
 LN_BWD_WGC(layernorm_bwd_wgc, 0)
 LN_BWD_WGC(rmsnorm_bwd_wgc, 1)
 
+/* ---- Fused backward (GPU variant, rows in registers) ---------------------
+ * dx and stage 1 of dgamma / dbeta in one read of dy and x: the group's
+ * WG / rt teams (rt work-items, as the _wgc kernels) each take one block
+ * of the gradients' rows (block k = group * (WG / rt) + team, rows
+ * [k rb, min((k + 1) rb, rows))) and walk them in order, computing dx as
+ * ln_bwd_wgc_body and adding each column's terms to float4 partials in
+ * row order, one fma per term, as ln_dparam_part_* do: the same partials
+ * (the same bits), written to part at the end.  Every team takes rb
+ * turns (rows past its block: n = 0), so the barriers stay uniform. */
+
+/* One row of the walk (n = 0: none); sg, sb the lane's partials. */
+inline void ln_bwd_fused_row(global const real_t *dy, global const real_t *x,
+                             global real_t *dx, size_t n, uint rt, int rms,
+                             float mean, float rstd, int has_g,
+                             global const param_t *gm, local float *la,
+                             local float *lb, float4 *sg, float4 *sb) {
+  const size_t lane = get_local_id(0) % rt;
+  const float fn = n ? (float)n : 1.0f;
+  float4 d[CACHE_V4], xh[CACHE_V4];
+  float a = 0.0f, b = 0.0f;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lane + (size_t)k * rt;
+    d[k] = rumus_load4_fill(dy, q, n, 0.0f);
+    xh[k] = (rumus_load4_fill(x, q, n, 0.0f) - mean) * rstd;
+    float4 g = d[k];
+    if (has_g) g *= ln_pload4_fill(gm, q, n, 0.0f);
+    a += rumus_hsum4(g);
+    b += dot(g, xh[k]); /* g is 0 past the row's end */
+  }
+  const float ca = rms ? 0.0f : rumus_seg_sum(la, a, rt) / fn;
+  const float cb = rumus_seg_sum(lb, b, rt) / fn;
+  if (n == 0) return;
+  for (int k = 0; k < CACHE_V4; k++) {
+    const size_t q = lane + (size_t)k * rt;
+    if (q * 4 >= n) break;
+    sg[k] = fma(d[k], xh[k], sg[k]);
+    sb[k] += d[k];
+    float4 g = d[k];
+    if (has_g) g *= ln_pload4_fill(gm, q, n, 0.0f);
+    rumus_store4_part(rstd * (g - ca - xh[k] * cb), dx, q, n);
+  }
+}
+
+/* The lane's partials of block k into part (cols columns, nb blocks). */
+inline void ln_fused_part_out(const float4 *sg, const float4 *sb, uint rt,
+                              global float *part, size_t k, size_t cols,
+                              size_t nb) {
+  const size_t lane = get_local_id(0) % rt;
+  global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
+  for (int i = 0; i < CACHE_V4; i++) {
+    const size_t j = (lane + (size_t)i * rt) * 4;
+    if (j >= cols) break;
+    const float g[4] = {sg[i].x, sg[i].y, sg[i].z, sg[i].w};
+    const float b[4] = {sb[i].x, sb[i].y, sb[i].z, sb[i].w};
+    for (size_t c = 0; c < 4 && j + c < cols; c++) {
+      pg[j + c] = g[c];
+      pb[j + c] = b[c];
+    }
+  }
+}
+
+#define LN_BWD_FUSED(name, rms)                                              \
+  __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS, uint rt, global float *part, \
+                                   ulong rb, ulong nb) {                     \
+    local float la[WG], lb[WG];                                              \
+    const size_t k = (size_t)get_group_id(0) * (WG / rt) +                   \
+                     get_local_id(0) / rt;                                   \
+    float4 sg[CACHE_V4], sb[CACHE_V4];                                       \
+    for (int i = 0; i < CACHE_V4; i++) sg[i] = sb[i] = (float4)(0.0f);     \
+    for (size_t i = 0; i < rb; i++) {                                        \
+      const size_t r = k * rb + i;                                           \
+      const int live = k < nb && r < rows;                                   \
+      const size_t n = live ? (size_t)cols : 0, rr = live ? r : 0;           \
+      const float mu = (rms || !live) ? 0.0f : mean[m_off + rr];             \
+      const float rs = live ? rstd[r_off + rr] : 0.0f;                       \
+      ln_bwd_fused_row(ROW_PTR(dy, dy_off, rr), ROW_PTR(x, x_off, rr),       \
+                       ROW_PTR(dx, dx_off, rr), n, rt, rms, mu, rs, has_g,   \
+                       g + g_off, la, lb, sg, sb);                           \
+      barrier(CLK_LOCAL_MEM_FENCE); /* la, lb are rewritten next row */      \
+    }                                                                        \
+    if (k < nb) ln_fused_part_out(sg, sb, rt, part, k, cols, nb);            \
+  }
+LN_BWD_FUSED(layernorm_bwd_fused, 0)
+LN_BWD_FUSED(rmsnorm_bwd_fused, 1)
+
 /* ---- Gradients of gamma and beta ----------------------------------------
  * Stage 1: block k of the rows [k RB, min((k + 1) RB, rows)) and column j:
  * part[k cols + j] = sum dy xhat (dgamma), part[(nb + k) cols + j] = sum dy
@@ -515,20 +605,43 @@ LN_BWD_WGC(rmsnorm_bwd_wgc, 1)
       global const float *rstd, ulong r_off, int has_mean,                   \
       global float *part, ulong rows, ulong cols, ulong rb, ulong nb
 
+/* dy[r, j] and xhat[r, j] of one row. */
+inline float2 ln_part_load(global const real_t *dy, ulong dy_off,
+                           global const real_t *x, ulong x_off,
+                           global const float *mean, ulong m_off,
+                           global const float *rstd, ulong r_off,
+                           int has_mean, ulong cols, size_t r, size_t j) {
+  const float mu = has_mean ? mean[m_off + r] : 0.0f;
+  return (float2)(LOAD(dy, dy_off + r * cols + j),
+                  (LOAD(x, x_off + r * cols + j) - mu) * rstd[r_off + r]);
+}
+
 /* GPU: one column per work-item, neighbours on neighbouring columns
- * (coalesced). */
+ * (coalesced).  The loads of 8 rows are issued before their terms are
+ * added, in row order (the same bits as one row at a time), so a
+ * work-item keeps 16 loads in flight rather than 2. */
 __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_part_wg(
     LN_PART_ARGS) {
   const size_t j = get_global_id(0), k = get_global_id(1);
   if (j >= cols) return;
   const size_t r1 = min((k + 1) * (size_t)rb, (size_t)rows);
   float sg = 0.0f, sb = 0.0f;
-  for (size_t r = k * (size_t)rb; r < r1; r++) {
-    const float mu = has_mean ? mean[m_off + r] : 0.0f;
-    const float d = LOAD(dy, dy_off + r * cols + j);
-    const float xh = (LOAD(x, x_off + r * cols + j) - mu) * rstd[r_off + r];
-    sg = fma(d, xh, sg);
-    sb += d;
+  size_t r = k * (size_t)rb;
+  for (; r + 8 <= r1; r += 8) {
+    float2 v[8];
+    for (int q = 0; q < 8; q++)
+      v[q] = ln_part_load(dy, dy_off, x, x_off, mean, m_off, rstd, r_off,
+                          has_mean, cols, r + q, j);
+    for (int q = 0; q < 8; q++) {
+      sg = fma(v[q].x, v[q].y, sg);
+      sb += v[q].x;
+    }
+  }
+  for (; r < r1; r++) {
+    const float2 v = ln_part_load(dy, dy_off, x, x_off, mean, m_off, rstd,
+                                  r_off, has_mean, cols, r, j);
+    sg = fma(v.x, v.y, sg);
+    sb += v.x;
   }
   part[k * cols + j] = sg;
   part[(nb + k) * cols + j] = sb;
@@ -568,7 +681,41 @@ __kernel void ln_dparam_part_item(LN_PART_ARGS) {
   }
 }
 
-/* Stage 2: one work-item per column adds the nb blocks in order. */
+/* Stage 2a, when there are more than LN_FOLD_G blocks: item (j, h) adds
+ * blocks [h LN_FOLD_G, (h + 1) LN_FOLD_G) of column j in order into part2
+ * (nb2 groups, laid out as part), loading 8 before adding them; stage 2
+ * then adds the groups in order.  Many blocks (a short walk each for the
+ * fused kernel) then cost few serial adds per work-item. */
+__kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold1(
+    global const float *part, ulong cols, ulong nb, global float *part2,
+    ulong nb2) {
+  const size_t j = get_global_id(0), h = get_global_id(1);
+  if (j >= cols) return;
+  const size_t k1 = min((h + 1) * LN_FOLD_G, (size_t)nb);
+  float sg = 0.0f, sb = 0.0f;
+  size_t k = h * LN_FOLD_G;
+  for (; k + 8 <= k1; k += 8) {
+    float g[8], b[8];
+    for (int q = 0; q < 8; q++) {
+      g[q] = part[(k + q) * cols + j];
+      b[q] = part[(nb + k + q) * cols + j];
+    }
+    for (int q = 0; q < 8; q++) {
+      sg += g[q];
+      sb += b[q];
+    }
+  }
+  for (; k < k1; k++) {
+    sg += part[k * cols + j];
+    sb += part[(nb + k) * cols + j];
+  }
+  part2[h * cols + j] = sg;
+  part2[(nb2 + h) * cols + j] = sb;
+}
+
+/* Stage 2: one work-item per column adds the nb blocks in order, loading
+ * 8 blocks before adding them (few work-items: the loads in flight, not
+ * the adds, set its time). */
 __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold(
     global const float *part, ulong cols, ulong nb, int has_dg,
     global param_t *dg, ulong dg_off, int has_db, global param_t *db,
@@ -576,7 +723,19 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold(
   const size_t j = get_global_id(0);
   if (j >= cols) return;
   float sg = 0.0f, sb = 0.0f;
-  for (size_t k = 0; k < nb; k++) {
+  size_t k = 0;
+  for (; k + 8 <= nb; k += 8) {
+    float g[8], b[8];
+    for (int q = 0; q < 8; q++) {
+      g[q] = part[(k + q) * cols + j];
+      b[q] = part[(nb + k + q) * cols + j];
+    }
+    for (int q = 0; q < 8; q++) {
+      sg += g[q];
+      sb += b[q];
+    }
+  }
+  for (; k < nb; k++) {
     sg += part[k * cols + j];
     sb += part[(nb + k) * cols + j];
   }

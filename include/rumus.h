@@ -899,8 +899,9 @@ RUMUS_API int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
  * call gives the same bits on every run on one device; the two variants
  * may differ in the last bits of y, the statistics and dx.  dgamma and
  * dbeta are column sums over the rows in two stages (blocks of rows fixed
- * by the shape alone, summed row by row, then the blocks in order), the
- * same bits on both variants for the same dy, x and statistics.
+ * by the shape alone, summed row by row, then the blocks in order, by
+ * groups of 64 blocks when there are more), the same bits on both
+ * variants for the same dy, x and statistics.
  * rumus_cache_fill() builds the F32 programs (gamma F32) of these ops;
  * other types build their programs at first use. */
 

@@ -28,7 +28,7 @@ enum {
 };
 
 /* Reusable scratch buffers per context (rumus__scratch_begin). */
-#define RUMUS__SCRATCH_SLOTS 4
+#define RUMUS__SCRATCH_SLOTS 9 /* the embedding backward uses 9 */
 
 typedef struct rumus__program rumus__program;
 typedef struct rumus__event_node rumus__event_node;
@@ -248,7 +248,7 @@ RUMUS__HIDDEN int rumus__scratch(rumus_ctx *ctx, const char *op, size_t bytes,
 /* Reusable per-context scratch buffers, for ops that run often enough that
  * a fresh buffer's first-touch cost shows (PoCL maps new pages during the
  * kernels).  rumus__scratch_begin() takes them for one op's launches,
- * rumus__scratch_slot() gives slot i (0 to 3) with at least `bytes` (the
+ * rumus__scratch_slot() gives slot i (0 to 8) with at least `bytes` (the
  * contents are undefined), rumus__scratch_end() lets them go.  The queue is
  * in-order, so the next op that takes them runs after this op's kernels.
  * They are freed by rumus_cache_clear() and rumus_ctx_free(). */

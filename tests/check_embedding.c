@@ -5,7 +5,9 @@
  * both variants, over dims 1, 3, 64 and 129; ids random, one id repeated
  * 5000 times among random ones, all ids equal, padding_idx, bad ids; ids
  * of several shapes (0-D to 3-D); tensors in guarded buffers and at odd
- * element offsets; tables of 70000 rows (three radix passes).
+ * element offsets and at 16-byte aligned nonzero offsets; tables of 70000
+ * rows (three radix passes); 300000 ids (the GPU variant's scan over more
+ * than 256 chunks).
  *
  * Tolerances:
  *   forward   exact: elements are copied (out-of-range ids give 0);
@@ -382,6 +384,106 @@ START_TEST(odd_offsets) {
 }
 END_TEST
 
+/* Tensors at nonzero 16-byte aligned offsets of one buffer (weight at 16,
+ * ids at 128, out at 256, dout at 1024, dweight at 1536 elements; 16-bit
+ * tensors at twice those), rows of 8 elements (16 or 32 bytes), so the
+ * GPU variant's forward takes its 16-byte moves away from offset 0; the
+ * variants' bytes equal.  Storage tu_dtypes[_i]. */
+START_TEST(aligned_offsets) {
+  const rumus_dtype d = tu_dtypes[_i];
+  enum { ROWS = 11, DIM = 8, N = 50 };
+  rumus_ctx *ctx = tu_ctx();
+  cl_int e;
+  cl_mem buf = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE,
+                              2048 * sizeof(float), NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  tu_rng r;
+  tu_rng_seed(&r, 83 + (uint64_t)_i);
+  float *w = rand_typed(&r, d, ROWS * DIM, -2, 2),
+        *dy = rand_typed(&r, d, N * DIM, -1, 1);
+  int32_t *ids = make_ids(&r, IDS_RANDOM, N, ROWS);
+  const size_t ws[2] = {ROWS, DIM}, is[1] = {N}, os[2] = {N, DIM};
+  const size_t k = rumus_dtype_size(d) == 2 ? 2 : 1;
+  rumus_tensor *tw = wrap_at(ctx, buf, d, 2, ws, 16 * k),
+               *ti = wrap_at(ctx, buf, RUMUS_I32, 1, is, 128),
+               *to = wrap_at(ctx, buf, d, 2, os, 256 * k),
+               *tdy = wrap_at(ctx, buf, d, 2, os, 1024 * k),
+               *tdw = wrap_at(ctx, buf, d, 2, ws, 1536 * k);
+  TU_OK(ctx, rumus_tensor_upload_f32(tw, w, ROWS * DIM));
+  TU_OK(ctx, rumus_tensor_upload(ti, ids, N * sizeof *ids));
+  TU_OK(ctx, rumus_tensor_upload_f32(tdy, dy, N * DIM));
+  double *want = tu_malloc(N * DIM * sizeof *want);
+  ref_embedding_fwd(w, ROWS, DIM, ids, N, want);
+  void *bytes[2];
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, rumus_embedding_fwd(ctx, tw, ti, 2, to));
+    float *got = tu_download_f32(ctx, to);
+    tu_check_close("aligned_offsets_fwd", got, want, N * DIM, 0, 0);
+    free(got);
+    bytes[v] = download_raw(ctx, to);
+    TU_OK(ctx, rumus_embedding_bwd(ctx, tdy, ti, 2, tdw));
+    got = tu_download_f32(ctx, tdw);
+    check_bwd_result("aligned_offsets_bwd", got, dy, ids, N, ROWS, DIM, 2, d);
+    free(got);
+  }
+  ck_assert(memcmp(bytes[0], bytes[1], N * DIM * rumus_dtype_size(d)) == 0);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  free(bytes[0]);
+  free(bytes[1]);
+  free(w);
+  free(dy);
+  free(ids);
+  free(want);
+  tu_free_all(ctx, tw, ti, to, tdy, tdw, NULL);
+  clReleaseMemObject(buf);
+}
+END_TEST
+
+/* 300000 ids over 1000 rows (a third of them row 999), dim 2: more than
+ * 256 chunks of the GPU variant's work-group scan (its one-group top
+ * level loops), tiles of stage 1 with long segments; the variants and a
+ * second run give the same bits. */
+START_TEST(long_ids) {
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 89);
+  enum { ROWS = 1000, DIM = 2, N = 300000 };
+  float *dy = rand_typed(&r, RUMUS_F32, (size_t)N * DIM, -1, 1);
+  int32_t *ids = make_ids(&r, IDS_RANDOM, N, ROWS);
+  for (size_t p = 0; p < N; p += 3) ids[p] = ROWS - 1;
+  const size_t ws[2] = {ROWS, DIM}, is[1] = {N}, os[2] = {N, DIM};
+  rumus_tensor *ti = tu_tensor(ctx, RUMUS_I32, 1, is, ids),
+               *tdy = tu_tensor_typed(ctx, RUMUS_F32, 2, os, dy),
+               *tdw = tu_tensor_typed(ctx, RUMUS_F32, 2, ws, NULL);
+  void *first = NULL;
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int run = 0; run < (v == 0 ? 1 : 2); run++) {
+      TU_OK(ctx, rumus_embedding_bwd(ctx, tdy, ti, 7, tdw));
+      void *raw = download_raw(ctx, tdw);
+      if (first == NULL) {
+        float *got = tu_download_f32(ctx, tdw);
+        check_bwd_result("long_ids_bwd", got, dy, ids, N, ROWS, DIM, 7,
+                         RUMUS_F32);
+        free(got);
+        first = raw;
+        continue;
+      }
+      ck_assert_msg(memcmp(first, raw, ROWS * DIM * sizeof(float)) == 0,
+                    "long_ids: %s run %d differs",
+                    tu_variant_name(tu_variants[v]), run);
+      free(raw);
+    }
+  }
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  free(first);
+  free(dy);
+  free(ids);
+  tu_free_all(ctx, ti, tdy, tdw, NULL);
+}
+END_TEST
+
 /* 70000 rows (17-bit keys: three radix passes), 20000 ids spread over
  * them and 3000 repeats of row 69999; many sort blocks and scan chunks.
  * Variant tu_variants[_i]. */
@@ -603,7 +705,9 @@ int main(void) {
   TCase *limits = tu_tcase("limits");
   tcase_add_loop_test(limits, guards_and_offsets, 0, 3);
   tcase_add_loop_test(limits, odd_offsets, 0, 3);
+  tcase_add_loop_test(limits, aligned_offsets, 0, 3);
   tcase_add_loop_test(limits, many_rows, 0, 2);
+  tcase_add_test(limits, long_ids);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

@@ -4,8 +4,9 @@
  * dgamma, dbeta), against the float64 reference, on both variants, every
  * storage type (gamma of F32 and of x's type), rows of 1, 7, 32, 129,
  * 1000, 4096 (a single row) and 16384 elements (the GPU variant's
- * register kernels up to 8192, its strided kernel beyond), 3000 rows of
- * 64 (several row blocks of the gamma / beta gradients), a 3-D tensor;
+ * register kernels, and its fused dx + gamma / beta pass, up to 8192,
+ * its strided kernel beyond), 3000 rows of 64 (375 row blocks of the
+ * gamma / beta gradients: stage 2 by groups of 64), a 3-D tensor;
  * affine and not; every tensor in a borrowed buffer at an odd element
  * offset with guard bytes; in place; bits equal run to run, and dgamma /
  * dbeta equal across the variants; rows far from 0 (1000 + U(-1, 1));

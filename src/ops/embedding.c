@@ -22,6 +22,12 @@ static const char *const FILE_CL = "embedding.cl";
 #define EMB_BLOCK 256
 #define EMB_TILE 256
 #define EMB_RADIX 256
+/* cl/embedding.cl's EMB_SCAN: entries per group of the work-group scan. */
+#define EMB_SCAN 1024
+/* Scratch slots of the backward (keys and positions twice, the digit
+ * table, its chunk sums, lead, tail, the rows' ranges). */
+#define EMB_SLOTS 9
+_Static_assert(EMB_SLOTS <= RUMUS__SCRATCH_SLOTS, "embedding scratch slots");
 
 static size_t emb_ls(const rumus_ctx *ctx) {
   size_t ls = EMB_LS;
@@ -59,6 +65,26 @@ static int run_items(rumus_ctx *ctx, const char *op, const char *opts,
     args[0] = RUMUS__ARG(cnt);
     args[1] = RUMUS__ARG(first);
     RUMUS__FORWARD(launch(ctx, op, opts, kernel, (size_t)cnt, args, na));
+  }
+  return RUMUS_OK;
+}
+
+/* Launches `kernel` with one group of `local` work-items per unit (row or
+ * block) of n, in pieces of at most MAX_ITEMS work-items; args[0] and
+ * args[1] are set here to the piece's unit count and first unit. */
+static int run_groups(rumus_ctx *ctx, const char *op, const char *opts,
+                      const char *kernel, size_t n, size_t local,
+                      rumus__arg *args, size_t na) {
+  const rumus__kernel_ref k = {FILE_CL, opts, kernel};
+  const size_t per = MAX_ITEMS / local;
+  for (size_t base = 0; base < n; base += per) {
+    cl_ulong cnt = n - base < per ? n - base : per;
+    cl_ulong first = base;
+    args[0] = RUMUS__ARG(cnt);
+    args[1] = RUMUS__ARG(first);
+    size_t global = (size_t)cnt * local;
+    RUMUS__FORWARD(
+        rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
   }
   return RUMUS_OK;
 }
@@ -136,11 +162,26 @@ int rumus_embedding_fwd(rumus_ctx *ctx, const rumus_tensor *weight,
   if (out->numel == 0) return RUMUS_OK;
   char opts[192];
   emb_options(ctx, weight->dtype, RUMUS_F32, opts, sizeof opts);
-  /* Columns per work-item: see embedding_fwd in cl/embedding.cl. */
-  cl_uint cw = rumus__gpu_variant(ctx) ? 1 : 16;
   cl_ulong wo = rumus__off(weight), io = rumus__off(ids), oo = rumus__off(out),
-           rows = weight->shape[0], dim = weight->shape[1],
-           blocks = (dim + cw - 1) / cw;
+           rows = weight->shape[0], dim = weight->shape[1];
+  if (rumus__gpu_variant(ctx)) {
+    /* A group per row; 16-byte moves when both tables' rows start at
+     * 16-byte aligned addresses. */
+    const size_t ve = 16 / rumus_dtype_size(weight->dtype);
+    cl_uint vec = dim % ve == 0 && rumus__aligned(weight, 0, ve) &&
+                  rumus__aligned(out, 0, ve);
+    rumus__arg args[12] = {{0, NULL}, {0, NULL}, /* count, first */
+                           RUMUS__ARG(weight->mem), RUMUS__ARG(wo),
+                           RUMUS__ARG(ids->mem), RUMUS__ARG(io),
+                           RUMUS__ARG(out->mem), RUMUS__ARG(oo),
+                           RUMUS__ARG(rows), RUMUS__ARG(dim),
+                           RUMUS__ARG(vec), RUMUS__ARG(ctx->status)};
+    return run_groups(ctx, op, opts, "embedding_fwd_wg", ids->numel,
+                      emb_ls(ctx), args, 12);
+  }
+  /* 16 columns per work-item: see embedding_fwd in cl/embedding.cl. */
+  cl_uint cw = 16;
+  cl_ulong blocks = (dim + cw - 1) / cw;
   rumus__arg args[13] = {{0, NULL}, {0, NULL}, /* count, first: run_items */
                          RUMUS__ARG(weight->mem), RUMUS__ARG(wo),
                          RUMUS__ARG(ids->mem), RUMUS__ARG(io),
@@ -159,47 +200,66 @@ typedef struct {
   char opts[192];
   cl_uint n, rows, blocks, chunk, chunks, m;
   size_t dim, tiles;
-  int gpu;
+  /* gpu: the variant's sums (one column per work-item); wide: the
+   * sort's work-group kernels (the GPU variant where groups of EMB_RADIX
+   * work-items are allowed). */
+  int gpu, wide;
   /* Keys and positions (two of each: the passes ping-pong), the digit
    * table and its chunk sums, the tiles' float partials and the rows'
    * ranges of tiles. */
   cl_mem key[2], val[2], hist, sums, lead, tail, range;
 } emb_bwd;
 
-static void bwd_release(emb_bwd *b) {
-  cl_mem *all[] = {&b->key[0], &b->key[1], &b->val[0], &b->val[1],
-                   &b->hist,   &b->sums,   &b->lead,   &b->tail,
-                   &b->range};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-    if (*all[i]) clReleaseMemObject(*all[i]);
-}
-
-/* Sizes and scratch of the call (every buffer non-empty). */
+/* Sizes and scratch of the call (every buffer non-empty): the context's
+ * reusable slots (rumus__scratch_slot; the caller holds them), so that
+ * repeated calls allocate and first-touch nothing. */
 static int bwd_setup(rumus_ctx *ctx, const char *op, emb_bwd *b) {
   b->blocks = (b->n + EMB_BLOCK - 1) / EMB_BLOCK;
   b->m = EMB_RADIX * (b->blocks ? b->blocks : 1);
-  /* Chunks of about sqrt(m): the one work-item of scan_top walks few. */
+  /* Chunks of about sqrt(m): the one work-item of scan_top walks few;
+   * the work-group scan takes EMB_SCAN per group. */
   b->chunk = 64;
   while ((size_t)b->chunk * b->chunk < b->m) b->chunk *= 2;
+  if (b->wide) b->chunk = EMB_SCAN;
   b->chunks = (b->m + b->chunk - 1) / b->chunk;
   b->tiles = (b->n + EMB_TILE - 1) / EMB_TILE;
   const size_t nb = (size_t)(b->n ? b->n : 1) * sizeof(cl_uint),
                pb = (b->tiles ? b->tiles : 1) * b->dim * sizeof(float);
-  for (int i = 0; i < 2; i++) {
-    RUMUS__FORWARD(rumus__scratch(ctx, op, nb, &b->key[i]));
-    RUMUS__FORWARD(rumus__scratch(ctx, op, nb, &b->val[i]));
-  }
-  RUMUS__FORWARD(rumus__scratch(ctx, op, b->m * sizeof(cl_uint), &b->hist));
+  const size_t bytes[EMB_SLOTS] = {nb, nb, nb, nb, b->m * sizeof(cl_uint),
+                                   b->chunks * sizeof(cl_uint), pb, pb,
+                                   2 * (size_t)b->rows * sizeof(cl_uint)};
+  cl_mem *mem[EMB_SLOTS] = {&b->key[0], &b->key[1], &b->val[0], &b->val[1],
+                            &b->hist,   &b->sums,   &b->lead,   &b->tail,
+                            &b->range};
+  for (int i = 0; i < EMB_SLOTS; i++)
+    RUMUS__FORWARD(rumus__scratch_slot(ctx, op, i, bytes[i], mem[i]));
+  return RUMUS_OK;
+}
+
+/* Launches a sort kernel with b->wide's groups of EMB_RADIX work-items,
+ * `groups` of them. */
+static int launch_wg(rumus_ctx *ctx, const char *op, const emb_bwd *b,
+                     const char *kernel, size_t groups, const rumus__arg *args,
+                     size_t na) {
+  const rumus__kernel_ref k = {FILE_CL, b->opts, kernel};
+  size_t global = groups * EMB_RADIX, local = EMB_RADIX;
+  return rumus__launch(ctx, op, &k, 1, &global, &local, na, args);
+}
+
+/* bwd_scan by the work-group kernels. */
+static int bwd_scan_wg(rumus_ctx *ctx, const char *op, emb_bwd *b) {
+  const rumus__arg a1[] = {RUMUS__ARG(b->m), RUMUS__ARG(b->hist),
+                           RUMUS__ARG(b->sums)};
   RUMUS__FORWARD(
-      rumus__scratch(ctx, op, b->chunks * sizeof(cl_uint), &b->sums));
-  RUMUS__FORWARD(rumus__scratch(ctx, op, pb, &b->lead));
-  const size_t rb = 2 * (size_t)b->rows * sizeof(cl_uint);
-  RUMUS__FORWARD(rumus__scratch(ctx, op, rb, &b->range));
-  return rumus__scratch(ctx, op, pb, &b->tail);
+      launch_wg(ctx, op, b, "embedding_scan_sums_wg", b->chunks, a1, 3));
+  const rumus__arg a2[] = {RUMUS__ARG(b->chunks), RUMUS__ARG(b->sums)};
+  RUMUS__FORWARD(launch_wg(ctx, op, b, "embedding_scan_top_wg", 1, a2, 2));
+  return launch_wg(ctx, op, b, "embedding_scan_apply_wg", b->chunks, a1, 3);
 }
 
 /* Exclusive prefix sums of the digit table, in place. */
 static int bwd_scan(rumus_ctx *ctx, const char *op, emb_bwd *b) {
+  if (b->wide) return bwd_scan_wg(ctx, op, b);
   const rumus__arg a1[] = {RUMUS__ARG(b->m), RUMUS__ARG(b->chunk),
                            RUMUS__ARG(b->chunks), RUMUS__ARG(b->hist),
                            RUMUS__ARG(b->sums)};
@@ -223,14 +283,17 @@ static int bwd_sort(rumus_ctx *ctx, const char *op, emb_bwd *b, int *cur) {
                              RUMUS__ARG(shift), RUMUS__ARG(b->key[*cur]),
                              RUMUS__ARG(b->hist)};
     RUMUS__FORWARD(
-        launch(ctx, op, b->opts, "embedding_hist", b->blocks, ah, 5));
+        b->wide ? launch_wg(ctx, op, b, "embedding_hist_wg", b->blocks, ah, 5)
+                : launch(ctx, op, b->opts, "embedding_hist", b->blocks, ah, 5));
     RUMUS__FORWARD(bwd_scan(ctx, op, b));
     const rumus__arg as[] = {RUMUS__ARG(b->n),        RUMUS__ARG(b->blocks),
                              RUMUS__ARG(shift),       RUMUS__ARG(b->hist),
                              RUMUS__ARG(b->key[*cur]), RUMUS__ARG(b->val[*cur]),
                              RUMUS__ARG(b->key[nx]),  RUMUS__ARG(b->val[nx])};
     RUMUS__FORWARD(
-        launch(ctx, op, b->opts, "embedding_scatter", b->blocks, as, 8));
+        b->wide
+            ? launch_wg(ctx, op, b, "embedding_scatter_wg", b->blocks, as, 8)
+            : launch(ctx, op, b->opts, "embedding_scatter", b->blocks, as, 8));
     *cur = nx;
   }
   return RUMUS_OK;
@@ -277,8 +340,10 @@ static int bwd_sums(rumus_ctx *ctx, const char *op, emb_bwd *b, int cur,
   a[na++] = RUMUS__ARG(b->tail);
   a[na++] = RUMUS__ARG(dw->mem);
   a[na++] = RUMUS__ARG(dwo);
-  return run_items(ctx, op, b->opts,
-                   b->gpu ? "embedding_fold_col" : "embedding_fold_row",
+  if (b->gpu) /* a group per row */
+    return run_groups(ctx, op, b->opts, "embedding_fold_wg", b->rows,
+                      emb_ls(ctx), a, na);
+  return run_items(ctx, op, b->opts, "embedding_fold_row",
                    (size_t)b->rows * per, a, na);
 }
 
@@ -331,9 +396,10 @@ int rumus_embedding_bwd(rumus_ctx *ctx, const rumus_tensor *dout,
   b.rows = (cl_uint)dweight->shape[0];
   b.dim = dweight->shape[1];
   b.gpu = rumus__gpu_variant(ctx);
-  /* The queue keeps the scratch buffers alive until the kernels finish. */
+  b.wide = b.gpu && ctx->max_wg >= EMB_RADIX;
+  rumus__scratch_begin(ctx);
   const int st = bwd_run(ctx, op, &b, dout, ids, padding_idx, dweight);
-  bwd_release(&b);
+  rumus__scratch_end(ctx);
   return st;
 }
 

@@ -6,9 +6,10 @@
  * the per-row statistics are F32.
  *
  * The row kernels are planned by rumus__row_plan_make, as softmax's are;
- * the gradients of gamma and beta are column sums over the rows in two
- * launches of the same program (stage 1 per block of rows, stage 2 per
- * column), the blocks fixed by the shape alone.
+ * the gradients of gamma and beta are column sums over the rows by the
+ * same program: stage 1 per block of rows (fused with dx on the GPU
+ * variant's register plans), stage 2 per column (by groups of blocks
+ * first when there are many), the blocks fixed by the shape alone.
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,11 +19,16 @@
 static const char *const FILE_CL = "layernorm.cl";
 
 /* Rows per stage-1 block of the gamma / beta gradients at least, blocks at
- * most, and the most partial floats per gradient (nb * cols): enough
- * blocks to fill a device at a few thousand rows, little scratch. */
-#define LN_MIN_RB 64
-#define LN_MAX_NB 256
-#define LN_MAX_PART ((size_t)1 << 22)
+ * most, and the most partial floats per gradient (nb * cols): short blocks
+ * (8 rows), so that the GPU's fused backward, a team of work-items per
+ * block walking its rows, has thousands of teams at 65536 rows; scratch
+ * of at most 2^21 floats per gradient (more partials slowed the CPU
+ * variant on PoCL: 32 MiB at 65536 x 1024 written and read again).  Stage 2 adds the blocks in groups
+ * of LN_FOLD_G (cl/layernorm.cl's), then the groups. */
+#define LN_MIN_RB 8
+#define LN_MAX_NB 8192
+#define LN_MAX_PART ((size_t)1 << 21)
+#define LN_FOLD_G 64
 
 /* The local size of the stage kernels (LN_FOLD_LS): a column per
  * work-item, 64 per group on GPUs (coalesced), 8 on CPUs. */
@@ -267,17 +273,44 @@ static void plan_blocks(size_t rows, size_t cols, size_t *rb, size_t *nb) {
   *nb = (rows + *rb - 1) / *rb;
 }
 
-/* dgamma and dbeta (either may be NULL) by the two stages, with the
- * program of `plan`. */
-static int run_dparam(rumus_ctx *ctx, const char *op,
-                      const rumus__row_plan *plan, const rumus_tensor *dy,
-                      const rumus_tensor *x, const rumus_tensor *mean,
-                      const rumus_tensor *rstd, rumus_tensor *dgamma,
-                      rumus_tensor *dbeta, size_t rows, size_t cols) {
-  size_t rb, nb;
-  plan_blocks(rows, cols, &rb, &nb);
-  cl_mem part;
-  RUMUS__FORWARD(rumus__scratch(ctx, op, 2 * nb * cols * sizeof(float), &part));
+/* Stage 2: the nb blocks' partials in part (2 nb cols floats) added per
+ * column into dgamma and dbeta (either may be NULL), in groups of
+ * LN_FOLD_G into part2 first when there are more. */
+static int run_fold(rumus_ctx *ctx, const char *op,
+                    const rumus__row_plan *plan, cl_mem part, cl_mem part2,
+                    size_t nb, size_t cols, rumus_tensor *dgamma,
+                    rumus_tensor *dbeta) {
+  const size_t ls = fold_ls(ctx, plan);
+  cl_ulong ncols = cols, nnb = nb;
+  cl_mem src = part;
+  if (nb > LN_FOLD_G) {
+    cl_ulong nb2 = (nb + LN_FOLD_G - 1) / LN_FOLD_G;
+    const rumus__arg a[5] = {RUMUS__ARG(part), RUMUS__ARG(ncols),
+                             RUMUS__ARG(nnb), RUMUS__ARG(part2),
+                             RUMUS__ARG(nb2)};
+    const rumus__kernel_ref k = {FILE_CL, plan->options, "ln_dparam_fold1"};
+    size_t g[2] = {cols, (size_t)nb2}, l[2] = {ls, 1};
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, g, l, 5, a));
+    src = part2;
+    nnb = nb2;
+  }
+  const ln_arg ga = arg_of(dgamma, dbeta), ba = arg_of(dbeta, dgamma);
+  cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
+  const rumus__arg a2[9] = {
+      RUMUS__ARG(src),    RUMUS__ARG(ncols),  RUMUS__ARG(nnb),
+      RUMUS__ARG(has_dg), RUMUS__ARG(ga.mem), RUMUS__ARG(ga.off),
+      RUMUS__ARG(has_db), RUMUS__ARG(ba.mem), RUMUS__ARG(ba.off)};
+  const rumus__kernel_ref k2 = {FILE_CL, plan->options, "ln_dparam_fold"};
+  size_t g2 = cols, l2 = ls;
+  return rumus__launch(ctx, op, &k2, 1, &g2, &l2, 9, a2);
+}
+
+/* Stage 1 by the part kernels (dx comes after, by the row kernels). */
+static int run_part(rumus_ctx *ctx, const char *op,
+                    const rumus__row_plan *plan, const rumus_tensor *dy,
+                    const rumus_tensor *x, const rumus_tensor *mean,
+                    const rumus_tensor *rstd, cl_mem part, size_t rows,
+                    size_t cols, size_t rb, size_t nb) {
   const int gpu = plan->kind != RUMUS__ROWS_ITEM;
   const size_t ls = fold_ls(ctx, plan);
   const ln_arg dya = arg_of(dy, NULL), xa = arg_of(x, NULL),
@@ -296,21 +329,85 @@ static int run_dparam(rumus_ctx *ctx, const char *op,
   /* CPU: groups of 8 work-items where there are enough (PoCL's cost per
    * work-group). */
   size_t l1[2] = {gpu ? ls : (g1[0] >= 8 ? 8 : 1), 1};
-  int st = rumus__launch(ctx, op, &k1, 2, g1, l1, 14, a1);
-  if (st == RUMUS_OK) {
-    const ln_arg ga = arg_of(dgamma, dbeta), ba = arg_of(dbeta, dgamma);
-    cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
-    const rumus__arg a2[9] = {
-        RUMUS__ARG(part),   RUMUS__ARG(ncols),  RUMUS__ARG(nnb),
-        RUMUS__ARG(has_dg), RUMUS__ARG(ga.mem), RUMUS__ARG(ga.off),
-        RUMUS__ARG(has_db), RUMUS__ARG(ba.mem), RUMUS__ARG(ba.off)};
-    const rumus__kernel_ref k2 = {FILE_CL, plan->options, "ln_dparam_fold"};
-    size_t g2 = cols, l2 = ls;
-    st = rumus__launch(ctx, op, &k2, 1, &g2, &l2, 9, a2);
+  return rumus__launch(ctx, op, &k1, 2, g1, l1, 14, a1);
+}
+
+/* The fused kernel of a REGS plan (base "layernorm_bwd" or
+ * "rmsnorm_bwd"): *ok when the device runs it at the plan's group size
+ * (it holds twice the registers of the _wgc kernel). */
+static int fused_ref(rumus_ctx *ctx, const char *op,
+                     const rumus__row_plan *plan, const char *base,
+                     char *name, size_t len, int *ok) {
+  *ok = 0;
+  if (plan->kind != RUMUS__ROWS_REGS) return RUMUS_OK;
+  snprintf(name, len, "%s_fused", base);
+  const rumus__kernel_ref k = {FILE_CL, plan->options, name};
+  size_t limit;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
+  *ok = limit >= plan->wg;
+  return RUMUS_OK;
+}
+
+/* dx and stage 1 in one launch of the fused kernel `name`: a team of rt
+ * work-items per block. */
+static int run_fused(rumus_ctx *ctx, const char *op,
+                     const rumus__row_plan *plan, const char *name,
+                     const ln_tensors *ts, cl_int has_g, cl_mem part,
+                     size_t rows, size_t cols, size_t rb, size_t nb) {
+  const rumus__kernel_ref k = {FILE_CL, plan->options, name};
+  /* LN_BWD_ARGS order: dy, x, gamma, mean, rstd, dx. */
+  const int order[6] = {0, 1, 5, 3, 4, 2};
+  rumus__arg a[19];
+  size_t na = 0;
+  for (int i = 0; i < 6; i++) {
+    a[na++] = RUMUS__ARG(ts->t[order[i]].mem);
+    a[na++] = RUMUS__ARG(ts->t[order[i]].off);
   }
-  /* The queue keeps the scratch buffer alive until the kernels finish. */
-  clReleaseMemObject(part);
-  return st;
+  cl_ulong nrows = rows, ncols = cols, nrb = rb, nnb = nb;
+  a[na++] = RUMUS__ARG(has_g);
+  a[na++] = RUMUS__ARG(nrows);
+  a[na++] = RUMUS__ARG(ncols);
+  a[na++] = RUMUS__ARG(plan->rt);
+  a[na++] = RUMUS__ARG(part);
+  a[na++] = RUMUS__ARG(nrb);
+  a[na++] = RUMUS__ARG(nnb);
+  const size_t teams = plan->wg / plan->rt;
+  size_t local = plan->wg, global = (nb + teams - 1) / teams * plan->wg;
+  return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
+}
+
+/* The backward's launches with dgamma or dbeta: the fused kernel when the
+ * plan has one the device runs, else stage 1 then the row kernels; then
+ * stage 2.  Scratch from the context's slots 0 and 1. */
+static int run_with_dparam(rumus_ctx *ctx, const char *op, const char *base,
+                           const rumus__row_plan *plan, const ln_tensors *ts,
+                           cl_int has_g, const rumus_tensor *dy,
+                           const rumus_tensor *x, const rumus_tensor *mean,
+                           const rumus_tensor *rstd, rumus_tensor *dgamma,
+                           rumus_tensor *dbeta, size_t rows, size_t cols) {
+  size_t rb, nb;
+  plan_blocks(rows, cols, &rb, &nb);
+  char name[64];
+  int fused;
+  RUMUS__FORWARD(fused_ref(ctx, op, plan, base, name, sizeof name, &fused));
+  const size_t nb2 = (nb + LN_FOLD_G - 1) / LN_FOLD_G;
+  cl_mem part, part2;
+  RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 0,
+                                     2 * nb * cols * sizeof(float), &part));
+  RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 1,
+                                     2 * nb2 * cols * sizeof(float), &part2));
+  if (fused) {
+    RUMUS__FORWARD(run_fused(ctx, op, plan, name, ts, has_g, part, rows, cols,
+                             rb, nb));
+  } else {
+    /* dgamma and dbeta's stage 1 first: dx may be dy's bytes. */
+    RUMUS__FORWARD(
+        run_part(ctx, op, plan, dy, x, mean, rstd, part, rows, cols, rb, nb));
+    const int order[6] = {0, 1, 5, 3, 4, 2};
+    const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
+    RUMUS__FORWARD(run_rows(ctx, op, plan, ts, order, tail, 1, rows, cols));
+  }
+  return run_fold(ctx, op, plan, part, part2, nb, cols, dgamma, dbeta);
 }
 
 /* Both backwards: mean and dbeta NULL for RMS norm. */
@@ -351,11 +448,14 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
                          3, 2, 1};
   const int order[6] = {0, 1, 5, 3, 4, 2};
   cl_int has_g = gamma != NULL;
+  if (dgamma || dbeta) {
+    rumus__scratch_begin(ctx);
+    const int st = run_with_dparam(ctx, op, base, &plan, &ts, has_g, dy, x,
+                                   mean, rstd, dgamma, dbeta, rows, cols);
+    rumus__scratch_end(ctx);
+    return st;
+  }
   const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
-  /* dgamma and dbeta first: dx may be dy's bytes. */
-  if (dgamma || dbeta)
-    RUMUS__FORWARD(run_dparam(ctx, op, &plan, dy, x, mean, rstd, dgamma,
-                              dbeta, rows, cols));
   return run_rows(ctx, op, &plan, &ts, order, tail, 1, rows, cols);
 }
 
