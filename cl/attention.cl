@@ -518,3 +518,414 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
   if (!live) return;
   row_store(gq, scale, dq + (size_t)dq_off + r * HEAD_DIM);
 }
+
+/* ---- Tiled kernels (GPU variant, HEAD_DIM <= 128) ------------------------
+ *
+ * Register-blocked tiles, as cl/gemm.cl's tiled product.  A group owns a
+ * tile of BM rows (queries for the forward and dq, keys for dk / dv) and
+ * loops over tiles of BN rows of the other side; its (BM / RM) x (BN / RN)
+ * work-items are (ty, tx), tid = ty * NTX + tx, and work-item (tx, ty)
+ * holds the RM x RN block of the BM x BN score tile at rows ty + r NTY and
+ * columns tx + c NTX (strided: consecutive work-items read consecutive
+ * local words, no bank conflicts), and the RM x RD block of its output
+ * rows at columns d = tx + c NTX of the head (RD = DPT / NTX, DPT =
+ * HEAD_DIM rounded up to NTX).
+ * Products read local memory only.  Scores (S = Q K^T, dP = dO V^T) walk
+ * the head dim in chunks of DC: the group stages the chunk of both sides
+ * d-major (X[d][row], rows padded to B + 1 floats), then every work-item
+ * does DC rank-1 updates of its block from registers (RM + RN loads per
+ * RM RN fmas).  Output updates (O += P V, dq += dS K, dv += P^T dO, dk +=
+ * dS^T Q) stage P or dS in local memory (the score tile, transposed) and
+ * the other side's rows DC at a time ([row][d]), again as rank-1 updates.
+ * The forward's row max and row sum across the NTX work-items sharing a
+ * row go through local memory (red_max, red_sum: one partial per
+ * work-item, read back in tx order: deterministic).
+ * The staged rows past T and the head dims past HEAD_DIM are zeros; scores
+ * of padding rows, of keys past Tk and causal ones are -inf (probability
+ * 0).  A staged row chunk holding a NaN or an infinity sets a local stamp,
+ * and the update from it then skips probability-0 terms (as the row
+ * kernels do: such a value reaches only the rows that attend to it);
+ * otherwise the update runs without that test.
+ */
+
+#ifndef ATT_TILED
+#define ATT_TILED 0 /* 1: the host checked that the tiles fit */
+#endif
+#if ATT_TILED
+
+#ifndef ATT_BM
+#define ATT_BM 64 /* rows a group owns */
+#endif
+#ifndef ATT_BN
+#define ATT_BN 64 /* rows of the other side per loop step */
+#endif
+#ifndef ATT_RM
+#define ATT_RM 4 /* score rows per work-item */
+#endif
+#ifndef ATT_RN
+#define ATT_RN 4 /* score columns per work-item */
+#endif
+#ifndef ATT_DC
+#define ATT_DC 16 /* head dims (rows) per staged chunk: forward, dq */
+#endif
+#ifndef ATT_DCKV
+#define ATT_DCKV 8 /* the same for dk / dv (more local tiles) */
+#endif
+
+#define NTY (ATT_BM / ATT_RM)
+#define NTX (ATT_BN / ATT_RN)
+#define NTT (NTY * NTX)
+#define DPT ((HEAD_DIM + NTX - 1) / NTX * NTX)
+#define RD (DPT / NTX)
+#define LDM (ATT_BM + 1) /* pitch of a staged BM-row side, d-major */
+#define LDN (ATT_BN + 1)
+#define LDB (ATT_BM > ATT_BN ? LDM : LDN)
+/* Floats of the chunk area of chunk depth dc: n d-major chunks, or two
+ * row chunks (they share it). */
+#define AREA(n, dc) ((n) * (dc) * LDB > 2 * (dc) * DPT ? (n) * (dc) * LDB \
+                                                      : 2 * (dc) * DPT)
+
+/* Rows t0 .. t0 + nb of a [T, HEAD_DIM] matrix p (rows past T zero), dims
+ * d0 .. d0 + dc, times s, d-major into x[dd * ld + t]. */
+inline void stage_dmajor(global const real_t *p, size_t t0, size_t T,
+                         int d0, int dc, int nb, int ld, float s,
+                         local float *x) {
+  for (int e = get_local_id(0); e < nb * dc; e += NTT) {
+    const int t = e / dc, dd = e - t * dc;
+    const int d = d0 + dd;
+    const size_t row = t0 + (size_t)t;
+    x[dd * ld + t] =
+        row < T && d < HEAD_DIM ? LOAD(p, row * HEAD_DIM + d) * s : 0.0f;
+  }
+}
+
+/* Rows t0 .. t0 + dc of p (past T zero) into x[t * DPT + d]; stamps
+ * *bad with `stamp` when one is not finite. */
+inline void stage_rows(global const real_t *p, size_t t0, size_t T, int dc,
+                       local float *x, local int *bad, int stamp) {
+  int nf = 0;
+  for (int e = get_local_id(0); e < dc * DPT; e += NTT) {
+    const int t = e / DPT, d = e - t * DPT;
+    const size_t row = t0 + (size_t)t;
+    const float v = row < T && d < HEAD_DIM ? LOAD(p, row * HEAD_DIM + d) : 0.0f;
+    nf |= !isfinite(v);
+    x[e] = v;
+  }
+  if (nf) *bad = stamp; /* every writer writes the same value */
+}
+
+/* acc[r][c] += sum_t a[t lda + ty + r NTY] b[t ldb + tx + c NTX], t < n:
+ * rank-1 updates from registers.  SAFE: terms whose a is 0 are skipped. */
+#define RANK1(acc, NR, NC, a, lda, b, ldb, n, SAFE)                          \
+  for (int t_ = 0; t_ < (n); t_++) {                                         \
+    float ar_[NR], br_[NC];                                                  \
+    for (int r_ = 0; r_ < NR; r_++) ar_[r_] = (a)[t_ * (lda) + ty + r_ * NTY]; \
+    for (int c_ = 0; c_ < NC; c_++) br_[c_] = (b)[t_ * (ldb) + tx + c_ * NTX]; \
+    for (int r_ = 0; r_ < NR; r_++)                                          \
+      for (int c_ = 0; c_ < NC; c_++)                                        \
+        if (!(SAFE) || ar_[r_] != 0.0f)                                      \
+          acc[r_][c_] = fma(ar_[r_], br_[c_], acc[r_][c_]);                  \
+  }
+
+/* The group's head bh and first owned row, for T owned rows per head. */
+#define TILE_OWNER(T)                                                        \
+  const size_t nblk_ = ((size_t)(T) + ATT_BM - 1) / ATT_BM;                  \
+  const size_t bh = get_group_id(0) / nblk_;                                 \
+  const size_t o0 = (get_group_id(0) - bh * nblk_) * ATT_BM;                 \
+  const int tx = (int)get_local_id(0) % NTX, ty = (int)get_local_id(0) / NTX
+
+/* The score of (query i, key j) from the product s (already scaled), or
+ * -inf outside the matrix or past the diagonal when causal. */
+inline float tile_score(float s, size_t i, size_t j, ulong Tq, ulong Tk,
+                        int causal, int has_mask, global const mask_t *mb,
+                        ulong msi, ulong msj) {
+  if (i >= (size_t)Tq || j >= (size_t)Tk || (causal && j > i))
+    return -INFINITY;
+  return has_mask ? s + MLOAD(mb, i * (size_t)msi + j * (size_t)msj) : s;
+}
+
+/* max that propagates NaN (a NaN score makes its row NaN). */
+inline float nmax(float a, float b) {
+  return isnan(a) || isnan(b) ? NAN : fmax(a, b);
+}
+
+/* Stores the RM x RD block o (times f[r]) at rows o0 + ty + r NTY < T. */
+inline void block_store(float o[ATT_RM][RD], const float *f,
+                        global real_t *p, size_t o0, size_t T, int tx,
+                        int ty) {
+  for (int r = 0; r < ATT_RM; r++) {
+    const size_t row = o0 + (size_t)(ty + r * NTY);
+    if (row >= T) continue;
+    for (int c = 0; c < RD; c++) {
+      const int d = tx + c * NTX;
+      if (d < HEAD_DIM) STORE(o[r][c] * f[r], p, row * HEAD_DIM + d);
+    }
+  }
+}
+
+/* The forward's online-softmax step for one key tile: scores sc (-inf
+ * where invalid) into probabilities in pt[k][q], running max m and sum l
+ * of each owned row updated, alpha[r] the rescale of the row's output. */
+inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *l,
+                        float *alpha, local float *red_max,
+                        local float *red_sum, local float *pt, int tx,
+                        int ty) {
+  for (int r = 0; r < ATT_RM; r++) {
+    float mx = -INFINITY;
+    for (int c = 0; c < ATT_RN; c++) mx = nmax(mx, sc[r][c]);
+    red_max[(ty + r * NTY) * NTX + tx] = mx;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int r = 0; r < ATT_RM; r++) {
+    const int row = ty + r * NTY;
+    float mn = m[r];
+    for (int t = 0; t < NTX; t++) mn = nmax(mn, red_max[row * NTX + t]);
+    /* All -inf so far: shift by 0 (probabilities 0, alpha irrelevant). */
+    const float sh = mn == -INFINITY ? 0.0f : mn;
+    alpha[r] = exp(m[r] - sh);
+    float ps = 0.0f;
+    for (int c = 0; c < ATT_RN; c++) {
+      const float p = exp(sc[r][c] - sh);
+      ps += p;
+      pt[(tx + c * NTX) * LDM + row] = p;
+    }
+    red_sum[row * NTX + tx] = ps;
+    m[r] = mn;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int r = 0; r < ATT_RM; r++) {
+    const int row = ty + r * NTY;
+    float ls = 0.0f;
+    for (int t = 0; t < NTX; t++) ls += red_sum[row * NTX + t];
+    l[r] = fma(l[r], alpha[r], ls);
+  }
+}
+
+__kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
+    global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
+    global const real_t *v, ulong v_off, global real_t *o, ulong o_off,
+    global float *lse, ulong lse_off, int has_lse, ATT_ARGS) {
+  local float area[AREA(2, ATT_DC)], pt[ATT_BN * LDM];
+  local float red_max[ATT_BM * NTX], red_sum[ATT_BM * NTX];
+  local int bad;
+  TILE_OWNER(Tq);
+  if (get_local_id(0) == 0) bad = 0;
+  global const real_t *qb = q + (size_t)q_off + bh * (size_t)Tq * HEAD_DIM;
+  global const real_t *kb = k + (size_t)k_off + bh * (size_t)Tk * HEAD_DIM;
+  global const real_t *vb = v + (size_t)v_off + bh * (size_t)Tk * HEAD_DIM;
+  global const mask_t *mb = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
+  /* Keys: all, or (causal) up to the tile's last query. */
+  const size_t kend =
+      causal ? min((size_t)Tk, min((size_t)Tq, o0 + ATT_BM)) : (size_t)Tk;
+  float acc[ATT_RM][RD], m[ATT_RM], l[ATT_RM], alpha[ATT_RM];
+  for (int r = 0; r < ATT_RM; r++) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
+  }
+  int stamp = 0;
+  for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
+    float sc[ATT_RM][ATT_RN];
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
+    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      stage_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, LDM, scale, area);
+      stage_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, LDN, 1.0f, area + ATT_DC * LDB);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      RANK1(sc, ATT_RM, ATT_RN, area, LDM, area + ATT_DC * LDB, LDN, ATT_DC,
+            0);
+    }
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++)
+        sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty + r * NTY),
+                              j0 + (size_t)(tx + c * NTX), Tq, kend, causal,
+                              has_mask, mb, msi, msj);
+    fwd_softmax(sc, m, l, alpha, red_max, red_sum, pt, tx, ty);
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < RD; c++) acc[r][c] *= alpha[r];
+    for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      stage_rows(vb, j0 + (size_t)k0, kend, ATT_DC, area, &bad, ++stamp);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (bad == stamp) {
+        RANK1(acc, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
+      } else {
+        RANK1(acc, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DC, 0);
+      }
+    }
+  }
+  float f[ATT_RM];
+  for (int r = 0; r < ATT_RM; r++) {
+    const int empty = m[r] == -INFINITY && l[r] == 0.0f;
+    f[r] = empty ? 0.0f : 1.0f / l[r];
+    const size_t i = o0 + (size_t)(ty + r * NTY);
+    if (has_lse && tx == 0 && i < (size_t)Tq)
+      lse[(size_t)lse_off + bh * (size_t)Tq + i] =
+          empty ? -INFINITY : m[r] + log(l[r]);
+  }
+  block_store(acc, f, o + (size_t)o_off + bh * (size_t)Tq * HEAD_DIM, o0,
+              Tq, tx, ty);
+}
+
+/* P and dS of a (query, key) pair from the scaled, masked score s, the
+ * dot product dp = dout_i . v_j, and the query's lse and delta: P = 0
+ * where lse is -inf (a fully masked row) or s is -inf; dS = 0 where P is
+ * (a NaN in v reaches only rows that attend to its key). */
+inline float2 tile_grad(float s, float dp, float ls, float de) {
+  const float p = ls == -INFINITY ? 0.0f : exp(s - ls);
+  return (float2)(p, p == 0.0f ? 0.0f : p * (dp - de));
+}
+
+__kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
+    global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
+    global const real_t *v, ulong v_off, global const real_t *dout,
+    ulong do_off, global const float *lse, ulong lse_off,
+    global const float *delta, global real_t *dq, ulong dq_off, ATT_ARGS) {
+  local float area[AREA(4, ATT_DC)], dst[ATT_BN * LDM];
+  local int bad;
+  TILE_OWNER(Tq);
+  if (get_local_id(0) == 0) bad = 0;
+  const size_t q0 = bh * (size_t)Tq;
+  global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
+  global const real_t *db = dout + (size_t)do_off + q0 * HEAD_DIM;
+  global const real_t *kb = k + (size_t)k_off + bh * (size_t)Tk * HEAD_DIM;
+  global const real_t *vb = v + (size_t)v_off + bh * (size_t)Tk * HEAD_DIM;
+  global const mask_t *mb = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
+  const size_t kend =
+      causal ? min((size_t)Tk, min((size_t)Tq, o0 + ATT_BM)) : (size_t)Tk;
+  float acc[ATT_RM][RD], ls[ATT_RM], de[ATT_RM];
+  for (int r = 0; r < ATT_RM; r++) {
+    const size_t i = o0 + (size_t)(ty + r * NTY);
+    ls[r] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
+    de[r] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
+    for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
+  }
+  local float *const c1 = area + ATT_DC * LDB, *const c2 = c1 + ATT_DC * LDB,
+                     *const c3 = c2 + ATT_DC * LDB;
+  int stamp = 0;
+  for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
+    float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
+    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      stage_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, LDM, scale, area);
+      stage_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, LDN, 1.0f, c1);
+      stage_dmajor(db, o0, Tq, d0, ATT_DC, ATT_BM, LDM, 1.0f, c2);
+      stage_dmajor(vb, j0, Tk, d0, ATT_DC, ATT_BN, LDN, 1.0f, c3);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
+      RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DC, 0);
+    }
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++) {
+        const float s = tile_score(sc[r][c], o0 + (size_t)(ty + r * NTY),
+                                   j0 + (size_t)(tx + c * NTX), Tq, kend,
+                                   causal, has_mask, mb, msi, msj);
+        dst[(tx + c * NTX) * LDM + ty + r * NTY] =
+            tile_grad(s, dp[r][c], ls[r], de[r]).y;
+      }
+    for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      stage_rows(kb, j0 + (size_t)k0, kend, ATT_DC, area, &bad, ++stamp);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (bad == stamp) {
+        RANK1(acc, ATT_RM, RD, dst + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
+      } else {
+        RANK1(acc, ATT_RM, RD, dst + k0 * LDM, LDM, area, DPT, ATT_DC, 0);
+      }
+    }
+  }
+  float f[ATT_RM];
+  for (int r = 0; r < ATT_RM; r++) f[r] = scale;
+  block_store(acc, f, dq + (size_t)dq_off + q0 * HEAD_DIM, o0, Tq, tx, ty);
+}
+
+/* dk and dv: the group owns BM keys (rows ty + r NTY of its tile) and
+ * walks the queries in tiles of BN (columns tx + c NTX). */
+__kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
+    global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
+    global const real_t *v, ulong v_off, global const real_t *dout,
+    ulong do_off, global const float *lse, ulong lse_off,
+    global const float *delta, global real_t *dk, ulong dk_off,
+    global real_t *dv, ulong dv_off, int has_dk, int has_dv, ATT_ARGS) {
+  local float area[AREA(4, ATT_DCKV)], pt[ATT_BN * LDM], dst[ATT_BN * LDM];
+  local float lt[ATT_BN], et[ATT_BN];
+  local int bad, bad2;
+  TILE_OWNER(Tk);
+  if (get_local_id(0) == 0) bad = bad2 = 0;
+  const size_t q0 = bh * (size_t)Tq;
+  global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
+  global const real_t *db = dout + (size_t)do_off + q0 * HEAD_DIM;
+  global const real_t *kb = k + (size_t)k_off + bh * (size_t)Tk * HEAD_DIM;
+  global const real_t *vb = v + (size_t)v_off + bh * (size_t)Tk * HEAD_DIM;
+  global const mask_t *mb = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
+  float gk[ATT_RM][RD], gv[ATT_RM][RD];
+  for (int r = 0; r < ATT_RM; r++)
+    for (int c = 0; c < RD; c++) gk[r][c] = gv[r][c] = 0.0f;
+  local float *const c1 = area + ATT_DCKV * LDB, *const c2 = c1 + ATT_DCKV * LDB,
+                     *const c3 = c2 + ATT_DCKV * LDB;
+  local float *const r1 = area + ATT_DCKV * DPT;
+  /* Queries: all, or (causal) from the tile's first key on. */
+  const size_t qstart = causal ? o0 : 0;
+  int stamp = 0;
+  for (size_t i0 = qstart; i0 < (size_t)Tq; i0 += ATT_BN) {
+    float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
+    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DCKV) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      stage_dmajor(kb, o0, Tk, d0, ATT_DCKV, ATT_BM, LDM, scale, area);
+      stage_dmajor(qb, i0, Tq, d0, ATT_DCKV, ATT_BN, LDN, 1.0f, c1);
+      stage_dmajor(vb, o0, Tk, d0, ATT_DCKV, ATT_BM, LDM, 1.0f, c2);
+      stage_dmajor(db, i0, Tq, d0, ATT_DCKV, ATT_BN, LDN, 1.0f, c3);
+      if (d0 == 0)
+        for (int t = get_local_id(0); t < ATT_BN; t += NTT) {
+          const size_t i = i0 + (size_t)t;
+          lt[t] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
+          et[t] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
+        }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DCKV, 0);
+      RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DCKV, 0);
+    }
+    /* Transposed: score (key row r, query column c). */
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++) {
+        const int qi = tx + c * NTX;
+        const float s = tile_score(sc[r][c], i0 + (size_t)qi,
+                                   o0 + (size_t)(ty + r * NTY), Tq, Tk,
+                                   causal, has_mask, mb, msi, msj);
+        const float2 g = tile_grad(s, dp[r][c], lt[qi], et[qi]);
+        pt[qi * LDM + ty + r * NTY] = g.x;
+        dst[qi * LDM + ty + r * NTY] = g.y;
+      }
+    for (int k0 = 0; k0 < ATT_BN && i0 + (size_t)k0 < (size_t)Tq;
+         k0 += ATT_DCKV) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      ++stamp;
+      stage_rows(db, i0 + (size_t)k0, Tq, ATT_DCKV, area, &bad, stamp);
+      stage_rows(qb, i0 + (size_t)k0, Tq, ATT_DCKV, r1, &bad2, stamp);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (bad == stamp) {
+        RANK1(gv, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DCKV, 1);
+      } else {
+        RANK1(gv, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DCKV, 0);
+      }
+      if (bad2 == stamp) {
+        RANK1(gk, ATT_RM, RD, dst + k0 * LDM, LDM, r1, DPT, ATT_DCKV, 1);
+      } else {
+        RANK1(gk, ATT_RM, RD, dst + k0 * LDM, LDM, r1, DPT, ATT_DCKV, 0);
+      }
+    }
+  }
+  float f[ATT_RM];
+  for (int r = 0; r < ATT_RM; r++) f[r] = scale;
+  const size_t k0b = bh * (size_t)Tk * HEAD_DIM;
+  if (has_dk) block_store(gk, f, dk + (size_t)dk_off + k0b, o0, Tk, tx, ty);
+  for (int r = 0; r < ATT_RM; r++) f[r] = 1.0f;
+  if (has_dv) block_store(gv, f, dv + (size_t)dv_off + k0b, o0, Tk, tx, ty);
+}
+
+#endif /* ATT_TILED */
