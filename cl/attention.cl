@@ -27,9 +27,13 @@
  * independent float8 chains (block_dots), their exponentials are one
  * float8 rumus_exp_shifted8 (common.cl: PoCL's exp is far slower), and
  * the forward's running (max, sum) rescales the accumulator once per block.
- * Work-group kernels (*_wg, GPU variant): a group of ATT_WG work-items
- * owns ATT_WG consecutive query rows (forward, dq) or key rows (dk / dv)
- * of one head, each work-item one row in private floats; the rows it
+ * Tiled kernels (*_tile, GPU variant for HEAD_DIM <= 128 when the host
+ * finds that the tiles fit; ATT_TILED): register-blocked, see their
+ * section below.
+ * Work-group kernels (*_wg, the GPU variant's fallback): a group of
+ * ATT_WG work-items owns ATT_WG consecutive query rows (forward, dq) or
+ * key rows (dk / dv) of one head, each work-item one row in private
+ * floats; the rows it
  * loops over (keys and values, or queries, dout, lse and delta) are
  * staged ATT_BT at a time in local memory as floats by the whole group
  * (coalesced loads), and every work-item reads them from there (the same
@@ -607,7 +611,8 @@ inline void stage_rows(global const real_t *p, size_t t0, size_t T, int dc,
   for (int e = get_local_id(0); e < dc * DPT; e += NTT) {
     const int t = e / DPT, d = e - t * DPT;
     const size_t row = t0 + (size_t)t;
-    const float v = row < T && d < HEAD_DIM ? LOAD(p, row * HEAD_DIM + d) : 0.0f;
+    const float v =
+        row < T && d < HEAD_DIM ? LOAD(p, row * HEAD_DIM + d) : 0.0f;
     nf |= !isfinite(v);
     x[e] = v;
   }
@@ -731,7 +736,8 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
       barrier(CLK_LOCAL_MEM_FENCE);
       stage_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, LDM, scale, area);
-      stage_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, LDN, 1.0f, area + ATT_DC * LDB);
+      stage_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, LDN, 1.0f,
+                   area + ATT_DC * LDB);
       barrier(CLK_LOCAL_MEM_FENCE);
       RANK1(sc, ATT_RM, ATT_RN, area, LDM, area + ATT_DC * LDB, LDN, ATT_DC,
             0);
@@ -864,8 +870,8 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
   float gk[ATT_RM][RD], gv[ATT_RM][RD];
   for (int r = 0; r < ATT_RM; r++)
     for (int c = 0; c < RD; c++) gk[r][c] = gv[r][c] = 0.0f;
-  local float *const c1 = area + ATT_DCKV * LDB, *const c2 = c1 + ATT_DCKV * LDB,
-                     *const c3 = c2 + ATT_DCKV * LDB;
+  local float *const c1 = area + ATT_DCKV * LDB,
+              *const c2 = c1 + ATT_DCKV * LDB, *const c3 = c2 + ATT_DCKV * LDB;
   local float *const r1 = area + ATT_DCKV * DPT;
   /* Queries: all, or (causal) from the tile's first key on. */
   const size_t qstart = causal ? o0 : 0;

@@ -64,7 +64,8 @@ static size_t tiles_local(const att_tiles *t, size_t D) {
   const size_t dpt = (D + ntx - 1) / ntx * ntx;
   const size_t ldb = (size_t)(t->bm > t->bn ? t->bm : t->bn) + 1;
   const size_t ptile = (size_t)t->bn * ((size_t)t->bm + 1);
-  size_t a2 = 2 * (size_t)t->dc * ldb, a4 = 2 * a2, r2 = 2 * (size_t)t->dc * dpt;
+  size_t a2 = 2 * (size_t)t->dc * ldb, a4 = 2 * a2;
+  size_t r2 = 2 * (size_t)t->dc * dpt;
   const size_t fwd = (a2 > r2 ? a2 : r2) + ptile + 2 * (size_t)t->bm * ntx;
   const size_t dq = (a4 > r2 ? a4 : r2) + ptile;
   a4 = 4 * (size_t)t->dckv * ldb;
@@ -87,7 +88,8 @@ static int tiles_ok(const rumus_ctx *ctx, const att_tiles *t, size_t D) {
   if (wgs > ctx->max_wg || wgs > 1024 || D > TILE_MAX_D ||
       (D + ntx - 1) / ntx > 16)
     return 0;
-  const size_t avail = ctx->local_mem > 1024 ? (size_t)ctx->local_mem - 1024 : 0;
+  const size_t avail =
+      ctx->local_mem > 1024 ? (size_t)ctx->local_mem - 1024 : 0;
   return tiles_local(t, D) <= avail;
 }
 
