@@ -89,8 +89,8 @@ def valid(t, d):
     if (bm // rm) * ntx > 1024 or d > 128 or -(-d // ntx) > 16:
         return False
     dpt = -(-d // ntx) * ntx
-    ldb = max(bm, bn) + 1
-    pt = bn * (bm + 1)
+    ldb = max(bm, bn) + 4
+    pt = bn * (bm + 4)
     fwd = max(2 * dc * ldb, 2 * dc * dpt) + pt + 2 * bm * ntx
     dq = max(4 * dc * ldb, 2 * dc * dpt) + pt
     kv = max(4 * dckv * ldb, 2 * dckv * dpt) + 2 * pt + 2 * bn

@@ -529,11 +529,12 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
  * tile of BM rows (queries for the forward and dq, keys for dk / dv) and
  * loops over tiles of BN rows of the other side; its (BM / RM) x (BN / RN)
  * work-items are (ty, tx), tid = ty * NTX + tx, and work-item (tx, ty)
- * holds the RM x RN block of the BM x BN score tile at rows ty + r NTY and
- * columns tx + c NTX (strided: consecutive work-items read consecutive
- * local words, no bank conflicts), and the RM x RD block of its output
- * rows at columns d = tx + c NTX of the head (RD = DPT / NTX, DPT =
- * HEAD_DIM rounded up to NTX).
+ * holds the RM x RN block of the BM x BN score tile at rows ty RM + r and
+ * columns tx RN + c, and the RM x RD block of its output rows at columns
+ * d = tx RD + c of the head (RD = DPT / NTX, DPT = HEAD_DIM rounded up to
+ * NTX).  Blocks 4 wide are read from local memory as float4s (one read
+ * per 4 values: fewer load instructions per fma), so every staged pitch
+ * is a whole number of float4s.
  * Products read local memory only.  Scores (S = Q K^T, dP = dO V^T) walk
  * the head dim in chunks of DC: the group stages the chunk of both sides
  * d-major (X[d][row], rows padded to B + 1 floats), then every work-item
@@ -581,9 +582,12 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
 #define NTT (NTY * NTX)
 #define DPT ((HEAD_DIM + NTX - 1) / NTX * NTX)
 #define RD (DPT / NTX)
-#define LDM (ATT_BM + 1) /* pitch of a staged BM-row side, d-major */
-#define LDN (ATT_BN + 1)
+/* Pitches of a staged BM-row (BN-row) side, d-major: whole float4s, and
+ * 4 banks apart from one d to the next. */
+#define LDM (ATT_BM + 4)
+#define LDN (ATT_BN + 4)
 #define LDB (ATT_BM > ATT_BN ? LDM : LDN)
+#define ALIGN16 __attribute__((aligned(16)))
 /* Floats of the chunk area of chunk depth dc: n d-major chunks, or two
  * row chunks (they share it). */
 #define AREA(n, dc) ((n) * (dc) * LDB > 2 * (dc) * DPT ? (n) * (dc) * LDB \
@@ -619,18 +623,53 @@ inline void stage_rows(global const real_t *p, size_t t0, size_t T, int dc,
   if (nf) *bad = stamp; /* every writer writes the same value */
 }
 
-/* acc[r][c] += sum_t a[t lda + ty + r NTY] b[t ldb + tx + c NTX], t < n:
- * rank-1 updates from registers.  SAFE: terms whose a is 0 are skipped. */
+/* dst[0 .. N) = p[0 .. N) for a local p: float4 reads where N is a
+ * multiple of 4 (the caller keeps p 16-byte aligned then). */
+#define LOCAL_READ(dst, N, p)                                                \
+  do {                                                                       \
+    if ((N) % 4 == 0) {                                                      \
+      for (int q_ = 0; q_ < (N) / 4; q_++) {                                 \
+        const float4 v_ = ((local const float4 *)(p))[q_];                   \
+        dst[4 * q_] = v_.x;                                                  \
+        dst[4 * q_ + 1] = v_.y;                                              \
+        dst[4 * q_ + 2] = v_.z;                                              \
+        dst[4 * q_ + 3] = v_.w;                                              \
+      }                                                                      \
+    } else {                                                                 \
+      for (int q_ = 0; q_ < (N); q_++) dst[q_] = (p)[q_];                    \
+    }                                                                        \
+  } while (0)
+
+/* acc[r][c] += sum_t a[t lda + ty NR + r] b[t ldb + tx NC + c], t < n:
+ * rank-1 updates from registers, each side read as float4s where its
+ * block is (a multiple of 4 wide; lda, ldb and the bases keep them
+ * aligned).  SAFE: terms whose a is 0 are skipped. */
 #define RANK1(acc, NR, NC, a, lda, b, ldb, n, SAFE)                          \
   for (int t_ = 0; t_ < (n); t_++) {                                         \
     float ar_[NR], br_[NC];                                                  \
-    for (int r_ = 0; r_ < NR; r_++) ar_[r_] = (a)[t_ * (lda) + ty + r_ * NTY]; \
-    for (int c_ = 0; c_ < NC; c_++) br_[c_] = (b)[t_ * (ldb) + tx + c_ * NTX]; \
+    LOCAL_READ(ar_, NR, (a) + t_ * (lda) + ty * (NR));                       \
+    LOCAL_READ(br_, NC, (b) + t_ * (ldb) + tx * (NC));                       \
     for (int r_ = 0; r_ < NR; r_++)                                          \
       for (int c_ = 0; c_ < NC; c_++)                                        \
         if (!(SAFE) || ar_[r_] != 0.0f)                                      \
           acc[r_][c_] = fma(ar_[r_], br_[c_], acc[r_][c_]);                  \
   }
+
+/* Column c of a work-item's RM x RN block x into the transposed tile
+ * p[(tx RN + c) LDM + ty RM + r]: float4 writes where RM is a multiple
+ * of 4. */
+#define COLUMN_WRITE(p, x, c)                                                \
+  do {                                                                       \
+    local float *const w_ = (p) + (tx * ATT_RN + (c)) * LDM + ty * ATT_RM;   \
+    if (ATT_RM % 4 == 0) {                                                   \
+      for (int q_ = 0; q_ < ATT_RM / 4; q_++)                                \
+        ((local float4 *)w_)[q_] = (float4)(x[4 * q_][c], x[4 * q_ + 1][c],  \
+                                            x[4 * q_ + 2][c],                \
+                                            x[4 * q_ + 3][c]);               \
+    } else {                                                                 \
+      for (int q_ = 0; q_ < ATT_RM; q_++) w_[q_] = x[q_][c];                 \
+    }                                                                        \
+  } while (0)
 
 /* The group's head bh and first owned row, for T owned rows per head. */
 #define TILE_OWNER(T)                                                        \
@@ -654,15 +693,15 @@ inline float nmax(float a, float b) {
   return isnan(a) || isnan(b) ? NAN : fmax(a, b);
 }
 
-/* Stores the RM x RD block o (times f[r]) at rows o0 + ty + r NTY < T. */
+/* Stores the RM x RD block o (times f[r]) at rows o0 + ty RM + r < T. */
 inline void block_store(float o[ATT_RM][RD], const float *f,
                         global real_t *p, size_t o0, size_t T, int tx,
                         int ty) {
   for (int r = 0; r < ATT_RM; r++) {
-    const size_t row = o0 + (size_t)(ty + r * NTY);
+    const size_t row = o0 + (size_t)(ty * ATT_RM + r);
     if (row >= T) continue;
     for (int c = 0; c < RD; c++) {
-      const int d = tx + c * NTX;
+      const int d = tx * RD + c;
       if (d < HEAD_DIM) STORE(o[r][c] * f[r], p, row * HEAD_DIM + d);
     }
   }
@@ -678,30 +717,32 @@ inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *l,
   for (int r = 0; r < ATT_RM; r++) {
     float mx = -INFINITY;
     for (int c = 0; c < ATT_RN; c++) mx = nmax(mx, sc[r][c]);
-    red_max[(ty + r * NTY) * NTX + tx] = mx;
+    red_max[(ty * ATT_RM + r) * NTX + tx] = mx;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int r = 0; r < ATT_RM; r++) {
-    const int row = ty + r * NTY;
-    float mn = m[r];
-    for (int t = 0; t < NTX; t++) mn = nmax(mn, red_max[row * NTX + t]);
+    const int row = ty * ATT_RM + r;
+    float mn = m[r], part[NTX];
+    LOCAL_READ(part, NTX, red_max + row * NTX);
+    for (int t = 0; t < NTX; t++) mn = nmax(mn, part[t]);
     /* All -inf so far: shift by 0 (probabilities 0, alpha irrelevant). */
     const float sh = mn == -INFINITY ? 0.0f : mn;
     alpha[r] = exp(m[r] - sh);
     float ps = 0.0f;
     for (int c = 0; c < ATT_RN; c++) {
-      const float p = exp(sc[r][c] - sh);
-      ps += p;
-      pt[(tx + c * NTX) * LDM + row] = p;
+      sc[r][c] = exp(sc[r][c] - sh); /* the probability, in place */
+      ps += sc[r][c];
     }
     red_sum[row * NTX + tx] = ps;
     m[r] = mn;
   }
+  for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(pt, sc, c);
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int r = 0; r < ATT_RM; r++) {
-    const int row = ty + r * NTY;
-    float ls = 0.0f;
-    for (int t = 0; t < NTX; t++) ls += red_sum[row * NTX + t];
+    const int row = ty * ATT_RM + r;
+    float ls = 0.0f, part[NTX];
+    LOCAL_READ(part, NTX, red_sum + row * NTX);
+    for (int t = 0; t < NTX; t++) ls += part[t];
     l[r] = fma(l[r], alpha[r], ls);
   }
 }
@@ -710,8 +751,8 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
     global const real_t *v, ulong v_off, global real_t *o, ulong o_off,
     global float *lse, ulong lse_off, int has_lse, ATT_ARGS) {
-  local float area[AREA(2, ATT_DC)], pt[ATT_BN * LDM];
-  local float red_max[ATT_BM * NTX], red_sum[ATT_BM * NTX];
+  local float area[AREA(2, ATT_DC)] ALIGN16, pt[ATT_BN * LDM] ALIGN16;
+  local float red_max[ATT_BM * NTX] ALIGN16, red_sum[ATT_BM * NTX] ALIGN16;
   local int bad;
   TILE_OWNER(Tq);
   if (get_local_id(0) == 0) bad = 0;
@@ -744,8 +785,8 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     }
     for (int r = 0; r < ATT_RM; r++)
       for (int c = 0; c < ATT_RN; c++)
-        sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty + r * NTY),
-                              j0 + (size_t)(tx + c * NTX), Tq, kend, causal,
+        sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
+                              j0 + (size_t)(tx * ATT_RN + c), Tq, kend, causal,
                               has_mask, mb, msi, msj);
     fwd_softmax(sc, m, l, alpha, red_max, red_sum, pt, tx, ty);
     for (int r = 0; r < ATT_RM; r++)
@@ -765,7 +806,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
   for (int r = 0; r < ATT_RM; r++) {
     const int empty = m[r] == -INFINITY && l[r] == 0.0f;
     f[r] = empty ? 0.0f : 1.0f / l[r];
-    const size_t i = o0 + (size_t)(ty + r * NTY);
+    const size_t i = o0 + (size_t)(ty * ATT_RM + r);
     if (has_lse && tx == 0 && i < (size_t)Tq)
       lse[(size_t)lse_off + bh * (size_t)Tq + i] =
           empty ? -INFINITY : m[r] + log(l[r]);
@@ -788,7 +829,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
     global const real_t *v, ulong v_off, global const real_t *dout,
     ulong do_off, global const float *lse, ulong lse_off,
     global const float *delta, global real_t *dq, ulong dq_off, ATT_ARGS) {
-  local float area[AREA(4, ATT_DC)], dst[ATT_BN * LDM];
+  local float area[AREA(4, ATT_DC)] ALIGN16, dst[ATT_BN * LDM] ALIGN16;
   local int bad;
   TILE_OWNER(Tq);
   if (get_local_id(0) == 0) bad = 0;
@@ -802,7 +843,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
       causal ? min((size_t)Tk, min((size_t)Tq, o0 + ATT_BM)) : (size_t)Tk;
   float acc[ATT_RM][RD], ls[ATT_RM], de[ATT_RM];
   for (int r = 0; r < ATT_RM; r++) {
-    const size_t i = o0 + (size_t)(ty + r * NTY);
+    const size_t i = o0 + (size_t)(ty * ATT_RM + r);
     ls[r] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
     de[r] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
     for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
@@ -826,12 +867,12 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
     }
     for (int r = 0; r < ATT_RM; r++)
       for (int c = 0; c < ATT_RN; c++) {
-        const float s = tile_score(sc[r][c], o0 + (size_t)(ty + r * NTY),
-                                   j0 + (size_t)(tx + c * NTX), Tq, kend,
+        const float s = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
+                                   j0 + (size_t)(tx * ATT_RN + c), Tq, kend,
                                    causal, has_mask, mb, msi, msj);
-        dst[(tx + c * NTX) * LDM + ty + r * NTY] =
-            tile_grad(s, dp[r][c], ls[r], de[r]).y;
+        sc[r][c] = tile_grad(s, dp[r][c], ls[r], de[r]).y; /* dS */
       }
+    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(dst, sc, c);
     for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
       barrier(CLK_LOCAL_MEM_FENCE);
       stage_rows(kb, j0 + (size_t)k0, kend, ATT_DC, area, &bad, ++stamp);
@@ -848,15 +889,16 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
   block_store(acc, f, dq + (size_t)dq_off + q0 * HEAD_DIM, o0, Tq, tx, ty);
 }
 
-/* dk and dv: the group owns BM keys (rows ty + r NTY of its tile) and
- * walks the queries in tiles of BN (columns tx + c NTX). */
+/* dk and dv: the group owns BM keys (rows ty RM + r of its tile) and
+ * walks the queries in tiles of BN (columns tx RN + c). */
 __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
     global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
     global const real_t *v, ulong v_off, global const real_t *dout,
     ulong do_off, global const float *lse, ulong lse_off,
     global const float *delta, global real_t *dk, ulong dk_off,
     global real_t *dv, ulong dv_off, int has_dk, int has_dv, ATT_ARGS) {
-  local float area[AREA(4, ATT_DCKV)], pt[ATT_BN * LDM], dst[ATT_BN * LDM];
+  local float area[AREA(4, ATT_DCKV)] ALIGN16;
+  local float pt[ATT_BN * LDM] ALIGN16, dst[ATT_BN * LDM] ALIGN16;
   local float lt[ATT_BN], et[ATT_BN];
   local int bad, bad2;
   TILE_OWNER(Tk);
@@ -899,14 +941,18 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
     /* Transposed: score (key row r, query column c). */
     for (int r = 0; r < ATT_RM; r++)
       for (int c = 0; c < ATT_RN; c++) {
-        const int qi = tx + c * NTX;
+        const int qi = tx * ATT_RN + c;
         const float s = tile_score(sc[r][c], i0 + (size_t)qi,
-                                   o0 + (size_t)(ty + r * NTY), Tq, Tk,
+                                   o0 + (size_t)(ty * ATT_RM + r), Tq, Tk,
                                    causal, has_mask, mb, msi, msj);
         const float2 g = tile_grad(s, dp[r][c], lt[qi], et[qi]);
-        pt[qi * LDM + ty + r * NTY] = g.x;
-        dst[qi * LDM + ty + r * NTY] = g.y;
+        sc[r][c] = g.x; /* P and dS, in place */
+        dp[r][c] = g.y;
       }
+    for (int c = 0; c < ATT_RN; c++) {
+      COLUMN_WRITE(pt, sc, c);
+      COLUMN_WRITE(dst, dp, c);
+    }
     for (int k0 = 0; k0 < ATT_BN && i0 + (size_t)k0 < (size_t)Tq;
          k0 += ATT_DCKV) {
       barrier(CLK_LOCAL_MEM_FENCE);

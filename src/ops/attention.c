@@ -62,8 +62,8 @@ static size_t tiles_wgs(const att_tiles *t) {
 static size_t tiles_local(const att_tiles *t, size_t D) {
   const size_t ntx = (size_t)(t->bn / t->rn);
   const size_t dpt = (D + ntx - 1) / ntx * ntx;
-  const size_t ldb = (size_t)(t->bm > t->bn ? t->bm : t->bn) + 1;
-  const size_t ptile = (size_t)t->bn * ((size_t)t->bm + 1);
+  const size_t ldb = (size_t)(t->bm > t->bn ? t->bm : t->bn) + 4;
+  const size_t ptile = (size_t)t->bn * ((size_t)t->bm + 4);
   size_t a2 = 2 * (size_t)t->dc * ldb, a4 = 2 * a2;
   size_t r2 = 2 * (size_t)t->dc * dpt;
   const size_t fwd = (a2 > r2 ? a2 : r2) + ptile + 2 * (size_t)t->bm * ntx;
