@@ -593,32 +593,63 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
 #define AREA(n, dc) ((n) * (dc) * LDB > 2 * (dc) * DPT ? (n) * (dc) * LDB \
                                                       : 2 * (dc) * DPT)
 
+/* Staging is split in two so that a chunk's global loads are issued
+ * before the product of the previous chunk and land in registers
+ * meanwhile (as the GEMM's double buffering): fetch_* loads a work-item's
+ * share (at most npf elements, npf = PF(rows, dims)) into r, put_* stores
+ * it after the barrier that frees the local chunk. */
+#define PF(nb, dc) (((nb) * (dc) + NTT - 1) / NTT)
+
 /* Rows t0 .. t0 + nb of a [T, HEAD_DIM] matrix p (rows past T zero), dims
- * d0 .. d0 + dc, times s, d-major into x[dd * ld + t]. */
-inline void stage_dmajor(global const real_t *p, size_t t0, size_t T,
-                         int d0, int dc, int nb, int ld, float s,
-                         local float *x) {
-  for (int e = get_local_id(0); e < nb * dc; e += NTT) {
+ * d0 .. d0 + dc, times s: the work-item's share into r. */
+inline void fetch_dmajor(global const real_t *p, size_t t0, size_t T,
+                         int d0, int dc, int nb, float s, float *r,
+                         int npf) {
+  for (int u = 0; u < npf; u++) {
+    const int e = get_local_id(0) + u * NTT;
     const int t = e / dc, dd = e - t * dc;
     const int d = d0 + dd;
     const size_t row = t0 + (size_t)t;
-    x[dd * ld + t] =
-        row < T && d < HEAD_DIM ? LOAD(p, row * HEAD_DIM + d) * s : 0.0f;
+    r[u] = e < nb * dc && row < T && d < HEAD_DIM
+               ? LOAD(p, row * HEAD_DIM + d) * s
+               : 0.0f;
   }
 }
 
-/* Rows t0 .. t0 + dc of p (past T zero) into x[t * DPT + d]; stamps
- * *bad with `stamp` when one is not finite. */
-inline void stage_rows(global const real_t *p, size_t t0, size_t T, int dc,
-                       local float *x, local int *bad, int stamp) {
+/* The share fetched by fetch_dmajor, d-major into x[dd * ld + t]. */
+inline void put_dmajor(const float *r, int dc, int nb, int ld,
+                       local float *x, int npf) {
+  for (int u = 0; u < npf; u++) {
+    const int e = get_local_id(0) + u * NTT;
+    const int t = e / dc, dd = e - t * dc;
+    if (e < nb * dc) x[dd * ld + t] = r[u];
+  }
+}
+
+/* Rows t0 .. t0 + dc of p (past T zero), the work-item's share of the
+ * [dc][DPT] chunk, into r; 1 if one is not finite. */
+inline int fetch_rows(global const real_t *p, size_t t0, size_t T, int dc,
+                      float *r, int npf) {
   int nf = 0;
-  for (int e = get_local_id(0); e < dc * DPT; e += NTT) {
+  for (int u = 0; u < npf; u++) {
+    const int e = get_local_id(0) + u * NTT;
     const int t = e / DPT, d = e - t * DPT;
     const size_t row = t0 + (size_t)t;
-    const float v =
-        row < T && d < HEAD_DIM ? LOAD(p, row * HEAD_DIM + d) : 0.0f;
-    nf |= !isfinite(v);
-    x[e] = v;
+    r[u] = e < dc * DPT && row < T && d < HEAD_DIM
+               ? LOAD(p, row * HEAD_DIM + d)
+               : 0.0f;
+    nf |= !isfinite(r[u]);
+  }
+  return nf;
+}
+
+/* The share fetched by fetch_rows into x[t * DPT + d]; stamps *bad with
+ * `stamp` when nf (a value not finite). */
+inline void put_rows(const float *r, int dc, local float *x, int npf,
+                     local int *bad, int stamp, int nf) {
+  for (int u = 0; u < npf; u++) {
+    const int e = get_local_id(0) + u * NTT;
+    if (e < dc * DPT) x[e] = r[u];
   }
   if (nf) *bad = stamp; /* every writer writes the same value */
 }
@@ -769,32 +800,46 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     l[r] = 0.0f;
     for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
   }
+  local float *const c1 = area + ATT_DC * LDB;
   int stamp = 0;
   for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
     float sc[ATT_RM][ATT_RN];
     for (int r = 0; r < ATT_RM; r++)
       for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
+    float rq[PF(ATT_BM, ATT_DC)], rk[PF(ATT_BN, ATT_DC)];
+    fetch_dmajor(qb, o0, Tq, 0, ATT_DC, ATT_BM, scale, rq, PF(ATT_BM, ATT_DC));
+    fetch_dmajor(kb, j0, Tk, 0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC));
     for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
       barrier(CLK_LOCAL_MEM_FENCE);
-      stage_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, LDM, scale, area);
-      stage_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, LDN, 1.0f,
-                   area + ATT_DC * LDB);
+      put_dmajor(rq, ATT_DC, ATT_BM, LDM, area, PF(ATT_BM, ATT_DC));
+      put_dmajor(rk, ATT_DC, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DC));
       barrier(CLK_LOCAL_MEM_FENCE);
-      RANK1(sc, ATT_RM, ATT_RN, area, LDM, area + ATT_DC * LDB, LDN, ATT_DC,
-            0);
+      const int dn = d0 + ATT_DC; /* the next chunk, loading meanwhile */
+      if (dn < HEAD_DIM) {
+        fetch_dmajor(qb, o0, Tq, dn, ATT_DC, ATT_BM, scale, rq,
+                     PF(ATT_BM, ATT_DC));
+        fetch_dmajor(kb, j0, Tk, dn, ATT_DC, ATT_BN, 1.0f, rk,
+                     PF(ATT_BN, ATT_DC));
+      }
+      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
     }
     for (int r = 0; r < ATT_RM; r++)
       for (int c = 0; c < ATT_RN; c++)
         sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
                               j0 + (size_t)(tx * ATT_RN + c), Tq, kend, causal,
                               has_mask, mb, msi, msj);
+    float rv[PF(ATT_DC, DPT)];
+    int nf = fetch_rows(vb, j0, kend, ATT_DC, rv, PF(ATT_DC, DPT));
     fwd_softmax(sc, m, l, alpha, red_max, red_sum, pt, tx, ty);
     for (int r = 0; r < ATT_RM; r++)
       for (int c = 0; c < RD; c++) acc[r][c] *= alpha[r];
     for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
       barrier(CLK_LOCAL_MEM_FENCE);
-      stage_rows(vb, j0 + (size_t)k0, kend, ATT_DC, area, &bad, ++stamp);
+      put_rows(rv, ATT_DC, area, PF(ATT_DC, DPT), &bad, ++stamp, nf);
       barrier(CLK_LOCAL_MEM_FENCE);
+      const size_t kn = j0 + (size_t)(k0 + ATT_DC);
+      if (k0 + ATT_DC < ATT_BN && kn < kend)
+        nf = fetch_rows(vb, kn, kend, ATT_DC, rv, PF(ATT_DC, DPT));
       if (bad == stamp) {
         RANK1(acc, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
       } else {
@@ -855,16 +900,28 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
     float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
     for (int r = 0; r < ATT_RM; r++)
       for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
+    float rq[PF(ATT_BM, ATT_DC)], rk[PF(ATT_BN, ATT_DC)];
+    float rd[PF(ATT_BM, ATT_DC)], rv[PF(ATT_BN, ATT_DC)];
+#define DQ_FETCH(d0)                                                         \
+  fetch_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, scale, rq, PF(ATT_BM, ATT_DC)); \
+  fetch_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC)); \
+  fetch_dmajor(db, o0, Tq, d0, ATT_DC, ATT_BM, 1.0f, rd, PF(ATT_BM, ATT_DC)); \
+  fetch_dmajor(vb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rv, PF(ATT_BN, ATT_DC))
+    DQ_FETCH(0);
     for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
       barrier(CLK_LOCAL_MEM_FENCE);
-      stage_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, LDM, scale, area);
-      stage_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, LDN, 1.0f, c1);
-      stage_dmajor(db, o0, Tq, d0, ATT_DC, ATT_BM, LDM, 1.0f, c2);
-      stage_dmajor(vb, j0, Tk, d0, ATT_DC, ATT_BN, LDN, 1.0f, c3);
+      put_dmajor(rq, ATT_DC, ATT_BM, LDM, area, PF(ATT_BM, ATT_DC));
+      put_dmajor(rk, ATT_DC, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DC));
+      put_dmajor(rd, ATT_DC, ATT_BM, LDM, c2, PF(ATT_BM, ATT_DC));
+      put_dmajor(rv, ATT_DC, ATT_BN, LDN, c3, PF(ATT_BN, ATT_DC));
       barrier(CLK_LOCAL_MEM_FENCE);
+      if (d0 + ATT_DC < HEAD_DIM) {
+        DQ_FETCH(d0 + ATT_DC);
+      }
       RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
       RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DC, 0);
     }
+#undef DQ_FETCH
     for (int r = 0; r < ATT_RM; r++)
       for (int c = 0; c < ATT_RN; c++) {
         const float s = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
@@ -873,10 +930,15 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
         sc[r][c] = tile_grad(s, dp[r][c], ls[r], de[r]).y; /* dS */
       }
     for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(dst, sc, c);
+    float rr[PF(ATT_DC, DPT)];
+    int nf = fetch_rows(kb, j0, kend, ATT_DC, rr, PF(ATT_DC, DPT));
     for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
       barrier(CLK_LOCAL_MEM_FENCE);
-      stage_rows(kb, j0 + (size_t)k0, kend, ATT_DC, area, &bad, ++stamp);
+      put_rows(rr, ATT_DC, area, PF(ATT_DC, DPT), &bad, ++stamp, nf);
       barrier(CLK_LOCAL_MEM_FENCE);
+      const size_t kn = j0 + (size_t)(k0 + ATT_DC);
+      if (k0 + ATT_DC < ATT_BN && kn < kend)
+        nf = fetch_rows(kb, kn, kend, ATT_DC, rr, PF(ATT_DC, DPT));
       if (bad == stamp) {
         RANK1(acc, ATT_RM, RD, dst + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
       } else {
@@ -922,12 +984,24 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
     float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
     for (int r = 0; r < ATT_RM; r++)
       for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
+    float rk[PF(ATT_BM, ATT_DCKV)], rq[PF(ATT_BN, ATT_DCKV)];
+    float rv[PF(ATT_BM, ATT_DCKV)], rd[PF(ATT_BN, ATT_DCKV)];
+#define KV_FETCH(d0)                                                         \
+  fetch_dmajor(kb, o0, Tk, d0, ATT_DCKV, ATT_BM, scale, rk,                  \
+               PF(ATT_BM, ATT_DCKV));                                        \
+  fetch_dmajor(qb, i0, Tq, d0, ATT_DCKV, ATT_BN, 1.0f, rq,                   \
+               PF(ATT_BN, ATT_DCKV));                                        \
+  fetch_dmajor(vb, o0, Tk, d0, ATT_DCKV, ATT_BM, 1.0f, rv,                   \
+               PF(ATT_BM, ATT_DCKV));                                        \
+  fetch_dmajor(db, i0, Tq, d0, ATT_DCKV, ATT_BN, 1.0f, rd,                   \
+               PF(ATT_BN, ATT_DCKV))
+    KV_FETCH(0);
     for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DCKV) {
       barrier(CLK_LOCAL_MEM_FENCE);
-      stage_dmajor(kb, o0, Tk, d0, ATT_DCKV, ATT_BM, LDM, scale, area);
-      stage_dmajor(qb, i0, Tq, d0, ATT_DCKV, ATT_BN, LDN, 1.0f, c1);
-      stage_dmajor(vb, o0, Tk, d0, ATT_DCKV, ATT_BM, LDM, 1.0f, c2);
-      stage_dmajor(db, i0, Tq, d0, ATT_DCKV, ATT_BN, LDN, 1.0f, c3);
+      put_dmajor(rk, ATT_DCKV, ATT_BM, LDM, area, PF(ATT_BM, ATT_DCKV));
+      put_dmajor(rq, ATT_DCKV, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DCKV));
+      put_dmajor(rv, ATT_DCKV, ATT_BM, LDM, c2, PF(ATT_BM, ATT_DCKV));
+      put_dmajor(rd, ATT_DCKV, ATT_BN, LDN, c3, PF(ATT_BN, ATT_DCKV));
       if (d0 == 0)
         for (int t = get_local_id(0); t < ATT_BN; t += NTT) {
           const size_t i = i0 + (size_t)t;
@@ -935,9 +1009,13 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
           et[t] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
         }
       barrier(CLK_LOCAL_MEM_FENCE);
+      if (d0 + ATT_DCKV < HEAD_DIM) {
+        KV_FETCH(d0 + ATT_DCKV);
+      }
       RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DCKV, 0);
       RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DCKV, 0);
     }
+#undef KV_FETCH
     /* Transposed: score (key row r, query column c). */
     for (int r = 0; r < ATT_RM; r++)
       for (int c = 0; c < ATT_RN; c++) {
@@ -953,13 +1031,21 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
       COLUMN_WRITE(pt, sc, c);
       COLUMN_WRITE(dst, dp, c);
     }
+    float ro[PF(ATT_DCKV, DPT)], rr[PF(ATT_DCKV, DPT)];
+    int nf = fetch_rows(db, i0, Tq, ATT_DCKV, ro, PF(ATT_DCKV, DPT));
+    int nf2 = fetch_rows(qb, i0, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
     for (int k0 = 0; k0 < ATT_BN && i0 + (size_t)k0 < (size_t)Tq;
          k0 += ATT_DCKV) {
       barrier(CLK_LOCAL_MEM_FENCE);
       ++stamp;
-      stage_rows(db, i0 + (size_t)k0, Tq, ATT_DCKV, area, &bad, stamp);
-      stage_rows(qb, i0 + (size_t)k0, Tq, ATT_DCKV, r1, &bad2, stamp);
+      put_rows(ro, ATT_DCKV, area, PF(ATT_DCKV, DPT), &bad, stamp, nf);
+      put_rows(rr, ATT_DCKV, r1, PF(ATT_DCKV, DPT), &bad2, stamp, nf2);
       barrier(CLK_LOCAL_MEM_FENCE);
+      const size_t qn = i0 + (size_t)(k0 + ATT_DCKV);
+      if (k0 + ATT_DCKV < ATT_BN && qn < (size_t)Tq) {
+        nf = fetch_rows(db, qn, Tq, ATT_DCKV, ro, PF(ATT_DCKV, DPT));
+        nf2 = fetch_rows(qb, qn, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
+      }
       if (bad == stamp) {
         RANK1(gv, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DCKV, 1);
       } else {
