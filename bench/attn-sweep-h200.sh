@@ -79,7 +79,7 @@ def valid(t, d):
         return False
     if len(f) < 4 or len(f) > 6:
         return False
-    f += [16, 8][len(f) - 4:]
+    f += [16, 16][len(f) - 4:]
     bm, bn, rm, rn, dc, dckv = f
     if min(f) < 1 or max(f) > 1024 or rm > 8 or rn > 8 or bm > 256 or bn > 256:
         return False
@@ -93,7 +93,7 @@ def valid(t, d):
     pt = bn * (bm + 4)
     fwd = max(2 * dc * ldb, 2 * dc * dpt) + pt + 2 * bm * ntx
     dq = max(4 * dc * ldb, 2 * dc * dpt) + pt
-    kv = max(4 * dckv * ldb, 2 * dckv * dpt) + 2 * pt + 2 * bn
+    kv = max(4 * dckv * ldb, 2 * dckv * dpt) + pt + 2 * bn
     return max(fwd, dq, kv) * 4 + 12 <= local - 1024
 
 res = {}

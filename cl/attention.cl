@@ -574,7 +574,7 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
 #define ATT_DC 16 /* head dims (rows) per staged chunk: forward, dq */
 #endif
 #ifndef ATT_DCKV
-#define ATT_DCKV 8 /* the same for dk / dv (more local tiles) */
+#define ATT_DCKV 16 /* the same for dk / dv */
 #endif
 
 #define NTY (ATT_BM / ATT_RM)
@@ -951,20 +951,46 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
   block_store(acc, f, dq + (size_t)dq_off + q0 * HEAD_DIM, o0, Tq, tx, ty);
 }
 
+/* acc += T^T R for the transposed tile T in ps ([query][key], P or dS)
+ * and the rows R of p (dout or q) from query i0 on, ATT_DCKV rows at a
+ * time (the dk / dv kernel's output products).  Every work-item calls it;
+ * ps is complete (the caller's barrier). */
+inline void kv_pass(float acc[ATT_RM][RD], global const real_t *p,
+                    size_t i0, size_t Tq, local const float *ps,
+                    local float *area, local int *bad, int *stamp, int tx,
+                    int ty) {
+  float rr[PF(ATT_DCKV, DPT)];
+  int nf = fetch_rows(p, i0, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
+  for (int k0 = 0; k0 < ATT_BN && i0 + (size_t)k0 < Tq; k0 += ATT_DCKV) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    put_rows(rr, ATT_DCKV, area, PF(ATT_DCKV, DPT), bad, ++*stamp, nf);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const size_t qn = i0 + (size_t)(k0 + ATT_DCKV);
+    if (k0 + ATT_DCKV < ATT_BN && qn < Tq)
+      nf = fetch_rows(p, qn, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
+    if (*bad == *stamp) {
+      RANK1(acc, ATT_RM, RD, ps + k0 * LDM, LDM, area, DPT, ATT_DCKV, 1);
+    } else {
+      RANK1(acc, ATT_RM, RD, ps + k0 * LDM, LDM, area, DPT, ATT_DCKV, 0);
+    }
+  }
+}
+
 /* dk and dv: the group owns BM keys (rows ty RM + r of its tile) and
- * walks the queries in tiles of BN (columns tx RN + c). */
+ * walks the queries in tiles of BN (columns tx RN + c).  Per query tile,
+ * S^T and dP^T, then dv += P^T dout and dk += dS^T q through one local
+ * tile (P, then dS: room for a deeper chunk). */
 __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
     global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
     global const real_t *v, ulong v_off, global const real_t *dout,
     ulong do_off, global const float *lse, ulong lse_off,
     global const float *delta, global real_t *dk, ulong dk_off,
     global real_t *dv, ulong dv_off, int has_dk, int has_dv, ATT_ARGS) {
-  local float area[AREA(4, ATT_DCKV)] ALIGN16;
-  local float pt[ATT_BN * LDM] ALIGN16, dst[ATT_BN * LDM] ALIGN16;
+  local float area[AREA(4, ATT_DCKV)] ALIGN16, ps[ATT_BN * LDM] ALIGN16;
   local float lt[ATT_BN], et[ATT_BN];
-  local int bad, bad2;
+  local int bad;
   TILE_OWNER(Tk);
-  if (get_local_id(0) == 0) bad = bad2 = 0;
+  if (get_local_id(0) == 0) bad = 0;
   const size_t q0 = bh * (size_t)Tq;
   global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
   global const real_t *db = dout + (size_t)do_off + q0 * HEAD_DIM;
@@ -976,7 +1002,6 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
     for (int c = 0; c < RD; c++) gk[r][c] = gv[r][c] = 0.0f;
   local float *const c1 = area + ATT_DCKV * LDB,
               *const c2 = c1 + ATT_DCKV * LDB, *const c3 = c2 + ATT_DCKV * LDB;
-  local float *const r1 = area + ATT_DCKV * DPT;
   /* Queries: all, or (causal) from the tile's first key on. */
   const size_t qstart = causal ? o0 : 0;
   int stamp = 0;
@@ -1027,36 +1052,12 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
         sc[r][c] = g.x; /* P and dS, in place */
         dp[r][c] = g.y;
       }
-    for (int c = 0; c < ATT_RN; c++) {
-      COLUMN_WRITE(pt, sc, c);
-      COLUMN_WRITE(dst, dp, c);
-    }
-    float ro[PF(ATT_DCKV, DPT)], rr[PF(ATT_DCKV, DPT)];
-    int nf = fetch_rows(db, i0, Tq, ATT_DCKV, ro, PF(ATT_DCKV, DPT));
-    int nf2 = fetch_rows(qb, i0, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
-    for (int k0 = 0; k0 < ATT_BN && i0 + (size_t)k0 < (size_t)Tq;
-         k0 += ATT_DCKV) {
-      barrier(CLK_LOCAL_MEM_FENCE);
-      ++stamp;
-      put_rows(ro, ATT_DCKV, area, PF(ATT_DCKV, DPT), &bad, stamp, nf);
-      put_rows(rr, ATT_DCKV, r1, PF(ATT_DCKV, DPT), &bad2, stamp, nf2);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      const size_t qn = i0 + (size_t)(k0 + ATT_DCKV);
-      if (k0 + ATT_DCKV < ATT_BN && qn < (size_t)Tq) {
-        nf = fetch_rows(db, qn, Tq, ATT_DCKV, ro, PF(ATT_DCKV, DPT));
-        nf2 = fetch_rows(qb, qn, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
-      }
-      if (bad == stamp) {
-        RANK1(gv, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DCKV, 1);
-      } else {
-        RANK1(gv, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DCKV, 0);
-      }
-      if (bad2 == stamp) {
-        RANK1(gk, ATT_RM, RD, dst + k0 * LDM, LDM, r1, DPT, ATT_DCKV, 1);
-      } else {
-        RANK1(gk, ATT_RM, RD, dst + k0 * LDM, LDM, r1, DPT, ATT_DCKV, 0);
-      }
-    }
+    /* ps is free: the last reads of it were before the chunk barriers. */
+    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, sc, c);
+    kv_pass(gv, db, i0, Tq, ps, area, &bad, &stamp, tx, ty);
+    barrier(CLK_LOCAL_MEM_FENCE); /* every read of P is done */
+    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, dp, c);
+    kv_pass(gk, qb, i0, Tq, ps, area, &bad, &stamp, tx, ty);
   }
   float f[ATT_RM];
   for (int r = 0; r < ATT_RM; r++) f[r] = scale;

@@ -47,7 +47,7 @@ typedef struct {
   int bm, bn, rm, rn, dc, dckv;
 } att_tiles;
 
-static const att_tiles DEFAULT_TILES = {64, 64, 4, 4, 16, 8};
+static const att_tiles DEFAULT_TILES = {64, 64, 4, 4, 16, 16};
 
 /* Largest head dim the tiled kernels take (their output block lives in
  * registers: RD = D / (BN / RN) floats per owned row and output). */
@@ -70,7 +70,7 @@ static size_t tiles_local(const att_tiles *t, size_t D) {
   const size_t dq = (a4 > r2 ? a4 : r2) + ptile;
   a4 = 4 * (size_t)t->dckv * ldb;
   r2 = 2 * (size_t)t->dckv * dpt;
-  const size_t kv = (a4 > r2 ? a4 : r2) + 2 * ptile + 2 * (size_t)t->bn;
+  const size_t kv = (a4 > r2 ? a4 : r2) + ptile + 2 * (size_t)t->bn;
   size_t m = fwd > dq ? fwd : dq;
   m = m > kv ? m : kv;
   return m * sizeof(float) + 3 * sizeof(cl_int);
@@ -94,13 +94,13 @@ static int tiles_ok(const rumus_ctx *ctx, const att_tiles *t, size_t D) {
 }
 
 /* The tuning override RUMUS_ATTENTION_TILE: "BMxBNxRMxRN", optionally
- * "xDC" and "xDCKV" more (16 and 8 if not given).  1 with *t set if it is
+ * "xDC" and "xDCKV" more (16 and 16 if not given).  1 with *t set if it is
  * there and valid on this device at head dim D; anything else is ignored
  * (0). */
 static int tiles_from_env(const rumus_ctx *ctx, size_t D, att_tiles *t) {
   const char *v = getenv("RUMUS_ATTENTION_TILE");
   if (v == NULL || *v == '\0') return 0;
-  long f[6] = {0, 0, 0, 0, 16, 8};
+  long f[6] = {0, 0, 0, 0, 16, 16};
   int n = 0;
   for (const char *c = v; n < 6; n++) {
     char *end;
