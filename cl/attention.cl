@@ -702,11 +702,14 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
     }                                                                        \
   } while (0)
 
-/* The group's head bh and first owned row, for T owned rows per head. */
-#define TILE_OWNER(T)                                                        \
+/* The group's head bh and first owned row, for T owned rows per head;
+ * LAST_FIRST: a head's last tile first (causal queries: the tiles with the
+ * most keys start first, so the short ones fill the end of the launch). */
+#define TILE_OWNER(T, LAST_FIRST)                                            \
   const size_t nblk_ = ((size_t)(T) + ATT_BM - 1) / ATT_BM;                  \
   const size_t bh = get_group_id(0) / nblk_;                                 \
-  const size_t o0 = (get_group_id(0) - bh * nblk_) * ATT_BM;                 \
+  const size_t b_ = get_group_id(0) - bh * nblk_;                            \
+  const size_t o0 = ((LAST_FIRST) ? nblk_ - 1 - b_ : b_) * ATT_BM;           \
   const int tx = (int)get_local_id(0) % NTX, ty = (int)get_local_id(0) / NTX
 
 /* The score of (query i, key j) from the product s (already scaled), or
@@ -785,7 +788,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
   local float area[AREA(2, ATT_DC)] ALIGN16, pt[ATT_BN * LDM] ALIGN16;
   local float red_max[ATT_BM * NTX] ALIGN16, red_sum[ATT_BM * NTX] ALIGN16;
   local int bad;
-  TILE_OWNER(Tq);
+  TILE_OWNER(Tq, causal);
   if (get_local_id(0) == 0) bad = 0;
   global const real_t *qb = q + (size_t)q_off + bh * (size_t)Tq * HEAD_DIM;
   global const real_t *kb = k + (size_t)k_off + bh * (size_t)Tk * HEAD_DIM;
@@ -876,7 +879,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
     global const float *delta, global real_t *dq, ulong dq_off, ATT_ARGS) {
   local float area[AREA(4, ATT_DC)] ALIGN16, dst[ATT_BN * LDM] ALIGN16;
   local int bad;
-  TILE_OWNER(Tq);
+  TILE_OWNER(Tq, causal);
   if (get_local_id(0) == 0) bad = 0;
   const size_t q0 = bh * (size_t)Tq;
   global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
@@ -989,7 +992,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
   local float area[AREA(4, ATT_DCKV)] ALIGN16, ps[ATT_BN * LDM] ALIGN16;
   local float lt[ATT_BN], et[ATT_BN];
   local int bad;
-  TILE_OWNER(Tk);
+  TILE_OWNER(Tk, 0);
   if (get_local_id(0) == 0) bad = 0;
   const size_t q0 = bh * (size_t)Tq;
   global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;

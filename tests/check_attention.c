@@ -8,7 +8,10 @@
  * buffer at an odd element offset with guard bytes; the backward against
  * central finite differences of the float64 forward; fully masked rows (out 0,
  * lse -inf, zero gradients), NaN confined to its row; bits equal run to
- * run; bad arguments with exact statuses.
+ * run (also over partial tiles); the GPU variant's tiled kernels with
+ * partial tiles in every dimension under the default tiling, two
+ * RUMUS_ATTENTION_TILE overrides and an invalid one; bad arguments with
+ * exact statuses.
  *
  * Inputs: q, k in [-2, 2), v and dout in [-1, 1), masks in [-2, 0).
  * Tolerances (|got - want| <= atol + rtol |want|), F32 storage:
