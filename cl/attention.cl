@@ -27,9 +27,13 @@
  * independent float8 chains (block_dots), their exponentials are one
  * float8 rumus_exp_shifted8 (common.cl: PoCL's exp is far slower), and
  * the forward's running (max, sum) rescales the accumulator once per block.
- * Work-group kernels (*_wg, GPU variant): a group of ATT_WG work-items
- * owns ATT_WG consecutive query rows (forward, dq) or key rows (dk / dv)
- * of one head, each work-item one row in private floats; the rows it
+ * Tiled kernels (*_tile, GPU variant for HEAD_DIM <= 128 when the host
+ * finds that the tiles fit; ATT_TILED): register-blocked, see their
+ * section below.
+ * Work-group kernels (*_wg, the GPU variant's fallback): a group of
+ * ATT_WG work-items owns ATT_WG consecutive query rows (forward, dq) or
+ * key rows (dk / dv) of one head, each work-item one row in private
+ * floats; the rows it
  * loops over (keys and values, or queries, dout, lse and delta) are
  * staged ATT_BT at a time in local memory as floats by the whole group
  * (coalesced loads), and every work-item reads them from there (the same
@@ -518,3 +522,552 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
   if (!live) return;
   row_store(gq, scale, dq + (size_t)dq_off + r * HEAD_DIM);
 }
+
+/* ---- Tiled kernels (GPU variant, HEAD_DIM <= 128) ------------------------
+ *
+ * Register-blocked tiles, as cl/gemm.cl's tiled product.  A group owns a
+ * tile of BM rows (queries for the forward and dq, keys for dk / dv) and
+ * loops over tiles of BN rows of the other side; its (BM / RM) x (BN / RN)
+ * work-items are (ty, tx), tid = ty * NTX + tx, and work-item (tx, ty)
+ * holds the RM x RN block of the BM x BN score tile at rows ty RM + r and
+ * columns tx RN + c, and the RM x RD block of its output rows at columns
+ * d = tx RD + c of the head (RD = DPT / NTX, DPT = HEAD_DIM rounded up to
+ * NTX).  Blocks 4 wide are read from local memory as float4s (one read
+ * per 4 values: fewer load instructions per fma), so every staged pitch
+ * is a whole number of float4s.
+ * Products read local memory only.  Scores (S = Q K^T, dP = dO V^T) walk
+ * the head dim in chunks of DC: the group stages the chunk of both sides
+ * d-major (X[d][row], rows padded to B + 1 floats), then every work-item
+ * does DC rank-1 updates of its block from registers (RM + RN loads per
+ * RM RN fmas).  Output updates (O += P V, dq += dS K, dv += P^T dO, dk +=
+ * dS^T Q) stage P or dS in local memory (the score tile, transposed) and
+ * the other side's rows DC at a time ([row][d]), again as rank-1 updates.
+ * The forward's row max and row sum across the NTX work-items sharing a
+ * row go through local memory (red_max, red_sum: one partial per
+ * work-item, read back in tx order: deterministic).
+ * The staged rows past T and the head dims past HEAD_DIM are zeros; scores
+ * of padding rows, of keys past Tk and causal ones are -inf (probability
+ * 0).  A staged row chunk holding a NaN or an infinity sets a local stamp,
+ * and the update from it then skips probability-0 terms (as the row
+ * kernels do: such a value reaches only the rows that attend to it);
+ * otherwise the update runs without that test.
+ */
+
+#ifndef ATT_TILED
+#define ATT_TILED 0 /* 1: the host checked that the tiles fit */
+#endif
+#if ATT_TILED
+
+#ifndef ATT_BM
+#define ATT_BM 64 /* rows a group owns */
+#endif
+#ifndef ATT_BN
+#define ATT_BN 64 /* rows of the other side per loop step */
+#endif
+#ifndef ATT_RM
+#define ATT_RM 4 /* score rows per work-item */
+#endif
+#ifndef ATT_RN
+#define ATT_RN 4 /* score columns per work-item */
+#endif
+#ifndef ATT_DC
+#define ATT_DC 16 /* head dims (rows) per staged chunk: forward, dq */
+#endif
+#ifndef ATT_DCKV
+#define ATT_DCKV 16 /* the same for dk / dv */
+#endif
+
+#define NTY (ATT_BM / ATT_RM)
+#define NTX (ATT_BN / ATT_RN)
+#define NTT (NTY * NTX)
+#define DPT ((HEAD_DIM + NTX - 1) / NTX * NTX)
+#define RD (DPT / NTX)
+/* Pitches of a staged BM-row (BN-row) side, d-major: whole float4s, and
+ * 4 banks apart from one d to the next. */
+#define LDM (ATT_BM + 4)
+#define LDN (ATT_BN + 4)
+#define LDB (ATT_BM > ATT_BN ? LDM : LDN)
+#define ALIGN16 __attribute__((aligned(16)))
+/* Floats of the chunk area of chunk depth dc: n d-major chunks, or two
+ * row chunks (they share it). */
+#define AREA(n, dc) ((n) * (dc) * LDB > 2 * (dc) * DPT ? (n) * (dc) * LDB \
+                                                      : 2 * (dc) * DPT)
+
+/* Staging is split in two so that a chunk's global loads are issued
+ * before the product of the previous chunk and land in registers
+ * meanwhile (as the GEMM's double buffering): fetch_* loads a work-item's
+ * share (at most npf elements, npf = PF(rows, dims)) into r, put_* stores
+ * it after the barrier that frees the local chunk. */
+#define PF(nb, dc) (((nb) * (dc) + NTT - 1) / NTT)
+
+/* Rows t0 .. t0 + nb of a [T, HEAD_DIM] matrix p (rows past T zero), dims
+ * d0 .. d0 + dc, times s: the work-item's share into r. */
+inline void fetch_dmajor(global const real_t *p, size_t t0, size_t T,
+                         int d0, int dc, int nb, float s, float *r,
+                         int npf) {
+  for (int u = 0; u < npf; u++) {
+    const int e = get_local_id(0) + u * NTT;
+    const int t = e / dc, dd = e - t * dc;
+    const int d = d0 + dd;
+    const size_t row = t0 + (size_t)t;
+    r[u] = e < nb * dc && row < T && d < HEAD_DIM
+               ? LOAD(p, row * HEAD_DIM + d) * s
+               : 0.0f;
+  }
+}
+
+/* The share fetched by fetch_dmajor, d-major into x[dd * ld + t]. */
+inline void put_dmajor(const float *r, int dc, int nb, int ld,
+                       local float *x, int npf) {
+  for (int u = 0; u < npf; u++) {
+    const int e = get_local_id(0) + u * NTT;
+    const int t = e / dc, dd = e - t * dc;
+    if (e < nb * dc) x[dd * ld + t] = r[u];
+  }
+}
+
+/* Rows t0 .. t0 + dc of p (past T zero), the work-item's share of the
+ * [dc][DPT] chunk, into r; 1 if one is not finite. */
+inline int fetch_rows(global const real_t *p, size_t t0, size_t T, int dc,
+                      float *r, int npf) {
+  int nf = 0;
+  for (int u = 0; u < npf; u++) {
+    const int e = get_local_id(0) + u * NTT;
+    const int t = e / DPT, d = e - t * DPT;
+    const size_t row = t0 + (size_t)t;
+    r[u] = e < dc * DPT && row < T && d < HEAD_DIM
+               ? LOAD(p, row * HEAD_DIM + d)
+               : 0.0f;
+    nf |= !isfinite(r[u]);
+  }
+  return nf;
+}
+
+/* The share fetched by fetch_rows into x[t * DPT + d]; stamps *bad with
+ * `stamp` when nf (a value not finite). */
+inline void put_rows(const float *r, int dc, local float *x, int npf,
+                     local int *bad, int stamp, int nf) {
+  for (int u = 0; u < npf; u++) {
+    const int e = get_local_id(0) + u * NTT;
+    if (e < dc * DPT) x[e] = r[u];
+  }
+  if (nf) *bad = stamp; /* every writer writes the same value */
+}
+
+/* dst[0 .. N) = p[0 .. N) for a local p: float4 reads where N is a
+ * multiple of 4 (the caller keeps p 16-byte aligned then). */
+#define LOCAL_READ(dst, N, p)                                                \
+  do {                                                                       \
+    if ((N) % 4 == 0) {                                                      \
+      for (int q_ = 0; q_ < (N) / 4; q_++) {                                 \
+        const float4 v_ = ((local const float4 *)(p))[q_];                   \
+        dst[4 * q_] = v_.x;                                                  \
+        dst[4 * q_ + 1] = v_.y;                                              \
+        dst[4 * q_ + 2] = v_.z;                                              \
+        dst[4 * q_ + 3] = v_.w;                                              \
+      }                                                                      \
+    } else {                                                                 \
+      for (int q_ = 0; q_ < (N); q_++) dst[q_] = (p)[q_];                    \
+    }                                                                        \
+  } while (0)
+
+/* acc[r][c] += sum_t a[t lda + ty NR + r] b[t ldb + tx NC + c], t < n:
+ * rank-1 updates from registers, each side read as float4s where its
+ * block is (a multiple of 4 wide; lda, ldb and the bases keep them
+ * aligned).  SAFE: terms whose a is 0 are skipped. */
+#define RANK1(acc, NR, NC, a, lda, b, ldb, n, SAFE)                          \
+  for (int t_ = 0; t_ < (n); t_++) {                                         \
+    float ar_[NR], br_[NC];                                                  \
+    LOCAL_READ(ar_, NR, (a) + t_ * (lda) + ty * (NR));                       \
+    LOCAL_READ(br_, NC, (b) + t_ * (ldb) + tx * (NC));                       \
+    for (int r_ = 0; r_ < NR; r_++)                                          \
+      for (int c_ = 0; c_ < NC; c_++)                                        \
+        if (!(SAFE) || ar_[r_] != 0.0f)                                      \
+          acc[r_][c_] = fma(ar_[r_], br_[c_], acc[r_][c_]);                  \
+  }
+
+/* Column c of a work-item's RM x RN block x into the transposed tile
+ * p[(tx RN + c) LDM + ty RM + r]: float4 writes where RM is a multiple
+ * of 4. */
+#define COLUMN_WRITE(p, x, c)                                                \
+  do {                                                                       \
+    local float *const w_ = (p) + (tx * ATT_RN + (c)) * LDM + ty * ATT_RM;   \
+    if (ATT_RM % 4 == 0) {                                                   \
+      for (int q_ = 0; q_ < ATT_RM / 4; q_++)                                \
+        ((local float4 *)w_)[q_] = (float4)(x[4 * q_][c], x[4 * q_ + 1][c],  \
+                                            x[4 * q_ + 2][c],                \
+                                            x[4 * q_ + 3][c]);               \
+    } else {                                                                 \
+      for (int q_ = 0; q_ < ATT_RM; q_++) w_[q_] = x[q_][c];                 \
+    }                                                                        \
+  } while (0)
+
+/* The group's head bh and first owned row, for T owned rows per head;
+ * LAST_FIRST: a head's last tile first (causal queries: the tiles with the
+ * most keys start first, so the short ones fill the end of the launch). */
+#define TILE_OWNER(T, LAST_FIRST)                                            \
+  const size_t nblk_ = ((size_t)(T) + ATT_BM - 1) / ATT_BM;                  \
+  const size_t bh = get_group_id(0) / nblk_;                                 \
+  const size_t b_ = get_group_id(0) - bh * nblk_;                            \
+  const size_t o0 = ((LAST_FIRST) ? nblk_ - 1 - b_ : b_) * ATT_BM;           \
+  const int tx = (int)get_local_id(0) % NTX, ty = (int)get_local_id(0) / NTX
+
+/* The score of (query i, key j) from the product s (already scaled), or
+ * -inf outside the matrix or past the diagonal when causal. */
+inline float tile_score(float s, size_t i, size_t j, ulong Tq, ulong Tk,
+                        int causal, int has_mask, global const mask_t *mb,
+                        ulong msi, ulong msj) {
+  if (i >= (size_t)Tq || j >= (size_t)Tk || (causal && j > i))
+    return -INFINITY;
+  return has_mask ? s + MLOAD(mb, i * (size_t)msi + j * (size_t)msj) : s;
+}
+
+/* max that propagates NaN (a NaN score makes its row NaN). */
+inline float nmax(float a, float b) {
+  return isnan(a) || isnan(b) ? NAN : fmax(a, b);
+}
+
+/* Stores the RM x RD block o (times f[r]) at rows o0 + ty RM + r < T. */
+inline void block_store(float o[ATT_RM][RD], const float *f,
+                        global real_t *p, size_t o0, size_t T, int tx,
+                        int ty) {
+  for (int r = 0; r < ATT_RM; r++) {
+    const size_t row = o0 + (size_t)(ty * ATT_RM + r);
+    if (row >= T) continue;
+    for (int c = 0; c < RD; c++) {
+      const int d = tx * RD + c;
+      if (d < HEAD_DIM) STORE(o[r][c] * f[r], p, row * HEAD_DIM + d);
+    }
+  }
+}
+
+/* The forward's online-softmax step for one key tile: scores sc (-inf
+ * where invalid) into probabilities in pt[k][q], running max m and sum l
+ * of each owned row updated, alpha[r] the rescale of the row's output. */
+inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *l,
+                        float *alpha, local float *red_max,
+                        local float *red_sum, local float *pt, int tx,
+                        int ty) {
+  for (int r = 0; r < ATT_RM; r++) {
+    float mx = -INFINITY;
+    for (int c = 0; c < ATT_RN; c++) mx = nmax(mx, sc[r][c]);
+    red_max[(ty * ATT_RM + r) * NTX + tx] = mx;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int r = 0; r < ATT_RM; r++) {
+    const int row = ty * ATT_RM + r;
+    float mn = m[r], part[NTX];
+    LOCAL_READ(part, NTX, red_max + row * NTX);
+    for (int t = 0; t < NTX; t++) mn = nmax(mn, part[t]);
+    /* All -inf so far: shift by 0 (probabilities 0, alpha irrelevant). */
+    const float sh = mn == -INFINITY ? 0.0f : mn;
+    alpha[r] = exp(m[r] - sh);
+    float ps = 0.0f;
+    for (int c = 0; c < ATT_RN; c++) {
+      sc[r][c] = exp(sc[r][c] - sh); /* the probability, in place */
+      ps += sc[r][c];
+    }
+    red_sum[row * NTX + tx] = ps;
+    m[r] = mn;
+  }
+  for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(pt, sc, c);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int r = 0; r < ATT_RM; r++) {
+    const int row = ty * ATT_RM + r;
+    float ls = 0.0f, part[NTX];
+    LOCAL_READ(part, NTX, red_sum + row * NTX);
+    for (int t = 0; t < NTX; t++) ls += part[t];
+    l[r] = fma(l[r], alpha[r], ls);
+  }
+}
+
+__kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
+    global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
+    global const real_t *v, ulong v_off, global real_t *o, ulong o_off,
+    global float *lse, ulong lse_off, int has_lse, ATT_ARGS) {
+  local float area[AREA(2, ATT_DC)] ALIGN16, pt[ATT_BN * LDM] ALIGN16;
+  local float red_max[ATT_BM * NTX] ALIGN16, red_sum[ATT_BM * NTX] ALIGN16;
+  local int bad;
+  TILE_OWNER(Tq, causal);
+  if (get_local_id(0) == 0) bad = 0;
+  global const real_t *qb = q + (size_t)q_off + bh * (size_t)Tq * HEAD_DIM;
+  global const real_t *kb = k + (size_t)k_off + bh * (size_t)Tk * HEAD_DIM;
+  global const real_t *vb = v + (size_t)v_off + bh * (size_t)Tk * HEAD_DIM;
+  global const mask_t *mb = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
+  /* Keys: all, or (causal) up to the tile's last query. */
+  const size_t kend =
+      causal ? min((size_t)Tk, min((size_t)Tq, o0 + ATT_BM)) : (size_t)Tk;
+  float acc[ATT_RM][RD], m[ATT_RM], l[ATT_RM], alpha[ATT_RM];
+  for (int r = 0; r < ATT_RM; r++) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
+  }
+  local float *const c1 = area + ATT_DC * LDB;
+  int stamp = 0;
+  for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
+    float sc[ATT_RM][ATT_RN];
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
+    float rq[PF(ATT_BM, ATT_DC)], rk[PF(ATT_BN, ATT_DC)];
+    fetch_dmajor(qb, o0, Tq, 0, ATT_DC, ATT_BM, scale, rq, PF(ATT_BM, ATT_DC));
+    fetch_dmajor(kb, j0, Tk, 0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC));
+    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      put_dmajor(rq, ATT_DC, ATT_BM, LDM, area, PF(ATT_BM, ATT_DC));
+      put_dmajor(rk, ATT_DC, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DC));
+      barrier(CLK_LOCAL_MEM_FENCE);
+      const int dn = d0 + ATT_DC; /* the next chunk, loading meanwhile */
+      if (dn < HEAD_DIM) {
+        fetch_dmajor(qb, o0, Tq, dn, ATT_DC, ATT_BM, scale, rq,
+                     PF(ATT_BM, ATT_DC));
+        fetch_dmajor(kb, j0, Tk, dn, ATT_DC, ATT_BN, 1.0f, rk,
+                     PF(ATT_BN, ATT_DC));
+      }
+      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
+    }
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++)
+        sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
+                              j0 + (size_t)(tx * ATT_RN + c), Tq, kend, causal,
+                              has_mask, mb, msi, msj);
+    float rv[PF(ATT_DC, DPT)];
+    int nf = fetch_rows(vb, j0, kend, ATT_DC, rv, PF(ATT_DC, DPT));
+    fwd_softmax(sc, m, l, alpha, red_max, red_sum, pt, tx, ty);
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < RD; c++) acc[r][c] *= alpha[r];
+    for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      put_rows(rv, ATT_DC, area, PF(ATT_DC, DPT), &bad, ++stamp, nf);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      const size_t kn = j0 + (size_t)(k0 + ATT_DC);
+      if (k0 + ATT_DC < ATT_BN && kn < kend)
+        nf = fetch_rows(vb, kn, kend, ATT_DC, rv, PF(ATT_DC, DPT));
+      if (bad == stamp) {
+        RANK1(acc, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
+      } else {
+        RANK1(acc, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DC, 0);
+      }
+    }
+  }
+  float f[ATT_RM];
+  for (int r = 0; r < ATT_RM; r++) {
+    const int empty = m[r] == -INFINITY && l[r] == 0.0f;
+    f[r] = empty ? 0.0f : 1.0f / l[r];
+    const size_t i = o0 + (size_t)(ty * ATT_RM + r);
+    if (has_lse && tx == 0 && i < (size_t)Tq)
+      lse[(size_t)lse_off + bh * (size_t)Tq + i] =
+          empty ? -INFINITY : m[r] + log(l[r]);
+  }
+  block_store(acc, f, o + (size_t)o_off + bh * (size_t)Tq * HEAD_DIM, o0,
+              Tq, tx, ty);
+}
+
+/* P and dS of a (query, key) pair from the scaled, masked score s, the
+ * dot product dp = dout_i . v_j, and the query's lse and delta: P = 0
+ * where lse is -inf (a fully masked row) or s is -inf; dS = 0 where P is
+ * (a NaN in v reaches only rows that attend to its key). */
+inline float2 tile_grad(float s, float dp, float ls, float de) {
+  const float p = ls == -INFINITY ? 0.0f : exp(s - ls);
+  return (float2)(p, p == 0.0f ? 0.0f : p * (dp - de));
+}
+
+__kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
+    global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
+    global const real_t *v, ulong v_off, global const real_t *dout,
+    ulong do_off, global const float *lse, ulong lse_off,
+    global const float *delta, global real_t *dq, ulong dq_off, ATT_ARGS) {
+  local float area[AREA(4, ATT_DC)] ALIGN16, dst[ATT_BN * LDM] ALIGN16;
+  local int bad;
+  TILE_OWNER(Tq, causal);
+  if (get_local_id(0) == 0) bad = 0;
+  const size_t q0 = bh * (size_t)Tq;
+  global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
+  global const real_t *db = dout + (size_t)do_off + q0 * HEAD_DIM;
+  global const real_t *kb = k + (size_t)k_off + bh * (size_t)Tk * HEAD_DIM;
+  global const real_t *vb = v + (size_t)v_off + bh * (size_t)Tk * HEAD_DIM;
+  global const mask_t *mb = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
+  const size_t kend =
+      causal ? min((size_t)Tk, min((size_t)Tq, o0 + ATT_BM)) : (size_t)Tk;
+  float acc[ATT_RM][RD], ls[ATT_RM], de[ATT_RM];
+  for (int r = 0; r < ATT_RM; r++) {
+    const size_t i = o0 + (size_t)(ty * ATT_RM + r);
+    ls[r] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
+    de[r] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
+    for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
+  }
+  local float *const c1 = area + ATT_DC * LDB, *const c2 = c1 + ATT_DC * LDB,
+                     *const c3 = c2 + ATT_DC * LDB;
+  int stamp = 0;
+  for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
+    float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
+    float rq[PF(ATT_BM, ATT_DC)], rk[PF(ATT_BN, ATT_DC)];
+    float rd[PF(ATT_BM, ATT_DC)], rv[PF(ATT_BN, ATT_DC)];
+#define DQ_FETCH(d0)                                                         \
+  fetch_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, scale, rq, PF(ATT_BM, ATT_DC)); \
+  fetch_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC)); \
+  fetch_dmajor(db, o0, Tq, d0, ATT_DC, ATT_BM, 1.0f, rd, PF(ATT_BM, ATT_DC)); \
+  fetch_dmajor(vb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rv, PF(ATT_BN, ATT_DC))
+    DQ_FETCH(0);
+    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      put_dmajor(rq, ATT_DC, ATT_BM, LDM, area, PF(ATT_BM, ATT_DC));
+      put_dmajor(rk, ATT_DC, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DC));
+      put_dmajor(rd, ATT_DC, ATT_BM, LDM, c2, PF(ATT_BM, ATT_DC));
+      put_dmajor(rv, ATT_DC, ATT_BN, LDN, c3, PF(ATT_BN, ATT_DC));
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (d0 + ATT_DC < HEAD_DIM) {
+        DQ_FETCH(d0 + ATT_DC);
+      }
+      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
+      RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DC, 0);
+    }
+#undef DQ_FETCH
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++) {
+        const float s = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
+                                   j0 + (size_t)(tx * ATT_RN + c), Tq, kend,
+                                   causal, has_mask, mb, msi, msj);
+        sc[r][c] = tile_grad(s, dp[r][c], ls[r], de[r]).y; /* dS */
+      }
+    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(dst, sc, c);
+    float rr[PF(ATT_DC, DPT)];
+    int nf = fetch_rows(kb, j0, kend, ATT_DC, rr, PF(ATT_DC, DPT));
+    for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      put_rows(rr, ATT_DC, area, PF(ATT_DC, DPT), &bad, ++stamp, nf);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      const size_t kn = j0 + (size_t)(k0 + ATT_DC);
+      if (k0 + ATT_DC < ATT_BN && kn < kend)
+        nf = fetch_rows(kb, kn, kend, ATT_DC, rr, PF(ATT_DC, DPT));
+      if (bad == stamp) {
+        RANK1(acc, ATT_RM, RD, dst + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
+      } else {
+        RANK1(acc, ATT_RM, RD, dst + k0 * LDM, LDM, area, DPT, ATT_DC, 0);
+      }
+    }
+  }
+  float f[ATT_RM];
+  for (int r = 0; r < ATT_RM; r++) f[r] = scale;
+  block_store(acc, f, dq + (size_t)dq_off + q0 * HEAD_DIM, o0, Tq, tx, ty);
+}
+
+/* acc += T^T R for the transposed tile T in ps ([query][key], P or dS)
+ * and the rows R of p (dout or q) from query i0 on, ATT_DCKV rows at a
+ * time (the dk / dv kernel's output products).  Every work-item calls it;
+ * ps is complete (the caller's barrier). */
+inline void kv_pass(float acc[ATT_RM][RD], global const real_t *p,
+                    size_t i0, size_t Tq, local const float *ps,
+                    local float *area, local int *bad, int *stamp, int tx,
+                    int ty) {
+  float rr[PF(ATT_DCKV, DPT)];
+  int nf = fetch_rows(p, i0, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
+  for (int k0 = 0; k0 < ATT_BN && i0 + (size_t)k0 < Tq; k0 += ATT_DCKV) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    put_rows(rr, ATT_DCKV, area, PF(ATT_DCKV, DPT), bad, ++*stamp, nf);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const size_t qn = i0 + (size_t)(k0 + ATT_DCKV);
+    if (k0 + ATT_DCKV < ATT_BN && qn < Tq)
+      nf = fetch_rows(p, qn, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
+    if (*bad == *stamp) {
+      RANK1(acc, ATT_RM, RD, ps + k0 * LDM, LDM, area, DPT, ATT_DCKV, 1);
+    } else {
+      RANK1(acc, ATT_RM, RD, ps + k0 * LDM, LDM, area, DPT, ATT_DCKV, 0);
+    }
+  }
+}
+
+/* dk and dv: the group owns BM keys (rows ty RM + r of its tile) and
+ * walks the queries in tiles of BN (columns tx RN + c).  Per query tile,
+ * S^T and dP^T, then dv += P^T dout and dk += dS^T q through one local
+ * tile (P, then dS: room for a deeper chunk). */
+__kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
+    global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
+    global const real_t *v, ulong v_off, global const real_t *dout,
+    ulong do_off, global const float *lse, ulong lse_off,
+    global const float *delta, global real_t *dk, ulong dk_off,
+    global real_t *dv, ulong dv_off, int has_dk, int has_dv, ATT_ARGS) {
+  local float area[AREA(4, ATT_DCKV)] ALIGN16, ps[ATT_BN * LDM] ALIGN16;
+  local float lt[ATT_BN], et[ATT_BN];
+  local int bad;
+  TILE_OWNER(Tk, 0);
+  if (get_local_id(0) == 0) bad = 0;
+  const size_t q0 = bh * (size_t)Tq;
+  global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
+  global const real_t *db = dout + (size_t)do_off + q0 * HEAD_DIM;
+  global const real_t *kb = k + (size_t)k_off + bh * (size_t)Tk * HEAD_DIM;
+  global const real_t *vb = v + (size_t)v_off + bh * (size_t)Tk * HEAD_DIM;
+  global const mask_t *mb = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
+  float gk[ATT_RM][RD], gv[ATT_RM][RD];
+  for (int r = 0; r < ATT_RM; r++)
+    for (int c = 0; c < RD; c++) gk[r][c] = gv[r][c] = 0.0f;
+  local float *const c1 = area + ATT_DCKV * LDB,
+              *const c2 = c1 + ATT_DCKV * LDB, *const c3 = c2 + ATT_DCKV * LDB;
+  /* Queries: all, or (causal) from the tile's first key on. */
+  const size_t qstart = causal ? o0 : 0;
+  int stamp = 0;
+  for (size_t i0 = qstart; i0 < (size_t)Tq; i0 += ATT_BN) {
+    float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
+    float rk[PF(ATT_BM, ATT_DCKV)], rq[PF(ATT_BN, ATT_DCKV)];
+    float rv[PF(ATT_BM, ATT_DCKV)], rd[PF(ATT_BN, ATT_DCKV)];
+#define KV_FETCH(d0)                                                         \
+  fetch_dmajor(kb, o0, Tk, d0, ATT_DCKV, ATT_BM, scale, rk,                  \
+               PF(ATT_BM, ATT_DCKV));                                        \
+  fetch_dmajor(qb, i0, Tq, d0, ATT_DCKV, ATT_BN, 1.0f, rq,                   \
+               PF(ATT_BN, ATT_DCKV));                                        \
+  fetch_dmajor(vb, o0, Tk, d0, ATT_DCKV, ATT_BM, 1.0f, rv,                   \
+               PF(ATT_BM, ATT_DCKV));                                        \
+  fetch_dmajor(db, i0, Tq, d0, ATT_DCKV, ATT_BN, 1.0f, rd,                   \
+               PF(ATT_BN, ATT_DCKV))
+    KV_FETCH(0);
+    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DCKV) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      put_dmajor(rk, ATT_DCKV, ATT_BM, LDM, area, PF(ATT_BM, ATT_DCKV));
+      put_dmajor(rq, ATT_DCKV, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DCKV));
+      put_dmajor(rv, ATT_DCKV, ATT_BM, LDM, c2, PF(ATT_BM, ATT_DCKV));
+      put_dmajor(rd, ATT_DCKV, ATT_BN, LDN, c3, PF(ATT_BN, ATT_DCKV));
+      if (d0 == 0)
+        for (int t = get_local_id(0); t < ATT_BN; t += NTT) {
+          const size_t i = i0 + (size_t)t;
+          lt[t] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
+          et[t] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
+        }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (d0 + ATT_DCKV < HEAD_DIM) {
+        KV_FETCH(d0 + ATT_DCKV);
+      }
+      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DCKV, 0);
+      RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DCKV, 0);
+    }
+#undef KV_FETCH
+    /* Transposed: score (key row r, query column c). */
+    for (int r = 0; r < ATT_RM; r++)
+      for (int c = 0; c < ATT_RN; c++) {
+        const int qi = tx * ATT_RN + c;
+        const float s = tile_score(sc[r][c], i0 + (size_t)qi,
+                                   o0 + (size_t)(ty * ATT_RM + r), Tq, Tk,
+                                   causal, has_mask, mb, msi, msj);
+        const float2 g = tile_grad(s, dp[r][c], lt[qi], et[qi]);
+        sc[r][c] = g.x; /* P and dS, in place */
+        dp[r][c] = g.y;
+      }
+    /* ps is free: the last reads of it were before the chunk barriers. */
+    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, sc, c);
+    kv_pass(gv, db, i0, Tq, ps, area, &bad, &stamp, tx, ty);
+    barrier(CLK_LOCAL_MEM_FENCE); /* every read of P is done */
+    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, dp, c);
+    kv_pass(gk, qb, i0, Tq, ps, area, &bad, &stamp, tx, ty);
+  }
+  float f[ATT_RM];
+  for (int r = 0; r < ATT_RM; r++) f[r] = scale;
+  const size_t k0b = bh * (size_t)Tk * HEAD_DIM;
+  if (has_dk) block_store(gk, f, dk + (size_t)dk_off + k0b, o0, Tk, tx, ty);
+  for (int r = 0; r < ATT_RM; r++) f[r] = 1.0f;
+  if (has_dv) block_store(gv, f, dv + (size_t)dv_off + k0b, o0, Tk, tx, ty);
+}
+
+#endif /* ATT_TILED */

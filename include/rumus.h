@@ -1580,17 +1580,21 @@ RUMUS_API int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x,
  * (PyTorch gives NaN there); a NaN or +inf score makes its row's out and
  * lse NaN.  A key whose probability is 0 (masked, or after the diagonal
  * when causal) contributes nothing, even a NaN or infinite v.
- * Variants (RUMUS_OPT_VARIANT): the work-group variant gives a group of 64
- * work-items 64 query rows (key rows for dk and dv) and stages the rows
- * they loop over in local memory, tile by tile; the row variant gives a
- * work-item one row and no barriers.  Both skip the key tiles that a
- * causal row never sees.
+ * Variants (RUMUS_OPT_VARIANT): the work-group variant gives a group a
+ * tile of 64 query rows (key rows for dk and dv), each work-item a 4 x 4
+ * block of scores and a block of the outputs in registers, and stages the
+ * other side's rows in local memory tile by tile (D <= 128; larger D, or
+ * tiles the device's local memory cannot hold, run one row per
+ * work-item); the row variant gives a work-item one row and no barriers.
+ * Both skip the key tiles that a causal row never sees.  The environment
+ * variable RUMUS_ATTENTION_TILE = "BMxBNxRMxRN[xDC[xDCKV]]" overrides the
+ * work-group variant's tile sizes for tuning (docs/DESIGN.md; invalid
+ * values are ignored).
  * Determinism: no atomics; every sum runs in a fixed order (keys or
  * queries ascending, D in fixed lanes), so a call gives the same bits on
- * every run on one device and variant (the variants may differ in the
- * last bits).  The backward computes dk and dv with one work-item per key
- * (looping over the queries) and dq with one per query (looping over the
- * keys).
+ * every run on one device, variant and tiling (the variants may differ in
+ * the last bits).  The backward computes dk and dv by key (looping over
+ * the queries) and dq by query (looping over the keys).
  * Programs are specialised on D: rumus_cache_fill() builds the F32
  * programs (no mask or an F32 mask) for D = 32, 64, 96 and 128; other
  * types and head dims build at first use.

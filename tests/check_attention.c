@@ -8,7 +8,10 @@
  * buffer at an odd element offset with guard bytes; the backward against
  * central finite differences of the float64 forward; fully masked rows (out 0,
  * lse -inf, zero gradients), NaN confined to its row; bits equal run to
- * run; bad arguments with exact statuses.
+ * run (also over partial tiles); the GPU variant's tiled kernels with
+ * partial tiles in every dimension under the default tiling, two
+ * RUMUS_ATTENTION_TILE overrides and an invalid one; bad arguments with
+ * exact statuses.
  *
  * Inputs: q, k in [-2, 2), v and dout in [-1, 1), masks in [-2, 0).
  * Tolerances (|got - want| <= atol + rtol |want|), F32 storage:
@@ -382,9 +385,15 @@ START_TEST(nan_rows) {
 END_TEST
 
 /* Two runs give the same bits (forward, lse and every gradient), on both
- * variants. */
+ * variants: a single tile, and partial tiles of the GPU variant's tiled
+ * kernels in every dimension (130 queries, 67 keys, D = 40). */
+static const acase SAME_BITS[] = {
+    {1, 2, 40, 37, 32, 1, 2, {40, 37}, 0},
+    {2, 1, 130, 67, 40, 0, 2, {130, 67}, 0},
+};
+
 START_TEST(same_bits) {
-  const acase c = {1, 2, 40, 37, 32, 1, 2, {40, 37}, 0};
+  const acase c = SAME_BITS[_i];
   rumus_ctx *ctx = tu_ctx();
   inputs in = make_inputs(&c, RUMUS_F32, RUMUS_F32, 11);
   for (int v = 0; v < 2; v++) {
@@ -419,6 +428,37 @@ START_TEST(same_bits) {
     }
   }
   free_inputs(&in);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* ---- Tiles --------------------------------------------------------------- */
+
+/* Partial tiles of the GPU variant's tiled kernels in every dimension
+ * (queries and keys past a multiple of 64 and of 16, D = 40: a partial
+ * head-dim chunk and output block), causal and not, with a mask, under the
+ * default tiling, two RUMUS_ATTENTION_TILE overrides (non-square tiles and
+ * blocks, other chunk depths) and an invalid override (ignored: the
+ * defaults run). */
+static const char *const TILINGS[] = {NULL, "32x16x2x4x8x4", "16x48x4x3x16x16",
+                                      "64x64x3x4"};
+#define NTILINGS (sizeof TILINGS / sizeof TILINGS[0])
+
+START_TEST(tilings) {
+  static const acase C[2] = {
+      {2, 1, 130, 67, 40, 1, 2, {130, 67}, 0},
+      {1, 2, 17, 145, 40, 0, 0, {0}, 0},
+  };
+  rumus_ctx *ctx = tu_ctx();
+  if (TILINGS[_i]) setenv("RUMUS_ATTENTION_TILE", TILINGS[_i], 1);
+  for (int c = 0; c < 2; c++) {
+    inputs in = make_inputs(&C[c], RUMUS_F32, RUMUS_F32, 500 + (uint64_t)c);
+    wants w = make_wants(&in);
+    run_case_on(ctx, &in, &w, RUMUS_VARIANT_GPU);
+    free_wants(&w);
+    free_inputs(&in);
+  }
+  unsetenv("RUMUS_ATTENTION_TILE");
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -709,7 +749,8 @@ int main(void) {
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, masked_rows);
   tcase_add_loop_test(limits, nan_rows, 0, 3);
-  tcase_add_test(limits, same_bits);
+  tcase_add_loop_test(limits, same_bits, 0, 2);
+  tcase_add_loop_test(limits, tilings, 0, (int)NTILINGS);
   tcase_add_test(limits, empty);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

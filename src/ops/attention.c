@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ops.h"
 
@@ -39,17 +40,115 @@ static size_t tile_rows(const rumus_ctx *ctx, size_t D) {
   return bt;
 }
 
+/* ---- Tiles of the GPU variant's *_tile kernels ------------------------ */
+
+/* cl/attention.cl's ATT_BM, ATT_BN, ATT_RM, ATT_RN, ATT_DC, ATT_DCKV. */
+typedef struct {
+  int bm, bn, rm, rn, dc, dckv;
+} att_tiles;
+
+static const att_tiles DEFAULT_TILES = {64, 64, 4, 4, 16, 16};
+
+/* Largest head dim the tiled kernels take (their output block lives in
+ * registers: RD = D / (BN / RN) floats per owned row and output). */
+#define TILE_MAX_D 128
+
+static size_t tiles_wgs(const att_tiles *t) {
+  return (size_t)(t->bm / t->rm) * (size_t)(t->bn / t->rn);
+}
+
+/* Bytes of local memory of the largest tiled kernel at head dim D (the
+ * sizes of cl/attention.cl's local arrays). */
+static size_t tiles_local(const att_tiles *t, size_t D) {
+  const size_t ntx = (size_t)(t->bn / t->rn);
+  const size_t dpt = (D + ntx - 1) / ntx * ntx;
+  const size_t ldb = (size_t)(t->bm > t->bn ? t->bm : t->bn) + 4;
+  const size_t ptile = (size_t)t->bn * ((size_t)t->bm + 4);
+  size_t a2 = 2 * (size_t)t->dc * ldb, a4 = 2 * a2;
+  size_t r2 = 2 * (size_t)t->dc * dpt;
+  const size_t fwd = (a2 > r2 ? a2 : r2) + ptile + 2 * (size_t)t->bm * ntx;
+  const size_t dq = (a4 > r2 ? a4 : r2) + ptile;
+  a4 = 4 * (size_t)t->dckv * ldb;
+  r2 = 2 * (size_t)t->dckv * dpt;
+  const size_t kv = (a4 > r2 ? a4 : r2) + ptile + 2 * (size_t)t->bn;
+  size_t m = fwd > dq ? fwd : dq;
+  m = m > kv ? m : kv;
+  return m * sizeof(float) + 3 * sizeof(cl_int);
+}
+
+/* Whether cl/attention.cl takes t (whole blocks and chunks, a work-group
+ * the device allows) and its local arrays at head dim D fit the device. */
+static int tiles_ok(const rumus_ctx *ctx, const att_tiles *t, size_t D) {
+  if (t->rm < 1 || t->rn < 1 || t->rm > 8 || t->rn > 8 || t->bm < 1 ||
+      t->bn < 1 || t->bm > 256 || t->bn > 256 || t->bm % t->rm ||
+      t->bn % t->rn || t->dc < 1 || t->dckv < 1 || t->bn % t->dc ||
+      t->bn % t->dckv)
+    return 0;
+  const size_t wgs = tiles_wgs(t), ntx = (size_t)(t->bn / t->rn);
+  if (wgs > ctx->max_wg || wgs > 1024 || D > TILE_MAX_D ||
+      (D + ntx - 1) / ntx > 16)
+    return 0;
+  const size_t avail =
+      ctx->local_mem > 1024 ? (size_t)ctx->local_mem - 1024 : 0;
+  return tiles_local(t, D) <= avail;
+}
+
+/* The tuning override RUMUS_ATTENTION_TILE: "BMxBNxRMxRN", optionally
+ * "xDC" and "xDCKV" more (16 and 16 if not given).  1 with *t set if it is
+ * there and valid on this device at head dim D; anything else is ignored
+ * (0). */
+static int tiles_from_env(const rumus_ctx *ctx, size_t D, att_tiles *t) {
+  const char *v = getenv("RUMUS_ATTENTION_TILE");
+  if (v == NULL || *v == '\0') return 0;
+  long f[6] = {0, 0, 0, 0, 16, 16};
+  int n = 0;
+  for (const char *c = v; n < 6; n++) {
+    char *end;
+    f[n] = strtol(c, &end, 10);
+    if (end == c || f[n] < 1 || f[n] > 1024) return 0;
+    c = end;
+    if (*c == '\0') {
+      n++;
+      break;
+    }
+    if ((*c != 'x' && *c != 'X') || n == 5) return 0;
+    c++;
+  }
+  if (n < 4) return 0;
+  const att_tiles e = {(int)f[0], (int)f[1], (int)f[2],
+                       (int)f[3], (int)f[4], (int)f[5]};
+  if (!tiles_ok(ctx, &e, D)) return 0;
+  *t = e;
+  return 1;
+}
+
+/* The tiles at head dim D on the GPU variant: the override, else the
+ * defaults; 0 if neither runs (D > TILE_MAX_D, small local memory, the
+ * CPU variant): the *_wg and *_row kernels run then. */
+static int pick_tiles(const rumus_ctx *ctx, size_t D, att_tiles *t) {
+  if (!rumus__gpu_variant(ctx)) return 0;
+  if (tiles_from_env(ctx, D, t)) return 1;
+  *t = DEFAULT_TILES;
+  return tiles_ok(ctx, t, D);
+}
+
 /* The options of the family's program for storage `st`, mask storage `mt`
  * and head dim D (warm-up and launches); one program holds both variants'
- * kernels. */
+ * kernels, and the tiled ones (ATT_TILED) where pick_tiles() gives tiles:
+ * a tiling the device cannot run would fail the whole build. */
 static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
                         size_t D, char *buf, size_t len) {
-  char head[96];
+  char head[96], tiles[128] = "";
   rumus__options_head(head, sizeof head, st, 1, 0);
   const size_t bt = tile_rows(ctx, D);
+  att_tiles t;
+  if (pick_tiles(ctx, D, &t))
+    snprintf(tiles, sizeof tiles, " -DATT_TILED=1 -DATT_BM=%d -DATT_BN=%d "
+             "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d", t.bm, t.bn,
+             t.rm, t.rn, t.dc, t.dckv);
   snprintf(buf, len, "%s -DHEAD_DIM=%zu -DMASK_STORAGE=%s -DATT_WG=%d "
-           "-DATT_BT=%zu", head, D, rumus__storage_tag(mt), ATT_WG,
-           bt ? bt : 8);
+           "-DATT_BT=%zu%s", head, D, rumus__storage_tag(mt), ATT_WG,
+           bt ? bt : 8, tiles);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -245,14 +344,28 @@ static int use_wg(rumus_ctx *ctx, const char *op, const char *opts,
   return RUMUS_OK;
 }
 
-/* Launches kernel `base` (_wg or _row by use_wg) over `per_head` rows of
- * each of bh heads. */
+/* Launches kernel `base`_tile (tiles from pick_tiles(), where the kernel
+ * runs with their work-group), else `base`_wg or _row (use_wg), over
+ * `per_head` owned rows of each of bh heads. */
 static int launch(rumus_ctx *ctx, const char *op, const char *opts,
                   const char *base, size_t D, size_t bh, size_t per_head,
                   size_t na, const rumus__arg *args) {
+  char name[32];
+  att_tiles t;
+  if (pick_tiles(ctx, D, &t)) {
+    snprintf(name, sizeof name, "%s_tile", base);
+    const rumus__kernel_ref k = {FILE_CL, opts, name};
+    const size_t local = tiles_wgs(&t);
+    size_t limit;
+    RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
+    if (limit >= local) {
+      const size_t blocks = (per_head + (size_t)t.bm - 1) / (size_t)t.bm;
+      const size_t global = bh * blocks * local;
+      return rumus__launch(ctx, op, &k, 1, &global, &local, na, args);
+    }
+  }
   int wg;
   RUMUS__FORWARD(use_wg(ctx, op, opts, base, D, &wg));
-  char name[32];
   snprintf(name, sizeof name, "%s_%s", base, wg ? "wg" : "row");
   if (!wg) return launch_rows(ctx, op, opts, name, bh * per_head, na, args);
   const rumus__kernel_ref k = {FILE_CL, opts, name};
@@ -283,7 +396,7 @@ int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
   RUMUS__FORWARD(rumus__check_overlaps(ctx, op, names, all, 6, 2, -1));
   const size_t rows = s.B * s.H * s.Tq;
   if (rows == 0) return RUMUS_OK;
-  char opts[160];
+  char opts[320];
   att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, opts,
               sizeof opts);
   const att_arg ts[5] = {arg_of(q, q), arg_of(k, q), arg_of(v, q),
@@ -395,7 +508,7 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
   RUMUS__FORWARD(check_params(ctx, op, &p, s.D, &scale));
   const size_t rows = s.B * s.H * s.Tq;
   if (dq == NULL && dk == NULL && dv == NULL) return RUMUS_OK;
-  char opts[160];
+  char opts[320];
   att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, opts,
               sizeof opts);
   /* delta of every query row; a stand-in of one float without queries
@@ -414,7 +527,7 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
  * rumus.h documents; other types and head dims build at first use. */
 int rumus__attention_warm(rumus_ctx *ctx) {
   for (size_t i = 0; i < sizeof WARM_D / sizeof WARM_D[0]; i++) {
-    char opts[160];
+    char opts[320];
     cl_program prog;
     att_options(ctx, RUMUS_F32, RUMUS_F32, WARM_D[i], opts, sizeof opts);
     RUMUS__FORWARD(rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts,
