@@ -22,7 +22,10 @@
 # (--from-json of the default run) and the table adds its GFLOP/s and each
 # case's best share of it.  Variables: REPS (timed runs per case, default
 # 10), SHAPES (rumus-bench's --shape list), OPS (default the four attention
-# ops), LOCAL_KB.
+# ops), LOCAL_KB, TILE_VAR (the override to set, default
+# RUMUS_ATTENTION_TILE; RUMUS_ATTENTION_FWD_TILE or RUMUS_ATTENTION_BWD_TILE
+# tune one side, e.g. with OPS=attention_fwd,attention_fwd_causal for the
+# forward).
 set -u
 if [ $# -lt 2 ]; then
   echo "usage: $0 BUILD_DIR DEVICE [OUT_DIR [TILING...]]" >&2
@@ -33,22 +36,25 @@ bench=$1/rumus-bench
 device=$2
 out=${3:-attn-sweep}
 [ $# -ge 3 ] && shift 3 || shift $#
-tilings=${*:-"default 64x64x4x4x8x8 64x64x4x4x16x4 32x64x4x4x16x8 \
+tilings=${*:-"default 64x64x4x4x8x8 64x64x4x4x32x16 64x64x4x4x16x8 32x64x4x4x16x8 \
 32x64x4x4x32x16 32x64x2x4x32x16 64x32x4x4x16x16 32x32x4x4x16x16 \
 64x64x8x4x16x8 64x64x4x8x16x8 64x64x8x8x16x8"}
 reps=${REPS:-10}
 ops=${OPS:-attention_fwd,attention_fwd_causal,attention_fwd_bwd,attention_fwd_bwd_causal}
 shapes=${SHAPES:-8x16x512x64,8x16x1024x64,8x16x4096x64}
+var=${TILE_VAR:-RUMUS_ATTENTION_TILE}
 mkdir -p "$out"
 
 for t in $tilings; do
   echo "tiling $t ..." >&2
   if [ "$t" = default ]; then
-    env -u RUMUS_ATTENTION_TILE "$bench" --device "$device" --variant gpu \
+    env -u RUMUS_ATTENTION_TILE -u RUMUS_ATTENTION_FWD_TILE \
+      -u RUMUS_ATTENTION_BWD_TILE \
+      "$bench" --device "$device" --variant gpu \
       --ops "$ops" --shape "$shapes" --reps "$reps" --no-peer --no-check \
       --json "$out/sweep-$t.json" > "$out/sweep-$t.txt" 2>&1
   else
-    env "RUMUS_ATTENTION_TILE=$t" "$bench" --device "$device" --variant gpu \
+    env "$var=$t" "$bench" --device "$device" --variant gpu \
       --ops "$ops" --shape "$shapes" --reps "$reps" --no-peer --no-check \
       --json "$out/sweep-$t.json" > "$out/sweep-$t.txt" 2>&1
   fi || echo "tiling $t: rumus-bench failed (see $out/sweep-$t.txt)" >&2
@@ -62,15 +68,16 @@ if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' \
     > "$out/torch.txt" 2>&1 || echo "compare_torch.py failed" >&2
 fi
 
-LOCAL_KB=${LOCAL_KB:-48} python3 - "$out" $tilings <<'EOF' | tee "$out/table.txt"
+LOCAL_KB=${LOCAL_KB:-48} TILE_VAR=$var python3 - "$out" $tilings <<'EOF' | tee "$out/table.txt"
 import json, os, sys
 
 out, tilings = sys.argv[1], sys.argv[2:]
 local = int(os.environ.get("LOCAL_KB", "48")) * 1024
 
-def valid(t, d):
-    """src/ops/attention.c's tiles_ok at head dim d (local memory
-    LOCAL_KB; the work-group limit of the device is not checked)."""
+def valid(t, d, op):
+    """src/ops/attention.c's tiles_ok at head dim d for the kernels op
+    runs under TILE_VAR (local memory LOCAL_KB; the work-group limit of the
+    device is not checked)."""
     if t == "default":
         return True
     try:
@@ -94,7 +101,11 @@ def valid(t, d):
     fwd = max(2 * dc * ldb, 2 * dc * dpt) + pt + 2 * bm * ntx
     dq = max(4 * dc * ldb, 2 * dc * dpt) + pt
     kv = max(4 * dckv * ldb, 2 * dckv * dpt) + pt + 2 * bn
-    return max(fwd, dq, kv) * 4 + 12 <= local - 1024
+    var = os.environ.get("TILE_VAR", "RUMUS_ATTENTION_TILE")
+    need = [] if var.endswith("BWD_TILE") else [fwd]
+    if "bwd" in op and not var.endswith("FWD_TILE"):
+        need += [dq, kv]
+    return max(need + [0]) * 4 + 12 <= local - 1024
 
 res = {}
 for t in tilings:
@@ -136,10 +147,10 @@ for op, shape in cases:
         r = res.get((op, shape, t))
         g = r["gflops"] if r else None
         cell = "%.0f" % g if g is not None else "-"
-        if not valid(t, d):
+        if not valid(t, d, op):
             cell += "(!)"
         line += " %*s" % (w, cell)
-        if g is not None and g > best and valid(t, d):
+        if g is not None and g > best and valid(t, d, op):
             best, best_t = g, t
     line += " %20s" % best_t
     tu = torch.get((op, shape))

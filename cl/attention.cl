@@ -554,7 +554,8 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
  */
 
 #ifndef ATT_TILED
-#define ATT_TILED 0 /* 1: the host checked that the tiles fit */
+#define ATT_TILED 0 /* bits: 1 forward, 2 backward tiled kernels (the host
+                       checked that their tiles fit) */
 #endif
 #if ATT_TILED
 
@@ -781,6 +782,7 @@ inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *l,
   }
 }
 
+#if ATT_TILED & 1
 __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
     global const real_t *v, ulong v_off, global real_t *o, ulong o_off,
@@ -863,6 +865,9 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
               Tq, tx, ty);
 }
 
+#endif /* ATT_TILED & 1 */
+
+#if ATT_TILED & 2
 /* P and dS of a (query, key) pair from the scaled, masked score s, the
  * dot product dp = dout_i . v_j, and the query's lse and delta: P = 0
  * where lse is -inf (a fully masked row) or s is -inf; dS = 0 where P is
@@ -1069,5 +1074,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
   for (int r = 0; r < ATT_RM; r++) f[r] = 1.0f;
   if (has_dv) block_store(gv, f, dv + (size_t)dv_off + k0b, o0, Tk, tx, ty);
 }
+
+#endif /* ATT_TILED & 2 */
 
 #endif /* ATT_TILED */

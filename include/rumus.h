@@ -1588,8 +1588,9 @@ RUMUS_API int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x,
  * work-item); the row variant gives a work-item one row and no barriers.
  * Both skip the key tiles that a causal row never sees.  The environment
  * variable RUMUS_ATTENTION_TILE = "BMxBNxRMxRN[xDC[xDCKV]]" overrides the
- * work-group variant's tile sizes for tuning (docs/DESIGN.md; invalid
- * values are ignored).
+ * work-group variant's tile sizes for tuning (RUMUS_ATTENTION_FWD_TILE
+ * and RUMUS_ATTENTION_BWD_TILE those of the forward or the backward
+ * alone; docs/DESIGN.md; invalid values are ignored).
  * Determinism: no atomics; every sum runs in a fixed order (keys or
  * queries ascending, D in fixed lanes), so a call gives the same bits on
  * every run on one device, variant and tiling (the variants may differ in

@@ -9,9 +9,9 @@
  * central finite differences of the float64 forward; fully masked rows (out 0,
  * lse -inf, zero gradients), NaN confined to its row; bits equal run to
  * run (also over partial tiles); the GPU variant's tiled kernels with
- * partial tiles in every dimension under the default tiling, two
- * RUMUS_ATTENTION_TILE overrides and an invalid one; bad arguments with
- * exact statuses.
+ * partial tiles in every dimension under the default tiling, tile
+ * overrides (also forward and backward apart) and an invalid one; bad
+ * arguments with exact statuses.
  *
  * Inputs: q, k in [-2, 2), v and dout in [-1, 1), masks in [-2, 0).
  * Tolerances (|got - want| <= atol + rtol |want|), F32 storage:
@@ -438,11 +438,21 @@ END_TEST
  * (queries and keys past a multiple of 64 and of 16, D = 40: a partial
  * head-dim chunk and output block), causal and not, with a mask, under the
  * default tiling, two RUMUS_ATTENTION_TILE overrides (non-square tiles and
- * blocks, other chunk depths) and an invalid override (ignored: the
- * defaults run). */
-static const char *const TILINGS[] = {NULL, "32x16x2x4x8x4", "16x48x4x3x16x16",
-                                      "64x64x3x4"};
+ * blocks, other chunk depths), an invalid override (ignored: the defaults
+ * run), and different forward and backward overrides
+ * (RUMUS_ATTENTION_FWD_TILE, RUMUS_ATTENTION_BWD_TILE: two programs). */
+static const char *const TILINGS[][3] = {
+    {NULL, NULL, NULL},
+    {"32x16x2x4x8x4", NULL, NULL},
+    {"16x48x4x3x16x16", NULL, NULL},
+    {"64x64x3x4", NULL, NULL},
+    {NULL, "64x32x4x4x32", "32x64x2x4x8x16"},
+};
 #define NTILINGS (sizeof TILINGS / sizeof TILINGS[0])
+
+static const char *const TILE_VARS[3] = {"RUMUS_ATTENTION_TILE",
+                                         "RUMUS_ATTENTION_FWD_TILE",
+                                         "RUMUS_ATTENTION_BWD_TILE"};
 
 START_TEST(tilings) {
   static const acase C[2] = {
@@ -450,7 +460,8 @@ START_TEST(tilings) {
       {1, 2, 17, 145, 40, 0, 0, {0}, 0},
   };
   rumus_ctx *ctx = tu_ctx();
-  if (TILINGS[_i]) setenv("RUMUS_ATTENTION_TILE", TILINGS[_i], 1);
+  for (int e = 0; e < 3; e++)
+    if (TILINGS[_i][e]) setenv(TILE_VARS[e], TILINGS[_i][e], 1);
   for (int c = 0; c < 2; c++) {
     inputs in = make_inputs(&C[c], RUMUS_F32, RUMUS_F32, 500 + (uint64_t)c);
     wants w = make_wants(&in);
@@ -458,7 +469,7 @@ START_TEST(tilings) {
     free_wants(&w);
     free_inputs(&in);
   }
-  unsetenv("RUMUS_ATTENTION_TILE");
+  for (int e = 0; e < 3; e++) unsetenv(TILE_VARS[e]);
   tu_free_all(ctx, NULL);
 }
 END_TEST

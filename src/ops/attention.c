@@ -57,28 +57,36 @@ static size_t tiles_wgs(const att_tiles *t) {
   return (size_t)(t->bm / t->rm) * (size_t)(t->bn / t->rn);
 }
 
-/* Bytes of local memory of the largest tiled kernel at head dim D (the
- * sizes of cl/attention.cl's local arrays). */
-static size_t tiles_local(const att_tiles *t, size_t D) {
+/* The two sets of tiled kernels, tiled separately: the forward, and the
+ * backward's dq and dk / dv. */
+enum { ATT_FWD = 0, ATT_BWD = 1 };
+
+/* Bytes of local memory of the set's largest tiled kernel at head dim D
+ * (the sizes of cl/attention.cl's local arrays). */
+static size_t tiles_local(const att_tiles *t, size_t D, int set) {
   const size_t ntx = (size_t)(t->bn / t->rn);
   const size_t dpt = (D + ntx - 1) / ntx * ntx;
   const size_t ldb = (size_t)(t->bm > t->bn ? t->bm : t->bn) + 4;
   const size_t ptile = (size_t)t->bn * ((size_t)t->bm + 4);
   size_t a2 = 2 * (size_t)t->dc * ldb, a4 = 2 * a2;
-  size_t r2 = 2 * (size_t)t->dc * dpt;
-  const size_t fwd = (a2 > r2 ? a2 : r2) + ptile + 2 * (size_t)t->bm * ntx;
-  const size_t dq = (a4 > r2 ? a4 : r2) + ptile;
-  a4 = 4 * (size_t)t->dckv * ldb;
-  r2 = 2 * (size_t)t->dckv * dpt;
-  const size_t kv = (a4 > r2 ? a4 : r2) + ptile + 2 * (size_t)t->bn;
-  size_t m = fwd > dq ? fwd : dq;
-  m = m > kv ? m : kv;
+  size_t r2 = 2 * (size_t)t->dc * dpt, m;
+  if (set == ATT_FWD) {
+    m = (a2 > r2 ? a2 : r2) + ptile + 2 * (size_t)t->bm * ntx;
+  } else {
+    const size_t dq = (a4 > r2 ? a4 : r2) + ptile;
+    a4 = 4 * (size_t)t->dckv * ldb;
+    r2 = 2 * (size_t)t->dckv * dpt;
+    const size_t kv = (a4 > r2 ? a4 : r2) + ptile + 2 * (size_t)t->bn;
+    m = dq > kv ? dq : kv;
+  }
   return m * sizeof(float) + 3 * sizeof(cl_int);
 }
 
 /* Whether cl/attention.cl takes t (whole blocks and chunks, a work-group
- * the device allows) and its local arrays at head dim D fit the device. */
-static int tiles_ok(const rumus_ctx *ctx, const att_tiles *t, size_t D) {
+ * the device allows) and the set's local arrays at head dim D fit the
+ * device. */
+static int tiles_ok(const rumus_ctx *ctx, const att_tiles *t, size_t D,
+                    int set) {
   if (t->rm < 1 || t->rn < 1 || t->rm > 8 || t->rn > 8 || t->bm < 1 ||
       t->bn < 1 || t->bm > 256 || t->bn > 256 || t->bm % t->rm ||
       t->bn % t->rn || t->dc < 1 || t->dckv < 1 || t->bn % t->dc ||
@@ -90,15 +98,16 @@ static int tiles_ok(const rumus_ctx *ctx, const att_tiles *t, size_t D) {
     return 0;
   const size_t avail =
       ctx->local_mem > 1024 ? (size_t)ctx->local_mem - 1024 : 0;
-  return tiles_local(t, D) <= avail;
+  return tiles_local(t, D, set) <= avail;
 }
 
-/* The tuning override RUMUS_ATTENTION_TILE: "BMxBNxRMxRN", optionally
- * "xDC" and "xDCKV" more (16 and 16 if not given).  1 with *t set if it is
- * there and valid on this device at head dim D; anything else is ignored
- * (0). */
-static int tiles_from_env(const rumus_ctx *ctx, size_t D, att_tiles *t) {
-  const char *v = getenv("RUMUS_ATTENTION_TILE");
+/* Tile sizes from the environment variable `name`: "BMxBNxRMxRN",
+ * optionally "xDC" and "xDCKV" more (16 and 16 if not given).  1 with *t
+ * set if it is there and valid for the set on this device at head dim D;
+ * anything else is ignored (0). */
+static int tiles_from_env(const rumus_ctx *ctx, const char *name, size_t D,
+                          int set, att_tiles *t) {
+  const char *v = getenv(name);
   if (v == NULL || *v == '\0') return 0;
   long f[6] = {0, 0, 0, 0, 16, 16};
   int n = 0;
@@ -117,35 +126,59 @@ static int tiles_from_env(const rumus_ctx *ctx, size_t D, att_tiles *t) {
   if (n < 4) return 0;
   const att_tiles e = {(int)f[0], (int)f[1], (int)f[2],
                        (int)f[3], (int)f[4], (int)f[5]};
-  if (!tiles_ok(ctx, &e, D)) return 0;
+  if (!tiles_ok(ctx, &e, D, set)) return 0;
   *t = e;
   return 1;
 }
 
-/* The tiles at head dim D on the GPU variant: the override, else the
- * defaults; 0 if neither runs (D > TILE_MAX_D, small local memory, the
- * CPU variant): the *_wg and *_row kernels run then. */
-static int pick_tiles(const rumus_ctx *ctx, size_t D, att_tiles *t) {
+/* The set's tiles at head dim D on the GPU variant: the tuning override
+ * (RUMUS_ATTENTION_FWD_TILE or RUMUS_ATTENTION_BWD_TILE, else
+ * RUMUS_ATTENTION_TILE), else the defaults; 0 if none runs (D >
+ * TILE_MAX_D, small local memory, the CPU variant): the *_wg and *_row
+ * kernels run then. */
+static int pick_tiles(const rumus_ctx *ctx, size_t D, int set,
+                      att_tiles *t) {
+  static const char *const NAMES[2] = {"RUMUS_ATTENTION_FWD_TILE",
+                                       "RUMUS_ATTENTION_BWD_TILE"};
   if (!rumus__gpu_variant(ctx)) return 0;
-  if (tiles_from_env(ctx, D, t)) return 1;
+  if (tiles_from_env(ctx, NAMES[set], D, set, t) ||
+      tiles_from_env(ctx, "RUMUS_ATTENTION_TILE", D, set, t))
+    return 1;
   *t = DEFAULT_TILES;
-  return tiles_ok(ctx, t, D);
+  return tiles_ok(ctx, t, D, set);
+}
+
+static int same_tiles(const att_tiles *a, const att_tiles *b) {
+  return a->bm == b->bm && a->bn == b->bn && a->rm == b->rm &&
+         a->rn == b->rn && a->dc == b->dc && a->dckv == b->dckv;
 }
 
 /* The options of the family's program for storage `st`, mask storage `mt`
- * and head dim D (warm-up and launches); one program holds both variants'
- * kernels, and the tiled ones (ATT_TILED) where pick_tiles() gives tiles:
- * a tiling the device cannot run would fail the whole build. */
+ * and head dim D, for the launches of `set` (warm-up and launches).  One
+ * program holds the row and work-group kernels and the tiled kernels
+ * (ATT_TILED) of the sets whose tiles pick_tiles() gives: both sets when
+ * their tiles agree (the usual case: one program), else the one set.  A
+ * tiling that the device cannot run would fail the whole build. */
 static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
-                        size_t D, char *buf, size_t len) {
-  char head[96], tiles[128] = "";
+                        size_t D, int set, char *buf, size_t len) {
+  char head[96], tiles[160] = "";
   rumus__options_head(head, sizeof head, st, 1, 0);
   const size_t bt = tile_rows(ctx, D);
-  att_tiles t;
-  if (pick_tiles(ctx, D, &t))
-    snprintf(tiles, sizeof tiles, " -DATT_TILED=1 -DATT_BM=%d -DATT_BN=%d "
-             "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d", t.bm, t.bn,
-             t.rm, t.rn, t.dc, t.dckv);
+  att_tiles tf, tb;
+  const int f = pick_tiles(ctx, D, ATT_FWD, &tf);
+  const int b = pick_tiles(ctx, D, ATT_BWD, &tb);
+  int bits = 0;
+  if (f && b && same_tiles(&tf, &tb))
+    bits = 3;
+  else if (set == ATT_FWD && f)
+    bits = 1;
+  else if (set == ATT_BWD && b)
+    bits = 2;
+  const att_tiles *t = set == ATT_FWD ? &tf : &tb;
+  if (bits)
+    snprintf(tiles, sizeof tiles, " -DATT_TILED=%d -DATT_BM=%d -DATT_BN=%d "
+             "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d", bits,
+             t->bm, t->bn, t->rm, t->rn, t->dc, t->dckv);
   snprintf(buf, len, "%s -DHEAD_DIM=%zu -DMASK_STORAGE=%s -DATT_WG=%d "
            "-DATT_BT=%zu%s", head, D, rumus__storage_tag(mt), ATT_WG,
            bt ? bt : 8, tiles);
@@ -344,15 +377,15 @@ static int use_wg(rumus_ctx *ctx, const char *op, const char *opts,
   return RUMUS_OK;
 }
 
-/* Launches kernel `base`_tile (tiles from pick_tiles(), where the kernel
- * runs with their work-group), else `base`_wg or _row (use_wg), over
- * `per_head` owned rows of each of bh heads. */
+/* Launches kernel `base`_tile (tiles of `set` from pick_tiles(), where
+ * the kernel runs with their work-group), else `base`_wg or _row (use_wg),
+ * over `per_head` owned rows of each of bh heads. */
 static int launch(rumus_ctx *ctx, const char *op, const char *opts,
-                  const char *base, size_t D, size_t bh, size_t per_head,
-                  size_t na, const rumus__arg *args) {
+                  const char *base, size_t D, int set, size_t bh,
+                  size_t per_head, size_t na, const rumus__arg *args) {
   char name[32];
   att_tiles t;
-  if (pick_tiles(ctx, D, &t)) {
+  if (pick_tiles(ctx, D, set, &t)) {
     snprintf(name, sizeof name, "%s_tile", base);
     const rumus__kernel_ref k = {FILE_CL, opts, name};
     const size_t local = tiles_wgs(&t);
@@ -397,8 +430,8 @@ int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
   const size_t rows = s.B * s.H * s.Tq;
   if (rows == 0) return RUMUS_OK;
   char opts[320];
-  att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, opts,
-              sizeof opts);
+  att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, ATT_FWD,
+              opts, sizeof opts);
   const att_arg ts[5] = {arg_of(q, q), arg_of(k, q), arg_of(v, q),
                          arg_of(out, q), arg_of(lse, q)};
   att_tail t = tail_of(&s, mask, q, scale, p.causal);
@@ -409,7 +442,8 @@ int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
   for (int i = 0; i < 5; i++) na = push_t(args, na, &ts[i]);
   args[na++] = RUMUS__ARG(has_lse);
   na = push_tail(args, na, &t);
-  return launch(ctx, op, opts, "attn_fwd", s.D, s.B * s.H, s.Tq, na, args);
+  return launch(ctx, op, opts, "attn_fwd", s.D, ATT_FWD, s.B * s.H, s.Tq,
+                na, args);
 }
 
 /* ---- Backward ------------------------------------------------------------ */
@@ -476,8 +510,8 @@ static int run_grads(rumus_ctx *ctx, const char *op, const char *opts,
     args[na++] = RUMUS__ARG(has_dk);
     args[na++] = RUMUS__ARG(has_dv);
     na = push_tail(args, na, &t);
-    RUMUS__FORWARD(launch(ctx, op, opts, "attn_dkdv", s->D, s->B * s->H,
-                          s->Tk, na, args));
+    RUMUS__FORWARD(launch(ctx, op, opts, "attn_dkdv", s->D, ATT_BWD,
+                          s->B * s->H, s->Tk, na, args));
   }
   if (a->dq && s->B * s->H * s->Tq > 0) {
     const att_arg dq = arg_of(a->dq, a->q);
@@ -485,8 +519,8 @@ static int run_grads(rumus_ctx *ctx, const char *op, const char *opts,
     size_t na = push_inputs(args, in, &delta);
     na = push_t(args, na, &dq);
     na = push_tail(args, na, &t);
-    RUMUS__FORWARD(launch(ctx, op, opts, "attn_dq", s->D, s->B * s->H,
-                          s->Tq, na, args));
+    RUMUS__FORWARD(launch(ctx, op, opts, "attn_dq", s->D, ATT_BWD,
+                          s->B * s->H, s->Tq, na, args));
   }
   return RUMUS_OK;
 }
@@ -509,8 +543,8 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
   const size_t rows = s.B * s.H * s.Tq;
   if (dq == NULL && dk == NULL && dv == NULL) return RUMUS_OK;
   char opts[320];
-  att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, opts,
-              sizeof opts);
+  att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, ATT_BWD,
+              opts, sizeof opts);
   /* delta of every query row; a stand-in of one float without queries
    * (dk and dv are then 0: the kernels read no delta). */
   cl_mem delta;
@@ -524,14 +558,17 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
 }
 
 /* F32 programs (no mask or an F32 mask) of the common head dims, as
- * rumus.h documents; other types and head dims build at first use. */
+ * rumus.h documents, for both sets (one program when their tiles agree);
+ * other types and head dims build at first use. */
 int rumus__attention_warm(rumus_ctx *ctx) {
-  for (size_t i = 0; i < sizeof WARM_D / sizeof WARM_D[0]; i++) {
-    char opts[320];
-    cl_program prog;
-    att_options(ctx, RUMUS_F32, RUMUS_F32, WARM_D[i], opts, sizeof opts);
-    RUMUS__FORWARD(rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts,
-                                      &prog));
-  }
+  for (size_t i = 0; i < sizeof WARM_D / sizeof WARM_D[0]; i++)
+    for (int set = ATT_FWD; set <= ATT_BWD; set++) {
+      char opts[320];
+      cl_program prog;
+      att_options(ctx, RUMUS_F32, RUMUS_F32, WARM_D[i], set, opts,
+                  sizeof opts);
+      RUMUS__FORWARD(rumus__program_get(ctx, "rumus_cache_fill", FILE_CL,
+                                        opts, &prog));
+    }
   return RUMUS_OK;
 }
