@@ -1580,17 +1580,18 @@ RUMUS_API int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x,
  * (PyTorch gives NaN there); a NaN or +inf score makes its row's out and
  * lse NaN.  A key whose probability is 0 (masked, or after the diagonal
  * when causal) contributes nothing, even a NaN or infinite v.
- * Variants (RUMUS_OPT_VARIANT): the work-group variant gives a group a
- * tile of 64 query rows (key rows for dk and dv), each work-item a 4 x 4
- * block of scores and a block of the outputs in registers, and stages the
- * other side's rows in local memory tile by tile (D <= 128; larger D, or
- * tiles the device's local memory cannot hold, run one row per
- * work-item); the row variant gives a work-item one row and no barriers.
- * Both skip the key tiles that a causal row never sees.  The environment
- * variable RUMUS_ATTENTION_TILE = "BMxBNxRMxRN[xDC[xDCKV]]" overrides the
- * work-group variant's tile sizes for tuning (RUMUS_ATTENTION_FWD_TILE
- * and RUMUS_ATTENTION_BWD_TILE those of the forward or the backward
- * alone; docs/DESIGN.md; invalid values are ignored).
+ * Variants (RUMUS_OPT_VARIANT): the work-group variant gives a group 64
+ * query rows (key rows for dk and dv), one per work-item, and stages the
+ * other side's rows in local memory; the row variant gives a work-item
+ * one row and no barriers.  Both skip the key tiles that a causal row
+ * never sees.  Register-blocked tiled kernels for the work-group variant
+ * (a group a tile of BM rows, each work-item an RM x RN block of scores
+ * and a block of the outputs in registers; D <= 128) are opt-in, not yet
+ * proven on a GPU: the environment variable RUMUS_ATTENTION_TILE =
+ * "BMxBNxRMxRN[xDC[xDCKV]]", or "default" for 64x64x4x4x16x16, selects
+ * them (RUMUS_ATTENTION_FWD_TILE and RUMUS_ATTENTION_BWD_TILE for the
+ * forward or the backward alone; docs/DESIGN.md; values the kernels or
+ * the device cannot take are ignored).
  * Determinism: no atomics; every sum runs in a fixed order (keys or
  * queries ascending, D in fixed lanes), so a call gives the same bits on
  * every run on one device, variant and tiling (the variants may differ in
