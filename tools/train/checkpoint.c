@@ -92,25 +92,6 @@ int ckpt_save(const char *path, train_model_kind kind, const mlp_params *mp,
 
 /* ---- Loading -------------------------------------------------------------- */
 
-/* Tensor `name` of f, of exactly the given shape, as finite floats into
- * dst. */
-static int take(const char *path, const st_file *f, const char *name, int ndim,
-                const size_t *shape, float *dst, char *err, size_t errlen) {
-  const st_tensor *t = st_get(f, name);
-  if (!t) return train_fail(err, errlen, TRAIN_EFORMAT, "%s: no tensor %s", path, name);
-  int same = t->ndim == ndim;
-  for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
-  if (!same || (t->dtype != RUMUS_F32 && t->dtype != RUMUS_F16 && t->dtype != RUMUS_BF16))
-    return train_fail(err, errlen, TRAIN_EFORMAT,
-                      "%s: %s has another shape or a non-floating type than the "
-                      "model needs", path, name);
-  st_to_f32(t, dst);
-  for (size_t i = 0; i < st_numel(t); i++)
-    if (!isfinite(dst[i]))
-      return train_fail(err, errlen, TRAIN_EFORMAT, "%s: %s[%zu] is not finite", path,
-                        name, i);
-  return RUMUS_OK;
-}
 
 /* The MLP's widths from the shapes of "0.weight", "2.weight", ... */
 static int mlp_shape_of(const char *path, const st_file *f, mlp_shape *s, char *err,
@@ -143,7 +124,7 @@ static int load_mlp(const char *path, const st_file *f, mlp_params *p, char *err
   char names[2 * MLP_MAX_LAYERS][MLP_NAME_LEN];
   size_t n = st == RUMUS_OK ? mlp_tensors(p, want, names) : 0;
   for (size_t i = 0; st == RUMUS_OK && i < n; i++)
-    st = take(path, f, want[i].name, want[i].ndim, want[i].shape, (float *)want[i].data,
+    st = st_take(path, f, want[i].name, want[i].ndim, want[i].shape, (float *)want[i].data,
               err, errlen);
   for (size_t i = 0; st == RUMUS_OK && i < f->n; i++) {
     size_t j = 0;
@@ -178,7 +159,7 @@ static int load_cnn(const char *path, const st_file *f, cnn_params *p, char *err
   for (int k = 0; st == RUMUS_OK && k < CNN_NTENSOR; k++) {
     size_t shape[4];
     int nd = cnn_tensor_shape(&s, k, shape);
-    st = take(path, f, cnn_tensor_name(k), nd, shape, p->t[k], err, errlen);
+    st = st_take(path, f, cnn_tensor_name(k), nd, shape, p->t[k], err, errlen);
   }
   for (size_t i = 0; st == RUMUS_OK && i < s.c1; i++)
     if (p->t[CNN_BN1_VAR][i] < 0)

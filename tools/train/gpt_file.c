@@ -183,24 +183,6 @@ int gpt_ckpt_save(const char *path, const gpt_params *p, const gpt_vocab *v,
   return st;
 }
 
-/* Tensor `name` of f, of exactly the given shape, as finite floats. */
-static int take(const char *path, const st_file *f, const char *name, int nd,
-                const size_t *shape, float *dst, char *err, size_t errlen) {
-  const st_tensor *t = st_get(f, name);
-  if (!t) return train_fail(err, errlen, TRAIN_EFORMAT, "%s: no tensor %s", path, name);
-  int same = t->ndim == nd;
-  for (int d = 0; same && d < nd; d++) same = t->shape[d] == shape[d];
-  if (!same || (t->dtype != RUMUS_F32 && t->dtype != RUMUS_F16 && t->dtype != RUMUS_BF16))
-    return train_fail(err, errlen, TRAIN_EFORMAT,
-                      "%s: %s has another shape or a non-floating type than the "
-                      "model needs", path, name);
-  st_to_f32(t, dst);
-  for (size_t i = 0; i < st_numel(t); i++)
-    if (!isfinite(dst[i]))
-      return train_fail(err, errlen, TRAIN_EFORMAT, "%s: %s[%zu] is not finite", path,
-                        name, i);
-  return RUMUS_OK;
-}
 
 /* The configuration from the tensors' shapes and the metadata's n_head. */
 static int config_of(const char *path, const st_file *f, gpt_config *c, char *err,
@@ -289,7 +271,7 @@ int gpt_ckpt_load(const char *path, gpt_params *p, gpt_vocab *v, char *err,
     char name[96];
     size_t shape[2];
     int nd = gpt_tensor_info(&c, k, name, sizeof name, shape);
-    st = take(path, &f, name, nd, shape, p->t[k], err, errlen);
+    st = st_take(path, &f, name, nd, shape, p->t[k], err, errlen);
   }
   if (st == RUMUS_OK) st = check_names(path, &f, p, err, errlen);
   st_free(&f);

@@ -2,6 +2,7 @@
 #include "safetensors.h"
 
 #include <json-c/json.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,6 +338,24 @@ const char *st_meta(const st_file *f, const char *key) {
   for (size_t i = 0; i < f->nmeta; i++)
     if (strcmp(f->meta[2 * i], key) == 0) return f->meta[2 * i + 1];
   return NULL;
+}
+
+int st_take(const char *path, const st_file *f, const char *name, int ndim,
+            const size_t *shape, float *dst, char *err, size_t errlen) {
+  const st_tensor *t = st_get(f, name);
+  if (!t) return train_fail(err, errlen, TRAIN_EFORMAT, "%s: no tensor %s", path, name);
+  int same = t->ndim == ndim;
+  for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+  if (!same || (t->dtype != RUMUS_F32 && t->dtype != RUMUS_F16 && t->dtype != RUMUS_BF16))
+    return train_fail(err, errlen, TRAIN_EFORMAT,
+                      "%s: %s has another shape or a non-floating type than the "
+                      "model needs", path, name);
+  st_to_f32(t, dst);
+  for (size_t i = 0; i < st_numel(t); i++)
+    if (!isfinite(dst[i]))
+      return train_fail(err, errlen, TRAIN_EFORMAT, "%s: %s[%zu] is not finite", path,
+                        name, i);
+  return RUMUS_OK;
 }
 
 void st_to_f32(const st_tensor *t, float *dst) {

@@ -78,6 +78,13 @@ const char *st_meta(const st_file *f, const char *key);
  *  converted. */
 void st_to_f32(const st_tensor *t, float *dst);
 
+/*! st_take() : tensor `name` of f (read from `path`, for the messages),
+ *  which must have exactly the ndim-D shape given and a floating type,
+ *  as finite floats into dst.  @return RUMUS_OK, or TRAIN_EFORMAT with
+ *  the reason in err (missing, another shape or type, not finite). */
+int st_take(const char *path, const st_file *f, const char *name, int ndim,
+            const size_t *shape, float *dst, char *err, size_t errlen);
+
 /*! st_elem_size() : the bytes of one element of dtype (ST_I64 included). */
 size_t st_elem_size(rumus_dtype dtype);
 
