@@ -646,6 +646,23 @@ int rumus_ctx_get_option(const rumus_ctx *ctx, rumus_option opt, int *value) {
   return RUMUS_EOPTION;
 }
 
+int rumus__env_tiling(const char *name, long *f, int min, int max) {
+  const char *v = getenv(name);
+  if (v == NULL || *v == '\0') return 0;
+  int n = 0;
+  for (const char *c = v; n < max; n++) {
+    char *end;
+    const long x = strtol(c, &end, 10);
+    if (end == c || x < 1 || x > 1024) return 0;
+    f[n] = x;
+    c = end;
+    if (*c == '\0') return n + 1 >= min ? n + 1 : 0;
+    if ((*c != 'x' && *c != 'X') || n == max - 1) return 0;
+    c++;
+  }
+  return 0;
+}
+
 int rumus__gpu_variant(const rumus_ctx *ctx) {
   if (ctx->opt_variant == RUMUS_VARIANT_GPU) return 1;
   if (ctx->opt_variant == RUMUS_VARIANT_CPU) return 0;

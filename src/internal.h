@@ -232,6 +232,13 @@ RUMUS__HIDDEN void rumus__programs_free(rumus_ctx *ctx);
 RUMUS__HIDDEN size_t rumus__reduce_wg(const rumus_ctx *ctx);
 /* 1 if reductions use the work-group (GPU) variant. */
 RUMUS__HIDDEN int rumus__gpu_variant(const rumus_ctx *ctx);
+/* The tiling in environment variable `name`, "AxBxC..." of at least
+ * `min` and at most `max` integers from 1 to 1024 (the tuning overrides
+ * of conv2d and attention): the count read, with f[0 .. count) set and
+ * the rest of f left as the caller's defaults; 0 if the variable is unset,
+ * empty or not of that form. */
+RUMUS__HIDDEN int rumus__env_tiling(const char *name, long *f, int min,
+                                    int max);
 /* Element offset of a tensor, for kernel arguments. */
 static inline cl_ulong rumus__off(const rumus_tensor *t) {
   return (cl_ulong)(t->offset / rumus_dtype_size(t->dtype));

@@ -108,23 +108,8 @@ static int tiles_ok(const rumus_ctx *ctx, const att_tiles *t, size_t D,
  * anything else is ignored (0). */
 static int tiles_from_env(const rumus_ctx *ctx, const char *name, size_t D,
                           int set, att_tiles *t) {
-  const char *v = getenv(name);
-  if (v == NULL || *v == '\0') return 0;
   long f[6] = {0, 0, 0, 0, 16, 16};
-  int n = 0;
-  for (const char *c = v; n < 6; n++) {
-    char *end;
-    f[n] = strtol(c, &end, 10);
-    if (end == c || f[n] < 1 || f[n] > 1024) return 0;
-    c = end;
-    if (*c == '\0') {
-      n++;
-      break;
-    }
-    if ((*c != 'x' && *c != 'X') || n == 5) return 0;
-    c++;
-  }
-  if (n < 4) return 0;
+  if (!rumus__env_tiling(name, f, 4, 6)) return 0;
   const att_tiles e = {(int)f[0], (int)f[1], (int)f[2],
                        (int)f[3], (int)f[4], (int)f[5]};
   if (!tiles_ok(ctx, &e, D, set)) return 0;

@@ -99,23 +99,8 @@ static int tiles_ok(const rumus_ctx *ctx, const conv_tiles *t) {
  * and valid on this device; anything else is ignored (0). */
 static int tiles_from_env(const rumus_ctx *ctx, const char *name,
                           conv_tiles *t) {
-  const char *v = getenv(name);
-  if (v == NULL || *v == '\0') return 0;
   long f[5] = {0, 0, 0, 0, 16};
-  int n = 0;
-  for (const char *c = v; n < 5; n++) {
-    char *end;
-    f[n] = strtol(c, &end, 10);
-    if (end == c || f[n] < 1 || f[n] > 1024) return 0;
-    c = end;
-    if (*c == '\0') {
-      n++;
-      break;
-    }
-    if ((*c != 'x' && *c != 'X') || n == 4) return 0;
-    c++;
-  }
-  if (n < 4) return 0;
+  if (!rumus__env_tiling(name, f, 4, 5)) return 0;
   const conv_tiles e = {(int)f[0], (int)f[1], (int)f[4], (int)f[2],
                         (int)f[3]};
   if (!tiles_ok(ctx, &e)) return 0;
