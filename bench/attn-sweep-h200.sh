@@ -9,12 +9,14 @@
 # BUILD_DIR holds a built rumus-bench; DEVICE is its --device (an index or
 # a name substring, e.g. NVIDIA); OUT_DIR (default attn-sweep) receives one
 # rumus-bench JSON and table per tiling (sweep-TILING.json / .txt) and
-# table.txt.  A TILING is "default" (the library's own choice) or
+# table.txt.  A TILING is "default" (the library's own choice: the
+# work-group kernels, the tiled ones being opt-in), "tiled" (the tiled
+# kernels' default tiles, RUMUS_ATTENTION_TILE=default) or
 # BMxBNxRMxRN[xDC[xDCKV]] (cl/attention.cl's macros: rows a group owns,
 # rows per loop step, the score block of a work-item, the head-dim chunk
 # of the forward and dq, that of dk / dv).  One the library rejects (its
 # rules, or more local memory than LOCAL_KB, default 48, at the shape's
-# D) runs the defaults, and the table marks it "(!)".  The table gives
+# D) runs the work-group kernels, and the table marks it "(!)".  The table gives
 # GFLOP/s per case and tiling and the best tiling per case.
 #
 # With PyTorch on CUDA importable, bench/compare_torch.py also times
@@ -36,7 +38,7 @@ bench=$1/rumus-bench
 device=$2
 out=${3:-attn-sweep}
 [ $# -ge 3 ] && shift 3 || shift $#
-tilings=${*:-"default 64x64x4x4x8x8 64x64x4x4x32x16 64x64x4x4x16x8 32x64x4x4x16x8 \
+tilings=${*:-"default tiled 64x64x4x4x8x8 64x64x4x4x32x16 64x64x4x4x16x8 32x64x4x4x16x8 \
 32x64x4x4x32x16 32x64x2x4x32x16 64x32x4x4x16x16 32x32x4x4x16x16 \
 64x64x8x4x16x8 64x64x4x8x16x8 64x64x8x8x16x8"}
 reps=${REPS:-10}
@@ -54,7 +56,8 @@ for t in $tilings; do
       --ops "$ops" --shape "$shapes" --reps "$reps" --no-peer --no-check \
       --json "$out/sweep-$t.json" > "$out/sweep-$t.txt" 2>&1
   else
-    env "$var=$t" "$bench" --device "$device" --variant gpu \
+    [ "$t" = tiled ] && v=default || v=$t
+    env "$var=$v" "$bench" --device "$device" --variant gpu \
       --ops "$ops" --shape "$shapes" --reps "$reps" --no-peer --no-check \
       --json "$out/sweep-$t.json" > "$out/sweep-$t.txt" 2>&1
   fi || echo "tiling $t: rumus-bench failed (see $out/sweep-$t.txt)" >&2
@@ -78,7 +81,7 @@ def valid(t, d, op):
     """src/ops/attention.c's tiles_ok at head dim d for the kernels op
     runs under TILE_VAR (local memory LOCAL_KB; the work-group limit of the
     device is not checked)."""
-    if t == "default":
+    if t in ("default", "tiled"):
         return True
     try:
         f = [int(v) for v in t.lower().split("x")]
@@ -134,7 +137,7 @@ head += " %20s" % "best"
 if torch:
     head += " %9s %7s" % ("sdpa", "share")
 print("GFLOP/s per tiling (%s; (!) = rejected by the library at this D: "
-      "the defaults ran)" % os.path.basename(out))
+      "the work-group kernels ran)" % os.path.basename(out))
 print(head)
 for op, shape in cases:
     try:
