@@ -82,6 +82,21 @@ static int can_write(const char *path, char *err, size_t errlen) {
   return RUMUS_OK;
 }
 
+/* A loaded model has the size its file gives: a size flag given with
+ * --load must agree with it rather than be ignored. */
+static int check_loaded_size(const train_opts *o, const gpt_config *c,
+                             char *err, size_t errlen) {
+  static const char *const FLAG[4] = {"--layers", "--heads", "--width",
+                                      "--context"};
+  const size_t have[4] = {c->layers, c->heads, c->width, c->context};
+  for (int k = 0; k < 4; k++)
+    if (o->size_given[k] && o->size_given[k] != have[k])
+      return train_fail(err, errlen, RUMUS_EINVAL,
+                        "%s %zu: the model in %s has %zu", FLAG[k],
+                        o->size_given[k], o->load, have[k]);
+  return RUMUS_OK;
+}
+
 /* The text, the vocabulary and the host parameters (loaded or new). */
 static int load_inputs(gpt_run *r) {
   train_opts *o = r->o;
@@ -90,6 +105,8 @@ static int load_inputs(gpt_run *r) {
   if (st != RUMUS_OK) return st;
   if (o->load) {
     st = gpt_ckpt_load(o->load, &r->params, &r->vocab, r->err, sizeof r->err);
+    if (st != RUMUS_OK) return st;
+    st = check_loaded_size(o, &r->params.cfg, r->err, sizeof r->err);
     if (st != RUMUS_OK) return st;
   } else {
     gpt_vocab_build(&r->vocab, r->text.text, r->text.len);

@@ -160,16 +160,16 @@ static int parse_gpt_flag(const char *name, const char *val, train_opts *o,
   int r = 0;
   if (strcmp(name, "--layers") == 0) {
     r = gpt_size(name, val, 1, 64, &u, err, errlen);
-    o->layers = (size_t)u;
+    o->layers = o->size_given[0] = (size_t)u;
   } else if (strcmp(name, "--heads") == 0) {
     r = gpt_size(name, val, 1, 1024, &u, err, errlen);
-    o->heads = (size_t)u;
+    o->heads = o->size_given[1] = (size_t)u;
   } else if (strcmp(name, "--width") == 0) {
     r = gpt_size(name, val, 1, 8192, &u, err, errlen);
-    o->width = (size_t)u;
+    o->width = o->size_given[2] = (size_t)u;
   } else if (strcmp(name, "--context") == 0) {
     r = gpt_size(name, val, 1, 8192, &u, err, errlen);
-    o->context = (size_t)u;
+    o->context = o->size_given[3] = (size_t)u;
   } else if (strcmp(name, "--steps") == 0) {
     r = gpt_size(name, val, 1, 100000000, &u, err, errlen);
     o->steps = (long)u;

@@ -53,6 +53,7 @@ typedef struct {
   /* --model gpt only (0 or unset: from the preset, train_gpt_defaults) */
   train_preset preset; /* --preset pocl|h200 */
   size_t layers, heads, width, context; /* --layers, --heads, --width, --context */
+  size_t size_given[4]; /* the same four as given (0: not), for --load */
   long steps;          /* --steps N */
   long warmup;         /* --warmup N */
   int warmup_given;
