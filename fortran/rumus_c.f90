@@ -44,9 +44,17 @@ module rumus_c
   integer(c_int), parameter :: RUMUS_ACT_GELU_TANH = 4
   integer(c_int), parameter :: RUMUS_ACT_GELU_ERF = 5
   integer(c_int), parameter :: RUMUS_CTX_PROFILING = 1
+  integer(c_int), parameter :: RUMUS_PROFILE_NAME = 48
   integer(c_int), parameter :: RUMUS_MAX_DIMS = 8
   integer(c_int), parameter :: RUMUS_Q8_BLOCK = 32
   integer(c_int), parameter :: RUMUS_ATTENTION_MAX_D = 256
+
+  type, bind(C) :: rumus_kernel_stat
+    character(kind=c_char) :: op(RUMUS_PROFILE_NAME)
+    character(kind=c_char) :: kernel(RUMUS_PROFILE_NAME)
+    integer(c_int64_t) :: launches
+    integer(c_int64_t) :: ns
+  end type rumus_kernel_stat
 
   type, bind(C) :: rumus_cache_info
     integer(c_size_t) :: programs
@@ -304,6 +312,15 @@ module rumus_c
       integer(c_int64_t), intent(out) :: span_ns
       integer(c_int) :: rumus_ctx_kernel_span
     end function rumus_ctx_kernel_span
+    function rumus_ctx_kernel_profile(ctx, out, cap, count) bind(C, name="rumus_ctx_kernel_profile")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(rumus_kernel_stat), intent(out) :: out(*)
+      integer(c_size_t), value :: cap
+      integer(c_size_t), intent(out) :: count
+      integer(c_int) :: rumus_ctx_kernel_profile
+    end function rumus_ctx_kernel_profile
     function rumus_cache_fill(ctx) bind(C, name="rumus_cache_fill")
       import
       implicit none

@@ -294,6 +294,29 @@ RUMUS_API int rumus_ctx_kernel_time(rumus_ctx *ctx, uint64_t *ns);
 RUMUS_API int rumus_ctx_kernel_span(rumus_ctx *ctx, uint64_t *busy_ns,
                                     uint64_t *span_ns);
 
+/* One (op, kernel) pair's share of the device time. */
+#define RUMUS_PROFILE_NAME 48 /* bytes of a name, NUL included (longer ones
+                                 are cut) */
+typedef struct {
+  char op[RUMUS_PROFILE_NAME];     /* the public op, e.g. "rumus_gemm" */
+  char kernel[RUMUS_PROFILE_NAME]; /* the OpenCL kernel it launched */
+  uint64_t launches;
+  uint64_t ns; /* summed device time of those launches */
+} rumus_kernel_stat;
+
+/*! rumus_ctx_kernel_profile() :
+ *  rumus_ctx_kernel_time() split by (op, kernel): waits for the kernels
+ *  launched since the previous call of any of these three functions, by
+ *  any thread, and forgets them after counting.  Writes the first
+ *  min(cap, *count) pairs into out, the most device time first, and sets
+ *  *count to the number of distinct pairs (out may be NULL when cap is 0:
+ *  the call then only counts, and still forgets).  Each launch keeps one
+ *  small record until then, so call it now and then in long profiled runs.
+ *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EUNSUPPORTED (no profiling queue),
+ *          RUMUS_ENOMEM, RUMUS_ECL. */
+RUMUS_API int rumus_ctx_kernel_profile(rumus_ctx *ctx, rumus_kernel_stat *out,
+                                       size_t cap, size_t *count);
+
 /*! rumus_cache_fill() :
  *  Builds every kernel program that the ops can choose under the context's
  *  current options (variant, work-group size) for F32 storage: every row

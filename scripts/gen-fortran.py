@@ -64,10 +64,12 @@ def parse(text):
             decl = " ".join(decl.split())
             if not decl:
                 continue
-            tm = re.match(r"((?:const\s+)?[\w ]*?[\w]+)\s*(\**)\s*(\w+(?:\s*,\s*\w+)*)$", decl)
-            ctype, stars, names = tm.group(1), tm.group(2), tm.group(3)
+            tm = re.match(r"((?:const\s+)?[\w ]*?[\w]+)\s*(\**)\s*(\w+(?:\s*,\s*\w+)*)"
+                          r"(?:\[(\w+)\])?$", decl)
+            ctype, stars, names, dim = tm.group(1), tm.group(2), tm.group(3), tm.group(4)
             for n in names.split(","):
-                fields.append((ctype.replace("const ", "").strip(), stars, n.strip()))
+                name = n.strip() + ("(%s)" % dim if dim else "")
+                fields.append((ctype.replace("const ", "").strip(), stars, name))
         structs[m.group(2)] = fields
     for m in re.finditer(r"^#define\s+(RUMUS_\w+_DEFAULTS)\s+\{([^}]*)\}", code, re.M):
         defaults.append((m.group(1), [v.strip() for v in m.group(2).split(",")]))
@@ -119,6 +121,8 @@ def param_lines(params, structs, enum_types, used):
         elif base == "char":
             lines.append("character(kind=c_char), intent(%s)%s :: %s(*)"
                          % ("in" if is_const else "out", ", optional" if is_const else "", fname))
+        elif base in structs and stars and re.search(r"\bcap\b", params):
+            lines.append("type(%s), intent(out) :: %s(*)" % (base, fname))
         elif base in structs:
             lines.append("type(%s), intent(%s)%s :: %s"
                          % (base, "in" if is_const else "out", ", optional" if is_const else "", fname))

@@ -16,6 +16,8 @@
 struct rumus__event_node {
   cl_event event;
   rumus__event_node *next;
+  char op[RUMUS_PROFILE_NAME];     /* rumus_ctx_kernel_profile()'s keys */
+  char kernel[RUMUS_PROFILE_NAME];
 };
 
 /* Message of the last failed create/adopt or device query of this thread
@@ -698,51 +700,133 @@ cl_command_queue rumus_ctx_cl_queue(const rumus_ctx *ctx) {
 /* ---- Profiling ---------------------------------------------------------- */
 
 /* Called by rumus__launch with ctx->lock held: keeps the kernel's event. */
-RUMUS__HIDDEN void rumus__record_event(rumus_ctx *ctx, cl_event ev);
-void rumus__record_event(rumus_ctx *ctx, cl_event ev) {
+RUMUS__HIDDEN void rumus__record_event(rumus_ctx *ctx, cl_event ev,
+                                       const char *op, const char *kernel);
+void rumus__record_event(rumus_ctx *ctx, cl_event ev, const char *op,
+                         const char *kernel) {
   rumus__event_node *n = malloc(sizeof *n);
   if (n == NULL) {
     clReleaseEvent(ev); /* Profiling loses one sample; the op still ran. */
     return;
   }
   n->event = ev;
+  snprintf(n->op, sizeof n->op, "%s", op);
+  snprintf(n->kernel, sizeof n->kernel, "%s", kernel);
   n->next = ctx->events;
   ctx->events = n;
 }
 
-/* rumus_ctx_kernel_time and _span; `who` names the caller in messages. */
-static int kernel_times(rumus_ctx *ctx, const char *who, uint64_t *busy_ns,
-                        uint64_t *span_ns) {
-  uint64_t total = 0, first = UINT64_MAX, last = 0;
-  if (busy_ns) *busy_ns = 0;
-  if (span_ns) *span_ns = 0;
+/* The device start and end of a profiled launch. */
+static cl_int event_times(cl_event ev, cl_ulong *t0, cl_ulong *t1) {
+  cl_int e = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START,
+                                     sizeof *t0, t0, NULL);
+  if (e == CL_SUCCESS)
+    e = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof *t1, t1,
+                                NULL);
+  return e;
+}
+
+/* What one walk over the recorded launches gathers; stats, when not NULL,
+ * has room for one entry per distinct (op, kernel). */
+typedef struct {
+  uint64_t busy, first, last;
+  rumus_kernel_stat *stats;
+  size_t nstats;
+} launch_totals;
+
+static void add_to_stats(launch_totals *t, const rumus__event_node *n,
+                         uint64_t ns) {
+  size_t i = 0;
+  while (i < t->nstats && (strcmp(t->stats[i].op, n->op) != 0 ||
+                           strcmp(t->stats[i].kernel, n->kernel) != 0))
+    i++;
+  if (i == t->nstats) {
+    memset(&t->stats[i], 0, sizeof t->stats[i]);
+    memcpy(t->stats[i].op, n->op, sizeof n->op);
+    memcpy(t->stats[i].kernel, n->kernel, sizeof n->kernel);
+    t->nstats++;
+  }
+  t->stats[i].launches++;
+  t->stats[i].ns += ns;
+}
+
+/* Waits for the launches to end, outside the lock (other threads may go
+ * on launching; what they add after this is waited for by the next call). */
+static int profiled_queue_finish(rumus_ctx *ctx, const char *who) {
   if (!ctx->profiling)
     return rumus__fail(ctx, RUMUS_EUNSUPPORTED,
                        "%s: the queue was not created with profiling", who);
   cl_int e = clFinish(ctx->queue);
-  if (e != CL_SUCCESS)
-    return rumus__fail_cl(ctx, e, "%s: clFinish", who);
-  pthread_mutex_lock(&ctx->lock);
+  return e == CL_SUCCESS ? RUMUS_OK : rumus__fail_cl(ctx, e, "%s: clFinish", who);
+}
+
+/* Under the lock, after profiled_queue_finish(): sums the launches recorded
+ * since the previous call into *t and forgets them. */
+static int launches_take(rumus_ctx *ctx, const char *who, launch_totals *t) {
+  t->busy = t->last = 0;
+  t->first = UINT64_MAX;
+  t->nstats = 0;
   int st = RUMUS_OK;
   for (rumus__event_node *n = ctx->events; n; n = n->next) {
     cl_ulong t0 = 0, t1 = 0;
-    e = clGetEventProfilingInfo(n->event, CL_PROFILING_COMMAND_START,
-                                sizeof t0, &t0, NULL);
-    if (e == CL_SUCCESS)
-      e = clGetEventProfilingInfo(n->event, CL_PROFILING_COMMAND_END,
-                                  sizeof t1, &t1, NULL);
+    cl_int e = event_times(n->event, &t0, &t1);
     if (e != CL_SUCCESS) {
       st = rumus__fail_cl(ctx, e, "%s: clGetEventProfilingInfo", who);
       break;
     }
-    total += t1 - t0;
-    if (t0 < first) first = t0;
-    if (t1 > last) last = t1;
+    t->busy += t1 - t0;
+    if (t0 < t->first) t->first = t0;
+    if (t1 > t->last) t->last = t1;
+    if (t->stats) add_to_stats(t, n, t1 - t0);
   }
   events_release(ctx);
+  return st;
+}
+
+/* rumus_ctx_kernel_time and _span. */
+static int kernel_times(rumus_ctx *ctx, const char *who, uint64_t *busy_ns,
+                        uint64_t *span_ns) {
+  launch_totals t = {0};
+  int st = profiled_queue_finish(ctx, who);
+  if (st != RUMUS_OK) return st;
+  pthread_mutex_lock(&ctx->lock);
+  st = launches_take(ctx, who, &t);
   pthread_mutex_unlock(&ctx->lock);
-  if (busy_ns) *busy_ns = total;
-  if (span_ns && last > first) *span_ns = last - first;
+  if (busy_ns) *busy_ns = st == RUMUS_OK ? t.busy : 0;
+  if (span_ns) *span_ns = st == RUMUS_OK && t.last > t.first ? t.last - t.first : 0;
+  return st;
+}
+
+static int stat_by_time(const void *a, const void *b) {
+  const rumus_kernel_stat *x = a, *y = b;
+  if (x->ns != y->ns) return x->ns < y->ns ? 1 : -1;
+  int c = strcmp(x->op, y->op);
+  return c ? c : strcmp(x->kernel, y->kernel);
+}
+
+int rumus_ctx_kernel_profile(rumus_ctx *ctx, rumus_kernel_stat *out,
+                             size_t cap, size_t *count) {
+  static const char who[] = "rumus_ctx_kernel_profile";
+  if (ctx == NULL || count == NULL || (out == NULL && cap > 0))
+    return RUMUS_ENULL;
+  *count = 0;
+  int st = profiled_queue_finish(ctx, who);
+  if (st != RUMUS_OK) return st;
+  pthread_mutex_lock(&ctx->lock);
+  size_t launches = 0;
+  for (rumus__event_node *n = ctx->events; n; n = n->next) launches++;
+  launch_totals t = {0};
+  t.stats = malloc((launches ? launches : 1) * sizeof *t.stats);
+  st = t.stats ? launches_take(ctx, who, &t)
+                   : rumus__fail(ctx, RUMUS_ENOMEM, "%s: %zu launches", who,
+                                 launches);
+  pthread_mutex_unlock(&ctx->lock);
+  if (st == RUMUS_OK) {
+    qsort(t.stats, t.nstats, sizeof *t.stats, stat_by_time);
+    memcpy(out, t.stats, (t.nstats < cap ? t.nstats : cap) * sizeof *out);
+    *count = t.nstats;
+  }
+  free(t.stats);
   return st;
 }
 

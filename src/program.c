@@ -31,7 +31,8 @@ struct rumus__program {
   rumus__program *next;
 };
 
-RUMUS__HIDDEN void rumus__record_event(rumus_ctx *ctx, cl_event ev);
+RUMUS__HIDDEN void rumus__record_event(rumus_ctx *ctx, cl_event ev,
+                                       const char *op, const char *kernel);
 
 static char *dup_str(const char *s) {
   size_t n = strlen(s) + 1;
@@ -365,7 +366,7 @@ int rumus__launch(rumus_ctx *ctx, const char *op, const rumus__kernel_ref *kr,
                                   "local %zu)",
                           op, kr->kernel, padded[0], local[0]);
     else if (ev)
-      rumus__record_event(ctx, ev);
+      rumus__record_event(ctx, ev, op, kr->kernel);
   }
   pthread_mutex_unlock(&ctx->lock);
   return st;

@@ -393,6 +393,38 @@ START_TEST(tensor_wrap_checks) {
 }
 END_TEST
 
+/* rumus_ctx_kernel_profile() on a profiling context: two softmax launches
+ * and one add, counted by (op, kernel), the most time first. */
+static void profile_by_kernel(rumus_ctx *ctx, rumus_tensor *t) {
+  rumus_kernel_stat st[4];
+  size_t n = 99;
+  TU_OK(ctx, rumus_softmax_fwd(ctx, t, t));
+  TU_OK(ctx, rumus_add(ctx, t, t, t));
+  TU_OK(ctx, rumus_softmax_fwd(ctx, t, t));
+  TU_OK(ctx, rumus_ctx_kernel_profile(ctx, st, 4, &n));
+  ck_assert_uint_eq(n, 2);
+  ck_assert_uint_ge(st[0].ns, st[1].ns);
+  const int soft = strcmp(st[0].op, "rumus_softmax_fwd") == 0 ? 0 : 1;
+  ck_assert_str_eq(st[soft].op, "rumus_softmax_fwd");
+  ck_assert_uint_eq(st[soft].launches, 2);
+  ck_assert_str_eq(st[1 - soft].op, "rumus_add");
+  ck_assert_str_eq(st[1 - soft].kernel, "ew_add");
+  ck_assert_uint_eq(st[1 - soft].launches, 1);
+  ck_assert_uint_gt(st[1 - soft].ns, 0);
+  /* Counted and forgotten: nothing since; cap 0 only counts. */
+  TU_OK(ctx, rumus_ctx_kernel_profile(ctx, st, 4, &n));
+  ck_assert_uint_eq(n, 0);
+  TU_OK(ctx, rumus_softmax_fwd(ctx, t, t));
+  TU_OK(ctx, rumus_ctx_kernel_profile(ctx, NULL, 0, &n));
+  ck_assert_uint_eq(n, 1);
+  uint64_t ns = 1;
+  TU_OK(ctx, rumus_ctx_kernel_time(ctx, &ns));
+  ck_assert_uint_eq(ns, 0);
+  TU_STATUS(RUMUS_ENULL, rumus_ctx_kernel_profile(ctx, NULL, 1, &n));
+  TU_STATUS(RUMUS_ENULL, rumus_ctx_kernel_profile(ctx, st, 4, NULL));
+  TU_STATUS(RUMUS_ENULL, rumus_ctx_kernel_profile(NULL, st, 4, &n));
+}
+
 START_TEST(program_cache_and_profiling) {
   rumus_ctx *ctx = NULL;
   TU_STATUS(RUMUS_OK, rumus_ctx_create(&ctx, NULL, RUMUS_CTX_PROFILING));
@@ -423,6 +455,7 @@ START_TEST(program_cache_and_profiling) {
   ck_assert_uint_eq(span, 0);
   TU_STATUS(RUMUS_ENULL, rumus_ctx_kernel_span(ctx, NULL, NULL));
   TU_STATUS(RUMUS_ENULL, rumus_ctx_kernel_span(NULL, &busy, &span));
+  profile_by_kernel(ctx, t);
   TU_OK(ctx, rumus_cache_clear(ctx));
   TU_OK(ctx, rumus_softmax_fwd(ctx, t, t)); /* rebuilt on demand */
   TU_OK(ctx, rumus_ctx_sync(ctx));
@@ -431,6 +464,8 @@ START_TEST(program_cache_and_profiling) {
   ctx = tu_ctx();
   TU_STATUS(RUMUS_EUNSUPPORTED, rumus_ctx_kernel_time(ctx, &ns));
   TU_STATUS(RUMUS_EUNSUPPORTED, rumus_ctx_kernel_span(ctx, &ns, NULL));
+  size_t n = 0;
+  TU_STATUS(RUMUS_EUNSUPPORTED, rumus_ctx_kernel_profile(ctx, NULL, 0, &n));
   tu_free_all(ctx, NULL);
 }
 END_TEST

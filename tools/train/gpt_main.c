@@ -18,6 +18,7 @@
 #include "gpt_data.h"
 #include "gpt_file.h"
 #include "mnist.h"
+#include "profile.h"
 
 #define LN2 0.69314718055994531
 /* The batch sampler's and the sampling's streams: the run's seeds, salted. */
@@ -50,6 +51,7 @@ typedef struct {
   double entropy;
   double t_start, t_ready, t_train;
   double train_loss, val_loss; /* the last evaluation's */
+  train_profile prof;          /* --profile */
   const char *dir;
   char err[2048];
 } gpt_run;
@@ -59,6 +61,7 @@ static int finish(gpt_run *r, int code) {
   r->m = NULL;
   if (r->ctx && rumus_ctx_free(r->ctx) != RUMUS_OK && code == 0) code = 1;
   gpt_params_free(&r->params);
+  train_profile_free(&r->prof);
   gpt_text_free(&r->text);
   free(r->x);
   free(r->y);
@@ -131,7 +134,7 @@ static int load_inputs(gpt_run *r) {
  * again, so that the run starts from them with fresh moments). */
 static int prepare_device(gpt_run *r) {
   train_opts *o = r->o;
-  int st = rumus_ctx_create(&r->ctx, o->device, 0);
+  int st = rumus_ctx_create(&r->ctx, o->device, o->profile ? RUMUS_CTX_PROFILING : 0);
   if (st != RUMUS_OK)
     return train_fail(r->err, sizeof r->err, st, "cannot create an OpenCL context: %s: %s",
                       rumus_err_name(st), rumus_last_create_error());
@@ -251,6 +254,13 @@ static void progress_clear(gpt_progress *g) {
 
 /* ---- Training and sampling -------------------------------------------- */
 
+/* --profile: the steps' launches since the last evaluation. */
+static int profile_steps(gpt_run *r) {
+  int st = train_profile_take(r->ctx, &r->prof);
+  return st == RUMUS_OK ? st : train_fail(r->err, sizeof r->err, st, "--profile: %s",
+                                          rumus_ctx_errmsg(r->ctx));
+}
+
 static int train(gpt_run *r) {
   train_opts *o = r->o;
   size_t T = r->params.cfg.context;
@@ -258,18 +268,23 @@ static int train(gpt_run *r) {
   mlp_rng_seed(&rng, o->seed ^ GPT_BATCH_SALT);
   gpt_progress g = {isatty(STDOUT_FILENO), o->quiet, 0, now_s(), 0.0, 0};
   double t_eval = 0.0;
+  int st = o->profile ? train_profile_skip(r->ctx) : RUMUS_OK;
+  if (st != RUMUS_OK) return train_fail(r->err, sizeof r->err, st, "%s", rumus_ctx_errmsg(r->ctx));
   for (long it = 0; it < o->steps; it++) {
     float lr = gpt_lr_at(o->lr, it, o->warmup, o->steps, o->constant_lr);
     gpt_batch_random(r->text.tok, r->text.ntrain, T, o->batch, &rng, r->x, r->y);
     double loss;
-    int st = gpt_train_step(r->m, r->x, r->y, lr, 1.0f, &loss, NULL);
+    st = gpt_train_step(r->m, r->x, r->y, lr, 1.0f, &loss, NULL);
     if (st != RUMUS_OK) return train_fail(r->err, sizeof r->err, st, "%s", gpt_errmsg(r->m));
     progress(&g, it + 1, o->steps, loss, lr, o->batch * T);
     if ((it + 1) % o->eval_interval == 0 || it + 1 == o->steps) {
       progress_clear(&g);
+      if (o->profile && (st = profile_steps(r)) != RUMUS_OK) return st;
       double t1 = now_s();
       if ((st = evaluate(r)) != RUMUS_OK)
         return train_fail(r->err, sizeof r->err, st, "%s", gpt_errmsg(r->m));
+      if (o->profile && (st = train_profile_skip(r->ctx)) != RUMUS_OK)
+        return train_fail(r->err, sizeof r->err, st, "%s", rumus_ctx_errmsg(r->ctx));
       t_eval += now_s() - t1;
       char head[64];
       snprintf(head, sizeof head, "step %ld/%ld", it + 1, o->steps);
@@ -374,6 +389,7 @@ int gpt_main(train_opts *o) {
            "%.4f nats (%.3f bits/char)\n",
            o->steps, r.t_train, (double)o->steps * o->batch * r.params.cfg.context / r.t_train,
            now_s() - r.t_start, r.val_loss, r.val_loss / LN2, r.entropy, r.entropy / LN2);
+  if (!o->eval_only && o->profile) train_profile_print(&r.prof, o->steps, 25, stdout);
   if (!o->eval_only && o->precision == RUMUS_F16)
     printf("         loss scale %g, %ld of %ld steps skipped for overflow\n",
            (double)gpt_loss_scale(r.m), gpt_skipped_steps(r.m), o->steps);

@@ -28,6 +28,7 @@
 #include "mnist.h"
 #include "model.h"
 #include "options.h"
+#include "profile.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -123,6 +124,7 @@ typedef struct {
   long steps_left;                 /* --max-steps countdown, -1: none */
   int epochs_run;
   size_t trained;                  /* samples trained on, every rank's */
+  train_profile prof;              /* --profile */
 } run_state;
 
 static int cleanup(run_state *r, int code) {
@@ -131,6 +133,7 @@ static int cleanup(run_state *r, int code) {
   cnn_free(r->model.cnn);
   r->model.mlp = NULL;
   r->model.cnn = NULL;
+  train_profile_free(&r->prof);
   if (r->ctx) {
     int st = rumus_ctx_free(r->ctx);
     if (st != RUMUS_OK) {
@@ -205,7 +208,7 @@ static int prepare_device(run_state *r) {
   const train_opts *o = &r->o;
   char devbuf[32];
   const char *dev = dist_device(&r->dist, o->device, devbuf, sizeof devbuf);
-  int st = rumus_ctx_create(&r->ctx, dev, 0);
+  int st = rumus_ctx_create(&r->ctx, dev, o->profile ? RUMUS_CTX_PROFILING : 0);
   if (st != RUMUS_OK) {
     fprintf(stderr, "rumus-train: cannot create an OpenCL context%s%s%s: %s: %s\n",
             dev ? " on '" : "", dev ? dev : "",
@@ -324,6 +327,8 @@ static int train_epochs(run_state *r) {
     g.last_draw = 0.0;
     g.next_line = 0;
     mlp_progress p;
+    if (o->profile && train_profile_skip(r->ctx) != RUMUS_OK)
+      return model_error(r, "--profile");
     /* The sharded loop for MPI ranks and --max-steps (on one rank it
      * takes the same batches as model_train_epoch()). */
     int st = r->dist.active || o->max_steps
@@ -332,6 +337,8 @@ static int train_epochs(run_state *r) {
                  : model_train_epoch(&r->model, &r->train, &shuffle, progress_cb, &g, &p);
     progress_clear(&g);
     if (st != RUMUS_OK) return model_error(r, "training failed");
+    if (o->profile && train_profile_take(r->ctx, &r->prof) != RUMUS_OK)
+      return model_error(r, "--profile");
     double t1 = now_s();
     if (dist_evaluate(&r->dist, &r->model, &r->test, &r->correct) != RUMUS_OK)
       return model_error(r, "evaluation failed");
@@ -372,6 +379,7 @@ static void print_summary(const run_state *r) {
            (double)model_loss_scale(&r->model), model_skipped_steps(&r->model),
            model_steps(&r->model));
   printf("         device %s\n", r->device);
+  if (o->profile) train_profile_print(&r->prof, model_steps(&r->model), 25, stdout);
 }
 
 /* After training: the ranks' batch-norm statistics averaged, a check that

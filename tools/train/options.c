@@ -51,6 +51,9 @@ void train_usage(FILE *f) {
           "  --max-steps N     stop after N training steps (in all)\n"
           "  --quiet           no progress display (epoch results and the\n"
           "                    summary are still printed)\n"
+          "  --profile         at the end, the device time of the training\n"
+          "                    steps by kernel (a profiling queue: the run\n"
+          "                    itself is a little slower)\n"
           "  --help            this text\n"
           "GPT (--model gpt; defaults from --preset):\n"
           "  --preset P        pocl (default: 2 layers, 4 heads, width 128,\n"
@@ -240,6 +243,10 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
     }
     if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
       o->quiet = 1;
+      continue;
+    }
+    if (strcmp(arg, "--profile") == 0) {
+      o->profile = 1;
       continue;
     }
     if (strcmp(arg, "--no-normalize") == 0) {

@@ -43,6 +43,7 @@ typedef struct {
   const char *load;   /* --load FILE */
   int eval_only;     /* --eval-only (needs --load) */
   int quiet;         /* --quiet: no progress display */
+  int profile;       /* --profile: device time by kernel (profile.h) */
   int no_normalize;  /* --no-normalize: inputs pixel / 255 only */
   int constant_lr;   /* --constant-lr: no cosine decay of the rate */
   rumus_dtype precision; /* --precision f32|f16|bf16 */
