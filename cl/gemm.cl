@@ -387,6 +387,22 @@ void gemm_tiled(
                   alpha, beta, (local float *)As, (local float *)Bs);
 }
 
+/* Split-K's second pass (GPU variant, src/ops/gemm.c): C = the sum of
+ * the S float partials P[s][m][n] (pitch ldp, slices sp apart; alpha is
+ * in them) in slice order + beta * C, one work-item per element. */
+__kernel void gemm_splitk_sum(global const float *P, ulong ldp, ulong sp,
+                              ulong S, global c_t *C, ulong c_off, ulong ldc,
+                              ulong M, ulong N, float beta) {
+  const size_t n = get_global_id(0), m = get_global_id(1);
+  if (n >= N || m >= M) return;
+  global const float *p = P + m * (size_t)ldp + n;
+  float acc = 0.0f;
+  for (size_t s = 0; s < S; s++) acc += p[s * (size_t)sp];
+  global c_t *c = C + (size_t)c_off + m * (size_t)ldc + n;
+  if (beta != 0.0f) acc += beta * LOADC(c, 0);
+  STOREC(acc, c, 0);
+}
+
 /* ---- CPU variant --------------------------------------------------------- */
 
 /* The pack kernels: work-item (kb, panel, z) (gemm_pack_a with TA:

@@ -600,6 +600,58 @@ START_TEST(long_k) {
 }
 END_TEST
 
+/* Split-K (the work-group variant, few output tiles, K >= 1024): every
+ * transpose, 16-bit storage with a C of its type or F32, an offset and
+ * padded pitches through rumus_gemm_ex, beta 0 over a NaN C and beta 0.5,
+ * a last slice shorter than the others (K = 3001), and the same bits on a
+ * second run.  _i: transposes _i % 4, storage pair _i / 4 (F32, then
+ * PAIRS[1], PAIRS[2]). */
+START_TEST(split_k) {
+  const size_t M = 37, N = 70, K = 3001;
+  static const rumus_dtype TYPES[3][2] = {{RUMUS_F32, RUMUS_F32},
+                                          {RUMUS_F16, RUMUS_F32},
+                                          {RUMUS_BF16, RUMUS_BF16}};
+  const int ta = _i & 1, tb = _i >> 1 & 1;
+  const rumus_dtype ab = TYPES[_i / 4][0], ct = TYPES[_i / 4][1];
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  rumus_gemm_layout l = {0};
+  l.m = M;
+  l.n = N;
+  l.k = K;
+  l.batch = 1;
+  l.a_offset = 3;
+  l.lda = (ta ? M : K) + 2;
+  l.b_offset = 5;
+  l.ldb = (tb ? K : N) + 1;
+  l.c_offset = 7;
+  l.ldc = N + 3;
+  const size_t an = l.a_offset + (ta ? K : M) * l.lda,
+               bn = l.b_offset + (tb ? N : K) * l.ldb,
+               cn = l.c_offset + M * l.ldc;
+  tu_rng r;
+  tu_rng_seed(&r, 300 + (uint64_t)_i);
+  float *a = random_typed(&r, ab, an, -1, 1), *b = random_typed(&r, ab, bn, -1, 1),
+        *c = random_typed(&r, ct, cn, -1, 1);
+  rumus_tensor *tA = tu_tensor_typed(ctx, ab, 1, &an, a),
+               *tB = tu_tensor_typed(ctx, ab, 1, &bn, b),
+               *tC = tu_tensor_typed(ctx, ct, 1, &cn, NULL);
+  check_one(ctx, "splitk", ta, tb, 0.75f, 0.5f, tA, a, an, tB, b, bn, tC, c, cn, &l, 1);
+  float *first = tu_download_f32(ctx, tC);
+  check_one(ctx, "splitk", ta, tb, 0.75f, 0.5f, tA, a, an, tB, b, bn, tC, c, cn, &l, 1);
+  float *second = tu_download_f32(ctx, tC);
+  ck_assert_mem_eq(first, second, cn * sizeof *first);
+  for (size_t i = 0; i < cn; i++) c[i] = NAN;
+  check_one(ctx, "splitk", ta, tb, -1.0f, 0.0f, tA, a, an, tB, b, bn, tC, c, cn, &l, 1);
+  free(first);
+  free(second);
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, tA, tB, tC, NULL);
+}
+END_TEST
+
 START_TEST(bad_input) {
   rumus_ctx *ctx = tu_ctx();
   const rumus_transpose N_ = RUMUS_NO_TRANS, T_ = RUMUS_TRANS;
@@ -793,6 +845,7 @@ int main(void) {
   tcase_add_test(limits, many_batches);
   tcase_add_test(limits, many_rows);
   tcase_add_test(limits, long_k);
+  tcase_add_loop_test(limits, split_k, 0, 12);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_input);

@@ -194,50 +194,170 @@ static const tiled_cfg *pick_tiles(const rumus_ctx *ctx, size_t m, size_t n,
   return fit;
 }
 
-static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
-                     const tiled_cfg *t) {
-  const rumus_gemm_layout *l = &p->l;
-  /* The layout's offsets include the tensors' own: the views' offsets. */
-  const int align4 =
-      view_aligned4(p->A, l->a_offset - rumus__off(p->A), l->lda, l->stride_a,
-                    l->batch) &&
-      view_aligned4(p->B, l->b_offset - rumus__off(p->B), l->ldb, l->stride_b,
-                    l->batch) &&
-      view_aligned4(p->C, l->c_offset - rumus__off(p->C), l->ldc, l->stride_c,
-                    l->batch);
-  const gemm_prog g = {p->A->dtype, p->C->dtype, t, p->ta, p->tb, align4};
-  char opts[320];
-  gemm_options(ctx, &g, opts, sizeof opts);
-  const rumus__kernel_ref k = {FILE_CL, opts, "gemm_tiled"};
+/* One gemm_tiled launch over `batch` products of the views (buffer,
+ * element offset, pitch, batch stride) of A, B and C. */
+typedef struct {
+  cl_mem mem;
+  cl_ulong off, ld, stride;
+} tiled_view;
+
+static int launch_tiled(rumus_ctx *ctx, const char *op,
+                        const rumus__kernel_ref *k, const tiled_cfg *t,
+                        const tiled_view *a, const tiled_view *b,
+                        const tiled_view *c, size_t m, size_t n, size_t kk,
+                        float alpha, float beta, size_t batch) {
   const size_t rtsm = (size_t)(t->tsm / t->wptm),
                rtsn = (size_t)(t->tsn / t->wptn);
   const size_t local[3] = {rtsn, rtsm, 1};
-  const size_t tiles_n = (l->n + t->tsn - 1) / t->tsn;
+  const size_t global[3] = {(n + t->tsn - 1) / t->tsn * rtsn,
+                            (m + t->tsm - 1) / t->tsm * rtsm, batch};
+  cl_ulong M = m, N = n, K = kk;
+  const rumus__arg args[] = {
+      RUMUS__ARG(a->mem), RUMUS__ARG(a->off), RUMUS__ARG(a->ld),
+      RUMUS__ARG(a->stride), RUMUS__ARG(b->mem), RUMUS__ARG(b->off),
+      RUMUS__ARG(b->ld), RUMUS__ARG(b->stride), RUMUS__ARG(c->mem),
+      RUMUS__ARG(c->off), RUMUS__ARG(c->ld), RUMUS__ARG(c->stride),
+      RUMUS__ARG(M), RUMUS__ARG(N), RUMUS__ARG(K), RUMUS__ARG(alpha),
+      RUMUS__ARG(beta)};
+  return rumus__launch(ctx, op, k, 3, global, local,
+                       sizeof args / sizeof args[0], args);
+}
+
+/* Whether the tiled program may take float4 paths on every view of p. */
+static int problem_aligned4(const problem *p) {
+  const rumus_gemm_layout *l = &p->l;
+  /* The layout's offsets include the tensors' own: the views' offsets. */
+  return view_aligned4(p->A, l->a_offset - rumus__off(p->A), l->lda,
+                       l->stride_a, l->batch) &&
+         view_aligned4(p->B, l->b_offset - rumus__off(p->B), l->ldb,
+                       l->stride_b, l->batch) &&
+         view_aligned4(p->C, l->c_offset - rumus__off(p->C), l->ldc,
+                       l->stride_c, l->batch);
+}
+
+static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
+                     const tiled_cfg *t) {
+  const rumus_gemm_layout *l = &p->l;
+  const gemm_prog g = {p->A->dtype, p->C->dtype, t, p->ta, p->tb,
+                       problem_aligned4(p)};
+  char opts[320];
+  gemm_options(ctx, &g, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, "gemm_tiled"};
   const size_t rows_max = GRID_MAX * (size_t)t->tsm;
-  cl_ulong lda = l->lda, ldb = l->ldb, ldc = l->ldc, sa = l->stride_a,
-           sb = l->stride_b, sc = l->stride_c, N = l->n, K = l->k;
   for (size_t b0 = 0; b0 < l->batch; b0 += GRID_MAX) {
     size_t bc = l->batch - b0 < GRID_MAX ? l->batch - b0 : GRID_MAX;
     for (size_t m0 = 0; m0 < l->m; m0 += rows_max) {
       size_t mc = l->m - m0 < rows_max ? l->m - m0 : rows_max;
-      cl_ulong M = mc;
-      cl_ulong ao = l->a_offset + b0 * l->stride_a + (p->ta ? m0 : m0 * l->lda);
-      cl_ulong bo = l->b_offset + b0 * l->stride_b;
-      cl_ulong co = l->c_offset + b0 * l->stride_c + m0 * l->ldc;
-      const rumus__arg args[] = {
-          RUMUS__ARG(p->A->mem), RUMUS__ARG(ao), RUMUS__ARG(lda),
-          RUMUS__ARG(sa),        RUMUS__ARG(p->B->mem), RUMUS__ARG(bo),
-          RUMUS__ARG(ldb),       RUMUS__ARG(sb), RUMUS__ARG(p->C->mem),
-          RUMUS__ARG(co),        RUMUS__ARG(ldc), RUMUS__ARG(sc),
-          RUMUS__ARG(M),         RUMUS__ARG(N), RUMUS__ARG(K),
-          RUMUS__ARG(p->alpha),  RUMUS__ARG(p->beta)};
-      const size_t global[3] = {tiles_n * rtsn,
-                                (mc + t->tsm - 1) / t->tsm * rtsm, bc};
-      RUMUS__FORWARD(rumus__launch(ctx, op, &k, 3, global, local,
-                                   sizeof args / sizeof args[0], args));
+      const tiled_view a = {p->A->mem,
+                            l->a_offset + b0 * l->stride_a +
+                                (p->ta ? m0 : m0 * l->lda),
+                            l->lda, l->stride_a},
+                       b = {p->B->mem, l->b_offset + b0 * l->stride_b, l->ldb,
+                            l->stride_b},
+                       c = {p->C->mem,
+                            l->c_offset + b0 * l->stride_c + m0 * l->ldc,
+                            l->ldc, l->stride_c};
+      RUMUS__FORWARD(launch_tiled(ctx, op, &k, t, &a, &b, &c, mc, l->n, l->k,
+                                  p->alpha, p->beta, bc));
     }
   }
   return RUMUS_OK;
+}
+
+/* ---- Split-K ------------------------------------------------------------ */
+
+/* A product with fewer output tiles than compute units and a long K (the
+ * weight gradient of a linear layer: M and N its widths, K the batch's
+ * rows) would leave most of the device idle: it runs as S slices of K,
+ * each a gemm_tiled product into float partials, then gemm_splitk_sum
+ * adds the partials in slice order.  The sums' order is fixed by the
+ * shape and the device, so the bits are the same run to run.  Slices are
+ * at least SPLITK_MIN_K long (shorter ones cost more in partials than
+ * they gain) and a multiple of SPLITK_ALIGN (aligned slice offsets). */
+#define SPLITK_MIN_K 512
+#define SPLITK_ALIGN 16
+
+/* The number of slices for p (1: no split). */
+static size_t splitk_slices(const rumus_ctx *ctx, const problem *p) {
+  const rumus_gemm_layout *l = &p->l;
+  const tiled_cfg *t = NULL;
+  for (size_t i = 0; i < N_TILES && t == NULL; i++)
+    if (tiled_fits(ctx, &GPU_TILES[i])) t = &GPU_TILES[i];
+  if (t == NULL || l->batch != 1 || l->k < 2 * SPLITK_MIN_K) return 1;
+  const size_t tiles = (l->m + t->tsm - 1) / t->tsm * ((l->n + t->tsn - 1) / t->tsn);
+  if (tiles >= ctx->compute_units) return 1;
+  size_t s = (2 * (size_t)ctx->compute_units + tiles - 1) / tiles;
+  if (s > l->k / SPLITK_MIN_K) s = l->k / SPLITK_MIN_K;
+  const size_t part = l->m * rumus__round_up(l->n, 4); /* floats a slice */
+  if (s > SCRATCH_CAP / part) s = SCRATCH_CAP / part;
+  return s;
+}
+
+/* The slices' partials: S float matrices [M][ldp] sp apart in `mem`. */
+typedef struct {
+  cl_mem mem;
+  size_t s, kc, ldp, sp;
+} splitk_parts;
+
+/* The partials of every slice: the first S - 1 (of kc steps each) as one
+ * batched launch, the shorter last one alone. */
+static int splitk_products(rumus_ctx *ctx, const char *op, const problem *p,
+                           const tiled_cfg *t, int align4,
+                           const splitk_parts *sp) {
+  const rumus_gemm_layout *l = &p->l;
+  const gemm_prog g = {p->A->dtype, RUMUS_F32, t, p->ta, p->tb, align4};
+  char opts[320];
+  gemm_options(ctx, &g, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, "gemm_tiled"};
+  /* Element steps of one slice along K in A and B. */
+  const size_t da = sp->kc * (p->ta ? l->lda : 1),
+               db = sp->kc * (p->tb ? 1 : l->ldb);
+  tiled_view a = {p->A->mem, l->a_offset, l->lda, da},
+             b = {p->B->mem, l->b_offset, l->ldb, db},
+             c = {sp->mem, 0, sp->ldp, sp->sp};
+  const size_t full = sp->s - 1;
+  if (full > 0)
+    RUMUS__FORWARD(launch_tiled(ctx, op, &k, t, &a, &b, &c, l->m, l->n,
+                                sp->kc, p->alpha, 0.0f, full));
+  a.off += full * da;
+  b.off += full * db;
+  c.off += full * sp->sp;
+  return launch_tiled(ctx, op, &k, t, &a, &b, &c, l->m, l->n,
+                      l->k - full * sp->kc, p->alpha, 0.0f, 1);
+}
+
+static int run_splitk(rumus_ctx *ctx, const char *op, const problem *p,
+                      size_t s) {
+  const rumus_gemm_layout *l = &p->l;
+  splitk_parts sp;
+  sp.kc = rumus__round_up((l->k + s - 1) / s, SPLITK_ALIGN);
+  sp.s = (l->k + sp.kc - 1) / sp.kc;
+  sp.ldp = rumus__round_up(l->n, 4);
+  sp.sp = l->m * sp.ldp;
+  const tiled_cfg *t = pick_tiles(ctx, l->m, l->n, sp.s);
+  const int align4 = problem_aligned4(p);
+  const gemm_prog g = {p->A->dtype, p->C->dtype, t, p->ta, p->tb, align4};
+  char opts[320];
+  gemm_options(ctx, &g, opts, sizeof opts);
+  const rumus__kernel_ref ksum = {FILE_CL, opts, "gemm_splitk_sum"};
+  rumus__scratch_begin(ctx);
+  int st = rumus__scratch_slot(ctx, op, 0, sp.s * sp.sp * sizeof(float),
+                               &sp.mem);
+  if (st == RUMUS_OK) st = splitk_products(ctx, op, p, t, align4, &sp);
+  if (st == RUMUS_OK) {
+    cl_ulong ldp = sp.ldp, spp = sp.sp, S = sp.s, co = l->c_offset,
+             ldc = l->ldc, M = l->m, N = l->n;
+    const rumus__arg args[] = {
+        RUMUS__ARG(sp.mem), RUMUS__ARG(ldp), RUMUS__ARG(spp),
+        RUMUS__ARG(S),      RUMUS__ARG(p->C->mem), RUMUS__ARG(co),
+        RUMUS__ARG(ldc),    RUMUS__ARG(M), RUMUS__ARG(N),
+        RUMUS__ARG(p->beta)};
+    const size_t global[3] = {l->n, l->m, 1}, local[3] = {64, 4, 1};
+    st = rumus__launch(ctx, op, &ksum, 3, global, local,
+                       sizeof args / sizeof args[0], args);
+  }
+  rumus__scratch_end(ctx);
+  return st;
 }
 
 static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
@@ -372,7 +492,9 @@ static int run(rumus_ctx *ctx, const char *op, int ta, int tb, float alpha,
   p.l.c_offset += rumus__off(C);
   const tiled_cfg *t =
       rumus__gpu_variant(ctx) ? pick_tiles(ctx, p.l.m, p.l.n, p.l.batch) : NULL;
-  return t ? run_tiled(ctx, op, &p, t) : run_packed(ctx, op, &p);
+  if (t == NULL) return run_packed(ctx, op, &p);
+  const size_t s = splitk_slices(ctx, &p);
+  return s > 1 ? run_splitk(ctx, op, &p, s) : run_tiled(ctx, op, &p, t);
 }
 
 /* ---- Public entry points ---------------------------------------------- */
