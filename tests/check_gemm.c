@@ -600,6 +600,42 @@ START_TEST(long_k) {
 }
 END_TEST
 
+/* RUMUS_GEMM_TILE: two valid tilings (one double-buffered), split-K
+ * under an override, and invalid values (TSK not a multiple of 4, DBUF 3,
+ * too few fields, slices not whole float4s per work-item: ignored). */
+START_TEST(tile_override) {
+  static const char *const TILES[] = {"64x32x16x4x4", "32x64x16x4x8x2",
+                                      "64x64x6x4x4", "64x64x8x4x4x3",
+                                      "64x64", "64x32x8x4x4"};
+  const int valid = _i < 2;
+  const size_t M = 75, N = 41, K = 1200;
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  tu_rng r;
+  tu_rng_seed(&r, 400 + (uint64_t)_i);
+  float *a = random_floats(&r, M * K, -1, 1), *b = random_floats(&r, N * K, -1, 1),
+        *c = random_floats(&r, M * N, -1, 1);
+  rumus_tensor *tA = tu_tensor_2d(ctx, M, K, a), *tB = tu_tensor_2d(ctx, N, K, b),
+               *tC = tu_tensor_2d(ctx, M, N, NULL);
+  rumus_gemm_layout l = {M, N, K, 1, 0, K, 0, 0, K, 0, 0, N, 0};
+  check_one(ctx, "default", 0, 1, 1.0f, -0.5f, tA, a, M * K, tB, b, N * K, tC, c,
+            M * N, &l, 0);
+  rumus_cache_info before, after;
+  TU_OK(ctx, rumus_cache_stats(ctx, &before));
+  setenv("RUMUS_GEMM_TILE", TILES[_i], 1);
+  check_one(ctx, "override", 0, 1, 1.0f, -0.5f, tA, a, M * K, tB, b, N * K, tC, c,
+            M * N, &l, 0);
+  unsetenv("RUMUS_GEMM_TILE");
+  TU_OK(ctx, rumus_cache_stats(ctx, &after));
+  /* A valid tiling is a program of its own; an invalid one changes nothing. */
+  ck_assert_uint_eq(after.builds - before.builds, valid ? 1 : 0);
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, tA, tB, tC, NULL);
+}
+END_TEST
+
 /* Split-K (the work-group variant, few output tiles, K >= 1024): every
  * transpose, 16-bit storage with a C of its type or F32, an offset and
  * padded pitches through rumus_gemm_ex, beta 0 over a NaN C and beta 0.5,
@@ -846,6 +882,7 @@ int main(void) {
   tcase_add_test(limits, many_rows);
   tcase_add_test(limits, long_k);
   tcase_add_loop_test(limits, split_k, 0, 12);
+  tcase_add_loop_test(limits, tile_override, 0, 6);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_input);

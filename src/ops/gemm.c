@@ -175,11 +175,31 @@ static int tiled_fits(const rumus_ctx *ctx, const tiled_cfg *t) {
   return ctx->max_wg >= wgs && ctx->local_mem >= lmem;
 }
 
+/* The tiling of the tuning override RUMUS_GEMM_TILE =
+ * TSMxTSNxTSKxWPTMxWPTN[xDBUF] into *t when it is set and valid for
+ * cl/gemm.cl and the device; 0 otherwise (the library's choice). */
+static int tiles_from_env(const rumus_ctx *ctx, tiled_cfg *t) {
+  long f[6];
+  const int n = rumus__env_tiling("RUMUS_GEMM_TILE", f, 5, 6);
+  if (n == 0) return 0;
+  *t = (tiled_cfg){(int)f[0], (int)f[1], (int)f[2], (int)f[3], (int)f[4], 4,
+                   n == 6 ? (int)f[5] : 1};
+  if (t->wptm % 4 || t->wptn % 4 || t->tsk % 4 || t->tsm % t->wptm ||
+      t->tsn % t->wptn || (t->dbuf != 1 && t->dbuf != 2))
+    return 0;
+  const long wgs = (long)(t->tsm / t->wptm) * (t->tsn / t->wptn);
+  if ((long)t->tsm * t->tsk % (4 * wgs) || (long)t->tsn * t->tsk % (4 * wgs))
+    return 0;
+  return tiled_fits(ctx, t);
+}
+
 /* The tiles for an M x N (x batch) product: the largest whose padding
  * wastes at most a quarter of the work and that gives every compute unit
- * a work-group, else the smallest; NULL if none fits the device. */
+ * a work-group, else the smallest; NULL if none fits the device.  A valid
+ * RUMUS_GEMM_TILE replaces the choice (kept in *env). */
 static const tiled_cfg *pick_tiles(const rumus_ctx *ctx, size_t m, size_t n,
-                                   size_t batch) {
+                                   size_t batch, tiled_cfg *env) {
+  if (tiles_from_env(ctx, env)) return env;
   const tiled_cfg *fit = NULL;
   for (size_t i = 0; i < N_TILES; i++) {
     const tiled_cfg *t = &GPU_TILES[i];
@@ -280,7 +300,8 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
 /* The number of slices for p (1: no split). */
 static size_t splitk_slices(const rumus_ctx *ctx, const problem *p) {
   const rumus_gemm_layout *l = &p->l;
-  const tiled_cfg *t = NULL;
+  tiled_cfg env;
+  const tiled_cfg *t = tiles_from_env(ctx, &env) ? &env : NULL;
   for (size_t i = 0; i < N_TILES && t == NULL; i++)
     if (tiled_fits(ctx, &GPU_TILES[i])) t = &GPU_TILES[i];
   if (t == NULL || l->batch != 1 || l->k < 2 * SPLITK_MIN_K) return 1;
@@ -334,7 +355,8 @@ static int run_splitk(rumus_ctx *ctx, const char *op, const problem *p,
   sp.s = (l->k + sp.kc - 1) / sp.kc;
   sp.ldp = rumus__round_up(l->n, 4);
   sp.sp = l->m * sp.ldp;
-  const tiled_cfg *t = pick_tiles(ctx, l->m, l->n, sp.s);
+  tiled_cfg env;
+  const tiled_cfg *t = pick_tiles(ctx, l->m, l->n, sp.s, &env);
   const int align4 = problem_aligned4(p);
   const gemm_prog g = {p->A->dtype, p->C->dtype, t, p->ta, p->tb, align4};
   char opts[320];
@@ -490,8 +512,10 @@ static int run(rumus_ctx *ctx, const char *op, int ta, int tb, float alpha,
   p.l.a_offset += rumus__off(A);
   p.l.b_offset += rumus__off(B);
   p.l.c_offset += rumus__off(C);
+  tiled_cfg env;
   const tiled_cfg *t =
-      rumus__gpu_variant(ctx) ? pick_tiles(ctx, p.l.m, p.l.n, p.l.batch) : NULL;
+      rumus__gpu_variant(ctx) ? pick_tiles(ctx, p.l.m, p.l.n, p.l.batch, &env)
+                              : NULL;
   if (t == NULL) return run_packed(ctx, op, &p);
   const size_t s = splitk_slices(ctx, &p);
   return s > 1 ? run_splitk(ctx, op, &p, s) : run_tiled(ctx, op, &p, t);
