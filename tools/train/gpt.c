@@ -50,6 +50,10 @@ struct gpt {
    * for the layer norms, whose gamma and beta stay F32), F32 gradients,
    * AdamW moments */
   rumus_tensor **p, **pc, **g, **mo, **vo;
+  /* The tensors above are views into one buffer per kind and AdamW group
+   * (matrices with weight decay, the rest without), so that clipping and
+   * AdamW take two launches each, not one per tensor: flat[group][kind]. */
+  rumus_tensor *flat[2][5];
   rumus_tensor *loss, *gnorm, *wpe3;
   rumus_adam_params adam;
   long step;
@@ -200,6 +204,56 @@ static int acts_create(gpt *m, acts *a, size_t batch, int train) {
   return st;
 }
 
+/* Kinds of the flat buffers: masters, gradients, moments, compute copies. */
+enum { FLAT_P, FLAT_G, FLAT_MO, FLAT_VO, FLAT_PC, FLAT_KINDS };
+/* Elements a view starts on: 64-byte (F32) and 32-byte (16-bit) aligned
+ * views take the kernels' aligned paths. */
+#define FLAT_ALIGN 16
+
+/* AdamW's group of tensor k: 0 with weight decay (the matrices), 1 without. */
+static int decay_group(int ndim) { return ndim == 2 ? 0 : 1; }
+
+/* The flat buffers of one group, of `len` elements, zero-filled (the gaps
+ * between views stay 0: no gradient, no update). */
+static int flat_create(gpt *m, int grp, size_t len) {
+  for (int kind = 0; kind < FLAT_KINDS; kind++) {
+    if (kind == FLAT_PC && m->prec == RUMUS_F32) continue;
+    rumus_dtype dt = kind == FLAT_PC ? m->prec : RUMUS_F32;
+    rumus_tensor **t = &m->flat[grp][kind];
+    RCALL(m, "rumus_tensor_create (parameters)",
+          rumus_tensor_create(m->ctx, dt, 1, &len, t));
+    RCALL(m, "rumus_tensor_fill (parameters)", rumus_tensor_fill(*t, 0.0f));
+  }
+  return RUMUS_OK;
+}
+
+/* *out = a view of `shape` at element `at` of the flat tensor f. */
+static int flat_view(gpt *m, rumus_tensor *f, size_t at, int nd, const size_t *shape,
+                     rumus_tensor **out) {
+  size_t base;
+  cl_mem mem = rumus_tensor_cl_mem(f, &base);
+  const rumus_dtype dt = rumus_tensor_dtype(f);
+  RCALL(m, "rumus_tensor_wrap (parameters)",
+        rumus_tensor_wrap(m->ctx, dt, nd, shape, mem, base + at * rumus_dtype_size(dt), out));
+  return RUMUS_OK;
+}
+
+/* Tensor k's views, at element `at` of its group's buffers. */
+static int param_views(gpt *m, size_t k, size_t at) {
+  char name[96];
+  size_t shape[2];
+  int nd = gpt_tensor_info(&m->cfg, k, name, sizeof name, shape), grp = decay_group(nd);
+  rumus_tensor **slot[4] = {&m->p[k], &m->g[k], &m->mo[k], &m->vo[k]};
+  for (int kind = 0; kind < 4; kind++) {
+    int st = flat_view(m, m->flat[grp][kind], at, nd, shape, slot[kind]);
+    if (st != RUMUS_OK) return st;
+  }
+  m->pc[k] = m->p[k];
+  if (m->prec != RUMUS_F32 && !strstr(name, "ln_"))
+    return flat_view(m, m->flat[grp][FLAT_PC], at, nd, shape, &m->pc[k]);
+  return RUMUS_OK;
+}
+
 static int params_create(gpt *m) {
   static const size_t one = 1;
   m->np = gpt_ntensors(&m->cfg);
@@ -208,25 +262,28 @@ static int params_create(gpt *m) {
   m->g = calloc(m->np, sizeof *m->g);
   m->mo = calloc(m->np, sizeof *m->mo);
   m->vo = calloc(m->np, sizeof *m->vo);
-  if (!m->p || !m->pc || !m->g || !m->mo || !m->vo)
+  size_t *at = calloc(m->np, sizeof *at);
+  if (!m->p || !m->pc || !m->g || !m->mo || !m->vo || !at) {
+    free(at);
     return train_fail(m->err, sizeof m->err, RUMUS_ENOMEM, "out of host memory");
+  }
+  size_t len[2] = {0, 0};
   for (size_t k = 0; k < m->np; k++) {
     char name[96];
     size_t shape[2];
-    int nd = gpt_tensor_info(&m->cfg, k, name, sizeof name, shape);
-    rumus_tensor **slot[4] = {&m->p[k], &m->g[k], &m->mo[k], &m->vo[k]};
-    for (int s = 0; s < 4; s++)
-      RCALL(m, "rumus_tensor_create (parameters)",
-            rumus_tensor_create(m->ctx, RUMUS_F32, nd, shape, slot[s]));
-    m->pc[k] = m->p[k];
-    if (m->prec != RUMUS_F32 && !strstr(name, "ln_"))
-      RCALL(m, "rumus_tensor_create (compute copies)",
-            rumus_tensor_create(m->ctx, m->prec, nd, shape, &m->pc[k]));
+    int nd = gpt_tensor_info(&m->cfg, k, name, sizeof name, shape), grp = decay_group(nd);
+    at[k] = len[grp];
+    len[grp] += (shape[0] * (nd == 2 ? shape[1] : 1) + FLAT_ALIGN - 1) / FLAT_ALIGN * FLAT_ALIGN;
   }
-  size_t T = m->cfg.context, C = m->cfg.width;
-  cl_mem mem = rumus_tensor_cl_mem(m->pc[1], NULL);
+  int st = RUMUS_OK;
+  for (int grp = 0; grp < 2 && st == RUMUS_OK; grp++) st = flat_create(m, grp, len[grp]);
+  for (size_t k = 0; k < m->np && st == RUMUS_OK; k++) st = param_views(m, k, at[k]);
+  free(at);
+  if (st != RUMUS_OK) return st;
+  size_t T = m->cfg.context, C = m->cfg.width, off;
+  cl_mem mem = rumus_tensor_cl_mem(m->pc[1], &off);
   RCALL(m, "rumus_tensor_wrap (wpe)",
-        rumus_tensor_wrap(m->ctx, m->prec, 3, SHAPE(1, T, C), mem, 0, &m->wpe3));
+        rumus_tensor_wrap(m->ctx, m->prec, 3, SHAPE(1, T, C), mem, off, &m->wpe3));
   RCALL(m, "rumus_tensor_create (loss)",
         rumus_tensor_create(m->ctx, RUMUS_F32, 0, &one, &m->loss));
   RCALL(m, "rumus_tensor_create (gradient norm)",
@@ -245,6 +302,8 @@ void gpt_free(gpt *m) {
     if (m->mo) rumus_tensor_free(m->mo[k]);
     if (m->vo) rumus_tensor_free(m->vo[k]);
   }
+  for (int grp = 0; grp < 2; grp++)
+    for (int kind = 0; kind < FLAT_KINDS; kind++) rumus_tensor_free(m->flat[grp][kind]);
   free(m->p);
   free(m->pc);
   free(m->g);
@@ -481,26 +540,28 @@ static int backward(gpt *m, acts *a) {
 
 /* ---- Steps ------------------------------------------------------------ */
 
-/* Clipping and AdamW: weight decay on the 2-D tensors only.  The
+/* Clipping and AdamW over the two flat groups (weight decay on the 2-D
+ * tensors only): two launches each.  The
  * gradients carry the loss scale S: clipped at clip * S, read as g / S,
  * and (F16) the steps skip themselves on the device when the norm is not
  * finite.  Each step also writes the compute copy. */
 static int update(gpt *m, float lr, float clip) {
+  rumus_tensor *grads[2] = {m->flat[0][FLAT_G], m->flat[1][FLAT_G]};
   RCALL(m, "rumus_clip_grad_norm",
-        rumus_clip_grad_norm(m->ctx, m->g, m->np, clip > 0.0f ? clip * m->scale : INFINITY,
+        rumus_clip_grad_norm(m->ctx, grads, 2, clip > 0.0f ? clip * m->scale : INFINITY,
                              m->gnorm));
   if (lr <= 0.0f) return RUMUS_OK;
   m->step++;
   rumus_grad_scaling scaling = {1.0f / m->scale,
                                 m->prec == RUMUS_F16 ? m->gnorm : NULL};
-  for (size_t k = 0; k < m->np; k++) {
+  for (int grp = 0; grp < 2; grp++) {
     rumus_adam_params ap = m->adam;
     ap.lr = lr;
-    if (rumus_tensor_ndim(m->p[k]) != 2) ap.weight_decay = 0.0f;
-    rumus_tensor *copy = m->pc[k] != m->p[k] ? m->pc[k] : NULL;
+    if (grp == 1) ap.weight_decay = 0.0f;
+    rumus_tensor **f = m->flat[grp];
     RCALL(m, "rumus_adam_step_ex",
-          rumus_adam_step_ex(m->ctx, &ap, m->step, m->p[k], m->g[k], m->mo[k], m->vo[k],
-                             copy, &scaling));
+          rumus_adam_step_ex(m->ctx, &ap, m->step, f[FLAT_P], f[FLAT_G], f[FLAT_MO],
+                             f[FLAT_VO], f[FLAT_PC], &scaling));
   }
   return RUMUS_OK;
 }
