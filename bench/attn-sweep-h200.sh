@@ -10,8 +10,9 @@
 # a name substring, e.g. NVIDIA); OUT_DIR (default attn-sweep) receives one
 # rumus-bench JSON and table per tiling (sweep-TILING.json / .txt) and
 # table.txt.  A TILING is "default" (the library's own choice: the
-# work-group kernels, the tiled ones being opt-in), "tiled" (the tiled
-# kernels' default tiles, RUMUS_ATTENTION_TILE=default) or
+# tiled kernels' default tiles for F32), "off" (the work-group kernels,
+# RUMUS_ATTENTION_TILE=off), "tiled" (the default tiles forced,
+# RUMUS_ATTENTION_TILE=default) or
 # BMxBNxRMxRN[xDC[xDCKV]] (cl/attention.cl's macros: rows a group owns,
 # rows per loop step, the score block of a work-item, the head-dim chunk
 # of the forward and dq, that of dk / dv).  One the library rejects (its
@@ -81,7 +82,7 @@ def valid(t, d, op):
     """src/ops/attention.c's tiles_ok at head dim d for the kernels op
     runs under TILE_VAR (local memory LOCAL_KB; the work-group limit of the
     device is not checked)."""
-    if t in ("default", "tiled"):
+    if t in ("default", "tiled", "off"):
         return True
     try:
         f = [int(v) for v in t.lower().split("x")]

@@ -1607,14 +1607,16 @@ RUMUS_API int rumus_reduce_sum(rumus_ctx *ctx, const rumus_tensor *x,
  * query rows (key rows for dk and dv), one per work-item, and stages the
  * other side's rows in local memory; the row variant gives a work-item
  * one row and no barriers.  Both skip the key tiles that a causal row
- * never sees.  Register-blocked tiled kernels for the work-group variant
- * (a group a tile of BM rows, each work-item an RM x RN block of scores
- * and a block of the outputs in registers; D <= 128) are opt-in, not yet
- * proven on a GPU: the environment variable RUMUS_ATTENTION_TILE =
- * "BMxBNxRMxRN[xDC[xDCKV]]", or "default" for 64x64x4x4x16x16, selects
- * them (RUMUS_ATTENTION_FWD_TILE and RUMUS_ATTENTION_BWD_TILE for the
- * forward or the backward alone; docs/DESIGN.md; values the kernels or
- * the device cannot take are ignored).
+ * never sees.  With F32 storage the work-group variant runs
+ * register-blocked tiled kernels instead where the device takes them (a
+ * group a tile of 64 rows, each work-item a 4 x 4 block of scores and a
+ * block of the outputs in registers; D <= 128); 16-bit storage keeps the
+ * work-group kernels.  The environment variable RUMUS_ATTENTION_TILE =
+ * "BMxBNxRMxRN[xDC[xDCKV]]" sets the tiles, "default" takes the tiled
+ * kernels for every storage and "off" for none (RUMUS_ATTENTION_FWD_TILE
+ * and RUMUS_ATTENTION_BWD_TILE for the forward or the backward alone;
+ * docs/DESIGN.md; values the kernels or the device cannot take are
+ * ignored).
  * Determinism: no atomics; every sum runs in a fixed order (keys or
  * queries ascending, D in fixed lanes), so a call gives the same bits on
  * every run on one device, variant and tiling (the variants may differ in

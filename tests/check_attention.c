@@ -437,14 +437,15 @@ END_TEST
 /* Partial tiles of the GPU variant's tiled kernels in every dimension
  * (queries and keys past a multiple of 64 and of 16, D = 40: a partial
  * head-dim chunk and output block), causal and not, with a mask, under no
- * override (the work-group kernels: the tiled ones are opt-in), the
- * default tiling ("default"), two RUMUS_ATTENTION_TILE overrides
+ * override (F32: the default tiles), "off" (the work-group kernels), the
+ * default tiling forced ("default"), two RUMUS_ATTENTION_TILE overrides
  * (non-square tiles and blocks, other chunk depths), an invalid override
  * (ignored: the work-group kernels run), and different forward and
  * backward overrides (RUMUS_ATTENTION_FWD_TILE, RUMUS_ATTENTION_BWD_TILE:
  * two programs). */
 static const char *const TILINGS[][3] = {
     {NULL, NULL, NULL},
+    {"off", NULL, NULL},
     {"default", NULL, NULL},
     {"32x16x2x4x8x4", NULL, NULL},
     {"16x48x4x3x16x16", NULL, NULL},

@@ -117,16 +117,18 @@ static int tiles_from_env(const rumus_ctx *ctx, const char *name, size_t D,
   return 1;
 }
 
-/* The set's tiles at head dim D on the GPU variant, 0 if the *_wg and
- * *_row kernels run instead.  The tiled kernels are opt-in: a tiling in
+/* The set's tiles at head dim D for storage st on the GPU variant, 0 if
+ * the *_wg and *_row kernels run instead.  A tiling in
  * RUMUS_ATTENTION_FWD_TILE or RUMUS_ATTENTION_BWD_TILE (else
- * RUMUS_ATTENTION_TILE), or "default" there for DEFAULT_TILES, where the
- * device takes them (D <= TILE_MAX_D, local memory).  On the H200 (at
- * 3987a81) the first calls with them by default did not return within
- * 50 s, building or running, a cause not yet found, while the *_wg
- * kernels are measured and tested there; until the tiled ones are, the
- * default stays with those. */
-static int pick_tiles(const rumus_ctx *ctx, size_t D, int set,
+ * RUMUS_ATTENTION_TILE) replaces the choice; "off" there keeps the
+ * work-group kernels, "default" takes DEFAULT_TILES for every storage.
+ * Without either, F32 takes DEFAULT_TILES where the device takes them (D
+ * <= TILE_MAX_D, local memory): on the H200 they ran 1.3-1.9 times the
+ * work-group kernels' speed and passed check_attention's F32 shapes,
+ * while its first 16-bit case at D = 128 did not finish within a minute
+ * (building or running, not yet known), so 16-bit storage keeps the
+ * work-group kernels until that is found. */
+static int pick_tiles(const rumus_ctx *ctx, rumus_dtype st, size_t D, int set,
                       att_tiles *t) {
   static const char *const NAMES[2] = {"RUMUS_ATTENTION_FWD_TILE",
                                        "RUMUS_ATTENTION_BWD_TILE"};
@@ -136,7 +138,9 @@ static int pick_tiles(const rumus_ctx *ctx, size_t D, int set,
     return 1;
   const char *v = getenv(NAMES[set]);
   if (v == NULL || *v == '\0') v = getenv("RUMUS_ATTENTION_TILE");
-  if (v == NULL || strcmp(v, "default") != 0) return 0;
+  const int forced = v != NULL && strcmp(v, "default") == 0;
+  if (v != NULL && strcmp(v, "off") == 0) return 0;
+  if (!forced && st != RUMUS_F32) return 0;
   *t = DEFAULT_TILES;
   return tiles_ok(ctx, t, D, set);
 }
@@ -158,8 +162,8 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
   rumus__options_head(head, sizeof head, st, 1, 0);
   const size_t bt = tile_rows(ctx, D);
   att_tiles tf, tb;
-  const int f = pick_tiles(ctx, D, ATT_FWD, &tf);
-  const int b = pick_tiles(ctx, D, ATT_BWD, &tb);
+  const int f = pick_tiles(ctx, st, D, ATT_FWD, &tf);
+  const int b = pick_tiles(ctx, st, D, ATT_BWD, &tb);
   int bits = 0;
   if (f && b && same_tiles(&tf, &tb))
     bits = 3;
@@ -374,11 +378,12 @@ static int use_wg(rumus_ctx *ctx, const char *op, const char *opts,
  * the kernel runs with their work-group), else `base`_wg or _row (use_wg),
  * over `per_head` owned rows of each of bh heads. */
 static int launch(rumus_ctx *ctx, const char *op, const char *opts,
-                  const char *base, size_t D, int set, size_t bh,
-                  size_t per_head, size_t na, const rumus__arg *args) {
+                  const char *base, rumus_dtype st, size_t D, int set,
+                  size_t bh, size_t per_head, size_t na,
+                  const rumus__arg *args) {
   char name[32];
   att_tiles t;
-  if (pick_tiles(ctx, D, set, &t)) {
+  if (pick_tiles(ctx, st, D, set, &t)) {
     snprintf(name, sizeof name, "%s_tile", base);
     const rumus__kernel_ref k = {FILE_CL, opts, name};
     const size_t local = tiles_wgs(&t);
@@ -435,8 +440,8 @@ int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
   for (int i = 0; i < 5; i++) na = push_t(args, na, &ts[i]);
   args[na++] = RUMUS__ARG(has_lse);
   na = push_tail(args, na, &t);
-  return launch(ctx, op, opts, "attn_fwd", s.D, ATT_FWD, s.B * s.H, s.Tq,
-                na, args);
+  return launch(ctx, op, opts, "attn_fwd", q->dtype, s.D, ATT_FWD, s.B * s.H,
+                s.Tq, na, args);
 }
 
 /* ---- Backward ------------------------------------------------------------ */
@@ -503,7 +508,7 @@ static int run_grads(rumus_ctx *ctx, const char *op, const char *opts,
     args[na++] = RUMUS__ARG(has_dk);
     args[na++] = RUMUS__ARG(has_dv);
     na = push_tail(args, na, &t);
-    RUMUS__FORWARD(launch(ctx, op, opts, "attn_dkdv", s->D, ATT_BWD,
+    RUMUS__FORWARD(launch(ctx, op, opts, "attn_dkdv", a->q->dtype, s->D, ATT_BWD,
                           s->B * s->H, s->Tk, na, args));
   }
   if (a->dq && s->B * s->H * s->Tq > 0) {
@@ -512,7 +517,7 @@ static int run_grads(rumus_ctx *ctx, const char *op, const char *opts,
     size_t na = push_inputs(args, in, &delta);
     na = push_t(args, na, &dq);
     na = push_tail(args, na, &t);
-    RUMUS__FORWARD(launch(ctx, op, opts, "attn_dq", s->D, ATT_BWD,
+    RUMUS__FORWARD(launch(ctx, op, opts, "attn_dq", a->q->dtype, s->D, ATT_BWD,
                           s->B * s->H, s->Tq, na, args));
   }
   return RUMUS_OK;
