@@ -623,6 +623,168 @@ inline void avgpool_bwd_q(global const real_t *dy, global real_t *dx, uint e,
   }
   STORE(s, dx, e);
 }
+
+/* ---- GPU variant: backwards by row quads ---------------------------------
+ * The element kernels above (and the _q ones) are latency-bound on a GPU:
+ * each work-item writes one dx element after two or three dependent
+ * memory round trips (its index check, then the indices of its windows,
+ * then their dy), so too few bytes are in flight (max and average
+ * backwards at 13-15% of the copy bandwidth on the H200, adaptive at 4%).
+ * Here a work-item takes a quad: inputs w0 .. w0 + 3 (fewer at a row's
+ * end) of one input row (plane, h), rows cut in ceil(W / 4) quads.  Its
+ * plane, row and the output rows that hold h come from three divisions
+ * by multiplication per quad; the candidate outputs are those of the
+ * four inputs together (for 2 x 2 windows of stride 2, one or two
+ * columns), each candidate's index and dy loaded once and unconditionally
+ * (the loads are independent: issued together) and added to the lanes
+ * whose window holds them: the same terms in the same order (oh, then
+ * ow, ascending) as the element kernels, a lane adding +0 where they add
+ * nothing (s is never -0: it starts at +0), so the same bits.  The quad
+ * is stored as one aligned 4-wide access when W is a multiple of 4 and dx
+ * is aligned (vec, from the host), else element by element.  Lanes of
+ * (mg, sv): 0 quads per row, 1 W, 2 sh, 3 sw, 4 OW, 5 H, 6 OH (the lanes
+ * pool_index_ok_q and PQ_RANGE use are the same as the _q kernels'). */
+
+typedef struct {
+  uint plane, h, w0, nw; /* nw: inputs of the quad (1-4) */
+  size_t row;            /* plane H + h: the quad starts at row W + w0 */
+} pool_quad;
+
+inline pool_quad pool_quad_of(uint item, long4 io, uint8 mg, uint8 sv) {
+  const uint H = (uint)io.s0, W = (uint)io.s1, nq = (W + 3u) / 4u;
+  pool_quad r;
+  const uint row = PQ(item, 0);
+  r.w0 = (item - row * nq) * 4u;
+  r.plane = PQ(row, 5);
+  r.h = row - r.plane * H;
+  r.nw = min(4u, W - r.w0);
+  r.row = row;
+  return r;
+}
+
+/* Stores the quad's sums s at dr (vec: one aligned access of 4). */
+inline void pool_quad_store(global real_t *dr, float4 s, uint nw, int vec) {
+  if (vec) {
+    RUMUS_STOREA(RUMUS_STORAGE, 4, s, dr, 0);
+    return;
+  }
+  STORE(s.s0, dr, 0);
+  if (nw > 1) STORE(s.s1, dr, 1);
+  if (nw > 2) STORE(s.s2, dr, 2);
+  if (nw > 3) STORE(s.s3, dr, 3);
+}
+
+/* Adds v to the lanes i of s with sel.si set (+0 elsewhere). */
+#define QUAD_ADD(s, v, sel)                                                  \
+  do {                                                                       \
+    (s).s0 += (sel).s0 ? (v) : 0.0f;                                         \
+    (s).s1 += (sel).s1 ? (v) : 0.0f;                                         \
+    (s).s2 += (sel).s2 ? (v) : 0.0f;                                         \
+    (s).s3 += (sel).s3 ? (v) : 0.0f;                                         \
+  } while (0)
+
+/* Which lanes of a quad at w0 lie in the window of k columns starting at
+ * ws (int4 of 0 / 1). */
+inline int4 quad_in(int w0, int ws, int k) {
+  const int a = w0 - ws;
+  return (int4)((uint)a < (uint)k, (uint)(a + 1) < (uint)k,
+                (uint)(a + 2) < (uint)k, (uint)(a + 3) < (uint)k);
+}
+
+/* Max pooling without dilation: the quad's indices to check (positions
+ * q .. q + nw - 1 and every H W after, as maxpool_bwd_q), then the
+ * gather. */
+inline void maxpool_bwd_quad(global const real_t *dy, global const int *idx,
+                             global real_t *dx, uint item, long4 io, long4 ks,
+                             long4 pd, volatile global int *status, int vec,
+                             uint8 mg, uint8 sv) {
+  const pool_quad u = pool_quad_of(item, io, mg, sv);
+  const uint area_in = (uint)(io.s0 * io.s1), area_out = (uint)(io.s2 * io.s3);
+  const uint q = u.h * (uint)io.s1 + u.w0;
+  global const int *ip = idx + (size_t)u.plane * area_out;
+  global const real_t *gp = dy + (size_t)u.plane * area_out;
+  for (uint j0 = q; j0 < area_out; j0 += area_in)
+    for (uint j = j0; j < j0 + u.nw && j < area_out; j++)
+      if (!pool_index_ok_q(ip[j], j, io, ks, pd, mg, sv))
+        rumus_report(status, DEVERR_POOL_INDEX, ip[j],
+                     (int)((size_t)u.plane * area_out + j));
+  int oh0, oh1, ow0, ow1, lo_, hi_;
+  PQ_RANGE(u.h, pd.s0, ks.s0, 1, ks.s2, io.s2, 2, oh0, oh1);
+  PQ_RANGE(u.w0, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, ow0, hi_);
+  PQ_RANGE(u.w0 + u.nw - 1, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, lo_, ow1);
+  (void)lo_;
+  (void)hi_;
+  const int OW = (int)io.s3, qi = (int)q;
+  const int4 qs = (int4)(qi, qi + 1, qi + 2, qi + 3);
+  float4 s = (float4)(0.0f);
+  for (int oh = oh0; oh <= oh1; oh++)
+    for (int ow = ow0; ow <= ow1; ow++) {
+      const int j = oh * OW + ow, t = ip[j];
+      const float g = LOAD(gp, j);
+      const int4 sel = quad_in((int)u.w0, ow * (int)ks.s3 - (int)pd.s1,
+                               (int)ks.s1) &
+                       ((int4)(t) == qs);
+      QUAD_ADD(s, g, sel);
+    }
+  pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
+}
+
+inline void avgpool_bwd_quad(global const real_t *dy, global real_t *dx,
+                             uint item, long4 io, long4 ks, long4 pd, int cip,
+                             int divisor, int vec, uint8 mg, uint8 sv) {
+  const pool_quad u = pool_quad_of(item, io, mg, sv);
+  global const real_t *gp = dy + (size_t)u.plane * (size_t)(io.s2 * io.s3);
+  int oh0, oh1, ow0, ow1, lo_, hi_;
+  PQ_RANGE(u.h, pd.s0, ks.s0, 1, ks.s2, io.s2, 2, oh0, oh1);
+  PQ_RANGE(u.w0, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, ow0, hi_);
+  PQ_RANGE(u.w0 + u.nw - 1, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, lo_, ow1);
+  (void)lo_;
+  (void)hi_;
+  float4 s = (float4)(0.0f);
+  for (int oh = oh0; oh <= oh1; oh++) {
+    long h0, h1, w0, w1;
+    const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+    for (int ow = ow0; ow <= ow1; ow++) {
+      const long pw = avg_axis(ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+      const float d =
+          avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+      const float v = LOAD(gp, oh * (int)io.s3 + ow) / d;
+      const int4 sel = quad_in((int)u.w0, ow * (int)ks.s3 - (int)pd.s1,
+                               (int)ks.s1);
+      QUAD_ADD(s, v, sel);
+    }
+  }
+  pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
+}
+
+/* Adaptive bins: rows [floor(oh H / OH), ceil((oh + 1) H / OH)), the
+ * candidates of row h [floor(h OH / H), ceil((h + 1) OH / H)) (the host
+ * keeps (H + 1)(OH + 1) and (W + 1)(OW + 1) below 2^32). */
+inline void adaptive_bwd_quad(global const real_t *dy, global real_t *dx,
+                              uint item, long4 io, int vec, uint8 mg,
+                              uint8 sv) {
+  const pool_quad u = pool_quad_of(item, io, mg, sv);
+  const uint H = (uint)io.s0, W = (uint)io.s1, OH = (uint)io.s2,
+             OW = (uint)io.s3;
+  global const real_t *gp = dy + (size_t)u.plane * (size_t)(OH * OW);
+  const uint oh0 = PQ(u.h * OH, 5), oh1 = PQ((u.h + 1) * OH + H - 1, 5);
+  const uint ow0 = PQ(u.w0 * OW, 1);
+  const uint ow1 = PQ((u.w0 + u.nw) * OW + W - 1, 1);
+  float4 s = (float4)(0.0f);
+  for (uint oh = oh0; oh < oh1; oh++) {
+    const uint h0 = PQ(oh * H, 6), h1 = PQ((oh + 1) * H + OH - 1, 6);
+    if (u.h < h0 || u.h >= h1) continue;
+    for (uint ow = ow0; ow < ow1; ow++) {
+      const uint w0 = PQ(ow * W, 4), w1 = PQ((ow + 1) * W + OW - 1, 4);
+      const float v =
+          LOAD(gp, oh * OW + ow) / (float)((h1 - h0) * (w1 - w0));
+      const int4 sel = quad_in((int)u.w0, (int)w0, (int)(w1 - w0));
+      QUAD_ADD(s, v, sel);
+    }
+  }
+  pool_quad_store(dx + u.row * (size_t)W + u.w0, s, u.nw, vec);
+}
+#undef QUAD_ADD
 #undef PQ_RANGE
 
 /* ---- GPU variant: adaptive pooling to 1 x 1 ------------------------------
@@ -660,21 +822,38 @@ inline void adaptive_fwd_o1(global const real_t *x, global real_t *y,
 
 /* Work-item g takes dx elements [4 g, 4 g + 4) of n: dy of their plane
  * over the area, each as 0 + dy / area (the element kernel's sum, so the
- * same bits as the CPU variant); one division per work-item. */
+ * same bits as the CPU variant); one division per work-item.  vec (dx
+ * aligned to 4 elements, from the host): a whole quad is one aligned
+ * 4-wide store, which a warp writes as one contiguous 512-byte run (4
+ * scalar stores 16 bytes apart took 4 passes over the same lines). */
+/* The value of element e of dx, the one after the element at (*plane,
+ * *pos) whose value is v (past n: 0, nothing is read). */
+inline float o1_next(global const real_t *dy, size_t e, size_t n,
+                     size_t area, long *pos, size_t *plane, float v) {
+  if (++*pos < (long)area) return v;
+  *pos = 0;
+  ++*plane;
+  return e < n ? 0.0f + LOAD(dy, *plane) / (float)area : 0.0f;
+}
+
 inline void adaptive_bwd_o1(global const real_t *dy, global real_t *dx,
-                            size_t g, size_t n, size_t area) {
-  size_t e = 4 * g;
+                            size_t g, size_t n, size_t area, int vec) {
+  const size_t e = 4 * g;
   long pos;
   size_t plane = pool_plane(e, (long)area, &pos);
-  float v = 0.0f + LOAD(dy, plane) / (float)area;
-  for (int k = 0; k < 4 && e < n; k++, e++, pos++) {
-    if (pos == (long)area) {
-      pos = 0;
-      plane++;
-      v = 0.0f + LOAD(dy, plane) / (float)area;
-    }
-    STORE(v, dx, e);
+  float4 q;
+  q.s0 = 0.0f + LOAD(dy, plane) / (float)area;
+  q.s1 = o1_next(dy, e + 1, n, area, &pos, &plane, q.s0);
+  q.s2 = o1_next(dy, e + 2, n, area, &pos, &plane, q.s1);
+  q.s3 = o1_next(dy, e + 3, n, area, &pos, &plane, q.s2);
+  if (vec && e + 4 <= n) {
+    RUMUS_STOREA(RUMUS_STORAGE, 4, q, dx, e);
+    return;
   }
+  STORE(q.s0, dx, e);
+  if (e + 1 < n) STORE(q.s1, dx, e + 1);
+  if (e + 2 < n) STORE(q.s2, dx, e + 2);
+  if (e + 3 < n) STORE(q.s3, dx, e + 3);
 }
 
 /* ---- Entries: element base + get_global_id(0) of n ---------------------- */
@@ -794,9 +973,9 @@ __kernel RUMUS_WG_ATTR
 void adaptive_avgpool2d_bwd_o1(ulong items, ulong first,
                                global const real_t *dy, ulong dyo,
                                global real_t *dx, ulong dxo, ulong n,
-                               ulong area) {
+                               ulong area, int vec) {
   POOL_ITEM(items, first);
-  adaptive_bwd_o1(dy + dyo, dx + dxo, item, (size_t)n, (size_t)area);
+  adaptive_bwd_o1(dy + dyo, dx + dxo, item, (size_t)n, (size_t)area, vec);
 }
 
 /* GPU variant, every index in 32 bits: the backwards with the host's magic
@@ -818,4 +997,34 @@ void avgpool2d_bwd_q(ulong n, ulong base, global const real_t *dy, ulong dyo,
   POOL_ITEM(n, base);
   avgpool_bwd_q(dy + dyo, dx + dxo, (uint)item, io, ks, pd, cip, divisor, mg,
                 sv);
+}
+
+/* GPU variant, quads (see above): work-item base + g of n quads. */
+__kernel RUMUS_WG_ATTR
+void maxpool2d_bwd_quad(ulong n, ulong base, global const real_t *dy,
+                        ulong dyo, global const int *idx, ulong io_,
+                        global real_t *dx, ulong dxo, long4 io, long4 ks,
+                        long4 pd, volatile global int *status, int vec,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_bwd_quad(dy + dyo, idx + io_, dx + dxo, (uint)item, io, ks, pd,
+                   status, vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_bwd_quad(ulong n, ulong base, global const real_t *dy,
+                        ulong dyo, global real_t *dx, ulong dxo, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor, int vec,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  avgpool_bwd_quad(dy + dyo, dx + dxo, (uint)item, io, ks, pd, cip, divisor,
+                   vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void adaptive_avgpool2d_bwd_quad(ulong n, ulong base, global const real_t *dy,
+                                 ulong dyo, global real_t *dx, ulong dxo,
+                                 long4 io, int vec, uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  adaptive_bwd_quad(dy + dyo, dx + dxo, (uint)item, io, vec, mg, sv);
 }

@@ -6,7 +6,8 @@
  * kernels 1, 2, 3, 5, 7, stride 1 < kernel (overlapping windows), stride
  * 2 on odd sizes, padding, dilation, ceil mode on and off,
  * count_include_pad both ways, a divisor override, adaptive bins with out
- * > in and out not dividing in, N 1 and 3, C 1 and 5; tensors in guarded
+ * > in and out not dividing in, widths that are multiples of 4 (the GPU
+ * variant's 4-wide stores), N 1 and 3, C 1 and 5; tensors in guarded
  * buffers and at odd element offsets.  Both variants run
  * the same kernels: their results must be the same bits.
  *
@@ -53,6 +54,9 @@ static const pool_case MAX_CASES[] = {
     {1, 5, 7, 7, {3, 3, 1, 1, 1, 1, 2, 2, 0, 1, 0}},  /* dilation 2 */
     {3, 1, 7, 5, {3, 2, 2, 1, 1, 1, 1, 2, 1, 1, 0}},  /* mixed axes */
     {1, 1, 2, 2, {2, 2, 1, 1, 1, 1, 3, 3, 0, 1, 0}},  /* empty window */
+    /* W a multiple of 4: the GPU variant's 4-wide stores */
+    {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* k 2, s 2 */
+    {1, 2, 7, 12, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* k 3, s 2, p 1 */
 };
 static const pool_case AVG_CASES[] = {
     {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
@@ -64,6 +68,8 @@ static const pool_case AVG_CASES[] = {
     {1, 5, 9, 9, {7, 7, 3, 3, 3, 3, 1, 1, 1, 1, 0}},
     {1, 1, 7, 5, {3, 3, 2, 2, 0, 0, 1, 1, 0, 1, 5}},  /* divisor 5 */
     {3, 1, 7, 5, {3, 2, 1, 2, 1, 1, 1, 1, 1, 1, 0}},
+    {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* W % 4 == 0 */
+    {1, 2, 5, 12, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
 };
 /* N, C, H, W, OH, OW */
 static const size_t ADA_CASES[][6] = {
@@ -73,6 +79,8 @@ static const size_t ADA_CASES[][6] = {
     /* to 1 x 1 (the GPU variant's plane reduction and broadcast): several
      * chains a lane; 32 planes of 9 a work-group, the last group short */
     {2, 3, 23, 17, 1, 1}, {4, 9, 3, 3, 1, 1},
+    /* W a multiple of 4 (4-wide stores), bins not dividing the input */
+    {2, 3, 8, 12, 3, 5}, {1, 2, 12, 8, 3, 2},
 };
 #define N_MAX (sizeof MAX_CASES / sizeof MAX_CASES[0])
 #define N_AVG (sizeof AVG_CASES / sizeof AVG_CASES[0])

@@ -268,6 +268,59 @@ static int pool_magics(const rumus_ctx *ctx, const pool_call *c,
   return 1;
 }
 
+/* The quad kernels (GPU variant, cl/pool.cl: a work-item per 4 inputs of
+ * a row): their magic numbers (lanes 0 quads per row, 1 W, 2 sh, 3 sw, 4
+ * OW, 5 H, 6 OH), the number of quads and vec (dx aligned to 4 elements
+ * and W a multiple of 4: 4-wide stores).  1 when they apply: the GPU
+ * variant, every quad number and plane position in 32 bits, the window
+ * arithmetic in int (dilation 1; `adaptive`: the bins' products with
+ * (H + 1)(OH + 1) and (W + 1)(OW + 1) below 2^32). */
+static int quad_plan(const rumus_ctx *ctx, const pool_call *c,
+                     const rumus_tensor *dx, int adaptive, cl_uint8 *mg,
+                     cl_uint8 *sv, size_t *quads, cl_int *vec) {
+  const uint64_t lim = (uint64_t)1 << 31;
+  const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1],
+                 OH = (uint64_t)c->io.s[2], OW = (uint64_t)c->io.s[3];
+  const uint64_t nq = (W + 3) / 4;
+  if (!rumus__gpu_variant(ctx) || H * W >= lim || OH * OW >= lim)
+    return 0;
+  const uint64_t planes = dx->numel / (H * W);
+  if (planes * H * nq >= 2 * lim) return 0;
+  uint64_t sh = 1, sw = 1;
+  if (adaptive) {
+    if ((H + 1) * (OH + 1) >= 2 * lim || (W + 1) * (OW + 1) >= 2 * lim)
+      return 0;
+  } else {
+    if (c->pd.s[2] != 1 || c->pd.s[3] != 1) return 0;
+    sh = (uint64_t)c->ks.s[2];
+    sw = (uint64_t)c->ks.s[3];
+    for (int a = 0; a < 2; a++)
+      if ((uint64_t)(c->io.s[a] + 2 * c->pd.s[a] + c->ks.s[a] +
+                     c->ks.s[2 + a]) >= lim)
+        return 0;
+  }
+  const uint64_t d[7] = {nq, W, sh, sw, OW, H, OH};
+  for (int k = 0; k < 8; k++) magic_of(k < 7 ? d[k] : 1, &mg->s[k], &sv->s[k]);
+  *quads = (size_t)(planes * H * nq);
+  *vec = W % 4 == 0 && rumus__aligned(dx, 0, 4);
+  return 1;
+}
+
+/* Launches `kernel` over the quads with args[0 .. na) (2 left for
+ * run_items) followed by vec, mg and sv. */
+static int run_quads(rumus_ctx *ctx, const char *op, const char *kernel,
+                     const rumus_tensor *dx, const rumus__arg *args,
+                     size_t na, size_t quads, cl_int vec, cl_uint8 mg,
+                     cl_uint8 sv) {
+  rumus__arg aq[16];
+  for (size_t i = 0; i < na; i++) aq[i] = args[i];
+  aq[na] = RUMUS__ARG(vec);
+  aq[na + 1] = RUMUS__ARG(mg);
+  aq[na + 2] = RUMUS__ARG(sv);
+  return run_items(ctx, op, dx->dtype, kernel, quads, aq, na + 3,
+                   pool_ls(ctx));
+}
+
 int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *dy, const rumus_tensor *indices,
                         rumus_tensor *dx) {
@@ -293,6 +346,11 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(ctx->status)};
   cl_uint8 mg, sv;
+  size_t quads;
+  cl_int vec;
+  if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "maxpool2d_bwd_quad", dx, args, 12, quads, vec,
+                     mg, sv);
   if (pool_magics(ctx, &c, dx, dy, &mg, &sv)) {
     rumus__arg aq[14];
     for (int i = 0; i < 12; i++) aq[i] = args[i];
@@ -344,6 +402,11 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
   cl_uint8 mg, sv;
+  size_t quads;
+  cl_int vec;
+  if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "avgpool2d_bwd_quad", dx, args, 11, quads, vec,
+                     mg, sv);
   if (pool_magics(ctx, &c, dx, dy, &mg, &sv)) {
     rumus__arg aq[13];
     for (int i = 0; i < 11; i++) aq[i] = args[i];
@@ -450,16 +513,24 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   if (rumus__gpu_variant(ctx) && dy->shape[2] == 1 && dy->shape[3] == 1) {
     /* A broadcast of each plane's dy: 4 elements a work-item. */
     cl_ulong n = dx->numel, area = dx->shape[2] * dx->shape[3];
-    rumus__arg a4[8] = {{0, NULL},          {0, NULL},
+    cl_int vec = rumus__aligned(dx, 0, 4);
+    rumus__arg a4[9] = {{0, NULL},          {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
-                        RUMUS__ARG(n),       RUMUS__ARG(area)};
+                        RUMUS__ARG(n),       RUMUS__ARG(area),
+                        RUMUS__ARG(vec)};
     return run_items(ctx, op, dx->dtype, "adaptive_avgpool2d_bwd_o1",
-                     (dx->numel + 3) / 4, a4, 8, pool_ls(ctx));
+                     (dx->numel + 3) / 4, a4, 9, pool_ls(ctx));
   }
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
+  cl_uint8 mg, sv;
+  size_t quads;
+  cl_int vec;
+  if (quad_plan(ctx, &c, dx, 1, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "adaptive_avgpool2d_bwd_quad", dx, args, 7,
+                     quads, vec, mg, sv);
   return run_rows(ctx, op, "adaptive_avgpool2d_bwd", dx, args, 7);
 }
 
