@@ -784,6 +784,65 @@ inline void adaptive_bwd_quad(global const real_t *dy, global real_t *dx,
   }
   pool_quad_store(dx + u.row * (size_t)W + u.w0, s, u.nw, vec);
 }
+
+/* The max pooling forward by quads: a work-item takes outputs ow0 ..
+ * ow0 + 3 of output row (plane, oh) (rows cut in ceil(OW / 4) quads;
+ * lanes 0 and 6 of (mg, sv): quads per row and OH).  The element kernel
+ * waits on each of its kh kw loads in turn (a GPU issues the next load
+ * after the compare that needs the last); here each tap (i, j) is one
+ * load per lane, four independent loads in flight, and every lane visits
+ * its taps in the element kernel's order with its compare: the same
+ * values and indices.  vec: OW a multiple of 4 and y, indices aligned to
+ * 4 elements (4-wide stores). */
+inline void maxpool_fwd_quad(global const real_t *x, global real_t *y,
+                             global int *idx, uint item, long4 io, long4 ks,
+                             long4 pd, int vec, uint8 mg, uint8 sv) {
+  const int H = (int)io.s0, W = (int)io.s1, OW = (int)io.s3;
+  const uint nq = ((uint)OW + 3u) / 4u, row = PQ(item, 0);
+  const int ow0 = (int)(item - row * nq) * 4;
+  const uint plane = PQ(row, 6), oh = row - plane * (uint)io.s2;
+  global const real_t *xp = x + (size_t)plane * (size_t)(H * W);
+  const int hs = (int)oh * (int)ks.s2 - (int)pd.s0;
+  const int4 ws = (ow0 + (int4)(0, 1, 2, 3)) * (int)ks.s3 - (int)pd.s1;
+  float4 m = (float4)(-INFINITY);
+  int4 mi = (int4)(-1);
+  for (int i = 0; i < (int)ks.s0; i++) {
+    const int h = hs + i * (int)pd.s2;
+    if (h < 0 || h >= H) continue;
+    global const real_t *xr = xp + (size_t)h * (size_t)W;
+    for (int j = 0; j < (int)ks.s1; j++) {
+      const int4 w = ws + j * (int)pd.s3;
+      const int4 in = w >= 0 && w < W;
+      const int4 c = clamp(w, 0, W - 1);
+      const float4 v = (float4)(LOAD(xr, c.s0), LOAD(xr, c.s1),
+                                LOAD(xr, c.s2), LOAD(xr, c.s3));
+      const int4 take = in & ((v > m) | isnan(v) | (mi < 0));
+      m = select(m, v, take);
+      mi = select(mi, h * W + w, take);
+    }
+  }
+  const size_t o = (size_t)row * (size_t)OW + (size_t)ow0;
+  if (vec) {
+    RUMUS_STOREA(RUMUS_STORAGE, 4, m, y, o);
+    *(global int4 *)(idx + o) = mi;
+    return;
+  }
+  const int nw = min(4, OW - ow0);
+  STORE(m.s0, y, o);
+  idx[o] = mi.s0;
+  if (nw > 1) {
+    STORE(m.s1, y, o + 1);
+    idx[o + 1] = mi.s1;
+  }
+  if (nw > 2) {
+    STORE(m.s2, y, o + 2);
+    idx[o + 2] = mi.s2;
+  }
+  if (nw > 3) {
+    STORE(m.s3, y, o + 3);
+    idx[o + 3] = mi.s3;
+  }
+}
 #undef QUAD_ADD
 #undef PQ_RANGE
 
@@ -1027,4 +1086,15 @@ void adaptive_avgpool2d_bwd_quad(ulong n, ulong base, global const real_t *dy,
                                  long4 io, int vec, uint8 mg, uint8 sv) {
   POOL_ITEM(n, base);
   adaptive_bwd_quad(dy + dyo, dx + dxo, (uint)item, io, vec, mg, sv);
+}
+
+/* GPU variant: the max forward by output quads (work-item base + g of n). */
+__kernel RUMUS_WG_ATTR
+void maxpool2d_fwd_quad(ulong n, ulong base, global const real_t *x, ulong xo,
+                        global real_t *y, ulong yo, global int *idx,
+                        ulong io_, long4 io, long4 ks, long4 pd, int vec,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_fwd_quad(x + xo, y + yo, idx + io_, (uint)item, io, ks, pd, vec, mg,
+                   sv);
 }

@@ -216,30 +216,7 @@ static int check_avg_params(rumus_ctx *ctx, const char *op,
   return RUMUS_OK;
 }
 
-/* ---- Max pooling -------------------------------------------------------- */
-
-int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
-                        const rumus_tensor *x, rumus_tensor *y,
-                        rumus_tensor *indices) {
-  const char *op = "rumus_maxpool2d_fwd";
-  pool_call c;
-  if (ctx && indices == NULL)
-    return rumus__fail(ctx, RUMUS_ENULL, "%s: indices is NULL", op);
-  RUMUS__FORWARD(check_window_call(ctx, op, p, "x", x, "y", y, indices, &c));
-  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 0));
-  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "indices", indices, 0));
-  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "y", y, "indices", indices, 0));
-  if (y->numel == 0) return RUMUS_OK;
-  cl_ulong xo = rumus__off(x), yo = rumus__off(y), io = rumus__off(indices);
-  rumus__arg args[11] = {{0, NULL}, {0, NULL}, /* count, first: run_items */
-                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
-                         RUMUS__ARG(y->mem), RUMUS__ARG(yo),
-                         RUMUS__ARG(indices->mem), RUMUS__ARG(io),
-                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
-  return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
-}
-
-/* ---- GPU backwards: divisions by multiplication ------------------------- */
+/* ---- GPU variant: divisions by multiplication, quads -------------------- */
 
 /* Granlund and Montgomery's magic numbers for unsigned 32-bit division by
  * d (cl/pool.cl, pool_qdiv): l = ceil(log2 d), m = floor(2^32 (2^l - d) /
@@ -319,6 +296,63 @@ static int run_quads(rumus_ctx *ctx, const char *op, const char *kernel,
   aq[na + 2] = RUMUS__ARG(sv);
   return run_items(ctx, op, dx->dtype, kernel, quads, aq, na + 3,
                    pool_ls(ctx));
+}
+
+/* The forward quad kernel (a work-item per 4 outputs of a row): lanes 0
+ * quads per output row and 6 OH of (mg, sv), the number of quads, vec (OW
+ * a multiple of 4, y and idx aligned to 4 elements).  1 when it applies:
+ * the GPU variant, quad numbers and plane positions in 32 bits, every
+ * window column and row of the call in int. */
+static int fwd_quad_plan(const rumus_ctx *ctx, const pool_call *c,
+                         const rumus_tensor *y, const rumus_tensor *idx,
+                         cl_uint8 *mg, cl_uint8 *sv, size_t *quads,
+                         cl_int *vec) {
+  const uint64_t lim = (uint64_t)1 << 31;
+  const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1],
+                 OH = (uint64_t)c->io.s[2], OW = (uint64_t)c->io.s[3];
+  const uint64_t nq = (OW + 3) / 4, rows = y->numel / OW;
+  if (!rumus__gpu_variant(ctx) || H * W >= lim || rows * nq >= 2 * lim)
+    return 0;
+  for (int a = 0; a < 2; a++) { /* in + 2 p + (k - 1) d + 4 s */
+    const uint64_t k = (uint64_t)c->ks.s[a], s = (uint64_t)c->ks.s[2 + a];
+    if ((uint64_t)c->io.s[a] + 2 * (uint64_t)c->pd.s[a] +
+            (k - 1) * (uint64_t)c->pd.s[2 + a] + 4 * s >= lim)
+      return 0;
+  }
+  const uint64_t d[7] = {nq, 1, 1, 1, 1, 1, OH};
+  for (int k = 0; k < 8; k++) magic_of(k < 7 ? d[k] : 1, &mg->s[k], &sv->s[k]);
+  *quads = (size_t)(rows * nq);
+  *vec = OW % 4 == 0 && rumus__aligned(y, 0, 4) && rumus__aligned(idx, 0, 4);
+  return 1;
+}
+
+/* ---- Max pooling -------------------------------------------------------- */
+
+int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                        const rumus_tensor *x, rumus_tensor *y,
+                        rumus_tensor *indices) {
+  const char *op = "rumus_maxpool2d_fwd";
+  pool_call c;
+  if (ctx && indices == NULL)
+    return rumus__fail(ctx, RUMUS_ENULL, "%s: indices is NULL", op);
+  RUMUS__FORWARD(check_window_call(ctx, op, p, "x", x, "y", y, indices, &c));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 0));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "indices", indices, 0));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "y", y, "indices", indices, 0));
+  if (y->numel == 0) return RUMUS_OK;
+  cl_ulong xo = rumus__off(x), yo = rumus__off(y), io = rumus__off(indices);
+  rumus__arg args[11] = {{0, NULL}, {0, NULL}, /* count, first: run_items */
+                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
+                         RUMUS__ARG(y->mem), RUMUS__ARG(yo),
+                         RUMUS__ARG(indices->mem), RUMUS__ARG(io),
+                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
+  cl_uint8 mg, sv;
+  size_t quads;
+  cl_int vec;
+  if (fwd_quad_plan(ctx, &c, y, indices, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, quads, vec,
+                     mg, sv);
+  return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
 }
 
 int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
