@@ -843,6 +843,59 @@ inline void maxpool_fwd_quad(global const real_t *x, global real_t *y,
     idx[o + 3] = mi.s3;
   }
 }
+
+/* Stores the quad's values m at output o of y (vec: one aligned access;
+ * else the first nw). */
+inline void pool_out_store(global real_t *y, size_t o, float4 m, int nw,
+                           int vec) {
+  if (vec) {
+    RUMUS_STOREA(RUMUS_STORAGE, 4, m, y, o);
+    return;
+  }
+  STORE(m.s0, y, o);
+  if (nw > 1) STORE(m.s1, y, o + 1);
+  if (nw > 2) STORE(m.s2, y, o + 2);
+  if (nw > 3) STORE(m.s3, y, o + 3);
+}
+
+/* The average pooling forward by output quads, as maxpool_fwd_quad: each
+ * lane adds its window's inputs in the element kernel's order (h, then
+ * w), +0 for the taps outside its clipped window, and divides once. */
+inline void avgpool_fwd_quad(global const real_t *x, global real_t *y,
+                             uint item, long4 io, long4 ks, long4 pd, int cip,
+                             int divisor, int vec, uint8 mg, uint8 sv) {
+  const int W = (int)io.s1, OW = (int)io.s3;
+  const uint nq = ((uint)OW + 3u) / 4u, row = PQ(item, 0);
+  const int ow0 = (int)(item - row * nq) * 4;
+  const uint plane = PQ(row, 6), oh = row - plane * (uint)io.s2;
+  global const real_t *xp = x + (size_t)plane * (size_t)(io.s0 * io.s1);
+  long h0, h1, a0, a1, a2, a3, b0, b1, b2, b3;
+  const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const long4 pw = (long4)(avg_axis(ow0, ks.s1, ks.s3, pd.s1, io.s1, &a0, &b0),
+                           avg_axis(ow0 + 1, ks.s1, ks.s3, pd.s1, io.s1, &a1, &b1),
+                           avg_axis(ow0 + 2, ks.s1, ks.s3, pd.s1, io.s1, &a2, &b2),
+                           avg_axis(ow0 + 3, ks.s1, ks.s3, pd.s1, io.s1, &a3, &b3));
+  const int4 lo = (int4)((int)a0, (int)a1, (int)a2, (int)a3);
+  const int4 hi = (int4)((int)b0, (int)b1, (int)b2, (int)b3);
+  const int4 ws = (ow0 + (int4)(0, 1, 2, 3)) * (int)ks.s3 - (int)pd.s1;
+  float4 s = (float4)(0.0f);
+  for (long h = h0; h < h1; h++) {
+    global const real_t *xr = xp + (size_t)h * (size_t)W;
+    for (int j = 0; j < (int)ks.s1; j++) {
+      const int4 w = ws + j;
+      const int4 c = clamp(w, 0, W - 1);
+      const float4 v = (float4)(LOAD(xr, c.s0), LOAD(xr, c.s1),
+                                LOAD(xr, c.s2), LOAD(xr, c.s3));
+      s += select((float4)(0.0f), v, w >= lo && w < hi);
+    }
+  }
+  const float4 d = (float4)(avg_divisor(ph * pw.s0, (h1 - h0) * (hi.s0 - lo.s0), cip, divisor),
+                            avg_divisor(ph * pw.s1, (h1 - h0) * (hi.s1 - lo.s1), cip, divisor),
+                            avg_divisor(ph * pw.s2, (h1 - h0) * (hi.s2 - lo.s2), cip, divisor),
+                            avg_divisor(ph * pw.s3, (h1 - h0) * (hi.s3 - lo.s3), cip, divisor));
+  pool_out_store(y, (size_t)row * (size_t)OW + (size_t)ow0, s / d,
+                 min(4, OW - ow0), vec);
+}
 #undef QUAD_ADD
 #undef PQ_RANGE
 
@@ -1097,4 +1150,14 @@ void maxpool2d_fwd_quad(ulong n, ulong base, global const real_t *x, ulong xo,
   POOL_ITEM(n, base);
   maxpool_fwd_quad(x + xo, y + yo, idx + io_, (uint)item, io, ks, pd, vec, mg,
                    sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_fwd_quad(ulong n, ulong base, global const real_t *x, ulong xo,
+                        global real_t *y, ulong yo, long4 io, long4 ks,
+                        long4 pd, int cip, int divisor, int vec, uint8 mg,
+                        uint8 sv) {
+  POOL_ITEM(n, base);
+  avgpool_fwd_quad(x + xo, y + yo, (uint)item, io, ks, pd, cip, divisor, vec,
+                   mg, sv);
 }

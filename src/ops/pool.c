@@ -413,6 +413,12 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(y->mem), RUMUS__ARG(yo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
+  cl_uint8 mg, sv;
+  size_t quads;
+  cl_int vec;
+  if (fwd_quad_plan(ctx, &c, y, y, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, quads, vec,
+                     mg, sv);
   return run_rows(ctx, op, "avgpool2d_fwd", y, args, 11);
 }
 
