@@ -31,7 +31,10 @@
  * 5 times faster on PoCL), which visit the same terms in the same order:
  * the same bits.  The adaptive forward is element-wise on both, but for
  * OH = OW = 1 on the GPU variant: a row reduction per plane and a
- * broadcast backward (adaptive_*_o1, below).
+ * broadcast backward (adaptive_*_o1, below).  When every index fits in 32
+ * bits the GPU variant runs quads instead of the element kernels (a
+ * work-item per 4 adjacent outputs or inputs of a row, the same terms in
+ * the same order: the same bits; *_quad, below).
  *
  * Backwards are gathers, never scatters: input element (h, w) visits, in
  * a fixed order (oh, then ow, ascending), the outputs whose window holds

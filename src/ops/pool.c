@@ -5,9 +5,12 @@
  * the backwards: one work-item per element on GPUs, per input row on
  * CPUs), with a fixed local size over a padded global size, at most 2^30
  * work-items a launch.  Adaptive pooling to 1 x 1 on the GPU variant has
- * kernels of its own: a plane reduction (forward) and a broadcast; the
- * GPU variant's max and average backwards divide by multiplication when
- * every index fits in 32 bits (pool_magics).
+ * kernels of its own: a plane reduction (forward) and a broadcast.  When
+ * every index fits in 32 bits the GPU variant runs quads instead (a
+ * work-item per 4 adjacent outputs of a row for the max and average
+ * forwards, per 4 inputs for the backwards; quad_plan, fwd_quad_plan),
+ * dividing by multiplication (magic_of); dilated max backward keeps the
+ * element kernel (its _q form).
  */
 #include <stdint.h>
 #include <stdio.h>
