@@ -788,6 +788,20 @@ inline void adaptive_bwd_quad(global const real_t *dy, global real_t *dx,
   pool_quad_store(dx + u.row * (size_t)W + u.w0, s, u.nw, vec);
 }
 
+/* Stores the quad's values m at output o of y (vec: one aligned access;
+ * else the first nw). */
+inline void pool_out_store(global real_t *y, size_t o, float4 m, int nw,
+                           int vec) {
+  if (vec) {
+    RUMUS_STOREA(RUMUS_STORAGE, 4, m, y, o);
+    return;
+  }
+  STORE(m.s0, y, o);
+  if (nw > 1) STORE(m.s1, y, o + 1);
+  if (nw > 2) STORE(m.s2, y, o + 2);
+  if (nw > 3) STORE(m.s3, y, o + 3);
+}
+
 /* The max pooling forward by quads: a work-item takes outputs ow0 ..
  * ow0 + 3 of output row (plane, oh) (rows cut in ceil(OW / 4) quads;
  * lanes 0 and 6 of (mg, sv): quads per row and OH).  The element kernel
@@ -825,45 +839,33 @@ inline void maxpool_fwd_quad(global const real_t *x, global real_t *y,
     }
   }
   const size_t o = (size_t)row * (size_t)OW + (size_t)ow0;
+  const int nw = min(4, OW - ow0);
+  pool_out_store(y, o, m, nw, vec);
   if (vec) {
-    RUMUS_STOREA(RUMUS_STORAGE, 4, m, y, o);
     *(global int4 *)(idx + o) = mi;
     return;
   }
-  const int nw = min(4, OW - ow0);
-  STORE(m.s0, y, o);
   idx[o] = mi.s0;
-  if (nw > 1) {
-    STORE(m.s1, y, o + 1);
-    idx[o + 1] = mi.s1;
-  }
-  if (nw > 2) {
-    STORE(m.s2, y, o + 2);
-    idx[o + 2] = mi.s2;
-  }
-  if (nw > 3) {
-    STORE(m.s3, y, o + 3);
-    idx[o + 3] = mi.s3;
-  }
-}
-
-/* Stores the quad's values m at output o of y (vec: one aligned access;
- * else the first nw). */
-inline void pool_out_store(global real_t *y, size_t o, float4 m, int nw,
-                           int vec) {
-  if (vec) {
-    RUMUS_STOREA(RUMUS_STORAGE, 4, m, y, o);
-    return;
-  }
-  STORE(m.s0, y, o);
-  if (nw > 1) STORE(m.s1, y, o + 1);
-  if (nw > 2) STORE(m.s2, y, o + 2);
-  if (nw > 3) STORE(m.s3, y, o + 3);
+  if (nw > 1) idx[o + 1] = mi.s1;
+  if (nw > 2) idx[o + 2] = mi.s2;
+  if (nw > 3) idx[o + 3] = mi.s3;
 }
 
 /* The average pooling forward by output quads, as maxpool_fwd_quad: each
  * lane adds its window's inputs in the element kernel's order (h, then
  * w), +0 for the taps outside its clipped window, and divides once. */
+/* Lane l of an average quad: its clipped columns [lo, hi) and divisor
+ * (the element kernel's, avgpool_at). */
+#define AVG_LANE(l)                                                          \
+  do {                                                                       \
+    long w0_, w1_;                                                           \
+    const long pw_ =                                                         \
+        avg_axis(ow0 + l, ks.s1, ks.s3, pd.s1, io.s1, &w0_, &w1_);           \
+    lo.s##l = (int)w0_;                                                      \
+    hi.s##l = (int)w1_;                                                      \
+    d.s##l = avg_divisor(ph * pw_, (h1 - h0) * (w1_ - w0_), cip, divisor);   \
+  } while (0)
+
 inline void avgpool_fwd_quad(global const real_t *x, global real_t *y,
                              uint item, long4 io, long4 ks, long4 pd, int cip,
                              int divisor, int vec, uint8 mg, uint8 sv) {
@@ -872,14 +874,14 @@ inline void avgpool_fwd_quad(global const real_t *x, global real_t *y,
   const int ow0 = (int)(item - row * nq) * 4;
   const uint plane = PQ(row, 6), oh = row - plane * (uint)io.s2;
   global const real_t *xp = x + (size_t)plane * (size_t)(io.s0 * io.s1);
-  long h0, h1, a0, a1, a2, a3, b0, b1, b2, b3;
+  long h0, h1;
   const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
-  const long4 pw = (long4)(avg_axis(ow0, ks.s1, ks.s3, pd.s1, io.s1, &a0, &b0),
-                           avg_axis(ow0 + 1, ks.s1, ks.s3, pd.s1, io.s1, &a1, &b1),
-                           avg_axis(ow0 + 2, ks.s1, ks.s3, pd.s1, io.s1, &a2, &b2),
-                           avg_axis(ow0 + 3, ks.s1, ks.s3, pd.s1, io.s1, &a3, &b3));
-  const int4 lo = (int4)((int)a0, (int)a1, (int)a2, (int)a3);
-  const int4 hi = (int4)((int)b0, (int)b1, (int)b2, (int)b3);
+  int4 lo, hi;
+  float4 d;
+  AVG_LANE(0);
+  AVG_LANE(1);
+  AVG_LANE(2);
+  AVG_LANE(3);
   const int4 ws = (ow0 + (int4)(0, 1, 2, 3)) * (int)ks.s3 - (int)pd.s1;
   float4 s = (float4)(0.0f);
   for (long h = h0; h < h1; h++) {
@@ -892,13 +894,10 @@ inline void avgpool_fwd_quad(global const real_t *x, global real_t *y,
       s += select((float4)(0.0f), v, w >= lo && w < hi);
     }
   }
-  const float4 d = (float4)(avg_divisor(ph * pw.s0, (h1 - h0) * (hi.s0 - lo.s0), cip, divisor),
-                            avg_divisor(ph * pw.s1, (h1 - h0) * (hi.s1 - lo.s1), cip, divisor),
-                            avg_divisor(ph * pw.s2, (h1 - h0) * (hi.s2 - lo.s2), cip, divisor),
-                            avg_divisor(ph * pw.s3, (h1 - h0) * (hi.s3 - lo.s3), cip, divisor));
   pool_out_store(y, (size_t)row * (size_t)OW + (size_t)ow0, s / d,
                  min(4, OW - ow0), vec);
 }
+#undef AVG_LANE
 #undef QUAD_ADD
 #undef PQ_RANGE
 
