@@ -33,8 +33,8 @@
  * OH = OW = 1 on the GPU variant: a row reduction per plane and a
  * broadcast backward (adaptive_*_o1, below).  When every index fits in 32
  * bits the GPU variant runs quads instead of the element kernels (a
- * work-item per 4 adjacent outputs or inputs of a row, the same terms in
- * the same order: the same bits; *_quad, below).
+ * work-item per 4 outputs or 4 inputs, the same terms in the same order:
+ * the same bits; *_quad, below).
  *
  * Backwards are gathers, never scatters: input element (h, w) visits, in
  * a fixed order (oh, then ow, ascending), the outputs whose window holds
@@ -788,116 +788,140 @@ inline void adaptive_bwd_quad(global const real_t *dy, global real_t *dx,
   pool_quad_store(dx + u.row * (size_t)W + u.w0, s, u.nw, vec);
 }
 
-/* Stores the quad's values m at output o of y (vec: one aligned access;
- * else the first nw). */
-inline void pool_out_store(global real_t *y, size_t o, float4 m, int nw,
-                           int vec) {
-  if (vec) {
-    RUMUS_STOREA(RUMUS_STORAGE, 4, m, y, o);
-    return;
-  }
-  STORE(m.s0, y, o);
-  if (nw > 1) STORE(m.s1, y, o + 1);
-  if (nw > 2) STORE(m.s2, y, o + 2);
-  if (nw > 3) STORE(m.s3, y, o + 3);
+/* ---- GPU variant: forwards by strided output quads ----------------------
+ * The element forwards wait on each of their kh kw loads in turn (a GPU
+ * issues the next load after the compare that needs the last) and divide
+ * twice per output.  Here a work-item takes 4 outputs WG apart, o + l WG
+ * (l < 4) for o = 4 WG (item / WG) + item % WG: a warp's lanes still take
+ * consecutive outputs (its loads coalesce as the element kernel's), and
+ * each tap (i, j) is 4 independent loads in flight.  Each output's plane
+ * and row come by multiplication (lanes 0 and 6 of (mg, sv): OW and OH;
+ * the host keeps every output position below 2^32), and each lane visits
+ * its taps in the element kernel's order with its compare or sum: the
+ * same bits. */
+
+inline uint4 pool_qdiv4(uint4 n, uint m, uint s) {
+  const uint4 t = mul_hi((uint4)(m), n);
+  return (t + ((n - t) >> (s & 0xffu))) >> (s >> 8);
 }
 
-/* The max pooling forward by quads: a work-item takes outputs ow0 ..
- * ow0 + 3 of output row (plane, oh) (rows cut in ceil(OW / 4) quads;
- * lanes 0 and 6 of (mg, sv): quads per row and OH).  The element kernel
- * waits on each of its kh kw loads in turn (a GPU issues the next load
- * after the compare that needs the last); here each tap (i, j) is one
- * load per lane, four independent loads in flight, and every lane visits
- * its taps in the element kernel's order with its compare: the same
- * values and indices.  vec: OW a multiple of 4 and y, indices aligned to
- * 4 elements (4-wide stores). */
+/* The 4 outputs of work-item `item`, and their output rows (plane OH +
+ * oh), planes, oh and ow. */
+typedef struct {
+  uint4 o, plane;
+  int4 oh, ow;
+} pool_oquad;
+
+inline pool_oquad pool_oquad_of(uint item, uint n, long4 io, uint8 mg,
+                                uint8 sv) {
+  pool_oquad r;
+  const uint t = item % (uint)WG;
+  r.o = (item - t) * 4u + t + (uint4)(0u, 1u, 2u, 3u) * (uint)WG;
+  /* Outputs past n (not stored) read the last one's window. */
+  const uint4 o = min(r.o, n - 1u);
+  const uint4 row = pool_qdiv4(o, mg.s0, sv.s0);
+  r.ow = convert_int4(o - row * (uint)io.s3);
+  r.plane = pool_qdiv4(row, mg.s6, sv.s6);
+  r.oh = convert_int4(row - r.plane * (uint)io.s2);
+  return r;
+}
+
+/* xp0 .. xp3: the planes of x of the quad's lanes. */
+#define QUAD_PLANES(xp, x, u, io)                                            \
+  const size_t area_ = (size_t)((io).s0 * (io).s1);                          \
+  global const real_t *xp##0 = (x) + (size_t)(u).plane.s0 * area_;          \
+  global const real_t *xp##1 = (x) + (size_t)(u).plane.s1 * area_;          \
+  global const real_t *xp##2 = (x) + (size_t)(u).plane.s2 * area_;          \
+  global const real_t *xp##3 = (x) + (size_t)(u).plane.s3 * area_
+
+/* Lane l of a quad of positions a, one from each lane's plane. */
+#define QUAD_LOAD(xp, a)                                                     \
+  (float4)(LOAD(xp##0, (a).s0), LOAD(xp##1, (a).s1), LOAD(xp##2, (a).s2),   \
+           LOAD(xp##3, (a).s3))
+
+/* Stores v at the quad's outputs o below n (a warp's lanes write
+ * consecutive elements: coalesced). */
+inline void pool_oquad_store(global real_t *y, uint4 o, float4 v, uint n) {
+  if (o.s0 < n) STORE(v.s0, y, o.s0);
+  if (o.s1 < n) STORE(v.s1, y, o.s1);
+  if (o.s2 < n) STORE(v.s2, y, o.s2);
+  if (o.s3 < n) STORE(v.s3, y, o.s3);
+}
+
 inline void maxpool_fwd_quad(global const real_t *x, global real_t *y,
-                             global int *idx, uint item, long4 io, long4 ks,
-                             long4 pd, int vec, uint8 mg, uint8 sv) {
-  const int H = (int)io.s0, W = (int)io.s1, OW = (int)io.s3;
-  const uint nq = ((uint)OW + 3u) / 4u, row = PQ(item, 0);
-  const int ow0 = (int)(item - row * nq) * 4;
-  const uint plane = PQ(row, 6), oh = row - plane * (uint)io.s2;
-  global const real_t *xp = x + (size_t)plane * (size_t)(H * W);
-  const int hs = (int)oh * (int)ks.s2 - (int)pd.s0;
-  const int4 ws = (ow0 + (int4)(0, 1, 2, 3)) * (int)ks.s3 - (int)pd.s1;
+                             global int *idx, uint item, uint n, long4 io,
+                             long4 ks, long4 pd, uint8 mg, uint8 sv) {
+  const pool_oquad u = pool_oquad_of(item, n, io, mg, sv);
+  const int H = (int)io.s0, W = (int)io.s1;
+  QUAD_PLANES(xp, x, u, io);
+  const int4 hs = u.oh * (int)ks.s2 - (int)pd.s0;
+  const int4 ws = u.ow * (int)ks.s3 - (int)pd.s1;
   float4 m = (float4)(-INFINITY);
   int4 mi = (int4)(-1);
   for (int i = 0; i < (int)ks.s0; i++) {
-    const int h = hs + i * (int)pd.s2;
-    if (h < 0 || h >= H) continue;
-    global const real_t *xr = xp + (size_t)h * (size_t)W;
+    const int4 h = hs + i * (int)pd.s2;
+    const int4 hin = h >= 0 && h < H, hw = clamp(h, 0, H - 1) * W;
     for (int j = 0; j < (int)ks.s1; j++) {
       const int4 w = ws + j * (int)pd.s3;
-      const int4 in = w >= 0 && w < W;
-      const int4 c = clamp(w, 0, W - 1);
-      const float4 v = (float4)(LOAD(xr, c.s0), LOAD(xr, c.s1),
-                                LOAD(xr, c.s2), LOAD(xr, c.s3));
+      const int4 in = hin & (w >= 0 && w < W);
+      const float4 v = QUAD_LOAD(xp, hw + clamp(w, 0, W - 1));
       const int4 take = in & ((v > m) | isnan(v) | (mi < 0));
       m = select(m, v, take);
       mi = select(mi, h * W + w, take);
     }
   }
-  const size_t o = (size_t)row * (size_t)OW + (size_t)ow0;
-  const int nw = min(4, OW - ow0);
-  pool_out_store(y, o, m, nw, vec);
-  if (vec) {
-    *(global int4 *)(idx + o) = mi;
-    return;
-  }
-  idx[o] = mi.s0;
-  if (nw > 1) idx[o + 1] = mi.s1;
-  if (nw > 2) idx[o + 2] = mi.s2;
-  if (nw > 3) idx[o + 3] = mi.s3;
+  pool_oquad_store(y, u.o, m, n);
+  if (u.o.s0 < n) idx[u.o.s0] = mi.s0;
+  if (u.o.s1 < n) idx[u.o.s1] = mi.s1;
+  if (u.o.s2 < n) idx[u.o.s2] = mi.s2;
+  if (u.o.s3 < n) idx[u.o.s3] = mi.s3;
 }
 
-/* The average pooling forward by output quads, as maxpool_fwd_quad: each
- * lane adds its window's inputs in the element kernel's order (h, then
- * w), +0 for the taps outside its clipped window, and divides once. */
-/* Lane l of an average quad: its clipped columns [lo, hi) and divisor
- * (the element kernel's, avgpool_at). */
-#define AVG_LANE(l)                                                          \
-  do {                                                                       \
-    long w0_, w1_;                                                           \
-    const long pw_ =                                                         \
-        avg_axis(ow0 + l, ks.s1, ks.s3, pd.s1, io.s1, &w0_, &w1_);           \
-    lo.s##l = (int)w0_;                                                      \
-    hi.s##l = (int)w1_;                                                      \
-    d.s##l = avg_divisor(ph * pw_, (h1 - h0) * (w1_ - w0_), cip, divisor);   \
-  } while (0)
+/* One axis of the 4 windows at o (as avg_axis): clipped [*lo, *hi) and
+ * the padded extent. */
+inline int4 avg_axis4(int4 o, long k, long s, long p, long n, int4 *lo,
+                      int4 *hi) {
+  const int4 start = o * (int)s - (int)p;
+  const int4 end = min(start + (int)k, (int)(n + p));
+  *lo = max(start, 0);
+  *hi = min(end, (int)n);
+  return end - start;
+}
 
+/* The average forward: each lane adds its window's inputs in the element
+ * kernel's order (h, then w), +0 for taps outside its clipped window (s
+ * is never -0), and divides once by the element kernel's divisor. */
 inline void avgpool_fwd_quad(global const real_t *x, global real_t *y,
-                             uint item, long4 io, long4 ks, long4 pd, int cip,
-                             int divisor, int vec, uint8 mg, uint8 sv) {
-  const int W = (int)io.s1, OW = (int)io.s3;
-  const uint nq = ((uint)OW + 3u) / 4u, row = PQ(item, 0);
-  const int ow0 = (int)(item - row * nq) * 4;
-  const uint plane = PQ(row, 6), oh = row - plane * (uint)io.s2;
-  global const real_t *xp = x + (size_t)plane * (size_t)(io.s0 * io.s1);
-  long h0, h1;
-  const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
-  int4 lo, hi;
-  float4 d;
-  AVG_LANE(0);
-  AVG_LANE(1);
-  AVG_LANE(2);
-  AVG_LANE(3);
-  const int4 ws = (ow0 + (int4)(0, 1, 2, 3)) * (int)ks.s3 - (int)pd.s1;
+                             uint item, uint n, long4 io, long4 ks, long4 pd,
+                             int cip, int divisor, uint8 mg, uint8 sv) {
+  const pool_oquad u = pool_oquad_of(item, n, io, mg, sv);
+  const int H = (int)io.s0, W = (int)io.s1;
+  QUAD_PLANES(xp, x, u, io);
+  int4 h0, h1, w0, w1;
+  const int4 ph = avg_axis4(u.oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const int4 pw = avg_axis4(u.ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+  const int4 hs = u.oh * (int)ks.s2 - (int)pd.s0;
+  const int4 ws = u.ow * (int)ks.s3 - (int)pd.s1;
   float4 s = (float4)(0.0f);
-  for (long h = h0; h < h1; h++) {
-    global const real_t *xr = xp + (size_t)h * (size_t)W;
+  for (int i = 0; i < (int)ks.s0; i++) {
+    const int4 h = hs + i;
+    const int4 hin = h >= h0 && h < h1, hw = clamp(h, 0, H - 1) * W;
     for (int j = 0; j < (int)ks.s1; j++) {
       const int4 w = ws + j;
-      const int4 c = clamp(w, 0, W - 1);
-      const float4 v = (float4)(LOAD(xr, c.s0), LOAD(xr, c.s1),
-                                LOAD(xr, c.s2), LOAD(xr, c.s3));
-      s += select((float4)(0.0f), v, w >= lo && w < hi);
+      const float4 v = QUAD_LOAD(xp, hw + clamp(w, 0, W - 1));
+      s += select((float4)(0.0f), v, hin & (w >= w0 && w < w1));
     }
   }
-  pool_out_store(y, (size_t)row * (size_t)OW + (size_t)ow0, s / d,
-                 min(4, OW - ow0), vec);
+  /* The element kernel's divisor: padded or kept area, as a float. */
+  const int4 kept = (h1 - h0) * (w1 - w0), pad = ph * pw;
+  const float4 d =
+      divisor > 0 ? (float4)((float)divisor)
+                  : convert_float4(cip ? pad : kept);
+  s /= d;
+  pool_oquad_store(y, u.o, s, n);
 }
-#undef AVG_LANE
+#undef QUAD_PLANES
+#undef QUAD_LOAD
 #undef QUAD_ADD
 #undef PQ_RANGE
 
@@ -1143,23 +1167,23 @@ void adaptive_avgpool2d_bwd_quad(ulong n, ulong base, global const real_t *dy,
   adaptive_bwd_quad(dy + dyo, dx + dxo, (uint)item, io, vec, mg, sv);
 }
 
-/* GPU variant: the max forward by output quads (work-item base + g of n). */
+/* GPU variant: the forwards by strided output quads: work-item base + g
+ * of `items`, n outputs. */
 __kernel RUMUS_WG_ATTR
-void maxpool2d_fwd_quad(ulong n, ulong base, global const real_t *x, ulong xo,
-                        global real_t *y, ulong yo, global int *idx,
-                        ulong io_, long4 io, long4 ks, long4 pd, int vec,
+void maxpool2d_fwd_quad(ulong items, ulong base, global const real_t *x,
+                        ulong xo, global real_t *y, ulong yo, global int *idx,
+                        ulong io_, long4 io, long4 ks, long4 pd, uint n,
                         uint8 mg, uint8 sv) {
-  POOL_ITEM(n, base);
-  maxpool_fwd_quad(x + xo, y + yo, idx + io_, (uint)item, io, ks, pd, vec, mg,
+  POOL_ITEM(items, base);
+  maxpool_fwd_quad(x + xo, y + yo, idx + io_, (uint)item, n, io, ks, pd, mg,
                    sv);
 }
-
 __kernel RUMUS_WG_ATTR
-void avgpool2d_fwd_quad(ulong n, ulong base, global const real_t *x, ulong xo,
-                        global real_t *y, ulong yo, long4 io, long4 ks,
-                        long4 pd, int cip, int divisor, int vec, uint8 mg,
-                        uint8 sv) {
-  POOL_ITEM(n, base);
-  avgpool_fwd_quad(x + xo, y + yo, (uint)item, io, ks, pd, cip, divisor, vec,
+void avgpool2d_fwd_quad(ulong items, ulong base, global const real_t *x,
+                        ulong xo, global real_t *y, ulong yo, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor, uint n,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(items, base);
+  avgpool_fwd_quad(x + xo, y + yo, (uint)item, n, io, ks, pd, cip, divisor,
                    mg, sv);
 }

@@ -7,8 +7,8 @@
  * work-items a launch.  Adaptive pooling to 1 x 1 on the GPU variant has
  * kernels of its own: a plane reduction (forward) and a broadcast.  When
  * every index fits in 32 bits the GPU variant runs quads instead (a
- * work-item per 4 adjacent outputs of a row for the max and average
- * forwards, per 4 inputs for the backwards; quad_plan, fwd_quad_plan),
+ * work-item per 4 outputs WG apart for the max and average forwards, per
+ * 4 adjacent inputs of a row for the backwards; fwd_quad_plan, quad_plan),
  * dividing by multiplication (magic_of); dilated max backward keeps the
  * element kernel (its _q form).
  */
@@ -301,32 +301,44 @@ static int run_quads(rumus_ctx *ctx, const char *op, const char *kernel,
                    pool_ls(ctx));
 }
 
-/* The forward quad kernel (a work-item per 4 outputs of a row): lanes 0
- * quads per output row and 6 OH of (mg, sv), the number of quads, vec (OW
- * a multiple of 4, y and idx aligned to 4 elements).  1 when it applies:
- * the GPU variant, quad numbers and plane positions in 32 bits, every
- * window column and row of the call in int. */
+/* The forward quad kernels (a work-item per 4 outputs WG apart, cl/pool.cl):
+ * lanes 0 OW and 6 OH of (mg, sv), the work-items to launch.  1 when they
+ * apply: the GPU variant, every output position and plane position
+ * below 2^31, every window row, column and area in int. */
 static int fwd_quad_plan(const rumus_ctx *ctx, const pool_call *c,
-                         const rumus_tensor *y, const rumus_tensor *idx,
-                         cl_uint8 *mg, cl_uint8 *sv, size_t *quads,
-                         cl_int *vec) {
-  const uint64_t lim = (uint64_t)1 << 31;
+                         const rumus_tensor *y, cl_uint8 *mg, cl_uint8 *sv,
+                         size_t *items) {
+  const uint64_t lim = (uint64_t)1 << 31, ls = pool_ls(ctx);
   const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1],
                  OH = (uint64_t)c->io.s[2], OW = (uint64_t)c->io.s[3];
-  const uint64_t nq = (OW + 3) / 4, rows = y->numel / OW;
-  if (!rumus__gpu_variant(ctx) || H * W >= lim || rows * nq >= 2 * lim)
+  if (!rumus__gpu_variant(ctx) || H * W >= lim || y->numel >= lim ||
+      (uint64_t)c->ks.s[0] * (uint64_t)c->ks.s[1] >= lim)
     return 0;
-  for (int a = 0; a < 2; a++) { /* in + 2 p + (k - 1) d + 4 s */
+  for (int a = 0; a < 2; a++) { /* in + 2 p + (k - 1) d + s */
     const uint64_t k = (uint64_t)c->ks.s[a], s = (uint64_t)c->ks.s[2 + a];
     if ((uint64_t)c->io.s[a] + 2 * (uint64_t)c->pd.s[a] +
-            (k - 1) * (uint64_t)c->pd.s[2 + a] + 4 * s >= lim)
+            (k - 1) * (uint64_t)c->pd.s[2 + a] + s >= lim)
       return 0;
   }
-  const uint64_t d[7] = {nq, 1, 1, 1, 1, 1, OH};
+  const uint64_t d[7] = {OW, 1, 1, 1, 1, 1, OH};
   for (int k = 0; k < 8; k++) magic_of(k < 7 ? d[k] : 1, &mg->s[k], &sv->s[k]);
-  *quads = (size_t)(rows * nq);
-  *vec = OW % 4 == 0 && rumus__aligned(y, 0, 4) && rumus__aligned(idx, 0, 4);
+  *items = (y->numel + 4 * ls - 1) / (4 * ls) * ls;
   return 1;
+}
+
+/* Launches a forward quad kernel with args[0 .. na) (2 left for
+ * run_items) followed by n (y's elements), mg and sv. */
+static int run_fwd_quads(rumus_ctx *ctx, const char *op, const char *kernel,
+                         const rumus_tensor *y, const rumus__arg *args,
+                         size_t na, size_t items, cl_uint8 mg, cl_uint8 sv) {
+  rumus__arg aq[16];
+  cl_uint n = (cl_uint)y->numel;
+  for (size_t i = 0; i < na; i++) aq[i] = args[i];
+  aq[na] = RUMUS__ARG(n);
+  aq[na + 1] = RUMUS__ARG(mg);
+  aq[na + 2] = RUMUS__ARG(sv);
+  return run_items(ctx, op, y->dtype, kernel, items, aq, na + 3,
+                   pool_ls(ctx));
 }
 
 /* ---- Max pooling -------------------------------------------------------- */
@@ -350,11 +362,10 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(indices->mem), RUMUS__ARG(io),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
   cl_uint8 mg, sv;
-  size_t quads;
-  cl_int vec;
-  if (fwd_quad_plan(ctx, &c, y, indices, &mg, &sv, &quads, &vec))
-    return run_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, quads, vec,
-                     mg, sv);
+  size_t items;
+  if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
+    return run_fwd_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, items,
+                         mg, sv);
   return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
 }
 
@@ -417,11 +428,10 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
   cl_uint8 mg, sv;
-  size_t quads;
-  cl_int vec;
-  if (fwd_quad_plan(ctx, &c, y, y, &mg, &sv, &quads, &vec))
-    return run_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, quads, vec,
-                     mg, sv);
+  size_t items;
+  if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
+    return run_fwd_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, items,
+                         mg, sv);
   return run_rows(ctx, op, "avgpool2d_fwd", y, args, 11);
 }
 
