@@ -717,17 +717,19 @@ inline void maxpool_bwd_quad(global const real_t *dy, global const int *idx,
   PQ_RANGE(u.w0 + u.nw - 1, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, lo_, ow1);
   (void)lo_;
   (void)hi_;
-  const int OW = (int)io.s3, qi = (int)q;
-  const int4 qs = (int4)(qi, qi + 1, qi + 2, qi + 3);
+  const int OW = (int)io.s3;
   float4 s = (float4)(0.0f);
   for (int oh = oh0; oh <= oh1; oh++)
     for (int ow = ow0; ow <= ow1; ow++) {
-      const int j = oh * OW + ow, t = ip[j];
+      const int j = oh * OW + ow;
       const float g = LOAD(gp, j);
-      const int4 sel = quad_in((int)u.w0, ow * (int)ks.s3 - (int)pd.s1,
-                               (int)ks.s1) &
-                       ((int4)(t) == qs);
-      QUAD_ADD(s, g, sel);
+      /* The one lane an index can name, if its column is in the window
+       * of ow (the lanes' own window tests, in fewer instructions). */
+      const int L = ip[j] - (int)q;
+      const int hit = (uint)L < 4u &&
+                      (uint)((int)u.w0 + L - (ow * (int)ks.s3 - (int)pd.s1)) <
+                          (uint)ks.s1;
+      QUAD_ADD(s, g, (int4)(hit ? L : -1) == (int4)(0, 1, 2, 3));
     }
   pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
 }
