@@ -725,11 +725,10 @@ inline void maxpool_bwd_quad(global const real_t *dy, global const int *idx,
       const float g = LOAD(gp, j);
       /* The one lane an index can name, if its column is in the window
        * of ow (the lanes' own window tests, in fewer instructions). */
-      const int L = ip[j] - (int)q;
-      const int hit = (uint)L < 4u &&
-                      (uint)((int)u.w0 + L - (ow * (int)ks.s3 - (int)pd.s1)) <
-                          (uint)ks.s1;
-      QUAD_ADD(s, g, (int4)(hit ? L : -1) == (int4)(0, 1, 2, 3));
+      const uint L = (uint)ip[j] - q;
+      const int hit = L < 4u && u.w0 + L - (uint)(ow * (int)ks.s3 -
+                                                 (int)pd.s1) < (uint)ks.s1;
+      QUAD_ADD(s, g, (int4)(hit ? (int)L : -1) == (int4)(0, 1, 2, 3));
     }
   pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
 }

@@ -1,10 +1,10 @@
 /*
  * pool.c - 2-D max, average and adaptive average pooling, forward and
  * backward, on NCHW tensors (kernels in cl/pool.cl).  One program per
- * storage type holds the kernels of both variants (they differ only in
- * the backwards: one work-item per element on GPUs, per input row on
- * CPUs), with a fixed local size over a padded global size, at most 2^30
- * work-items a launch.  Adaptive pooling to 1 x 1 on the GPU variant has
+ * storage type holds the kernels of both variants (they differ in how
+ * work is cut: quads or elements on GPUs, rows on CPUs), with a fixed
+ * local size over a padded global size, at most 2^30 work-items a
+ * launch.  Adaptive pooling to 1 x 1 on the GPU variant has
  * kernels of its own: a plane reduction (forward) and a broadcast.  When
  * every index fits in 32 bits the GPU variant runs quads instead (a
  * work-item per 4 outputs WG apart for the max and average forwards, per
