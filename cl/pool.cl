@@ -726,8 +726,8 @@ inline void maxpool_bwd_quad(global const real_t *dy, global const int *idx,
       /* The one lane an index can name, if its column is in the window
        * of ow (the lanes' own window tests, in fewer instructions). */
       const uint L = (uint)ip[j] - q;
-      const int hit = L < 4u && u.w0 + L - (uint)(ow * (int)ks.s3 -
-                                                 (int)pd.s1) < (uint)ks.s1;
+      const uint ws = (uint)(ow * (int)ks.s3 - (int)pd.s1);
+      const int hit = L < 4u && u.w0 + L - ws < (uint)ks.s1;
       QUAD_ADD(s, g, (int4)(hit ? (int)L : -1) == (int4)(0, 1, 2, 3));
     }
   pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
@@ -868,7 +868,7 @@ inline void maxpool_fwd_quad(global const real_t *x, global real_t *y,
       const float4 v = QUAD_LOAD(xp, hw + clamp(w, 0, W - 1));
       const int4 take = in & ((v > m) | isnan(v) | (mi < 0));
       m = select(m, v, take);
-      mi = select(mi, h * W + w, take);
+      mi = select(mi, hw + w, take); /* h W + w where taken */
     }
   }
   pool_oquad_store(y, u.o, m, n);
