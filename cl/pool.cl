@@ -789,6 +789,85 @@ inline void adaptive_bwd_quad(global const real_t *dy, global real_t *dx,
   pool_quad_store(dx + u.row * (size_t)W + u.w0, s, u.nw, vec);
 }
 
+/* ---- GPU variant: 2 x 2 windows of stride 2 ----------------------------
+ * The most common pooling (2 x 2, stride 2, no padding) on H even and W a
+ * multiple of 4: windows tile the input, each input in exactly one.  A
+ * work-item takes outputs ow = 2 p, 2 p + 1 of output row (plane, oh):
+ * one read of their dy (and indices), and it owns the 2 x 4 block of dx
+ * below them, two 4-wide stores (aligned when vec).  Each dx element is
+ * 0 + its one term, as in the gathers: the same bits.  Lanes of (mg, sv):
+ * 0 OW / 2, 6 OH.  The max backward checks the two indices it reads
+ * (each index once, by its owner); an index outside its window adds
+ * nothing. */
+
+/* Stores the 4 values v at dr (vec: one aligned access). */
+inline void pool_store4(global real_t *dr, float4 v, int vec) {
+  if (vec) {
+    RUMUS_STOREA(RUMUS_STORAGE, 4, v, dr, 0);
+    return;
+  }
+  STORE(v.s0, dr, 0);
+  STORE(v.s1, dr, 1);
+  STORE(v.s2, dr, 2);
+  STORE(v.s3, dr, 3);
+}
+
+/* The pair of work-item `item`: its first output o (in the output
+ * tensor), its dx block's first element e, and the block's first input
+ * q within its plane. */
+typedef struct {
+  size_t o, e;
+  uint q;
+} pool_pair;
+
+inline pool_pair pool_pair_of(uint item, long4 io, uint8 mg, uint8 sv) {
+  const uint W = (uint)io.s1;
+  const uint row = PQ(item, 0), p = item - row * ((uint)io.s3 / 2u);
+  const uint plane = PQ(row, 6), oh = row - plane * (uint)io.s2;
+  pool_pair r;
+  r.o = (size_t)row * (size_t)io.s3 + 2u * p;
+  r.q = 2u * oh * W + 4u * p;
+  r.e = (size_t)plane * (size_t)(io.s0 * io.s1) + r.q;
+  return r;
+}
+
+/* 1 if index t is one of the 2 x 2 inputs at q, q + 1, q + W, q + W + 1. */
+inline int pool_in_block(int t, uint q, uint W) {
+  const uint a = (uint)t - q;
+  return a == 0u || a == 1u || a == W || a == W + 1u;
+}
+
+inline void maxpool_bwd_k2(global const real_t *dy, global const int *idx,
+                           global real_t *dx, uint item, long4 io,
+                           volatile global int *status, int vec, uint8 mg,
+                           uint8 sv) {
+  const pool_pair u = pool_pair_of(item, io, mg, sv);
+  const uint W = (uint)io.s1;
+  const int t0 = idx[u.o], t1 = idx[u.o + 1];
+  const float g0 = 0.0f + LOAD(dy, u.o), g1 = 0.0f + LOAD(dy, u.o + 1);
+  const int4 c = (int)u.q + (int4)(0, 1, 2, 3);
+  const int4 t = (int4)(t0, t0, t1, t1);
+  const float4 g = (float4)(g0, g0, g1, g1), z = (float4)(0.0f);
+  pool_store4(dx + u.e, select(z, g, t == c), vec);
+  pool_store4(dx + u.e + W, select(z, g, t == c + (int)W), vec);
+  if (!pool_in_block(t0, u.q, W))
+    rumus_report(status, DEVERR_POOL_INDEX, t0, (int)u.o);
+  if (!pool_in_block(t1, u.q + 2u, W))
+    rumus_report(status, DEVERR_POOL_INDEX, t1, (int)(u.o + 1));
+}
+
+inline void avgpool_bwd_k2(global const real_t *dy, global real_t *dx,
+                           uint item, long4 io, int divisor, int vec,
+                           uint8 mg, uint8 sv) {
+  const pool_pair u = pool_pair_of(item, io, mg, sv);
+  const float d = divisor > 0 ? (float)divisor : 4.0f;
+  const float g0 = 0.0f + LOAD(dy, u.o) / d;
+  const float g1 = 0.0f + LOAD(dy, u.o + 1) / d;
+  const float4 g = (float4)(g0, g0, g1, g1);
+  pool_store4(dx + u.e, g, vec);
+  pool_store4(dx + u.e + (size_t)io.s1, g, vec);
+}
+
 /* ---- GPU variant: forwards by strided output quads ----------------------
  * The element forwards wait on each of their kh kw loads in turn (a GPU
  * issues the next load after the compare that needs the last) and divide
@@ -1187,4 +1266,25 @@ void avgpool2d_fwd_quad(ulong items, ulong base, global const real_t *x,
   POOL_ITEM(items, base);
   avgpool_fwd_quad(x + xo, y + yo, (uint)item, n, io, ks, pd, cip, divisor,
                    mg, sv);
+}
+/* GPU variant, 2 x 2 windows of stride 2: work-item base + g of n output
+ * pairs. */
+__kernel RUMUS_WG_ATTR
+void maxpool2d_bwd_k2(ulong n, ulong base, global const real_t *dy,
+                      ulong dyo, global const int *idx, ulong io_,
+                      global real_t *dx, ulong dxo, long4 io, long4 ks,
+                      long4 pd, volatile global int *status, int vec,
+                      uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_bwd_k2(dy + dyo, idx + io_, dx + dxo, (uint)item, io, status, vec,
+                 mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_bwd_k2(ulong n, ulong base, global const real_t *dy, ulong dyo,
+                      global real_t *dx, ulong dxo, long4 io, long4 ks,
+                      long4 pd, int cip, int divisor, int vec, uint8 mg,
+                      uint8 sv) {
+  POOL_ITEM(n, base);
+  avgpool_bwd_k2(dy + dyo, dx + dxo, (uint)item, io, divisor, vec, mg, sv);
 }

@@ -70,6 +70,7 @@ static const pool_case AVG_CASES[] = {
     {3, 1, 7, 5, {3, 2, 1, 2, 1, 1, 1, 1, 1, 1, 0}},
     {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* W % 4 == 0 */
     {1, 2, 5, 12, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
+    {1, 2, 4, 8, {2, 2, 2, 2, 0, 0, 1, 1, 1, 0, 3}},  /* 2 x 2, divisor 3 */
 };
 /* N, C, H, W, OH, OW */
 static const size_t ADA_CASES[][6] = {
@@ -675,6 +676,54 @@ START_TEST(odd_offsets) {
 END_TEST
 
 /* N or C of 0: checked, nothing enqueued. */
+/* The 2 x 2, stride 2 backwards (the GPU variant's own kernels) on
+ * 1 x 2 x 4 x 8 at dx offsets 3 (element stores) and 4 (4-wide stores
+ * at an offset), storage d, both variants. */
+START_TEST(k2_offsets) {
+  const rumus_dtype d = tu_dtypes[_i];
+  const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
+  const size_t in[4] = {1, 2, 4, 8}, out[4] = {1, 2, 2, 4};
+  const ref_pool2d rp = ref_of(&p);
+  rumus_ctx *ctx = tu_ctx();
+  cl_int e;
+  cl_mem buf = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE,
+                              512 * sizeof(float), NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  tu_rng r;
+  tu_rng_seed(&r, 97 + (uint64_t)_i);
+  float *x = rand_typed(&r, d, 64, -2, 2), *g = rand_typed(&r, d, 16, -1, 1);
+  double want[64], ma, mr, ba, br;
+  int32_t idx[16];
+  tol_of(d, TOL_MAX_BWD, &ma, &mr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  ref_maxpool2d_fwd(x, 2, 4, 8, &rp, 2, 4, want, idx);
+  rumus_tensor *ti = tu_tensor(ctx, RUMUS_I32, 4, out, idx);
+  rumus_tensor *tg = wrap_at(ctx, buf, d, out, 1, g);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (size_t off = 3; off <= 4; off++) {
+      rumus_tensor *tdx = wrap_at(ctx, buf, d, in, 100 + off, NULL);
+      TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
+      float *got = tu_download_f32(ctx, tdx);
+      ref_maxpool2d_bwd(g, idx, 2, 4, 8, 2, 4, want);
+      tu_check_close("k2_offsets_maxpool2d_bwd", got, want, 64, ma, mr);
+      free(got);
+      TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &p, tg, tdx));
+      got = tu_download_f32(ctx, tdx);
+      ref_avgpool2d_bwd(g, 2, 4, 8, &rp, 2, 4, want);
+      tu_check_close("k2_offsets_avgpool2d_bwd", got, want, 64, ba, br);
+      free(got);
+      rumus_tensor_free(tdx);
+    }
+  }
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  free(x);
+  free(g);
+  tu_free_all(ctx, ti, tg, NULL);
+  clReleaseMemObject(buf);
+}
+END_TEST
+
 START_TEST(empty_tensors) {
   rumus_ctx *ctx = tu_ctx();
   const size_t in[4] = {0, 3, 7, 5}, out[4] = {0, 3, 3, 2};
@@ -864,6 +913,7 @@ int main(void) {
   tcase_add_test(limits, max_special_values);
   tcase_add_loop_test(limits, guards_and_offsets, 0, 3);
   tcase_add_loop_test(limits, odd_offsets, 0, 3);
+  tcase_add_loop_test(limits, k2_offsets, 0, 3);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

@@ -9,8 +9,10 @@
  * every index fits in 32 bits the GPU variant runs quads instead (a
  * work-item per 4 outputs WG apart for the max and average forwards, per
  * 4 adjacent inputs of a row for the backwards; fwd_quad_plan, quad_plan),
- * dividing by multiplication (magic_of); dilated max backward keeps the
- * element kernel (its _q form).
+ * dividing by multiplication (magic_of), and 2 x 2 windows of stride 2
+ * that tile the input a work-item per 2 outputs for the backwards
+ * (k2_plan); dilated max backward keeps the element kernel (its _q
+ * form).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -301,6 +303,28 @@ static int run_quads(rumus_ctx *ctx, const char *op, const char *kernel,
                    pool_ls(ctx));
 }
 
+/* The 2 x 2, stride 2 backwards (cl/pool.cl, a work-item per output
+ * pair): 1 when they apply (GPU variant; windows 2 x 2, stride 2, no
+ * padding or dilation tiling the input: H = 2 OH, W = 2 OW, W a multiple
+ * of 4; every position below 2^31), with lanes 0 OW / 2 and 6 OH of (mg,
+ * sv), the number of pairs and vec (dx aligned to 4 elements). */
+static int k2_plan(const rumus_ctx *ctx, const pool_call *c,
+                   const rumus_tensor *dx, cl_uint8 *mg, cl_uint8 *sv,
+                   size_t *pairs, cl_int *vec) {
+  const cl_long4 io = c->io, ks = c->ks, pd = c->pd;
+  if (!rumus__gpu_variant(ctx) || dx->numel >= ((size_t)1 << 31)) return 0;
+  if (ks.s[0] != 2 || ks.s[1] != 2 || ks.s[2] != 2 || ks.s[3] != 2 ||
+      pd.s[0] != 0 || pd.s[1] != 0 || pd.s[2] != 1 || pd.s[3] != 1 ||
+      io.s[0] != 2 * io.s[2] || io.s[1] != 2 * io.s[3] || io.s[1] % 4 != 0)
+    return 0;
+  const uint64_t d[7] = {(uint64_t)io.s[3] / 2, 1, 1, 1, 1, 1,
+                         (uint64_t)io.s[2]};
+  for (int k = 0; k < 8; k++) magic_of(k < 7 ? d[k] : 1, &mg->s[k], &sv->s[k]);
+  *pairs = dx->numel / 8;
+  *vec = rumus__aligned(dx, 0, 4);
+  return 1;
+}
+
 /* The forward quad kernels (a work-item per 4 outputs WG apart, cl/pool.cl):
  * lanes 0 OW and 6 OH of (mg, sv), the work-items to launch.  1 when they
  * apply: the GPU variant, every output position and plane position
@@ -396,6 +420,9 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   cl_uint8 mg, sv;
   size_t quads;
   cl_int vec;
+  if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "maxpool2d_bwd_k2", dx, args, 12, quads, vec,
+                     mg, sv);
   if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "maxpool2d_bwd_quad", dx, args, 12, quads, vec,
                      mg, sv);
@@ -457,6 +484,9 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   cl_uint8 mg, sv;
   size_t quads;
   cl_int vec;
+  if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "avgpool2d_bwd_k2", dx, args, 11, quads, vec,
+                     mg, sv);
   if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "avgpool2d_bwd_quad", dx, args, 11, quads, vec,
                      mg, sv);
