@@ -868,6 +868,89 @@ inline void avgpool_bwd_k2(global const real_t *dy, global real_t *dx,
   pool_store4(dx + u.e + (size_t)io.s1, g, vec);
 }
 
+/* The forwards of 2 x 2 windows of stride 2 tiling the input, OW a
+ * multiple of 4: a work-item takes outputs 4 p .. 4 p + 3 of output row
+ * (plane, oh) (lanes 0 OW / 4 and 6 OH of (mg, sv)) and reads the 2 x 8
+ * block of x under them, four 4-wide loads when vec (x, y and the indices
+ * aligned to 4 elements), then stores 4 outputs (and indices) 4-wide.
+ * Each output takes its taps in the element kernel's order (row 0: w, w
+ * + 1; row 1: w, w + 1) with its compare or sum: the same bits. */
+
+/* Row r (0 / 1) of the block at e: its 8 values as the even and odd
+ * columns (the first and second tap of each of the 4 windows). */
+inline void pool_row8(global const real_t *x, size_t e, int vec,
+                      float4 *even, float4 *odd) {
+  float4 a, b;
+  if (vec) {
+    a = RUMUS_LOADA(RUMUS_STORAGE, 4, x, e);
+    b = RUMUS_LOADA(RUMUS_STORAGE, 4, x, e + 4);
+  } else {
+    a = (float4)(LOAD(x, e), LOAD(x, e + 1), LOAD(x, e + 2), LOAD(x, e + 3));
+    b = (float4)(LOAD(x, e + 4), LOAD(x, e + 5), LOAD(x, e + 6),
+                 LOAD(x, e + 7));
+  }
+  *even = (float4)(a.even, b.even);
+  *odd = (float4)(a.odd, b.odd);
+}
+
+/* The output quad of work-item `item`: first output o, the x block's
+ * first element e and the block's first input q within its plane. */
+inline pool_pair pool_oq2_of(uint item, long4 io, uint8 mg, uint8 sv) {
+  const uint W = (uint)io.s1;
+  const uint row = PQ(item, 0), p = item - row * ((uint)io.s3 / 4u);
+  const uint plane = PQ(row, 6), oh = row - plane * (uint)io.s2;
+  pool_pair r;
+  r.o = (size_t)row * (size_t)io.s3 + 4u * p;
+  r.q = 2u * oh * W + 8u * p;
+  r.e = (size_t)plane * (size_t)(io.s0 * io.s1) + r.q;
+  return r;
+}
+
+/* One tap of the max: v at index i replaces (m, mi) where the element
+ * kernel's compare says so. */
+inline void max_tap4(float4 v, int4 i, float4 *m, int4 *mi) {
+  const int4 take = (v > *m) | isnan(v);
+  *m = select(*m, v, take);
+  *mi = select(*mi, i, take);
+}
+
+inline void maxpool_fwd_k2(global const real_t *x, global real_t *y,
+                           global int *idx, uint item, long4 io, int vec,
+                           uint8 mg, uint8 sv) {
+  const pool_pair u = pool_oq2_of(item, io, mg, sv);
+  const int W = (int)io.s1;
+  float4 a, b, c, d;
+  pool_row8(x, u.e, vec, &a, &b);
+  pool_row8(x, u.e + (size_t)W, vec, &c, &d);
+  const int4 ia = (int)u.q + (int4)(0, 2, 4, 6);
+  float4 m = a; /* the first tap is always taken (mi < 0) */
+  int4 mi = ia;
+  max_tap4(b, ia + 1, &m, &mi);
+  max_tap4(c, ia + W, &m, &mi);
+  max_tap4(d, ia + W + 1, &m, &mi);
+  pool_store4(y + u.o, m, vec);
+  if (vec) {
+    *(global int4 *)(idx + u.o) = mi;
+    return;
+  }
+  idx[u.o] = mi.s0;
+  idx[u.o + 1] = mi.s1;
+  idx[u.o + 2] = mi.s2;
+  idx[u.o + 3] = mi.s3;
+}
+
+inline void avgpool_fwd_k2(global const real_t *x, global real_t *y,
+                           uint item, long4 io, int divisor, int vec,
+                           uint8 mg, uint8 sv) {
+  const pool_pair u = pool_oq2_of(item, io, mg, sv);
+  float4 a, b, c, d;
+  pool_row8(x, u.e, vec, &a, &b);
+  pool_row8(x, u.e + (size_t)io.s1, vec, &c, &d);
+  const float dv = divisor > 0 ? (float)divisor : 4.0f;
+  const float4 s = ((((float4)(0.0f) + a) + b) + c) + d;
+  pool_store4(y + u.o, s / dv, vec);
+}
+
 /* ---- GPU variant: forwards by strided output quads ----------------------
  * The element forwards wait on each of their kh kw loads in turn (a GPU
  * issues the next load after the compare that needs the last) and divide
@@ -1287,4 +1370,24 @@ void avgpool2d_bwd_k2(ulong n, ulong base, global const real_t *dy, ulong dyo,
                       uint8 sv) {
   POOL_ITEM(n, base);
   avgpool_bwd_k2(dy + dyo, dx + dxo, (uint)item, io, divisor, vec, mg, sv);
+}
+
+/* GPU variant, 2 x 2 windows of stride 2: work-item base + g of n output
+ * quads. */
+__kernel RUMUS_WG_ATTR
+void maxpool2d_fwd_k2(ulong n, ulong base, global const real_t *x, ulong xo,
+                      global real_t *y, ulong yo, global int *idx, ulong io_,
+                      long4 io, long4 ks, long4 pd, int vec, uint8 mg,
+                      uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_fwd_k2(x + xo, y + yo, idx + io_, (uint)item, io, vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_fwd_k2(ulong n, ulong base, global const real_t *x, ulong xo,
+                      global real_t *y, ulong yo, long4 io, long4 ks,
+                      long4 pd, int cip, int divisor, int vec, uint8 mg,
+                      uint8 sv) {
+  POOL_ITEM(n, base);
+  avgpool_fwd_k2(x + xo, y + yo, (uint)item, io, divisor, vec, mg, sv);
 }

@@ -676,9 +676,39 @@ START_TEST(odd_offsets) {
 END_TEST
 
 /* N or C of 0: checked, nothing enqueued. */
-/* The 2 x 2, stride 2 backwards (the GPU variant's own kernels) on
- * 1 x 2 x 4 x 8 at dx offsets 3 (element stores) and 4 (4-wide stores
- * at an offset), storage d, both variants. */
+/* The 2 x 2, stride 2 kernels of the GPU variant on 1 x 2 x 4 x 8 with
+ * x, y and dx at offsets 3 (element accesses) and 4 (4-wide accesses at
+ * an offset), storage d, both variants. */
+/* k2_offsets' forwards: x at 200 + off, y at 300 + off of buf; the max
+ * indices into ti (which the backwards then read). */
+static void k2_forwards(rumus_ctx *ctx, cl_mem buf, rumus_dtype d,
+                        size_t off, const float *x, rumus_tensor *ti) {
+  const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
+  const size_t in[4] = {1, 2, 4, 8}, out[4] = {1, 2, 2, 4};
+  const ref_pool2d rp = ref_of(&p);
+  double want[16], fa, fr;
+  int32_t idx[16];
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  rumus_tensor *tx = wrap_at(ctx, buf, d, in, 200 + off, x),
+               *ty = wrap_at(ctx, buf, d, out, 300 + off, NULL);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, tx, ty, ti));
+  float *got = tu_download_f32(ctx, ty);
+  int32_t gi[16];
+  TU_OK(ctx, rumus_tensor_download(ti, gi, sizeof gi));
+  ref_maxpool2d_fwd(x, 2, 4, 8, &rp, 2, 4, want, idx);
+  tu_check_close("k2_offsets_maxpool2d_fwd", got, want, 16, 0, 0);
+  ck_assert_msg(memcmp(gi, idx, sizeof idx) == 0,
+                "k2_offsets_maxpool2d_fwd: the indices differ");
+  free(got);
+  TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &p, tx, ty));
+  got = tu_download_f32(ctx, ty);
+  ref_avgpool2d_fwd(x, 2, 4, 8, &rp, 2, 4, want);
+  tu_check_close("k2_offsets_avgpool2d_fwd", got, want, 16, fa, fr);
+  free(got);
+  rumus_tensor_free(tx);
+  rumus_tensor_free(ty);
+}
+
 START_TEST(k2_offsets) {
   const rumus_dtype d = tu_dtypes[_i];
   const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
@@ -702,6 +732,7 @@ START_TEST(k2_offsets) {
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
     for (size_t off = 3; off <= 4; off++) {
+      k2_forwards(ctx, buf, d, off, x, ti);
       rumus_tensor *tdx = wrap_at(ctx, buf, d, in, 100 + off, NULL);
       TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
       float *got = tu_download_f32(ctx, tdx);

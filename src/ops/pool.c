@@ -10,9 +10,9 @@
  * work-item per 4 outputs WG apart for the max and average forwards, per
  * 4 adjacent inputs of a row for the backwards; fwd_quad_plan, quad_plan),
  * dividing by multiplication (magic_of), and 2 x 2 windows of stride 2
- * that tile the input a work-item per 2 outputs for the backwards
- * (k2_plan); dilated max backward keeps the element kernel (its _q
- * form).
+ * that tile the input a work-item per 2 outputs for the backwards, per 4
+ * for the forwards (k2_plan, k2_fwd_plan); dilated max backward keeps
+ * the element kernel (its _q form).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -303,6 +303,29 @@ static int run_quads(rumus_ctx *ctx, const char *op, const char *kernel,
                    pool_ls(ctx));
 }
 
+/* 1 if the GPU variant runs, the windows are 2 x 2 of stride 2 without
+ * padding or dilation and tile the input `in` (H = 2 OH, W = 2 OW, W a
+ * multiple of wmul), and every position is below 2^31. */
+static int k2_tiles(const rumus_ctx *ctx, const pool_call *c,
+                    const rumus_tensor *in, cl_long wmul) {
+  const cl_long4 io = c->io, ks = c->ks, pd = c->pd;
+  return rumus__gpu_variant(ctx) && in->numel < ((size_t)1 << 31) &&
+         ks.s[0] == 2 && ks.s[1] == 2 && ks.s[2] == 2 && ks.s[3] == 2 &&
+         pd.s[0] == 0 && pd.s[1] == 0 && pd.s[2] == 1 && pd.s[3] == 1 &&
+         io.s[0] == 2 * io.s[2] && io.s[1] == 2 * io.s[3] &&
+         io.s[1] % wmul == 0;
+}
+
+/* Lanes 0 OW / per and 6 OH of (mg, sv), the rest 1. */
+static void k2_magics(const pool_call *c, int per, cl_uint8 *mg,
+                      cl_uint8 *sv) {
+  for (int k = 0; k < 8; k++)
+    magic_of(k == 0   ? (uint64_t)c->io.s[3] / (uint64_t)per
+             : k == 6 ? (uint64_t)c->io.s[2]
+                      : 1,
+             &mg->s[k], &sv->s[k]);
+}
+
 /* The 2 x 2, stride 2 backwards (cl/pool.cl, a work-item per output
  * pair): 1 when they apply (GPU variant; windows 2 x 2, stride 2, no
  * padding or dilation tiling the input: H = 2 OH, W = 2 OW, W a multiple
@@ -311,17 +334,25 @@ static int run_quads(rumus_ctx *ctx, const char *op, const char *kernel,
 static int k2_plan(const rumus_ctx *ctx, const pool_call *c,
                    const rumus_tensor *dx, cl_uint8 *mg, cl_uint8 *sv,
                    size_t *pairs, cl_int *vec) {
-  const cl_long4 io = c->io, ks = c->ks, pd = c->pd;
-  if (!rumus__gpu_variant(ctx) || dx->numel >= ((size_t)1 << 31)) return 0;
-  if (ks.s[0] != 2 || ks.s[1] != 2 || ks.s[2] != 2 || ks.s[3] != 2 ||
-      pd.s[0] != 0 || pd.s[1] != 0 || pd.s[2] != 1 || pd.s[3] != 1 ||
-      io.s[0] != 2 * io.s[2] || io.s[1] != 2 * io.s[3] || io.s[1] % 4 != 0)
-    return 0;
-  const uint64_t d[7] = {(uint64_t)io.s[3] / 2, 1, 1, 1, 1, 1,
-                         (uint64_t)io.s[2]};
-  for (int k = 0; k < 8; k++) magic_of(k < 7 ? d[k] : 1, &mg->s[k], &sv->s[k]);
+  if (!k2_tiles(ctx, c, dx, 4)) return 0;
+  k2_magics(c, 2, mg, sv);
   *pairs = dx->numel / 8;
   *vec = rumus__aligned(dx, 0, 4);
+  return 1;
+}
+
+/* The 2 x 2, stride 2 forwards (a work-item per 4 outputs of a row, the
+ * 2 x 8 block of x under them): as k2_plan with OW a multiple of 4; vec
+ * when x, y and idx (NULL: none) are aligned to 4 elements. */
+static int k2_fwd_plan(const rumus_ctx *ctx, const pool_call *c,
+                       const rumus_tensor *x, const rumus_tensor *y,
+                       const rumus_tensor *idx, cl_uint8 *mg, cl_uint8 *sv,
+                       size_t *quads, cl_int *vec) {
+  if (!k2_tiles(ctx, c, x, 8)) return 0;
+  k2_magics(c, 4, mg, sv);
+  *quads = y->numel / 4;
+  *vec = rumus__aligned(x, 0, 4) && rumus__aligned(y, 0, 4) &&
+         (idx == NULL || rumus__aligned(idx, 0, 4));
   return 1;
 }
 
@@ -387,6 +418,10 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
   cl_uint8 mg, sv;
   size_t items;
+  cl_int vec;
+  if (k2_fwd_plan(ctx, &c, x, y, indices, &mg, &sv, &items, &vec))
+    return run_quads(ctx, op, "maxpool2d_fwd_k2", y, args, 11, items, vec, mg,
+                     sv);
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, items,
                          mg, sv);
@@ -456,6 +491,10 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
   cl_uint8 mg, sv;
   size_t items;
+  cl_int vec;
+  if (k2_fwd_plan(ctx, &c, x, y, NULL, &mg, &sv, &items, &vec))
+    return run_quads(ctx, op, "avgpool2d_fwd_k2", y, args, 11, items, vec, mg,
+                     sv);
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, items,
                          mg, sv);
