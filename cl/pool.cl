@@ -876,8 +876,8 @@ inline void avgpool_bwd_k2(global const real_t *dy, global real_t *dx,
  * Each output takes its taps in the element kernel's order (row 0: w, w
  * + 1; row 1: w, w + 1) with its compare or sum: the same bits. */
 
-/* Row r (0 / 1) of the block at e: its 8 values as the even and odd
- * columns (the first and second tap of each of the 4 windows). */
+/* x[e .. e + 8) (one row of the block) as its even and odd columns: the
+ * first and second tap of each of the 4 windows on that row. */
 inline void pool_row8(global const real_t *x, size_t e, int vec,
                       float4 *even, float4 *odd) {
   float4 a, b;
