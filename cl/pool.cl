@@ -50,10 +50,12 @@
  *         against its bin.
  * Max pooling's backward also checks every index it is given, each once:
  * input work-item q of a plane checks the indices at positions q, q + H W,
- * ... < OH OW of that plane (row work-item h: output rows h, h + H, ...).  An index that is not an element of its
- * output's window (outside the plane included; -1 is accepted for an
- * empty window) is reported through rumus_report (DEVERR_POOL_INDEX, the
- * index, its flat position in the indices tensor) and adds nothing.
+ * ... < OH OW of that plane (row work-item h: output rows h, h + H, ...;
+ * the 2 x 2 kernels: the two indices a work-item reads).  An index that
+ * is not an element of its output's window (outside the plane included;
+ * -1 is accepted for an empty window) is reported through rumus_report
+ * (DEVERR_POOL_INDEX, the index, its flat position in the indices
+ * tensor) and adds nothing.
  */
 
 #ifndef ROWS_WG
