@@ -678,9 +678,9 @@ END_TEST
 /* N or C of 0: checked, nothing enqueued. */
 /* The 2 x 2, stride 2 kernels of the GPU variant on 1 x 2 x 4 x 8 with
  * x, y and dx at offsets 3 (element accesses) and 4 (4-wide accesses at
- * an offset), storage d, both variants. */
-/* k2_offsets' forwards: x at 200 + off, y at 300 + off of buf; the max
- * indices into ti (which the backwards then read). */
+ * an offset), y and dx between guards, storage d, both variants. */
+/* k2_offsets' forwards: x at 200 + off of buf, y off elements past a
+ * guard; the max indices into ti (which the backwards then read). */
 static void k2_forwards(rumus_ctx *ctx, cl_mem buf, rumus_dtype d,
                         size_t off, const float *x, rumus_tensor *ti) {
   const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
@@ -689,8 +689,9 @@ static void k2_forwards(rumus_ctx *ctx, cl_mem buf, rumus_dtype d,
   double want[16], fa, fr;
   int32_t idx[16];
   tol_of(d, TOL_AVG_FWD, &fa, &fr);
-  rumus_tensor *tx = wrap_at(ctx, buf, d, in, 200 + off, x),
-               *ty = wrap_at(ctx, buf, d, out, 300 + off, NULL);
+  rumus_tensor *tx = wrap_at(ctx, buf, d, in, 200 + off, x);
+  tu_guarded gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, off);
+  rumus_tensor *ty = gy.t;
   TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, tx, ty, ti));
   float *got = tu_download_f32(ctx, ty);
   int32_t gi[16];
@@ -706,7 +707,7 @@ static void k2_forwards(rumus_ctx *ctx, cl_mem buf, rumus_dtype d,
   tu_check_close("k2_offsets_avgpool2d_fwd", got, want, 16, fa, fr);
   free(got);
   rumus_tensor_free(tx);
-  rumus_tensor_free(ty);
+  tu_guarded_check_free(ctx, &gy);
 }
 
 START_TEST(k2_offsets) {
@@ -733,7 +734,8 @@ START_TEST(k2_offsets) {
     tu_set_variant(ctx, tu_variants[v]);
     for (size_t off = 3; off <= 4; off++) {
       k2_forwards(ctx, buf, d, off, x, ti);
-      rumus_tensor *tdx = wrap_at(ctx, buf, d, in, 100 + off, NULL);
+      tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, off);
+      rumus_tensor *tdx = gdx.t;
       TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
       float *got = tu_download_f32(ctx, tdx);
       ref_maxpool2d_bwd(g, idx, 2, 4, 8, 2, 4, want);
@@ -744,7 +746,7 @@ START_TEST(k2_offsets) {
       ref_avgpool2d_bwd(g, 2, 4, 8, &rp, 2, 4, want);
       tu_check_close("k2_offsets_avgpool2d_bwd", got, want, 64, ba, br);
       free(got);
-      rumus_tensor_free(tdx);
+      tu_guarded_check_free(ctx, &gdx);
     }
   }
   TU_OK(ctx, rumus_ctx_sync(ctx));
