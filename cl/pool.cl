@@ -819,7 +819,7 @@ inline void pool_store4(global real_t *dr, float4 v, int vec) {
  * q within its plane. */
 typedef struct {
   size_t o, e;
-  uint q;
+  uint q, oh, p; /* p: the pair's (quad's) number in its output row */
 } pool_pair;
 
 inline pool_pair pool_pair_of(uint item, long4 io, uint8 mg, uint8 sv) {
@@ -830,6 +830,8 @@ inline pool_pair pool_pair_of(uint item, long4 io, uint8 mg, uint8 sv) {
   r.o = (size_t)row * (size_t)io.s3 + 2u * p;
   r.q = 2u * oh * W + 4u * p;
   r.e = (size_t)plane * (size_t)(io.s0 * io.s1) + r.q;
+  r.oh = oh;
+  r.p = p;
   return r;
 }
 
@@ -905,6 +907,8 @@ inline pool_pair pool_oq2_of(uint item, long4 io, uint8 mg, uint8 sv) {
   r.o = (size_t)row * (size_t)io.s3 + 4u * p;
   r.q = 2u * oh * W + 8u * p;
   r.e = (size_t)plane * (size_t)(io.s0 * io.s1) + r.q;
+  r.oh = oh;
+  r.p = p;
   return r;
 }
 
@@ -951,6 +955,53 @@ inline void avgpool_fwd_k2(global const real_t *x, global real_t *y,
   const float dv = divisor > 0 ? (float)divisor : 4.0f;
   const float4 s = ((((float4)(0.0f) + a) + b) + c) + d;
   pool_store4(y + u.o, s / dv, vec);
+}
+
+/* The max forward of 3 x 3 windows of stride 2 with padding 1 (the
+ * ResNet stem), W even and OW = W / 2 a multiple of 4: a work-item takes
+ * outputs 4 p .. 4 p + 3 of output row (plane, oh) (lanes as
+ * maxpool_fwd_k2) and reads the 3 x 9 block of x under them once: per
+ * row column 8 p - 1 and two 4-wide loads (when vec).  Taps in the
+ * element kernel's order (rows 2 oh - 1 .. 2 oh + 1, columns left to
+ * right) with its compare; rows outside the image and column -1 are
+ * skipped: the same values and indices. */
+inline void maxpool_fwd_k3s2(global const real_t *x, global real_t *y,
+                             global int *idx, uint item, long4 io, int vec,
+                             uint8 mg, uint8 sv) {
+  const pool_pair u = pool_oq2_of(item, io, mg, sv); /* at (2 oh, 8 p) */
+  const int W = (int)io.s1, H = (int)io.s0;
+  const int h0 = 2 * (int)u.oh - 1, c0 = 8 * (int)u.p - 1;
+  /* Lane 0's first column is -1 on the quad at the row's start. */
+  const int4 in0 = (int4)(c0 >= 0 ? -1 : 0, -1, -1, -1);
+  float4 m = (float4)(-INFINITY);
+  int4 mi = (int4)(-1);
+  for (int i = 0; i < 3; i++) {
+    const int h = h0 + i;
+    if (h < 0 || h >= H) continue;
+    const size_t e = u.e + (size_t)((i - 1) * W); /* (h, 8 p) */
+    float4 ev, od;
+    pool_row8(x, e, vec, &ev, &od);
+    const float left = c0 >= 0 ? LOAD(x, e - 1) : 0.0f;
+    const int4 q = h * W + c0 + (int4)(0, 2, 4, 6); /* tap 0's index */
+    /* tap j of lane l is column c0 + 2 l + j */
+    const float4 v0 = (float4)(left, od.s0, od.s1, od.s2);
+    int4 take = in0 & ((v0 > m) | isnan(v0) | (mi < 0));
+    m = select(m, v0, take);
+    mi = select(mi, q, take);
+    take = (ev > m) | isnan(ev) | (mi < 0);
+    m = select(m, ev, take);
+    mi = select(mi, q + 1, take);
+    max_tap4(od, q + 2, &m, &mi);
+  }
+  pool_store4(y + u.o, m, vec);
+  if (vec) {
+    *(global int4 *)(idx + u.o) = mi;
+    return;
+  }
+  idx[u.o] = mi.s0;
+  idx[u.o + 1] = mi.s1;
+  idx[u.o + 2] = mi.s2;
+  idx[u.o + 3] = mi.s3;
 }
 
 /* ---- GPU variant: forwards by strided output quads ----------------------
@@ -1392,4 +1443,13 @@ void avgpool2d_fwd_k2(ulong n, ulong base, global const real_t *x, ulong xo,
                       uint8 sv) {
   POOL_ITEM(n, base);
   avgpool_fwd_k2(x + xo, y + yo, (uint)item, io, divisor, vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void maxpool2d_fwd_k3s2(ulong n, ulong base, global const real_t *x,
+                        ulong xo, global real_t *y, ulong yo, global int *idx,
+                        ulong io_, long4 io, long4 ks, long4 pd, int vec,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_fwd_k3s2(x + xo, y + yo, idx + io_, (uint)item, io, vec, mg, sv);
 }

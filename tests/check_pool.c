@@ -57,6 +57,8 @@ static const pool_case MAX_CASES[] = {
     /* W a multiple of 4: the GPU variant's 4-wide stores */
     {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* k 2, s 2 */
     {1, 2, 7, 12, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* k 3, s 2, p 1 */
+    {2, 3, 7, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* OW = 8: quads */
+    {1, 2, 6, 8, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},  /* ceil, H even */
 };
 static const pool_case AVG_CASES[] = {
     {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
@@ -706,6 +708,19 @@ static void k2_forwards(rumus_ctx *ctx, cl_mem buf, rumus_dtype d,
   ref_avgpool2d_fwd(x, 2, 4, 8, &rp, 2, 4, want);
   tu_check_close("k2_offsets_avgpool2d_fwd", got, want, 16, fa, fr);
   free(got);
+  /* 3 x 3, stride 2, padding 1 gives the same output shape here (its
+   * own max forward on the GPU variant); ti is restored after. */
+  const rumus_pool2d_params p3 = {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0};
+  const ref_pool2d rp3 = ref_of(&p3);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p3, tx, ty, ti));
+  got = tu_download_f32(ctx, ty);
+  TU_OK(ctx, rumus_tensor_download(ti, gi, sizeof gi));
+  ref_maxpool2d_fwd(x, 2, 4, 8, &rp3, 2, 4, want, idx);
+  tu_check_close("k2_offsets_maxpool2d_fwd_k3s2", got, want, 16, 0, 0);
+  ck_assert_msg(memcmp(gi, idx, sizeof idx) == 0,
+                "k2_offsets_maxpool2d_fwd_k3s2: the indices differ");
+  free(got);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, tx, ty, ti));
   rumus_tensor_free(tx);
   tu_guarded_check_free(ctx, &gy);
 }

@@ -11,8 +11,9 @@
  * 4 adjacent inputs of a row for the backwards; fwd_quad_plan, quad_plan),
  * dividing by multiplication (magic_of), and 2 x 2 windows of stride 2
  * that tile the input a work-item per 2 outputs for the backwards, per 4
- * for the forwards (k2_plan, k2_fwd_plan); dilated max backward keeps
- * the element kernel (its _q form).
+ * for the forwards (k2_plan, k2_fwd_plan; k3s2_fwd_plan for the max
+ * forward of 3 x 3 windows, stride 2, padding 1); dilated max backward
+ * keeps the element kernel (its _q form).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -356,6 +357,28 @@ static int k2_fwd_plan(const rumus_ctx *ctx, const pool_call *c,
   return 1;
 }
 
+/* The max forward of 3 x 3 windows, stride 2, padding 1 (cl/pool.cl,
+ * maxpool_fwd_k3s2): 1 when it applies (GPU variant, no dilation, W even,
+ * OW = W / 2 a multiple of 4, every position below 2^31), with the lanes
+ * of k2_fwd_plan, the number of output quads and vec (x, y, idx aligned
+ * to 4 elements). */
+static int k3s2_fwd_plan(const rumus_ctx *ctx, const pool_call *c,
+                         const rumus_tensor *x, const rumus_tensor *y,
+                         const rumus_tensor *idx, cl_uint8 *mg,
+                         cl_uint8 *sv, size_t *quads, cl_int *vec) {
+  const cl_long4 io = c->io, ks = c->ks, pd = c->pd;
+  if (!rumus__gpu_variant(ctx) || x->numel >= ((size_t)1 << 31) ||
+      ks.s[0] != 3 || ks.s[1] != 3 || ks.s[2] != 2 || ks.s[3] != 2 ||
+      pd.s[0] != 1 || pd.s[1] != 1 || pd.s[2] != 1 || pd.s[3] != 1 ||
+      io.s[1] % 2 != 0 || io.s[1] != 2 * io.s[3] || io.s[3] % 4 != 0)
+    return 0;
+  k2_magics(c, 4, mg, sv);
+  *quads = y->numel / 4;
+  *vec = rumus__aligned(x, 0, 4) && rumus__aligned(y, 0, 4) &&
+         rumus__aligned(idx, 0, 4);
+  return 1;
+}
+
 /* The forward quad kernels (a work-item per 4 outputs WG apart, cl/pool.cl):
  * lanes 0 OW and 6 OH of (mg, sv), the work-items to launch.  1 when they
  * apply: the GPU variant, every output position and plane position
@@ -422,6 +445,9 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (k2_fwd_plan(ctx, &c, x, y, indices, &mg, &sv, &items, &vec))
     return run_quads(ctx, op, "maxpool2d_fwd_k2", y, args, 11, items, vec, mg,
                      sv);
+  if (k3s2_fwd_plan(ctx, &c, x, y, indices, &mg, &sv, &items, &vec))
+    return run_quads(ctx, op, "maxpool2d_fwd_k3s2", y, args, 11, items, vec,
+                     mg, sv);
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, items,
                          mg, sv);
