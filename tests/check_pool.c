@@ -440,22 +440,46 @@ END_TEST
 
 /* ---- limits ------------------------------------------------------------ */
 
+/* The 4 x 4 plane x4 at width W = 4, or twice side by side at W = 8 (the
+ * GPU variant's 2 x 2 forward kernel), and its window indices idx4 at
+ * that width. */
+static void special_layout(const float *x4, const int32_t *idx4,
+                           size_t W, float *x, int32_t *idx) {
+  for (size_t i = 0; i < 4 * W; i++) x[i] = x4[(i / W) * 4 + i % 4];
+  for (size_t o = 0; o < W; o++) {
+    const size_t ow = o % (W / 2);
+    const size_t t = (size_t)idx4[(o / (W / 2)) * 2 + ow % 2];
+    idx[o] = (int32_t)((t / 4) * W + t % 4 + (ow >= 2 ? 4 : 0));
+  }
+}
+
 /* NaN wins (the window's last NaN, as PyTorch), ties keep the first, an
  * all -inf window gives -inf at its first element; the backward sends dy
- * to exactly those indices.  4 x 4 plane, 2 x 2 windows, stride 2. */
+ * to exactly those indices.  4 x 4 plane (and the same twice side by
+ * side), 2 x 2 windows, stride 2. */
 START_TEST(max_special_values) {
   const float nan = NAN, inf = INFINITY;
-  const float x[16] = {1,    nan,  -inf, -inf, /* */
-                       3,    nan,  -inf, -inf, /* */
-                       5,    5,    nan,  2,    /* */
-                       2,    5,    7,    -inf};
-  const int32_t want_idx[4] = {5, 2, 8, 10};
-  const size_t in[4] = {1, 1, 4, 4}, out[4] = {1, 1, 2, 2};
+  const float x4[16] = {1,    nan,  -inf, -inf, /* */
+                        3,    nan,  -inf, -inf, /* */
+                        5,    5,    nan,  2,    /* */
+                        2,    5,    7,    -inf};
+  const int32_t idx4[4] = {5, 2, 8, 10};
+  const double y4[4] = {NAN, -INFINITY, 5.0, NAN};
+  const float dy4[4] = {1, 2, 3, 4};
   const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
-  const float dy[4] = {1, 2, 3, 4};
   rumus_ctx *ctx = tu_ctx();
-  for (int k = 0; k < 3; k++) {
-    const rumus_dtype d = tu_dtypes[k];
+  for (int k = 0; k < 6; k++) {
+    const rumus_dtype d = tu_dtypes[k % 3];
+    const size_t W = k < 3 ? 4 : 8, no = W, ni = 4 * W;
+    const size_t in[4] = {1, 1, 4, W}, out[4] = {1, 1, 2, W / 2};
+    float x[32], dy[8];
+    int32_t want_idx[8];
+    double want_y[8];
+    special_layout(x4, idx4, W, x, want_idx);
+    for (size_t o = 0; o < no; o++) {
+      dy[o] = dy4[(o / (W / 2)) * 2 + o % 2] + (float)(o % (W / 2) / 2);
+      want_y[o] = y4[(o / (W / 2)) * 2 + o % 2];
+    }
     rumus_tensor *tx = tu_tensor_typed(ctx, d, 4, in, x),
                  *ty = tu_tensor_typed(ctx, d, 4, out, NULL),
                  *tg = tu_tensor_typed(ctx, d, 4, out, dy),
@@ -467,16 +491,16 @@ START_TEST(max_special_values) {
       TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
       TU_OK(ctx, rumus_ctx_sync(ctx));
       float *y = tu_download_f32(ctx, ty), *dx = tu_download_f32(ctx, tdx);
-      int32_t idx[4];
-      TU_OK(ctx, rumus_tensor_download(ti, idx, sizeof idx));
-      const double want_y[4] = {NAN, -INFINITY, 5.0, NAN};
-      double want_dx[16] = {0};
-      for (int i = 0; i < 4; i++) want_dx[want_idx[i]] += dy[i];
-      tu_check_close("max_special_fwd", y, want_y, 4, 0, 0);
-      tu_check_close("max_special_bwd", dx, want_dx, 16, 0, 0);
-      for (int i = 0; i < 4; i++)
-        ck_assert_msg(idx[i] == want_idx[i], "%s window %d: index %d, not %d",
-                      tu_dtype_name(d), i, idx[i], want_idx[i]);
+      int32_t idx[8];
+      TU_OK(ctx, rumus_tensor_download(ti, idx, no * sizeof *idx));
+      double want_dx[32] = {0};
+      for (size_t i = 0; i < no; i++) want_dx[want_idx[i]] += dy[i];
+      tu_check_close("max_special_fwd", y, want_y, no, 0, 0);
+      tu_check_close("max_special_bwd", dx, want_dx, ni, 0, 0);
+      for (size_t i = 0; i < no; i++)
+        ck_assert_msg(idx[i] == want_idx[i],
+                      "%s W %zu window %zu: index %d, not %d",
+                      tu_dtype_name(d), W, i, idx[i], want_idx[i]);
       free(y);
       free(dx);
     }
