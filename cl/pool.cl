@@ -696,23 +696,32 @@ inline int4 quad_in(int w0, int ws, int k) {
                 (uint)(a + 2) < (uint)k, (uint)(a + 3) < (uint)k);
 }
 
-/* Max pooling without dilation: the quad's indices to check (positions
- * q .. q + nw - 1 and every H W after, as maxpool_bwd_q), then the
+/* Checks the indices quad u answers for: plane positions q .. q + nw - 1
+ * and every H W after (as maxpool_bwd_q). */
+inline void maxpool_check_quad(global const int *ip, pool_quad u, uint q,
+                               long4 io, long4 ks, long4 pd,
+                               volatile global int *status, uint8 mg,
+                               uint8 sv) {
+  const uint area_in = (uint)(io.s0 * io.s1), area_out = (uint)(io.s2 * io.s3);
+  for (uint j0 = q; j0 < area_out; j0 += area_in)
+    for (uint j = j0; j < j0 + u.nw && j < area_out; j++)
+      if (!pool_index_ok_q(ip[j], j, io, ks, pd, mg, sv))
+        rumus_report(status, DEVERR_POOL_INDEX, ip[j],
+                     (int)((size_t)u.plane * area_out + j));
+}
+
+/* Max pooling without dilation: the quad's indices to check, then the
  * gather. */
 inline void maxpool_bwd_quad(global const real_t *dy, global const int *idx,
                              global real_t *dx, uint item, long4 io, long4 ks,
                              long4 pd, volatile global int *status, int vec,
                              uint8 mg, uint8 sv) {
   const pool_quad u = pool_quad_of(item, io, mg, sv);
-  const uint area_in = (uint)(io.s0 * io.s1), area_out = (uint)(io.s2 * io.s3);
+  const uint area_out = (uint)(io.s2 * io.s3);
   const uint q = u.h * (uint)io.s1 + u.w0;
   global const int *ip = idx + (size_t)u.plane * area_out;
   global const real_t *gp = dy + (size_t)u.plane * area_out;
-  for (uint j0 = q; j0 < area_out; j0 += area_in)
-    for (uint j = j0; j < j0 + u.nw && j < area_out; j++)
-      if (!pool_index_ok_q(ip[j], j, io, ks, pd, mg, sv))
-        rumus_report(status, DEVERR_POOL_INDEX, ip[j],
-                     (int)((size_t)u.plane * area_out + j));
+  maxpool_check_quad(ip, u, q, io, ks, pd, status, mg, sv);
   int oh0, oh1, ow0, ow1, lo_, hi_;
   PQ_RANGE(u.h, pd.s0, ks.s0, 1, ks.s2, io.s2, 2, oh0, oh1);
   PQ_RANGE(u.w0, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, ow0, hi_);
@@ -732,6 +741,41 @@ inline void maxpool_bwd_quad(global const real_t *dy, global const int *idx,
       const int hit = L < 4u && u.w0 + L - ws < (uint)ks.s1;
       QUAD_ADD(s, g, (int4)(hit ? (int)L : -1) == (int4)(0, 1, 2, 3));
     }
+  pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
+}
+
+/* The max backward of 3 x 3 windows, stride 2, padding 1 with W = 2 OW a
+ * multiple of 4 (the ResNet stem): quad w0 = 4 m of row h lies in the
+ * windows of columns 2 m (lanes 0, 1), 2 m + 1 (lanes 1-3) and 2 m + 2
+ * (lane 3, when it exists) of rows h / 2 and, for h odd, (h + 1) / 2:
+ * the generic quad's candidates and order, its +0 adds dropped where a
+ * lane's window cannot hold the column (the same bits). */
+inline void maxpool_bwd_k3s2(global const real_t *dy, global const int *idx,
+                             global real_t *dx, uint item, long4 io, long4 ks,
+                             long4 pd, volatile global int *status, int vec,
+                             uint8 mg, uint8 sv) {
+  const pool_quad u = pool_quad_of(item, io, mg, sv);
+  const uint OW = (uint)io.s3, area_out = (uint)io.s2 * OW;
+  const uint q = u.h * (uint)io.s1 + u.w0, ow = u.w0 / 2u;
+  global const int *ip = idx + (size_t)u.plane * area_out;
+  global const real_t *gp = dy + (size_t)u.plane * area_out;
+  maxpool_check_quad(ip, u, q, io, ks, pd, status, mg, sv);
+  const uint oh1 = min((uint)io.s2 - 1u, (u.h + 1u) / 2u);
+  const int third = ow + 2u < OW; /* column 2 m + 2 exists */
+  const int4 qs = (int)q + (int4)(0, 1, 2, 3);
+  float4 s = (float4)(0.0f);
+  for (uint oh = u.h / 2u; oh <= oh1; oh++) {
+    const uint j = oh * OW + ow;
+    const int t0 = ip[j], t1 = ip[j + 1], t2 = third ? ip[j + 2] : -1;
+    const float g0 = LOAD(gp, j), g1 = LOAD(gp, j + 1);
+    const float g2 = third ? LOAD(gp, j + 2) : 0.0f;
+    s.s0 += t0 == qs.s0 ? g0 : 0.0f;
+    s.s1 += t0 == qs.s1 ? g0 : 0.0f;
+    s.s1 += t1 == qs.s1 ? g1 : 0.0f;
+    s.s2 += t1 == qs.s2 ? g1 : 0.0f;
+    s.s3 += t1 == qs.s3 ? g1 : 0.0f;
+    s.s3 += t2 == qs.s3 ? g2 : 0.0f;
+  }
   pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
 }
 
@@ -1452,4 +1496,15 @@ void maxpool2d_fwd_k3s2(ulong n, ulong base, global const real_t *x,
                         uint8 mg, uint8 sv) {
   POOL_ITEM(n, base);
   maxpool_fwd_k3s2(x + xo, y + yo, idx + io_, (uint)item, io, vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void maxpool2d_bwd_k3s2(ulong n, ulong base, global const real_t *dy,
+                        ulong dyo, global const int *idx, ulong io_,
+                        global real_t *dx, ulong dxo, long4 io, long4 ks,
+                        long4 pd, volatile global int *status, int vec,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_bwd_k3s2(dy + dyo, idx + io_, dx + dxo, (uint)item, io, ks, pd,
+                   status, vec, mg, sv);
 }

@@ -705,10 +705,12 @@ END_TEST
 /* The 2 x 2, stride 2 kernels of the GPU variant on 1 x 2 x 4 x 8 with
  * x, y and dx at offsets 3 (element accesses) and 4 (4-wide accesses at
  * an offset), y and dx between guards, storage d, both variants. */
-/* k2_offsets' forwards: x at 200 + off of buf, y off elements past a
- * guard; the max indices into ti (which the backwards then read). */
+/* k2_offsets' forwards (and the 3 x 3 stride 2 max backward, dy tg
+ * holding g): x at 200 + off of buf, y and dx off elements past a guard;
+ * the 2 x 2 max indices into ti (which the backwards then read). */
 static void k2_forwards(rumus_ctx *ctx, cl_mem buf, rumus_dtype d,
-                        size_t off, const float *x, rumus_tensor *ti) {
+                        size_t off, const float *x, const float *g,
+                        rumus_tensor *tg, rumus_tensor *ti) {
   const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
   const size_t in[4] = {1, 2, 4, 8}, out[4] = {1, 2, 2, 4};
   const ref_pool2d rp = ref_of(&p);
@@ -744,6 +746,15 @@ static void k2_forwards(rumus_ctx *ctx, cl_mem buf, rumus_dtype d,
   ck_assert_msg(memcmp(gi, idx, sizeof idx) == 0,
                 "k2_offsets_maxpool2d_fwd_k3s2: the indices differ");
   free(got);
+  double wdx[64], ma, mr;
+  tol_of(d, TOL_MAX_BWD, &ma, &mr);
+  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, off);
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p3, tg, ti, gdx.t));
+  got = tu_download_f32(ctx, gdx.t);
+  ref_maxpool2d_bwd(g, idx, 2, 4, 8, 2, 4, wdx);
+  tu_check_close("k2_offsets_maxpool2d_bwd_k3s2", got, wdx, 64, ma, mr);
+  free(got);
+  tu_guarded_check_free(ctx, &gdx);
   TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, tx, ty, ti));
   rumus_tensor_free(tx);
   tu_guarded_check_free(ctx, &gy);
@@ -772,7 +783,7 @@ START_TEST(k2_offsets) {
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
     for (size_t off = 3; off <= 4; off++) {
-      k2_forwards(ctx, buf, d, off, x, ti);
+      k2_forwards(ctx, buf, d, off, x, g, tg, ti);
       tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, off);
       rumus_tensor *tdx = gdx.t;
       TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));

@@ -11,8 +11,8 @@
  * 4 adjacent inputs of a row for the backwards; fwd_quad_plan, quad_plan),
  * dividing by multiplication (magic_of), and 2 x 2 windows of stride 2
  * that tile the input a work-item per 2 outputs for the backwards, per 4
- * for the forwards (k2_plan, k2_fwd_plan; k3s2_fwd_plan for the max
- * forward of 3 x 3 windows, stride 2, padding 1); dilated max backward
+ * for the forwards (k2_plan, k2_fwd_plan; k3s2_window for the max
+ * pooling of 3 x 3 windows, stride 2, padding 1); dilated max backward
  * keeps the element kernel (its _q form).
  */
 #include <stdint.h>
@@ -357,6 +357,16 @@ static int k2_fwd_plan(const rumus_ctx *ctx, const pool_call *c,
   return 1;
 }
 
+/* 1 for 3 x 3 windows, stride 2, padding 1, no dilation, on W = 2 OW
+ * even (the max kernels _k3s2; the backward's quads need W a multiple of
+ * 4). */
+static int k3s2_window(const pool_call *c) {
+  const cl_long4 io = c->io, ks = c->ks, pd = c->pd;
+  return ks.s[0] == 3 && ks.s[1] == 3 && ks.s[2] == 2 && ks.s[3] == 2 &&
+         pd.s[0] == 1 && pd.s[1] == 1 && pd.s[2] == 1 && pd.s[3] == 1 &&
+         io.s[1] == 2 * io.s[3] && io.s[1] % 4 == 0;
+}
+
 /* The max forward of 3 x 3 windows, stride 2, padding 1 (cl/pool.cl,
  * maxpool_fwd_k3s2): 1 when it applies (GPU variant, no dilation, W even,
  * OW = W / 2 a multiple of 4, every position below 2^31), with the lanes
@@ -366,11 +376,8 @@ static int k3s2_fwd_plan(const rumus_ctx *ctx, const pool_call *c,
                          const rumus_tensor *x, const rumus_tensor *y,
                          const rumus_tensor *idx, cl_uint8 *mg,
                          cl_uint8 *sv, size_t *quads, cl_int *vec) {
-  const cl_long4 io = c->io, ks = c->ks, pd = c->pd;
   if (!rumus__gpu_variant(ctx) || x->numel >= ((size_t)1 << 31) ||
-      ks.s[0] != 3 || ks.s[1] != 3 || ks.s[2] != 2 || ks.s[3] != 2 ||
-      pd.s[0] != 1 || pd.s[1] != 1 || pd.s[2] != 1 || pd.s[3] != 1 ||
-      io.s[1] % 2 != 0 || io.s[1] != 2 * io.s[3] || io.s[3] % 4 != 0)
+      !k3s2_window(c) || c->io.s[3] % 4 != 0)
     return 0;
   k2_magics(c, 4, mg, sv);
   *quads = y->numel / 4;
@@ -483,6 +490,9 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   cl_int vec;
   if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "maxpool2d_bwd_k2", dx, args, 12, quads, vec,
+                     mg, sv);
+  if (k3s2_window(&c) && quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "maxpool2d_bwd_k3s2", dx, args, 12, quads, vec,
                      mg, sv);
   if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "maxpool2d_bwd_quad", dx, args, 12, quads, vec,
