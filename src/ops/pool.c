@@ -357,9 +357,9 @@ static int k2_fwd_plan(const rumus_ctx *ctx, const pool_call *c,
   return 1;
 }
 
-/* 1 for 3 x 3 windows, stride 2, padding 1, no dilation, on W = 2 OW
- * even (the max kernels _k3s2; the backward's quads need W a multiple of
- * 4). */
+/* 1 for 3 x 3 windows, stride 2, padding 1, no dilation, on W = 2 OW a
+ * multiple of 4 (the max kernels _k3s2: the backward's quads then never
+ * cross a row and cover output columns 2 m .. 2 m + 2). */
 static int k3s2_window(const pool_call *c) {
   const cl_long4 io = c->io, ks = c->ks, pd = c->pd;
   return ks.s[0] == 3 && ks.s[1] == 3 && ks.s[2] == 2 && ks.s[3] == 2 &&
