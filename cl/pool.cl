@@ -31,7 +31,10 @@
  * 5 times faster on PoCL), which visit the same terms in the same order:
  * the same bits.  The adaptive forward is element-wise on both, but for
  * OH = OW = 1 on the GPU variant: a row reduction per plane and a
- * broadcast backward (adaptive_*_o1, below).
+ * broadcast backward (adaptive_*_o1, below).  When every index fits in 32
+ * bits the GPU variant runs quads instead of the element kernels (a
+ * work-item per 4 outputs or 4 inputs, the same terms in the same order:
+ * the same bits; *_quad, below).
  *
  * Backwards are gathers, never scatters: input element (h, w) visits, in
  * a fixed order (oh, then ow, ascending), the outputs whose window holds
@@ -47,10 +50,12 @@
  *         against its bin.
  * Max pooling's backward also checks every index it is given, each once:
  * input work-item q of a plane checks the indices at positions q, q + H W,
- * ... < OH OW of that plane (row work-item h: output rows h, h + H, ...).  An index that is not an element of its
- * output's window (outside the plane included; -1 is accepted for an
- * empty window) is reported through rumus_report (DEVERR_POOL_INDEX, the
- * index, its flat position in the indices tensor) and adds nothing.
+ * ... < OH OW of that plane (row work-item h: output rows h, h + H, ...;
+ * the 2 x 2 kernels: the two indices a work-item reads).  An index that
+ * is not an element of its output's window (outside the plane included;
+ * -1 is accepted for an empty window) is reported through rumus_report
+ * (DEVERR_POOL_INDEX, the index, its flat position in the indices
+ * tensor) and adds nothing.
  */
 
 #ifndef ROWS_WG
@@ -623,6 +628,561 @@ inline void avgpool_bwd_q(global const real_t *dy, global real_t *dx, uint e,
   }
   STORE(s, dx, e);
 }
+
+/* ---- GPU variant: backwards by row quads ---------------------------------
+ * The element kernels above (and the _q ones) are latency-bound on a GPU:
+ * each work-item writes one dx element after two or three dependent
+ * memory round trips (its index check, then the indices of its windows,
+ * then their dy), so too few bytes are in flight (max and average
+ * backwards at 13-15% of the copy bandwidth on the H200, adaptive at 4%).
+ * Here a work-item takes a quad: inputs w0 .. w0 + 3 (fewer at a row's
+ * end) of one input row (plane, h), rows cut in ceil(W / 4) quads.  Its
+ * plane, row and the output rows that hold h come from three divisions
+ * by multiplication per quad; the candidate outputs are those of the
+ * four inputs together (for 2 x 2 windows of stride 2, one or two
+ * columns), each candidate's index and dy loaded once and unconditionally
+ * (the loads are independent: issued together) and added to the lanes
+ * whose window holds them: the same terms in the same order (oh, then
+ * ow, ascending) as the element kernels, a lane adding +0 where they add
+ * nothing (s is never -0: it starts at +0), so the same bits.  The quad
+ * is stored as one aligned 4-wide access when W is a multiple of 4 and dx
+ * is aligned (vec, from the host), else element by element.  Lanes of
+ * (mg, sv): 0 quads per row, 1 W, 2 sh, 3 sw, 4 OW, 5 H, 6 OH (the lanes
+ * pool_index_ok_q and PQ_RANGE use are the same as the _q kernels'). */
+
+typedef struct {
+  uint plane, h, w0, nw; /* nw: inputs of the quad (1-4) */
+  size_t row;            /* plane H + h: the quad starts at row W + w0 */
+} pool_quad;
+
+inline pool_quad pool_quad_of(uint item, long4 io, uint8 mg, uint8 sv) {
+  const uint H = (uint)io.s0, W = (uint)io.s1, nq = (W + 3u) / 4u;
+  pool_quad r;
+  const uint row = PQ(item, 0);
+  r.w0 = (item - row * nq) * 4u;
+  r.plane = PQ(row, 5);
+  r.h = row - r.plane * H;
+  r.nw = min(4u, W - r.w0);
+  r.row = row;
+  return r;
+}
+
+/* Stores the quad's sums s at dr (vec: one aligned access of 4). */
+inline void pool_quad_store(global real_t *dr, float4 s, uint nw, int vec) {
+  if (vec) {
+    RUMUS_STOREA(RUMUS_STORAGE, 4, s, dr, 0);
+    return;
+  }
+  STORE(s.s0, dr, 0);
+  if (nw > 1) STORE(s.s1, dr, 1);
+  if (nw > 2) STORE(s.s2, dr, 2);
+  if (nw > 3) STORE(s.s3, dr, 3);
+}
+
+/* Adds v to the lanes i of s with sel.si set (+0 elsewhere). */
+#define QUAD_ADD(s, v, sel)                                                  \
+  do {                                                                       \
+    (s).s0 += (sel).s0 ? (v) : 0.0f;                                         \
+    (s).s1 += (sel).s1 ? (v) : 0.0f;                                         \
+    (s).s2 += (sel).s2 ? (v) : 0.0f;                                         \
+    (s).s3 += (sel).s3 ? (v) : 0.0f;                                         \
+  } while (0)
+
+/* Which lanes of a quad at w0 lie in the window of k columns starting at
+ * ws (int4 of 0 / 1). */
+inline int4 quad_in(int w0, int ws, int k) {
+  const int a = w0 - ws;
+  return (int4)((uint)a < (uint)k, (uint)(a + 1) < (uint)k,
+                (uint)(a + 2) < (uint)k, (uint)(a + 3) < (uint)k);
+}
+
+/* Checks the indices quad u answers for: plane positions q .. q + nw - 1
+ * and every H W after (as maxpool_bwd_q). */
+inline void maxpool_check_quad(global const int *ip, pool_quad u, uint q,
+                               long4 io, long4 ks, long4 pd,
+                               volatile global int *status, uint8 mg,
+                               uint8 sv) {
+  const uint area_in = (uint)(io.s0 * io.s1), area_out = (uint)(io.s2 * io.s3);
+  for (uint j0 = q; j0 < area_out; j0 += area_in)
+    for (uint j = j0; j < j0 + u.nw && j < area_out; j++)
+      if (!pool_index_ok_q(ip[j], j, io, ks, pd, mg, sv))
+        rumus_report(status, DEVERR_POOL_INDEX, ip[j],
+                     (int)((size_t)u.plane * area_out + j));
+}
+
+/* Max pooling without dilation: the quad's indices to check, then the
+ * gather. */
+inline void maxpool_bwd_quad(global const real_t *dy, global const int *idx,
+                             global real_t *dx, uint item, long4 io, long4 ks,
+                             long4 pd, volatile global int *status, int vec,
+                             uint8 mg, uint8 sv) {
+  const pool_quad u = pool_quad_of(item, io, mg, sv);
+  const uint area_out = (uint)(io.s2 * io.s3);
+  const uint q = u.h * (uint)io.s1 + u.w0;
+  global const int *ip = idx + (size_t)u.plane * area_out;
+  global const real_t *gp = dy + (size_t)u.plane * area_out;
+  maxpool_check_quad(ip, u, q, io, ks, pd, status, mg, sv);
+  int oh0, oh1, ow0, ow1, lo_, hi_;
+  PQ_RANGE(u.h, pd.s0, ks.s0, 1, ks.s2, io.s2, 2, oh0, oh1);
+  PQ_RANGE(u.w0, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, ow0, hi_);
+  PQ_RANGE(u.w0 + u.nw - 1, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, lo_, ow1);
+  (void)lo_;
+  (void)hi_;
+  const int OW = (int)io.s3;
+  float4 s = (float4)(0.0f);
+  for (int oh = oh0; oh <= oh1; oh++)
+    for (int ow = ow0; ow <= ow1; ow++) {
+      const int j = oh * OW + ow;
+      const float g = LOAD(gp, j);
+      /* The one lane an index can name, if its column is in the window
+       * of ow (the lanes' own window tests, in fewer instructions). */
+      const uint L = (uint)ip[j] - q;
+      const uint ws = (uint)(ow * (int)ks.s3 - (int)pd.s1);
+      const int hit = L < 4u && u.w0 + L - ws < (uint)ks.s1;
+      QUAD_ADD(s, g, (int4)(hit ? (int)L : -1) == (int4)(0, 1, 2, 3));
+    }
+  pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
+}
+
+/* The max backward of 3 x 3 windows, stride 2, padding 1 with W = 2 OW a
+ * multiple of 4 (the ResNet stem): quad w0 = 4 m of row h lies in the
+ * windows of columns 2 m (lanes 0, 1), 2 m + 1 (lanes 1-3) and 2 m + 2
+ * (lane 3, when it exists) of rows h / 2 and, for h odd, (h + 1) / 2:
+ * the generic quad's candidates and order, its +0 adds dropped where a
+ * lane's window cannot hold the column (the same bits). */
+inline void maxpool_bwd_k3s2(global const real_t *dy, global const int *idx,
+                             global real_t *dx, uint item, long4 io, long4 ks,
+                             long4 pd, volatile global int *status, int vec,
+                             uint8 mg, uint8 sv) {
+  const pool_quad u = pool_quad_of(item, io, mg, sv);
+  const uint OW = (uint)io.s3, area_out = (uint)io.s2 * OW;
+  const uint q = u.h * (uint)io.s1 + u.w0, ow = u.w0 / 2u;
+  global const int *ip = idx + (size_t)u.plane * area_out;
+  global const real_t *gp = dy + (size_t)u.plane * area_out;
+  maxpool_check_quad(ip, u, q, io, ks, pd, status, mg, sv);
+  const uint oh1 = min((uint)io.s2 - 1u, (u.h + 1u) / 2u);
+  const int third = ow + 2u < OW; /* column 2 m + 2 exists */
+  const int4 qs = (int)q + (int4)(0, 1, 2, 3);
+  float4 s = (float4)(0.0f);
+  for (uint oh = u.h / 2u; oh <= oh1; oh++) {
+    const uint j = oh * OW + ow;
+    const int t0 = ip[j], t1 = ip[j + 1], t2 = third ? ip[j + 2] : -1;
+    const float g0 = LOAD(gp, j), g1 = LOAD(gp, j + 1);
+    const float g2 = third ? LOAD(gp, j + 2) : 0.0f;
+    s.s0 += t0 == qs.s0 ? g0 : 0.0f;
+    s.s1 += t0 == qs.s1 ? g0 : 0.0f;
+    s.s1 += t1 == qs.s1 ? g1 : 0.0f;
+    s.s2 += t1 == qs.s2 ? g1 : 0.0f;
+    s.s3 += t1 == qs.s3 ? g1 : 0.0f;
+    s.s3 += t2 == qs.s3 ? g2 : 0.0f;
+  }
+  pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
+}
+
+inline void avgpool_bwd_quad(global const real_t *dy, global real_t *dx,
+                             uint item, long4 io, long4 ks, long4 pd, int cip,
+                             int divisor, int vec, uint8 mg, uint8 sv) {
+  const pool_quad u = pool_quad_of(item, io, mg, sv);
+  global const real_t *gp = dy + (size_t)u.plane * (size_t)(io.s2 * io.s3);
+  int oh0, oh1, ow0, ow1, lo_, hi_;
+  PQ_RANGE(u.h, pd.s0, ks.s0, 1, ks.s2, io.s2, 2, oh0, oh1);
+  PQ_RANGE(u.w0, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, ow0, hi_);
+  PQ_RANGE(u.w0 + u.nw - 1, pd.s1, ks.s1, 1, ks.s3, io.s3, 3, lo_, ow1);
+  (void)lo_;
+  (void)hi_;
+  float4 s = (float4)(0.0f);
+  for (int oh = oh0; oh <= oh1; oh++) {
+    long h0, h1, w0, w1;
+    const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+    for (int ow = ow0; ow <= ow1; ow++) {
+      const long pw = avg_axis(ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+      const float d =
+          avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+      const float v = LOAD(gp, oh * (int)io.s3 + ow) / d;
+      const int4 sel = quad_in((int)u.w0, ow * (int)ks.s3 - (int)pd.s1,
+                               (int)ks.s1);
+      QUAD_ADD(s, v, sel);
+    }
+  }
+  pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
+}
+
+/* Adaptive bins: rows [floor(oh H / OH), ceil((oh + 1) H / OH)), the
+ * candidates of row h [floor(h OH / H), ceil((h + 1) OH / H)) (the host
+ * keeps (H + 1)(OH + 1) and (W + 1)(OW + 1) below 2^32). */
+inline void adaptive_bwd_quad(global const real_t *dy, global real_t *dx,
+                              uint item, long4 io, int vec, uint8 mg,
+                              uint8 sv) {
+  const pool_quad u = pool_quad_of(item, io, mg, sv);
+  const uint H = (uint)io.s0, W = (uint)io.s1, OH = (uint)io.s2,
+             OW = (uint)io.s3;
+  global const real_t *gp = dy + (size_t)u.plane * (size_t)(OH * OW);
+  const uint oh0 = PQ(u.h * OH, 5), oh1 = PQ((u.h + 1) * OH + H - 1, 5);
+  const uint ow0 = PQ(u.w0 * OW, 1);
+  const uint ow1 = PQ((u.w0 + u.nw) * OW + W - 1, 1);
+  float4 s = (float4)(0.0f);
+  for (uint oh = oh0; oh < oh1; oh++) {
+    const uint h0 = PQ(oh * H, 6), h1 = PQ((oh + 1) * H + OH - 1, 6);
+    if (u.h < h0 || u.h >= h1) continue;
+    for (uint ow = ow0; ow < ow1; ow++) {
+      const uint w0 = PQ(ow * W, 4), w1 = PQ((ow + 1) * W + OW - 1, 4);
+      const float v =
+          LOAD(gp, oh * OW + ow) / (float)((h1 - h0) * (w1 - w0));
+      const int4 sel = quad_in((int)u.w0, (int)w0, (int)(w1 - w0));
+      QUAD_ADD(s, v, sel);
+    }
+  }
+  pool_quad_store(dx + u.row * (size_t)W + u.w0, s, u.nw, vec);
+}
+
+/* ---- GPU variant: 2 x 2 windows of stride 2 ----------------------------
+ * The most common pooling (2 x 2, stride 2, no padding) on H even and W a
+ * multiple of 4: windows tile the input, each input in exactly one.  A
+ * work-item takes outputs ow = 2 p, 2 p + 1 of output row (plane, oh):
+ * one read of their dy (and indices), and it owns the 2 x 4 block of dx
+ * below them, two 4-wide stores (aligned when vec).  Each dx element is
+ * 0 + its one term, as in the gathers: the same bits.  Lanes of (mg, sv):
+ * 0 OW / 2, 6 OH.  The max backward checks the two indices it reads
+ * (each index once, by its owner); an index outside its window adds
+ * nothing. */
+
+/* Stores the 4 values v at dr (vec: one aligned access). */
+inline void pool_store4(global real_t *dr, float4 v, int vec) {
+  if (vec) {
+    RUMUS_STOREA(RUMUS_STORAGE, 4, v, dr, 0);
+    return;
+  }
+  STORE(v.s0, dr, 0);
+  STORE(v.s1, dr, 1);
+  STORE(v.s2, dr, 2);
+  STORE(v.s3, dr, 3);
+}
+
+/* The pair of work-item `item`: its first output o (in the output
+ * tensor), its dx block's first element e, and the block's first input
+ * q within its plane. */
+typedef struct {
+  size_t o, e;
+  uint q, oh, p; /* p: the pair's (quad's) number in its output row */
+} pool_pair;
+
+inline pool_pair pool_pair_of(uint item, long4 io, uint8 mg, uint8 sv) {
+  const uint W = (uint)io.s1;
+  const uint row = PQ(item, 0), p = item - row * ((uint)io.s3 / 2u);
+  const uint plane = PQ(row, 6), oh = row - plane * (uint)io.s2;
+  pool_pair r;
+  r.o = (size_t)row * (size_t)io.s3 + 2u * p;
+  r.q = 2u * oh * W + 4u * p;
+  r.e = (size_t)plane * (size_t)(io.s0 * io.s1) + r.q;
+  r.oh = oh;
+  r.p = p;
+  return r;
+}
+
+/* 1 if index t is one of the 2 x 2 inputs at q, q + 1, q + W, q + W + 1. */
+inline int pool_in_block(int t, uint q, uint W) {
+  const uint a = (uint)t - q;
+  return a == 0u || a == 1u || a == W || a == W + 1u;
+}
+
+inline void maxpool_bwd_k2(global const real_t *dy, global const int *idx,
+                           global real_t *dx, uint item, long4 io,
+                           volatile global int *status, int vec, uint8 mg,
+                           uint8 sv) {
+  const pool_pair u = pool_pair_of(item, io, mg, sv);
+  const uint W = (uint)io.s1;
+  const int t0 = idx[u.o], t1 = idx[u.o + 1];
+  const float g0 = 0.0f + LOAD(dy, u.o), g1 = 0.0f + LOAD(dy, u.o + 1);
+  const int4 c = (int)u.q + (int4)(0, 1, 2, 3);
+  const int4 t = (int4)(t0, t0, t1, t1);
+  const float4 g = (float4)(g0, g0, g1, g1), z = (float4)(0.0f);
+  pool_store4(dx + u.e, select(z, g, t == c), vec);
+  pool_store4(dx + u.e + W, select(z, g, t == c + (int)W), vec);
+  if (!pool_in_block(t0, u.q, W))
+    rumus_report(status, DEVERR_POOL_INDEX, t0, (int)u.o);
+  if (!pool_in_block(t1, u.q + 2u, W))
+    rumus_report(status, DEVERR_POOL_INDEX, t1, (int)(u.o + 1));
+}
+
+inline void avgpool_bwd_k2(global const real_t *dy, global real_t *dx,
+                           uint item, long4 io, int divisor, int vec,
+                           uint8 mg, uint8 sv) {
+  const pool_pair u = pool_pair_of(item, io, mg, sv);
+  const float d = divisor > 0 ? (float)divisor : 4.0f;
+  const float g0 = 0.0f + LOAD(dy, u.o) / d;
+  const float g1 = 0.0f + LOAD(dy, u.o + 1) / d;
+  const float4 g = (float4)(g0, g0, g1, g1);
+  pool_store4(dx + u.e, g, vec);
+  pool_store4(dx + u.e + (size_t)io.s1, g, vec);
+}
+
+/* The forwards of 2 x 2 windows of stride 2 tiling the input, OW a
+ * multiple of 4: a work-item takes outputs 4 p .. 4 p + 3 of output row
+ * (plane, oh) (lanes 0 OW / 4 and 6 OH of (mg, sv)) and reads the 2 x 8
+ * block of x under them, four 4-wide loads when vec (x, y and the indices
+ * aligned to 4 elements), then stores 4 outputs (and indices) 4-wide.
+ * Each output takes its taps in the element kernel's order (row 0: w, w
+ * + 1; row 1: w, w + 1) with its compare or sum: the same bits. */
+
+/* x[e .. e + 8) (one row of the block) as its even and odd columns: the
+ * first and second tap of each of the 4 windows on that row. */
+inline void pool_row8(global const real_t *x, size_t e, int vec,
+                      float4 *even, float4 *odd) {
+  float4 a, b;
+  if (vec) {
+    a = RUMUS_LOADA(RUMUS_STORAGE, 4, x, e);
+    b = RUMUS_LOADA(RUMUS_STORAGE, 4, x, e + 4);
+  } else {
+    a = (float4)(LOAD(x, e), LOAD(x, e + 1), LOAD(x, e + 2), LOAD(x, e + 3));
+    b = (float4)(LOAD(x, e + 4), LOAD(x, e + 5), LOAD(x, e + 6),
+                 LOAD(x, e + 7));
+  }
+  *even = (float4)(a.even, b.even);
+  *odd = (float4)(a.odd, b.odd);
+}
+
+/* The output quad of work-item `item`: first output o, the x block's
+ * first element e and the block's first input q within its plane. */
+inline pool_pair pool_oq2_of(uint item, long4 io, uint8 mg, uint8 sv) {
+  const uint W = (uint)io.s1;
+  const uint row = PQ(item, 0), p = item - row * ((uint)io.s3 / 4u);
+  const uint plane = PQ(row, 6), oh = row - plane * (uint)io.s2;
+  pool_pair r;
+  r.o = (size_t)row * (size_t)io.s3 + 4u * p;
+  r.q = 2u * oh * W + 8u * p;
+  r.e = (size_t)plane * (size_t)(io.s0 * io.s1) + r.q;
+  r.oh = oh;
+  r.p = p;
+  return r;
+}
+
+/* One tap of the max: v at index i replaces (m, mi) where the element
+ * kernel's compare says so. */
+inline void max_tap4(float4 v, int4 i, float4 *m, int4 *mi) {
+  const int4 take = (v > *m) | isnan(v);
+  *m = select(*m, v, take);
+  *mi = select(*mi, i, take);
+}
+
+inline void maxpool_fwd_k2(global const real_t *x, global real_t *y,
+                           global int *idx, uint item, long4 io, int vec,
+                           uint8 mg, uint8 sv) {
+  const pool_pair u = pool_oq2_of(item, io, mg, sv);
+  const int W = (int)io.s1;
+  float4 a, b, c, d;
+  pool_row8(x, u.e, vec, &a, &b);
+  pool_row8(x, u.e + (size_t)W, vec, &c, &d);
+  const int4 ia = (int)u.q + (int4)(0, 2, 4, 6);
+  float4 m = a; /* the first tap is always taken (mi < 0) */
+  int4 mi = ia;
+  max_tap4(b, ia + 1, &m, &mi);
+  max_tap4(c, ia + W, &m, &mi);
+  max_tap4(d, ia + W + 1, &m, &mi);
+  pool_store4(y + u.o, m, vec);
+  if (vec) {
+    *(global int4 *)(idx + u.o) = mi;
+    return;
+  }
+  idx[u.o] = mi.s0;
+  idx[u.o + 1] = mi.s1;
+  idx[u.o + 2] = mi.s2;
+  idx[u.o + 3] = mi.s3;
+}
+
+inline void avgpool_fwd_k2(global const real_t *x, global real_t *y,
+                           uint item, long4 io, int divisor, int vec,
+                           uint8 mg, uint8 sv) {
+  const pool_pair u = pool_oq2_of(item, io, mg, sv);
+  float4 a, b, c, d;
+  pool_row8(x, u.e, vec, &a, &b);
+  pool_row8(x, u.e + (size_t)io.s1, vec, &c, &d);
+  const float dv = divisor > 0 ? (float)divisor : 4.0f;
+  const float4 s = ((((float4)(0.0f) + a) + b) + c) + d;
+  pool_store4(y + u.o, s / dv, vec);
+}
+
+/* The max forward of 3 x 3 windows of stride 2 with padding 1 (the
+ * ResNet stem), W even and OW = W / 2 a multiple of 4: a work-item takes
+ * outputs 4 p .. 4 p + 3 of output row (plane, oh) (lanes as
+ * maxpool_fwd_k2) and reads the 3 x 9 block of x under them once: per
+ * row column 8 p - 1 and two 4-wide loads (when vec).  Taps in the
+ * element kernel's order (rows 2 oh - 1 .. 2 oh + 1, columns left to
+ * right) with its compare; rows outside the image and column -1 are
+ * skipped: the same values and indices. */
+inline void maxpool_fwd_k3s2(global const real_t *x, global real_t *y,
+                             global int *idx, uint item, long4 io, int vec,
+                             uint8 mg, uint8 sv) {
+  const pool_pair u = pool_oq2_of(item, io, mg, sv); /* at (2 oh, 8 p) */
+  const int W = (int)io.s1, H = (int)io.s0;
+  const int h0 = 2 * (int)u.oh - 1, c0 = 8 * (int)u.p - 1;
+  /* Lane 0's first column is -1 on the quad at the row's start. */
+  const int4 in0 = (int4)(c0 >= 0 ? -1 : 0, -1, -1, -1);
+  float4 m = (float4)(-INFINITY);
+  int4 mi = (int4)(-1);
+  for (int i = 0; i < 3; i++) {
+    const int h = h0 + i;
+    if (h < 0 || h >= H) continue;
+    const size_t e = u.e + (size_t)((i - 1) * W); /* (h, 8 p) */
+    float4 ev, od;
+    pool_row8(x, e, vec, &ev, &od);
+    const float left = c0 >= 0 ? LOAD(x, e - 1) : 0.0f;
+    const int4 q = h * W + c0 + (int4)(0, 2, 4, 6); /* tap 0's index */
+    /* tap j of lane l is column c0 + 2 l + j */
+    const float4 v0 = (float4)(left, od.s0, od.s1, od.s2);
+    int4 take = in0 & ((v0 > m) | isnan(v0) | (mi < 0));
+    m = select(m, v0, take);
+    mi = select(mi, q, take);
+    take = (ev > m) | isnan(ev) | (mi < 0);
+    m = select(m, ev, take);
+    mi = select(mi, q + 1, take);
+    max_tap4(od, q + 2, &m, &mi);
+  }
+  pool_store4(y + u.o, m, vec);
+  if (vec) {
+    *(global int4 *)(idx + u.o) = mi;
+    return;
+  }
+  idx[u.o] = mi.s0;
+  idx[u.o + 1] = mi.s1;
+  idx[u.o + 2] = mi.s2;
+  idx[u.o + 3] = mi.s3;
+}
+
+/* ---- GPU variant: forwards by strided output quads ----------------------
+ * The element forwards wait on each of their kh kw loads in turn (a GPU
+ * issues the next load after the compare that needs the last) and divide
+ * twice per output.  Here a work-item takes 4 outputs WG apart, o + l WG
+ * (l < 4) for o = 4 WG (item / WG) + item % WG: a warp's lanes still take
+ * consecutive outputs (its loads coalesce as the element kernel's), and
+ * each tap (i, j) is 4 independent loads in flight.  Each output's plane
+ * and row come by multiplication (lanes 0 and 6 of (mg, sv): OW and OH;
+ * the host keeps every output position below 2^32), and each lane visits
+ * its taps in the element kernel's order with its compare or sum: the
+ * same bits. */
+
+inline uint4 pool_qdiv4(uint4 n, uint m, uint s) {
+  const uint4 t = mul_hi((uint4)(m), n);
+  return (t + ((n - t) >> (s & 0xffu))) >> (s >> 8);
+}
+
+/* The 4 outputs of work-item `item`, and their output rows (plane OH +
+ * oh), planes, oh and ow. */
+typedef struct {
+  uint4 o, plane;
+  int4 oh, ow;
+} pool_oquad;
+
+inline pool_oquad pool_oquad_of(uint item, uint n, long4 io, uint8 mg,
+                                uint8 sv) {
+  pool_oquad r;
+  const uint t = item % (uint)WG;
+  r.o = (item - t) * 4u + t + (uint4)(0u, 1u, 2u, 3u) * (uint)WG;
+  /* Outputs past n (not stored) read the last one's window. */
+  const uint4 o = min(r.o, n - 1u);
+  const uint4 row = pool_qdiv4(o, mg.s0, sv.s0);
+  r.ow = convert_int4(o - row * (uint)io.s3);
+  r.plane = pool_qdiv4(row, mg.s6, sv.s6);
+  r.oh = convert_int4(row - r.plane * (uint)io.s2);
+  return r;
+}
+
+/* xp0 .. xp3: the planes of x of the quad's lanes. */
+#define QUAD_PLANES(xp, x, u, io)                                            \
+  const size_t area_ = (size_t)((io).s0 * (io).s1);                          \
+  global const real_t *xp##0 = (x) + (size_t)(u).plane.s0 * area_;          \
+  global const real_t *xp##1 = (x) + (size_t)(u).plane.s1 * area_;          \
+  global const real_t *xp##2 = (x) + (size_t)(u).plane.s2 * area_;          \
+  global const real_t *xp##3 = (x) + (size_t)(u).plane.s3 * area_
+
+/* Lane l of a quad of positions a, one from each lane's plane. */
+#define QUAD_LOAD(xp, a)                                                     \
+  (float4)(LOAD(xp##0, (a).s0), LOAD(xp##1, (a).s1), LOAD(xp##2, (a).s2),   \
+           LOAD(xp##3, (a).s3))
+
+/* Stores v at the quad's outputs o below n (a warp's lanes write
+ * consecutive elements: coalesced). */
+inline void pool_oquad_store(global real_t *y, uint4 o, float4 v, uint n) {
+  if (o.s0 < n) STORE(v.s0, y, o.s0);
+  if (o.s1 < n) STORE(v.s1, y, o.s1);
+  if (o.s2 < n) STORE(v.s2, y, o.s2);
+  if (o.s3 < n) STORE(v.s3, y, o.s3);
+}
+
+inline void maxpool_fwd_quad(global const real_t *x, global real_t *y,
+                             global int *idx, uint item, uint n, long4 io,
+                             long4 ks, long4 pd, uint8 mg, uint8 sv) {
+  const pool_oquad u = pool_oquad_of(item, n, io, mg, sv);
+  const int H = (int)io.s0, W = (int)io.s1;
+  QUAD_PLANES(xp, x, u, io);
+  const int4 hs = u.oh * (int)ks.s2 - (int)pd.s0;
+  const int4 ws = u.ow * (int)ks.s3 - (int)pd.s1;
+  float4 m = (float4)(-INFINITY);
+  int4 mi = (int4)(-1);
+  for (int i = 0; i < (int)ks.s0; i++) {
+    const int4 h = hs + i * (int)pd.s2;
+    const int4 hin = h >= 0 && h < H, hw = clamp(h, 0, H - 1) * W;
+    for (int j = 0; j < (int)ks.s1; j++) {
+      const int4 w = ws + j * (int)pd.s3;
+      const int4 in = hin & (w >= 0 && w < W);
+      const float4 v = QUAD_LOAD(xp, hw + clamp(w, 0, W - 1));
+      const int4 take = in & ((v > m) | isnan(v) | (mi < 0));
+      m = select(m, v, take);
+      mi = select(mi, hw + w, take); /* h W + w where taken */
+    }
+  }
+  pool_oquad_store(y, u.o, m, n);
+  if (u.o.s0 < n) idx[u.o.s0] = mi.s0;
+  if (u.o.s1 < n) idx[u.o.s1] = mi.s1;
+  if (u.o.s2 < n) idx[u.o.s2] = mi.s2;
+  if (u.o.s3 < n) idx[u.o.s3] = mi.s3;
+}
+
+/* One axis of the 4 windows at o (as avg_axis): clipped [*lo, *hi) and
+ * the padded extent. */
+inline int4 avg_axis4(int4 o, long k, long s, long p, long n, int4 *lo,
+                      int4 *hi) {
+  const int4 start = o * (int)s - (int)p;
+  const int4 end = min(start + (int)k, (int)(n + p));
+  *lo = max(start, 0);
+  *hi = min(end, (int)n);
+  return end - start;
+}
+
+/* The average forward: each lane adds its window's inputs in the element
+ * kernel's order (h, then w), +0 for taps outside its clipped window (s
+ * is never -0), and divides once by the element kernel's divisor. */
+inline void avgpool_fwd_quad(global const real_t *x, global real_t *y,
+                             uint item, uint n, long4 io, long4 ks, long4 pd,
+                             int cip, int divisor, uint8 mg, uint8 sv) {
+  const pool_oquad u = pool_oquad_of(item, n, io, mg, sv);
+  const int H = (int)io.s0, W = (int)io.s1;
+  QUAD_PLANES(xp, x, u, io);
+  int4 h0, h1, w0, w1;
+  const int4 ph = avg_axis4(u.oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const int4 pw = avg_axis4(u.ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+  const int4 hs = u.oh * (int)ks.s2 - (int)pd.s0;
+  const int4 ws = u.ow * (int)ks.s3 - (int)pd.s1;
+  float4 s = (float4)(0.0f);
+  for (int i = 0; i < (int)ks.s0; i++) {
+    const int4 h = hs + i;
+    const int4 hin = h >= h0 && h < h1, hw = clamp(h, 0, H - 1) * W;
+    for (int j = 0; j < (int)ks.s1; j++) {
+      const int4 w = ws + j;
+      const float4 v = QUAD_LOAD(xp, hw + clamp(w, 0, W - 1));
+      s += select((float4)(0.0f), v, hin & (w >= w0 && w < w1));
+    }
+  }
+  /* The element kernel's divisor: padded or kept area, as a float. */
+  const int4 kept = (h1 - h0) * (w1 - w0), pad = ph * pw;
+  const float4 d =
+      divisor > 0 ? (float4)((float)divisor)
+                  : convert_float4(cip ? pad : kept);
+  s /= d;
+  pool_oquad_store(y, u.o, s, n);
+}
+#undef QUAD_PLANES
+#undef QUAD_LOAD
+#undef QUAD_ADD
 #undef PQ_RANGE
 
 /* ---- GPU variant: adaptive pooling to 1 x 1 ------------------------------
@@ -660,21 +1220,38 @@ inline void adaptive_fwd_o1(global const real_t *x, global real_t *y,
 
 /* Work-item g takes dx elements [4 g, 4 g + 4) of n: dy of their plane
  * over the area, each as 0 + dy / area (the element kernel's sum, so the
- * same bits as the CPU variant); one division per work-item. */
+ * same bits as the CPU variant); one division per work-item.  vec (dx
+ * aligned to 4 elements, from the host): a whole quad is one aligned
+ * 4-wide store, which a warp writes as one contiguous 512-byte run (4
+ * scalar stores 16 bytes apart took 4 passes over the same lines). */
+/* The value of element e of dx, the one after the element at (*plane,
+ * *pos) whose value is v (past n: 0, nothing is read). */
+inline float o1_next(global const real_t *dy, size_t e, size_t n,
+                     size_t area, long *pos, size_t *plane, float v) {
+  if (++*pos < (long)area) return v;
+  *pos = 0;
+  ++*plane;
+  return e < n ? 0.0f + LOAD(dy, *plane) / (float)area : 0.0f;
+}
+
 inline void adaptive_bwd_o1(global const real_t *dy, global real_t *dx,
-                            size_t g, size_t n, size_t area) {
-  size_t e = 4 * g;
+                            size_t g, size_t n, size_t area, int vec) {
+  const size_t e = 4 * g;
   long pos;
   size_t plane = pool_plane(e, (long)area, &pos);
-  float v = 0.0f + LOAD(dy, plane) / (float)area;
-  for (int k = 0; k < 4 && e < n; k++, e++, pos++) {
-    if (pos == (long)area) {
-      pos = 0;
-      plane++;
-      v = 0.0f + LOAD(dy, plane) / (float)area;
-    }
-    STORE(v, dx, e);
+  float4 q;
+  q.s0 = 0.0f + LOAD(dy, plane) / (float)area;
+  q.s1 = o1_next(dy, e + 1, n, area, &pos, &plane, q.s0);
+  q.s2 = o1_next(dy, e + 2, n, area, &pos, &plane, q.s1);
+  q.s3 = o1_next(dy, e + 3, n, area, &pos, &plane, q.s2);
+  if (vec && e + 4 <= n) {
+    RUMUS_STOREA(RUMUS_STORAGE, 4, q, dx, e);
+    return;
   }
+  STORE(q.s0, dx, e);
+  if (e + 1 < n) STORE(q.s1, dx, e + 1);
+  if (e + 2 < n) STORE(q.s2, dx, e + 2);
+  if (e + 3 < n) STORE(q.s3, dx, e + 3);
 }
 
 /* ---- Entries: element base + get_global_id(0) of n ---------------------- */
@@ -794,9 +1371,9 @@ __kernel RUMUS_WG_ATTR
 void adaptive_avgpool2d_bwd_o1(ulong items, ulong first,
                                global const real_t *dy, ulong dyo,
                                global real_t *dx, ulong dxo, ulong n,
-                               ulong area) {
+                               ulong area, int vec) {
   POOL_ITEM(items, first);
-  adaptive_bwd_o1(dy + dyo, dx + dxo, item, (size_t)n, (size_t)area);
+  adaptive_bwd_o1(dy + dyo, dx + dxo, item, (size_t)n, (size_t)area, vec);
 }
 
 /* GPU variant, every index in 32 bits: the backwards with the host's magic
@@ -818,4 +1395,116 @@ void avgpool2d_bwd_q(ulong n, ulong base, global const real_t *dy, ulong dyo,
   POOL_ITEM(n, base);
   avgpool_bwd_q(dy + dyo, dx + dxo, (uint)item, io, ks, pd, cip, divisor, mg,
                 sv);
+}
+
+/* GPU variant, quads (see above): work-item base + g of n quads. */
+__kernel RUMUS_WG_ATTR
+void maxpool2d_bwd_quad(ulong n, ulong base, global const real_t *dy,
+                        ulong dyo, global const int *idx, ulong io_,
+                        global real_t *dx, ulong dxo, long4 io, long4 ks,
+                        long4 pd, volatile global int *status, int vec,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_bwd_quad(dy + dyo, idx + io_, dx + dxo, (uint)item, io, ks, pd,
+                   status, vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_bwd_quad(ulong n, ulong base, global const real_t *dy,
+                        ulong dyo, global real_t *dx, ulong dxo, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor, int vec,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  avgpool_bwd_quad(dy + dyo, dx + dxo, (uint)item, io, ks, pd, cip, divisor,
+                   vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void adaptive_avgpool2d_bwd_quad(ulong n, ulong base, global const real_t *dy,
+                                 ulong dyo, global real_t *dx, ulong dxo,
+                                 long4 io, int vec, uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  adaptive_bwd_quad(dy + dyo, dx + dxo, (uint)item, io, vec, mg, sv);
+}
+
+/* GPU variant: the forwards by strided output quads: work-item base + g
+ * of `items`, n outputs. */
+__kernel RUMUS_WG_ATTR
+void maxpool2d_fwd_quad(ulong items, ulong base, global const real_t *x,
+                        ulong xo, global real_t *y, ulong yo, global int *idx,
+                        ulong io_, long4 io, long4 ks, long4 pd, uint n,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(items, base);
+  maxpool_fwd_quad(x + xo, y + yo, idx + io_, (uint)item, n, io, ks, pd, mg,
+                   sv);
+}
+__kernel RUMUS_WG_ATTR
+void avgpool2d_fwd_quad(ulong items, ulong base, global const real_t *x,
+                        ulong xo, global real_t *y, ulong yo, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor, uint n,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(items, base);
+  avgpool_fwd_quad(x + xo, y + yo, (uint)item, n, io, ks, pd, cip, divisor,
+                   mg, sv);
+}
+/* GPU variant, 2 x 2 windows of stride 2: work-item base + g of n output
+ * pairs. */
+__kernel RUMUS_WG_ATTR
+void maxpool2d_bwd_k2(ulong n, ulong base, global const real_t *dy,
+                      ulong dyo, global const int *idx, ulong io_,
+                      global real_t *dx, ulong dxo, long4 io, long4 ks,
+                      long4 pd, volatile global int *status, int vec,
+                      uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_bwd_k2(dy + dyo, idx + io_, dx + dxo, (uint)item, io, status, vec,
+                 mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_bwd_k2(ulong n, ulong base, global const real_t *dy, ulong dyo,
+                      global real_t *dx, ulong dxo, long4 io, long4 ks,
+                      long4 pd, int cip, int divisor, int vec, uint8 mg,
+                      uint8 sv) {
+  POOL_ITEM(n, base);
+  avgpool_bwd_k2(dy + dyo, dx + dxo, (uint)item, io, divisor, vec, mg, sv);
+}
+
+/* GPU variant, 2 x 2 windows of stride 2: work-item base + g of n output
+ * quads. */
+__kernel RUMUS_WG_ATTR
+void maxpool2d_fwd_k2(ulong n, ulong base, global const real_t *x, ulong xo,
+                      global real_t *y, ulong yo, global int *idx, ulong io_,
+                      long4 io, long4 ks, long4 pd, int vec, uint8 mg,
+                      uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_fwd_k2(x + xo, y + yo, idx + io_, (uint)item, io, vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_fwd_k2(ulong n, ulong base, global const real_t *x, ulong xo,
+                      global real_t *y, ulong yo, long4 io, long4 ks,
+                      long4 pd, int cip, int divisor, int vec, uint8 mg,
+                      uint8 sv) {
+  POOL_ITEM(n, base);
+  avgpool_fwd_k2(x + xo, y + yo, (uint)item, io, divisor, vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void maxpool2d_fwd_k3s2(ulong n, ulong base, global const real_t *x,
+                        ulong xo, global real_t *y, ulong yo, global int *idx,
+                        ulong io_, long4 io, long4 ks, long4 pd, int vec,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_fwd_k3s2(x + xo, y + yo, idx + io_, (uint)item, io, vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void maxpool2d_bwd_k3s2(ulong n, ulong base, global const real_t *dy,
+                        ulong dyo, global const int *idx, ulong io_,
+                        global real_t *dx, ulong dxo, long4 io, long4 ks,
+                        long4 pd, volatile global int *status, int vec,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  maxpool_bwd_k3s2(dy + dyo, idx + io_, dx + dxo, (uint)item, io, ks, pd,
+                   status, vec, mg, sv);
 }

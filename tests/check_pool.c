@@ -6,7 +6,8 @@
  * kernels 1, 2, 3, 5, 7, stride 1 < kernel (overlapping windows), stride
  * 2 on odd sizes, padding, dilation, ceil mode on and off,
  * count_include_pad both ways, a divisor override, adaptive bins with out
- * > in and out not dividing in, N 1 and 3, C 1 and 5; tensors in guarded
+ * > in and out not dividing in, widths that are multiples of 4 (the GPU
+ * variant's 4-wide stores), N 1 and 3, C 1 and 5; tensors in guarded
  * buffers and at odd element offsets.  Both variants run
  * the same kernels: their results must be the same bits.
  *
@@ -53,6 +54,11 @@ static const pool_case MAX_CASES[] = {
     {1, 5, 7, 7, {3, 3, 1, 1, 1, 1, 2, 2, 0, 1, 0}},  /* dilation 2 */
     {3, 1, 7, 5, {3, 2, 2, 1, 1, 1, 1, 2, 1, 1, 0}},  /* mixed axes */
     {1, 1, 2, 2, {2, 2, 1, 1, 1, 1, 3, 3, 0, 1, 0}},  /* empty window */
+    /* W a multiple of 4: the GPU variant's 4-wide stores */
+    {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* k 2, s 2 */
+    {1, 2, 7, 12, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* k 3, s 2, p 1 */
+    {2, 3, 7, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* OW = 8: quads */
+    {1, 2, 6, 8, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},  /* ceil, H even */
 };
 static const pool_case AVG_CASES[] = {
     {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
@@ -64,6 +70,9 @@ static const pool_case AVG_CASES[] = {
     {1, 5, 9, 9, {7, 7, 3, 3, 3, 3, 1, 1, 1, 1, 0}},
     {1, 1, 7, 5, {3, 3, 2, 2, 0, 0, 1, 1, 0, 1, 5}},  /* divisor 5 */
     {3, 1, 7, 5, {3, 2, 1, 2, 1, 1, 1, 1, 1, 1, 0}},
+    {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* W % 4 == 0 */
+    {1, 2, 5, 12, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
+    {1, 2, 4, 8, {2, 2, 2, 2, 0, 0, 1, 1, 1, 0, 3}},  /* 2 x 2, divisor 3 */
 };
 /* N, C, H, W, OH, OW */
 static const size_t ADA_CASES[][6] = {
@@ -73,6 +82,8 @@ static const size_t ADA_CASES[][6] = {
     /* to 1 x 1 (the GPU variant's plane reduction and broadcast): several
      * chains a lane; 32 planes of 9 a work-group, the last group short */
     {2, 3, 23, 17, 1, 1}, {4, 9, 3, 3, 1, 1},
+    /* W a multiple of 4 (4-wide stores), bins not dividing the input */
+    {2, 3, 8, 12, 3, 5}, {1, 2, 12, 8, 3, 2},
 };
 #define N_MAX (sizeof MAX_CASES / sizeof MAX_CASES[0])
 #define N_AVG (sizeof AVG_CASES / sizeof AVG_CASES[0])
@@ -429,22 +440,46 @@ END_TEST
 
 /* ---- limits ------------------------------------------------------------ */
 
+/* The 4 x 4 plane x4 at width W = 4, or twice side by side at W = 8 (the
+ * GPU variant's 2 x 2 forward kernel), and its window indices idx4 at
+ * that width. */
+static void special_layout(const float *x4, const int32_t *idx4,
+                           size_t W, float *x, int32_t *idx) {
+  for (size_t i = 0; i < 4 * W; i++) x[i] = x4[(i / W) * 4 + i % 4];
+  for (size_t o = 0; o < W; o++) {
+    const size_t ow = o % (W / 2);
+    const size_t t = (size_t)idx4[(o / (W / 2)) * 2 + ow % 2];
+    idx[o] = (int32_t)((t / 4) * W + t % 4 + (ow >= 2 ? 4 : 0));
+  }
+}
+
 /* NaN wins (the window's last NaN, as PyTorch), ties keep the first, an
  * all -inf window gives -inf at its first element; the backward sends dy
- * to exactly those indices.  4 x 4 plane, 2 x 2 windows, stride 2. */
+ * to exactly those indices.  4 x 4 plane (and the same twice side by
+ * side), 2 x 2 windows, stride 2. */
 START_TEST(max_special_values) {
   const float nan = NAN, inf = INFINITY;
-  const float x[16] = {1,    nan,  -inf, -inf, /* */
-                       3,    nan,  -inf, -inf, /* */
-                       5,    5,    nan,  2,    /* */
-                       2,    5,    7,    -inf};
-  const int32_t want_idx[4] = {5, 2, 8, 10};
-  const size_t in[4] = {1, 1, 4, 4}, out[4] = {1, 1, 2, 2};
+  const float x4[16] = {1,    nan,  -inf, -inf, /* */
+                        3,    nan,  -inf, -inf, /* */
+                        5,    5,    nan,  2,    /* */
+                        2,    5,    7,    -inf};
+  const int32_t idx4[4] = {5, 2, 8, 10};
+  const double y4[4] = {NAN, -INFINITY, 5.0, NAN};
+  const float dy4[4] = {1, 2, 3, 4};
   const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
-  const float dy[4] = {1, 2, 3, 4};
   rumus_ctx *ctx = tu_ctx();
-  for (int k = 0; k < 3; k++) {
-    const rumus_dtype d = tu_dtypes[k];
+  for (int k = 0; k < 6; k++) {
+    const rumus_dtype d = tu_dtypes[k % 3];
+    const size_t W = k < 3 ? 4 : 8, no = W, ni = 4 * W;
+    const size_t in[4] = {1, 1, 4, W}, out[4] = {1, 1, 2, W / 2};
+    float x[32], dy[8];
+    int32_t want_idx[8];
+    double want_y[8];
+    special_layout(x4, idx4, W, x, want_idx);
+    for (size_t o = 0; o < no; o++) {
+      dy[o] = dy4[(o / (W / 2)) * 2 + o % 2] + (float)(o % (W / 2) / 2);
+      want_y[o] = y4[(o / (W / 2)) * 2 + o % 2];
+    }
     rumus_tensor *tx = tu_tensor_typed(ctx, d, 4, in, x),
                  *ty = tu_tensor_typed(ctx, d, 4, out, NULL),
                  *tg = tu_tensor_typed(ctx, d, 4, out, dy),
@@ -456,16 +491,16 @@ START_TEST(max_special_values) {
       TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
       TU_OK(ctx, rumus_ctx_sync(ctx));
       float *y = tu_download_f32(ctx, ty), *dx = tu_download_f32(ctx, tdx);
-      int32_t idx[4];
-      TU_OK(ctx, rumus_tensor_download(ti, idx, sizeof idx));
-      const double want_y[4] = {NAN, -INFINITY, 5.0, NAN};
-      double want_dx[16] = {0};
-      for (int i = 0; i < 4; i++) want_dx[want_idx[i]] += dy[i];
-      tu_check_close("max_special_fwd", y, want_y, 4, 0, 0);
-      tu_check_close("max_special_bwd", dx, want_dx, 16, 0, 0);
-      for (int i = 0; i < 4; i++)
-        ck_assert_msg(idx[i] == want_idx[i], "%s window %d: index %d, not %d",
-                      tu_dtype_name(d), i, idx[i], want_idx[i]);
+      int32_t idx[8];
+      TU_OK(ctx, rumus_tensor_download(ti, idx, no * sizeof *idx));
+      double want_dx[32] = {0};
+      for (size_t i = 0; i < no; i++) want_dx[want_idx[i]] += dy[i];
+      tu_check_close("max_special_fwd", y, want_y, no, 0, 0);
+      tu_check_close("max_special_bwd", dx, want_dx, ni, 0, 0);
+      for (size_t i = 0; i < no; i++)
+        ck_assert_msg(idx[i] == want_idx[i],
+                      "%s W %zu window %zu: index %d, not %d",
+                      tu_dtype_name(d), W, i, idx[i], want_idx[i]);
       free(y);
       free(dx);
     }
@@ -667,6 +702,111 @@ START_TEST(odd_offsets) {
 END_TEST
 
 /* N or C of 0: checked, nothing enqueued. */
+/* The 2 x 2, stride 2 kernels of the GPU variant on 1 x 2 x 4 x 8 with
+ * x, y and dx at offsets 3 (element accesses) and 4 (4-wide accesses at
+ * an offset), y and dx between guards, storage d, both variants. */
+/* k2_offsets' forwards (and the 3 x 3 stride 2 max backward, dy tg
+ * holding g): x at 200 + off of buf, y and dx off elements past a guard;
+ * the 2 x 2 max indices into ti (which the backwards then read). */
+static void k2_forwards(rumus_ctx *ctx, cl_mem buf, rumus_dtype d,
+                        size_t off, const float *x, const float *g,
+                        rumus_tensor *tg, rumus_tensor *ti) {
+  const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
+  const size_t in[4] = {1, 2, 4, 8}, out[4] = {1, 2, 2, 4};
+  const ref_pool2d rp = ref_of(&p);
+  double want[16], fa, fr;
+  int32_t idx[16];
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  rumus_tensor *tx = wrap_at(ctx, buf, d, in, 200 + off, x);
+  tu_guarded gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, off);
+  rumus_tensor *ty = gy.t;
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, tx, ty, ti));
+  float *got = tu_download_f32(ctx, ty);
+  int32_t gi[16];
+  TU_OK(ctx, rumus_tensor_download(ti, gi, sizeof gi));
+  ref_maxpool2d_fwd(x, 2, 4, 8, &rp, 2, 4, want, idx);
+  tu_check_close("k2_offsets_maxpool2d_fwd", got, want, 16, 0, 0);
+  ck_assert_msg(memcmp(gi, idx, sizeof idx) == 0,
+                "k2_offsets_maxpool2d_fwd: the indices differ");
+  free(got);
+  TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &p, tx, ty));
+  got = tu_download_f32(ctx, ty);
+  ref_avgpool2d_fwd(x, 2, 4, 8, &rp, 2, 4, want);
+  tu_check_close("k2_offsets_avgpool2d_fwd", got, want, 16, fa, fr);
+  free(got);
+  /* 3 x 3, stride 2, padding 1 gives the same output shape here (its
+   * own max forward on the GPU variant); ti is restored after. */
+  const rumus_pool2d_params p3 = {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0};
+  const ref_pool2d rp3 = ref_of(&p3);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p3, tx, ty, ti));
+  got = tu_download_f32(ctx, ty);
+  TU_OK(ctx, rumus_tensor_download(ti, gi, sizeof gi));
+  ref_maxpool2d_fwd(x, 2, 4, 8, &rp3, 2, 4, want, idx);
+  tu_check_close("k2_offsets_maxpool2d_fwd_k3s2", got, want, 16, 0, 0);
+  ck_assert_msg(memcmp(gi, idx, sizeof idx) == 0,
+                "k2_offsets_maxpool2d_fwd_k3s2: the indices differ");
+  free(got);
+  double wdx[64], ma, mr;
+  tol_of(d, TOL_MAX_BWD, &ma, &mr);
+  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, off);
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p3, tg, ti, gdx.t));
+  got = tu_download_f32(ctx, gdx.t);
+  ref_maxpool2d_bwd(g, idx, 2, 4, 8, 2, 4, wdx);
+  tu_check_close("k2_offsets_maxpool2d_bwd_k3s2", got, wdx, 64, ma, mr);
+  free(got);
+  tu_guarded_check_free(ctx, &gdx);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &p, tx, ty, ti));
+  rumus_tensor_free(tx);
+  tu_guarded_check_free(ctx, &gy);
+}
+
+START_TEST(k2_offsets) {
+  const rumus_dtype d = tu_dtypes[_i];
+  const rumus_pool2d_params p = RUMUS_POOL2D_PARAMS(2, 2);
+  const size_t in[4] = {1, 2, 4, 8}, out[4] = {1, 2, 2, 4};
+  const ref_pool2d rp = ref_of(&p);
+  rumus_ctx *ctx = tu_ctx();
+  cl_int e;
+  cl_mem buf = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE,
+                              512 * sizeof(float), NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  tu_rng r;
+  tu_rng_seed(&r, 97 + (uint64_t)_i);
+  float *x = rand_typed(&r, d, 64, -2, 2), *g = rand_typed(&r, d, 16, -1, 1);
+  double want[64], ma, mr, ba, br;
+  int32_t idx[16];
+  tol_of(d, TOL_MAX_BWD, &ma, &mr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  ref_maxpool2d_fwd(x, 2, 4, 8, &rp, 2, 4, want, idx);
+  rumus_tensor *ti = tu_tensor(ctx, RUMUS_I32, 4, out, idx);
+  rumus_tensor *tg = wrap_at(ctx, buf, d, out, 1, g);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (size_t off = 3; off <= 4; off++) {
+      k2_forwards(ctx, buf, d, off, x, g, tg, ti);
+      tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, off);
+      rumus_tensor *tdx = gdx.t;
+      TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
+      float *got = tu_download_f32(ctx, tdx);
+      ref_maxpool2d_bwd(g, idx, 2, 4, 8, 2, 4, want);
+      tu_check_close("k2_offsets_maxpool2d_bwd", got, want, 64, ma, mr);
+      free(got);
+      TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &p, tg, tdx));
+      got = tu_download_f32(ctx, tdx);
+      ref_avgpool2d_bwd(g, 2, 4, 8, &rp, 2, 4, want);
+      tu_check_close("k2_offsets_avgpool2d_bwd", got, want, 64, ba, br);
+      free(got);
+      tu_guarded_check_free(ctx, &gdx);
+    }
+  }
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  free(x);
+  free(g);
+  tu_free_all(ctx, ti, tg, NULL);
+  clReleaseMemObject(buf);
+}
+END_TEST
+
 START_TEST(empty_tensors) {
   rumus_ctx *ctx = tu_ctx();
   const size_t in[4] = {0, 3, 7, 5}, out[4] = {0, 3, 3, 2};
@@ -856,6 +996,7 @@ int main(void) {
   tcase_add_test(limits, max_special_values);
   tcase_add_loop_test(limits, guards_and_offsets, 0, 3);
   tcase_add_loop_test(limits, odd_offsets, 0, 3);
+  tcase_add_loop_test(limits, k2_offsets, 0, 3);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

@@ -1,13 +1,19 @@
 /*
  * pool.c - 2-D max, average and adaptive average pooling, forward and
  * backward, on NCHW tensors (kernels in cl/pool.cl).  One program per
- * storage type holds the kernels of both variants (they differ only in
- * the backwards: one work-item per element on GPUs, per input row on
- * CPUs), with a fixed local size over a padded global size, at most 2^30
- * work-items a launch.  Adaptive pooling to 1 x 1 on the GPU variant has
- * kernels of its own: a plane reduction (forward) and a broadcast; the
- * GPU variant's max and average backwards divide by multiplication when
- * every index fits in 32 bits (pool_magics).
+ * storage type holds the kernels of both variants (they differ in how
+ * work is cut: quads or elements on GPUs, rows on CPUs), with a fixed
+ * local size over a padded global size, at most 2^30 work-items a
+ * launch.  Adaptive pooling to 1 x 1 on the GPU variant has
+ * kernels of its own: a plane reduction (forward) and a broadcast.  When
+ * every index fits in 32 bits the GPU variant runs quads instead (a
+ * work-item per 4 outputs WG apart for the max and average forwards, per
+ * 4 adjacent inputs of a row for the backwards; fwd_quad_plan, quad_plan),
+ * dividing by multiplication (magic_of), and 2 x 2 windows of stride 2
+ * that tile the input a work-item per 2 outputs for the backwards, per 4
+ * for the forwards (k2_plan, k2_fwd_plan; k3s2_window for the max
+ * pooling of 3 x 3 windows, stride 2, padding 1); dilated max backward
+ * keeps the element kernel (its _q form).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -216,30 +222,7 @@ static int check_avg_params(rumus_ctx *ctx, const char *op,
   return RUMUS_OK;
 }
 
-/* ---- Max pooling -------------------------------------------------------- */
-
-int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
-                        const rumus_tensor *x, rumus_tensor *y,
-                        rumus_tensor *indices) {
-  const char *op = "rumus_maxpool2d_fwd";
-  pool_call c;
-  if (ctx && indices == NULL)
-    return rumus__fail(ctx, RUMUS_ENULL, "%s: indices is NULL", op);
-  RUMUS__FORWARD(check_window_call(ctx, op, p, "x", x, "y", y, indices, &c));
-  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 0));
-  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "indices", indices, 0));
-  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "y", y, "indices", indices, 0));
-  if (y->numel == 0) return RUMUS_OK;
-  cl_ulong xo = rumus__off(x), yo = rumus__off(y), io = rumus__off(indices);
-  rumus__arg args[11] = {{0, NULL}, {0, NULL}, /* count, first: run_items */
-                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
-                         RUMUS__ARG(y->mem), RUMUS__ARG(yo),
-                         RUMUS__ARG(indices->mem), RUMUS__ARG(io),
-                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
-  return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
-}
-
-/* ---- GPU backwards: divisions by multiplication ------------------------- */
+/* ---- GPU variant: divisions by multiplication, quads -------------------- */
 
 /* Granlund and Montgomery's magic numbers for unsigned 32-bit division by
  * d (cl/pool.cl, pool_qdiv): l = ceil(log2 d), m = floor(2^32 (2^l - d) /
@@ -268,6 +251,216 @@ static int pool_magics(const rumus_ctx *ctx, const pool_call *c,
   return 1;
 }
 
+/* The quad kernels (GPU variant, cl/pool.cl: a work-item per 4 inputs of
+ * a row): their magic numbers (lanes 0 quads per row, 1 W, 2 sh, 3 sw, 4
+ * OW, 5 H, 6 OH), the number of quads and vec (dx aligned to 4 elements
+ * and W a multiple of 4: 4-wide stores).  1 when they apply: the GPU
+ * variant, every quad number and plane position in 32 bits, the window
+ * arithmetic in int (dilation 1; `adaptive`: the bins' products with
+ * (H + 1)(OH + 1) and (W + 1)(OW + 1) below 2^32). */
+static int quad_plan(const rumus_ctx *ctx, const pool_call *c,
+                     const rumus_tensor *dx, int adaptive, cl_uint8 *mg,
+                     cl_uint8 *sv, size_t *quads, cl_int *vec) {
+  const uint64_t lim = (uint64_t)1 << 31;
+  const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1],
+                 OH = (uint64_t)c->io.s[2], OW = (uint64_t)c->io.s[3];
+  const uint64_t nq = (W + 3) / 4;
+  if (!rumus__gpu_variant(ctx) || H * W >= lim || OH * OW >= lim)
+    return 0;
+  const uint64_t planes = dx->numel / (H * W);
+  if (planes * H * nq >= 2 * lim) return 0;
+  uint64_t sh = 1, sw = 1;
+  if (adaptive) {
+    if ((H + 1) * (OH + 1) >= 2 * lim || (W + 1) * (OW + 1) >= 2 * lim)
+      return 0;
+  } else {
+    if (c->pd.s[2] != 1 || c->pd.s[3] != 1) return 0;
+    sh = (uint64_t)c->ks.s[2];
+    sw = (uint64_t)c->ks.s[3];
+    for (int a = 0; a < 2; a++)
+      if ((uint64_t)(c->io.s[a] + 2 * c->pd.s[a] + c->ks.s[a] +
+                     c->ks.s[2 + a]) >= lim)
+        return 0;
+  }
+  const uint64_t d[7] = {nq, W, sh, sw, OW, H, OH};
+  for (int k = 0; k < 8; k++) magic_of(k < 7 ? d[k] : 1, &mg->s[k], &sv->s[k]);
+  *quads = (size_t)(planes * H * nq);
+  *vec = W % 4 == 0 && rumus__aligned(dx, 0, 4);
+  return 1;
+}
+
+/* Launches `kernel` over the quads with args[0 .. na) (2 left for
+ * run_items) followed by vec, mg and sv. */
+static int run_quads(rumus_ctx *ctx, const char *op, const char *kernel,
+                     const rumus_tensor *dx, const rumus__arg *args,
+                     size_t na, size_t quads, cl_int vec, cl_uint8 mg,
+                     cl_uint8 sv) {
+  rumus__arg aq[16];
+  for (size_t i = 0; i < na; i++) aq[i] = args[i];
+  aq[na] = RUMUS__ARG(vec);
+  aq[na + 1] = RUMUS__ARG(mg);
+  aq[na + 2] = RUMUS__ARG(sv);
+  return run_items(ctx, op, dx->dtype, kernel, quads, aq, na + 3,
+                   pool_ls(ctx));
+}
+
+/* 1 if the GPU variant runs, the windows are 2 x 2 of stride 2 without
+ * padding or dilation and tile the input `in` (H = 2 OH, W = 2 OW, W a
+ * multiple of wmul), and every position is below 2^31. */
+static int k2_tiles(const rumus_ctx *ctx, const pool_call *c,
+                    const rumus_tensor *in, cl_long wmul) {
+  const cl_long4 io = c->io, ks = c->ks, pd = c->pd;
+  return rumus__gpu_variant(ctx) && in->numel < ((size_t)1 << 31) &&
+         ks.s[0] == 2 && ks.s[1] == 2 && ks.s[2] == 2 && ks.s[3] == 2 &&
+         pd.s[0] == 0 && pd.s[1] == 0 && pd.s[2] == 1 && pd.s[3] == 1 &&
+         io.s[0] == 2 * io.s[2] && io.s[1] == 2 * io.s[3] &&
+         io.s[1] % wmul == 0;
+}
+
+/* Lanes 0 OW / per and 6 OH of (mg, sv), the rest 1. */
+static void k2_magics(const pool_call *c, int per, cl_uint8 *mg,
+                      cl_uint8 *sv) {
+  for (int k = 0; k < 8; k++)
+    magic_of(k == 0   ? (uint64_t)c->io.s[3] / (uint64_t)per
+             : k == 6 ? (uint64_t)c->io.s[2]
+                      : 1,
+             &mg->s[k], &sv->s[k]);
+}
+
+/* The 2 x 2, stride 2 backwards (cl/pool.cl, a work-item per output
+ * pair): 1 when they apply (GPU variant; windows 2 x 2, stride 2, no
+ * padding or dilation tiling the input: H = 2 OH, W = 2 OW, W a multiple
+ * of 4; every position below 2^31), with lanes 0 OW / 2 and 6 OH of (mg,
+ * sv), the number of pairs and vec (dx aligned to 4 elements). */
+static int k2_plan(const rumus_ctx *ctx, const pool_call *c,
+                   const rumus_tensor *dx, cl_uint8 *mg, cl_uint8 *sv,
+                   size_t *pairs, cl_int *vec) {
+  if (!k2_tiles(ctx, c, dx, 4)) return 0;
+  k2_magics(c, 2, mg, sv);
+  *pairs = dx->numel / 8;
+  *vec = rumus__aligned(dx, 0, 4);
+  return 1;
+}
+
+/* The 2 x 2, stride 2 forwards (a work-item per 4 outputs of a row, the
+ * 2 x 8 block of x under them): as k2_plan with OW a multiple of 4; vec
+ * when x, y and idx (NULL: none) are aligned to 4 elements. */
+static int k2_fwd_plan(const rumus_ctx *ctx, const pool_call *c,
+                       const rumus_tensor *x, const rumus_tensor *y,
+                       const rumus_tensor *idx, cl_uint8 *mg, cl_uint8 *sv,
+                       size_t *quads, cl_int *vec) {
+  if (!k2_tiles(ctx, c, x, 8)) return 0;
+  k2_magics(c, 4, mg, sv);
+  *quads = y->numel / 4;
+  *vec = rumus__aligned(x, 0, 4) && rumus__aligned(y, 0, 4) &&
+         (idx == NULL || rumus__aligned(idx, 0, 4));
+  return 1;
+}
+
+/* 1 for 3 x 3 windows, stride 2, padding 1, no dilation, on W = 2 OW a
+ * multiple of 4 (the max kernels _k3s2: the backward's quads then never
+ * cross a row and cover output columns 2 m .. 2 m + 2). */
+static int k3s2_window(const pool_call *c) {
+  const cl_long4 io = c->io, ks = c->ks, pd = c->pd;
+  return ks.s[0] == 3 && ks.s[1] == 3 && ks.s[2] == 2 && ks.s[3] == 2 &&
+         pd.s[0] == 1 && pd.s[1] == 1 && pd.s[2] == 1 && pd.s[3] == 1 &&
+         io.s[1] == 2 * io.s[3] && io.s[1] % 4 == 0;
+}
+
+/* The max forward of 3 x 3 windows, stride 2, padding 1 (cl/pool.cl,
+ * maxpool_fwd_k3s2): 1 when it applies (GPU variant, no dilation, W even,
+ * OW = W / 2 a multiple of 4, every position below 2^31), with the lanes
+ * of k2_fwd_plan, the number of output quads and vec (x, y, idx aligned
+ * to 4 elements). */
+static int k3s2_fwd_plan(const rumus_ctx *ctx, const pool_call *c,
+                         const rumus_tensor *x, const rumus_tensor *y,
+                         const rumus_tensor *idx, cl_uint8 *mg,
+                         cl_uint8 *sv, size_t *quads, cl_int *vec) {
+  if (!rumus__gpu_variant(ctx) || x->numel >= ((size_t)1 << 31) ||
+      !k3s2_window(c) || c->io.s[3] % 4 != 0)
+    return 0;
+  k2_magics(c, 4, mg, sv);
+  *quads = y->numel / 4;
+  *vec = rumus__aligned(x, 0, 4) && rumus__aligned(y, 0, 4) &&
+         rumus__aligned(idx, 0, 4);
+  return 1;
+}
+
+/* The forward quad kernels (a work-item per 4 outputs WG apart, cl/pool.cl):
+ * lanes 0 OW and 6 OH of (mg, sv), the work-items to launch.  1 when they
+ * apply: the GPU variant, every output position and plane position
+ * below 2^31, every window row, column and area in int. */
+static int fwd_quad_plan(const rumus_ctx *ctx, const pool_call *c,
+                         const rumus_tensor *y, cl_uint8 *mg, cl_uint8 *sv,
+                         size_t *items) {
+  const uint64_t lim = (uint64_t)1 << 31, ls = pool_ls(ctx);
+  const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1],
+                 OH = (uint64_t)c->io.s[2], OW = (uint64_t)c->io.s[3];
+  if (!rumus__gpu_variant(ctx) || H * W >= lim || y->numel >= lim ||
+      (uint64_t)c->ks.s[0] * (uint64_t)c->ks.s[1] >= lim)
+    return 0;
+  for (int a = 0; a < 2; a++) { /* in + 2 p + (k - 1) d + s */
+    const uint64_t k = (uint64_t)c->ks.s[a], s = (uint64_t)c->ks.s[2 + a];
+    if ((uint64_t)c->io.s[a] + 2 * (uint64_t)c->pd.s[a] +
+            (k - 1) * (uint64_t)c->pd.s[2 + a] + s >= lim)
+      return 0;
+  }
+  const uint64_t d[7] = {OW, 1, 1, 1, 1, 1, OH};
+  for (int k = 0; k < 8; k++) magic_of(k < 7 ? d[k] : 1, &mg->s[k], &sv->s[k]);
+  *items = (y->numel + 4 * ls - 1) / (4 * ls) * ls;
+  return 1;
+}
+
+/* Launches a forward quad kernel with args[0 .. na) (2 left for
+ * run_items) followed by n (y's elements), mg and sv. */
+static int run_fwd_quads(rumus_ctx *ctx, const char *op, const char *kernel,
+                         const rumus_tensor *y, const rumus__arg *args,
+                         size_t na, size_t items, cl_uint8 mg, cl_uint8 sv) {
+  rumus__arg aq[16];
+  cl_uint n = (cl_uint)y->numel;
+  for (size_t i = 0; i < na; i++) aq[i] = args[i];
+  aq[na] = RUMUS__ARG(n);
+  aq[na + 1] = RUMUS__ARG(mg);
+  aq[na + 2] = RUMUS__ARG(sv);
+  return run_items(ctx, op, y->dtype, kernel, items, aq, na + 3,
+                   pool_ls(ctx));
+}
+
+/* ---- Max pooling -------------------------------------------------------- */
+
+int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
+                        const rumus_tensor *x, rumus_tensor *y,
+                        rumus_tensor *indices) {
+  const char *op = "rumus_maxpool2d_fwd";
+  pool_call c;
+  if (ctx && indices == NULL)
+    return rumus__fail(ctx, RUMUS_ENULL, "%s: indices is NULL", op);
+  RUMUS__FORWARD(check_window_call(ctx, op, p, "x", x, "y", y, indices, &c));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "y", y, 0));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "indices", indices, 0));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "y", y, "indices", indices, 0));
+  if (y->numel == 0) return RUMUS_OK;
+  cl_ulong xo = rumus__off(x), yo = rumus__off(y), io = rumus__off(indices);
+  rumus__arg args[11] = {{0, NULL}, {0, NULL}, /* count, first: run_items */
+                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
+                         RUMUS__ARG(y->mem), RUMUS__ARG(yo),
+                         RUMUS__ARG(indices->mem), RUMUS__ARG(io),
+                         RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd)};
+  cl_uint8 mg, sv;
+  size_t items;
+  cl_int vec;
+  if (k2_fwd_plan(ctx, &c, x, y, indices, &mg, &sv, &items, &vec))
+    return run_quads(ctx, op, "maxpool2d_fwd_k2", y, args, 11, items, vec, mg,
+                     sv);
+  if (k3s2_fwd_plan(ctx, &c, x, y, indices, &mg, &sv, &items, &vec))
+    return run_quads(ctx, op, "maxpool2d_fwd_k3s2", y, args, 11, items, vec,
+                     mg, sv);
+  if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
+    return run_fwd_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, items,
+                         mg, sv);
+  return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
+}
+
 int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *dy, const rumus_tensor *indices,
                         rumus_tensor *dx) {
@@ -293,6 +486,17 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(ctx->status)};
   cl_uint8 mg, sv;
+  size_t quads;
+  cl_int vec;
+  if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "maxpool2d_bwd_k2", dx, args, 12, quads, vec,
+                     mg, sv);
+  if (k3s2_window(&c) && quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "maxpool2d_bwd_k3s2", dx, args, 12, quads, vec,
+                     mg, sv);
+  if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "maxpool2d_bwd_quad", dx, args, 12, quads, vec,
+                     mg, sv);
   if (pool_magics(ctx, &c, dx, dy, &mg, &sv)) {
     rumus__arg aq[14];
     for (int i = 0; i < 12; i++) aq[i] = args[i];
@@ -321,6 +525,15 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(y->mem), RUMUS__ARG(yo),
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
+  cl_uint8 mg, sv;
+  size_t items;
+  cl_int vec;
+  if (k2_fwd_plan(ctx, &c, x, y, NULL, &mg, &sv, &items, &vec))
+    return run_quads(ctx, op, "avgpool2d_fwd_k2", y, args, 11, items, vec, mg,
+                     sv);
+  if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
+    return run_fwd_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, items,
+                         mg, sv);
   return run_rows(ctx, op, "avgpool2d_fwd", y, args, 11);
 }
 
@@ -344,6 +557,14 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                          RUMUS__ARG(c.io), RUMUS__ARG(c.ks), RUMUS__ARG(c.pd),
                          RUMUS__ARG(cip), RUMUS__ARG(div)};
   cl_uint8 mg, sv;
+  size_t quads;
+  cl_int vec;
+  if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "avgpool2d_bwd_k2", dx, args, 11, quads, vec,
+                     mg, sv);
+  if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "avgpool2d_bwd_quad", dx, args, 11, quads, vec,
+                     mg, sv);
   if (pool_magics(ctx, &c, dx, dy, &mg, &sv)) {
     rumus__arg aq[13];
     for (int i = 0; i < 11; i++) aq[i] = args[i];
@@ -450,16 +671,24 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   if (rumus__gpu_variant(ctx) && dy->shape[2] == 1 && dy->shape[3] == 1) {
     /* A broadcast of each plane's dy: 4 elements a work-item. */
     cl_ulong n = dx->numel, area = dx->shape[2] * dx->shape[3];
-    rumus__arg a4[8] = {{0, NULL},          {0, NULL},
+    cl_int vec = rumus__aligned(dx, 0, 4);
+    rumus__arg a4[9] = {{0, NULL},          {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
-                        RUMUS__ARG(n),       RUMUS__ARG(area)};
+                        RUMUS__ARG(n),       RUMUS__ARG(area),
+                        RUMUS__ARG(vec)};
     return run_items(ctx, op, dx->dtype, "adaptive_avgpool2d_bwd_o1",
-                     (dx->numel + 3) / 4, a4, 8, pool_ls(ctx));
+                     (dx->numel + 3) / 4, a4, 9, pool_ls(ctx));
   }
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
+  cl_uint8 mg, sv;
+  size_t quads;
+  cl_int vec;
+  if (quad_plan(ctx, &c, dx, 1, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "adaptive_avgpool2d_bwd_quad", dx, args, 7,
+                     quads, vec, mg, sv);
   return run_rows(ctx, op, "adaptive_avgpool2d_bwd", dx, args, 7);
 }
 
