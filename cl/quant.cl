@@ -305,30 +305,34 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
 #define Q8_MV_AFULL(p, k) LOAD4(p, k)
 #define Q8_MV_ATAIL(p, k) q8_tail_a4((p) + (k), K - (k))
 
-/* NU quads of the lane from quad g, Q8_LPR * KS quads apart: the int8 of
- * its RPW rows and their scales are all loaded before any is used (NU *
- * RPW loads in flight), then each quad is added in turn. */
-#define Q8_MV_STEPS(NU)                                                      \
+/* U quads of the lane from quad g, Q8_LPR * KS quads apart: the int8 of
+ * its RPW rows and their scales are all loaded before any is used (U *
+ * RPW loads in flight), then each quad is added in turn.  LAST: quads
+ * past K4 are skipped (the last group, partial, in one round trip rather
+ * than one per quad). */
+#define Q8_MV_STEPS(LAST)                                                    \
   do {                                                                       \
-    char4 bq[8][4]; /* NU x RPW of them */                                   \
+    char4 bq[8][4]; /* U x RPW of them */                                    \
     float s[8][4];                                                           \
-    Q8_UNROLL for (int u = 0; u < NU; u++) {                                 \
-      const size_t k = (g + (size_t)u * stride) * 4;                         \
+    Q8_UNROLL for (int u = 0; u < U; u++) {                                  \
+      const size_t gu = g + (size_t)u * stride, k = gu * 4;                  \
+      const int ok = !(LAST) || gu < K4;                                     \
       Q8_UNROLL for (int j = 0; j < RPW; j++) {                              \
-        bq[u][j] = Q8_LOADQ4(qr[j], k);                                      \
-        s[u][j] = vload_half(sr[j] + (k >> shift), sc);                      \
+        bq[u][j] = ok ? Q8_LOADQ4(qr[j], k) : (char4)(0);                    \
+        s[u][j] = ok ? vload_half(sr[j] + (k >> shift), sc) : 0.0f;          \
       }                                                                      \
     }                                                                        \
-    Q8_UNROLL for (int u = 0; u < NU; u++) {                                 \
-      const size_t k = (g + (size_t)u * stride) * 4;                         \
-      Q8_MV_QUAD(bq[u], s[u], k, Q8_MV_AFULL);                               \
+    Q8_UNROLL for (int u = 0; u < U; u++) {                                  \
+      const size_t gu = g + (size_t)u * stride, k = gu * 4;                  \
+      if (!(LAST) || gu < K4) Q8_MV_QUAD(bq[u], s[u], k, Q8_MV_AFULL);       \
     }                                                                        \
   } while (0)
 
-/* K's last K % 4 elements (quad K / 4), by the lane whose turn it is. */
+/* K's last K % 4 elements (quad K4 = K / 4), by the lane whose turn it
+ * is. */
 #define Q8_MV_TAIL()                                                         \
   do {                                                                       \
-    const size_t k = g * 4;                                                  \
+    const size_t k = K4 * 4;                                                 \
     char4 bq[4];                                                             \
     float s[4];                                                              \
     Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
@@ -408,11 +412,12 @@ Q8_INLINE void q8_mv_body(const int MB, const int RPW, const int KS,
     sr[j] = n * nb;
   }
   const size_t K4 = K / 4, stride = (size_t)KS * Q8_LPR;
-  size_t g = (w % KS) * Q8_LPR + lane;
+  const size_t g0 = (w % KS) * Q8_LPR + lane;
+  size_t g = g0;
   for (; g + (size_t)(U - 1) * stride < K4; g += (size_t)U * stride)
-    Q8_MV_STEPS(U);
-  for (; g < K4; g += stride) Q8_MV_STEPS(1);
-  if (K % 4 && g == K4) Q8_MV_TAIL();
+    Q8_MV_STEPS(0);
+  if (g < K4) Q8_MV_STEPS(1);
+  if (K % 4 && K4 % stride == g0) Q8_MV_TAIL();
   q8_mv_reduce(MB, RPW, KS, acc, C, M, N, ldc, red);
 }
 

@@ -455,9 +455,10 @@ END_TEST
 
 /* Every M from 1 to 8 (each q8_mv_<MB> and its unused rows of A), run
  * twice for the same bits, A in every type: K = 1203 (one full group of
- * q8_mv's loads, then single quads, then the last 3 elements in the
- * second row group splitting K) and 175 (no full group; the tail quad in
- * the second row group), N = 21 and 5 (part of a work-group's rows). */
+ * q8_mv's loads, then a partial one, then the last 3 elements in the
+ * second row group splitting K) and 175 (a partial group only; the tail
+ * quad in the second row group), N = 21 and 5 (part of a work-group's
+ * rows). */
 START_TEST(matmul_every_m) {
   static const rumus_dtype PAIRS[3][2] = {{RUMUS_F32, RUMUS_F32},
                                           {RUMUS_F16, RUMUS_F16},
