@@ -424,7 +424,7 @@ static void run_product(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad,
  * blocks 256 and 16; K past one group of q8_mv's loads (32 lanes x 8
  * quads x 4 = 1024 elements, 2048 where two row groups split K: 4096,
  * and 4200 with the last group partial), N odd (q8_mv's row pairs and
- * 16-row work-groups). */
+ * 8-row work-groups). */
 static const size_t SHAPES[][3] = {{67, 100, 32}, {33, 256, 64},
                                    {9, 300, 256}, {131, 47, 16},
                                    {19, 4200, 64}, {6, 4096, 32}};

@@ -28,15 +28,16 @@ static const char *const FILE_CL = "quant.cl";
 /* Work-groups along grid dimension 1 (CUDA's limit, NVIDIA's OpenCL). */
 #define GRID_MAX ((size_t)65535)
 
-/* q8_mv: work-group size and lanes per row group (Q8_LPR, a warp);
- * q8_tiled: 64 x 64 tiles of 16 x 16 work-items; flat kernels' local size
- * on a GPU. */
-enum { MV_WG = 256, MV_LPR = 32, TILE = 64, TILE_LS = 16, FLAT_LS = 64 };
-/* The GPU kernels need these work-items and this local memory (q8_mv_8:
- * 8 x 4 partial sums of 256 work-items, 32 KiB, OpenCL's least); a device
- * without them runs the CPU kernels. */
+/* q8_mv: work-group size (4 warps: a GPU holds as many work-groups of 8
+ * rows of B as its registers allow, and N = 4096 makes 512 of them) and
+ * lanes per row group (Q8_LPR, a warp); q8_tiled: 64 x 64 tiles of 16 x
+ * 16 work-items; flat kernels' local size on a GPU. */
+enum { MV_WG = 128, MV_LPR = 32, TILE = 64, TILE_LS = 16, FLAT_LS = 64 };
+/* The GPU kernels need these work-items (q8_tiled) and this local memory
+ * (q8_mv_8: 8 x 4 partial sums of 128 work-items); a device without them
+ * runs the CPU kernels. */
 #define GPU_MIN_WG 256
-#define GPU_MIN_LOCAL (32 * 1024)
+#define GPU_MIN_LOCAL (16 * 1024)
 
 /* Row buckets of the products with M <= 8 rows: q8_mv's rows of B per
  * row group (RPW) and row groups per rows (KS, splitting K), as in
