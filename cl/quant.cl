@@ -288,7 +288,7 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
  * times the quads of the M rows of A (LOADA: full or tail). */
 #define Q8_MV_QUAD(bq, s, k, LOADA)                                          \
   do {                                                                       \
-    float4 f[4]; /* RPW of them */                                           \
+    float4 f[RPW];                                                           \
     Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
       f[j] = q8_i8x4(bq[j]);                                                 \
       if (MB >= 4) f[j] *= s[j];                                             \
@@ -312,8 +312,8 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
  * than one per quad). */
 #define Q8_MV_STEPS(LAST)                                                    \
   do {                                                                       \
-    char4 bq[8][4]; /* U x RPW of them */                                    \
-    float s[8][4];                                                           \
+    char4 bq[U][RPW];                                                        \
+    float s[U][RPW];                                                         \
     Q8_UNROLL for (int u = 0; u < U; u++) {                                  \
       const size_t gu = g + (size_t)u * stride, k = gu * 4;                  \
       const int ok = !(LAST) || gu < K4;                                     \
@@ -333,8 +333,8 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
 #define Q8_MV_TAIL()                                                         \
   do {                                                                       \
     const size_t k = K4 * 4;                                                 \
-    char4 bq[4];                                                             \
-    float s[4];                                                              \
+    char4 bq[RPW];                                                           \
+    float s[RPW];                                                            \
     Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
       bq[j] = q8_tail_q4(qr[j] + k, K - k);                                  \
       s[j] = vload_half(sr[j] + (k >> shift), sc);                           \
@@ -349,93 +349,95 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
  * o * Q8_LPR + (lane ^ o) keeps both the writes and the reads free of bank
  * conflicts.  With KS row groups per rows (splitting K), their sums are
  * added in order of the row group; one work-item stores each output. */
-Q8_INLINE void q8_mv_reduce(const int MB, const int RPW, const int KS,
-                            float acc[8][4], global ct_t *C, size_t M,
-                            size_t N, size_t ldc, local float *red) {
-  const size_t O = (size_t)(MB * RPW), RS = Q8_MVG / KS;
-  const size_t lid = get_local_id(0), lane = lid % Q8_LPR, w = lid / Q8_LPR;
-  local float *rw = red + w * O * Q8_LPR;
-  Q8_UNROLL for (int i = 0; i < MB; i++)
-    Q8_UNROLL for (int j = 0; j < RPW; j++) {
-      const size_t o = (size_t)(i * RPW + j);
-      rw[o * Q8_LPR + (lane ^ o)] = acc[i][j];
-    }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float sum = 0.0f;
-  if (lane < O) {
-    float4 s4 = 0.0f;
-    for (size_t p = 0; p < Q8_LPR; p += 4)
-      s4 += (float4)(rw[lane * Q8_LPR + (p ^ lane)],
-                     rw[lane * Q8_LPR + ((p + 1) ^ lane)],
-                     rw[lane * Q8_LPR + ((p + 2) ^ lane)],
-                     rw[lane * Q8_LPR + ((p + 3) ^ lane)]);
-    sum = (s4.x + s4.y) + (s4.z + s4.w);
-  }
-  size_t t = lid; /* the output this work-item stores, if any */
-  if (KS > 1) {
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lane < O) red[w * O + lane] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (t < RS * O) {
-      const size_t r0 = t / O * KS * O + t % O;
-      sum = red[r0];
-      for (int ks = 1; ks < KS; ks++) sum += red[r0 + (size_t)ks * O];
-    }
-  } else {
-    t = lane < O ? w * O + lane : RS * O;
-  }
-  if (t < RS * O) {
-    const size_t rs = t / O, o = t % O, i = o / RPW;
-    const size_t n = (get_group_id(0) * RS + rs) * RPW + o % RPW;
-    if (i < M && n < N) STORE_C(sum, C, i * ldc + n);
-  }
-}
+#define Q8_MV_REDUCE()                                                       \
+  do {                                                                       \
+    const size_t O = MB * RPW, RS = Q8_MVG / KS;                             \
+    local float *rw = red + w * O * Q8_LPR;                                  \
+    Q8_UNROLL for (int i = 0; i < MB; i++)                                   \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) {                              \
+        const size_t o = (size_t)(i * RPW + j);                              \
+        rw[o * Q8_LPR + (lane ^ o)] = acc[i][j];                             \
+      }                                                                      \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+    float sum = 0.0f;                                                        \
+    if (lane < O) {                                                          \
+      float4 s4 = 0.0f;                                                      \
+      for (size_t p = 0; p < Q8_LPR; p += 4)                                 \
+        s4 += (float4)(rw[lane * Q8_LPR + (p ^ lane)],                       \
+                       rw[lane * Q8_LPR + ((p + 1) ^ lane)],                 \
+                       rw[lane * Q8_LPR + ((p + 2) ^ lane)],                 \
+                       rw[lane * Q8_LPR + ((p + 3) ^ lane)]);                \
+      sum = (s4.x + s4.y) + (s4.z + s4.w);                                   \
+    }                                                                        \
+    size_t t = lid; /* the output this work-item stores, if any */           \
+    if (KS > 1) {                                                            \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+      if (lane < O) red[w * O + lane] = sum;                                 \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+      if (t < RS * O) {                                                      \
+        const size_t r0 = t / O * KS * O + t % O;                            \
+        sum = red[r0];                                                       \
+        for (int ks = 1; ks < KS; ks++) sum += red[r0 + (size_t)ks * O];     \
+      }                                                                      \
+    } else {                                                                 \
+      t = lane < O ? w * O + lane : RS * O;                                  \
+    }                                                                        \
+    if (t < RS * O) {                                                        \
+      const size_t rs = t / O, o = t % O, i = o / RPW;                       \
+      const size_t n = (get_group_id(0) * RS + rs) * RPW + o % RPW;          \
+      if (i < M && n < N) STORE_C(sum, C, i * ldc + n);                      \
+    }                                                                        \
+  } while (0)
 
 /* Row group w of the work-group takes RPW rows of B (row set w / KS) and
- * the quads w % KS, w % KS + KS, ... (times Q8_LPR, plus its lane) of K. */
-Q8_INLINE void q8_mv_body(const int MB, const int RPW, const int KS,
-                          const int U, global const real_t *A,
-                          global const char *q, global const half *sc,
-                          global ct_t *C, size_t M, size_t N, size_t K,
-                          size_t ldc, size_t nb, uint shift,
-                          local float *red) {
-  const size_t lid = get_local_id(0), lane = lid % Q8_LPR, w = lid / Q8_LPR;
-  const size_t n0 = (get_group_id(0) * (Q8_MVG / KS) + w / KS) * RPW;
-  float acc[8][4];
-  Q8_UNROLL for (int i = 0; i < MB; i++)
-    Q8_UNROLL for (int j = 0; j < RPW; j++) acc[i][j] = 0.0f;
-  global const char *qr[4]; /* RPW rows; rows past N read row N - 1 */
-  size_t sr[4];
-  Q8_UNROLL for (int j = 0; j < RPW; j++) {
-    const size_t n = min(n0 + (size_t)j, N - 1);
-    qr[j] = q + n * K;
-    sr[j] = n * nb;
-  }
-  const size_t K4 = K / 4, stride = (size_t)KS * Q8_LPR;
-  const size_t g0 = (w % KS) * Q8_LPR + lane;
-  size_t g = g0;
-  for (; g + (size_t)(U - 1) * stride < K4; g += (size_t)U * stride)
-    Q8_MV_STEPS(0);
-  if (g < K4) Q8_MV_STEPS(1);
-  if (K % 4 && K4 % stride == g0) Q8_MV_TAIL();
-  q8_mv_reduce(MB, RPW, KS, acc, C, M, N, ldc, red);
-}
+ * the quads w % KS, w % KS + KS, ... (times Q8_LPR, plus its lane) of K.
+ * A macro, as the reductions above, so that MB, RPW, KS and U are the
+ * kernel's constants where the compiler unrolls the loops over them (a
+ * function's loops compiled on their own first were left rolled, their
+ * arrays in memory). */
+#define Q8_MV_BODY()                                                         \
+  do {                                                                       \
+    const size_t lid = get_local_id(0), lane = lid % Q8_LPR;                 \
+    const size_t w = lid / Q8_LPR;                                           \
+    const size_t n0 = (get_group_id(0) * (Q8_MVG / KS) + w / KS) * RPW;      \
+    float acc[MB][RPW];                                                      \
+    Q8_UNROLL for (int i = 0; i < MB; i++)                                   \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) acc[i][j] = 0.0f;              \
+    global const char *qr[RPW]; /* rows past N read row N - 1 */             \
+    size_t sr[RPW];                                                          \
+    Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
+      const size_t n = min(n0 + (size_t)j, N - 1);                           \
+      qr[j] = q + n * K;                                                     \
+      sr[j] = n * nb;                                                        \
+    }                                                                        \
+    const size_t K4 = K / 4, stride = (size_t)KS * Q8_LPR;                   \
+    const size_t g0 = (w % KS) * Q8_LPR + lane;                              \
+    size_t g = g0;                                                           \
+    for (; g + (size_t)(U - 1) * stride < K4; g += (size_t)U * stride)       \
+      Q8_MV_STEPS(0);                                                        \
+    if (g < K4) Q8_MV_STEPS(1);                                              \
+    if (K % 4 && K4 % stride == g0) Q8_MV_TAIL();                            \
+    Q8_MV_REDUCE();                                                          \
+  } while (0)
 
 /* MB rows of A at most; RPW rows of B per row group (each quad of A read
  * from the cache serves RPW rows of B: 4 MB / RPW bytes of A per byte of
  * B at F32); KS row groups share them, splitting K, so that small N
  * still makes several work-groups per compute unit; U quads of each row
  * per lane in flight. */
-#define Q8_MV_KERNEL(MB, RPW, KS, U)                                         \
-  __kernel RUMUS_WG_ATTR void q8_mv_##MB(                                    \
+#define Q8_MV_KERNEL(MB_, RPW_, KS_, U_)                                     \
+  __kernel RUMUS_WG_ATTR void q8_mv_##MB_(                                   \
       global const real_t *A, ulong a_off, global const char *q,             \
       ulong q_off, global const half *sc, ulong sc_off, global ct_t *C,      \
       ulong c_off, ulong M, ulong N, ulong K, ulong ldc, ulong nb,           \
       uint shift) {                                                          \
+    enum { MB = MB_, RPW = RPW_, KS = KS_, U = U_ };                         \
     local float red[Q8_MVG * MB * RPW * Q8_LPR];                             \
-    q8_mv_body(MB, RPW, KS, U, A + (size_t)a_off, q + (size_t)q_off,         \
-               sc + (size_t)sc_off, C + (size_t)c_off, M, N, K, ldc, nb,     \
-               shift, red);                                                  \
+    A += (size_t)a_off;                                                      \
+    q += (size_t)q_off;                                                      \
+    sc += (size_t)sc_off;                                                    \
+    C += (size_t)c_off;                                                      \
+    Q8_MV_BODY();                                                            \
   }
 Q8_MV_KERNEL(1, 2, 1, 8)
 Q8_MV_KERNEL(2, 2, 1, 8)
