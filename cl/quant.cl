@@ -307,9 +307,11 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
 
 /* U quads of the lane from quad g, Q8_LPR * KS quads apart: the int8 of
  * its RPW rows and their scales are all loaded before any is used (U *
- * RPW loads in flight), then each quad is added in turn.  LAST: quads
- * past K4 are skipped (the last group, partial, in one round trip rather
- * than one per quad). */
+ * RPW loads in flight), then each quad is added in turn.  Scale u of row
+ * j is sp[j][so[u]]: sp[j] advances by a group's blocks, so[u] is fixed
+ * (no 64-bit shift and address arithmetic per load).  LAST: quads past
+ * K4 are skipped (the last group, partial, in one round trip rather than
+ * one per quad). */
 #define Q8_MV_STEPS(LAST)                                                    \
   do {                                                                       \
     char4 bq[U][RPW];                                                        \
@@ -319,7 +321,7 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
       const int ok = !(LAST) || gu < K4;                                     \
       Q8_UNROLL for (int j = 0; j < RPW; j++) {                              \
         bq[u][j] = ok ? Q8_LOADQ4(qr[j], k) : (char4)(0);                    \
-        s[u][j] = ok ? vload_half(sr[j] + (k >> shift), sc) : 0.0f;          \
+        s[u][j] = ok ? vload_half(so[u], sp[j]) : 0.0f;                      \
       }                                                                      \
     }                                                                        \
     Q8_UNROLL for (int u = 0; u < U; u++) {                                  \
@@ -337,7 +339,7 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
     float s[RPW];                                                            \
     Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
       bq[j] = q8_tail_q4(qr[j] + k, K - k);                                  \
-      s[j] = vload_half(sr[j] + (k >> shift), sc);                           \
+      s[j] = vload_half(min(n0 + (size_t)j, N - 1) * nb + (k >> shift), sc); \
     }                                                                        \
     Q8_MV_QUAD(bq, s, k, Q8_MV_ATAIL);                                       \
   } while (0)
@@ -404,17 +406,25 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
     Q8_UNROLL for (int i = 0; i < MB; i++)                                   \
       Q8_UNROLL for (int j = 0; j < RPW; j++) acc[i][j] = 0.0f;              \
     global const char *qr[RPW]; /* rows past N read row N - 1 */             \
-    size_t sr[RPW];                                                          \
+    global const half *sp[RPW];                                              \
     Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
       const size_t n = min(n0 + (size_t)j, N - 1);                           \
       qr[j] = q + n * K;                                                     \
-      sr[j] = n * nb;                                                        \
+      sp[j] = sc + n * nb;                                                   \
     }                                                                        \
     const size_t K4 = K / 4, stride = (size_t)KS * Q8_LPR;                   \
     const size_t g0 = (w % KS) * Q8_LPR + lane;                              \
+    /* A group spans 4 U stride elements, a multiple of 256 (the largest \
+     * block): its scales advance by a whole number of blocks. */            \
+    const size_t sstep = ((size_t)4 * U * stride) >> shift;                  \
+    uint so[U];                                                              \
+    Q8_UNROLL for (int u = 0; u < U; u++)                                    \
+      so[u] = (uint)(((g0 + (size_t)u * stride) * 4) >> shift);              \
     size_t g = g0;                                                           \
-    for (; g + (size_t)(U - 1) * stride < K4; g += (size_t)U * stride)       \
+    for (; g + (size_t)(U - 1) * stride < K4; g += (size_t)U * stride) {     \
       Q8_MV_STEPS(0);                                                        \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) sp[j] += sstep;                \
+    }                                                                        \
     if (g < K4) Q8_MV_STEPS(1);                                              \
     if (K % 4 && K4 % stride == g0) Q8_MV_TAIL();                            \
     Q8_MV_REDUCE();                                                          \
@@ -432,6 +442,8 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
       ulong c_off, ulong M, ulong N, ulong K, ulong ldc, ulong nb,           \
       uint shift) {                                                          \
     enum { MB = MB_, RPW = RPW_, KS = KS_, U = U_ };                         \
+    /* Q8_MV_BODY's groups of quads span whole blocks of up to 256. */       \
+    typedef char q8_group_check[(4 * U * KS * Q8_LPR) % 256 == 0 ? 1 : -1];  \
     local float red[Q8_MVG * MB * RPW * Q8_LPR];                             \
     A += (size_t)a_off;                                                      \
     q += (size_t)q_off;                                                      \

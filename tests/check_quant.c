@@ -480,6 +480,25 @@ START_TEST(matmul_every_m) {
 }
 END_TEST
 
+/* Every block size with K = 2101 (two full groups of q8_mv's loads at M
+ * <= 2 and four at M > 2, whose scales advance by whole blocks, then a
+ * partial group and a one-element tail), at M = 1, 2, 4, 8 and 9. */
+START_TEST(matmul_block_sizes) {
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, tu_variants[_i]);
+  tu_rng rng;
+  tu_rng_seed(&rng, 400 + (uint64_t)_i);
+  static const size_t MM[] = {1, 2, 4, 8, 9};
+  for (size_t b = 1; b < N_BLOCKS; b++) {
+    qmat B = qmat_new(&rng, 3, 2101, BLOCKS[b]);
+    for (size_t i = 0; i < sizeof MM / sizeof MM[0]; i++)
+      run_product(ctx, &rng, RUMUS_F32, RUMUS_F32, MM[i], &B, BLOCKS[b]);
+    qmat_free(&B);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* A [batch, M, K] times B into C [batch, M, N]: batch * M rows, on the
  * matrix-vector (2 x 3) and tiled (3 x 20) kernels. */
 START_TEST(matmul_batched) {
@@ -971,6 +990,7 @@ int main(void) {
   tcase_add_loop_test(core, round_trip_gaussian, 0, 2);
   tcase_add_loop_test(core, matmul_types, 0, 10);
   tcase_add_loop_test(core, matmul_every_m, 0, 2);
+  tcase_add_loop_test(core, matmul_block_sizes, 0, 2);
   tcase_add_loop_test(core, matmul_batched, 0, 2);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
