@@ -241,11 +241,12 @@ __kernel void q8_dequantize(global const char *q, ulong q_off,
 /* ---- GPU: matrix-vector products, M <= MB -------------------------------- */
 
 /* The four int8 of b as exact floats without int-to-float conversions
- * (NVIDIA's GPUs convert 16 values per clock per SM, an eighth of their
- * FP32 rate, about the bytes per clock an SM gets of copy bandwidth): b +
- * 128 goes into the low mantissa bits of 2^23, then 2^23 + 128 is
- * subtracted.  Byte order: lane 0 is the low byte on little-endian
- * devices; others convert. */
+ * (CUDA's guide lists 16 a clock per SM at compute capability 9.0, an
+ * eighth of the FP32 rate, about the bytes per clock an SM gets of copy
+ * bandwidth: one per int8 would leave M = 1 no slack): b + 128 goes into
+ * the low mantissa bits of 2^23, then 2^23 + 128 is subtracted.  Byte
+ * order: lane 0 is the low byte on little-endian devices; others
+ * convert. */
 Q8_INLINE float4 q8_i8x4(char4 b) {
 #ifdef __ENDIAN_LITTLE__
   const uint w = as_uint(b) ^ 0x80808080u;
