@@ -54,10 +54,10 @@
  *       M <= 8 takes the MR that holds every row (B read once), larger M
  *       MR = 4.
  * K's last chunk (K % 16 elements; K % 4 in q8_mv) is read element by
- * element, zeros after the end.  Rows of B past N read row N - 1 (never stored), so the
- * inner loops carry no row test.  C's rows are ldc apart: the host
- * launches B in pieces of rows (its offsets and C's advanced), so a
- * launch's N may be less than C's row.
+ * element, zeros after the end.  Rows of B past N read row N - 1 (never
+ * stored), so the inner loops carry no row test.  C's rows are ldc
+ * apart: the host launches B in pieces of rows (its offsets and C's
+ * advanced), so a launch's N may be less than C's row.
  */
 
 #ifndef Q8_CT
