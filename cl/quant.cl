@@ -33,12 +33,16 @@
  *       takes block g0 + g (launches in pieces).
  *   q8_mv_<MB> (GPU, M <= MB, MB = 1, 2, 4, 8): B is read once.  A
  *       work-group of WG work-items is WG / Q8_LPR row groups of Q8_LPR
- *       lanes; a row group takes RPW = 2 rows of B, and lane l the
- *       16-byte chunks l, l + Q8_LPR, ... of each (a row group's loads
- *       are contiguous), Q8_MVU chunks of each row loaded before any is
- *       used (sweeps); it dequantizes them in registers and adds their dot
- *       products with the M rows of A (from the cache) into M x RPW sums;
- *       the lanes' sums go through a tree in local memory.
+ *       lanes (a warp); RPW rows of B belong to KS row groups, which split
+ *       K by quads (4 elements) of Q8_LPR: row group w takes the quads
+ *       w % KS, w % KS + KS, ... of every 4 Q8_LPR elements, lane l the
+ *       quad l of each, so that a load of 4 int8 of one row of B by a row
+ *       group reads 4 Q8_LPR contiguous bytes and a float4 load of A 16
+ *       Q8_LPR contiguous bytes (A comes from the cache, each quad for
+ *       RPW rows of B).  U quads of each row are loaded before any is
+ *       used; the int8 become floats by an exact bit trick (q8_i8x4); a
+ *       row group's lanes' sums are added in a fixed order in local
+ *       memory, then the KS row groups' sums.
  *   q8_tiled (GPU, M > 8): 64 x 64 tiles of C, 16 x 16 work-items of 4 x 4
  *       outputs; K in steps of 16: the work-group copies 64 x 16 of A and
  *       64 x 16 of B, dequantized on the way, into local memory (k-major),
@@ -49,11 +53,11 @@
  *       MR chunks of A into MR x NR float16 accumulators; no barriers.
  *       M <= 8 takes the MR that holds every row (B read once), larger M
  *       MR = 4.
- * K's last chunk (K % 16 elements) is read element by element, zeros
- * after the end.  Rows of B past N read row N - 1 (never stored), so the
- * inner loops carry no row test.  C's rows are ldc apart: the host
- * launches B in pieces of rows (its offsets and C's advanced), so a
- * launch's N may be less than C's row.
+ * K's last chunk (K % 16 elements; K % 4 in q8_mv) is read element by
+ * element, zeros after the end.  Rows of B past N read row N - 1 (never
+ * stored), so the inner loops carry no row test.  C's rows are ldc
+ * apart: the host launches B in pieces of rows (its offsets and C's
+ * advanced), so a launch's N may be less than C's row.
  */
 
 #ifndef Q8_CT
@@ -63,12 +67,11 @@
 #define Q8_GPU 0 /* 1: the GPU variant's kernels, 0: the CPU variant's */
 #endif
 #ifndef Q8_LPR
-#define Q8_LPR 32 /* lanes per row group of q8_mv_<MB> (divides WG) */
+/* Lanes per row group of q8_mv_<MB>: a power of two that divides WG, at
+ * least MB * RPW (the lanes that add the partial sums). */
+#define Q8_LPR 32
 #endif
 #define Q8_MVG (WG / Q8_LPR) /* row groups per work-group of q8_mv */
-#ifndef Q8_MVU
-#define Q8_MVU 4 /* chunks per row a q8_mv lane loads before using them */
-#endif
 
 /* static: PoCL builds with -Dinline=, and a body compiled on its own as
  * well, with MB or MR not constant there, fails its unroll pragmas. */
@@ -81,13 +84,12 @@
 typedef RUMUS_TYPE(Q8_CT) ct_t;
 #define STORE_C(v, p, i) RUMUS_STORE(Q8_CT, v, p, i)
 
-/* 16 and 4 int8 of q at p + i: typed loads where the host found every
- * row 16-byte aligned (RUMUS_ALIGN4 on the GPU variant), else vloads. */
+/* 4 int8 of q at p + i (i a multiple of 4): typed loads where the host
+ * found every row 4-byte aligned (RUMUS_ALIGN4 on the GPU variant), else
+ * vloads. */
 #if RUMUS_ALIGN4
-#define Q8_LOADQ16(p, i) (*(global const char16 *)((p) + (i)))
 #define Q8_LOADQ4(p, i) (*(global const char4 *)((p) + (i)))
 #else
-#define Q8_LOADQ16(p, i) vload16(0, (p) + (i))
 #define Q8_LOADQ4(p, i) vload4(0, (p) + (i))
 #endif
 
@@ -238,140 +240,222 @@ __kernel void q8_dequantize(global const char *q, ulong q_off,
 #if Q8_GPU
 /* ---- GPU: matrix-vector products, M <= MB -------------------------------- */
 
-/* The dot product of two chunks, summed in a fixed order. */
-Q8_INLINE float q8_dot16(float16 a, float16 b) {
-  float4 s = a.s0123 * b.s0123;
-  s = fma(a.s4567, b.s4567, s);
-  s = fma(a.s89ab, b.s89ab, s);
-  s = fma(a.scdef, b.scdef, s);
-  return rumus_hsum4(s);
+/* The four int8 of b as exact floats without int-to-float conversions
+ * (CUDA's guide lists 16 a clock per SM at compute capability 9.0, an
+ * eighth of the FP32 rate, about the bytes per clock an SM gets of copy
+ * bandwidth: one per int8 would leave M = 1 no slack): b + 128 goes into
+ * the low mantissa bits of 2^23, then 2^23 + 128 is subtracted.  Byte
+ * order: lane 0 is the low byte on little-endian devices; others
+ * convert. */
+Q8_INLINE float4 q8_i8x4(char4 b) {
+#ifdef __ENDIAN_LITTLE__
+  const uint w = as_uint(b) ^ 0x80808080u;
+  const uint4 m = (uint4)(w, w >> 8, w >> 16, w >> 24) & 0xFFu;
+  return as_float4(m | 0x4B000000u) - 8388736.0f;
+#else
+  return convert_float4(b);
+#endif
 }
 
-/* The chunk of 16 int8 of row n of B at column k (full chunks only). */
-#define Q8_MV_Q(n, k) Q8_LOADQ16(q + (n) * K + (k), 0)
+/* The last n < 4 elements of a row from p, zeros after them. */
+Q8_INLINE float4 q8_tail_a4(global const real_t *p, size_t n) {
+  float4 v = 0.0f;
+  v.x = LOAD(p, 0);
+  if (n > 1) v.y = LOAD(p, 1);
+  if (n > 2) v.z = LOAD(p, 2);
+  return v;
+}
+Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
+  char4 v = (char4)(0);
+  v.x = p[0];
+  if (n > 1) v.y = p[1];
+  if (n > 2) v.z = p[2];
+  return v;
+}
 
-#if RUMUS_ALIGN4
-#define Q8_AFULL(p)                                                          \
-  (float16)(LOAD4(p, 0), LOAD4(p, 4), LOAD4(p, 8), LOAD4(p, 12))
-#else
-#define Q8_AFULL(p) LOAD16(p, 0)
-#endif
-#define Q8_ATAIL(p) q8_tail_x(p, K - k)
+/* acc plus the products of a quad of A with a quad of B (f, its int8
+ * values as floats) and the quad's scale s, in a fixed order: with MB >=
+ * 4 f was multiplied by s once for the MB rows of A (f s is exact) and
+ * the four products go into acc; with fewer rows the quad's dot product
+ * is scaled (one multiplication less per element and row). */
+#define Q8_MV_ADD(a, f, s, acc)                                              \
+  (MB >= 4 ? fma((a).w, (f).w,                                               \
+                 fma((a).z, (f).z, fma((a).y, (f).y, fma((a).x, (f).x, acc)))) \
+           : fma(fma((a).w, (f).w,                                           \
+                     fma((a).z, (f).z, fma((a).y, (f).y, (a).x * (f).x))),   \
+                 s, acc))
 
-/* The RPW rows of B of a lane from row n0: their int8 rows and scale rows
- * (rows past N read row N - 1, never stored). */
-#define Q8_MV_ROWS()                                                         \
-  size_t nr[4]; /* RPW of them */                                            \
-  Q8_UNROLL for (int j = 0; j < RPW; j++) nr[j] = min(n0 + (size_t)j, N - 1)
-
-/* One sweep of a lane: its Q8_MVU chunks c0, c0 + Q8_LPR, ... of its RPW
- * rows (those below `full`) are all loaded before any is used, so that
- * Q8_MVU * RPW 16-byte loads and their scales are in flight at once; then
- * each chunk's dot products with the M rows of A (from the cache), scaled
- * once a chunk, go into acc in chunk order. */
-#define Q8_MV_SWEEP()                                                        \
+/* One quad at column k: the RPW quads of B in bq with their scales s,
+ * times the quads of the M rows of A (LOADA: full or tail). */
+#define Q8_MV_QUAD(bq, s, k, LOADA)                                          \
   do {                                                                       \
-    char16 bq[Q8_MVU][4];                                                    \
-    float s[Q8_MVU][4];                                                      \
-    Q8_UNROLL for (int u = 0; u < Q8_MVU; u++) {                             \
-      const size_t c = c0 + (size_t)u * Q8_LPR;                              \
-      Q8_UNROLL for (int j = 0; j < RPW; j++) {                              \
-        bq[u][j] = c < full ? Q8_MV_Q(nr[j], c * 16) : (char16)(0);          \
-        s[u][j] = c < full ? vload_half(nr[j] * nb + ((c * 16) >> shift), sc) \
-                           : 0.0f;                                           \
-      }                                                                      \
+    float4 f[RPW];                                                           \
+    Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
+      f[j] = q8_i8x4(bq[j]);                                                 \
+      if (MB >= 4) f[j] *= s[j];                                             \
     }                                                                        \
-    Q8_UNROLL for (int u = 0; u < Q8_MVU; u++) {                             \
-      const size_t c = c0 + (size_t)u * Q8_LPR;                              \
-      if (c < full) {                                                        \
-        float16 bv[4];                                                       \
+    Q8_UNROLL for (int i = 0; i < MB; i++) {                                 \
+      if ((size_t)i < M) {                                                   \
+        const float4 a = LOADA(A + (size_t)i * K, k);                        \
         Q8_UNROLL for (int j = 0; j < RPW; j++)                              \
-          bv[j] = convert_float16(bq[u][j]);                                 \
-        Q8_UNROLL for (int i = 0; i < MB; i++) {                             \
-          if ((size_t)i < M) {                                               \
-            const float16 av = Q8_AFULL(A + (size_t)i * K + c * 16);         \
-            Q8_UNROLL for (int j = 0; j < RPW; j++)                          \
-              acc[i][j] = fma(q8_dot16(av, bv[j]), s[u][j], acc[i][j]);      \
-          }                                                                  \
-        }                                                                    \
+          acc[i][j] = Q8_MV_ADD(a, f[j], s[j], acc[i][j]);                   \
       }                                                                      \
     }                                                                        \
   } while (0)
 
-/* K's last K % 16 elements, by the lane whose turn it is. */
+#define Q8_MV_AFULL(p, k) LOAD4(p, k)
+#define Q8_MV_ATAIL(p, k) q8_tail_a4((p) + (k), K - (k))
+
+/* U quads of the lane from quad g, Q8_LPR * KS quads apart: the int8 of
+ * its RPW rows and their scales are all loaded before any is used (U *
+ * RPW loads in flight), then each quad is added in turn.  Scale u of row
+ * j is sp[j][so[u]]: sp[j] advances by a group's blocks, so[u] is fixed
+ * (no 64-bit shift and address arithmetic per load).  LAST: quads past
+ * K4 are skipped (the last group, partial, in one round trip rather than
+ * one per quad). */
+#define Q8_MV_STEPS(LAST)                                                    \
+  do {                                                                       \
+    char4 bq[U][RPW];                                                        \
+    float s[U][RPW];                                                         \
+    Q8_UNROLL for (int u = 0; u < U; u++) {                                  \
+      const size_t gu = g + (size_t)u * stride, k = gu * 4;                  \
+      const int ok = !(LAST) || gu < K4;                                     \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) {                              \
+        bq[u][j] = ok ? Q8_LOADQ4(qr[j], k) : (char4)(0);                    \
+        s[u][j] = ok ? vload_half(so[u], sp[j]) : 0.0f;                      \
+      }                                                                      \
+    }                                                                        \
+    Q8_UNROLL for (int u = 0; u < U; u++) {                                  \
+      const size_t gu = g + (size_t)u * stride, k = gu * 4;                  \
+      if (!(LAST) || gu < K4) Q8_MV_QUAD(bq[u], s[u], k, Q8_MV_AFULL);       \
+    }                                                                        \
+  } while (0)
+
+/* K's last K % 4 elements (quad K4 = K / 4), by the lane whose turn it
+ * is. */
 #define Q8_MV_TAIL()                                                         \
   do {                                                                       \
-    const size_t k = full * 16;                                              \
+    const size_t k = K4 * 4;                                                 \
+    char4 bq[RPW];                                                           \
+    float s[RPW];                                                            \
     Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
-      const float16 bv = q8_tail_q(q + nr[j] * K + k, K - k);                \
-      const float sj = vload_half(nr[j] * nb + (k >> shift), sc);            \
-      Q8_UNROLL for (int i = 0; i < MB; i++)                                 \
-        if ((size_t)i < M)                                                   \
-          acc[i][j] = fma(q8_dot16(Q8_ATAIL(A + (size_t)i * K + k), bv), sj, \
-                          acc[i][j]);                                        \
+      bq[j] = q8_tail_q4(qr[j] + k, K - k);                                  \
+      s[j] = vload_half(min(n0 + (size_t)j, N - 1) * nb + (k >> shift), sc); \
+    }                                                                        \
+    Q8_MV_QUAD(bq, s, k, Q8_MV_ATAIL);                                       \
+  } while (0)
+
+/* The sums of the lanes' partial sums, in a fixed order.  Row group w
+ * (Q8_LPR lanes) writes its MB * RPW partials per lane to local memory,
+ * and lane o < MB * RPW adds output o's Q8_LPR partials (lanes 0, 1, ...
+ * into four sums by lane % 4, then (s0 + s1) + (s2 + s3)); the index
+ * o * Q8_LPR + (lane ^ o) keeps both the writes and the reads free of bank
+ * conflicts.  With KS row groups per rows (splitting K), their sums are
+ * added in order of the row group; one work-item stores each output. */
+#define Q8_MV_REDUCE()                                                       \
+  do {                                                                       \
+    const size_t O = MB * RPW, RS = Q8_MVG / KS;                             \
+    local float *rw = red + w * O * Q8_LPR;                                  \
+    Q8_UNROLL for (int i = 0; i < MB; i++)                                   \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) {                              \
+        const size_t o = (size_t)(i * RPW + j);                              \
+        rw[o * Q8_LPR + (lane ^ o)] = acc[i][j];                             \
+      }                                                                      \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+    float sum = 0.0f;                                                        \
+    if (lane < O) {                                                          \
+      float4 s4 = 0.0f;                                                      \
+      for (size_t p = 0; p < Q8_LPR; p += 4)                                 \
+        s4 += (float4)(rw[lane * Q8_LPR + (p ^ lane)],                       \
+                       rw[lane * Q8_LPR + ((p + 1) ^ lane)],                 \
+                       rw[lane * Q8_LPR + ((p + 2) ^ lane)],                 \
+                       rw[lane * Q8_LPR + ((p + 3) ^ lane)]);                \
+      sum = (s4.x + s4.y) + (s4.z + s4.w);                                   \
+    }                                                                        \
+    size_t t = lid; /* the output this work-item stores, if any */           \
+    if (KS > 1) {                                                            \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+      if (lane < O) red[w * O + lane] = sum;                                 \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+      if (t < RS * O) {                                                      \
+        const size_t r0 = t / O * KS * O + t % O;                            \
+        sum = red[r0];                                                       \
+        for (int ks = 1; ks < KS; ks++) sum += red[r0 + (size_t)ks * O];     \
+      }                                                                      \
+    } else {                                                                 \
+      t = lane < O ? w * O + lane : RS * O;                                  \
+    }                                                                        \
+    if (t < RS * O) {                                                        \
+      const size_t rs = t / O, o = t % O, i = o / RPW;                       \
+      const size_t n = (get_group_id(0) * RS + rs) * RPW + o % RPW;          \
+      if (i < M && n < N) STORE_C(sum, C, i * ldc + n);                      \
     }                                                                        \
   } while (0)
 
-/* The lanes' sums of each output in local memory, added by a tree over
- * the Q8_LPR lanes of each row group (a fixed order); one work-item per
- * output stores it. */
-Q8_INLINE void q8_mv_reduce(const int MB, const int RPW, float acc[8][4],
-                            global ct_t *C, size_t M, size_t N, size_t ldc,
-                            local float *red) {
-  const size_t lid = get_local_id(0), lane = lid % Q8_LPR;
-  Q8_UNROLL for (int i = 0; i < MB; i++)
-    Q8_UNROLL for (int j = 0; j < RPW; j++)
-      red[(i * RPW + j) * WG + lid] = acc[i][j];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint step = Q8_LPR / 2; step > 0; step /= 2) {
-    if (lane < step)
-      Q8_UNROLL for (int o = 0; o < MB * RPW; o++)
-        red[o * WG + lid] += red[o * WG + lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (lid < (size_t)(Q8_MVG * MB * RPW)) {
-    const size_t grp = lid / (MB * RPW), o = lid % (MB * RPW);
-    const size_t i = o / RPW, n = (get_group_id(0) * Q8_MVG + grp) * RPW +
-                                  o % RPW;
-    if (i < M && n < N) STORE_C(red[o * WG + grp * Q8_LPR], C, i * ldc + n);
-  }
-}
+/* Row group w of the work-group takes RPW rows of B (row set w / KS) and
+ * the quads w % KS, w % KS + KS, ... (times Q8_LPR, plus its lane) of K.
+ * A macro, as the reductions above, so that MB, RPW, KS and U are the
+ * kernel's constants where the compiler unrolls the loops over them (a
+ * function's loops compiled on their own first were left rolled, their
+ * arrays in memory). */
+#define Q8_MV_BODY()                                                         \
+  do {                                                                       \
+    const size_t lid = get_local_id(0), lane = lid % Q8_LPR;                 \
+    const size_t w = lid / Q8_LPR;                                           \
+    const size_t n0 = (get_group_id(0) * (Q8_MVG / KS) + w / KS) * RPW;      \
+    float acc[MB][RPW];                                                      \
+    Q8_UNROLL for (int i = 0; i < MB; i++)                                   \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) acc[i][j] = 0.0f;              \
+    global const char *qr[RPW]; /* rows past N read row N - 1 */             \
+    global const half *sp[RPW];                                              \
+    Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
+      const size_t n = min(n0 + (size_t)j, N - 1);                           \
+      qr[j] = q + n * K;                                                     \
+      sp[j] = sc + n * nb;                                                   \
+    }                                                                        \
+    const size_t K4 = K / 4, stride = (size_t)KS * Q8_LPR;                   \
+    const size_t g0 = (w % KS) * Q8_LPR + lane;                              \
+    /* A group spans 4 U stride elements, a multiple of 256 (the largest \
+     * block): its scales advance by a whole number of blocks. */            \
+    const size_t sstep = ((size_t)4 * U * stride) >> shift;                  \
+    uint so[U];                                                              \
+    Q8_UNROLL for (int u = 0; u < U; u++)                                    \
+      so[u] = (uint)(((g0 + (size_t)u * stride) * 4) >> shift);              \
+    size_t g = g0;                                                           \
+    for (; g + (size_t)(U - 1) * stride < K4; g += (size_t)U * stride) {     \
+      Q8_MV_STEPS(0);                                                        \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) sp[j] += sstep;                \
+    }                                                                        \
+    if (g < K4) Q8_MV_STEPS(1);                                              \
+    if (K % 4 && K4 % stride == g0) Q8_MV_TAIL();                            \
+    Q8_MV_REDUCE();                                                          \
+  } while (0)
 
-Q8_INLINE void q8_mv_body(const int MB, const int RPW,
-                          global const real_t *A, global const char *q,
-                          global const half *sc, global ct_t *C, size_t M,
-                          size_t N, size_t K, size_t ldc, size_t nb,
-                          uint shift, local float *red) {
-  const size_t lid = get_local_id(0), lane = lid % Q8_LPR;
-  const size_t n0 = (get_group_id(0) * Q8_MVG + lid / Q8_LPR) * RPW;
-  float acc[8][4];
-  Q8_UNROLL for (int i = 0; i < MB; i++)
-    Q8_UNROLL for (int j = 0; j < RPW; j++) acc[i][j] = 0.0f;
-  Q8_MV_ROWS();
-  const size_t full = K / 16;
-  for (size_t c0 = lane; c0 < full; c0 += (size_t)Q8_LPR * Q8_MVU)
-    Q8_MV_SWEEP();
-  if (K % 16 && lane == full % Q8_LPR) Q8_MV_TAIL();
-  q8_mv_reduce(MB, RPW, acc, C, M, N, ldc, red);
-}
-
-/* Rows of B per row group: two, so that each chunk of A read from the
- * cache serves two rows of B (Q8_MVU chunks of each in flight). */
-#define Q8_MV_KERNEL(MB, RPW)                                                \
-  __kernel RUMUS_WG_ATTR void q8_mv_##MB(                                    \
+/* MB rows of A at most; RPW rows of B per row group (each quad of A read
+ * from the cache serves RPW rows of B: 4 MB / RPW bytes of A per byte of
+ * B at F32); KS row groups share them, splitting K, so that small N
+ * still makes several work-groups per compute unit; U quads of each row
+ * per lane in flight. */
+#define Q8_MV_KERNEL(MB_, RPW_, KS_, U_)                                     \
+  __kernel RUMUS_WG_ATTR void q8_mv_##MB_(                                   \
       global const real_t *A, ulong a_off, global const char *q,             \
       ulong q_off, global const half *sc, ulong sc_off, global ct_t *C,      \
       ulong c_off, ulong M, ulong N, ulong K, ulong ldc, ulong nb,           \
       uint shift) {                                                          \
-    local float red[MB * RPW * WG];                                          \
-    q8_mv_body(MB, RPW, A + (size_t)a_off, q + (size_t)q_off,                \
-               sc + (size_t)sc_off, C + (size_t)c_off, M, N, K, ldc, nb,     \
-               shift, red);                                                  \
+    enum { MB = MB_, RPW = RPW_, KS = KS_, U = U_ };                         \
+    /* Q8_MV_BODY's groups of quads span whole blocks of up to 256. */       \
+    typedef char q8_group_check[(4 * U * KS * Q8_LPR) % 256 == 0 ? 1 : -1];  \
+    local float red[Q8_MVG * MB * RPW * Q8_LPR];                             \
+    A += (size_t)a_off;                                                      \
+    q += (size_t)q_off;                                                      \
+    sc += (size_t)sc_off;                                                    \
+    C += (size_t)c_off;                                                      \
+    Q8_MV_BODY();                                                            \
   }
-Q8_MV_KERNEL(1, 2)
-Q8_MV_KERNEL(2, 2)
-Q8_MV_KERNEL(4, 2)
-Q8_MV_KERNEL(8, 2)
+Q8_MV_KERNEL(1, 2, 1, 8)
+Q8_MV_KERNEL(2, 2, 1, 8)
+Q8_MV_KERNEL(4, 4, 2, 4)
+Q8_MV_KERNEL(8, 4, 2, 4)
 
 /* ---- GPU: tiled product, M > 8 ------------------------------------------- */
 

@@ -17,9 +17,10 @@
  *                within s / 2 of the device's own scale s; the relative
  *                error ||x - x'|| / ||x|| below RT_REL_MAX (stated there);
  *   matmul_q8    against the float64 product of A (as stored) and the
- *                dequantized B, M = 1, 2, 5, 8 (matrix-vector kernels) and
- *                37, 128 (tiled / row blocks), odd N, K not a multiple of
- *                the block or of 16, aligned and unaligned rows, A in F32,
+ *                dequantized B, M = 1 to 8 (matrix-vector kernels, the
+ *                same bits run to run) and 37, 128 (tiled / row blocks),
+ *                odd N, K not a multiple of the block, of 16 or of 4,
+ *                aligned and unaligned rows, A in F32,
  *                F16 and BF16, C in F32 and A's type, batches, guard
  *                bytes, odd offsets, B past one launch's rows;
  *   the int8 type (fills), rumus_cache_fill covering every F32 program of
@@ -373,10 +374,11 @@ static void check_product(const char *what, rumus_dtype ct, const float *a,
 }
 
 /* One product of m rows of A (type ad, random in [-1, 1)) with B into C
- * (type ct), block size passed as given. */
-static void run_product(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad,
-                        rumus_dtype ct, size_t m, const qmat *B,
-                        size_t block_size) {
+ * (type ct), block size passed as given; reps > 1 runs it again into a
+ * second C and asserts the same bits (a fixed summation order). */
+static void run_product_reps(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad,
+                             rumus_dtype ct, size_t m, const qmat *B,
+                             size_t block_size, int reps) {
   const size_t sa[2] = {m, B->k}, sq[2] = {B->n, B->k}, ss[2] = {B->n, B->nb},
                sc[2] = {m, B->n};
   float *a = tu_malloc(m * B->k * sizeof *a);
@@ -384,28 +386,45 @@ static void run_product(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad,
   tu_round_to(ad, a, m * B->k);
   rumus_tensor *ta = tu_tensor_typed(ctx, ad, 2, sa, a),
                *tq = tu_tensor(ctx, RUMUS_I8, 2, sq, B->q),
-               *ts = tu_tensor(ctx, RUMUS_F16, 2, ss, B->s),
-               *tc = tu_tensor_typed(ctx, ct, 2, sc, NULL);
-  TU_OK(ctx, rumus_tensor_fill(tc, NAN)); /* every output must be written */
-  TU_OK(ctx, rumus_matmul_q8(ctx, ta, tq, ts, block_size, tc));
-  float *got = tu_download_f32(ctx, tc);
+               *ts = tu_tensor(ctx, RUMUS_F16, 2, ss, B->s);
   char what[96];
   snprintf(what, sizeof what, "matmul_q8 %s->%s M %zu N %zu K %zu block %zu",
            tu_dtype_name(ad), tu_dtype_name(ct), m, B->n, B->k, B->bs);
-  check_product(what, ct, a, m, B, got);
+  float *first = NULL;
+  for (int r = 0; r < reps; r++) {
+    rumus_tensor *tc = tu_tensor_typed(ctx, ct, 2, sc, NULL);
+    TU_OK(ctx, rumus_tensor_fill(tc, NAN)); /* every output must be written */
+    TU_OK(ctx, rumus_matmul_q8(ctx, ta, tq, ts, block_size, tc));
+    float *got = tu_download_f32(ctx, tc);
+    rumus_tensor_free(tc);
+    if (r == 0) {
+      check_product(what, ct, a, m, B, got);
+      first = got;
+      continue;
+    }
+    ck_assert_msg(memcmp(first, got, m * B->n * sizeof *got) == 0,
+                  "%s: run %d differs from the first", what, r + 1);
+    free(got);
+  }
+  free(first);
   free(a);
-  free(got);
   rumus_tensor_free(ta);
   rumus_tensor_free(tq);
   rumus_tensor_free(ts);
-  rumus_tensor_free(tc);
 }
 
-/* (N, K, block): K not a multiple of the block nor of 16; K = 256 and
- * 4096 with aligned rows (the GPU variant's typed loads); blocks 256 and
- * 16; K past one sweep of q8_mv's lanes (32 lanes x 4 chunks x 16 = 2048
- * elements: 4096, and 4200 with the last sweep partial and a tail), N
- * odd (q8_mv's row pairs). */
+static void run_product(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad,
+                        rumus_dtype ct, size_t m, const qmat *B,
+                        size_t block_size) {
+  run_product_reps(ctx, rng, ad, ct, m, B, block_size, 1);
+}
+
+/* (N, K, block): K not a multiple of the block nor of 16 (47 not of 4);
+ * K = 256 and 4096 with aligned rows (the GPU variant's typed loads);
+ * blocks 256 and 16; K past one group of q8_mv's loads (32 lanes x 8
+ * quads x 4 = 1024 elements, 2048 where two row groups split K: 4096,
+ * and 4200 with the last group partial), N odd (q8_mv's row pairs and
+ * 8-row work-groups). */
 static const size_t SHAPES[][3] = {{67, 100, 32}, {33, 256, 64},
                                    {9, 300, 256}, {131, 47, 16},
                                    {19, 4200, 64}, {6, 4096, 32}};
@@ -428,6 +447,52 @@ START_TEST(matmul_types) {
     for (size_t i = 0; i < sizeof MS / sizeof MS[0]; i++)
       run_product(ctx, &rng, ad, ct, MS[i], &B,
                   B.bs == 32 ? 0 : B.bs); /* 0: the default, 32 */
+    qmat_free(&B);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Every M from 1 to 8 (each q8_mv_<MB> and its unused rows of A), run
+ * twice for the same bits, A in every type: K = 1203 (one full group of
+ * q8_mv's loads, then a partial one, then the last 3 elements in the
+ * second row group splitting K) and 175 (a partial group only; the tail
+ * quad in the second row group), N = 21 and 5 (part of a work-group's
+ * rows). */
+START_TEST(matmul_every_m) {
+  static const rumus_dtype PAIRS[3][2] = {{RUMUS_F32, RUMUS_F32},
+                                          {RUMUS_F16, RUMUS_F16},
+                                          {RUMUS_BF16, RUMUS_F32}};
+  static const size_t SH[2][3] = {{21, 1203, 64}, {5, 175, 16}};
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, tu_variants[_i]);
+  tu_rng rng;
+  tu_rng_seed(&rng, 300 + (uint64_t)_i);
+  for (size_t s = 0; s < 2; s++) {
+    qmat B = qmat_new(&rng, SH[s][0], SH[s][1], SH[s][2]);
+    for (size_t p = 0; p < 3; p++)
+      for (size_t m = 1; m <= 8; m++)
+        run_product_reps(ctx, &rng, PAIRS[p][0], PAIRS[p][1], m, &B, B.bs,
+                         2);
+    qmat_free(&B);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Every block size with K = 2101 (two full groups of q8_mv's loads at M
+ * <= 2 and four at M > 2, whose scales advance by whole blocks, then a
+ * partial group and a one-element tail), at M = 1, 2, 4, 8 and 9. */
+START_TEST(matmul_block_sizes) {
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, tu_variants[_i]);
+  tu_rng rng;
+  tu_rng_seed(&rng, 400 + (uint64_t)_i);
+  static const size_t MM[] = {1, 2, 4, 8, 9};
+  for (size_t b = 1; b < N_BLOCKS; b++) {
+    qmat B = qmat_new(&rng, 3, 2101, BLOCKS[b]);
+    for (size_t i = 0; i < sizeof MM / sizeof MM[0]; i++)
+      run_product(ctx, &rng, RUMUS_F32, RUMUS_F32, MM[i], &B, BLOCKS[b]);
     qmat_free(&B);
   }
   tu_free_all(ctx, NULL);
@@ -924,6 +989,8 @@ int main(void) {
   tcase_add_loop_test(core, dequantize_types, 0, 6);
   tcase_add_loop_test(core, round_trip_gaussian, 0, 2);
   tcase_add_loop_test(core, matmul_types, 0, 10);
+  tcase_add_loop_test(core, matmul_every_m, 0, 2);
+  tcase_add_loop_test(core, matmul_block_sizes, 0, 2);
   tcase_add_loop_test(core, matmul_batched, 0, 2);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");

@@ -6,7 +6,8 @@
  * alignment) holds every kernel of the family: quantize and dequantize
  * use the program of their float tensor with an F32 C, so they share it
  * with the F32-output products.  rumus_matmul_q8 runs
- *   GPU variant  M <= 8: q8_mv_<MB>, B read once (memory-bound);
+ *   GPU variant  M <= 8: q8_mv_<MB>, B read once (memory-bound: a warp
+ *                per RPW rows of B or per half of K of them);
  *                M > 8:  q8_tiled, 64 x 64 tiles through local memory;
  *   CPU variant  q8_rows_<MR>, barrier-free register blocks; M <= 8 in one
  *                row block (B read once).
@@ -27,20 +28,24 @@ static const char *const FILE_CL = "quant.cl";
 /* Work-groups along grid dimension 1 (CUDA's limit, NVIDIA's OpenCL). */
 #define GRID_MAX ((size_t)65535)
 
-/* q8_mv: work-group size and lanes per row group (Q8_LPR); q8_tiled: 64
- * x 64 tiles of 16 x 16 work-items; flat kernels' local size on a GPU. */
-enum { MV_WG = 256, MV_LPR = 32, TILE = 64, TILE_LS = 16, FLAT_LS = 64 };
-/* The GPU kernels need these work-items and this local memory (q8_mv_8:
- * 8 x 2 x 256 floats); a device without them runs the CPU kernels. */
+/* q8_mv: work-group size (4 warps: a GPU holds as many work-groups of 8
+ * rows of B as its registers allow, and N = 4096 makes 512 of them) and
+ * lanes per row group (Q8_LPR, a warp); q8_tiled: 64 x 64 tiles of 16 x
+ * 16 work-items; flat kernels' local size on a GPU. */
+enum { MV_WG = 128, MV_LPR = 32, TILE = 64, TILE_LS = 16, FLAT_LS = 64 };
+/* The GPU kernels need these work-items (q8_tiled) and this local memory
+ * (q8_mv_8: 8 x 4 partial sums of 128 work-items); a device without them
+ * runs the CPU kernels. */
 #define GPU_MIN_WG 256
 #define GPU_MIN_LOCAL (16 * 1024)
 
-/* Row buckets of the products with M <= 8 rows, and the rows of B per
- * row group (q8_mv, RPW) or per work-item (q8_rows, NR) of each; M > 8
- * on the CPU variant takes the 4-row kernel. */
+/* Row buckets of the products with M <= 8 rows: q8_mv's rows of B per
+ * row group (RPW) and row groups per rows (KS, splitting K), as in
+ * cl/quant.cl's Q8_MV_KERNEL lines, and q8_rows' rows of B per work-item
+ * (NR); M > 8 on the CPU variant takes the 4-row kernel. */
 static const struct {
-  size_t mb, mv_rpw, rows_nr;
-} BUCKETS[] = {{1, 2, 8}, {2, 2, 4}, {4, 2, 4}, {8, 2, 2}};
+  size_t mb, mv_rpw, mv_ks, rows_nr;
+} BUCKETS[] = {{1, 2, 1, 8}, {2, 2, 1, 4}, {4, 4, 2, 4}, {8, 4, 2, 2}};
 #define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
 #define CPU_BIG 2 /* the bucket of M > 8 on the CPU variant */
 
@@ -232,7 +237,8 @@ static int run_mv(rumus_ctx *ctx, const char *op, const q8_mm *p,
   char kname[16];
   snprintf(kname, sizeof kname, "q8_mv_%zu", BUCKETS[b].mb);
   const rumus__kernel_ref kr = {FILE_CL, opts, kname};
-  const size_t rows_per_group = MV_WG / MV_LPR * BUCKETS[b].mv_rpw;
+  const size_t rows_per_group =
+      MV_WG / MV_LPR / BUCKETS[b].mv_ks * BUCKETS[b].mv_rpw;
   for (size_t n0 = 0; n0 < p->n; n0 += N_PIECE) {
     const size_t nc = p->n - n0 < N_PIECE ? p->n - n0 : N_PIECE;
     const size_t global = (nc + rows_per_group - 1) / rows_per_group * MV_WG;
@@ -289,8 +295,8 @@ static int run_rows(rumus_ctx *ctx, const char *op, const q8_mm *p,
 
 static int run_mm(rumus_ctx *ctx, const char *op, const q8_mm *p) {
   q8_prog g = {p->A->dtype, p->C->dtype, use_gpu(ctx), 0};
-  /* Typed 16-byte loads of q rows and float4 loads of A rows. */
-  g.align = g.gpu && p->k % 16 == 0 && rumus__aligned(p->q, 0, 16) &&
+  /* Typed loads of 4 int8 of q rows and of 4 elements of A rows. */
+  g.align = g.gpu && p->k % 4 == 0 && rumus__aligned(p->q, 0, 4) &&
             rumus__aligned(p->A, 0, 4);
   char opts[192];
   q8_options(ctx, &g, opts, sizeof opts);
