@@ -58,6 +58,13 @@
  * tensor) and adds nothing.
  */
 
+/* No a * b + c contractions: the variants' kernels group the same sums
+ * differently around their divisions (a float4 select against a scalar
+ * loop), and a compiler that fuses one into an fma and not the other
+ * (NVIDIA's did, for the average backwards) breaks the promise of the
+ * same bits on both variants. */
+#pragma OPENCL FP_CONTRACT OFF
+
 #ifndef ROWS_WG
 #define ROWS_WG 8 /* CPU variant's row kernels: work-group size */
 #endif
