@@ -30,8 +30,8 @@
  *          pass (GPU, longer rows);
  *   *_row  one work-item per row, no barriers, float8 accumulators (CPU).
  * The gradients of gamma and beta are column sums over the rows in a
- * fixed order: ln_dparam_part_{wg,item}, or the fused *_bwd_fused with
- * dx, sums the rows of each block of RB rows (in row order, one fma per
+ * fixed order: ln_dparam_part_{wg,item}, or with dx the *_bwd_blk (a
+ * work-group per block) or *_bwd_fused (a team per block) kernels, sums the rows of each block of RB rows (in row order, one fma per
  * term) per column into float partials, ln_dparam_fold adds the blocks
  * in order per column (ln_dparam_fold1 first adds groups of LN_FOLD_G
  * blocks when there are more).
@@ -592,6 +592,138 @@ inline void ln_fused_part_out(const float4 *sg, const float4 *sb, uint rt,
   }
 LN_BWD_FUSED(layernorm_bwd_fused, 0)
 LN_BWD_FUSED(rmsnorm_bwd_fused, 1)
+
+/* ---- Block backward (GPU variant, rows up to 8 local-size elements) -------
+ * One work-group per block of the gradients' rows (block k: rows
+ * [k rb, min((k + 1) rb, rows)), blocks fixed by the shape), all its ls
+ * work-items on one row: work-item lid holds float4 groups lid + v ls (v
+ * < LN_BV) of 4 rows at once, so the loads of four rows are in flight per
+ * work-item where the _fused kernel's team had one row's, and a few
+ * hundred groups of ls >= 32 cover the device with no per-team barriers.
+ * The four rows' two sums each are one tree of float8 in local memory
+ * (buf, ls entries).  Each work-item adds its columns' terms to float4
+ * partials in row order, one fma per term, as ln_dparam_part_* do (the
+ * same bits), and writes them to part at the end when has_part. */
+
+#ifndef LN_BV
+#define LN_BV 2 /* float4 groups per work-item per row (host: layernorm.c's) */
+#endif
+
+/* Sums a float8 over the work-group (every work-item gets the total). */
+inline float8 ln_blk_sum(local float8 *buf, float8 v) {
+  const size_t lid = get_local_id(0);
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = get_local_size(0) / 2; step > 0; step /= 2) {
+    if (lid < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float8 t = buf[0];
+  barrier(CLK_LOCAL_MEM_FENCE); /* buf[0] is rewritten by the next call */
+  return t;
+}
+
+/* Loads rows r .. r + 3 (those below r1; others 0, with mean and rstd 0)
+ * as dy and xhat groups, and returns their sums of g = dy gamma
+ * (.s0123) and of g xhat (.s4567), summed over the group. */
+inline float8 ln_blk_load(global const real_t *dy, global const real_t *x,
+                          global const float *mean, global const float *rstd,
+                          size_t cols, size_t r, size_t r1, int rms,
+                          const float4 *gam, local float8 *buf,
+                          float4 d[4][LN_BV], float4 xh[4][LN_BV],
+                          float *rs) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  float a[4], b[4];
+  for (int u = 0; u < 4; u++) {
+    const int live = r + u < r1;
+    const size_t n = live ? cols : 0, rr = live ? r + u : r;
+    const float mu = (rms || !live) ? 0.0f : mean[rr];
+    rs[u] = live ? rstd[rr] : 0.0f;
+    a[u] = b[u] = 0.0f;
+    for (int v = 0; v < LN_BV; v++) {
+      const size_t q = lid + (size_t)v * ls;
+      d[u][v] = rumus_load4_fill(dy + rr * cols, q, n, 0.0f);
+      xh[u][v] = (rumus_load4_fill(x + rr * cols, q, n, 0.0f) - mu) * rs[u];
+    }
+  }
+  for (int u = 0; u < 4; u++)
+    for (int v = 0; v < LN_BV; v++) {
+      const float4 g = d[u][v] * gam[v]; /* 0 past the row's end */
+      a[u] += rumus_hsum4(g);
+      b[u] += dot(g, xh[u][v]);
+    }
+  return ln_blk_sum(buf, (float8)(a[0], a[1], a[2], a[3], b[0], b[1], b[2],
+                                  b[3]));
+}
+
+/* Stores the lanes of float4 group q of a float row of n that lie in it. */
+inline void ln_part_store4(float4 v, global float *p, size_t q, size_t n) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) {
+    vstore4(v, q, p);
+    return;
+  }
+  p[j] = v.x;
+  if (j + 1 < n) p[j + 1] = v.y;
+  if (j + 2 < n) p[j + 2] = v.z;
+}
+
+inline void ln_blk_body(global const real_t *dy, global const real_t *x,
+                        global real_t *dx, global const float *mean,
+                        global const float *rstd, size_t cols, size_t r0,
+                        size_t r1, int rms, int has_g,
+                        global const param_t *gm, local float8 *buf,
+                        int has_part, global float *part, size_t k,
+                        size_t nb) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  const float fn = (float)cols;
+  float4 gam[LN_BV], sg[LN_BV], sb[LN_BV];
+  for (int v = 0; v < LN_BV; v++) {
+    const size_t q = lid + (size_t)v * ls;
+    gam[v] = has_g ? ln_pload4_fill(gm, q, cols, 0.0f) : (float4)(1.0f);
+    sg[v] = sb[v] = (float4)(0.0f);
+  }
+  for (size_t r = r0; r < r1; r += 4) { /* uniform over the group */
+    float4 d[4][LN_BV], xh[4][LN_BV];
+    float rs[4];
+    const float8 s = ln_blk_load(dy, x, mean, rstd, cols, r, r1, rms, gam,
+                                 buf, d, xh, rs);
+    const float sa[4] = {s.s0, s.s1, s.s2, s.s3};
+    const float sx[4] = {s.s4, s.s5, s.s6, s.s7};
+    for (int u = 0; u < 4 && r + u < r1; u++) {
+      const float ca = rms ? 0.0f : sa[u] / fn, cb = sx[u] / fn;
+      for (int v = 0; v < LN_BV; v++) {
+        const size_t q = lid + (size_t)v * ls;
+        if (q * 4 >= cols) break;
+        sg[v] = fma(d[u][v], xh[u][v], sg[v]);
+        sb[v] += d[u][v];
+        rumus_store4_part(rs[u] * (d[u][v] * gam[v] - ca - xh[u][v] * cb),
+                          dx + (r + u) * cols, q, cols);
+      }
+    }
+  }
+  if (!has_part) return;
+  global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
+  for (int v = 0; v < LN_BV; v++) {
+    const size_t q = lid + (size_t)v * ls;
+    if (q * 4 >= cols) break;
+    ln_part_store4(sg[v], pg, q, cols);
+    ln_part_store4(sb[v], pb, q, cols);
+  }
+}
+
+#define LN_BWD_BLK(name, rms)                                                \
+  __kernel void name(LN_BWD_ARGS, local float8 *buf, int has_part,          \
+                     global float *part, ulong rb, ulong nb) {               \
+    const size_t k = get_group_id(0);                                        \
+    const size_t r0 = k * (size_t)rb;                                        \
+    const size_t r1 = min(r0 + (size_t)rb, (size_t)rows);                    \
+    ln_blk_body(dy + dy_off, x + x_off, dx + dx_off, mean + m_off,           \
+                rstd + r_off, cols, r0, r1, rms, has_g, g + g_off, buf,      \
+                has_part, part, k, nb);                                      \
+  }
+LN_BWD_BLK(layernorm_bwd_blk, 0)
+LN_BWD_BLK(rmsnorm_bwd_blk, 1)
 
 /* ---- Gradients of gamma and beta ----------------------------------------
  * Stage 1: block k of the rows [k RB, min((k + 1) RB, rows)) and column j:

@@ -8,8 +8,10 @@
  * The row kernels are planned by rumus__row_plan_make, as softmax's are;
  * the gradients of gamma and beta are column sums over the rows by the
  * same program: stage 1 per block of rows (fused with dx on the GPU
- * variant's register plans), stage 2 per column (by groups of blocks
- * first when there are many), the blocks fixed by the shape alone.
+ * variant: the block kernel, a work-group per block, for rows of 129 to
+ * 8 x its local size; the _fused kernel's teams on shorter register
+ * rows), stage 2 per column (by groups of blocks first when there are
+ * many), the blocks fixed by the shape alone.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,16 +21,25 @@
 static const char *const FILE_CL = "layernorm.cl";
 
 /* Rows per stage-1 block of the gamma / beta gradients at least, blocks at
- * most, and the most partial floats per gradient (nb * cols): short blocks
- * (8 rows), so that the GPU's fused backward, a team of work-items per
- * block walking its rows, has thousands of teams at 65536 rows; scratch
- * of at most 2^21 floats per gradient (more partials slowed the CPU
- * variant on PoCL: 32 MiB at 65536 x 1024 written and read again).  Stage 2 adds the blocks in groups
- * of LN_FOLD_G (cl/layernorm.cl's), then the groups. */
-#define LN_MIN_RB 8
-#define LN_MAX_NB 8192
+ * most, and the most partial floats per gradient (nb * cols): a few
+ * hundred blocks (the GPU's block backward runs a work-group per block:
+ * 512 is about four per compute unit of the H200), so the partials are a
+ * small fraction of the traffic (4 MiB at 65536 x 1024 against 768 MiB of
+ * x, dy and dx); scratch of at most 2^21 floats per gradient.  Stage 2
+ * adds the blocks in groups of LN_FOLD_G (cl/layernorm.cl's), then the
+ * groups. */
+#define LN_MIN_RB 16
+#define LN_MAX_NB 512
 #define LN_MAX_PART ((size_t)1 << 21)
 #define LN_FOLD_G 64
+
+/* The GPU variant's block backward (*_bwd_blk): float4 groups per
+ * work-item per row (cl/layernorm.cl's LN_BV), the shortest rows it takes
+ * (shorter ones would leave most of a 32-wide group idle: the _fused
+ * kernel's small teams take them) and its largest local size. */
+#define LN_BV 2
+#define LN_BLK_MIN_COLS 129
+#define LN_BLK_MAX_LS 1024
 
 /* The local size of the stage kernels (LN_FOLD_LS): a column per
  * work-item, 64 per group on GPUs (coalesced), 8 on CPUs. */
@@ -376,27 +387,86 @@ static int run_fused(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
 }
 
-/* The backward's launches with dgamma or dbeta: the fused kernel when the
- * plan has one the device runs, else stage 1 then the row kernels; then
- * stage 2.  Scratch from the context's slots 0 and 1. */
+/* The block kernel of the GPU variant ("`base`_blk"): *ls its local size
+ * for rows of cols, the fewest work-items (a power of two from 32) that
+ * hold a row in LN_BV float4 each, or 0 where it does not run: the CPU
+ * variant, a user's work-group size (the _wgc / _wg kernels keep their
+ * orders there), rows under LN_BLK_MIN_COLS, or a size the device does
+ * not run the kernel at. */
+static int blk_local(rumus_ctx *ctx, const char *op,
+                     const rumus__row_plan *plan, const char *base,
+                     size_t cols, char *name, size_t len, size_t *ls) {
+  *ls = 0;
+  if (plan->kind == RUMUS__ROWS_ITEM || ctx->opt_wg || cols < LN_BLK_MIN_COLS)
+    return RUMUS_OK;
+  size_t l = 32;
+  while (l * 4 * LN_BV < cols) l *= 2;
+  if (l > LN_BLK_MAX_LS || l > ctx->max_wg) return RUMUS_OK;
+  snprintf(name, len, "%s_blk", base);
+  const rumus__kernel_ref k = {FILE_CL, plan->options, name};
+  size_t limit;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
+  if (limit >= l) *ls = l;
+  return RUMUS_OK;
+}
+
+/* dx (and stage 1 into part when has_part) by the block kernel `name`: a
+ * work-group of ls per block of rb rows. */
+static int run_blk(rumus_ctx *ctx, const char *op,
+                   const rumus__row_plan *plan, const char *name,
+                   const ln_tensors *ts, cl_int has_g, size_t ls,
+                   cl_int has_part, cl_mem part, size_t rows, size_t cols,
+                   size_t rb, size_t nb) {
+  const rumus__kernel_ref k = {FILE_CL, plan->options, name};
+  /* LN_BWD_ARGS order: dy, x, gamma, mean, rstd, dx. */
+  const int order[6] = {0, 1, 5, 3, 4, 2};
+  rumus__arg a[20];
+  size_t na = 0;
+  for (int i = 0; i < 6; i++) {
+    a[na++] = RUMUS__ARG(ts->t[order[i]].mem);
+    a[na++] = RUMUS__ARG(ts->t[order[i]].off);
+  }
+  cl_ulong nrows = rows, ncols = cols, nrb = rb, nnb = nb;
+  cl_mem pm = has_part ? part : ts->t[0].mem; /* not touched without */
+  a[na++] = RUMUS__ARG(has_g);
+  a[na++] = RUMUS__ARG(nrows);
+  a[na++] = RUMUS__ARG(ncols);
+  a[na++] = RUMUS__ARG_LOCAL(ls * 8 * sizeof(float));
+  a[na++] = RUMUS__ARG(has_part);
+  a[na++] = RUMUS__ARG(pm);
+  a[na++] = RUMUS__ARG(nrb);
+  a[na++] = RUMUS__ARG(nnb);
+  size_t local = ls, global = nb * ls;
+  return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
+}
+
+/* The backward's launches with dgamma or dbeta: the block kernel `blk`
+ * when ls, else the fused kernel when the plan has one the device runs,
+ * else stage 1 then the row kernels; then stage 2.  Scratch from the
+ * context's slots 0 and 1. */
 static int run_with_dparam(rumus_ctx *ctx, const char *op, const char *base,
                            const rumus__row_plan *plan, const ln_tensors *ts,
                            cl_int has_g, const rumus_tensor *dy,
                            const rumus_tensor *x, const rumus_tensor *mean,
                            const rumus_tensor *rstd, rumus_tensor *dgamma,
-                           rumus_tensor *dbeta, size_t rows, size_t cols) {
+                           rumus_tensor *dbeta, size_t rows, size_t cols,
+                           const char *blk, size_t ls) {
   size_t rb, nb;
   plan_blocks(rows, cols, &rb, &nb);
   char name[64];
-  int fused;
-  RUMUS__FORWARD(fused_ref(ctx, op, plan, base, name, sizeof name, &fused));
+  int fused = 0;
+  if (!ls)
+    RUMUS__FORWARD(fused_ref(ctx, op, plan, base, name, sizeof name, &fused));
   const size_t nb2 = (nb + LN_FOLD_G - 1) / LN_FOLD_G;
   cl_mem part, part2;
   RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 0,
                                      2 * nb * cols * sizeof(float), &part));
   RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 1,
                                      2 * nb2 * cols * sizeof(float), &part2));
-  if (fused) {
+  if (ls) {
+    RUMUS__FORWARD(run_blk(ctx, op, plan, blk, ts, has_g, ls, 1, part, rows,
+                           cols, rb, nb));
+  } else if (fused) {
     RUMUS__FORWARD(run_fused(ctx, op, plan, name, ts, has_g, part, rows, cols,
                              rb, nb));
   } else {
@@ -448,12 +518,22 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
                          3, 2, 1};
   const int order[6] = {0, 1, 5, 3, 4, 2};
   cl_int has_g = gamma != NULL;
+  char blk[64];
+  size_t ls;
+  RUMUS__FORWARD(blk_local(ctx, op, &plan, base, cols, blk, sizeof blk, &ls));
   if (dgamma || dbeta) {
     rumus__scratch_begin(ctx);
     const int st = run_with_dparam(ctx, op, base, &plan, &ts, has_g, dy, x,
-                                   mean, rstd, dgamma, dbeta, rows, cols);
+                                   mean, rstd, dgamma, dbeta, rows, cols, blk,
+                                   ls);
     rumus__scratch_end(ctx);
     return st;
+  }
+  if (ls) { /* the same kernel as with the gradients: the same dx bits */
+    size_t rb, nb;
+    plan_blocks(rows, cols, &rb, &nb);
+    return run_blk(ctx, op, &plan, blk, &ts, has_g, ls, 0, NULL, rows, cols,
+                   rb, nb);
   }
   const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
   return run_rows(ctx, op, &plan, &ts, order, tail, 1, rows, cols);
