@@ -222,16 +222,38 @@ inline float4 ln_mask4(size_t q, size_t n) {
   return (float4)(j < n, j + 1 < n, j + 2 < n, j + 3 < n);
 }
 
+/* rumus_seg_sum and rumus_wg_sum of two sums at once (the same tree,
+ * the same bits, half the barriers). */
+inline float2 ln_seg_sum2(local float2 *buf, float2 v, uint rt) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint step = rt / 2; step > 0; step /= 2) {
+    if (lane < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return buf[lid - lane];
+}
+inline float2 ln_wg_sum2(local float2 *buf, float2 v) {
+  const size_t lid = get_local_id(0);
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return buf[0];
+}
+
 /* Row of n elements (n = 0 for padding rows: they load and store nothing
  * but take part in the barriers); the lane holds groups lane, lane + rt,
- * ...  la, lb, lc are distinct, so successive reductions need no barrier
+ * ...  la and lbc are distinct, so successive reductions need no barrier
  * between them. */
 inline void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
                             size_t n, uint rt, int rms, float eps, int has_g,
                             global const param_t *g, int has_b,
                             global const param_t *b, local float *la,
-                            local float *lb, local float *lc, float *mean_o,
-                            float *rstd_o) {
+                            local float2 *lbc, float *mean_o, float *rstd_o) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
   float4 v[CACHE_V4];
@@ -252,10 +274,9 @@ inline void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
       s1 += rumus_hsum4(d);
       s2 += dot(d, d);
     }
-    s1 = rumus_seg_sum(lb, s1, rt);
-    s2 = rumus_seg_sum(lc, s2, rt);
-    mean = m0 + s1 / fn;
-    rstd = ln_rstd(s1, s2, fn, eps);
+    const float2 s = ln_seg_sum2(lbc, (float2)(s1, s2), rt);
+    mean = m0 + s.x / fn;
+    rstd = ln_rstd(s.x, s.y, fn, eps);
   }
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
@@ -272,8 +293,7 @@ inline void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
 inline void ln_bwd_wgc_body(global const real_t *dy, global const real_t *x,
                             global real_t *dx, size_t n, uint rt, int rms,
                             float mean, float rstd, int has_g,
-                            global const param_t *gm, local float *la,
-                            local float *lb) {
+                            global const param_t *gm, local float2 *lab) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
   float4 gv[CACHE_V4], xh[CACHE_V4];
@@ -286,8 +306,8 @@ inline void ln_bwd_wgc_body(global const real_t *dy, global const real_t *x,
     a += rumus_hsum4(gv[k]);
     b += dot(gv[k], xh[k]); /* gv is 0 past the row's end */
   }
-  const float ca = rms ? 0.0f : rumus_seg_sum(la, a, rt) / fn;
-  const float cb = rumus_seg_sum(lb, b, rt) / fn;
+  const float2 s = ln_seg_sum2(lab, (float2)(a, b), rt);
+  const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
     if (q * 4 >= n) break;
@@ -315,8 +335,7 @@ inline void ln_fwd_wg_body(global const real_t *x, global real_t *y,
                            size_t n, int rms, float eps, int has_g,
                            global const param_t *g, int has_b,
                            global const param_t *b, local float *la,
-                           local float *lb, local float *lc, float *mean_o,
-                           float *rstd_o) {
+                           local float2 *lbc, float *mean_o, float *rstd_o) {
   const size_t lid = get_local_id(0), n4 = n / 4;
   const float fn = (float)n;
   rumus_wg_sum(la, ln_wg_sum(x, n, rms));
@@ -337,10 +356,9 @@ inline void ln_fwd_wg_body(global const real_t *x, global real_t *y,
       s1 += d;
       s2 = fma(d, d, s2);
     }
-    rumus_wg_sum(lb, s1);
-    rumus_wg_sum(lc, s2);
-    mean = m0 + lb[0] / fn;
-    rstd = ln_rstd(lb[0], lc[0], fn, eps);
+    const float2 s = ln_wg_sum2(lbc, (float2)(s1, s2));
+    mean = m0 + s.x / fn;
+    rstd = ln_rstd(s.x, s.y, fn, eps);
   }
   /* Backwards (RUMUS_REV_Q): the row's end, read last, may be cached. */
   for (size_t j = n4 * 4 + lid; j < n; j += WG) {
@@ -362,7 +380,7 @@ inline void ln_fwd_wg_body(global const real_t *x, global real_t *y,
 inline void ln_bwd_wg_body(global const real_t *dy, global const real_t *x,
                            global real_t *dx, size_t n, int rms, float mean,
                            float rstd, int has_g, global const param_t *gm,
-                           local float *la, local float *lb) {
+                           local float2 *lab) {
   const size_t lid = get_local_id(0), n4 = n / 4;
   const float fn = (float)n;
   float a = 0.0f, b = 0.0f;
@@ -378,9 +396,8 @@ inline void ln_bwd_wg_body(global const real_t *dy, global const real_t *x,
     a += g;
     b = fma(g, (LOAD(x, j) - mean) * rstd, b);
   }
-  rumus_wg_sum(la, a);
-  rumus_wg_sum(lb, b);
-  const float ca = rms ? 0.0f : la[0] / fn, cb = lb[0] / fn;
+  const float2 s = ln_wg_sum2(lab, (float2)(a, b));
+  const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
   for (size_t j = n4 * 4 + lid; j < n; j += WG) {
     float g = LOAD(dy, j);
     if (has_g) g *= PLOAD(gm, j);
@@ -451,26 +468,104 @@ LN_BWD_ROW(rmsnorm_bwd_row, 1)
 
 #define LN_FWD_WG(name, rms)                                                 \
   __kernel RUMUS_WG_ATTR void name(LN_FWD_ARGS) {                            \
-    local float la[WG], lb[WG], lc[WG];                                      \
+    local float la[WG];                                                      \
+    local float2 lbc[WG];                                                    \
     const size_t r = get_group_id(0);                                        \
     float mu, rs;                                                            \
     ln_fwd_wg_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,    \
-                   eps, has_g, g + g_off, has_b && !rms, b + b_off, la, lb,  \
-                   lc, &mu, &rs);                                            \
+                   eps, has_g, g + g_off, has_b && !rms, b + b_off, la, lbc, \
+                   &mu, &rs);                                                \
     LN_STATS_OUT(r, get_local_id(0) == 0, rms)                                  \
   }
 LN_FWD_WG(layernorm_fwd_wg, 0)
 LN_FWD_WG(rmsnorm_fwd_wg, 1)
 
+/* ---- Wide forward (GPU variant, rows up to 16 local-size elements) -------
+ * One work-group of ls work-items per row for rows longer than the _wgc
+ * rungs hold, the row in registers (LN_WV float4 per work-item), so x is
+ * read once where the strided _wg kernel reads it two or three times
+ * (from L2 at best: at 64 KiB a row, a few rows per compute unit exceed
+ * it); the sums are trees of float2 over the group (buf, ls entries). */
+
+#ifndef LN_WV
+#define LN_WV 4 /* float4 groups per work-item (host: layernorm.c's) */
+#endif
+
+/* Sums a float2 over the work-group (every work-item gets the total). */
+inline float2 ln_grp_sum2(local float2 *buf, float2 v) {
+  const size_t lid = get_local_id(0);
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = get_local_size(0) / 2; step > 0; step /= 2) {
+    if (lid < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float2 t = buf[0];
+  barrier(CLK_LOCAL_MEM_FENCE); /* buf[0] is rewritten by the next call */
+  return t;
+}
+
+inline void ln_fwd_wide_body(global const real_t *x, global real_t *y,
+                             size_t n, int rms, float eps, int has_g,
+                             global const param_t *g, int has_b,
+                             global const param_t *b, local float2 *buf,
+                             float *mean_o, float *rstd_o) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  const float fn = (float)n;
+  float4 v[LN_WV];
+  float a = 0.0f;
+  for (int k = 0; k < LN_WV; k++) {
+    v[k] = rumus_load4_fill(x, lid + (size_t)k * ls, n, 0.0f);
+    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
+  }
+  const float s0 = ln_grp_sum2(buf, (float2)(a, 0.0f)).x;
+  float mean = 0.0f, rstd;
+  if (rms) {
+    rstd = rms_rrms(s0, fn, eps);
+  } else {
+    const float m0 = s0 / fn;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int k = 0; k < LN_WV; k++) {
+      const float4 d = (v[k] - m0) * ln_mask4(lid + (size_t)k * ls, n);
+      s1 += rumus_hsum4(d);
+      s2 += dot(d, d);
+    }
+    const float2 s = ln_grp_sum2(buf, (float2)(s1, s2));
+    mean = m0 + s.x / fn;
+    rstd = ln_rstd(s.x, s.y, fn, eps);
+  }
+  for (int k = 0; k < LN_WV; k++) {
+    const size_t q = lid + (size_t)k * ls;
+    if (q * 4 >= n) break;
+    float4 o = (v[k] - mean) * rstd;
+    if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
+    if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
+    rumus_store4_part(o, y, q, n);
+  }
+  *mean_o = mean;
+  *rstd_o = rstd;
+}
+
+#define LN_FWD_WIDE(name, rms)                                               \
+  __kernel void name(LN_FWD_ARGS, local float2 *buf) {                       \
+    const size_t r = get_group_id(0);                                        \
+    float mu, rs;                                                            \
+    ln_fwd_wide_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,  \
+                     eps, has_g, g + g_off, has_b && !rms, b + b_off, buf,   \
+                     &mu, &rs);                                              \
+    LN_STATS_OUT(r, get_local_id(0) == 0, rms)                               \
+  }
+LN_FWD_WIDE(layernorm_fwd_wide, 0)
+LN_FWD_WIDE(rmsnorm_fwd_wide, 1)
+
 #define LN_BWD_WG(name, rms)                                                 \
   __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS) {                            \
-    local float la[WG], lb[WG];                                              \
+    local float2 lab[WG];                                                    \
     const size_t r = get_group_id(0);                                        \
     const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];     \
     ln_bwd_wg_body(ROW_PTR(dy, dy_off, r), ROW_PTR(x, x_off, r),             \
                    ROW_PTR(dx, dx_off, r), cols, rms, mu, rs, has_g,         \
-                   g + g_off,                                                \
-                   la, lb);                                                  \
+                   g + g_off, lab);                                          \
   }
 LN_BWD_WG(layernorm_bwd_wg, 0)
 LN_BWD_WG(rmsnorm_bwd_wg, 1)
@@ -483,12 +578,13 @@ LN_BWD_WG(rmsnorm_bwd_wg, 1)
 
 #define LN_FWD_WGC(name, rms)                                                \
   __kernel RUMUS_WG_ATTR void name(LN_FWD_ARGS, uint rt) {                   \
-    local float la[WG], lb[WG], lc[WG];                                      \
+    local float la[WG];                                                      \
+    local float2 lbc[WG];                                                    \
     const size_t r = WGC_ROW(rt);                                            \
     float mu, rs;                                                            \
     ln_fwd_wgc_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),    \
                     rt, rms, eps, has_g, g + g_off, has_b && !rms,           \
-                    b + b_off, la, lb, lc, &mu, &rs);                        \
+                    b + b_off, la, lbc, &mu, &rs);                           \
     LN_STATS_OUT(r, WGC_N(r) && get_local_id(0) % rt == 0, rms)                   \
   }
 LN_FWD_WGC(layernorm_fwd_wgc, 0)
@@ -496,14 +592,14 @@ LN_FWD_WGC(rmsnorm_fwd_wgc, 1)
 
 #define LN_BWD_WGC(name, rms)                                                \
   __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS, uint rt) {                   \
-    local float la[WG], lb[WG];                                              \
+    local float2 lab[WG];                                                    \
     const size_t r = WGC_ROW(rt);                                            \
     const int live = WGC_N(r) != 0;                                          \
     const float mu = (rms || !live) ? 0.0f : mean[m_off + r];                \
     const float rs = live ? rstd[r_off + r] : 0.0f;                          \
     ln_bwd_wgc_body(WGC_PTR(dy, dy_off, r), WGC_PTR(x, x_off, r),            \
                     WGC_PTR(dx, dx_off, r), WGC_N(r), rt, rms, mu, rs, has_g,\
-                    g + g_off, la, lb);                                      \
+                    g + g_off, lab);                                         \
   }
 LN_BWD_WGC(layernorm_bwd_wgc, 0)
 LN_BWD_WGC(rmsnorm_bwd_wgc, 1)
@@ -522,8 +618,8 @@ LN_BWD_WGC(rmsnorm_bwd_wgc, 1)
 inline void ln_bwd_fused_row(global const real_t *dy, global const real_t *x,
                              global real_t *dx, size_t n, uint rt, int rms,
                              float mean, float rstd, int has_g,
-                             global const param_t *gm, local float *la,
-                             local float *lb, float4 *sg, float4 *sb) {
+                             global const param_t *gm, local float2 *lab,
+                             float4 *sg, float4 *sb) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
   float4 d[CACHE_V4], xh[CACHE_V4];
@@ -537,8 +633,8 @@ inline void ln_bwd_fused_row(global const real_t *dy, global const real_t *x,
     a += rumus_hsum4(g);
     b += dot(g, xh[k]); /* g is 0 past the row's end */
   }
-  const float ca = rms ? 0.0f : rumus_seg_sum(la, a, rt) / fn;
-  const float cb = rumus_seg_sum(lb, b, rt) / fn;
+  const float2 s = ln_seg_sum2(lab, (float2)(a, b), rt);
+  const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
   if (n == 0) return;
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
@@ -572,7 +668,7 @@ inline void ln_fused_part_out(const float4 *sg, const float4 *sb, uint rt,
 #define LN_BWD_FUSED(name, rms)                                              \
   __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS, uint rt, global float *part, \
                                    ulong rb, ulong nb) {                     \
-    local float la[WG], lb[WG];                                              \
+    local float2 lab[WG];                                                    \
     const size_t k = (size_t)get_group_id(0) * (WG / rt) +                   \
                      get_local_id(0) / rt;                                   \
     float4 sg[CACHE_V4], sb[CACHE_V4];                                       \
@@ -585,8 +681,8 @@ inline void ln_fused_part_out(const float4 *sg, const float4 *sb, uint rt,
       const float rs = live ? rstd[r_off + rr] : 0.0f;                       \
       ln_bwd_fused_row(ROW_PTR(dy, dy_off, rr), ROW_PTR(x, x_off, rr),       \
                        ROW_PTR(dx, dx_off, rr), n, rt, rms, mu, rs, has_g,   \
-                       g + g_off, la, lb, sg, sb);                           \
-      barrier(CLK_LOCAL_MEM_FENCE); /* la, lb are rewritten next row */      \
+                       g + g_off, lab, sg, sb);                              \
+      barrier(CLK_LOCAL_MEM_FENCE); /* lab is rewritten next row */          \
     }                                                                        \
     if (k < nb) ln_fused_part_out(sg, sb, rt, part, k, cols, nb);            \
   }

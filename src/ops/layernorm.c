@@ -41,6 +41,12 @@ static const char *const FILE_CL = "layernorm.cl";
 #define LN_BLK_MIN_COLS 129
 #define LN_BLK_MAX_LS 1024
 
+/* The GPU variant's wide forward (*_fwd_wide), for rows the _wgc rungs do
+ * not hold: float4 groups per work-item (cl/layernorm.cl's LN_WV) and its
+ * largest local size. */
+#define LN_WV 4
+#define LN_WIDE_MAX_LS 1024
+
 /* The local size of the stage kernels (LN_FOLD_LS): a column per
  * work-item, 64 per group on GPUs (coalesced), 8 on CPUs. */
 static size_t fold_ls(const rumus_ctx *ctx, const rumus__row_plan *plan) {
@@ -164,15 +170,24 @@ typedef struct {
   int nrow, nstat, nparam;
 } ln_tensors;
 
-/* Launches `base`_row, _wgc or _wg over rows x cols in chunks of rows;
- * order[] gives the kernel's argument order of ts's entries (row, stat or
- * param by index into ts->t), then `tail` (flags, eps) before rows and
- * cols. */
+/* A kernel of one work-group of ls per row in place of the plan's (the
+ * wide forward; ls 0: none). */
+typedef struct {
+  char kernel[64];
+  size_t ls;
+} ln_wide;
+
+/* Launches `base`_row, _wgc or _wg (or wide->kernel when wide->ls) over
+ * rows x cols in chunks of rows; order[] gives the kernel's argument
+ * order of ts's entries (row, stat or param by index into ts->t), then
+ * `tail` (flags, eps) before rows and cols. */
 static int run_rows(rumus_ctx *ctx, const char *op,
                     const rumus__row_plan *plan, const ln_tensors *ts,
                     const int *order, const rumus__arg *tail, size_t ntail,
-                    size_t rows, size_t cols) {
-  const rumus__kernel_ref k = {FILE_CL, plan->options, plan->kernel};
+                    size_t rows, size_t cols, const ln_wide *wide) {
+  const int w = wide && wide->ls;
+  const rumus__kernel_ref k = {FILE_CL, plan->options,
+                               w ? wide->kernel : plan->kernel};
   const size_t chunk = plan->kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30)
                                                      : RUMUS__MAX_WG_ROWS;
   const int nt = ts->nrow + ts->nstat + ts->nparam;
@@ -192,10 +207,12 @@ static int run_rows(rumus_ctx *ctx, const char *op,
     for (size_t i = 0; i < ntail; i++) args[na++] = tail[i];
     args[na++] = RUMUS__ARG(nrows);
     args[na++] = RUMUS__ARG(ncols);
-    if (plan->kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan->rt);
-    size_t local;
+    if (w) args[na++] = RUMUS__ARG_LOCAL(wide->ls * 2 * sizeof(float));
+    else if (plan->kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan->rt);
+    size_t local = w ? wide->ls : 0;
     const size_t global =
-        rumus__row_plan_global(ctx, plan, (size_t)nrows, 1, &local);
+        w ? (size_t)nrows * local
+          : rumus__row_plan_global(ctx, plan, (size_t)nrows, 1, &local);
     RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
   }
   return RUMUS_OK;
@@ -214,6 +231,27 @@ static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
 }
 
 /* ---- Forward --------------------------------------------------------------- */
+
+/* The wide forward ("`base`_wide") for a GROUP plan's rows of cols:
+ * wide->ls the fewest work-items (a power of two from 32) that hold a row
+ * in LN_WV float4 each, or 0 where it does not run (other plans, a user's
+ * work-group size, rows too long, a size the device does not run the
+ * kernel at). */
+static int wide_local(rumus_ctx *ctx, const char *op,
+                      const rumus__row_plan *plan, const char *base,
+                      size_t cols, ln_wide *wide) {
+  wide->ls = 0;
+  if (plan->kind != RUMUS__ROWS_GROUP || ctx->opt_wg) return RUMUS_OK;
+  size_t l = 32;
+  while (l * 4 * LN_WV < cols) l *= 2;
+  if (l > LN_WIDE_MAX_LS || l > ctx->max_wg) return RUMUS_OK;
+  snprintf(wide->kernel, sizeof wide->kernel, "%s_wide", base);
+  const rumus__kernel_ref k = {FILE_CL, plan->options, wide->kernel};
+  size_t limit;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
+  if (limit >= l) wide->ls = l;
+  return RUMUS_OK;
+}
 
 /* Both forwards: beta and mean NULL for RMS norm. */
 static int forward(rumus_ctx *ctx, const char *op, const char *base,
@@ -253,7 +291,9 @@ static int forward(rumus_ctx *ctx, const char *op, const char *base,
   cl_int has_g = gamma != NULL, has_b = beta != NULL, has_s = rstd != NULL;
   const rumus__arg tail[4] = {RUMUS__ARG(has_g), RUMUS__ARG(has_b),
                               RUMUS__ARG(has_s), RUMUS__ARG(p.eps)};
-  return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols);
+  ln_wide wide;
+  RUMUS__FORWARD(wide_local(ctx, op, &plan, base, cols, &wide));
+  return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols, &wide);
 }
 
 int rumus_layernorm_fwd(rumus_ctx *ctx, const rumus_layernorm_params *params,
@@ -475,7 +515,8 @@ static int run_with_dparam(rumus_ctx *ctx, const char *op, const char *base,
         run_part(ctx, op, plan, dy, x, mean, rstd, part, rows, cols, rb, nb));
     const int order[6] = {0, 1, 5, 3, 4, 2};
     const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
-    RUMUS__FORWARD(run_rows(ctx, op, plan, ts, order, tail, 1, rows, cols));
+    RUMUS__FORWARD(
+        run_rows(ctx, op, plan, ts, order, tail, 1, rows, cols, NULL));
   }
   return run_fold(ctx, op, plan, part, part2, nb, cols, dgamma, dbeta);
 }
@@ -536,7 +577,7 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
                    rb, nb);
   }
   const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
-  return run_rows(ctx, op, &plan, &ts, order, tail, 1, rows, cols);
+  return run_rows(ctx, op, &plan, &ts, order, tail, 1, rows, cols, NULL);
 }
 
 int rumus_layernorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
