@@ -764,6 +764,21 @@ inline void ln_part_store4(float4 v, global float *p, size_t q, size_t n) {
   if (j + 2 < n) p[j + 2] = v.z;
 }
 
+/* The work-item's partials (float4 groups lid + v ls, v < nv) of block k
+ * into part (cols columns, nb blocks; dbeta's after dgamma's). */
+inline void ln_part_out(const float4 *sg, const float4 *sb, int nv,
+                        global float *part, size_t k, size_t cols,
+                        size_t nb) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
+  for (int v = 0; v < nv; v++) {
+    const size_t q = lid + (size_t)v * ls;
+    if (q * 4 >= cols) break;
+    ln_part_store4(sg[v], pg, q, cols);
+    ln_part_store4(sb[v], pb, q, cols);
+  }
+}
+
 inline void ln_blk_body(global const real_t *dy, global const real_t *x,
                         global real_t *dx, global const float *mean,
                         global const float *rstd, size_t cols, size_t r0,
@@ -798,14 +813,7 @@ inline void ln_blk_body(global const real_t *dy, global const real_t *x,
       }
     }
   }
-  if (!has_part) return;
-  global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
-  for (int v = 0; v < LN_BV; v++) {
-    const size_t q = lid + (size_t)v * ls;
-    if (q * 4 >= cols) break;
-    ln_part_store4(sg[v], pg, q, cols);
-    ln_part_store4(sb[v], pb, q, cols);
-  }
+  if (has_part) ln_part_out(sg, sb, LN_BV, part, k, cols, nb);
 }
 
 #define LN_BWD_BLK(name, rms)                                                \
@@ -820,6 +828,67 @@ inline void ln_blk_body(global const real_t *dy, global const real_t *x,
   }
 LN_BWD_BLK(layernorm_bwd_blk, 0)
 LN_BWD_BLK(rmsnorm_bwd_blk, 1)
+
+/* ---- Wide backward (GPU variant, rows up to 16 local-size elements) ------
+ * For rows longer than the _blk kernel holds: one work-group of ls per
+ * block of rows (as _blk), walking its rows one at a time.  A first pass
+ * over the row reads dy and x, adds the work-item's columns' terms to
+ * its partials (LN_WV float4 each in registers; row order, one fma per
+ * term: the stage-1 bits) and to the row's sums; after their tree a
+ * second pass, last groups first, reads the row again for dx: from L2,
+ * as one row (2 x 64 KiB at 16384 columns) per group is in flight, so
+ * memory sees x and dy once where the rows themselves do not fit the
+ * registers beside the partials. */
+
+/* One row of n (the work-item's float4 groups lid + v ls). */
+inline void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
+                            global real_t *dx, size_t n, int rms, float mu,
+                            float rs, int has_g, global const param_t *gm,
+                            local float2 *buf, float4 *sg, float4 *sb) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  const float fn = (float)n;
+  float a = 0.0f, b = 0.0f;
+  for (int v = 0; v < LN_WV; v++) {
+    const size_t q = lid + (size_t)v * ls;
+    if (q * 4 >= n) break;
+    const float4 d = rumus_load4_fill(dy, q, n, 0.0f);
+    const float4 xh = (rumus_load4_fill(x, q, n, 0.0f) - mu) * rs;
+    sg[v] = fma(d, xh, sg[v]);
+    sb[v] += d;
+    const float4 g = has_g ? d * ln_pload4_fill(gm, q, n, 0.0f) : d;
+    a += rumus_hsum4(g);
+    b += dot(g, xh); /* g is 0 past the row's end */
+  }
+  const float2 s = ln_grp_sum2(buf, (float2)(a, b));
+  const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
+  for (int v = LN_WV - 1; v >= 0; v--) {
+    const size_t q = lid + (size_t)v * ls;
+    if (q * 4 >= n) continue;
+    const float4 d = rumus_load4_fill(dy, q, n, 0.0f);
+    const float4 xh = (rumus_load4_fill(x, q, n, 0.0f) - mu) * rs;
+    const float4 g = has_g ? d * ln_pload4_fill(gm, q, n, 0.0f) : d;
+    rumus_store4_part(rs * (g - ca - xh * cb), dx, q, n);
+  }
+}
+
+#define LN_BWD_WIDE(name, rms)                                               \
+  __kernel void name(LN_BWD_ARGS, local float2 *buf, int has_part,          \
+                     global float *part, ulong rb, ulong nb) {               \
+    const size_t k = get_group_id(0);                                        \
+    const size_t r0 = k * (size_t)rb;                                        \
+    const size_t r1 = min(r0 + (size_t)rb, (size_t)rows);                    \
+    float4 sg[LN_WV], sb[LN_WV];                                             \
+    for (int v = 0; v < LN_WV; v++) sg[v] = sb[v] = (float4)(0.0f);         \
+    for (size_t r = r0; r < r1; r++) {                                       \
+      const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];   \
+      ln_bwd_wide_row(ROW_PTR(dy, dy_off, r), ROW_PTR(x, x_off, r),          \
+                      ROW_PTR(dx, dx_off, r), cols, rms, mu, rs, has_g,      \
+                      g + g_off, buf, sg, sb);                               \
+    }                                                                        \
+    if (has_part) ln_part_out(sg, sb, LN_WV, part, k, cols, nb);             \
+  }
+LN_BWD_WIDE(layernorm_bwd_wide, 0)
+LN_BWD_WIDE(rmsnorm_bwd_wide, 1)
 
 /* ---- Gradients of gamma and beta ----------------------------------------
  * Stage 1: block k of the rows [k RB, min((k + 1) RB, rows)) and column j:

@@ -45,7 +45,6 @@ static const char *const FILE_CL = "layernorm.cl";
  * not hold: float4 groups per work-item (cl/layernorm.cl's LN_WV) and its
  * largest local size. */
 #define LN_WV 4
-#define LN_WIDE_MAX_LS 1024
 
 /* The local size of the stage kernels (LN_FOLD_LS): a column per
  * work-item, 64 per group on GPUs (coalesced), 8 on CPUs. */
@@ -170,11 +169,12 @@ typedef struct {
   int nrow, nstat, nparam;
 } ln_tensors;
 
-/* A kernel of one work-group of ls per row in place of the plan's (the
- * wide forward; ls 0: none). */
+/* A kernel of one work-group of ls per row (the wide forward) or per
+ * block of rows (the _blk and _wide backwards) in place of the plan's; ls
+ * 0: none.  lfl: its floats of local memory per work-item. */
 typedef struct {
   char kernel[64];
-  size_t ls;
+  size_t ls, lfl;
 } ln_wide;
 
 /* Launches `base`_row, _wgc or _wg (or wide->kernel when wide->ls) over
@@ -207,7 +207,7 @@ static int run_rows(rumus_ctx *ctx, const char *op,
     for (size_t i = 0; i < ntail; i++) args[na++] = tail[i];
     args[na++] = RUMUS__ARG(nrows);
     args[na++] = RUMUS__ARG(ncols);
-    if (w) args[na++] = RUMUS__ARG_LOCAL(wide->ls * 2 * sizeof(float));
+    if (w) args[na++] = RUMUS__ARG_LOCAL(wide->ls * wide->lfl * sizeof(float));
     else if (plan->kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan->rt);
     size_t local = w ? wide->ls : 0;
     const size_t global =
@@ -232,24 +232,28 @@ static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
 
 /* ---- Forward --------------------------------------------------------------- */
 
-/* The wide forward ("`base`_wide") for a GROUP plan's rows of cols:
- * wide->ls the fewest work-items (a power of two from 32) that hold a row
- * in LN_WV float4 each, or 0 where it does not run (other plans, a user's
- * work-group size, rows too long, a size the device does not run the
- * kernel at). */
-static int wide_local(rumus_ctx *ctx, const char *op,
-                      const rumus__row_plan *plan, const char *base,
-                      size_t cols, ln_wide *wide) {
-  wide->ls = 0;
-  if (plan->kind != RUMUS__ROWS_GROUP || ctx->opt_wg) return RUMUS_OK;
+/* A work-group kernel of the GPU variant ("`base`_`suffix`": _blk,
+ * _wide; lfl floats of local memory per work-item), its local size k->ls
+ * for rows of cols: the fewest
+ * work-items (a power of two from 32, at most max_ls) that hold a row in
+ * nv float4 each, or 0 where it does not run: the CPU variant, a user's
+ * work-group size (the _wgc / _wg kernels keep their orders there), rows
+ * too long, or a size the device does not run the kernel at. */
+static int group_local(rumus_ctx *ctx, const char *op,
+                       const rumus__row_plan *plan, const char *base,
+                       const char *suffix, size_t nv, size_t lfl,
+                       size_t cols, ln_wide *k) {
+  k->ls = 0;
+  k->lfl = lfl;
+  if (plan->kind == RUMUS__ROWS_ITEM || ctx->opt_wg) return RUMUS_OK;
   size_t l = 32;
-  while (l * 4 * LN_WV < cols) l *= 2;
-  if (l > LN_WIDE_MAX_LS || l > ctx->max_wg) return RUMUS_OK;
-  snprintf(wide->kernel, sizeof wide->kernel, "%s_wide", base);
-  const rumus__kernel_ref k = {FILE_CL, plan->options, wide->kernel};
+  while (l * 4 * nv < cols) l *= 2;
+  if (l > LN_BLK_MAX_LS || l > ctx->max_wg) return RUMUS_OK;
+  snprintf(k->kernel, sizeof k->kernel, "%s_%s", base, suffix);
+  const rumus__kernel_ref kr = {FILE_CL, plan->options, k->kernel};
   size_t limit;
-  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
-  if (limit >= l) wide->ls = l;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &kr, &limit));
+  if (limit >= l) k->ls = l;
   return RUMUS_OK;
 }
 
@@ -292,7 +296,10 @@ static int forward(rumus_ctx *ctx, const char *op, const char *base,
   const rumus__arg tail[4] = {RUMUS__ARG(has_g), RUMUS__ARG(has_b),
                               RUMUS__ARG(has_s), RUMUS__ARG(p.eps)};
   ln_wide wide;
-  RUMUS__FORWARD(wide_local(ctx, op, &plan, base, cols, &wide));
+  wide.ls = 0; /* rows the _wgc rungs do not hold: the wide kernel */
+  if (plan.kind == RUMUS__ROWS_GROUP)
+    RUMUS__FORWARD(
+        group_local(ctx, op, &plan, base, "wide", LN_WV, 2, cols, &wide));
   return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols, &wide);
 }
 
@@ -427,37 +434,35 @@ static int run_fused(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
 }
 
-/* The block kernel of the GPU variant ("`base`_blk"): *ls its local size
- * for rows of cols, the fewest work-items (a power of two from 32) that
- * hold a row in LN_BV float4 each, or 0 where it does not run: the CPU
- * variant, a user's work-group size (the _wgc / _wg kernels keep their
- * orders there), rows under LN_BLK_MIN_COLS, or a size the device does
- * not run the kernel at. */
-static int blk_local(rumus_ctx *ctx, const char *op,
-                     const rumus__row_plan *plan, const char *base,
-                     size_t cols, char *name, size_t len, size_t *ls) {
-  *ls = 0;
-  if (plan->kind == RUMUS__ROWS_ITEM || ctx->opt_wg || cols < LN_BLK_MIN_COLS)
-    return RUMUS_OK;
-  size_t l = 32;
-  while (l * 4 * LN_BV < cols) l *= 2;
-  if (l > LN_BLK_MAX_LS || l > ctx->max_wg) return RUMUS_OK;
-  snprintf(name, len, "%s_blk", base);
-  const rumus__kernel_ref k = {FILE_CL, plan->options, name};
-  size_t limit;
-  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
-  if (limit >= l) *ls = l;
-  return RUMUS_OK;
+/* How the GPU variant's backward runs, in order of preference: the block
+ * kernel (rows from LN_BLK_MIN_COLS up to 8 ls), the _fused kernel (REGS
+ * plans; its _wgc twin without the gradients), the wide kernel, else
+ * stage 1 and the row kernels.  *k names the group kernel (ls 0: none),
+ * *fused the _fused kernel's use. */
+static int bwd_choice(rumus_ctx *ctx, const char *op,
+                      const rumus__row_plan *plan, const char *base,
+                      size_t cols, ln_wide *k, int *fused, char *fname,
+                      size_t flen) {
+  *fused = 0;
+  k->ls = 0;
+  if (cols >= LN_BLK_MIN_COLS)
+    RUMUS__FORWARD(group_local(ctx, op, plan, base, "blk", LN_BV, 8, cols, k));
+  if (k->ls) return RUMUS_OK;
+  RUMUS__FORWARD(fused_ref(ctx, op, plan, base, fname, flen, fused));
+  if (*fused) return RUMUS_OK;
+  return group_local(ctx, op, plan, base, "wide", LN_WV, 2, cols, k);
 }
 
-/* dx (and stage 1 into part when has_part) by the block kernel `name`: a
- * work-group of ls per block of rb rows. */
+/* dx (and stage 1 into part when has_part) by the group kernel gk (_blk:
+ * a float8 per work-item of local memory, _wide: a float2): a work-group
+ * of gk->ls per block of rb rows. */
 static int run_blk(rumus_ctx *ctx, const char *op,
-                   const rumus__row_plan *plan, const char *name,
-                   const ln_tensors *ts, cl_int has_g, size_t ls,
-                   cl_int has_part, cl_mem part, size_t rows, size_t cols,
-                   size_t rb, size_t nb) {
-  const rumus__kernel_ref k = {FILE_CL, plan->options, name};
+                   const rumus__row_plan *plan, const ln_wide *gk,
+                   const ln_tensors *ts, cl_int has_g, cl_int has_part,
+                   cl_mem part, size_t rows, size_t cols, size_t rb,
+                   size_t nb) {
+  const rumus__kernel_ref k = {FILE_CL, plan->options, gk->kernel};
+  const size_t ls = gk->ls;
   /* LN_BWD_ARGS order: dy, x, gamma, mean, rstd, dx. */
   const int order[6] = {0, 1, 5, 3, 4, 2};
   rumus__arg a[20];
@@ -471,7 +476,7 @@ static int run_blk(rumus_ctx *ctx, const char *op,
   a[na++] = RUMUS__ARG(has_g);
   a[na++] = RUMUS__ARG(nrows);
   a[na++] = RUMUS__ARG(ncols);
-  a[na++] = RUMUS__ARG_LOCAL(ls * 8 * sizeof(float));
+  a[na++] = RUMUS__ARG_LOCAL(ls * gk->lfl * sizeof(float));
   a[na++] = RUMUS__ARG(has_part);
   a[na++] = RUMUS__ARG(pm);
   a[na++] = RUMUS__ARG(nrb);
@@ -484,28 +489,24 @@ static int run_blk(rumus_ctx *ctx, const char *op,
  * when ls, else the fused kernel when the plan has one the device runs,
  * else stage 1 then the row kernels; then stage 2.  Scratch from the
  * context's slots 0 and 1. */
-static int run_with_dparam(rumus_ctx *ctx, const char *op, const char *base,
+static int run_with_dparam(rumus_ctx *ctx, const char *op,
                            const rumus__row_plan *plan, const ln_tensors *ts,
                            cl_int has_g, const rumus_tensor *dy,
                            const rumus_tensor *x, const rumus_tensor *mean,
                            const rumus_tensor *rstd, rumus_tensor *dgamma,
                            rumus_tensor *dbeta, size_t rows, size_t cols,
-                           const char *blk, size_t ls) {
+                           const ln_wide *gk, int fused, const char *name) {
   size_t rb, nb;
   plan_blocks(rows, cols, &rb, &nb);
-  char name[64];
-  int fused = 0;
-  if (!ls)
-    RUMUS__FORWARD(fused_ref(ctx, op, plan, base, name, sizeof name, &fused));
   const size_t nb2 = (nb + LN_FOLD_G - 1) / LN_FOLD_G;
   cl_mem part, part2;
   RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 0,
                                      2 * nb * cols * sizeof(float), &part));
   RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 1,
                                      2 * nb2 * cols * sizeof(float), &part2));
-  if (ls) {
-    RUMUS__FORWARD(run_blk(ctx, op, plan, blk, ts, has_g, ls, 1, part, rows,
-                           cols, rb, nb));
+  if (gk->ls) {
+    RUMUS__FORWARD(
+        run_blk(ctx, op, plan, gk, ts, has_g, 1, part, rows, cols, rb, nb));
   } else if (fused) {
     RUMUS__FORWARD(run_fused(ctx, op, plan, name, ts, has_g, part, rows, cols,
                              rb, nb));
@@ -559,22 +560,24 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
                          3, 2, 1};
   const int order[6] = {0, 1, 5, 3, 4, 2};
   cl_int has_g = gamma != NULL;
-  char blk[64];
-  size_t ls;
-  RUMUS__FORWARD(blk_local(ctx, op, &plan, base, cols, blk, sizeof blk, &ls));
+  ln_wide gk;
+  char fname[64];
+  int fused;
+  RUMUS__FORWARD(bwd_choice(ctx, op, &plan, base, cols, &gk, &fused, fname,
+                            sizeof fname));
   if (dgamma || dbeta) {
     rumus__scratch_begin(ctx);
-    const int st = run_with_dparam(ctx, op, base, &plan, &ts, has_g, dy, x,
-                                   mean, rstd, dgamma, dbeta, rows, cols, blk,
-                                   ls);
+    const int st = run_with_dparam(ctx, op, &plan, &ts, has_g, dy, x, mean,
+                                   rstd, dgamma, dbeta, rows, cols, &gk,
+                                   fused, fname);
     rumus__scratch_end(ctx);
     return st;
   }
-  if (ls) { /* the same kernel as with the gradients: the same dx bits */
+  if (gk.ls) { /* the same kernel as with the gradients: the same dx bits */
     size_t rb, nb;
     plan_blocks(rows, cols, &rb, &nb);
-    return run_blk(ctx, op, &plan, blk, &ts, has_g, ls, 0, NULL, rows, cols,
-                   rb, nb);
+    return run_blk(ctx, op, &plan, &gk, &ts, has_g, 0, NULL, rows, cols, rb,
+                   nb);
   }
   const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
   return run_rows(ctx, op, &plan, &ts, order, tail, 1, rows, cols, NULL);
