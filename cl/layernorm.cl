@@ -29,10 +29,13 @@
  *   *_wg   one work-group per row, strided float4 walks, x read once per
  *          pass (GPU, longer rows);
  *   *_row  one work-item per row, no barriers, float8 accumulators (CPU).
+ * and *_fwd_wide: one work-group per row holding it in registers (GPU,
+ * rows the _wgc rungs do not hold, up to 16384).
  * The gradients of gamma and beta are column sums over the rows in a
- * fixed order: ln_dparam_part_{wg,item}, or with dx the *_bwd_blk (a
- * work-group per block) or *_bwd_fused (a team per block) kernels, sums the rows of each block of RB rows (in row order, one fma per
- * term) per column into float partials, ln_dparam_fold adds the blocks
+ * fixed order: ln_dparam_part_{wg,item}, or with dx the *_bwd_blk and
+ * *_bwd_wide (a work-group per block) or *_bwd_fused (a team per block)
+ * kernels, sums the rows of each block of RB rows (in row order, one fma
+ * per term) per column into float partials, ln_dparam_fold adds the blocks
  * in order per column (ln_dparam_fold1 first adds groups of LN_FOLD_G
  * blocks when there are more).
  * The blocks depend on the shape only and the stage-1 kernels all add in the
@@ -480,15 +483,16 @@ LN_BWD_ROW(rmsnorm_bwd_row, 1)
 LN_FWD_WG(layernorm_fwd_wg, 0)
 LN_FWD_WG(rmsnorm_fwd_wg, 1)
 
-/* ---- Wide forward (GPU variant, rows up to 16 local-size elements) -------
+/* ---- Wide forward (GPU variant, rows up to 32 local-size elements) -------
  * One work-group of ls work-items per row for rows longer than the _wgc
  * rungs hold, the row in registers (LN_WV float4 per work-item), so x is
  * read once where the strided _wg kernel reads it two or three times
- * (from L2 at best: at 64 KiB a row, a few rows per compute unit exceed
- * it); the sums are trees of float2 over the group (buf, ls entries). */
+ * (from L2 at best, while the rows in flight, 64 KiB each at 16384
+ * columns, fit it); the sums are trees of float2 over the group (buf, ls
+ * entries). */
 
 #ifndef LN_WV
-#define LN_WV 4 /* float4 groups per work-item (host: layernorm.c's) */
+#define LN_WV 8 /* float4 groups per work-item (host: layernorm.c's) */
 #endif
 
 /* Sums a float2 over the work-group (every work-item gets the total). */
@@ -505,6 +509,9 @@ inline float2 ln_grp_sum2(local float2 *buf, float2 v) {
   return t;
 }
 
+/* 8 float4 (a row of 16384 over 512 work-items) rather than 4 over 1024:
+ * a group needs fewer registers than a compute unit's half, so two rows
+ * can be in flight per compute unit, one loading while the other sums. */
 inline void ln_fwd_wide_body(global const real_t *x, global real_t *y,
                              size_t n, int rms, float eps, int has_g,
                              global const param_t *g, int has_b,
@@ -833,12 +840,16 @@ LN_BWD_BLK(rmsnorm_bwd_blk, 1)
  * For rows longer than the _blk kernel holds: one work-group of ls per
  * block of rows (as _blk), walking its rows one at a time.  A first pass
  * over the row reads dy and x, adds the work-item's columns' terms to
- * its partials (LN_WV float4 each in registers; row order, one fma per
+ * its partials (LN_WBV float4 each in registers; row order, one fma per
  * term: the stage-1 bits) and to the row's sums; after their tree a
  * second pass, last groups first, reads the row again for dx: from L2,
  * as one row (2 x 64 KiB at 16384 columns) per group is in flight, so
  * memory sees x and dy once where the rows themselves do not fit the
  * registers beside the partials. */
+
+#ifndef LN_WBV
+#define LN_WBV 4 /* float4 groups per work-item (host: layernorm.c's) */
+#endif
 
 /* One row of n (the work-item's float4 groups lid + v ls). */
 inline void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
@@ -848,7 +859,7 @@ inline void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
   const size_t lid = get_local_id(0), ls = get_local_size(0);
   const float fn = (float)n;
   float a = 0.0f, b = 0.0f;
-  for (int v = 0; v < LN_WV; v++) {
+  for (int v = 0; v < LN_WBV; v++) {
     const size_t q = lid + (size_t)v * ls;
     if (q * 4 >= n) break;
     const float4 d = rumus_load4_fill(dy, q, n, 0.0f);
@@ -861,7 +872,7 @@ inline void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
   }
   const float2 s = ln_grp_sum2(buf, (float2)(a, b));
   const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
-  for (int v = LN_WV - 1; v >= 0; v--) {
+  for (int v = LN_WBV - 1; v >= 0; v--) {
     const size_t q = lid + (size_t)v * ls;
     if (q * 4 >= n) continue;
     const float4 d = rumus_load4_fill(dy, q, n, 0.0f);
@@ -872,20 +883,20 @@ inline void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
 }
 
 #define LN_BWD_WIDE(name, rms)                                               \
-  __kernel void name(LN_BWD_ARGS, local float2 *buf, int has_part,          \
+  __kernel void name(LN_BWD_ARGS, local float2 *buf, int has_part,           \
                      global float *part, ulong rb, ulong nb) {               \
     const size_t k = get_group_id(0);                                        \
     const size_t r0 = k * (size_t)rb;                                        \
     const size_t r1 = min(r0 + (size_t)rb, (size_t)rows);                    \
-    float4 sg[LN_WV], sb[LN_WV];                                             \
-    for (int v = 0; v < LN_WV; v++) sg[v] = sb[v] = (float4)(0.0f);         \
+    float4 sg[LN_WBV], sb[LN_WBV];                                           \
+    for (int v = 0; v < LN_WBV; v++) sg[v] = sb[v] = (float4)(0.0f);         \
     for (size_t r = r0; r < r1; r++) {                                       \
       const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];   \
       ln_bwd_wide_row(ROW_PTR(dy, dy_off, r), ROW_PTR(x, x_off, r),          \
                       ROW_PTR(dx, dx_off, r), cols, rms, mu, rs, has_g,      \
                       g + g_off, buf, sg, sb);                               \
     }                                                                        \
-    if (has_part) ln_part_out(sg, sb, LN_WV, part, k, cols, nb);             \
+    if (has_part) ln_part_out(sg, sb, LN_WBV, part, k, cols, nb);            \
   }
 LN_BWD_WIDE(layernorm_bwd_wide, 0)
 LN_BWD_WIDE(rmsnorm_bwd_wide, 1)

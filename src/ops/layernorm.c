@@ -41,10 +41,16 @@ static const char *const FILE_CL = "layernorm.cl";
 #define LN_BLK_MIN_COLS 129
 #define LN_BLK_MAX_LS 1024
 
-/* The GPU variant's wide forward (*_fwd_wide), for rows the _wgc rungs do
- * not hold: float4 groups per work-item (cl/layernorm.cl's LN_WV) and its
- * largest local size. */
-#define LN_WV 4
+/* The GPU variant's wide kernels (*_fwd_wide, *_bwd_wide), for rows the
+ * _wgc rungs and the _blk kernel do not hold: float4 groups per work-item
+ * (cl/layernorm.cl's LN_WV, LN_WBV: the backward's partials take
+ * registers too). */
+#define LN_WV 8
+#define LN_WBV 4
+/* The wide forward's largest local size: rows up to 16384 (a 1024 x 8
+ * rung, one such group per compute unit, ran softmax at 32000 columns
+ * 1.6x slower than its strided kernel: registry.c). */
+#define LN_WIDE_MAX_LS 512
 
 /* The local size of the stage kernels (LN_FOLD_LS): a column per
  * work-item, 64 per group on GPUs (coalesced), 8 on CPUs. */
@@ -207,7 +213,8 @@ static int run_rows(rumus_ctx *ctx, const char *op,
     for (size_t i = 0; i < ntail; i++) args[na++] = tail[i];
     args[na++] = RUMUS__ARG(nrows);
     args[na++] = RUMUS__ARG(ncols);
-    if (w) args[na++] = RUMUS__ARG_LOCAL(wide->ls * wide->lfl * sizeof(float));
+    if (w)
+      args[na++] = RUMUS__ARG_LOCAL(wide->ls * wide->lfl * sizeof(float));
     else if (plan->kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan->rt);
     size_t local = w ? wide->ls : 0;
     const size_t global =
@@ -234,21 +241,21 @@ static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
 
 /* A work-group kernel of the GPU variant ("`base`_`suffix`": _blk,
  * _wide; lfl floats of local memory per work-item), its local size k->ls
- * for rows of cols: the fewest
- * work-items (a power of two from 32, at most max_ls) that hold a row in
- * nv float4 each, or 0 where it does not run: the CPU variant, a user's
- * work-group size (the _wgc / _wg kernels keep their orders there), rows
- * too long, or a size the device does not run the kernel at. */
+ * for rows of cols: the fewest work-items (a power of two from 32, at
+ * most max_ls) that hold a row in nv float4 each, or 0 where it does not
+ * run: the CPU variant, a user's work-group size (the _wgc / _wg kernels
+ * keep their orders there), rows too long, or a size the device does not
+ * run the kernel at. */
 static int group_local(rumus_ctx *ctx, const char *op,
                        const rumus__row_plan *plan, const char *base,
                        const char *suffix, size_t nv, size_t lfl,
-                       size_t cols, ln_wide *k) {
+                       size_t max_ls, size_t cols, ln_wide *k) {
   k->ls = 0;
   k->lfl = lfl;
   if (plan->kind == RUMUS__ROWS_ITEM || ctx->opt_wg) return RUMUS_OK;
   size_t l = 32;
   while (l * 4 * nv < cols) l *= 2;
-  if (l > LN_BLK_MAX_LS || l > ctx->max_wg) return RUMUS_OK;
+  if (l > max_ls || l > ctx->max_wg) return RUMUS_OK;
   snprintf(k->kernel, sizeof k->kernel, "%s_%s", base, suffix);
   const rumus__kernel_ref kr = {FILE_CL, plan->options, k->kernel};
   size_t limit;
@@ -299,7 +306,8 @@ static int forward(rumus_ctx *ctx, const char *op, const char *base,
   wide.ls = 0; /* rows the _wgc rungs do not hold: the wide kernel */
   if (plan.kind == RUMUS__ROWS_GROUP)
     RUMUS__FORWARD(
-        group_local(ctx, op, &plan, base, "wide", LN_WV, 2, cols, &wide));
+        group_local(ctx, op, &plan, base, "wide", LN_WV, 2, LN_WIDE_MAX_LS,
+                    cols, &wide));
   return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols, &wide);
 }
 
@@ -446,11 +454,13 @@ static int bwd_choice(rumus_ctx *ctx, const char *op,
   *fused = 0;
   k->ls = 0;
   if (cols >= LN_BLK_MIN_COLS)
-    RUMUS__FORWARD(group_local(ctx, op, plan, base, "blk", LN_BV, 8, cols, k));
+    RUMUS__FORWARD(group_local(ctx, op, plan, base, "blk", LN_BV, 8, LN_BLK_MAX_LS, cols,
+                               k));
   if (k->ls) return RUMUS_OK;
   RUMUS__FORWARD(fused_ref(ctx, op, plan, base, fname, flen, fused));
   if (*fused) return RUMUS_OK;
-  return group_local(ctx, op, plan, base, "wide", LN_WV, 2, cols, k);
+  return group_local(ctx, op, plan, base, "wide", LN_WBV, 2, LN_BLK_MAX_LS, cols,
+                     k);
 }
 
 /* dx (and stage 1 into part when has_part) by the group kernel gk (_blk:
