@@ -772,8 +772,10 @@ inline void ln_part_store4(float4 v, global float *p, size_t q, size_t n) {
 }
 
 /* The work-item's partials (float4 groups lid + v ls, v < nv) of block k
- * into part (cols columns, nb blocks; dbeta's after dgamma's). */
-inline void ln_part_out(const float4 *sg, const float4 *sb, int nv,
+ * into part (cols columns, nb blocks; dbeta's after dgamma's, when has_b:
+ * RMS norm has no dbeta, so its kernels neither sum nor store one, and
+ * stage 2 does not store what it finds there). */
+inline void ln_part_out(const float4 *sg, const float4 *sb, int has_b, int nv,
                         global float *part, size_t k, size_t cols,
                         size_t nb) {
   const size_t lid = get_local_id(0), ls = get_local_size(0);
@@ -782,7 +784,7 @@ inline void ln_part_out(const float4 *sg, const float4 *sb, int nv,
     const size_t q = lid + (size_t)v * ls;
     if (q * 4 >= cols) break;
     ln_part_store4(sg[v], pg, q, cols);
-    ln_part_store4(sb[v], pb, q, cols);
+    if (has_b) ln_part_store4(sb[v], pb, q, cols);
   }
 }
 
@@ -814,13 +816,13 @@ inline void ln_blk_body(global const real_t *dy, global const real_t *x,
         const size_t q = lid + (size_t)v * ls;
         if (q * 4 >= cols) break;
         sg[v] = fma(d[u][v], xh[u][v], sg[v]);
-        sb[v] += d[u][v];
+        if (!rms) sb[v] += d[u][v];
         rumus_store4_part(rs[u] * (d[u][v] * gam[v] - ca - xh[u][v] * cb),
                           dx + (r + u) * cols, q, cols);
       }
     }
   }
-  if (has_part) ln_part_out(sg, sb, LN_BV, part, k, cols, nb);
+  if (has_part) ln_part_out(sg, sb, !rms, LN_BV, part, k, cols, nb);
 }
 
 #define LN_BWD_BLK(name, rms)                                                \
@@ -865,7 +867,7 @@ inline void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
     const float4 d = rumus_load4_fill(dy, q, n, 0.0f);
     const float4 xh = (rumus_load4_fill(x, q, n, 0.0f) - mu) * rs;
     sg[v] = fma(d, xh, sg[v]);
-    sb[v] += d;
+    if (!rms) sb[v] += d;
     const float4 g = has_g ? d * ln_pload4_fill(gm, q, n, 0.0f) : d;
     a += rumus_hsum4(g);
     b += dot(g, xh); /* g is 0 past the row's end */
@@ -896,7 +898,7 @@ inline void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
                       ROW_PTR(dx, dx_off, r), cols, rms, mu, rs, has_g,      \
                       g + g_off, buf, sg, sb);                               \
     }                                                                        \
-    if (has_part) ln_part_out(sg, sb, LN_WBV, part, k, cols, nb);            \
+    if (has_part) ln_part_out(sg, sb, !rms, LN_WBV, part, k, cols, nb);      \
   }
 LN_BWD_WIDE(layernorm_bwd_wide, 0)
 LN_BWD_WIDE(rmsnorm_bwd_wide, 1)
