@@ -543,7 +543,7 @@ inline void ln_fwd_wide_body(global const real_t *x, global real_t *y,
   }
   for (int k = 0; k < LN_WV; k++) {
     const size_t q = lid + (size_t)k * ls;
-    if (q * 4 >= n) break;
+    if (q * 4 >= n) continue;
     float4 o = (v[k] - mean) * rstd;
     if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
     if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
@@ -782,7 +782,7 @@ inline void ln_part_out(const float4 *sg, const float4 *sb, int has_b, int nv,
   global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
   for (int v = 0; v < nv; v++) {
     const size_t q = lid + (size_t)v * ls;
-    if (q * 4 >= cols) break;
+    if (q * 4 >= cols) continue;
     ln_part_store4(sg[v], pg, q, cols);
     if (has_b) ln_part_store4(sb[v], pb, q, cols);
   }
@@ -810,11 +810,13 @@ inline void ln_blk_body(global const real_t *dy, global const real_t *x,
                                  buf, d, xh, rs);
     const float sa[4] = {s.s0, s.s1, s.s2, s.s3};
     const float sx[4] = {s.s4, s.s5, s.s6, s.s7};
-    for (int u = 0; u < 4 && r + u < r1; u++) {
+    /* Constant trip counts with guards (no early exits), so that the
+     * loops unroll and d, xh stay in registers. */
+    for (int u = 0; u < 4; u++) {
       const float ca = rms ? 0.0f : sa[u] / fn, cb = sx[u] / fn;
       for (int v = 0; v < LN_BV; v++) {
         const size_t q = lid + (size_t)v * ls;
-        if (q * 4 >= cols) break;
+        if (r + u >= r1 || q * 4 >= cols) continue;
         sg[v] = fma(d[u][v], xh[u][v], sg[v]);
         if (!rms) sb[v] += d[u][v];
         rumus_store4_part(rs[u] * (d[u][v] * gam[v] - ca - xh[u][v] * cb),
@@ -863,7 +865,7 @@ inline void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
   float a = 0.0f, b = 0.0f;
   for (int v = 0; v < LN_WBV; v++) {
     const size_t q = lid + (size_t)v * ls;
-    if (q * 4 >= n) break;
+    if (q * 4 >= n) continue; /* not break: the loop unrolls */
     const float4 d = rumus_load4_fill(dy, q, n, 0.0f);
     const float4 xh = (rumus_load4_fill(x, q, n, 0.0f) - mu) * rs;
     sg[v] = fma(d, xh, sg[v]);
