@@ -8,10 +8,12 @@
  * The row kernels are planned by rumus__row_plan_make, as softmax's are;
  * the gradients of gamma and beta are column sums over the rows by the
  * same program: stage 1 per block of rows (fused with dx on the GPU
- * variant: the block kernel, a work-group per block, for rows of 129 to
- * 8 x its local size; the _fused kernel's teams on shorter register
- * rows), stage 2 per column (by groups of blocks first when there are
- * many), the blocks fixed by the shape alone.
+ * variant: a work-group per block for rows of 129 to 8 x its local size
+ * (_blk) and for longer ones up to 16 x (_wide), the _fused kernel's
+ * teams on shorter register rows), stage 2 per column (by groups of
+ * blocks first when there are many), the blocks fixed by the shape
+ * alone.  The GPU variant's forward has a _wide kernel too, for rows the
+ * register rungs do not hold.
  */
 #include <math.h>
 #include <stdio.h>
@@ -181,7 +183,7 @@ typedef struct {
 typedef struct {
   char kernel[64];
   size_t ls, lfl;
-} ln_wide;
+} ln_group;
 
 /* Launches `base`_row, _wgc or _wg (or wide->kernel when wide->ls) over
  * rows x cols in chunks of rows; order[] gives the kernel's argument
@@ -190,7 +192,7 @@ typedef struct {
 static int run_rows(rumus_ctx *ctx, const char *op,
                     const rumus__row_plan *plan, const ln_tensors *ts,
                     const int *order, const rumus__arg *tail, size_t ntail,
-                    size_t rows, size_t cols, const ln_wide *wide) {
+                    size_t rows, size_t cols, const ln_group *wide) {
   const int w = wide && wide->ls;
   const rumus__kernel_ref k = {FILE_CL, plan->options,
                                w ? wide->kernel : plan->kernel};
@@ -237,8 +239,6 @@ static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
                               rumus__align4(ctx, al, nal, cols), cols, plan);
 }
 
-/* ---- Forward --------------------------------------------------------------- */
-
 /* A work-group kernel of the GPU variant ("`base`_`suffix`": _blk,
  * _wide; lfl floats of local memory per work-item), its local size k->ls
  * for rows of cols: the fewest work-items (a power of two from 32, at
@@ -249,7 +249,7 @@ static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
 static int group_local(rumus_ctx *ctx, const char *op,
                        const rumus__row_plan *plan, const char *base,
                        const char *suffix, size_t nv, size_t lfl,
-                       size_t max_ls, size_t cols, ln_wide *k) {
+                       size_t max_ls, size_t cols, ln_group *k) {
   k->ls = 0;
   k->lfl = lfl;
   if (plan->kind == RUMUS__ROWS_ITEM || ctx->opt_wg) return RUMUS_OK;
@@ -263,6 +263,8 @@ static int group_local(rumus_ctx *ctx, const char *op,
   if (limit >= l) k->ls = l;
   return RUMUS_OK;
 }
+
+/* ---- Forward --------------------------------------------------------------- */
 
 /* Both forwards: beta and mean NULL for RMS norm. */
 static int forward(rumus_ctx *ctx, const char *op, const char *base,
@@ -302,7 +304,7 @@ static int forward(rumus_ctx *ctx, const char *op, const char *base,
   cl_int has_g = gamma != NULL, has_b = beta != NULL, has_s = rstd != NULL;
   const rumus__arg tail[4] = {RUMUS__ARG(has_g), RUMUS__ARG(has_b),
                               RUMUS__ARG(has_s), RUMUS__ARG(p.eps)};
-  ln_wide wide;
+  ln_group wide;
   wide.ls = 0; /* rows the _wgc rungs do not hold: the wide kernel */
   if (plan.kind == RUMUS__ROWS_GROUP)
     RUMUS__FORWARD(
@@ -449,25 +451,25 @@ static int run_fused(rumus_ctx *ctx, const char *op,
  * *fused the _fused kernel's use. */
 static int bwd_choice(rumus_ctx *ctx, const char *op,
                       const rumus__row_plan *plan, const char *base,
-                      size_t cols, ln_wide *k, int *fused, char *fname,
+                      size_t cols, ln_group *k, int *fused, char *fname,
                       size_t flen) {
   *fused = 0;
   k->ls = 0;
   if (cols >= LN_BLK_MIN_COLS)
-    RUMUS__FORWARD(group_local(ctx, op, plan, base, "blk", LN_BV, 8, LN_BLK_MAX_LS, cols,
-                               k));
+    RUMUS__FORWARD(group_local(ctx, op, plan, base, "blk", LN_BV, 8,
+                               LN_BLK_MAX_LS, cols, k));
   if (k->ls) return RUMUS_OK;
   RUMUS__FORWARD(fused_ref(ctx, op, plan, base, fname, flen, fused));
   if (*fused) return RUMUS_OK;
-  return group_local(ctx, op, plan, base, "wide", LN_WBV, 2, LN_BLK_MAX_LS, cols,
-                     k);
+  return group_local(ctx, op, plan, base, "wide", LN_WBV, 2, LN_BLK_MAX_LS,
+                     cols, k);
 }
 
 /* dx (and stage 1 into part when has_part) by the group kernel gk (_blk:
  * a float8 per work-item of local memory, _wide: a float2): a work-group
  * of gk->ls per block of rb rows. */
 static int run_blk(rumus_ctx *ctx, const char *op,
-                   const rumus__row_plan *plan, const ln_wide *gk,
+                   const rumus__row_plan *plan, const ln_group *gk,
                    const ln_tensors *ts, cl_int has_g, cl_int has_part,
                    cl_mem part, size_t rows, size_t cols, size_t rb,
                    size_t nb) {
@@ -495,17 +497,17 @@ static int run_blk(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
 }
 
-/* The backward's launches with dgamma or dbeta: the block kernel `blk`
- * when ls, else the fused kernel when the plan has one the device runs,
- * else stage 1 then the row kernels; then stage 2.  Scratch from the
- * context's slots 0 and 1. */
+/* The backward's launches with dgamma or dbeta, as bwd_choice chose: the
+ * group kernel gk (_blk or _wide) when gk->ls, else the fused kernel
+ * `name` when fused, else stage 1 then the row kernels; then stage 2.
+ * Scratch from the context's slots 0 and 1. */
 static int run_with_dparam(rumus_ctx *ctx, const char *op,
                            const rumus__row_plan *plan, const ln_tensors *ts,
                            cl_int has_g, const rumus_tensor *dy,
                            const rumus_tensor *x, const rumus_tensor *mean,
                            const rumus_tensor *rstd, rumus_tensor *dgamma,
                            rumus_tensor *dbeta, size_t rows, size_t cols,
-                           const ln_wide *gk, int fused, const char *name) {
+                           const ln_group *gk, int fused, const char *name) {
   size_t rb, nb;
   plan_blocks(rows, cols, &rb, &nb);
   const size_t nb2 = (nb + LN_FOLD_G - 1) / LN_FOLD_G;
@@ -570,7 +572,7 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
                          3, 2, 1};
   const int order[6] = {0, 1, 5, 3, 4, 2};
   cl_int has_g = gamma != NULL;
-  ln_wide gk;
+  ln_group gk;
   char fname[64];
   int fused;
   RUMUS__FORWARD(bwd_choice(ctx, op, &plan, base, cols, &gk, &fused, fname,
