@@ -34,6 +34,11 @@ static const char *const FILE_CL = "layernorm.cl";
 #define LN_MAX_NB 512
 #define LN_MAX_PART ((size_t)1 << 21)
 #define LN_FOLD_G 64
+/* Rows under LN_BLK_MIN_COLS, which the _fused kernel's teams of 8
+ * work-items take on the GPU: blocks of at least 8 rows, at most 8192,
+ * so that the teams stay many (as before the _blk kernel). */
+#define LN_SHORT_MIN_RB 8
+#define LN_SHORT_MAX_NB 8192
 
 /* The GPU variant's block backward (*_bwd_blk): float4 groups per
  * work-item per row (cl/layernorm.cl's LN_BV), the shortest rows it takes
@@ -331,10 +336,15 @@ int rumus_rmsnorm_fwd(rumus_ctx *ctx, const rumus_layernorm_params *params,
 /* ---- Backward -------------------------------------------------------------- */
 
 /* Stage 1's blocks: nb blocks of rb rows (the last shorter), from the
- * shape alone, so the summation order is the same on every device. */
+ * shape alone, so the summation order is the same on every device.  Rows
+ * shorter than LN_BLK_MIN_COLS keep the short blocks the _fused kernel's
+ * small teams need to be many (LN_SHORT_*). */
 static void plan_blocks(size_t rows, size_t cols, size_t *rb, size_t *nb) {
-  size_t n = (rows + LN_MIN_RB - 1) / LN_MIN_RB;
-  if (n > LN_MAX_NB) n = LN_MAX_NB;
+  const int short_rows = cols < LN_BLK_MIN_COLS;
+  const size_t min_rb = short_rows ? LN_SHORT_MIN_RB : LN_MIN_RB;
+  size_t n = (rows + min_rb - 1) / min_rb;
+  const size_t max_nb = short_rows ? LN_SHORT_MAX_NB : LN_MAX_NB;
+  if (n > max_nb) n = max_nb;
   if (n > LN_MAX_PART / cols) n = LN_MAX_PART / cols;
   if (n < 1) n = 1;
   *rb = (rows + n - 1) / n;
