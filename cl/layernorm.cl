@@ -510,8 +510,9 @@ inline float2 ln_grp_sum2(local float2 *buf, float2 v) {
 }
 
 /* 8 float4 (a row of 16384 over 512 work-items) rather than 4 over 1024:
- * a group needs fewer registers than a compute unit's half, so two rows
- * can be in flight per compute unit, one loading while the other sums. */
+ * a group may then need no more than half a compute unit's registers, so
+ * that two rows are in flight per compute unit, one loading while the
+ * other sums. */
 inline void ln_fwd_wide_body(global const real_t *x, global real_t *y,
                              size_t n, int rms, float eps, int has_g,
                              global const param_t *g, int has_b,
@@ -840,7 +841,7 @@ inline void ln_blk_body(global const real_t *dy, global const real_t *x,
 LN_BWD_BLK(layernorm_bwd_blk, 0)
 LN_BWD_BLK(rmsnorm_bwd_blk, 1)
 
-/* ---- Wide backward (GPU variant, rows up to 16 local-size elements) ------
+/* ---- Wide backward (GPU variant, rows up to 32 local-size elements) ------
  * For rows longer than the _blk kernel holds: one work-group of ls per
  * block of rows (as _blk), walking its rows one at a time.  A first pass
  * over the row reads dy and x, adds the work-item's columns' terms to
@@ -852,7 +853,7 @@ LN_BWD_BLK(rmsnorm_bwd_blk, 1)
  * registers beside the partials. */
 
 #ifndef LN_WBV
-#define LN_WBV 4 /* float4 groups per work-item (host: layernorm.c's) */
+#define LN_WBV 8 /* float4 groups per work-item (host: layernorm.c's) */
 #endif
 
 /* One row of n (the work-item's float4 groups lid + v ls). */

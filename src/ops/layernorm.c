@@ -50,13 +50,15 @@ static const char *const FILE_CL = "layernorm.cl";
 
 /* The GPU variant's wide kernels (*_fwd_wide, *_bwd_wide), for rows the
  * _wgc rungs and the _blk kernel do not hold: float4 groups per work-item
- * (cl/layernorm.cl's LN_WV, LN_WBV: the backward's partials take
- * registers too). */
+ * (cl/layernorm.cl's LN_WV, LN_WBV). */
 #define LN_WV 8
-#define LN_WBV 4
-/* The wide forward's largest local size: rows up to 16384 (a 1024 x 8
+#define LN_WBV 8
+/* The wide kernels' largest local size: rows up to 16384 (a 1024 x 8
  * rung, one such group per compute unit, ran softmax at 32000 columns
- * 1.6x slower than its strided kernel: registry.c). */
+ * 1.6x slower than its strided kernel: registry.c).  512 rather than
+ * 1024 work-items with half the float4 each: the backward's 16 float4 of
+ * partials and its loads fit the registers of a 512-wide group, where
+ * 1024 work-items would each have to make do with 64. */
 #define LN_WIDE_MAX_LS 512
 
 /* The local size of the stage kernels (LN_FOLD_LS): a column per
@@ -471,7 +473,7 @@ static int bwd_choice(rumus_ctx *ctx, const char *op,
   if (k->ls) return RUMUS_OK;
   RUMUS__FORWARD(fused_ref(ctx, op, plan, base, fname, flen, fused));
   if (*fused) return RUMUS_OK;
-  return group_local(ctx, op, plan, base, "wide", LN_WBV, 2, LN_BLK_MAX_LS,
+  return group_local(ctx, op, plan, base, "wide", LN_WBV, 2, LN_WIDE_MAX_LS,
                      cols, k);
 }
 
