@@ -483,7 +483,7 @@ LN_BWD_ROW(rmsnorm_bwd_row, 1)
 LN_FWD_WG(layernorm_fwd_wg, 0)
 LN_FWD_WG(rmsnorm_fwd_wg, 1)
 
-/* ---- Wide forward (GPU variant, rows up to 32 local-size elements) -------
+/* ---- Wide forward (GPU variant, rows of up to 32 ls elements) ------------
  * One work-group of ls work-items per row for rows longer than the _wgc
  * rungs hold, the row in registers (LN_WV float4 per work-item), so x is
  * read once where the strided _wg kernel reads it two or three times
@@ -697,7 +697,7 @@ inline void ln_fused_part_out(const float4 *sg, const float4 *sb, uint rt,
 LN_BWD_FUSED(layernorm_bwd_fused, 0)
 LN_BWD_FUSED(rmsnorm_bwd_fused, 1)
 
-/* ---- Block backward (GPU variant, rows up to 8 local-size elements) -------
+/* ---- Block backward (GPU variant, rows of up to 8 ls elements) -----------
  * One work-group per block of the gradients' rows (block k: rows
  * [k rb, min((k + 1) rb, rows)), blocks fixed by the shape), all its ls
  * work-items on one row: work-item lid holds float4 groups lid + v ls (v
@@ -841,7 +841,7 @@ inline void ln_blk_body(global const real_t *dy, global const real_t *x,
 LN_BWD_BLK(layernorm_bwd_blk, 0)
 LN_BWD_BLK(rmsnorm_bwd_blk, 1)
 
-/* ---- Wide backward (GPU variant, rows up to 32 local-size elements) ------
+/* ---- Wide backward (GPU variant, rows of up to 32 ls elements) -----------
  * For rows longer than the _blk kernel holds: one work-group of ls per
  * block of rows (as _blk), walking its rows one at a time.  A first pass
  * over the row reads dy and x, adds the work-item's columns' terms to
