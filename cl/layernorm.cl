@@ -1026,6 +1026,57 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold1(
   part2[(nb2 + h) * cols + j] = sb;
 }
 
+#ifndef LN_FOLD_H
+#define LN_FOLD_H 8 /* groups of ln_dparam_fold_one (layernorm.c's) */
+#endif
+
+/* Stages 2a and 2 in one launch when there are more than LN_FOLD_G
+ * blocks but at most LN_FOLD_H groups of them (a launch fewer): item
+ * (j, h) of a (LN_FOLD_LS, LN_FOLD_H) group adds group h's blocks of
+ * column j in order into local memory, as ln_dparam_fold1 into part2,
+ * and item (j, 0) adds the groups in order, as ln_dparam_fold: the same
+ * additions in the same order, the same bits. */
+__kernel RUMUS_REQD_WG(LN_FOLD_LS, LN_FOLD_H, 1) void ln_dparam_fold_one(
+    global const float *part, ulong cols, ulong nb, int has_dg,
+    global param_t *dg, ulong dg_off, int has_db, global param_t *db,
+    ulong db_off) {
+  local float lg[LN_FOLD_H][LN_FOLD_LS], lb[LN_FOLD_H][LN_FOLD_LS];
+  const size_t j = get_global_id(0), jl = get_local_id(0);
+  const size_t h = get_local_id(1);
+  const size_t k1 = min((h + 1) * LN_FOLD_G, (size_t)nb);
+  float sg = 0.0f, sb = 0.0f;
+  size_t k = h * LN_FOLD_G;
+  if (j < cols) {
+    for (; k + 8 <= k1; k += 8) {
+      float g[8], b[8];
+      for (int q = 0; q < 8; q++) {
+        g[q] = part[(k + q) * cols + j];
+        b[q] = part[(nb + k + q) * cols + j];
+      }
+      for (int q = 0; q < 8; q++) {
+        sg += g[q];
+        sb += b[q];
+      }
+    }
+    for (; k < k1; k++) {
+      sg += part[k * cols + j];
+      sb += part[(nb + k) * cols + j];
+    }
+  }
+  lg[h][jl] = sg;
+  lb[h][jl] = sb;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (h != 0 || j >= cols) return;
+  const size_t nb2 = ((size_t)nb + LN_FOLD_G - 1) / LN_FOLD_G;
+  float tg = 0.0f, tb = 0.0f;
+  for (size_t i = 0; i < nb2; i++) {
+    tg += lg[i][jl];
+    tb += lb[i][jl];
+  }
+  if (has_dg) PSTORE(tg, dg, dg_off + j);
+  if (has_db) PSTORE(tb, db, db_off + j);
+}
+
 /* Stage 2: one work-item per column adds the nb blocks in order, loading
  * 8 blocks before adding them (few work-items: the loads in flight, not
  * the adds, set its time). */

@@ -48,7 +48,7 @@ typedef struct {
 static const shp SHAPES[] = {{5, 1},    {3, 7},     {4, 32},
                              {3, 129},  {5, 1000},  {1, 4096},
                              {2, 16384}, {3000, 64}, {203, 257},
-                             {2, 16387}};
+                             {2, 16387}, {4500, 33}};
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
 /* A guarded tensor (tu_guarded_check_free checks it) whose data starts 3

@@ -34,6 +34,7 @@ static const char *const FILE_CL = "layernorm.cl";
 #define LN_MAX_NB 512
 #define LN_MAX_PART ((size_t)1 << 21)
 #define LN_FOLD_G 64
+#define LN_FOLD_H 8 /* groups of stage 2's one-launch kernel at most */
 /* Rows under LN_BLK_MIN_COLS, which the _fused kernel's teams of 8
  * work-items take on the GPU: blocks of at least 8 rows, at most 8192,
  * so that the teams stay many (as before the _blk kernel). */
@@ -353,6 +354,40 @@ static void plan_blocks(size_t rows, size_t cols, size_t *rb, size_t *nb) {
   *nb = (rows + *rb - 1) / *rb;
 }
 
+/* *one when stage 2 of nb blocks runs as ln_dparam_fold_one: more than
+ * LN_FOLD_G blocks, at most LN_FOLD_H groups, a group size the device
+ * runs the kernel at. */
+static int fold_one(rumus_ctx *ctx, const char *op,
+                    const rumus__row_plan *plan, size_t nb, int *one) {
+  *one = 0;
+  const size_t wg = fold_ls(ctx, plan) * LN_FOLD_H;
+  if (nb <= LN_FOLD_G || nb > LN_FOLD_G * LN_FOLD_H || wg > ctx->max_wg)
+    return RUMUS_OK;
+  const rumus__kernel_ref k = {FILE_CL, plan->options, "ln_dparam_fold_one"};
+  size_t limit;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
+  *one = limit >= wg;
+  return RUMUS_OK;
+}
+
+/* Stage 2 by ln_dparam_fold_one: a group of (fold_ls, LN_FOLD_H) per
+ * fold_ls columns. */
+static int run_fold_one(rumus_ctx *ctx, const char *op,
+                        const rumus__row_plan *plan, cl_mem part, size_t nb,
+                        size_t cols, rumus_tensor *dgamma,
+                        rumus_tensor *dbeta) {
+  const ln_arg ga = arg_of(dgamma, dbeta), ba = arg_of(dbeta, dgamma);
+  cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
+  cl_ulong ncols = cols, nnb = nb;
+  const rumus__arg a[9] = {
+      RUMUS__ARG(part),   RUMUS__ARG(ncols),  RUMUS__ARG(nnb),
+      RUMUS__ARG(has_dg), RUMUS__ARG(ga.mem), RUMUS__ARG(ga.off),
+      RUMUS__ARG(has_db), RUMUS__ARG(ba.mem), RUMUS__ARG(ba.off)};
+  const rumus__kernel_ref k = {FILE_CL, plan->options, "ln_dparam_fold_one"};
+  size_t g[2] = {cols, LN_FOLD_H}, l[2] = {fold_ls(ctx, plan), LN_FOLD_H};
+  return rumus__launch(ctx, op, &k, 2, g, l, 9, a);
+}
+
 /* Stage 2: the nb blocks' partials in part (2 nb cols floats) added per
  * column into dgamma and dbeta (either may be NULL), in groups of
  * LN_FOLD_G into part2 first when there are more. */
@@ -362,6 +397,10 @@ static int run_fold(rumus_ctx *ctx, const char *op,
                     rumus_tensor *dbeta) {
   const size_t ls = fold_ls(ctx, plan);
   cl_ulong ncols = cols, nnb = nb;
+  int one;
+  RUMUS__FORWARD(fold_one(ctx, op, plan, nb, &one));
+  if (one)
+    return run_fold_one(ctx, op, plan, part, nb, cols, dgamma, dbeta);
   cl_mem src = part;
   if (nb > LN_FOLD_G) {
     cl_ulong nb2 = (nb + LN_FOLD_G - 1) / LN_FOLD_G;
