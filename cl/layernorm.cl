@@ -28,16 +28,19 @@
  *          CACHE_V4 elements);
  *   *_wg   one work-group per row, strided float4 walks, x read once per
  *          pass (GPU, longer rows);
- *   *_row  one work-item per row, no barriers, float8 accumulators (CPU).
- * and *_fwd_wide: one work-group per row holding it in registers (GPU,
- * rows the _wgc rungs do not hold, up to 16384).
+ *   *_row  one work-item per row, no barriers, float8 accumulators (CPU);
+ * and the host's own choices on GPUs (local size at launch, no program
+ * of their own): *_fwd_wide, one work-group per row holding it in
+ * registers (rows the _wgc rungs do not hold, up to 16384); *_bwd_blk
+ * and *_bwd_wide, below.
  * The gradients of gamma and beta are column sums over the rows in a
  * fixed order: ln_dparam_part_{wg,item}, or with dx the *_bwd_blk and
  * *_bwd_wide (a work-group per block) or *_bwd_fused (a team per block)
  * kernels, sums the rows of each block of RB rows (in row order, one fma
  * per term) per column into float partials, ln_dparam_fold adds the blocks
  * in order per column (ln_dparam_fold1 first adds groups of LN_FOLD_G
- * blocks when there are more).
+ * blocks when there are more; ln_dparam_fold_one does both in one
+ * launch, in the same order, for up to LN_FOLD_H groups).
  * The blocks depend on the shape only and the stage-1 kernels all add in the
  * same order, so dgamma and dbeta are the same bits on both variants for
  * the same inputs (the statistics of the variants' forwards may differ in
