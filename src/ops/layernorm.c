@@ -27,18 +27,19 @@ static const char *const FILE_CL = "layernorm.cl";
  * hundred blocks (the GPU's block backward runs a work-group per block:
  * 512 is about four per compute unit of the H200), so the partials are a
  * small fraction of the traffic (4 MiB at 65536 x 1024 against 768 MiB of
- * x, dy and dx); scratch of at most 2^21 floats per gradient.  Stage 2
- * adds the blocks in groups of LN_FOLD_G (cl/layernorm.cl's), then the
- * groups. */
-#define LN_MIN_RB 16
+ * x, dy and dx); blocks of 8 rows up to 4096 rows, as before (blocks of
+ * 16 made the CPU variant's backward at 4096 x 768 slower in each of
+ * three alternated runs on PoCL, 3.4-3.8 ms against 1.7-3.1);
+ * scratch of at most 2^21 floats per gradient.  Stage 2 adds the blocks
+ * in groups of LN_FOLD_G (cl/layernorm.cl's), then the groups. */
+#define LN_MIN_RB 8
 #define LN_MAX_NB 512
 #define LN_MAX_PART ((size_t)1 << 21)
 #define LN_FOLD_G 64
 #define LN_FOLD_H 8 /* groups of stage 2's one-launch kernel at most */
 /* Rows under LN_BLK_MIN_COLS, which the _fused kernel's teams of 8
- * work-items take on the GPU: blocks of at least 8 rows, at most 8192,
- * so that the teams stay many (as before the _blk kernel). */
-#define LN_SHORT_MIN_RB 8
+ * work-items take on the GPU: at most 8192 blocks, so that the teams stay
+ * many (as before the _blk kernel). */
 #define LN_SHORT_MAX_NB 8192
 
 /* The GPU variant's block backward (*_bwd_blk): float4 groups per
@@ -340,13 +341,12 @@ int rumus_rmsnorm_fwd(rumus_ctx *ctx, const rumus_layernorm_params *params,
 
 /* Stage 1's blocks: nb blocks of rb rows (the last shorter), from the
  * shape alone, so the summation order is the same on every device.  Rows
- * shorter than LN_BLK_MIN_COLS keep the short blocks the _fused kernel's
- * small teams need to be many (LN_SHORT_*). */
+ * shorter than LN_BLK_MIN_COLS keep the many blocks the _fused kernel's
+ * small teams need (LN_SHORT_MAX_NB). */
 static void plan_blocks(size_t rows, size_t cols, size_t *rb, size_t *nb) {
-  const int short_rows = cols < LN_BLK_MIN_COLS;
-  const size_t min_rb = short_rows ? LN_SHORT_MIN_RB : LN_MIN_RB;
-  size_t n = (rows + min_rb - 1) / min_rb;
-  const size_t max_nb = short_rows ? LN_SHORT_MAX_NB : LN_MAX_NB;
+  size_t n = (rows + LN_MIN_RB - 1) / LN_MIN_RB;
+  const size_t max_nb =
+      cols < LN_BLK_MIN_COLS ? LN_SHORT_MAX_NB : LN_MAX_NB;
   if (n > max_nb) n = max_nb;
   if (n > LN_MAX_PART / cols) n = LN_MAX_PART / cols;
   if (n < 1) n = 1;
