@@ -28,13 +28,19 @@
  *          CACHE_V4 elements);
  *   *_wg   one work-group per row, strided float4 walks, x read once per
  *          pass (GPU, longer rows);
- *   *_row  one work-item per row, no barriers, float8 accumulators (CPU).
+ *   *_row  one work-item per row, no barriers, float8 accumulators (CPU);
+ * and the host's own choices on GPUs (local size at launch, no program
+ * of their own): *_fwd_wide, one work-group per row holding it in
+ * registers (rows the _wgc rungs do not hold, up to 16384); *_bwd_blk
+ * and *_bwd_wide, below.
  * The gradients of gamma and beta are column sums over the rows in a
- * fixed order: ln_dparam_part_{wg,item}, or the fused *_bwd_fused with
- * dx, sums the rows of each block of RB rows (in row order, one fma per
- * term) per column into float partials, ln_dparam_fold adds the blocks
+ * fixed order: ln_dparam_part_{wg,item}, or with dx the *_bwd_blk and
+ * *_bwd_wide (a work-group per block) or *_bwd_fused (a team per block)
+ * kernels, sums the rows of each block of RB rows (in row order, one fma
+ * per term) per column into float partials, ln_dparam_fold adds the blocks
  * in order per column (ln_dparam_fold1 first adds groups of LN_FOLD_G
- * blocks when there are more).
+ * blocks when there are more; ln_dparam_fold_one does both in one
+ * launch, in the same order, for up to LN_FOLD_H groups).
  * The blocks depend on the shape only and the stage-1 kernels all add in the
  * same order, so dgamma and dbeta are the same bits on both variants for
  * the same inputs (the statistics of the variants' forwards may differ in
@@ -222,16 +228,38 @@ inline float4 ln_mask4(size_t q, size_t n) {
   return (float4)(j < n, j + 1 < n, j + 2 < n, j + 3 < n);
 }
 
+/* rumus_seg_sum and rumus_wg_sum of two sums at once (the same tree,
+ * the same bits, half the barriers). */
+inline float2 ln_seg_sum2(local float2 *buf, float2 v, uint rt) {
+  const size_t lid = get_local_id(0), lane = lid % rt;
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint step = rt / 2; step > 0; step /= 2) {
+    if (lane < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return buf[lid - lane];
+}
+inline float2 ln_wg_sum2(local float2 *buf, float2 v) {
+  const size_t lid = get_local_id(0);
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return buf[0];
+}
+
 /* Row of n elements (n = 0 for padding rows: they load and store nothing
  * but take part in the barriers); the lane holds groups lane, lane + rt,
- * ...  la, lb, lc are distinct, so successive reductions need no barrier
+ * ...  la and lbc are distinct, so successive reductions need no barrier
  * between them. */
 inline void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
                             size_t n, uint rt, int rms, float eps, int has_g,
                             global const param_t *g, int has_b,
                             global const param_t *b, local float *la,
-                            local float *lb, local float *lc, float *mean_o,
-                            float *rstd_o) {
+                            local float2 *lbc, float *mean_o, float *rstd_o) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
   float4 v[CACHE_V4];
@@ -252,10 +280,9 @@ inline void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
       s1 += rumus_hsum4(d);
       s2 += dot(d, d);
     }
-    s1 = rumus_seg_sum(lb, s1, rt);
-    s2 = rumus_seg_sum(lc, s2, rt);
-    mean = m0 + s1 / fn;
-    rstd = ln_rstd(s1, s2, fn, eps);
+    const float2 s = ln_seg_sum2(lbc, (float2)(s1, s2), rt);
+    mean = m0 + s.x / fn;
+    rstd = ln_rstd(s.x, s.y, fn, eps);
   }
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
@@ -272,8 +299,7 @@ inline void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
 inline void ln_bwd_wgc_body(global const real_t *dy, global const real_t *x,
                             global real_t *dx, size_t n, uint rt, int rms,
                             float mean, float rstd, int has_g,
-                            global const param_t *gm, local float *la,
-                            local float *lb) {
+                            global const param_t *gm, local float2 *lab) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
   float4 gv[CACHE_V4], xh[CACHE_V4];
@@ -286,8 +312,8 @@ inline void ln_bwd_wgc_body(global const real_t *dy, global const real_t *x,
     a += rumus_hsum4(gv[k]);
     b += dot(gv[k], xh[k]); /* gv is 0 past the row's end */
   }
-  const float ca = rms ? 0.0f : rumus_seg_sum(la, a, rt) / fn;
-  const float cb = rumus_seg_sum(lb, b, rt) / fn;
+  const float2 s = ln_seg_sum2(lab, (float2)(a, b), rt);
+  const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
     if (q * 4 >= n) break;
@@ -315,8 +341,7 @@ inline void ln_fwd_wg_body(global const real_t *x, global real_t *y,
                            size_t n, int rms, float eps, int has_g,
                            global const param_t *g, int has_b,
                            global const param_t *b, local float *la,
-                           local float *lb, local float *lc, float *mean_o,
-                           float *rstd_o) {
+                           local float2 *lbc, float *mean_o, float *rstd_o) {
   const size_t lid = get_local_id(0), n4 = n / 4;
   const float fn = (float)n;
   rumus_wg_sum(la, ln_wg_sum(x, n, rms));
@@ -337,10 +362,9 @@ inline void ln_fwd_wg_body(global const real_t *x, global real_t *y,
       s1 += d;
       s2 = fma(d, d, s2);
     }
-    rumus_wg_sum(lb, s1);
-    rumus_wg_sum(lc, s2);
-    mean = m0 + lb[0] / fn;
-    rstd = ln_rstd(lb[0], lc[0], fn, eps);
+    const float2 s = ln_wg_sum2(lbc, (float2)(s1, s2));
+    mean = m0 + s.x / fn;
+    rstd = ln_rstd(s.x, s.y, fn, eps);
   }
   /* Backwards (RUMUS_REV_Q): the row's end, read last, may be cached. */
   for (size_t j = n4 * 4 + lid; j < n; j += WG) {
@@ -362,7 +386,7 @@ inline void ln_fwd_wg_body(global const real_t *x, global real_t *y,
 inline void ln_bwd_wg_body(global const real_t *dy, global const real_t *x,
                            global real_t *dx, size_t n, int rms, float mean,
                            float rstd, int has_g, global const param_t *gm,
-                           local float *la, local float *lb) {
+                           local float2 *lab) {
   const size_t lid = get_local_id(0), n4 = n / 4;
   const float fn = (float)n;
   float a = 0.0f, b = 0.0f;
@@ -378,9 +402,8 @@ inline void ln_bwd_wg_body(global const real_t *dy, global const real_t *x,
     a += g;
     b = fma(g, (LOAD(x, j) - mean) * rstd, b);
   }
-  rumus_wg_sum(la, a);
-  rumus_wg_sum(lb, b);
-  const float ca = rms ? 0.0f : la[0] / fn, cb = lb[0] / fn;
+  const float2 s = ln_wg_sum2(lab, (float2)(a, b));
+  const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
   for (size_t j = n4 * 4 + lid; j < n; j += WG) {
     float g = LOAD(dy, j);
     if (has_g) g *= PLOAD(gm, j);
@@ -451,26 +474,109 @@ LN_BWD_ROW(rmsnorm_bwd_row, 1)
 
 #define LN_FWD_WG(name, rms)                                                 \
   __kernel RUMUS_WG_ATTR void name(LN_FWD_ARGS) {                            \
-    local float la[WG], lb[WG], lc[WG];                                      \
+    local float la[WG];                                                      \
+    local float2 lbc[WG];                                                    \
     const size_t r = get_group_id(0);                                        \
     float mu, rs;                                                            \
     ln_fwd_wg_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,    \
-                   eps, has_g, g + g_off, has_b && !rms, b + b_off, la, lb,  \
-                   lc, &mu, &rs);                                            \
+                   eps, has_g, g + g_off, has_b && !rms, b + b_off, la, lbc, \
+                   &mu, &rs);                                                \
     LN_STATS_OUT(r, get_local_id(0) == 0, rms)                                  \
   }
 LN_FWD_WG(layernorm_fwd_wg, 0)
 LN_FWD_WG(rmsnorm_fwd_wg, 1)
 
+/* ---- Wide forward (GPU variant, rows of up to 32 ls elements) ------------
+ * One work-group of ls work-items per row for rows longer than the _wgc
+ * rungs hold, the row in registers (LN_WV float4 per work-item), so x is
+ * read once where the strided _wg kernel reads it two or three times
+ * (from L2 at best, while the rows in flight, 64 KiB each at 16384
+ * columns, fit it); the sums are trees of float2 over the group (buf, ls
+ * entries). */
+
+#ifndef LN_WV
+#define LN_WV 8 /* float4 groups per work-item (host: layernorm.c's) */
+#endif
+
+/* Sums a float2 over the work-group (every work-item gets the total). */
+inline float2 ln_grp_sum2(local float2 *buf, float2 v) {
+  const size_t lid = get_local_id(0);
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = get_local_size(0) / 2; step > 0; step /= 2) {
+    if (lid < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float2 t = buf[0];
+  barrier(CLK_LOCAL_MEM_FENCE); /* buf[0] is rewritten by the next call */
+  return t;
+}
+
+/* 8 float4 (a row of 16384 over 512 work-items) rather than 4 over 1024:
+ * a group may then need no more than half a compute unit's registers, so
+ * that two rows are in flight per compute unit, one loading while the
+ * other sums. */
+inline void ln_fwd_wide_body(global const real_t *x, global real_t *y,
+                             size_t n, int rms, float eps, int has_g,
+                             global const param_t *g, int has_b,
+                             global const param_t *b, local float2 *buf,
+                             float *mean_o, float *rstd_o) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  const float fn = (float)n;
+  float4 v[LN_WV];
+  float a = 0.0f;
+  for (int k = 0; k < LN_WV; k++) {
+    v[k] = rumus_load4_fill(x, lid + (size_t)k * ls, n, 0.0f);
+    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
+  }
+  const float s0 = ln_grp_sum2(buf, (float2)(a, 0.0f)).x;
+  float mean = 0.0f, rstd;
+  if (rms) {
+    rstd = rms_rrms(s0, fn, eps);
+  } else {
+    const float m0 = s0 / fn;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int k = 0; k < LN_WV; k++) {
+      const float4 d = (v[k] - m0) * ln_mask4(lid + (size_t)k * ls, n);
+      s1 += rumus_hsum4(d);
+      s2 += dot(d, d);
+    }
+    const float2 s = ln_grp_sum2(buf, (float2)(s1, s2));
+    mean = m0 + s.x / fn;
+    rstd = ln_rstd(s.x, s.y, fn, eps);
+  }
+  for (int k = 0; k < LN_WV; k++) {
+    const size_t q = lid + (size_t)k * ls;
+    if (q * 4 >= n) continue;
+    float4 o = (v[k] - mean) * rstd;
+    if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
+    if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
+    rumus_store4_part(o, y, q, n);
+  }
+  *mean_o = mean;
+  *rstd_o = rstd;
+}
+
+#define LN_FWD_WIDE(name, rms)                                               \
+  __kernel void name(LN_FWD_ARGS, local float2 *buf) {                       \
+    const size_t r = get_group_id(0);                                        \
+    float mu, rs;                                                            \
+    ln_fwd_wide_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,  \
+                     eps, has_g, g + g_off, has_b && !rms, b + b_off, buf,   \
+                     &mu, &rs);                                              \
+    LN_STATS_OUT(r, get_local_id(0) == 0, rms)                               \
+  }
+LN_FWD_WIDE(layernorm_fwd_wide, 0)
+LN_FWD_WIDE(rmsnorm_fwd_wide, 1)
+
 #define LN_BWD_WG(name, rms)                                                 \
   __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS) {                            \
-    local float la[WG], lb[WG];                                              \
+    local float2 lab[WG];                                                    \
     const size_t r = get_group_id(0);                                        \
     const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];     \
     ln_bwd_wg_body(ROW_PTR(dy, dy_off, r), ROW_PTR(x, x_off, r),             \
                    ROW_PTR(dx, dx_off, r), cols, rms, mu, rs, has_g,         \
-                   g + g_off,                                                \
-                   la, lb);                                                  \
+                   g + g_off, lab);                                          \
   }
 LN_BWD_WG(layernorm_bwd_wg, 0)
 LN_BWD_WG(rmsnorm_bwd_wg, 1)
@@ -483,12 +589,13 @@ LN_BWD_WG(rmsnorm_bwd_wg, 1)
 
 #define LN_FWD_WGC(name, rms)                                                \
   __kernel RUMUS_WG_ATTR void name(LN_FWD_ARGS, uint rt) {                   \
-    local float la[WG], lb[WG], lc[WG];                                      \
+    local float la[WG];                                                      \
+    local float2 lbc[WG];                                                    \
     const size_t r = WGC_ROW(rt);                                            \
     float mu, rs;                                                            \
     ln_fwd_wgc_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),    \
                     rt, rms, eps, has_g, g + g_off, has_b && !rms,           \
-                    b + b_off, la, lb, lc, &mu, &rs);                        \
+                    b + b_off, la, lbc, &mu, &rs);                           \
     LN_STATS_OUT(r, WGC_N(r) && get_local_id(0) % rt == 0, rms)                   \
   }
 LN_FWD_WGC(layernorm_fwd_wgc, 0)
@@ -496,14 +603,14 @@ LN_FWD_WGC(rmsnorm_fwd_wgc, 1)
 
 #define LN_BWD_WGC(name, rms)                                                \
   __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS, uint rt) {                   \
-    local float la[WG], lb[WG];                                              \
+    local float2 lab[WG];                                                    \
     const size_t r = WGC_ROW(rt);                                            \
     const int live = WGC_N(r) != 0;                                          \
     const float mu = (rms || !live) ? 0.0f : mean[m_off + r];                \
     const float rs = live ? rstd[r_off + r] : 0.0f;                          \
     ln_bwd_wgc_body(WGC_PTR(dy, dy_off, r), WGC_PTR(x, x_off, r),            \
                     WGC_PTR(dx, dx_off, r), WGC_N(r), rt, rms, mu, rs, has_g,\
-                    g + g_off, la, lb);                                      \
+                    g + g_off, lab);                                         \
   }
 LN_BWD_WGC(layernorm_bwd_wgc, 0)
 LN_BWD_WGC(rmsnorm_bwd_wgc, 1)
@@ -522,8 +629,8 @@ LN_BWD_WGC(rmsnorm_bwd_wgc, 1)
 inline void ln_bwd_fused_row(global const real_t *dy, global const real_t *x,
                              global real_t *dx, size_t n, uint rt, int rms,
                              float mean, float rstd, int has_g,
-                             global const param_t *gm, local float *la,
-                             local float *lb, float4 *sg, float4 *sb) {
+                             global const param_t *gm, local float2 *lab,
+                             float4 *sg, float4 *sb) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
   float4 d[CACHE_V4], xh[CACHE_V4];
@@ -537,8 +644,8 @@ inline void ln_bwd_fused_row(global const real_t *dy, global const real_t *x,
     a += rumus_hsum4(g);
     b += dot(g, xh[k]); /* g is 0 past the row's end */
   }
-  const float ca = rms ? 0.0f : rumus_seg_sum(la, a, rt) / fn;
-  const float cb = rumus_seg_sum(lb, b, rt) / fn;
+  const float2 s = ln_seg_sum2(lab, (float2)(a, b), rt);
+  const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
   if (n == 0) return;
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
@@ -572,7 +679,7 @@ inline void ln_fused_part_out(const float4 *sg, const float4 *sb, uint rt,
 #define LN_BWD_FUSED(name, rms)                                              \
   __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS, uint rt, global float *part, \
                                    ulong rb, ulong nb) {                     \
-    local float la[WG], lb[WG];                                              \
+    local float2 lab[WG];                                                    \
     const size_t k = (size_t)get_group_id(0) * (WG / rt) +                   \
                      get_local_id(0) / rt;                                   \
     float4 sg[CACHE_V4], sb[CACHE_V4];                                       \
@@ -585,13 +692,222 @@ inline void ln_fused_part_out(const float4 *sg, const float4 *sb, uint rt,
       const float rs = live ? rstd[r_off + rr] : 0.0f;                       \
       ln_bwd_fused_row(ROW_PTR(dy, dy_off, rr), ROW_PTR(x, x_off, rr),       \
                        ROW_PTR(dx, dx_off, rr), n, rt, rms, mu, rs, has_g,   \
-                       g + g_off, la, lb, sg, sb);                           \
-      barrier(CLK_LOCAL_MEM_FENCE); /* la, lb are rewritten next row */      \
+                       g + g_off, lab, sg, sb);                              \
+      barrier(CLK_LOCAL_MEM_FENCE); /* lab is rewritten next row */          \
     }                                                                        \
     if (k < nb) ln_fused_part_out(sg, sb, rt, part, k, cols, nb);            \
   }
 LN_BWD_FUSED(layernorm_bwd_fused, 0)
 LN_BWD_FUSED(rmsnorm_bwd_fused, 1)
+
+/* ---- Block backward (GPU variant, rows of up to 8 ls elements) -----------
+ * One work-group per block of the gradients' rows (block k: rows
+ * [k rb, min((k + 1) rb, rows)), blocks fixed by the shape), all its ls
+ * work-items on one row: work-item lid holds float4 groups lid + v ls (v
+ * < LN_BV) of 4 rows at once, so the loads of four rows are in flight per
+ * work-item where the _fused kernel's team had one row's, and a few
+ * hundred groups of ls >= 32 cover the device with no per-team barriers.
+ * The four rows' two sums each are one tree of float8 in local memory
+ * (buf, ls entries).  Each work-item adds its columns' terms to float4
+ * partials in row order, one fma per term, as ln_dparam_part_* do (the
+ * same bits), and writes them to part at the end when has_part. */
+
+#ifndef LN_BV
+#define LN_BV 2 /* float4 groups per work-item per row (host: layernorm.c's) */
+#endif
+
+/* Sums a float8 over the work-group (every work-item gets the total). */
+inline float8 ln_blk_sum(local float8 *buf, float8 v) {
+  const size_t lid = get_local_id(0);
+  buf[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = get_local_size(0) / 2; step > 0; step /= 2) {
+    if (lid < step) buf[lid] += buf[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float8 t = buf[0];
+  barrier(CLK_LOCAL_MEM_FENCE); /* buf[0] is rewritten by the next call */
+  return t;
+}
+
+/* Loads rows r .. r + 3 (those below r1; others 0, with mean and rstd 0)
+ * as dy and xhat groups, and returns their sums of g = dy gamma
+ * (.s0123) and of g xhat (.s4567), summed over the group. */
+inline float8 ln_blk_load(global const real_t *dy, global const real_t *x,
+                          global const float *mean, global const float *rstd,
+                          size_t cols, size_t r, size_t r1, int rms,
+                          const float4 *gam, local float8 *buf,
+                          float4 d[4][LN_BV], float4 xh[4][LN_BV],
+                          float *rs) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  float a[4], b[4];
+  for (int u = 0; u < 4; u++) {
+    const int live = r + u < r1;
+    const size_t n = live ? cols : 0, rr = live ? r + u : r;
+    const float mu = (rms || !live) ? 0.0f : mean[rr];
+    rs[u] = live ? rstd[rr] : 0.0f;
+    a[u] = b[u] = 0.0f;
+    for (int v = 0; v < LN_BV; v++) {
+      const size_t q = lid + (size_t)v * ls;
+      d[u][v] = rumus_load4_fill(dy + rr * cols, q, n, 0.0f);
+      xh[u][v] = (rumus_load4_fill(x + rr * cols, q, n, 0.0f) - mu) * rs[u];
+    }
+  }
+  for (int u = 0; u < 4; u++)
+    for (int v = 0; v < LN_BV; v++) {
+      const float4 g = d[u][v] * gam[v]; /* 0 past the row's end */
+      a[u] += rumus_hsum4(g);
+      b[u] += dot(g, xh[u][v]);
+    }
+  return ln_blk_sum(buf, (float8)(a[0], a[1], a[2], a[3], b[0], b[1], b[2],
+                                  b[3]));
+}
+
+/* Stores the lanes of float4 group q of a float row of n that lie in it. */
+inline void ln_part_store4(float4 v, global float *p, size_t q, size_t n) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) {
+    vstore4(v, q, p);
+    return;
+  }
+  p[j] = v.x;
+  if (j + 1 < n) p[j + 1] = v.y;
+  if (j + 2 < n) p[j + 2] = v.z;
+}
+
+/* The work-item's partials (float4 groups lid + v ls, v < nv) of block k
+ * into part (cols columns, nb blocks; dbeta's after dgamma's, when has_b:
+ * RMS norm has no dbeta, so its kernels neither sum nor store one, and
+ * stage 2 does not store what it finds there). */
+inline void ln_part_out(const float4 *sg, const float4 *sb, int has_b, int nv,
+                        global float *part, size_t k, size_t cols,
+                        size_t nb) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
+  for (int v = 0; v < nv; v++) {
+    const size_t q = lid + (size_t)v * ls;
+    if (q * 4 >= cols) continue;
+    ln_part_store4(sg[v], pg, q, cols);
+    if (has_b) ln_part_store4(sb[v], pb, q, cols);
+  }
+}
+
+inline void ln_blk_body(global const real_t *dy, global const real_t *x,
+                        global real_t *dx, global const float *mean,
+                        global const float *rstd, size_t cols, size_t r0,
+                        size_t r1, int rms, int has_g,
+                        global const param_t *gm, local float8 *buf,
+                        int has_part, global float *part, size_t k,
+                        size_t nb) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  const float fn = (float)cols;
+  float4 gam[LN_BV], sg[LN_BV], sb[LN_BV];
+  for (int v = 0; v < LN_BV; v++) {
+    const size_t q = lid + (size_t)v * ls;
+    gam[v] = has_g ? ln_pload4_fill(gm, q, cols, 0.0f) : (float4)(1.0f);
+    sg[v] = sb[v] = (float4)(0.0f);
+  }
+  for (size_t r = r0; r < r1; r += 4) { /* uniform over the group */
+    float4 d[4][LN_BV], xh[4][LN_BV];
+    float rs[4];
+    const float8 s = ln_blk_load(dy, x, mean, rstd, cols, r, r1, rms, gam,
+                                 buf, d, xh, rs);
+    const float sa[4] = {s.s0, s.s1, s.s2, s.s3};
+    const float sx[4] = {s.s4, s.s5, s.s6, s.s7};
+    /* Constant trip counts with guards (no early exits), so that the
+     * loops unroll and d, xh stay in registers. */
+    for (int u = 0; u < 4; u++) {
+      const float ca = rms ? 0.0f : sa[u] / fn, cb = sx[u] / fn;
+      for (int v = 0; v < LN_BV; v++) {
+        const size_t q = lid + (size_t)v * ls;
+        if (r + u >= r1 || q * 4 >= cols) continue;
+        sg[v] = fma(d[u][v], xh[u][v], sg[v]);
+        if (!rms) sb[v] += d[u][v];
+        rumus_store4_part(rs[u] * (d[u][v] * gam[v] - ca - xh[u][v] * cb),
+                          dx + (r + u) * cols, q, cols);
+      }
+    }
+  }
+  if (has_part) ln_part_out(sg, sb, !rms, LN_BV, part, k, cols, nb);
+}
+
+#define LN_BWD_BLK(name, rms)                                                \
+  __kernel void name(LN_BWD_ARGS, local float8 *buf, int has_part,          \
+                     global float *part, ulong rb, ulong nb) {               \
+    const size_t k = get_group_id(0);                                        \
+    const size_t r0 = k * (size_t)rb;                                        \
+    const size_t r1 = min(r0 + (size_t)rb, (size_t)rows);                    \
+    ln_blk_body(dy + dy_off, x + x_off, dx + dx_off, mean + m_off,           \
+                rstd + r_off, cols, r0, r1, rms, has_g, g + g_off, buf,      \
+                has_part, part, k, nb);                                      \
+  }
+LN_BWD_BLK(layernorm_bwd_blk, 0)
+LN_BWD_BLK(rmsnorm_bwd_blk, 1)
+
+/* ---- Wide backward (GPU variant, rows of up to 32 ls elements) -----------
+ * For rows longer than the _blk kernel holds: one work-group of ls per
+ * block of rows (as _blk), walking its rows one at a time.  A first pass
+ * over the row reads dy and x, adds the work-item's columns' terms to
+ * its partials (LN_WBV float4 each in registers; row order, one fma per
+ * term: the stage-1 bits) and to the row's sums; after their tree a
+ * second pass, last groups first, reads the row again for dx: from L2,
+ * as one row (2 x 64 KiB at 16384 columns) per group is in flight, so
+ * memory sees x and dy once where the rows themselves do not fit the
+ * registers beside the partials. */
+
+#ifndef LN_WBV
+#define LN_WBV 8 /* float4 groups per work-item (host: layernorm.c's) */
+#endif
+
+/* One row of n (the work-item's float4 groups lid + v ls). */
+inline void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
+                            global real_t *dx, size_t n, int rms, float mu,
+                            float rs, int has_g, global const param_t *gm,
+                            local float2 *buf, float4 *sg, float4 *sb) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  const float fn = (float)n;
+  float a = 0.0f, b = 0.0f;
+  for (int v = 0; v < LN_WBV; v++) {
+    const size_t q = lid + (size_t)v * ls;
+    if (q * 4 >= n) continue; /* not break: the loop unrolls */
+    const float4 d = rumus_load4_fill(dy, q, n, 0.0f);
+    const float4 xh = (rumus_load4_fill(x, q, n, 0.0f) - mu) * rs;
+    sg[v] = fma(d, xh, sg[v]);
+    if (!rms) sb[v] += d;
+    const float4 g = has_g ? d * ln_pload4_fill(gm, q, n, 0.0f) : d;
+    a += rumus_hsum4(g);
+    b += dot(g, xh); /* g is 0 past the row's end */
+  }
+  const float2 s = ln_grp_sum2(buf, (float2)(a, b));
+  const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
+  for (int v = LN_WBV - 1; v >= 0; v--) {
+    const size_t q = lid + (size_t)v * ls;
+    if (q * 4 >= n) continue;
+    const float4 d = rumus_load4_fill(dy, q, n, 0.0f);
+    const float4 xh = (rumus_load4_fill(x, q, n, 0.0f) - mu) * rs;
+    const float4 g = has_g ? d * ln_pload4_fill(gm, q, n, 0.0f) : d;
+    rumus_store4_part(rs * (g - ca - xh * cb), dx, q, n);
+  }
+}
+
+#define LN_BWD_WIDE(name, rms)                                               \
+  __kernel void name(LN_BWD_ARGS, local float2 *buf, int has_part,           \
+                     global float *part, ulong rb, ulong nb) {               \
+    const size_t k = get_group_id(0);                                        \
+    const size_t r0 = k * (size_t)rb;                                        \
+    const size_t r1 = min(r0 + (size_t)rb, (size_t)rows);                    \
+    float4 sg[LN_WBV], sb[LN_WBV];                                           \
+    for (int v = 0; v < LN_WBV; v++) sg[v] = sb[v] = (float4)(0.0f);         \
+    for (size_t r = r0; r < r1; r++) {                                       \
+      const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];   \
+      ln_bwd_wide_row(ROW_PTR(dy, dy_off, r), ROW_PTR(x, x_off, r),          \
+                      ROW_PTR(dx, dx_off, r), cols, rms, mu, rs, has_g,      \
+                      g + g_off, buf, sg, sb);                               \
+    }                                                                        \
+    if (has_part) ln_part_out(sg, sb, !rms, LN_WBV, part, k, cols, nb);      \
+  }
+LN_BWD_WIDE(layernorm_bwd_wide, 0)
+LN_BWD_WIDE(rmsnorm_bwd_wide, 1)
 
 /* ---- Gradients of gamma and beta ----------------------------------------
  * Stage 1: block k of the rows [k RB, min((k + 1) RB, rows)) and column j:
@@ -711,6 +1027,57 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold1(
   }
   part2[h * cols + j] = sg;
   part2[(nb2 + h) * cols + j] = sb;
+}
+
+#ifndef LN_FOLD_H
+#define LN_FOLD_H 8 /* groups of ln_dparam_fold_one (layernorm.c's) */
+#endif
+
+/* Stages 2a and 2 in one launch when there are more than LN_FOLD_G
+ * blocks but at most LN_FOLD_H groups of them (a launch fewer): item
+ * (j, h) of a (LN_FOLD_LS, LN_FOLD_H) group adds group h's blocks of
+ * column j in order into local memory, as ln_dparam_fold1 into part2,
+ * and item (j, 0) adds the groups in order, as ln_dparam_fold: the same
+ * additions in the same order, the same bits. */
+__kernel RUMUS_REQD_WG(LN_FOLD_LS, LN_FOLD_H, 1) void ln_dparam_fold_one(
+    global const float *part, ulong cols, ulong nb, int has_dg,
+    global param_t *dg, ulong dg_off, int has_db, global param_t *db,
+    ulong db_off) {
+  local float lg[LN_FOLD_H][LN_FOLD_LS], lb[LN_FOLD_H][LN_FOLD_LS];
+  const size_t j = get_global_id(0), jl = get_local_id(0);
+  const size_t h = get_local_id(1);
+  const size_t k1 = min((h + 1) * LN_FOLD_G, (size_t)nb);
+  float sg = 0.0f, sb = 0.0f;
+  size_t k = h * LN_FOLD_G;
+  if (j < cols) {
+    for (; k + 8 <= k1; k += 8) {
+      float g[8], b[8];
+      for (int q = 0; q < 8; q++) {
+        g[q] = part[(k + q) * cols + j];
+        b[q] = part[(nb + k + q) * cols + j];
+      }
+      for (int q = 0; q < 8; q++) {
+        sg += g[q];
+        sb += b[q];
+      }
+    }
+    for (; k < k1; k++) {
+      sg += part[k * cols + j];
+      sb += part[(nb + k) * cols + j];
+    }
+  }
+  lg[h][jl] = sg;
+  lb[h][jl] = sb;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (h != 0 || j >= cols) return;
+  const size_t nb2 = ((size_t)nb + LN_FOLD_G - 1) / LN_FOLD_G;
+  float tg = 0.0f, tb = 0.0f;
+  for (size_t i = 0; i < nb2; i++) {
+    tg += lg[i][jl];
+    tb += lb[i][jl];
+  }
+  if (has_dg) PSTORE(tg, dg, dg_off + j);
+  if (has_db) PSTORE(tb, db, db_off + j);
 }
 
 /* Stage 2: one work-item per column adds the nb blocks in order, loading

@@ -45,8 +45,10 @@ typedef struct {
   size_t rows, cols;
 } shp;
 
-static const shp SHAPES[] = {{5, 1},   {3, 7},    {4, 32},  {3, 129},
-                             {5, 1000}, {1, 4096}, {2, 16384}, {3000, 64}};
+static const shp SHAPES[] = {{5, 1},    {3, 7},     {4, 32},
+                             {3, 129},  {5, 1000},  {1, 4096},
+                             {2, 16384}, {3000, 64}, {203, 257},
+                             {2, 16387}, {4500, 33}};
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
 /* A guarded tensor (tu_guarded_check_free checks it) whose data starts 3
@@ -337,11 +339,13 @@ END_TEST
 
 /* y into x and dx into dy give the out-of-place bits; a second call the
  * same bits; dgamma and dbeta the same bits on both variants from the same
- * inputs, statistics included (3000 x 64, 7 x 4096, 3 x 129). */
+ * inputs, statistics included (3000 x 64, 7 x 4096, 3 x 129, 203 x 257,
+ * 37 x 16384: every GPU backward kernel). */
 START_TEST(in_place_repeatable) {
   rumus_ctx *ctx = tu_ctx();
-  static const shp S[] = {{3000, 64}, {7, 4096}, {3, 129}};
-  for (int k = 0; k < 3; k++) {
+  static const shp S[] = {{3000, 64}, {7, 4096}, {3, 129}, {203, 257},
+                          {37, 16384}};
+  for (int k = 0; k < 5; k++) {
     inputs in = make_inputs(&S[k], RUMUS_F32, RUMUS_F32, 50 + k);
     const size_t n = in.n, C = S[k].cols;
     float *dgv[2], *dbv[2], *st[2] = {NULL, NULL};

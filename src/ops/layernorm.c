@@ -8,8 +8,12 @@
  * The row kernels are planned by rumus__row_plan_make, as softmax's are;
  * the gradients of gamma and beta are column sums over the rows by the
  * same program: stage 1 per block of rows (fused with dx on the GPU
- * variant's register plans), stage 2 per column (by groups of blocks
- * first when there are many), the blocks fixed by the shape alone.
+ * variant: a work-group per block for rows of 129 to 8 x its local size
+ * (_blk) and for longer ones up to 16 x (_wide), the _fused kernel's
+ * teams on shorter register rows), stage 2 per column (by groups of
+ * blocks first when there are many), the blocks fixed by the shape
+ * alone.  The GPU variant's forward has a _wide kernel too, for rows the
+ * register rungs do not hold.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,16 +23,45 @@
 static const char *const FILE_CL = "layernorm.cl";
 
 /* Rows per stage-1 block of the gamma / beta gradients at least, blocks at
- * most, and the most partial floats per gradient (nb * cols): short blocks
- * (8 rows), so that the GPU's fused backward, a team of work-items per
- * block walking its rows, has thousands of teams at 65536 rows; scratch
- * of at most 2^21 floats per gradient (more partials slowed the CPU
- * variant on PoCL: 32 MiB at 65536 x 1024 written and read again).  Stage 2 adds the blocks in groups
- * of LN_FOLD_G (cl/layernorm.cl's), then the groups. */
+ * most, and the most partial floats per gradient (nb * cols): a few
+ * hundred blocks (the GPU's block backward runs a work-group per block:
+ * 512 is about four per compute unit of the H200), so the partials are a
+ * small fraction of the traffic (4 MiB at 65536 x 1024 against 768 MiB of
+ * x, dy and dx); blocks of 8 rows up to 4096 rows, as before (blocks of
+ * 16 made the CPU variant's backward at 4096 x 768 slower in each of
+ * three alternated runs on PoCL, 3.4-3.8 ms against 1.7-3.1);
+ * scratch of at most 2^21 floats per gradient.  Stage 2 adds the blocks
+ * in groups of LN_FOLD_G (cl/layernorm.cl's), then the groups. */
 #define LN_MIN_RB 8
-#define LN_MAX_NB 8192
+#define LN_MAX_NB 512
 #define LN_MAX_PART ((size_t)1 << 21)
 #define LN_FOLD_G 64
+#define LN_FOLD_H 8 /* groups of stage 2's one-launch kernel at most */
+/* Rows under LN_BLK_MIN_COLS, which the _fused kernel's teams of 8
+ * work-items take on the GPU: at most 8192 blocks, so that the teams stay
+ * many (as before the _blk kernel). */
+#define LN_SHORT_MAX_NB 8192
+
+/* The GPU variant's block backward (*_bwd_blk): float4 groups per
+ * work-item per row (cl/layernorm.cl's LN_BV), the shortest rows it takes
+ * (shorter ones would leave most of a 32-wide group idle: the _fused
+ * kernel's small teams take them) and its largest local size. */
+#define LN_BV 2
+#define LN_BLK_MIN_COLS 129
+#define LN_BLK_MAX_LS 1024
+
+/* The GPU variant's wide kernels (*_fwd_wide, *_bwd_wide), for rows the
+ * _wgc rungs and the _blk kernel do not hold: float4 groups per work-item
+ * (cl/layernorm.cl's LN_WV, LN_WBV). */
+#define LN_WV 8
+#define LN_WBV 8
+/* The wide kernels' largest local size: rows up to 16384 (a 1024 x 8
+ * rung, one such group per compute unit, ran softmax at 32000 columns
+ * 1.6x slower than its strided kernel: registry.c).  512 rather than
+ * 1024 work-items with half the float4 each: the backward's 16 float4 of
+ * partials and its loads fit the registers of a 512-wide group, where
+ * 1024 work-items would each have to make do with 64. */
+#define LN_WIDE_MAX_LS 512
 
 /* The local size of the stage kernels (LN_FOLD_LS): a column per
  * work-item, 64 per group on GPUs (coalesced), 8 on CPUs. */
@@ -153,15 +186,25 @@ typedef struct {
   int nrow, nstat, nparam;
 } ln_tensors;
 
-/* Launches `base`_row, _wgc or _wg over rows x cols in chunks of rows;
- * order[] gives the kernel's argument order of ts's entries (row, stat or
- * param by index into ts->t), then `tail` (flags, eps) before rows and
- * cols. */
+/* A kernel of one work-group of ls per row (the wide forward) or per
+ * block of rows (the _blk and _wide backwards) in place of the plan's; ls
+ * 0: none.  lfl: its floats of local memory per work-item. */
+typedef struct {
+  char kernel[64];
+  size_t ls, lfl;
+} ln_group;
+
+/* Launches `base`_row, _wgc or _wg (or wide->kernel when wide->ls) over
+ * rows x cols in chunks of rows; order[] gives the kernel's argument
+ * order of ts's entries (row, stat or param by index into ts->t), then
+ * `tail` (flags, eps) before rows and cols. */
 static int run_rows(rumus_ctx *ctx, const char *op,
                     const rumus__row_plan *plan, const ln_tensors *ts,
                     const int *order, const rumus__arg *tail, size_t ntail,
-                    size_t rows, size_t cols) {
-  const rumus__kernel_ref k = {FILE_CL, plan->options, plan->kernel};
+                    size_t rows, size_t cols, const ln_group *wide) {
+  const int w = wide && wide->ls;
+  const rumus__kernel_ref k = {FILE_CL, plan->options,
+                               w ? wide->kernel : plan->kernel};
   const size_t chunk = plan->kind == RUMUS__ROWS_ITEM ? ((size_t)1 << 30)
                                                      : RUMUS__MAX_WG_ROWS;
   const int nt = ts->nrow + ts->nstat + ts->nparam;
@@ -181,10 +224,13 @@ static int run_rows(rumus_ctx *ctx, const char *op,
     for (size_t i = 0; i < ntail; i++) args[na++] = tail[i];
     args[na++] = RUMUS__ARG(nrows);
     args[na++] = RUMUS__ARG(ncols);
-    if (plan->kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan->rt);
-    size_t local;
+    if (w)
+      args[na++] = RUMUS__ARG_LOCAL(wide->ls * wide->lfl * sizeof(float));
+    else if (plan->kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan->rt);
+    size_t local = w ? wide->ls : 0;
     const size_t global =
-        rumus__row_plan_global(ctx, plan, (size_t)nrows, 1, &local);
+        w ? (size_t)nrows * local
+          : rumus__row_plan_global(ctx, plan, (size_t)nrows, 1, &local);
     RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
   }
   return RUMUS_OK;
@@ -200,6 +246,31 @@ static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
       param == RUMUS_F32 ? &LN_F32 : &LN_XT;
   return rumus__row_plan_make(ctx, op, fam, base, x->dtype,
                               rumus__align4(ctx, al, nal, cols), cols, plan);
+}
+
+/* A work-group kernel of the GPU variant ("`base`_`suffix`": _blk,
+ * _wide; lfl floats of local memory per work-item), its local size k->ls
+ * for rows of cols: the fewest work-items (a power of two from 32, at
+ * most max_ls) that hold a row in nv float4 each, or 0 where it does not
+ * run: the CPU variant, a user's work-group size (the _wgc / _wg kernels
+ * keep their orders there), rows too long, or a size the device does not
+ * run the kernel at. */
+static int group_local(rumus_ctx *ctx, const char *op,
+                       const rumus__row_plan *plan, const char *base,
+                       const char *suffix, size_t nv, size_t lfl,
+                       size_t max_ls, size_t cols, ln_group *k) {
+  k->ls = 0;
+  k->lfl = lfl;
+  if (plan->kind == RUMUS__ROWS_ITEM || ctx->opt_wg) return RUMUS_OK;
+  size_t l = 32;
+  while (l * 4 * nv < cols) l *= 2;
+  if (l > max_ls || l > ctx->max_wg) return RUMUS_OK;
+  snprintf(k->kernel, sizeof k->kernel, "%s_%s", base, suffix);
+  const rumus__kernel_ref kr = {FILE_CL, plan->options, k->kernel};
+  size_t limit;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &kr, &limit));
+  if (limit >= l) k->ls = l;
+  return RUMUS_OK;
 }
 
 /* ---- Forward --------------------------------------------------------------- */
@@ -242,7 +313,13 @@ static int forward(rumus_ctx *ctx, const char *op, const char *base,
   cl_int has_g = gamma != NULL, has_b = beta != NULL, has_s = rstd != NULL;
   const rumus__arg tail[4] = {RUMUS__ARG(has_g), RUMUS__ARG(has_b),
                               RUMUS__ARG(has_s), RUMUS__ARG(p.eps)};
-  return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols);
+  ln_group wide;
+  wide.ls = 0; /* rows the _wgc rungs do not hold: the wide kernel */
+  if (plan.kind == RUMUS__ROWS_GROUP)
+    RUMUS__FORWARD(
+        group_local(ctx, op, &plan, base, "wide", LN_WV, 2, LN_WIDE_MAX_LS,
+                    cols, &wide));
+  return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols, &wide);
 }
 
 int rumus_layernorm_fwd(rumus_ctx *ctx, const rumus_layernorm_params *params,
@@ -263,14 +340,52 @@ int rumus_rmsnorm_fwd(rumus_ctx *ctx, const rumus_layernorm_params *params,
 /* ---- Backward -------------------------------------------------------------- */
 
 /* Stage 1's blocks: nb blocks of rb rows (the last shorter), from the
- * shape alone, so the summation order is the same on every device. */
+ * shape alone, so the summation order is the same on every device.  Rows
+ * shorter than LN_BLK_MIN_COLS keep the many blocks the _fused kernel's
+ * small teams need (LN_SHORT_MAX_NB). */
 static void plan_blocks(size_t rows, size_t cols, size_t *rb, size_t *nb) {
   size_t n = (rows + LN_MIN_RB - 1) / LN_MIN_RB;
-  if (n > LN_MAX_NB) n = LN_MAX_NB;
+  const size_t max_nb =
+      cols < LN_BLK_MIN_COLS ? LN_SHORT_MAX_NB : LN_MAX_NB;
+  if (n > max_nb) n = max_nb;
   if (n > LN_MAX_PART / cols) n = LN_MAX_PART / cols;
   if (n < 1) n = 1;
   *rb = (rows + n - 1) / n;
   *nb = (rows + *rb - 1) / *rb;
+}
+
+/* *one when stage 2 of nb blocks runs as ln_dparam_fold_one: more than
+ * LN_FOLD_G blocks, at most LN_FOLD_H groups, a group size the device
+ * runs the kernel at. */
+static int fold_one(rumus_ctx *ctx, const char *op,
+                    const rumus__row_plan *plan, size_t nb, int *one) {
+  *one = 0;
+  const size_t wg = fold_ls(ctx, plan) * LN_FOLD_H;
+  if (nb <= LN_FOLD_G || nb > LN_FOLD_G * LN_FOLD_H || wg > ctx->max_wg)
+    return RUMUS_OK;
+  const rumus__kernel_ref k = {FILE_CL, plan->options, "ln_dparam_fold_one"};
+  size_t limit;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
+  *one = limit >= wg;
+  return RUMUS_OK;
+}
+
+/* Stage 2 by ln_dparam_fold_one: a group of (fold_ls, LN_FOLD_H) per
+ * fold_ls columns. */
+static int run_fold_one(rumus_ctx *ctx, const char *op,
+                        const rumus__row_plan *plan, cl_mem part, size_t nb,
+                        size_t cols, rumus_tensor *dgamma,
+                        rumus_tensor *dbeta) {
+  const ln_arg ga = arg_of(dgamma, dbeta), ba = arg_of(dbeta, dgamma);
+  cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
+  cl_ulong ncols = cols, nnb = nb;
+  const rumus__arg a[9] = {
+      RUMUS__ARG(part),   RUMUS__ARG(ncols),  RUMUS__ARG(nnb),
+      RUMUS__ARG(has_dg), RUMUS__ARG(ga.mem), RUMUS__ARG(ga.off),
+      RUMUS__ARG(has_db), RUMUS__ARG(ba.mem), RUMUS__ARG(ba.off)};
+  const rumus__kernel_ref k = {FILE_CL, plan->options, "ln_dparam_fold_one"};
+  size_t g[2] = {cols, LN_FOLD_H}, l[2] = {fold_ls(ctx, plan), LN_FOLD_H};
+  return rumus__launch(ctx, op, &k, 2, g, l, 9, a);
 }
 
 /* Stage 2: the nb blocks' partials in part (2 nb cols floats) added per
@@ -282,6 +397,10 @@ static int run_fold(rumus_ctx *ctx, const char *op,
                     rumus_tensor *dbeta) {
   const size_t ls = fold_ls(ctx, plan);
   cl_ulong ncols = cols, nnb = nb;
+  int one;
+  RUMUS__FORWARD(fold_one(ctx, op, plan, nb, &one));
+  if (one)
+    return run_fold_one(ctx, op, plan, part, nb, cols, dgamma, dbeta);
   cl_mem src = part;
   if (nb > LN_FOLD_G) {
     cl_ulong nb2 = (nb + LN_FOLD_G - 1) / LN_FOLD_G;
@@ -376,27 +495,82 @@ static int run_fused(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
 }
 
-/* The backward's launches with dgamma or dbeta: the fused kernel when the
- * plan has one the device runs, else stage 1 then the row kernels; then
- * stage 2.  Scratch from the context's slots 0 and 1. */
-static int run_with_dparam(rumus_ctx *ctx, const char *op, const char *base,
+/* How the GPU variant's backward runs, in order of preference: the block
+ * kernel (rows from LN_BLK_MIN_COLS up to 8 ls), the _fused kernel (REGS
+ * plans; its _wgc twin without the gradients), the wide kernel, else
+ * stage 1 and the row kernels.  *k names the group kernel (ls 0: none),
+ * *fused the _fused kernel's use. */
+static int bwd_choice(rumus_ctx *ctx, const char *op,
+                      const rumus__row_plan *plan, const char *base,
+                      size_t cols, ln_group *k, int *fused, char *fname,
+                      size_t flen) {
+  *fused = 0;
+  k->ls = 0;
+  if (cols >= LN_BLK_MIN_COLS)
+    RUMUS__FORWARD(group_local(ctx, op, plan, base, "blk", LN_BV, 8,
+                               LN_BLK_MAX_LS, cols, k));
+  if (k->ls) return RUMUS_OK;
+  RUMUS__FORWARD(fused_ref(ctx, op, plan, base, fname, flen, fused));
+  if (*fused) return RUMUS_OK;
+  return group_local(ctx, op, plan, base, "wide", LN_WBV, 2, LN_WIDE_MAX_LS,
+                     cols, k);
+}
+
+/* dx (and stage 1 into part when has_part) by the group kernel gk (_blk:
+ * a float8 per work-item of local memory, _wide: a float2): a work-group
+ * of gk->ls per block of rb rows. */
+static int run_blk(rumus_ctx *ctx, const char *op,
+                   const rumus__row_plan *plan, const ln_group *gk,
+                   const ln_tensors *ts, cl_int has_g, cl_int has_part,
+                   cl_mem part, size_t rows, size_t cols, size_t rb,
+                   size_t nb) {
+  const rumus__kernel_ref k = {FILE_CL, plan->options, gk->kernel};
+  const size_t ls = gk->ls;
+  /* LN_BWD_ARGS order: dy, x, gamma, mean, rstd, dx. */
+  const int order[6] = {0, 1, 5, 3, 4, 2};
+  rumus__arg a[20];
+  size_t na = 0;
+  for (int i = 0; i < 6; i++) {
+    a[na++] = RUMUS__ARG(ts->t[order[i]].mem);
+    a[na++] = RUMUS__ARG(ts->t[order[i]].off);
+  }
+  cl_ulong nrows = rows, ncols = cols, nrb = rb, nnb = nb;
+  cl_mem pm = has_part ? part : ts->t[0].mem; /* not touched without */
+  a[na++] = RUMUS__ARG(has_g);
+  a[na++] = RUMUS__ARG(nrows);
+  a[na++] = RUMUS__ARG(ncols);
+  a[na++] = RUMUS__ARG_LOCAL(ls * gk->lfl * sizeof(float));
+  a[na++] = RUMUS__ARG(has_part);
+  a[na++] = RUMUS__ARG(pm);
+  a[na++] = RUMUS__ARG(nrb);
+  a[na++] = RUMUS__ARG(nnb);
+  size_t local = ls, global = nb * ls;
+  return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
+}
+
+/* The backward's launches with dgamma or dbeta, as bwd_choice chose: the
+ * group kernel gk (_blk or _wide) when gk->ls, else the fused kernel
+ * `name` when fused, else stage 1 then the row kernels; then stage 2.
+ * Scratch from the context's slots 0 and 1. */
+static int run_with_dparam(rumus_ctx *ctx, const char *op,
                            const rumus__row_plan *plan, const ln_tensors *ts,
                            cl_int has_g, const rumus_tensor *dy,
                            const rumus_tensor *x, const rumus_tensor *mean,
                            const rumus_tensor *rstd, rumus_tensor *dgamma,
-                           rumus_tensor *dbeta, size_t rows, size_t cols) {
+                           rumus_tensor *dbeta, size_t rows, size_t cols,
+                           const ln_group *gk, int fused, const char *name) {
   size_t rb, nb;
   plan_blocks(rows, cols, &rb, &nb);
-  char name[64];
-  int fused;
-  RUMUS__FORWARD(fused_ref(ctx, op, plan, base, name, sizeof name, &fused));
   const size_t nb2 = (nb + LN_FOLD_G - 1) / LN_FOLD_G;
   cl_mem part, part2;
   RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 0,
                                      2 * nb * cols * sizeof(float), &part));
   RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 1,
                                      2 * nb2 * cols * sizeof(float), &part2));
-  if (fused) {
+  if (gk->ls) {
+    RUMUS__FORWARD(
+        run_blk(ctx, op, plan, gk, ts, has_g, 1, part, rows, cols, rb, nb));
+  } else if (fused) {
     RUMUS__FORWARD(run_fused(ctx, op, plan, name, ts, has_g, part, rows, cols,
                              rb, nb));
   } else {
@@ -405,7 +579,8 @@ static int run_with_dparam(rumus_ctx *ctx, const char *op, const char *base,
         run_part(ctx, op, plan, dy, x, mean, rstd, part, rows, cols, rb, nb));
     const int order[6] = {0, 1, 5, 3, 4, 2};
     const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
-    RUMUS__FORWARD(run_rows(ctx, op, plan, ts, order, tail, 1, rows, cols));
+    RUMUS__FORWARD(
+        run_rows(ctx, op, plan, ts, order, tail, 1, rows, cols, NULL));
   }
   return run_fold(ctx, op, plan, part, part2, nb, cols, dgamma, dbeta);
 }
@@ -448,15 +623,27 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
                          3, 2, 1};
   const int order[6] = {0, 1, 5, 3, 4, 2};
   cl_int has_g = gamma != NULL;
+  ln_group gk;
+  char fname[64];
+  int fused;
+  RUMUS__FORWARD(bwd_choice(ctx, op, &plan, base, cols, &gk, &fused, fname,
+                            sizeof fname));
   if (dgamma || dbeta) {
     rumus__scratch_begin(ctx);
-    const int st = run_with_dparam(ctx, op, base, &plan, &ts, has_g, dy, x,
-                                   mean, rstd, dgamma, dbeta, rows, cols);
+    const int st = run_with_dparam(ctx, op, &plan, &ts, has_g, dy, x, mean,
+                                   rstd, dgamma, dbeta, rows, cols, &gk,
+                                   fused, fname);
     rumus__scratch_end(ctx);
     return st;
   }
+  if (gk.ls) { /* the same kernel as with the gradients: the same dx bits */
+    size_t rb, nb;
+    plan_blocks(rows, cols, &rb, &nb);
+    return run_blk(ctx, op, &plan, &gk, &ts, has_g, 0, NULL, rows, cols, rb,
+                   nb);
+  }
   const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
-  return run_rows(ctx, op, &plan, &ts, order, tail, 1, rows, cols);
+  return run_rows(ctx, op, &plan, &ts, order, tail, 1, rows, cols, NULL);
 }
 
 int rumus_layernorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
