@@ -96,6 +96,105 @@ void conv_wsum(global const float *restrict part, ulong total,
   STORE(acc, dw, (size_t)dw_off + i);
 }
 
+/* ---- Weight gradient with one input channel per group (depthwise, or C
+ * = 1): the GEMM's rows are one output channel and its columns KH KW
+ * taps, a tile mostly idle over a long k, so these kernels split each
+ * output channel's N OH OW pixels over many work-groups instead.  The
+ * order of every sum, the same in both variants: P = DWL B lanes (B from
+ * the host, fixed by the shape); lane l of block b (s = b DWL + l) sums
+ * its pixels q = s, s + P, s + 2 P, ... upwards from 0 with one fma each
+ * (0 in the padding); the DWL lanes of a block are added by a halving tree
+ * (lane l += lane l + h for h = DWL / 2, ..., 1); the B block sums are
+ * added in block order by conv_wsum (B = 1: stored directly).  Lanes read
+ * consecutive pixels, so a warp's loads of dy and of x at a tap are
+ * contiguous.  A launch covers DWT taps from t0. */
+
+#define DWL 64 /* lanes of a block: work-group size of conv_bwd_weight_dw */
+#define DWT 16 /* taps per launch */
+
+/* The offsets kh DH - PH and kw DW - PW of taps t0 .. t0 + DWT (offh = H
+ * past the last tap: every load 0); the taps present. */
+inline int dw_taps(const geo_t *g, int t0, int *offh, int *offw) {
+  const int taps = (int)(g->kh * g->kw), nt = min(DWT, taps - t0);
+  for (int e = 0; e < DWT; e++) {
+    const int t = min(t0 + e, taps - 1), kh = t / (int)g->kw;
+    offh[e] = e < nt ? kh * (int)g->dh - (int)g->ph : (int)g->h;
+    offw[e] = (t - kh * (int)g->kw) * (int)g->dw - (int)g->pw;
+  }
+  return nt;
+}
+
+/* Stores block b's sum v of tap t0 + e of output channel o: into dw (B =
+ * 1) or into part[b]. */
+inline void dw_put(const geo_t *g, global real_t *dw, ulong dw_off,
+                   global float *part, size_t B, size_t b, size_t o, int t,
+                   float v) {
+  const size_t at = o * (size_t)(g->kh * g->kw) + (size_t)t;
+  if (B == 1)
+    STORE(v, dw, (size_t)dw_off + at);
+  else
+    part[b * (size_t)g->oc * (size_t)(g->kh * g->kw) + at] = v;
+}
+
+/* Barrier-free: work-item (block b, output channel o0 + o) keeps the DWL
+ * lanes of each tap as 4 float16 and adds them by the same tree; lanes
+ * past the last pixel add fma(0, 0, acc), which leaves acc (never -0) as
+ * it is.  In both programs: the GPU variant's fallback on devices whose
+ * work-groups stop below DWL. */
+__kernel RUMUS_REQD_WG(1, 1, 1)
+void conv_bwd_weight_dw_cpu(global const real_t *restrict x, ulong x_off,
+                            global const real_t *restrict dy, ulong dy_off,
+                            global real_t *restrict dw, ulong dw_off,
+                            global float *restrict part, long16 gv, ulong B,
+                            int t0, ulong o0) {
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * ohw;
+  const size_t b = get_global_id(0), o = get_global_id(1) + (size_t)o0;
+  const size_t grp = o / (g.oc / g.g), P = DWL * (size_t)B;
+  int offh[DWT], offw[DWT];
+  const int nt = dw_taps(&g, t0, offh, offw);
+  const int H = (int)g.h, W = (int)g.w;
+  float16 acc[DWT][4];
+  for (int e = 0; e < DWT; e++)
+    for (int v = 0; v < 4; v++) acc[e][v] = 0.0f;
+  for (size_t q0 = b * DWL; q0 < np; q0 += P) {
+    for (int v = 0; v < 4; v++) {
+      float dv[16];
+      size_t xb[16];
+      int ihb[16], iwb[16];
+      for (int j = 0; j < 16; j++) {
+        const size_t q = q0 + (size_t)(v * 16 + j), qq = q < np ? q : 0;
+        const size_t n = qq / ohw, p = qq - n * ohw;
+        const int oh = (int)(p / g.ow), ow = (int)(p - (size_t)oh * g.ow);
+        dv[j] = q < np ? LOAD(dy, (size_t)dy_off + (n * g.oc + o) * ohw + p)
+                       : 0.0f;
+        xb[j] = (size_t)x_off + (n * g.c + grp) * hw;
+        ihb[j] = q < np ? oh * (int)g.sh : -(1 << 30); /* past: loads 0 */
+        iwb[j] = ow * (int)g.sw;
+      }
+      const float16 d = vload16(0, dv);
+      for (int e = 0; e < nt; e++) {
+        float xv[16];
+        for (int j = 0; j < 16; j++) {
+          const int ih = ihb[j] + offh[e], iw = iwb[j] + offw[e];
+          xv[j] = ((uint)ih < (uint)H) & ((uint)iw < (uint)W)
+                      ? LOAD(x, xb[j] + (size_t)ih * W + iw)
+                      : 0.0f;
+        }
+        acc[e][v] = fma(d, vload16(0, xv), acc[e][v]);
+      }
+    }
+  }
+  for (int e = 0; e < nt; e++) {
+    /* The tree: lanes l += l + 32, l += l + 16, then within a float16. */
+    const float16 a = (acc[e][0] + acc[e][2]) + (acc[e][1] + acc[e][3]);
+    const float8 a8 = a.lo + a.hi;
+    const float4 a4 = a8.lo + a8.hi;
+    const float2 a2 = a4.lo + a4.hi;
+    dw_put(&g, dw, dw_off, part, (size_t)B, b, o, t0 + e, a2.x + a2.y);
+  }
+}
+
 #if !CONV_GPU
 /* ---- CPU variant ----------------------------------------------------------
  * A work-item owns LANES columns and up to MG = 4 MB rows.  k runs in
@@ -913,5 +1012,138 @@ void conv_bwd_data_direct(global const real_t *restrict dy, ulong dy_off,
       }
     }
   STORE(acc, dx, (size_t)dx_off + i);
+}
+/* ---- Weight gradient with one input channel per group (the order above
+ * conv_bwd_weight_dw_cpu): work-group (block b, output channel o0 + o) of
+ * DWL lanes, each keeping DWT taps' sums in registers; the tree runs in
+ * local memory. */
+__kernel RUMUS_REQD_WG(DWL, 1, 1)
+void conv_bwd_weight_dw(global const real_t *restrict x, ulong x_off,
+                        global const real_t *restrict dy, ulong dy_off,
+                        global real_t *restrict dw, ulong dw_off,
+                        global float *restrict part, long16 gv, ulong B,
+                        int t0, ulong o0) {
+  local float red[DWT][DWL];
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * ohw;
+  const int l = (int)get_local_id(0);
+  const size_t b = get_group_id(0), o = get_global_id(1) + (size_t)o0;
+  const size_t grp = o / (g.oc / g.g), P = DWL * (size_t)B;
+  int offh[DWT], offw[DWT];
+  const int nt = dw_taps(&g, t0, offh, offw);
+  const int H = (int)g.h, W = (int)g.w;
+  float acc[DWT];
+  UNROLL for (int e = 0; e < DWT; e++) acc[e] = 0.0f;
+  /* The lane's pixel (n, oh, ow), stepped by P through carries. */
+  int pix[3], dpix[3];
+  tap_split(P, (int)g.oh, (int)g.ow, &dpix[0], &dpix[1], &dpix[2]);
+  tap_split(b * DWL + (size_t)l, (int)g.oh, (int)g.ow, &pix[0], &pix[1],
+            &pix[2]);
+  for (size_t q = b * DWL + (size_t)l; q < np; q += P) {
+    const size_t n = (size_t)pix[0];
+    const float d = LOAD(dy, (size_t)dy_off + (n * g.oc + o) * ohw +
+                                 (size_t)pix[1] * g.ow + (size_t)pix[2]);
+    const size_t xb = (size_t)x_off + (n * g.c + grp) * hw;
+    const int ihb = pix[1] * (int)g.sh, iwb = pix[2] * (int)g.sw;
+    UNROLL for (int e = 0; e < DWT; e++) {
+      const int ih = ihb + offh[e], iw = iwb + offw[e];
+      const float xv = ((uint)ih < (uint)H) & ((uint)iw < (uint)W)
+                           ? LOAD(x, xb + (size_t)ih * W + iw)
+                           : 0.0f;
+      acc[e] = fma(d, xv, acc[e]);
+    }
+    tap_step(&pix[0], &pix[1], &pix[2], dpix[0], dpix[1], dpix[2],
+             (int)g.oh, (int)g.ow);
+  }
+  UNROLL for (int e = 0; e < DWT; e++) red[e][l] = acc[e];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int h = DWL / 2; h > 0; h /= 2) {
+    if (l < h)
+      UNROLL for (int e = 0; e < DWT; e++) red[e][l] += red[e][l + h];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (l < nt) dw_put(&g, dw, dw_off, part, (size_t)B, b, o, t0 + l, red[l][0]);
+}
+/* ---- Input gradient with few channels per group (2 .. FEWC): the GEMM's
+ * rows are those channels, a tile's rows mostly idle, so a work-item
+ * computes every channel of one dx pixel directly, the sums those of the
+ * GEMM term for term ((o, kh, kw) upwards over the taps of the pixel's
+ * phase, skipping those whose dy lies outside dy).  Work-items run over
+ * the pixels of an input row by column phase (iw mod SW, then iw), so a
+ * warp's lanes visit the same taps, read the same weights (staged in
+ * local memory, OB output channels at a time) and consecutive dy. */
+
+#define FEWC 4     /* channels per group at most */
+#define FEWWG 256  /* work-group size */
+#define FEWLW 4096 /* floats of w in local memory */
+
+__kernel RUMUS_REQD_WG(FEWWG, 1, 1)
+void conv_bwd_data_few(global const real_t *restrict dy, ulong dy_off,
+                       global const real_t *restrict w, ulong w_off,
+                       global real_t *restrict dx, ulong dx_off, long16 gv,
+                       ulong OB, ulong g0) {
+  local float ws[FEWLW];
+  const geo_t g = geo_of(gv);
+  const size_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t i = get_global_id(0), grp = get_global_id(1) + (size_t)g0;
+  const int lid = (int)get_local_id(0), valid = i < g.n * hw;
+  const int W = (int)g.w, SW = (int)g.sw;
+  /* Pixel i: row (n, ih), then u, its place in the row by phase: the
+   * first `full` phases hold wc columns, the others wc - 1. */
+  const size_t ii = valid ? i : 0, row = ii / (size_t)W;
+  const int u = (int)(ii - row * (size_t)W);
+  const size_t n = row / g.h, ih = row - n * g.h;
+  const int wc = (W + SW - 1) / SW, full = W % SW ? W % SW : SW;
+  int m, j;
+  if (u < full * wc) {
+    m = u / wc;
+    j = u - m * wc;
+  } else {
+    m = full + (u - full * wc) / (wc - 1);
+    j = (u - full * wc) - (m - full) * (wc - 1);
+  }
+  const int iw = m + SW * j;
+  const int th = (int)ih + (int)g.ph, tw = iw + (int)g.pw;
+  int sth, stw;
+  const int kh0 = phase_first(th, (int)g.kh, (int)g.dh, (int)g.sh, &sth);
+  const int kw0 = phase_first(tw, (int)g.kw, (int)g.dw, SW, &stw);
+  const int OH = (int)g.oh, OW = (int)g.ow, KW = (int)g.kw;
+  const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
+  const size_t wb = (size_t)w_off + grp * ocg * cg * taps;
+  float acc[FEWC];
+  UNROLL for (int c = 0; c < FEWC; c++) acc[c] = 0.0f;
+  for (size_t o0 = 0; o0 < ocg; o0 += (size_t)OB) {
+    const size_t on = min((size_t)OB, ocg - o0), nw = on * cg * taps;
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk's readers are done */
+    for (size_t k = (size_t)lid; k < nw; k += FEWWG)
+      ws[k] = LOAD(w, wb + o0 * cg * taps + k);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!valid) continue;
+    for (size_t o = 0; o < on; o++) {
+      const size_t dyb = db + (o0 + o) * ohw;
+      for (int kh = kh0; kh < (int)g.kh; kh += sth) {
+        const int eh = th - kh * (int)g.dh; /* SH divides it */
+        if (eh < 0) break; /* and for every later kh */
+        const int oh = eh / (int)g.sh;
+        if (oh >= OH) continue;
+        for (int kw = kw0; kw < KW; kw += stw) {
+          const int ew = tw - kw * (int)g.dw;
+          if (ew < 0) break;
+          const int ow = ew / SW;
+          if (ow >= OW) continue;
+          const float v = LOAD(dy, dyb + (size_t)oh * OW + ow);
+          const int wk = (int)(o * cg * taps) + kh * KW + kw;
+          UNROLL for (int c = 0; c < FEWC; c++)
+            if (c < (int)cg) acc[c] = fma(ws[wk + c * (int)taps], v, acc[c]);
+        }
+      }
+    }
+  }
+  if (!valid) return;
+  const size_t xb = (size_t)dx_off + (n * g.c + grp * cg) * hw + ih * g.w +
+                    (size_t)iw;
+  UNROLL for (int c = 0; c < FEWC; c++)
+    if (c < (int)cg) STORE(acc[c], dx, xb + (size_t)c * hw);
 }
 #endif

@@ -39,6 +39,17 @@ static const char *const FILE_CL = "conv.cl";
  * int. */
 #define COORD_LIMIT ((size_t)1 << 30)
 #define MAX_ARGS 12 /* arguments of a conv kernel at most */
+/* The depthwise weight gradient (dw_blocks): DW_LANES and DW_TAPS are
+ * DWL and DWT of cl/conv.cl; about DW_AIM work-groups, at least DW_STEPS
+ * pixels per lane. */
+#define DW_LANES 64
+#define DW_TAPS 16
+#define DW_AIM 4096
+#define DW_STEPS 16
+/* The few-channel input gradient: FEWC, FEWWG and FEWLW of cl/conv.cl. */
+#define FEW_C 4
+#define FEW_WG 256
+#define FEW_LW 4096
 
 typedef struct {
   size_t n, c, h, w, oc, oh, ow, kh, kw, g;
@@ -312,6 +323,28 @@ static int launch_flat(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   return RUMUS_OK;
 }
 
+/* Launches kernel `name` over global0 x ny work-items in work-groups of
+ * local0 x 1, in pieces of MAX_Z along dimension 1; the last argument is
+ * y0, the piece's first y. */
+static int launch_y(rumus_ctx *ctx, const char *op, const conv_prog *pr,
+                    const char *name, size_t global0, size_t local0,
+                    size_t ny, const rumus__arg *args, size_t nargs) {
+  char opts[192];
+  conv_options(pr, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, name};
+  size_t global[2] = {global0, 1}, local[2] = {local0, 1};
+  cl_ulong y0 = 0;
+  rumus__arg a[MAX_ARGS];
+  memcpy(a, args, nargs * sizeof *a);
+  a[nargs - 1] = RUMUS__ARG(y0);
+  for (size_t y = 0; y < ny; y += MAX_Z) {
+    y0 = y;
+    global[1] = ny - y < MAX_Z ? ny - y : MAX_Z;
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, nargs, a));
+  }
+  return RUMUS_OK;
+}
+
 static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                    const rumus_tensor *x, const rumus_tensor *w,
                    const rumus_tensor *bias, rumus_tensor *y) {
@@ -363,6 +396,33 @@ static int run_bwd_data_gpu(rumus_ctx *ctx, const char *op,
   return RUMUS_OK;
 }
 
+/* Whether the GPU variant's input gradient runs conv_bwd_data_few: 2 to
+ * FEW_C channels per group (the GEMM's tile rows mostly idle), a
+ * channel's taps within FEW_LW, a work-group of FEW_WG, and no tile
+ * override for the op (which selects the GEMM). */
+static int use_few(const rumus_ctx *ctx, const geo *g) {
+  const size_t cg = g->c / g->g;
+  conv_tiles t;
+  return cg >= 2 && cg <= FEW_C && cg * g->kh * g->kw <= FEW_LW &&
+         ctx->max_wg >= FEW_WG &&
+         ctx->local_mem >= FEW_LW * sizeof(float) + 1024 &&
+         g->n * g->h * g->w <= ((size_t)1 << 31) - FEW_WG &&
+         !conv_tiles_env(ctx, OP_BWD_DATA, &t);
+}
+
+/* conv_bwd_data_few over every dx pixel and group, OB output channels'
+ * weights at a time in local memory. */
+static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
+                            const conv_prog *pr, const geo *g,
+                            const rumus__arg *args) {
+  const size_t per = g->c / g->g * g->kh * g->kw, pix = g->n * g->h * g->w;
+  cl_ulong ob = FEW_LW / per;
+  const rumus__arg a[] = {args[0], args[1], args[2], args[3], args[4],
+                          args[5], args[6], RUMUS__ARG(ob), args[6]};
+  return launch_y(ctx, op, pr, "conv_bwd_data_few",
+                  (pix + FEW_WG - 1) / FEW_WG * FEW_WG, FEW_WG, g->g, a, 9);
+}
+
 static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
                         const rumus_tensor *dy, const rumus_tensor *w,
                         rumus_tensor *dx) {
@@ -375,6 +435,8 @@ static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
                        RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),
                        RUMUS__ARG(gv),      RUMUS__ARG(rh),
                        RUMUS__ARG(rw),      RUMUS__ARG(gv)};
+  if (pr.gpu && use_few(ctx, g))
+    return run_bwd_data_few(ctx, op, &pr, g, args);
   if (pr.gpu && g->c / g->g > 1)
     return run_bwd_data_gpu(ctx, op, &pr, g, args,
                             sizeof args / sizeof args[0], &rh, &rw);
@@ -421,10 +483,63 @@ static int run_wsum(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   return rumus__launch(ctx, op, &k, 1, &global, &local, 5, args);
 }
 
+/* The depthwise weight gradient's blocks of DW_LANES lanes (B in
+ * cl/conv.cl): as many as bring its work-groups to about DW_AIM, with at
+ * least DW_STEPS pixels per lane, at most S_MAX blocks and PART_CAP
+ * floats of partials.  Fixed by the shape alone, so the bits are too. */
+static size_t dw_blocks(const geo *g) {
+  const size_t np = g->n * g->oh * g->ow, taps = g->kh * g->kw;
+  const size_t per = g->oc * ((taps + DW_TAPS - 1) / DW_TAPS);
+  size_t b = (DW_AIM + per - 1) / per;
+  const size_t steps = np / (DW_LANES * DW_STEPS);
+  if (b > steps) b = steps;
+  if (b > S_MAX) b = S_MAX;
+  if (b > PART_CAP / (g->oc * taps)) b = PART_CAP / (g->oc * taps);
+  return b ? b : 1;
+}
+
+/* One input channel per group: conv_bwd_weight_dw (GPU variant on devices
+ * whose work-groups reach DW_LANES) or conv_bwd_weight_dw_cpu, the same
+ * sums; a launch per DW_TAPS taps, then conv_wsum over the blocks. */
+static int run_bwd_weight_dw(rumus_ctx *ctx, const char *op,
+                             const conv_prog *pr, const geo *g,
+                             const rumus_tensor *x, const rumus_tensor *dy,
+                             rumus_tensor *dw) {
+  const size_t B = dw_blocks(g), taps = g->kh * g->kw;
+  cl_mem part = NULL;
+  if (B > 1)
+    RUMUS__FORWARD(
+        rumus__scratch(ctx, op, B * dw->numel * sizeof(float), &part));
+  const int wg = pr->gpu && ctx->max_wg >= DW_LANES;
+  const cl_long16 gv = geo_arg(g);
+  cl_ulong xo = rumus__off(x), dyo = rumus__off(dy), dwo = rumus__off(dw),
+           BB = B;
+  cl_int t0 = 0;
+  const cl_mem pm = part ? part : dw->mem; /* B = 1: never read */
+  const rumus__arg args[] = {RUMUS__ARG(x->mem),  RUMUS__ARG(xo),
+                             RUMUS__ARG(dy->mem), RUMUS__ARG(dyo),
+                             RUMUS__ARG(dw->mem), RUMUS__ARG(dwo),
+                             RUMUS__ARG(pm),      RUMUS__ARG(gv),
+                             RUMUS__ARG(BB),      RUMUS__ARG(t0),
+                             RUMUS__ARG(gv)};
+  int st = RUMUS_OK;
+  for (size_t t = 0; st == RUMUS_OK && t < taps; t += DW_TAPS) {
+    t0 = (cl_int)t;
+    st = launch_y(ctx, op, pr,
+                  wg ? "conv_bwd_weight_dw" : "conv_bwd_weight_dw_cpu",
+                  wg ? B * DW_LANES : B, wg ? DW_LANES : 1, g->oc, args,
+                  sizeof args / sizeof args[0]);
+  }
+  if (st == RUMUS_OK && B > 1) st = run_wsum(ctx, op, pr, part, B, dw);
+  if (part) clReleaseMemObject(part);
+  return st;
+}
+
 static int run_bwd_weight(rumus_ctx *ctx, const char *op, const geo *g,
                           const rumus_tensor *x, const rumus_tensor *dy,
                           rumus_tensor *dw) {
   const conv_prog pr = prog_for(ctx, x->dtype, OP_BWD_WEIGHT, g->oc / g->g);
+  if (g->c == g->g) return run_bwd_weight_dw(ctx, op, &pr, g, x, dy, dw);
   size_t kc, S;
   weight_chunks(g, &kc, &S);
   cl_mem part = NULL;
