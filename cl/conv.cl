@@ -110,7 +110,7 @@ void conv_wsum(global const float *restrict part, ulong total,
  * contiguous.  A launch covers DWT taps from t0. */
 
 #define DWL 64 /* lanes of a block: work-group size of conv_bwd_weight_dw */
-#define DWT 16 /* taps per launch */
+#define DWT 9 /* taps per launch (3 x 3 kernels in one) */
 
 /* The offsets kh DH - PH and kw DW - PW of taps t0 .. t0 + DWT (offh = H
  * past the last tap: every load 0); the taps present. */

@@ -68,7 +68,7 @@ static const conv_case CASES[] = {
     {{2, 9, 11, 9, 35, 5, 5, 2, 2, 2, 2, 1, 1, 1}, 0},
     /* One input channel per group, two outputs each: the weight
      * gradient's 3 blocks of 64 lanes (3600 pixels, not a multiple of
-     * 64 x 3) and 25 taps in two launches of 16. */
+     * 64 x 3) and 25 taps in three launches of 9. */
     {{3, 3, 40, 30, 6, 5, 5, 1, 1, 2, 2, 1, 1, 3}, 0}, /* DW_CASE */
     /* The input gradient's few-channel kernel: 4 channels, 7x7 stride 2
      * in three chunks of 20 output channels' weights (45 of them); 3
@@ -237,6 +237,7 @@ START_TEST(tile_override) {
       {"16x16x4x4", "64x64x4x4x4"}, /* 16 work-items; a per-op forward */
       {"64x64x3x4", "banana"},  /* invalid: ignored */
       {"64x64x4x4x0", "64x64x4x4x16x2"},
+      {"64x128x4x8x8", "128x128x8x8x16"}, /* the input gradient's wide */
   };
   const conv_case *c = &CASES[TILE_CASE];
   const sizes s = sizes_of(&c->g);

@@ -43,7 +43,7 @@ static const char *const FILE_CL = "conv.cl";
  * DWL and DWT of cl/conv.cl; about DW_AIM work-groups, at least DW_STEPS
  * pixels per lane. */
 #define DW_LANES 64
-#define DW_TAPS 16
+#define DW_TAPS 9
 #define DW_AIM 4096
 #define DW_STEPS 16
 /* The few-channel input gradient: FEWC, FEWWG and FEWLW of cl/conv.cl. */
@@ -138,6 +138,34 @@ static conv_tiles pick_tiles(const rumus_ctx *ctx, int op, size_t rows) {
   size_t i = rows >= 128 ? 0 : rows > 32 ? 1 : rows > 16 ? 2 : 3;
   while (i + 1 < N_DEFAULT && !tiles_ok(ctx, &DEFAULT_TILES[i])) i++;
   return DEFAULT_TILES[i];
+}
+
+/* The input gradient's wider tiles (H200 sweep, bench/results/h200/
+ * session-1536/k/sweep/table.txt: at 64 x 64 -> 64 x 56 x 56 the 64 x 128
+ * tile of 4 x 8 blocks and TK 8 ran at 1.20x the 64 x 64 one; at 64 x
+ * 128 -> 128 x 28 x 28 the 128 x 128 tile of 8 x 8 at 1.11x the 128 x 64
+ * one, but at 64 x 256 -> 256 x 14 x 14, 196 such work-groups, at 0.88x),
+ * taken when they still make WIDE_MIN work-groups. */
+static const conv_tiles WIDE_TILES[] = {
+    {64, 128, 8, 4, 8},   /* 33 to 127 rows */
+    {128, 128, 16, 8, 8}, /* from 128 rows */
+};
+#define WIDE_MIN 384
+
+/* The input gradient's tiles over rows x cols (a stride phase's pixels)
+ * x groups: the override, else a wide tile where it applies, else
+ * pick_tiles's default. */
+static conv_tiles pick_tiles_bwd_data(const rumus_ctx *ctx, size_t rows,
+                                      size_t cols, size_t groups) {
+  conv_tiles t;
+  if (conv_tiles_env(ctx, OP_BWD_DATA, &t)) return t;
+  if (rows > 32) {
+    const conv_tiles *w = &WIDE_TILES[rows >= 128];
+    const size_t wgs = (rows + (size_t)w->tm - 1) / (size_t)w->tm *
+                       ((cols + (size_t)w->tn - 1) / (size_t)w->tn) * groups;
+    if (wgs >= WIDE_MIN && tiles_ok(ctx, w)) return *w;
+  }
+  return pick_tiles(ctx, OP_BWD_DATA, rows);
 }
 
 /* The options of a program (warm-up and launches). */
@@ -426,7 +454,11 @@ static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
 static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
                         const rumus_tensor *dy, const rumus_tensor *w,
                         rumus_tensor *dx) {
-  const conv_prog pr = prog_for(ctx, dy->dtype, OP_BWD_DATA, g->c / g->g);
+  conv_prog pr = prog_for(ctx, dy->dtype, OP_BWD_DATA, g->c / g->g);
+  /* The widest stride phase's pixels: the GEMM's columns. */
+  const size_t cols = g->n * ((g->h + (size_t)g->sh - 1) / (size_t)g->sh) *
+                      ((g->w + (size_t)g->sw - 1) / (size_t)g->sw);
+  if (pr.gpu) pr.tiles = pick_tiles_bwd_data(ctx, g->c / g->g, cols, g->g);
   const cl_long16 gv = geo_arg(g);
   cl_ulong dyo = rumus__off(dy), wo = rumus__off(w), dxo = rumus__off(dx);
   cl_int rh = 0, rw = 0;
@@ -660,5 +692,13 @@ int rumus__conv_warm(rumus_ctx *ctx) {
       RUMUS__FORWARD(
           rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
     }
+  /* The input gradient's wide tiles (pick_tiles_bwd_data). */
+  conv_prog pr = prog_for(ctx, RUMUS_F32, OP_BWD_DATA, 1);
+  for (size_t i = 0; pr.gpu && i < 2; i++) {
+    pr.tiles = pick_tiles_bwd_data(ctx, i ? 128 : 64, (size_t)1 << 20, 1);
+    conv_options(&pr, opts, sizeof opts);
+    RUMUS__FORWARD(
+        rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
+  }
   return RUMUS_OK;
 }
