@@ -177,7 +177,7 @@ void conv_bwd_weight_dw_cpu(global const real_t *restrict x, ulong x_off,
         float xv[16];
         for (int j = 0; j < 16; j++) {
           const int ih = ihb[j] + offh[e], iw = iwb[j] + offw[e];
-          xv[j] = ((uint)ih < (uint)H) & ((uint)iw < (uint)W)
+          xv[j] = (((uint)ih < (uint)H) & ((uint)iw < (uint)W))
                       ? LOAD(x, xb[j] + (size_t)ih * W + iw)
                       : 0.0f;
         }
@@ -1047,7 +1047,7 @@ void conv_bwd_weight_dw(global const real_t *restrict x, ulong x_off,
     const int ihb = pix[1] * (int)g.sh, iwb = pix[2] * (int)g.sw;
     UNROLL for (int e = 0; e < DWT; e++) {
       const int ih = ihb + offh[e], iw = iwb + offw[e];
-      const float xv = ((uint)ih < (uint)H) & ((uint)iw < (uint)W)
+      const float xv = (((uint)ih < (uint)H) & ((uint)iw < (uint)W))
                            ? LOAD(x, xb + (size_t)ih * W + iw)
                            : 0.0f;
       acc[e] = fma(d, xv, acc[e]);
@@ -1073,19 +1073,34 @@ void conv_bwd_weight_dw(global const real_t *restrict x, ulong x_off,
  * warp's lanes visit the same taps, read the same weights (staged in
  * local memory, OB output channels at a time) and consecutive dy. */
 
+/* The taps k0 + kst i (i < the phase's count) of input coordinate t + P
+ * = t along one axis whose dy coordinate d0 - es i lies in [0, E): i
+ * from *lo to *hi (none when *lo > *hi). */
+inline void tap_range(int t, int K, int D, int S, int E, int *k0, int *kst,
+                      int *d0, int *es, int *lo, int *hi) {
+  *k0 = phase_first(t, K, D, S, kst);
+  const int nk = *k0 < K ? (K - *k0 + *kst - 1) / *kst : 0;
+  const int e = t - *k0 * D; /* S divides it */
+  *es = *kst * D / S; /* >= 1 */
+  *d0 = e >= 0 ? e / S : 0;
+  *lo = *d0 >= E ? (*d0 - E + *es) / *es : 0;
+  *hi = e >= 0 ? min(nk - 1, *d0 / *es) : -1;
+}
+
 #define FEWC 4     /* channels per group at most */
 #define FEWWG 256  /* work-group size */
 #define FEWLW 4096 /* floats of w in local memory */
 
-__kernel RUMUS_REQD_WG(FEWWG, 1, 1)
-void conv_bwd_data_few(global const real_t *restrict dy, ulong dy_off,
-                       global const real_t *restrict w, ulong w_off,
-                       global real_t *restrict dx, ulong dx_off, long16 gv,
-                       ulong OB, ulong g0) {
-  local float ws[FEWLW];
+/* The body of conv_bwd_data_few<CG>: CG = C / G channels per group, a
+ * constant after inlining, so no lane of acc is idle. */
+inline void bwd_data_few(global const real_t *restrict dy, ulong dy_off,
+                         global const real_t *restrict w, ulong w_off,
+                         global real_t *restrict dx, ulong dx_off,
+                         long16 gv, ulong OB, ulong g0, local float *ws,
+                         const int CG) {
   const geo_t g = geo_of(gv);
   const size_t hw = g.h * g.w, ohw = g.oh * g.ow;
-  const size_t cg = g.c / g.g, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t cg = (size_t)CG, ocg = g.oc / g.g, taps = g.kh * g.kw;
   const size_t i = get_global_id(0), grp = get_global_id(1) + (size_t)g0;
   const int lid = (int)get_local_id(0), valid = i < g.n * hw;
   const int W = (int)g.w, SW = (int)g.sw;
@@ -1104,15 +1119,18 @@ void conv_bwd_data_few(global const real_t *restrict dy, ulong dy_off,
     j = (u - full * wc) - (m - full) * (wc - 1);
   }
   const int iw = m + SW * j;
-  const int th = (int)ih + (int)g.ph, tw = iw + (int)g.pw;
-  int sth, stw;
-  const int kh0 = phase_first(th, (int)g.kh, (int)g.dh, (int)g.sh, &sth);
-  const int kw0 = phase_first(tw, (int)g.kw, (int)g.dw, SW, &stw);
-  const int OH = (int)g.oh, OW = (int)g.ow, KW = (int)g.kw;
+  /* The taps of the pixel's phase whose dy lies inside dy, and dy's row
+   * and column at the first: the same for every output channel. */
+  int kh0, sth, oh0, esh, ilo, ihi, kw0, stw, ow0, esw, llo, lhi;
+  tap_range((int)ih + (int)g.ph, (int)g.kh, (int)g.dh, (int)g.sh,
+            (int)g.oh, &kh0, &sth, &oh0, &esh, &ilo, &ihi);
+  tap_range(iw + (int)g.pw, (int)g.kw, (int)g.dw, SW, (int)g.ow, &kw0,
+            &stw, &ow0, &esw, &llo, &lhi);
+  const int OW = (int)g.ow, KW = (int)g.kw, T = (int)taps;
   const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
   const size_t wb = (size_t)w_off + grp * ocg * cg * taps;
   float acc[FEWC];
-  UNROLL for (int c = 0; c < FEWC; c++) acc[c] = 0.0f;
+  UNROLL for (int c = 0; c < CG; c++) acc[c] = 0.0f;
   for (size_t o0 = 0; o0 < ocg; o0 += (size_t)OB) {
     const size_t on = min((size_t)OB, ocg - o0), nw = on * cg * taps;
     barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk's readers are done */
@@ -1120,22 +1138,16 @@ void conv_bwd_data_few(global const real_t *restrict dy, ulong dy_off,
       ws[k] = LOAD(w, wb + o0 * cg * taps + k);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!valid) continue;
-    for (size_t o = 0; o < on; o++) {
-      const size_t dyb = db + (o0 + o) * ohw;
-      for (int kh = kh0; kh < (int)g.kh; kh += sth) {
-        const int eh = th - kh * (int)g.dh; /* SH divides it */
-        if (eh < 0) break; /* and for every later kh */
-        const int oh = eh / (int)g.sh;
-        if (oh >= OH) continue;
-        for (int kw = kw0; kw < KW; kw += stw) {
-          const int ew = tw - kw * (int)g.dw;
-          if (ew < 0) break;
-          const int ow = ew / SW;
-          if (ow >= OW) continue;
-          const float v = LOAD(dy, dyb + (size_t)oh * OW + ow);
-          const int wk = (int)(o * cg * taps) + kh * KW + kw;
-          UNROLL for (int c = 0; c < FEWC; c++)
-            if (c < (int)cg) acc[c] = fma(ws[wk + c * (int)taps], v, acc[c]);
+    for (int o = 0; o < (int)on; o++) {
+      const size_t dyb = db + (o0 + (size_t)o) * ohw;
+      for (int i = ilo; i <= ihi; i++) {
+        const size_t rowb = dyb + (size_t)(oh0 - esh * i) * OW;
+        const int wr = o * (int)cg * T + (kh0 + sth * i) * KW + kw0;
+        for (int l = llo; l <= lhi; l++) {
+          const float v = LOAD(dy, rowb + (size_t)(ow0 - esw * l));
+          const int wk = wr + stw * l;
+          UNROLL for (int c = 0; c < CG; c++)
+            acc[c] = fma(ws[wk + c * T], v, acc[c]);
         }
       }
     }
@@ -1143,7 +1155,19 @@ void conv_bwd_data_few(global const real_t *restrict dy, ulong dy_off,
   if (!valid) return;
   const size_t xb = (size_t)dx_off + (n * g.c + grp * cg) * hw + ih * g.w +
                     (size_t)iw;
-  UNROLL for (int c = 0; c < FEWC; c++)
-    if (c < (int)cg) STORE(acc[c], dx, xb + (size_t)c * hw);
+  UNROLL for (int c = 0; c < CG; c++) STORE(acc[c], dx, xb + (size_t)c * hw);
 }
+
+#define FEW_KERNEL(CG)                                                      \
+  __kernel RUMUS_REQD_WG(FEWWG, 1, 1) void conv_bwd_data_few##CG(           \
+      global const real_t *restrict dy, ulong dy_off,                       \
+      global const real_t *restrict w, ulong w_off,                         \
+      global real_t *restrict dx, ulong dx_off, long16 gv, ulong OB,        \
+      ulong g0) {                                                           \
+    local float ws[FEWLW];                                                  \
+    bwd_data_few(dy, dy_off, w, w_off, dx, dx_off, gv, OB, g0, ws, CG);     \
+  }
+FEW_KERNEL(2)
+FEW_KERNEL(3)
+FEW_KERNEL(4)
 #endif

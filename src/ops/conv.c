@@ -3,7 +3,11 @@
  * groups: the forward with its bias fused into the epilogue, the input
  * gradient and the weight gradient (kernels in cl/conv.cl).  Each is one
  * implicit GEMM launch over the whole batch (the weight gradient adds a
- * fixed-order sum of its pixel chunks when there are several).  Every
+ * fixed-order sum of its pixel chunks when there are several), but for
+ * direct kernels where few input channels per group leave the tiles
+ * idle: one (the weight gradient; on the GPU variant also the forward
+ * and the input gradient) or 2 to 4 (the GPU variant's input gradient);
+ * the input gradient's GEMM may take wider tiles (WIDE_TILES).  Every
  * tensor of a call has x's (or dy's) floating storage type: the program's
  * RUMUS_STORAGE.  A program holds one variant's kernels: the CPU one is
  * specialised by MB, the channels of its register block (1, 4 or 16,
@@ -424,7 +428,7 @@ static int run_bwd_data_gpu(rumus_ctx *ctx, const char *op,
   return RUMUS_OK;
 }
 
-/* Whether the GPU variant's input gradient runs conv_bwd_data_few: 2 to
+/* Whether the GPU variant's input gradient runs conv_bwd_data_few2-4: 2 to
  * FEW_C channels per group (the GEMM's tile rows mostly idle), a
  * channel's taps within FEW_LW, a work-group of FEW_WG, and no tile
  * override for the op (which selects the GEMM). */
@@ -438,8 +442,8 @@ static int use_few(const rumus_ctx *ctx, const geo *g) {
          !conv_tiles_env(ctx, OP_BWD_DATA, &t);
 }
 
-/* conv_bwd_data_few over every dx pixel and group, OB output channels'
- * weights at a time in local memory. */
+/* conv_bwd_data_few<C / G> over every dx pixel and group, OB output
+ * channels' weights at a time in local memory. */
 static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
                             const conv_prog *pr, const geo *g,
                             const rumus__arg *args) {
@@ -447,7 +451,10 @@ static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
   cl_ulong ob = FEW_LW / per;
   const rumus__arg a[] = {args[0], args[1], args[2], args[3], args[4],
                           args[5], args[6], RUMUS__ARG(ob), args[6]};
-  return launch_y(ctx, op, pr, "conv_bwd_data_few",
+  static const char *const NAMES[] = {"conv_bwd_data_few2",
+                                      "conv_bwd_data_few3",
+                                      "conv_bwd_data_few4"};
+  return launch_y(ctx, op, pr, NAMES[g->c / g->g - 2],
                   (pix + FEW_WG - 1) / FEW_WG * FEW_WG, FEW_WG, g->g, a, 9);
 }
 
