@@ -116,7 +116,7 @@ void conv_wsum(global const float *restrict part, ulong total,
  * past the last tap: every load 0); the taps present. */
 inline int dw_taps(const geo_t *g, int t0, int *offh, int *offw) {
   const int taps = (int)(g->kh * g->kw), nt = min(DWT, taps - t0);
-  for (int e = 0; e < DWT; e++) {
+  UNROLL for (int e = 0; e < DWT; e++) {
     const int t = min(t0 + e, taps - 1), kh = t / (int)g->kw;
     offh[e] = e < nt ? kh * (int)g->dh - (int)g->ph : (int)g->h;
     offw[e] = (t - kh * (int)g->kw) * (int)g->dw - (int)g->pw;
@@ -1064,8 +1064,10 @@ void conv_bwd_weight_dw(global const real_t *restrict x, ulong x_off,
   }
   if (l < nt) dw_put(&g, dw, dw_off, part, (size_t)B, b, o, t0 + l, red[l][0]);
 }
-/* ---- Input gradient with few channels per group (2 .. FEWC): the GEMM's
- * rows are those channels, a tile's rows mostly idle, so a work-item
+/* ---- Input gradient with few channels per group (1 .. FEWC): the GEMM's
+ * rows are those channels, a tile's rows mostly idle (one channel:
+ * conv_bwd_data_direct's sums, without its divisions per tap; it stays
+ * as the fallback), so a work-item
  * computes every channel of one dx pixel directly, the sums those of the
  * GEMM term for term ((o, kh, kw) upwards over the taps of the pixel's
  * phase, skipping those whose dy lies outside dy).  Work-items run over
@@ -1105,10 +1107,11 @@ inline void bwd_data_few(global const real_t *restrict dy, ulong dy_off,
   const int lid = (int)get_local_id(0), valid = i < g.n * hw;
   const int W = (int)g.w, SW = (int)g.sw;
   /* Pixel i: row (n, ih), then u, its place in the row by phase: the
-   * first `full` phases hold wc columns, the others wc - 1. */
-  const size_t ii = valid ? i : 0, row = ii / (size_t)W;
-  const int u = (int)(ii - row * (size_t)W);
-  const size_t n = row / g.h, ih = row - n * g.h;
+   * first `full` phases hold wc columns, the others wc - 1.  32-bit
+   * divisions: the host keeps N H W below 2^31. */
+  const uint ii = valid ? (uint)i : 0, row = ii / (uint)W;
+  const int u = (int)(ii - row * (uint)W);
+  const size_t n = row / (uint)g.h, ih = row - (uint)n * (uint)g.h;
   const int wc = (W + SW - 1) / SW, full = W % SW ? W % SW : SW;
   int m, j;
   if (u < full * wc) {
@@ -1167,6 +1170,7 @@ inline void bwd_data_few(global const real_t *restrict dy, ulong dy_off,
     local float ws[FEWLW];                                                  \
     bwd_data_few(dy, dy_off, w, w_off, dx, dx_off, gv, OB, g0, ws, CG);     \
   }
+FEW_KERNEL(1)
 FEW_KERNEL(2)
 FEW_KERNEL(3)
 FEW_KERNEL(4)

@@ -1005,7 +1005,10 @@ RUMUS_API int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
  * Tuning: the environment variables RUMUS_CONV2D_TILE and
  * RUMUS_CONV2D_{FWD,BWD_DATA,BWD_WEIGHT}_TILE = "TMxTNxRMxRN[xTK]" set the
  * work-group variant's tile sizes (docs/DESIGN.md; read at each call,
- * ignored when invalid); they change speed only, never results.
+ * ignored when invalid; a valid input-gradient tile also selects that
+ * op's GEMM over its direct kernel for 1 to 4 channels per group); they
+ * change speed only, never results (the input gradient's: for finite
+ * weights, as between the variants).
  * The bias gradient of a convolution is rumus_channel_bias_grad(ctx, dy,
  * db) (the sum of dy over N, OH and OW per channel), not part of this
  * family.

@@ -283,9 +283,10 @@ START_TEST(tile_override) {
 }
 END_TEST
 
-/* The few-channel input gradient (the GPU variant's direct kernel) gives
- * the bits of the GEMM that a tile override selects; the depthwise weight
- * gradient the same bits run to run. */
+/* The few-channel input gradient (the GPU variant's conv_bwd_data_few*)
+ * gives the bits of the kernel that a tile override selects (the GEMM;
+ * conv_bwd_data_direct for one channel); the depthwise weight gradient
+ * the same bits run to run. */
 START_TEST(direct_paths) {
   static const int PICK[] = {FEW_CASE, DW_CASE, 4};
   const conv_case *c = &CASES[PICK[_i]];

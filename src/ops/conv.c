@@ -5,8 +5,8 @@
  * implicit GEMM launch over the whole batch (the weight gradient adds a
  * fixed-order sum of its pixel chunks when there are several), but for
  * direct kernels where few input channels per group leave the tiles
- * idle: one (the weight gradient; on the GPU variant also the forward
- * and the input gradient) or 2 to 4 (the GPU variant's input gradient);
+ * idle: one (the weight gradient; on the GPU variant also the forward)
+ * or up to 4 (the GPU variant's input gradient);
  * the input gradient's GEMM may take wider tiles (WIDE_TILES).  Every
  * tensor of a call has x's (or dy's) floating storage type: the program's
  * RUMUS_STORAGE.  A program holds one variant's kernels: the CPU one is
@@ -428,14 +428,15 @@ static int run_bwd_data_gpu(rumus_ctx *ctx, const char *op,
   return RUMUS_OK;
 }
 
-/* Whether the GPU variant's input gradient runs conv_bwd_data_few2-4: 2 to
- * FEW_C channels per group (the GEMM's tile rows mostly idle), a
+/* Whether the GPU variant's input gradient runs conv_bwd_data_few1-4: 1
+ * to FEW_C channels per group (the GEMM's tile rows mostly idle), a
  * channel's taps within FEW_LW, a work-group of FEW_WG, and no tile
- * override for the op (which selects the GEMM). */
+ * override for the op (which selects the GEMM, or conv_bwd_data_direct
+ * for one channel: the same sums). */
 static int use_few(const rumus_ctx *ctx, const geo *g) {
   const size_t cg = g->c / g->g;
   conv_tiles t;
-  return cg >= 2 && cg <= FEW_C && cg * g->kh * g->kw <= FEW_LW &&
+  return cg >= 1 && cg <= FEW_C && cg * g->kh * g->kw <= FEW_LW &&
          ctx->max_wg >= FEW_WG &&
          ctx->local_mem >= FEW_LW * sizeof(float) + 1024 &&
          g->n * g->h * g->w <= ((size_t)1 << 31) - FEW_WG &&
@@ -451,10 +452,11 @@ static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
   cl_ulong ob = FEW_LW / per;
   const rumus__arg a[] = {args[0], args[1], args[2], args[3], args[4],
                           args[5], args[6], RUMUS__ARG(ob), args[6]};
-  static const char *const NAMES[] = {"conv_bwd_data_few2",
+  static const char *const NAMES[] = {"conv_bwd_data_few1",
+                                      "conv_bwd_data_few2",
                                       "conv_bwd_data_few3",
                                       "conv_bwd_data_few4"};
-  return launch_y(ctx, op, pr, NAMES[g->c / g->g - 2],
+  return launch_y(ctx, op, pr, NAMES[g->c / g->g - 1],
                   (pix + FEW_WG - 1) / FEW_WG * FEW_WG, FEW_WG, g->g, a, 9);
 }
 
