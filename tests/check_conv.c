@@ -449,8 +449,8 @@ START_TEST(offsets_and_guards) {
 }
 END_TEST
 
-/* N = 0: nothing to write for y and dx, a zero weight gradient; C = 0: y
- * is the bias. */
+/* N = 0: nothing to write for y and dx, a zero weight gradient (also
+ * depthwise, nothing written past it); C = 0: y is the bias. */
 START_TEST(empty_sums) {
   rumus_ctx *ctx = tu_ctx();
   const rumus_conv2d_params p = RUMUS_CONV2D_DEFAULTS;
@@ -474,6 +474,26 @@ START_TEST(empty_sums) {
     float *gw = tu_download(ctx, w);
     for (size_t i = 0; i < 54; i++) ck_assert_float_eq(gw[i], 0.0f);
     free(gw);
+    /* The same with one input channel per group (the depthwise kernels:
+     * wd [2, 1, 3, 3] is a view of w's first 18 elements). */
+    rumus_tensor *wd = NULL;
+    const rumus_conv2d_params pd = {1, 1, 0, 0, 1, 1, 2};
+    const size_t xds[4] = {0, 2, 5, 5}, wds[4] = {2, 1, 3, 3},
+                 yds[4] = {0, 2, 3, 3};
+    rumus_tensor *xd = tu_tensor(ctx, RUMUS_F32, 4, xds, NULL),
+                 *yd = tu_tensor(ctx, RUMUS_F32, 4, yds, NULL);
+    TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, wds,
+                                 rumus_tensor_cl_mem(w, NULL), 0, &wd));
+    TU_OK(ctx, rumus_tensor_fill(w, NAN));
+    TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &pd, yd, wd, xd));
+    TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &pd, xd, yd, wd));
+    gw = tu_download(ctx, w);
+    for (size_t i = 0; i < 54; i++)
+      ck_assert(i < 18 ? gw[i] == 0.0f : isnan(gw[i]));
+    free(gw);
+    rumus_tensor_free(xd);
+    rumus_tensor_free(yd);
+    rumus_tensor_free(wd);
     TU_OK(ctx, rumus_tensor_fill(y0, NAN));
     TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x0, w0, b, y0));
     float *gy = tu_download(ctx, y0);
