@@ -1067,13 +1067,14 @@ void conv_bwd_weight_dw(global const real_t *restrict x, ulong x_off,
 /* ---- Input gradient with few channels per group (1 .. FEWC): the GEMM's
  * rows are those channels, a tile's rows mostly idle (one channel:
  * conv_bwd_data_direct's sums, without its divisions per tap; it stays
- * as the fallback), so a work-item
- * computes every channel of one dx pixel directly, the sums those of the
- * GEMM term for term ((o, kh, kw) upwards over the taps of the pixel's
- * phase, skipping those whose dy lies outside dy).  Work-items run over
- * the pixels of an input row by column phase (iw mod SW, then iw), so a
- * warp's lanes visit the same taps, read the same weights (staged in
- * local memory, OB output channels at a time) and consecutive dy. */
+ * as the fallback), so a work-item computes every channel of two dx
+ * pixels directly (columns iw and iw + SW: the same taps, so each weight
+ * read feeds both), the sums those of the GEMM term for term ((o, kh,
+ * kw) upwards over the taps of the pixel's phase, skipping those whose dy
+ * row lies outside dy, a zero for a column outside it).  Work-items run
+ * over the pixels of an input row by column phase (iw mod SW, then iw),
+ * so a warp's lanes visit the same taps, read the same weights (staged in
+ * local memory, OB output channels at a time) and nearly consecutive dy. */
 
 /* The taps k0 + kst i (i < the phase's count) of input coordinate t + P
  * = t along one axis whose dy coordinate d0 - es i lies in [0, E): i
@@ -1084,7 +1085,7 @@ inline void tap_range(int t, int K, int D, int S, int E, int *k0, int *kst,
   const int nk = *k0 < K ? (K - *k0 + *kst - 1) / *kst : 0;
   const int e = t - *k0 * D; /* S divides it */
   *es = *kst * D / S; /* >= 1 */
-  *d0 = e >= 0 ? e / S : 0;
+  *d0 = e / S; /* exact, negative or not, when nk > 0 */
   *lo = *d0 >= E ? (*d0 - E + *es) / *es : 0;
   *hi = e >= 0 ? min(nk - 1, *d0 / *es) : -1;
 }
@@ -1093,8 +1094,44 @@ inline void tap_range(int t, int K, int D, int S, int E, int *k0, int *kst,
 #define FEWWG 256  /* work-group size */
 #define FEWLW 4096 /* floats of w in local memory */
 
+/* Pairs of pixels per input row: a work-item takes columns iw and iw +
+ * SW of one phase (the same taps; dy columns ow and ow + 1).  The row's
+ * pairs run by phase: the first `full` phases hold wc columns, the
+ * others wc - 1 (none when SW > W). */
+inline uint few_row_pairs(int W, int SW, int *wc, int *full) {
+  *wc = (W + SW - 1) / SW;
+  *full = W % SW ? W % SW : SW;
+  return (uint)(*full * ((*wc + 1) / 2) + (SW - *full) * (*wc / 2));
+}
+
+/* Work-item i's row (n, ih), its first column and whether the second
+ * exists.  32-bit divisions: the host keeps N H W below 2^31. */
+inline void few_pair(uint i, const geo_t *g, size_t *n, size_t *ih,
+                     int *iw, int *two) {
+  const int W = (int)g->w, SW = (int)g->sw;
+  int wc, full;
+  const uint rp = few_row_pairs(W, SW, &wc, &full), row = i / rp;
+  const int u = (int)(i - row * rp), p1 = (wc + 1) / 2, p2 = wc / 2;
+  *n = row / (uint)g->h;
+  *ih = row - (uint)*n * (uint)g->h;
+  int m, j, cols; /* phase, pair, columns of the phase */
+  if (u < full * p1) {
+    m = u / p1;
+    j = u - m * p1;
+    cols = wc;
+  } else {
+    m = full + (u - full * p1) / p2;
+    j = (u - full * p1) - (m - full) * p2;
+    cols = wc - 1;
+  }
+  *iw = m + SW * 2 * j;
+  *two = 2 * j + 1 < cols;
+}
+
 /* The body of conv_bwd_data_few<CG>: CG = C / G channels per group, a
- * constant after inlining, so no lane of acc is idle. */
+ * constant after inlining, so no lane of acc is idle.  A tap that meets
+ * dy for one pixel of the pair only gives the other fma(w, 0, acc), which
+ * leaves acc as it is for a finite w (as the GEMM's zeros). */
 inline void bwd_data_few(global const real_t *restrict dy, ulong dy_off,
                          global const real_t *restrict w, ulong w_off,
                          global real_t *restrict dx, ulong dx_off,
@@ -1104,36 +1141,33 @@ inline void bwd_data_few(global const real_t *restrict dy, ulong dy_off,
   const size_t hw = g.h * g.w, ohw = g.oh * g.ow;
   const size_t cg = (size_t)CG, ocg = g.oc / g.g, taps = g.kh * g.kw;
   const size_t i = get_global_id(0), grp = get_global_id(1) + (size_t)g0;
-  const int lid = (int)get_local_id(0), valid = i < g.n * hw;
-  const int W = (int)g.w, SW = (int)g.sw;
-  /* Pixel i: row (n, ih), then u, its place in the row by phase: the
-   * first `full` phases hold wc columns, the others wc - 1.  32-bit
-   * divisions: the host keeps N H W below 2^31. */
-  const uint ii = valid ? (uint)i : 0, row = ii / (uint)W;
-  const int u = (int)(ii - row * (uint)W);
-  const size_t n = row / (uint)g.h, ih = row - (uint)n * (uint)g.h;
-  const int wc = (W + SW - 1) / SW, full = W % SW ? W % SW : SW;
-  int m, j;
-  if (u < full * wc) {
-    m = u / wc;
-    j = u - m * wc;
-  } else {
-    m = full + (u - full * wc) / (wc - 1);
-    j = (u - full * wc) - (m - full) * (wc - 1);
-  }
-  const int iw = m + SW * j;
-  /* The taps of the pixel's phase whose dy lies inside dy, and dy's row
-   * and column at the first: the same for every output channel. */
-  int kh0, sth, oh0, esh, ilo, ihi, kw0, stw, ow0, esw, llo, lhi;
+  int wc, full;
+  const size_t rp = few_row_pairs((int)g.w, (int)g.sw, &wc, &full);
+  const int lid = (int)get_local_id(0), valid = i < g.n * g.h * rp;
+  size_t n, ih;
+  int iw, two;
+  few_pair(valid ? (uint)i : 0, &g, &n, &ih, &iw, &two);
+  /* The taps of the pair's phase whose dy lies inside dy for either
+   * pixel, and dy's row and (first pixel's) column at the first tap. */
+  int kh0, sth, oh0, esh, ilo, ihi, kw0, stw, ow0, esw, llo, lhi, l2, h2;
   tap_range((int)ih + (int)g.ph, (int)g.kh, (int)g.dh, (int)g.sh,
             (int)g.oh, &kh0, &sth, &oh0, &esh, &ilo, &ihi);
-  tap_range(iw + (int)g.pw, (int)g.kw, (int)g.dw, SW, (int)g.ow, &kw0,
-            &stw, &ow0, &esw, &llo, &lhi);
+  tap_range(iw + (int)g.pw, (int)g.kw, (int)g.dw, (int)g.sw, (int)g.ow,
+            &kw0, &stw, &ow0, &esw, &llo, &lhi);
+  {
+    int k, st, d0, es;
+    tap_range(iw + (int)g.sw + (int)g.pw, (int)g.kw, (int)g.dw, (int)g.sw,
+              (int)g.ow, &k, &st, &d0, &es, &l2, &h2);
+  }
+  if (two && l2 <= h2) {
+    llo = llo <= lhi ? min(llo, l2) : l2;
+    lhi = max(lhi, h2);
+  }
   const int OW = (int)g.ow, KW = (int)g.kw, T = (int)taps;
   const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
   const size_t wb = (size_t)w_off + grp * ocg * cg * taps;
-  float acc[FEWC];
-  UNROLL for (int c = 0; c < CG; c++) acc[c] = 0.0f;
+  float a1[FEWC], a2[FEWC];
+  UNROLL for (int c = 0; c < CG; c++) a1[c] = a2[c] = 0.0f;
   for (size_t o0 = 0; o0 < ocg; o0 += (size_t)OB) {
     const size_t on = min((size_t)OB, ocg - o0), nw = on * cg * taps;
     barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk's readers are done */
@@ -1143,14 +1177,20 @@ inline void bwd_data_few(global const real_t *restrict dy, ulong dy_off,
     if (!valid) continue;
     for (int o = 0; o < (int)on; o++) {
       const size_t dyb = db + (o0 + (size_t)o) * ohw;
-      for (int i = ilo; i <= ihi; i++) {
-        const size_t rowb = dyb + (size_t)(oh0 - esh * i) * OW;
-        const int wr = o * (int)cg * T + (kh0 + sth * i) * KW + kw0;
+      for (int r = ilo; r <= ihi; r++) {
+        const size_t rowb = dyb + (size_t)(oh0 - esh * r) * OW;
+        const int wr = o * (int)cg * T + (kh0 + sth * r) * KW + kw0;
         for (int l = llo; l <= lhi; l++) {
-          const float v = LOAD(dy, rowb + (size_t)(ow0 - esw * l));
+          const int ow = ow0 - esw * l;
+          const float v1 = (uint)ow < (uint)OW ? LOAD(dy, rowb + ow) : 0.0f;
+          const float v2 = (two & ((uint)(ow + 1) < (uint)OW))
+                               ? LOAD(dy, rowb + ow + 1) : 0.0f;
           const int wk = wr + stw * l;
-          UNROLL for (int c = 0; c < CG; c++)
-            acc[c] = fma(ws[wk + c * T], v, acc[c]);
+          UNROLL for (int c = 0; c < CG; c++) {
+            const float wv = ws[wk + c * T];
+            a1[c] = fma(wv, v1, a1[c]);
+            a2[c] = fma(wv, v2, a2[c]);
+          }
         }
       }
     }
@@ -1158,7 +1198,10 @@ inline void bwd_data_few(global const real_t *restrict dy, ulong dy_off,
   if (!valid) return;
   const size_t xb = (size_t)dx_off + (n * g.c + grp * cg) * hw + ih * g.w +
                     (size_t)iw;
-  UNROLL for (int c = 0; c < CG; c++) STORE(acc[c], dx, xb + (size_t)c * hw);
+  UNROLL for (int c = 0; c < CG; c++) {
+    STORE(a1[c], dx, xb + (size_t)c * hw);
+    if (two) STORE(a2[c], dx, xb + (size_t)c * hw + g.sw);
+  }
 }
 
 #define FEW_KERNEL(CG)                                                      \

@@ -443,12 +443,16 @@ static int use_few(const rumus_ctx *ctx, const geo *g) {
          !conv_tiles_env(ctx, OP_BWD_DATA, &t);
 }
 
-/* conv_bwd_data_few<C / G> over every dx pixel and group, OB output
- * channels' weights at a time in local memory. */
+/* conv_bwd_data_few<C / G> over every pair of dx pixels and group, OB
+ * output channels' weights at a time in local memory. */
 static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
                             const conv_prog *pr, const geo *g,
                             const rumus__arg *args) {
-  const size_t per = g->c / g->g * g->kh * g->kw, pix = g->n * g->h * g->w;
+  const size_t per = g->c / g->g * g->kh * g->kw, sw = (size_t)g->sw;
+  /* Pairs of one phase's pixels per row (few_row_pairs in cl/conv.cl). */
+  const size_t wc = (g->w + sw - 1) / sw, full = g->w % sw ? g->w % sw : sw;
+  const size_t pix =
+      g->n * g->h * (full * ((wc + 1) / 2) + (sw - full) * (wc / 2));
   cl_ulong ob = FEW_LW / per;
   const rumus__arg a[] = {args[0], args[1], args[2], args[3], args[4],
                           args[5], args[6], RUMUS__ARG(ob), args[6]};
