@@ -75,6 +75,9 @@ static const conv_case CASES[] = {
      * channels, stride 3 wider than the 2-column input. */
     {{2, 4, 13, 11, 45, 7, 7, 2, 2, 3, 3, 1, 1, 1}, 1}, /* FEW_CASE */
     {{1, 3, 5, 2, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1}, 0},
+    /* Stride 3, dilation 2: column 1 meets no dy where column 4, its
+     * pair in the few-channel kernel, does. */
+    {{2, 2, 9, 10, 3, 3, 3, 3, 3, 0, 0, 2, 2, 1}, 1},
 };
 #define DW_CASE 16
 #define FEW_CASE 17
