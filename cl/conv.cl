@@ -158,19 +158,29 @@ void conv_bwd_weight_dw_cpu(global const real_t *restrict x, ulong x_off,
   for (int e = 0; e < DWT; e++)
     for (int v = 0; v < 4; v++) acc[e][v] = 0.0f;
   for (size_t q0 = b * DWL; q0 < np; q0 += P) {
+    /* The block's first pixel (n, p = oh OW + ow), then carries. */
+    size_t n = q0 / ohw, p = q0 - n * ohw;
+    int oh = (int)(p / g.ow), ow = (int)(p - (size_t)oh * g.ow);
     for (int v = 0; v < 4; v++) {
       float dv[16];
       size_t xb[16];
       int ihb[16], iwb[16];
       for (int j = 0; j < 16; j++) {
-        const size_t q = q0 + (size_t)(v * 16 + j), qq = q < np ? q : 0;
-        const size_t n = qq / ohw, p = qq - n * ohw;
-        const int oh = (int)(p / g.ow), ow = (int)(p - (size_t)oh * g.ow);
-        dv[j] = q < np ? LOAD(dy, (size_t)dy_off + (n * g.oc + o) * ohw + p)
-                       : 0.0f;
+        const int in = q0 + (size_t)(v * 16 + j) < np;
+        dv[j] = in ? LOAD(dy, (size_t)dy_off + (n * g.oc + o) * ohw + p)
+                   : 0.0f;
         xb[j] = (size_t)x_off + (n * g.c + grp) * hw;
-        ihb[j] = q < np ? oh * (int)g.sh : -(1 << 30); /* past: loads 0 */
+        ihb[j] = in ? oh * (int)g.sh : -(1 << 30); /* past: loads 0 */
         iwb[j] = ow * (int)g.sw;
+        p++;
+        if (++ow == (int)g.ow) {
+          ow = 0;
+          if (++oh == (int)g.oh) {
+            oh = 0;
+            p = 0;
+            n++;
+          }
+        }
       }
       const float16 d = vload16(0, dv);
       for (int e = 0; e < nt; e++) {
