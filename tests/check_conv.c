@@ -241,6 +241,7 @@ START_TEST(tile_override) {
       {"64x64x3x4", "banana"},  /* invalid: ignored */
       {"64x64x4x4x0", "64x64x4x4x16x2"},
       {"64x128x4x8x8", "128x128x8x8x16"}, /* the input gradient's wide */
+      {"128x128x8x8x16", NULL},            /* tiles (pick_tiles_bwd_data) */
   };
   const conv_case *c = &CASES[TILE_CASE];
   const sizes s = sizes_of(&c->g);
