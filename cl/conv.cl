@@ -1043,7 +1043,11 @@ void conv_bwd_weight_dw(global const real_t *restrict x, ulong x_off,
   const int nt = dw_taps(&g, t0, offh, offw);
   const int H = (int)g.h, W = (int)g.w;
   float acc[DWT];
-  UNROLL for (int e = 0; e < DWT; e++) acc[e] = 0.0f;
+  long toff[DWT];
+  UNROLL for (int e = 0; e < DWT; e++) {
+    acc[e] = 0.0f;
+    toff[e] = (long)offh[e] * W + offw[e];
+  }
   /* The lane's pixel (n, oh, ow), stepped by P through carries. */
   int pix[3], dpix[3];
   tap_split(P, (int)g.oh, (int)g.ow, &dpix[0], &dpix[1], &dpix[2]);
@@ -1053,12 +1057,14 @@ void conv_bwd_weight_dw(global const real_t *restrict x, ulong x_off,
     const size_t n = (size_t)pix[0];
     const float d = LOAD(dy, (size_t)dy_off + (n * g.oc + o) * ohw +
                                  (size_t)pix[1] * g.ow + (size_t)pix[2]);
-    const size_t xb = (size_t)x_off + (n * g.c + grp) * hw;
     const int ihb = pix[1] * (int)g.sh, iwb = pix[2] * (int)g.sw;
+    /* x's offset of (ihb, iwb), so each tap adds a constant (toff). */
+    const long xb = (long)x_off + (long)((n * g.c + grp) * hw) +
+                    (long)ihb * W + iwb;
     UNROLL for (int e = 0; e < DWT; e++) {
       const int ih = ihb + offh[e], iw = iwb + offw[e];
       const float xv = (((uint)ih < (uint)H) & ((uint)iw < (uint)W))
-                           ? LOAD(x, xb + (size_t)ih * W + iw)
+                           ? LOAD(x, (size_t)(xb + toff[e]))
                            : 0.0f;
       acc[e] = fma(d, xv, acc[e]);
     }
