@@ -96,6 +96,115 @@ void conv_wsum(global const float *restrict part, ulong total,
   STORE(acc, dw, (size_t)dw_off + i);
 }
 
+/* ---- Weight gradient with one input channel per group (depthwise, or C
+ * = 1): the GEMM's rows are one output channel and its columns KH KW
+ * taps, a tile mostly idle over a long k, so these kernels split each
+ * output channel's N OH OW pixels over many work-groups instead.  The
+ * order of every sum, the same in both variants: P = DWL B lanes (B from
+ * the host, fixed by the shape); lane l of block b (s = b DWL + l) sums
+ * its pixels q = s, s + P, s + 2 P, ... upwards from 0 with one fma each
+ * (0 in the padding); the DWL lanes of a block are added by a halving tree
+ * (lane l += lane l + h for h = DWL / 2, ..., 1); the B block sums are
+ * added in block order by conv_wsum (B = 1: stored directly).  Lanes read
+ * consecutive pixels, so a warp's loads of dy and of x at a tap are
+ * contiguous.  A launch covers DWT taps from t0. */
+
+#define DWL 64 /* lanes of a block: work-group size of conv_bwd_weight_dw */
+#define DWT 9 /* taps per launch (3 x 3 kernels in one) */
+
+/* The offsets kh DH - PH and kw DW - PW of taps t0 .. t0 + DWT (offh = H
+ * past the last tap: every load 0); the taps present. */
+inline int dw_taps(const geo_t *g, int t0, int *offh, int *offw) {
+  const int taps = (int)(g->kh * g->kw), nt = min(DWT, taps - t0);
+  UNROLL for (int e = 0; e < DWT; e++) {
+    const int t = min(t0 + e, taps - 1), kh = t / (int)g->kw;
+    offh[e] = e < nt ? kh * (int)g->dh - (int)g->ph : (int)g->h;
+    offw[e] = (t - kh * (int)g->kw) * (int)g->dw - (int)g->pw;
+  }
+  return nt;
+}
+
+/* Stores block b's sum v of tap t0 + e of output channel o: into dw (B =
+ * 1) or into part[b]. */
+inline void dw_put(const geo_t *g, global real_t *dw, ulong dw_off,
+                   global float *part, size_t B, size_t b, size_t o, int t,
+                   float v) {
+  const size_t at = o * (size_t)(g->kh * g->kw) + (size_t)t;
+  if (B == 1)
+    STORE(v, dw, (size_t)dw_off + at);
+  else
+    part[b * (size_t)g->oc * (size_t)(g->kh * g->kw) + at] = v;
+}
+
+/* Barrier-free: work-item (block b, output channel o0 + o) keeps the DWL
+ * lanes of each tap as 4 float16 and adds them by the same tree; lanes
+ * past the last pixel add fma(0, 0, acc), which leaves acc (never -0) as
+ * it is.  In both programs: the GPU variant's fallback on devices whose
+ * work-groups stop below DWL. */
+__kernel RUMUS_REQD_WG(1, 1, 1)
+void conv_bwd_weight_dw_cpu(global const real_t *restrict x, ulong x_off,
+                            global const real_t *restrict dy, ulong dy_off,
+                            global real_t *restrict dw, ulong dw_off,
+                            global float *restrict part, long16 gv, ulong B,
+                            int t0, ulong o0) {
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * ohw;
+  const size_t b = get_global_id(0), o = get_global_id(1) + (size_t)o0;
+  const size_t grp = o / (g.oc / g.g), P = DWL * (size_t)B;
+  int offh[DWT], offw[DWT];
+  const int nt = dw_taps(&g, t0, offh, offw);
+  const int H = (int)g.h, W = (int)g.w;
+  float16 acc[DWT][4];
+  for (int e = 0; e < DWT; e++)
+    for (int v = 0; v < 4; v++) acc[e][v] = 0.0f;
+  for (size_t q0 = b * DWL; q0 < np; q0 += P) {
+    /* The block's first pixel (n, p = oh OW + ow), then carries. */
+    size_t n = q0 / ohw, p = q0 - n * ohw;
+    int oh = (int)(p / g.ow), ow = (int)(p - (size_t)oh * g.ow);
+    for (int v = 0; v < 4; v++) {
+      float dv[16];
+      size_t xb[16];
+      int ihb[16], iwb[16];
+      for (int j = 0; j < 16; j++) {
+        const int in = q0 + (size_t)(v * 16 + j) < np;
+        dv[j] = in ? LOAD(dy, (size_t)dy_off + (n * g.oc + o) * ohw + p)
+                   : 0.0f;
+        xb[j] = (size_t)x_off + (n * g.c + grp) * hw;
+        ihb[j] = in ? oh * (int)g.sh : -(1 << 30); /* past: loads 0 */
+        iwb[j] = ow * (int)g.sw;
+        p++;
+        if (++ow == (int)g.ow) {
+          ow = 0;
+          if (++oh == (int)g.oh) {
+            oh = 0;
+            p = 0;
+            n++;
+          }
+        }
+      }
+      const float16 d = vload16(0, dv);
+      for (int e = 0; e < nt; e++) {
+        float xv[16];
+        for (int j = 0; j < 16; j++) {
+          const int ih = ihb[j] + offh[e], iw = iwb[j] + offw[e];
+          xv[j] = (((uint)ih < (uint)H) & ((uint)iw < (uint)W))
+                      ? LOAD(x, xb[j] + (size_t)ih * W + iw)
+                      : 0.0f;
+        }
+        acc[e][v] = fma(d, vload16(0, xv), acc[e][v]);
+      }
+    }
+  }
+  for (int e = 0; e < nt; e++) {
+    /* The tree: lanes l += l + 32, l += l + 16, then within a float16. */
+    const float16 a = (acc[e][0] + acc[e][2]) + (acc[e][1] + acc[e][3]);
+    const float8 a8 = a.lo + a.hi;
+    const float4 a4 = a8.lo + a8.hi;
+    const float2 a2 = a4.lo + a4.hi;
+    dw_put(&g, dw, dw_off, part, (size_t)B, b, o, t0 + e, a2.x + a2.y);
+  }
+}
+
 #if !CONV_GPU
 /* ---- CPU variant ----------------------------------------------------------
  * A work-item owns LANES columns and up to MG = 4 MB rows.  k runs in
@@ -914,4 +1023,214 @@ void conv_bwd_data_direct(global const real_t *restrict dy, ulong dy_off,
     }
   STORE(acc, dx, (size_t)dx_off + i);
 }
+/* ---- Weight gradient with one input channel per group (the order above
+ * conv_bwd_weight_dw_cpu): work-group (block b, output channel o0 + o) of
+ * DWL lanes, each keeping DWT taps' sums in registers; the tree runs in
+ * local memory. */
+__kernel RUMUS_REQD_WG(DWL, 1, 1)
+void conv_bwd_weight_dw(global const real_t *restrict x, ulong x_off,
+                        global const real_t *restrict dy, ulong dy_off,
+                        global real_t *restrict dw, ulong dw_off,
+                        global float *restrict part, long16 gv, ulong B,
+                        int t0, ulong o0) {
+  local float red[DWT][DWL];
+  const geo_t g = geo_of(gv);
+  const size_t ohw = g.oh * g.ow, hw = g.h * g.w, np = g.n * ohw;
+  const int l = (int)get_local_id(0);
+  const size_t b = get_group_id(0), o = get_global_id(1) + (size_t)o0;
+  const size_t grp = o / (g.oc / g.g), P = DWL * (size_t)B;
+  int offh[DWT], offw[DWT];
+  const int nt = dw_taps(&g, t0, offh, offw);
+  const int H = (int)g.h, W = (int)g.w;
+  float acc[DWT];
+  long toff[DWT];
+  UNROLL for (int e = 0; e < DWT; e++) {
+    acc[e] = 0.0f;
+    toff[e] = (long)offh[e] * W + offw[e];
+  }
+  /* The lane's pixel (n, oh, ow), stepped by P through carries. */
+  int pix[3], dpix[3];
+  tap_split(P, (int)g.oh, (int)g.ow, &dpix[0], &dpix[1], &dpix[2]);
+  tap_split(b * DWL + (size_t)l, (int)g.oh, (int)g.ow, &pix[0], &pix[1],
+            &pix[2]);
+  for (size_t q = b * DWL + (size_t)l; q < np; q += P) {
+    const size_t n = (size_t)pix[0];
+    const float d = LOAD(dy, (size_t)dy_off + (n * g.oc + o) * ohw +
+                                 (size_t)pix[1] * g.ow + (size_t)pix[2]);
+    const int ihb = pix[1] * (int)g.sh, iwb = pix[2] * (int)g.sw;
+    /* x's offset of (ihb, iwb), so each tap adds a constant (toff). */
+    const long xb = (long)x_off + (long)((n * g.c + grp) * hw) +
+                    (long)ihb * W + iwb;
+    UNROLL for (int e = 0; e < DWT; e++) {
+      const int ih = ihb + offh[e], iw = iwb + offw[e];
+      const float xv = (((uint)ih < (uint)H) & ((uint)iw < (uint)W))
+                           ? LOAD(x, (size_t)(xb + toff[e]))
+                           : 0.0f;
+      acc[e] = fma(d, xv, acc[e]);
+    }
+    tap_step(&pix[0], &pix[1], &pix[2], dpix[0], dpix[1], dpix[2],
+             (int)g.oh, (int)g.ow);
+  }
+  UNROLL for (int e = 0; e < DWT; e++) red[e][l] = acc[e];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int h = DWL / 2; h > 0; h /= 2) {
+    if (l < h)
+      UNROLL for (int e = 0; e < DWT; e++) red[e][l] += red[e][l + h];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (l < nt) dw_put(&g, dw, dw_off, part, (size_t)B, b, o, t0 + l, red[l][0]);
+}
+/* ---- Input gradient with few channels per group (1 .. FEWC): the GEMM's
+ * rows are those channels, a tile's rows mostly idle (one channel:
+ * conv_bwd_data_direct's sums, without its divisions per tap; it stays
+ * as the fallback), so a work-item computes every channel of two dx
+ * pixels directly (columns iw and iw + SW: the same taps, so each weight
+ * read feeds both), the sums those of the GEMM term for term ((o, kh,
+ * kw) upwards over the taps of the pixel's phase, skipping those whose dy
+ * row lies outside dy, a zero for a column outside it).  Work-items run
+ * over the pixels of an input row by column phase (iw mod SW, then iw),
+ * so a warp's lanes visit the same taps, read the same weights (staged in
+ * local memory, OB output channels at a time) and nearly consecutive dy. */
+
+/* The taps k0 + kst i (i < the phase's count) of input coordinate t + P
+ * = t along one axis whose dy coordinate d0 - es i lies in [0, E): i
+ * from *lo to *hi (none when *lo > *hi). */
+inline void tap_range(int t, int K, int D, int S, int E, int *k0, int *kst,
+                      int *d0, int *es, int *lo, int *hi) {
+  *k0 = phase_first(t, K, D, S, kst);
+  const int nk = *k0 < K ? (K - *k0 + *kst - 1) / *kst : 0;
+  const int e = t - *k0 * D; /* S divides it */
+  *es = *kst * D / S; /* >= 1 */
+  *d0 = e / S; /* exact, negative or not, when nk > 0 */
+  *lo = *d0 >= E ? (*d0 - E + *es) / *es : 0;
+  *hi = e >= 0 ? min(nk - 1, *d0 / *es) : -1;
+}
+
+#define FEWC 4     /* channels per group at most */
+#define FEWWG 256  /* work-group size */
+#define FEWLW 4096 /* floats of w in local memory */
+
+/* Pairs of pixels per input row: a work-item takes columns iw and iw +
+ * SW of one phase (the same taps; dy columns ow and ow + 1).  The row's
+ * pairs run by phase: the first `full` phases hold wc columns, the
+ * others wc - 1 (none when SW > W). */
+inline uint few_row_pairs(int W, int SW, int *wc, int *full) {
+  *wc = (W + SW - 1) / SW;
+  *full = W % SW ? W % SW : SW;
+  return (uint)(*full * ((*wc + 1) / 2) + (SW - *full) * (*wc / 2));
+}
+
+/* Work-item i's row (n, ih), its first column and whether the second
+ * exists.  32-bit divisions: the host keeps N H W below 2^31. */
+inline void few_pair(uint i, const geo_t *g, size_t *n, size_t *ih,
+                     int *iw, int *two) {
+  const int W = (int)g->w, SW = (int)g->sw;
+  int wc, full;
+  const uint rp = few_row_pairs(W, SW, &wc, &full), row = i / rp;
+  const int u = (int)(i - row * rp), p1 = (wc + 1) / 2, p2 = wc / 2;
+  *n = row / (uint)g->h;
+  *ih = row - (uint)*n * (uint)g->h;
+  int m, j, cols; /* phase, pair, columns of the phase */
+  if (u < full * p1) {
+    m = u / p1;
+    j = u - m * p1;
+    cols = wc;
+  } else {
+    m = full + (u - full * p1) / p2;
+    j = (u - full * p1) - (m - full) * p2;
+    cols = wc - 1;
+  }
+  *iw = m + SW * 2 * j;
+  *two = 2 * j + 1 < cols;
+}
+
+/* The body of conv_bwd_data_few<CG>: CG = C / G channels per group, a
+ * constant after inlining, so no lane of acc is idle.  A tap that meets
+ * dy for one pixel of the pair only gives the other fma(w, 0, acc), which
+ * leaves acc as it is for a finite w (as the GEMM's zeros). */
+inline void bwd_data_few(global const real_t *restrict dy, ulong dy_off,
+                         global const real_t *restrict w, ulong w_off,
+                         global real_t *restrict dx, ulong dx_off,
+                         long16 gv, ulong OB, ulong g0, local float *ws,
+                         const int CG) {
+  const geo_t g = geo_of(gv);
+  const size_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  const size_t cg = (size_t)CG, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t i = get_global_id(0), grp = get_global_id(1) + (size_t)g0;
+  int wc, full;
+  const size_t rp = few_row_pairs((int)g.w, (int)g.sw, &wc, &full);
+  const int lid = (int)get_local_id(0), valid = i < g.n * g.h * rp;
+  size_t n, ih;
+  int iw, two;
+  few_pair(valid ? (uint)i : 0, &g, &n, &ih, &iw, &two);
+  /* The taps of the pair's phase whose dy lies inside dy for either
+   * pixel, and dy's row and (first pixel's) column at the first tap. */
+  int kh0, sth, oh0, esh, ilo, ihi, kw0, stw, ow0, esw, llo, lhi, l2, h2;
+  tap_range((int)ih + (int)g.ph, (int)g.kh, (int)g.dh, (int)g.sh,
+            (int)g.oh, &kh0, &sth, &oh0, &esh, &ilo, &ihi);
+  tap_range(iw + (int)g.pw, (int)g.kw, (int)g.dw, (int)g.sw, (int)g.ow,
+            &kw0, &stw, &ow0, &esw, &llo, &lhi);
+  {
+    int k, st, d0, es;
+    tap_range(iw + (int)g.sw + (int)g.pw, (int)g.kw, (int)g.dw, (int)g.sw,
+              (int)g.ow, &k, &st, &d0, &es, &l2, &h2);
+  }
+  if (two && l2 <= h2) {
+    llo = llo <= lhi ? min(llo, l2) : l2;
+    lhi = max(lhi, h2);
+  }
+  const int OW = (int)g.ow, KW = (int)g.kw, T = (int)taps;
+  const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
+  const size_t wb = (size_t)w_off + grp * ocg * cg * taps;
+  float a1[FEWC], a2[FEWC];
+  UNROLL for (int c = 0; c < CG; c++) a1[c] = a2[c] = 0.0f;
+  for (size_t o0 = 0; o0 < ocg; o0 += (size_t)OB) {
+    const size_t on = min((size_t)OB, ocg - o0), nw = on * cg * taps;
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk's readers are done */
+    for (size_t k = (size_t)lid; k < nw; k += FEWWG)
+      ws[k] = LOAD(w, wb + o0 * cg * taps + k);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!valid) continue;
+    for (int o = 0; o < (int)on; o++) {
+      const size_t dyb = db + (o0 + (size_t)o) * ohw;
+      for (int r = ilo; r <= ihi; r++) {
+        const size_t rowb = dyb + (size_t)(oh0 - esh * r) * OW;
+        const int wr = o * (int)cg * T + (kh0 + sth * r) * KW + kw0;
+        for (int l = llo; l <= lhi; l++) {
+          const int ow = ow0 - esw * l;
+          const float v1 = (uint)ow < (uint)OW ? LOAD(dy, rowb + ow) : 0.0f;
+          const float v2 = (two & ((uint)(ow + 1) < (uint)OW))
+                               ? LOAD(dy, rowb + ow + 1) : 0.0f;
+          const int wk = wr + stw * l;
+          UNROLL for (int c = 0; c < CG; c++) {
+            const float wv = ws[wk + c * T];
+            a1[c] = fma(wv, v1, a1[c]);
+            a2[c] = fma(wv, v2, a2[c]);
+          }
+        }
+      }
+    }
+  }
+  if (!valid) return;
+  const size_t xb = (size_t)dx_off + (n * g.c + grp * cg) * hw + ih * g.w +
+                    (size_t)iw;
+  UNROLL for (int c = 0; c < CG; c++) {
+    STORE(a1[c], dx, xb + (size_t)c * hw);
+    if (two) STORE(a2[c], dx, xb + (size_t)c * hw + g.sw);
+  }
+}
+
+#define FEW_KERNEL(CG)                                                      \
+  __kernel RUMUS_REQD_WG(FEWWG, 1, 1) void conv_bwd_data_few##CG(           \
+      global const real_t *restrict dy, ulong dy_off,                       \
+      global const real_t *restrict w, ulong w_off,                         \
+      global real_t *restrict dx, ulong dx_off, long16 gv, ulong OB,        \
+      ulong g0) {                                                           \
+    local float ws[FEWLW];                                                  \
+    bwd_data_few(dy, dy_off, w, w_off, dx, dx_off, gv, OB, g0, ws, CG);     \
+  }
+FEW_KERNEL(1)
+FEW_KERNEL(2)
+FEW_KERNEL(3)
+FEW_KERNEL(4)
 #endif

@@ -1009,7 +1009,8 @@ RUMUS_API int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
  * contiguous) and of one floating type (F32, F16 or BF16; any other mix
  * is RUMUS_EDTYPE); products and sums are float, each output rounded once
  * when stored.  Each op is one implicit GEMM over the whole batch that
- * gathers x (or dy) as it goes: no im2col buffer.
+ * gathers x (or dy) as it goes (no im2col buffer), or a direct kernel
+ * where one to four input channels per group leave the GEMM's tiles idle.
  * Determinism: every output element is a sum in a fixed order (from 0, one
  * fma per term; the forward then adds the bias), the same on both
  * variants, so results are the same bits run to run and on either
@@ -1019,11 +1020,18 @@ RUMUS_API int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
  * which an inf or NaN weight turns into NaN).  The weight gradient sums
  * its N * OH * OW pixels in chunks whose size depends on the shape only
  * (at least 256 pixels, at most 64 chunks, more of them when the weight
- * has few elements), then adds the chunks in order: no atomics.
+ * has few elements), then adds the chunks in order: no atomics.  With
+ * one input channel per group (depthwise, or C = 1) it sums instead over
+ * P = 64 B lanes (B, at most 64, fixed by the shape): lane s takes pixels
+ * s, s + P, s + 2 P, ..., the 64 lanes of a block are added by a fixed
+ * halving tree and the B blocks in order.
  * Tuning: the environment variables RUMUS_CONV2D_TILE and
  * RUMUS_CONV2D_{FWD,BWD_DATA,BWD_WEIGHT}_TILE = "TMxTNxRMxRN[xTK]" set the
  * work-group variant's tile sizes (docs/DESIGN.md; read at each call,
- * ignored when invalid); they change speed only, never results.
+ * ignored when invalid; a valid input-gradient tile also selects that
+ * op's GEMM over its direct kernel for 1 to 4 channels per group); they
+ * change speed only, never results (the input gradient's: for finite
+ * weights, as between the variants).
  * The bias gradient of a convolution is rumus_channel_bias_grad(ctx, dy,
  * db) (the sum of dy over N, OH and OW per channel), not part of this
  * family.

@@ -11,7 +11,10 @@
  * differences of the float64 forward; the GPU variant's tile override
  * (every valid tiling the same bits, invalid ones ignored, the weight
  * gradient the same bits run to run); borrowed buffers at offsets with
- * guard bytes; bad arguments with exact statuses.
+ * guard bytes (groups 2 and depthwise); the GPU variant's direct kernels
+ * (the few-channel input gradient the GEMM's bits, the depthwise weight
+ * gradient's blocks and tap launches); bad arguments with exact
+ * statuses.
  *
  * Tolerances (|got - want| <= atol + rtol |want|), with K the terms of one
  * output's sum (forward Cg KH KW, input gradient OCg KH KW, weight
@@ -63,7 +66,21 @@ static const conv_case CASES[] = {
     {{3, 7, 13, 11, 67, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1}, /* TILE_CASE */
     /* Stride phases of 3 x 3 or 2 x 2 taps (and 3 x 2), partial tiles. */
     {{2, 9, 11, 9, 35, 5, 5, 2, 2, 2, 2, 1, 1, 1}, 0},
+    /* One input channel per group, two outputs each: the weight
+     * gradient's 3 blocks of 64 lanes (3600 pixels, not a multiple of
+     * 64 x 3) and 25 taps in three launches of 9. */
+    {{3, 3, 40, 30, 6, 5, 5, 1, 1, 2, 2, 1, 1, 3}, 0}, /* DW_CASE */
+    /* The input gradient's few-channel kernel: 4 channels, 7x7 stride 2
+     * in three chunks of 20 output channels' weights (45 of them); 3
+     * channels, stride 3 wider than the 2-column input. */
+    {{2, 4, 13, 11, 45, 7, 7, 2, 2, 3, 3, 1, 1, 1}, 1}, /* FEW_CASE */
+    {{1, 3, 5, 2, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1}, 0},
+    /* Stride 3, dilation 2: column 1 meets no dy where column 4, its
+     * pair in the few-channel kernel, does. */
+    {{2, 2, 9, 10, 3, 3, 3, 3, 3, 0, 0, 2, 2, 1}, 1},
 };
+#define DW_CASE 16
+#define FEW_CASE 17
 #define TILE_CASE 14
 #define NCASES (sizeof CASES / sizeof CASES[0])
 
@@ -223,6 +240,8 @@ START_TEST(tile_override) {
       {"16x16x4x4", "64x64x4x4x4"}, /* 16 work-items; a per-op forward */
       {"64x64x3x4", "banana"},  /* invalid: ignored */
       {"64x64x4x4x0", "64x64x4x4x16x2"},
+      {"64x128x4x8x8", "128x128x8x8x16"}, /* the input gradient's wide */
+      {"128x128x8x8x16", NULL},            /* tiles (pick_tiles_bwd_data) */
   };
   const conv_case *c = &CASES[TILE_CASE];
   const sizes s = sizes_of(&c->g);
@@ -268,6 +287,37 @@ START_TEST(tile_override) {
 }
 END_TEST
 
+/* The few-channel input gradient (the GPU variant's conv_bwd_data_few*)
+ * gives the bits of the kernel that a tile override selects (the GEMM;
+ * conv_bwd_data_direct for one channel); the depthwise weight gradient
+ * the same bits run to run. */
+START_TEST(direct_paths) {
+  static const int PICK[] = {FEW_CASE, DW_CASE, 4};
+  const conv_case *c = &CASES[PICK[_i]];
+  const sizes s = sizes_of(&c->g);
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  host h = host_make(&c->g, &s, RUMUS_F32, 77);
+  ref_conv2d_fwd(&c->g, h.x, h.w, c->bias ? h.b : NULL, h.y);
+  ref_conv2d_bwd_data(&c->g, h.dy, h.w, h.dx);
+  ref_conv2d_bwd_weight(&c->g, h.x, h.dy, h.dw);
+  float *first[3], *got[3];
+  run_case(ctx, c, RUMUS_F32, &s, &h, "conv_direct", first);
+  setenv("RUMUS_CONV2D_BWD_DATA_TILE", "32x64x4x4", 1);
+  run_case(ctx, c, RUMUS_F32, &s, &h, "conv_direct_gemm", got);
+  unsetenv("RUMUS_CONV2D_BWD_DATA_TILE");
+  const size_t n[3] = {s.ny, s.nx, s.nw};
+  for (int k = 0; k < 3; k++) {
+    ck_assert_msg(memcmp(got[k], first[k], n[k] * sizeof(float)) == 0,
+                  "case %d op %d: the GEMM's bits differ", PICK[_i], k);
+    free(got[k]);
+    free(first[k]);
+  }
+  host_free(&h);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* L = sum g * y(x, w) through the float64 forward. */
 static double loss_of(const ref_conv_geo *g, const sizes *s, const float *x,
                       const float *w, const float *gy, double *y) {
@@ -295,9 +345,14 @@ static void central(const ref_conv_geo *g, const sizes *s, float *x, float *w,
 
 /* Both gradients of the device against central differences of the
  * float64 forward, on both variants: groups 2, stride 2, padding 1 and 2,
- * dilation 2 along W, a 3x3 kernel. */
+ * dilation 2 along W, a 3x3 kernel; then one input channel per group with
+ * dilation 2 along H. */
 START_TEST(finite_differences) {
-  const ref_conv_geo g = {2, 4, 7, 6, 4, 3, 3, 2, 1, 1, 2, 1, 2, 2};
+  static const ref_conv_geo G[] = {
+      {2, 4, 7, 6, 4, 3, 3, 2, 1, 1, 2, 1, 2, 2},
+      {2, 3, 9, 8, 6, 3, 3, 2, 1, 2, 1, 2, 1, 3}, /* depthwise, 2 outputs */
+  };
+  const ref_conv_geo g = G[_i];
   const sizes s = sizes_of(&g);
   const rumus_conv2d_params p = params_of(&g);
   rumus_ctx *ctx = tu_ctx();
@@ -347,14 +402,15 @@ static rumus_tensor *at_offset(rumus_ctx *ctx, rumus_dtype d, const size_t *s,
 
 /* Every tensor borrowed: the outputs with guard bytes (4096 bytes in),
  * the inputs at odd element offsets; every storage type, both variants,
- * a case with groups, stride, padding and dilation. */
+ * two cases with groups, stride, padding and dilation (2 groups;
+ * depthwise, 2 outputs each). */
 START_TEST(offsets_and_guards) {
-  const conv_case *c = &CASES[6];
+  const conv_case *c = &CASES[_i < 3 ? 6 : 8];
   const ref_conv_geo *g = &c->g;
   const sizes s = sizes_of(g);
   const rumus_conv2d_params p = params_of(g);
   const size_t bs[1] = {g->oc};
-  const rumus_dtype d = tu_dtypes[_i];
+  const rumus_dtype d = tu_dtypes[_i % 3];
   rumus_ctx *ctx = tu_ctx();
   host h = host_make(g, &s, d, 31);
   ref_conv2d_fwd(g, h.x, h.w, h.b, h.y);
@@ -375,8 +431,10 @@ START_TEST(offsets_and_guards) {
     TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &p, x, dy, dw.t));
     float *gy = tu_download_f32(ctx, y.t), *gx = tu_download_f32(ctx, dx.t),
           *gw = tu_download_f32(ctx, dw.t);
-    check_op("conv_offsets_fwd", d, gy, h.y, s.ny, 2 * 3 * 5);
-    check_op("conv_offsets_bwd_data", d, gx, h.dx, s.nx, 3 * 3 * 5);
+    check_op("conv_offsets_fwd", d, gy, h.y, s.ny,
+             g->c / g->g * g->kh * g->kw);
+    check_op("conv_offsets_bwd_data", d, gx, h.dx, s.nx,
+             g->oc / g->g * g->kh * g->kw);
     check_op("conv_offsets_bwd_weight", d, gw, h.dw, s.nw,
              g->n * s.oh * s.ow);
     free(gy);
@@ -395,8 +453,8 @@ START_TEST(offsets_and_guards) {
 }
 END_TEST
 
-/* N = 0: nothing to write for y and dx, a zero weight gradient; C = 0: y
- * is the bias. */
+/* N = 0: nothing to write for y and dx, a zero weight gradient (also
+ * depthwise, nothing written past it); C = 0: y is the bias. */
 START_TEST(empty_sums) {
   rumus_ctx *ctx = tu_ctx();
   const rumus_conv2d_params p = RUMUS_CONV2D_DEFAULTS;
@@ -420,6 +478,26 @@ START_TEST(empty_sums) {
     float *gw = tu_download(ctx, w);
     for (size_t i = 0; i < 54; i++) ck_assert_float_eq(gw[i], 0.0f);
     free(gw);
+    /* The same with one input channel per group (the depthwise kernels:
+     * wd [2, 1, 3, 3] is a view of w's first 18 elements). */
+    rumus_tensor *wd = NULL;
+    const rumus_conv2d_params pd = {1, 1, 0, 0, 1, 1, 2};
+    const size_t xds[4] = {0, 2, 5, 5}, wds[4] = {2, 1, 3, 3},
+                 yds[4] = {0, 2, 3, 3};
+    rumus_tensor *xd = tu_tensor(ctx, RUMUS_F32, 4, xds, NULL),
+                 *yd = tu_tensor(ctx, RUMUS_F32, 4, yds, NULL);
+    TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, wds,
+                                 rumus_tensor_cl_mem(w, NULL), 0, &wd));
+    TU_OK(ctx, rumus_tensor_fill(w, NAN));
+    TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &pd, yd, wd, xd));
+    TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &pd, xd, yd, wd));
+    gw = tu_download(ctx, w);
+    for (size_t i = 0; i < 54; i++)
+      ck_assert(i < 18 ? gw[i] == 0.0f : isnan(gw[i]));
+    free(gw);
+    rumus_tensor_free(xd);
+    rumus_tensor_free(yd);
+    rumus_tensor_free(wd);
     TU_OK(ctx, rumus_tensor_fill(y0, NAN));
     TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x0, w0, b, y0));
     float *gy = tu_download(ctx, y0);
@@ -537,11 +615,12 @@ int main(void) {
   Suite *s = suite_create("conv");
   TCase *core = tu_tcase("core");
   tcase_add_loop_test(core, shapes, 0, (int)NCASES);
-  tcase_add_test(core, finite_differences);
+  tcase_add_loop_test(core, finite_differences, 0, 2);
   tcase_add_test(core, tile_override);
+  tcase_add_loop_test(core, direct_paths, 0, 3);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
-  tcase_add_loop_test(limits, offsets_and_guards, 0, 3);
+  tcase_add_loop_test(limits, offsets_and_guards, 0, 6);
   tcase_add_test(limits, empty_sums);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

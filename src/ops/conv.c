@@ -3,7 +3,11 @@
  * groups: the forward with its bias fused into the epilogue, the input
  * gradient and the weight gradient (kernels in cl/conv.cl).  Each is one
  * implicit GEMM launch over the whole batch (the weight gradient adds a
- * fixed-order sum of its pixel chunks when there are several).  Every
+ * fixed-order sum of its pixel chunks when there are several), but for
+ * direct kernels where few input channels per group leave the tiles
+ * idle: one (the weight gradient; on the GPU variant also the forward)
+ * or up to 4 (the GPU variant's input gradient);
+ * the input gradient's GEMM may take wider tiles (WIDE_TILES).  Every
  * tensor of a call has x's (or dy's) floating storage type: the program's
  * RUMUS_STORAGE.  A program holds one variant's kernels: the CPU one is
  * specialised by MB, the channels of its register block (1, 4 or 16,
@@ -39,6 +43,17 @@ static const char *const FILE_CL = "conv.cl";
  * int. */
 #define COORD_LIMIT ((size_t)1 << 30)
 #define MAX_ARGS 12 /* arguments of a conv kernel at most */
+/* The depthwise weight gradient (dw_blocks): DW_LANES and DW_TAPS are
+ * DWL and DWT of cl/conv.cl; about DW_AIM work-groups, at least DW_STEPS
+ * pixels per lane. */
+#define DW_LANES 64
+#define DW_TAPS 9
+#define DW_AIM 4096
+#define DW_STEPS 16
+/* The few-channel input gradient: FEWC, FEWWG and FEWLW of cl/conv.cl. */
+#define FEW_C 4
+#define FEW_WG 256
+#define FEW_LW 4096
 
 typedef struct {
   size_t n, c, h, w, oc, oh, ow, kh, kw, g;
@@ -127,6 +142,34 @@ static conv_tiles pick_tiles(const rumus_ctx *ctx, int op, size_t rows) {
   size_t i = rows >= 128 ? 0 : rows > 32 ? 1 : rows > 16 ? 2 : 3;
   while (i + 1 < N_DEFAULT && !tiles_ok(ctx, &DEFAULT_TILES[i])) i++;
   return DEFAULT_TILES[i];
+}
+
+/* The input gradient's wider tiles (H200 sweep, bench/results/h200/
+ * session-1536/k/sweep/table.txt: at 64 x 64 -> 64 x 56 x 56 the 64 x 128
+ * tile of 4 x 8 blocks and TK 8 ran at 1.20x the 64 x 64 one; at 64 x
+ * 128 -> 128 x 28 x 28 the 128 x 128 tile of 8 x 8 at 1.11x the 128 x 64
+ * one, but at 64 x 256 -> 256 x 14 x 14, 196 such work-groups, at 0.88x),
+ * taken when they still make WIDE_MIN work-groups. */
+static const conv_tiles WIDE_TILES[] = {
+    {64, 128, 8, 4, 8},   /* 33 to 127 rows */
+    {128, 128, 16, 8, 8}, /* from 128 rows */
+};
+#define WIDE_MIN 384
+
+/* The input gradient's tiles over rows x cols (a stride phase's pixels)
+ * x groups: the override, else a wide tile where it applies, else
+ * pick_tiles's default. */
+static conv_tiles pick_tiles_bwd_data(const rumus_ctx *ctx, size_t rows,
+                                      size_t cols, size_t groups) {
+  conv_tiles t;
+  if (conv_tiles_env(ctx, OP_BWD_DATA, &t)) return t;
+  if (rows > 32) {
+    const conv_tiles *w = &WIDE_TILES[rows >= 128];
+    const size_t wgs = (rows + (size_t)w->tm - 1) / (size_t)w->tm *
+                       ((cols + (size_t)w->tn - 1) / (size_t)w->tn) * groups;
+    if (wgs >= WIDE_MIN && tiles_ok(ctx, w)) return *w;
+  }
+  return pick_tiles(ctx, OP_BWD_DATA, rows);
 }
 
 /* The options of a program (warm-up and launches). */
@@ -312,6 +355,28 @@ static int launch_flat(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   return RUMUS_OK;
 }
 
+/* Launches kernel `name` over global0 x ny work-items in work-groups of
+ * local0 x 1, in pieces of MAX_Z along dimension 1; the last argument is
+ * y0, the piece's first y. */
+static int launch_y(rumus_ctx *ctx, const char *op, const conv_prog *pr,
+                    const char *name, size_t global0, size_t local0,
+                    size_t ny, const rumus__arg *args, size_t nargs) {
+  char opts[192];
+  conv_options(pr, opts, sizeof opts);
+  const rumus__kernel_ref k = {FILE_CL, opts, name};
+  size_t global[2] = {global0, 1}, local[2] = {local0, 1};
+  cl_ulong y0 = 0;
+  rumus__arg a[MAX_ARGS];
+  memcpy(a, args, nargs * sizeof *a);
+  a[nargs - 1] = RUMUS__ARG(y0);
+  for (size_t y = 0; y < ny; y += MAX_Z) {
+    y0 = y;
+    global[1] = ny - y < MAX_Z ? ny - y : MAX_Z;
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, nargs, a));
+  }
+  return RUMUS_OK;
+}
+
 static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                    const rumus_tensor *x, const rumus_tensor *w,
                    const rumus_tensor *bias, rumus_tensor *y) {
@@ -363,10 +428,50 @@ static int run_bwd_data_gpu(rumus_ctx *ctx, const char *op,
   return RUMUS_OK;
 }
 
+/* Whether the GPU variant's input gradient runs conv_bwd_data_few1-4: 1
+ * to FEW_C channels per group (the GEMM's tile rows mostly idle), a
+ * channel's taps within FEW_LW, a work-group of FEW_WG, and no tile
+ * override for the op (which selects the GEMM, or conv_bwd_data_direct
+ * for one channel: the same sums). */
+static int use_few(const rumus_ctx *ctx, const geo *g) {
+  const size_t cg = g->c / g->g;
+  conv_tiles t;
+  return cg >= 1 && cg <= FEW_C && cg * g->kh * g->kw <= FEW_LW &&
+         ctx->max_wg >= FEW_WG &&
+         ctx->local_mem >= FEW_LW * sizeof(float) + 1024 &&
+         g->n * g->h * g->w <= ((size_t)1 << 31) - FEW_WG &&
+         !conv_tiles_env(ctx, OP_BWD_DATA, &t);
+}
+
+/* conv_bwd_data_few<C / G> over every pair of dx pixels and group, OB
+ * output channels' weights at a time in local memory. */
+static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
+                            const conv_prog *pr, const geo *g,
+                            const rumus__arg *args) {
+  const size_t per = g->c / g->g * g->kh * g->kw, sw = (size_t)g->sw;
+  /* Pairs of one phase's pixels per row (few_row_pairs in cl/conv.cl). */
+  const size_t wc = (g->w + sw - 1) / sw, full = g->w % sw ? g->w % sw : sw;
+  const size_t pix =
+      g->n * g->h * (full * ((wc + 1) / 2) + (sw - full) * (wc / 2));
+  cl_ulong ob = FEW_LW / per;
+  const rumus__arg a[] = {args[0], args[1], args[2], args[3], args[4],
+                          args[5], args[6], RUMUS__ARG(ob), args[6]};
+  static const char *const NAMES[] = {"conv_bwd_data_few1",
+                                      "conv_bwd_data_few2",
+                                      "conv_bwd_data_few3",
+                                      "conv_bwd_data_few4"};
+  return launch_y(ctx, op, pr, NAMES[g->c / g->g - 1],
+                  (pix + FEW_WG - 1) / FEW_WG * FEW_WG, FEW_WG, g->g, a, 9);
+}
+
 static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
                         const rumus_tensor *dy, const rumus_tensor *w,
                         rumus_tensor *dx) {
-  const conv_prog pr = prog_for(ctx, dy->dtype, OP_BWD_DATA, g->c / g->g);
+  conv_prog pr = prog_for(ctx, dy->dtype, OP_BWD_DATA, g->c / g->g);
+  /* The widest stride phase's pixels: the GEMM's columns. */
+  const size_t cols = g->n * ((g->h + (size_t)g->sh - 1) / (size_t)g->sh) *
+                      ((g->w + (size_t)g->sw - 1) / (size_t)g->sw);
+  if (pr.gpu) pr.tiles = pick_tiles_bwd_data(ctx, g->c / g->g, cols, g->g);
   const cl_long16 gv = geo_arg(g);
   cl_ulong dyo = rumus__off(dy), wo = rumus__off(w), dxo = rumus__off(dx);
   cl_int rh = 0, rw = 0;
@@ -375,6 +480,8 @@ static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
                        RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),
                        RUMUS__ARG(gv),      RUMUS__ARG(rh),
                        RUMUS__ARG(rw),      RUMUS__ARG(gv)};
+  if (pr.gpu && use_few(ctx, g))
+    return run_bwd_data_few(ctx, op, &pr, g, args);
   if (pr.gpu && g->c / g->g > 1)
     return run_bwd_data_gpu(ctx, op, &pr, g, args,
                             sizeof args / sizeof args[0], &rh, &rw);
@@ -421,10 +528,63 @@ static int run_wsum(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   return rumus__launch(ctx, op, &k, 1, &global, &local, 5, args);
 }
 
+/* The depthwise weight gradient's blocks of DW_LANES lanes (B in
+ * cl/conv.cl): as many as bring its work-groups to about DW_AIM, with at
+ * least DW_STEPS pixels per lane, at most S_MAX blocks and PART_CAP
+ * floats of partials.  Fixed by the shape alone, so the bits are too. */
+static size_t dw_blocks(const geo *g) {
+  const size_t np = g->n * g->oh * g->ow, taps = g->kh * g->kw;
+  const size_t per = g->oc * ((taps + DW_TAPS - 1) / DW_TAPS);
+  size_t b = (DW_AIM + per - 1) / per;
+  const size_t steps = np / (DW_LANES * DW_STEPS);
+  if (b > steps) b = steps;
+  if (b > S_MAX) b = S_MAX;
+  if (b > PART_CAP / (g->oc * taps)) b = PART_CAP / (g->oc * taps);
+  return b ? b : 1;
+}
+
+/* One input channel per group: conv_bwd_weight_dw (GPU variant on devices
+ * whose work-groups reach DW_LANES) or conv_bwd_weight_dw_cpu, the same
+ * sums; a launch per DW_TAPS taps, then conv_wsum over the blocks. */
+static int run_bwd_weight_dw(rumus_ctx *ctx, const char *op,
+                             const conv_prog *pr, const geo *g,
+                             const rumus_tensor *x, const rumus_tensor *dy,
+                             rumus_tensor *dw) {
+  const size_t B = dw_blocks(g), taps = g->kh * g->kw;
+  cl_mem part = NULL;
+  if (B > 1)
+    RUMUS__FORWARD(
+        rumus__scratch(ctx, op, B * dw->numel * sizeof(float), &part));
+  const int wg = pr->gpu && ctx->max_wg >= DW_LANES;
+  const cl_long16 gv = geo_arg(g);
+  cl_ulong xo = rumus__off(x), dyo = rumus__off(dy), dwo = rumus__off(dw),
+           BB = B;
+  cl_int t0 = 0;
+  const cl_mem pm = part ? part : dw->mem; /* B = 1: never read */
+  const rumus__arg args[] = {RUMUS__ARG(x->mem),  RUMUS__ARG(xo),
+                             RUMUS__ARG(dy->mem), RUMUS__ARG(dyo),
+                             RUMUS__ARG(dw->mem), RUMUS__ARG(dwo),
+                             RUMUS__ARG(pm),      RUMUS__ARG(gv),
+                             RUMUS__ARG(BB),      RUMUS__ARG(t0),
+                             RUMUS__ARG(gv)};
+  int st = RUMUS_OK;
+  for (size_t t = 0; st == RUMUS_OK && t < taps; t += DW_TAPS) {
+    t0 = (cl_int)t;
+    st = launch_y(ctx, op, pr,
+                  wg ? "conv_bwd_weight_dw" : "conv_bwd_weight_dw_cpu",
+                  wg ? B * DW_LANES : B, wg ? DW_LANES : 1, g->oc, args,
+                  sizeof args / sizeof args[0]);
+  }
+  if (st == RUMUS_OK && B > 1) st = run_wsum(ctx, op, pr, part, B, dw);
+  if (part) clReleaseMemObject(part);
+  return st;
+}
+
 static int run_bwd_weight(rumus_ctx *ctx, const char *op, const geo *g,
                           const rumus_tensor *x, const rumus_tensor *dy,
                           rumus_tensor *dw) {
   const conv_prog pr = prog_for(ctx, x->dtype, OP_BWD_WEIGHT, g->oc / g->g);
+  if (g->c == g->g) return run_bwd_weight_dw(ctx, op, &pr, g, x, dy, dw);
   size_t kc, S;
   weight_chunks(g, &kc, &S);
   cl_mem part = NULL;
@@ -545,5 +705,13 @@ int rumus__conv_warm(rumus_ctx *ctx) {
       RUMUS__FORWARD(
           rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
     }
+  /* The input gradient's wide tiles (pick_tiles_bwd_data). */
+  conv_prog pr = prog_for(ctx, RUMUS_F32, OP_BWD_DATA, 1);
+  for (size_t i = 0; pr.gpu && i < 2; i++) {
+    pr.tiles = pick_tiles_bwd_data(ctx, i ? 128 : 64, (size_t)1 << 20, 1);
+    conv_options(&pr, opts, sizeof opts);
+    RUMUS__FORWARD(
+        rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
+  }
   return RUMUS_OK;
 }
