@@ -293,13 +293,13 @@ static int quad_plan(const rumus_ctx *ctx, const pool_call *c,
  * run_items) followed by vec, mg and sv. */
 static int run_quads(rumus_ctx *ctx, const char *op, const char *kernel,
                      const rumus_tensor *dx, const rumus__arg *args,
-                     size_t na, size_t quads, cl_int vec, cl_uint8 mg,
-                     cl_uint8 sv) {
+                     size_t na, size_t quads, cl_int vec, const cl_uint8 *mg,
+                     const cl_uint8 *sv) {
   rumus__arg aq[16];
   for (size_t i = 0; i < na; i++) aq[i] = args[i];
   aq[na] = RUMUS__ARG(vec);
-  aq[na + 1] = RUMUS__ARG(mg);
-  aq[na + 2] = RUMUS__ARG(sv);
+  aq[na + 1] = RUMUS__ARG(*mg);
+  aq[na + 2] = RUMUS__ARG(*sv);
   return run_items(ctx, op, dx->dtype, kernel, quads, aq, na + 3,
                    pool_ls(ctx));
 }
@@ -415,13 +415,14 @@ static int fwd_quad_plan(const rumus_ctx *ctx, const pool_call *c,
  * run_items) followed by n (y's elements), mg and sv. */
 static int run_fwd_quads(rumus_ctx *ctx, const char *op, const char *kernel,
                          const rumus_tensor *y, const rumus__arg *args,
-                         size_t na, size_t items, cl_uint8 mg, cl_uint8 sv) {
+                         size_t na, size_t items, const cl_uint8 *mg,
+                         const cl_uint8 *sv) {
   rumus__arg aq[16];
   cl_uint n = (cl_uint)y->numel;
   for (size_t i = 0; i < na; i++) aq[i] = args[i];
   aq[na] = RUMUS__ARG(n);
-  aq[na + 1] = RUMUS__ARG(mg);
-  aq[na + 2] = RUMUS__ARG(sv);
+  aq[na + 1] = RUMUS__ARG(*mg);
+  aq[na + 2] = RUMUS__ARG(*sv);
   return run_items(ctx, op, y->dtype, kernel, items, aq, na + 3,
                    pool_ls(ctx));
 }
@@ -450,14 +451,14 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   size_t items;
   cl_int vec;
   if (k2_fwd_plan(ctx, &c, x, y, indices, &mg, &sv, &items, &vec))
-    return run_quads(ctx, op, "maxpool2d_fwd_k2", y, args, 11, items, vec, mg,
-                     sv);
+    return run_quads(ctx, op, "maxpool2d_fwd_k2", y, args, 11, items, vec, &mg,
+                     &sv);
   if (k3s2_fwd_plan(ctx, &c, x, y, indices, &mg, &sv, &items, &vec))
     return run_quads(ctx, op, "maxpool2d_fwd_k3s2", y, args, 11, items, vec,
-                     mg, sv);
+                     &mg, &sv);
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, items,
-                         mg, sv);
+                         &mg, &sv);
   return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
 }
 
@@ -490,13 +491,13 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   cl_int vec;
   if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "maxpool2d_bwd_k2", dx, args, 12, quads, vec,
-                     mg, sv);
+                     &mg, &sv);
   if (k3s2_window(&c) && quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "maxpool2d_bwd_k3s2", dx, args, 12, quads, vec,
-                     mg, sv);
+                     &mg, &sv);
   if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "maxpool2d_bwd_quad", dx, args, 12, quads, vec,
-                     mg, sv);
+                     &mg, &sv);
   if (pool_magics(ctx, &c, dx, dy, &mg, &sv)) {
     rumus__arg aq[14];
     for (int i = 0; i < 12; i++) aq[i] = args[i];
@@ -529,11 +530,11 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   size_t items;
   cl_int vec;
   if (k2_fwd_plan(ctx, &c, x, y, NULL, &mg, &sv, &items, &vec))
-    return run_quads(ctx, op, "avgpool2d_fwd_k2", y, args, 11, items, vec, mg,
-                     sv);
+    return run_quads(ctx, op, "avgpool2d_fwd_k2", y, args, 11, items, vec, &mg,
+                     &sv);
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, items,
-                         mg, sv);
+                         &mg, &sv);
   return run_rows(ctx, op, "avgpool2d_fwd", y, args, 11);
 }
 
@@ -561,10 +562,10 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   cl_int vec;
   if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "avgpool2d_bwd_k2", dx, args, 11, quads, vec,
-                     mg, sv);
+                     &mg, &sv);
   if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "avgpool2d_bwd_quad", dx, args, 11, quads, vec,
-                     mg, sv);
+                     &mg, &sv);
   if (pool_magics(ctx, &c, dx, dy, &mg, &sv)) {
     rumus__arg aq[13];
     for (int i = 0; i < 11; i++) aq[i] = args[i];
@@ -688,7 +689,7 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   cl_int vec;
   if (quad_plan(ctx, &c, dx, 1, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "adaptive_avgpool2d_bwd_quad", dx, args, 7,
-                     quads, vec, mg, sv);
+                     quads, vec, &mg, &sv);
   return run_rows(ctx, op, "adaptive_avgpool2d_bwd", dx, args, 7);
 }
 
