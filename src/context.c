@@ -823,7 +823,8 @@ int rumus_ctx_kernel_profile(rumus_ctx *ctx, rumus_kernel_stat *out,
   pthread_mutex_unlock(&ctx->lock);
   if (st == RUMUS_OK) {
     qsort(t.stats, t.nstats, sizeof *t.stats, stat_by_time);
-    memcpy(out, t.stats, (t.nstats < cap ? t.nstats : cap) * sizeof *out);
+    const size_t n = t.nstats < cap ? t.nstats : cap;
+    if (n > 0) memcpy(out, t.stats, n * sizeof *out);
     *count = t.nstats;
   }
   free(t.stats);
