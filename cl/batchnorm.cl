@@ -70,8 +70,8 @@ typedef float8 bn_vec;
 #define BN_STOREV(v, p, i) STORE8(v, p, i)
 #else
 typedef float4 bn_vec;
-#define BN_LOADV(p, i) RUMUS_LOADN(RUMUS_STORAGE, 4, p, i)
-#define BN_STOREV(v, p, i) RUMUS_STOREN(RUMUS_STORAGE, 4, v, p, i)
+#define BN_LOADV(p, i) LOAD4(p, i) /* 16-byte access when RUMUS_ALIGN4 */
+#define BN_STOREV(v, p, i) STORE4(v, p, i)
 #endif
 
 /* Modes of the reductions and the maps; constant in each entry, so the
@@ -116,24 +116,27 @@ inline bn_range bn_range_of(size_t c, size_t p, ulong L, ulong M,
 }
 
 #if BN_GPU
-/* Work-item lid's walk over a range of one channel: m = m0 + lid, m0 + lid
- * + WG, ... with the element's (n, s) carried from step to step (WG = wq S
- * + wr, so a step adds wq to n and wr to s, and s wraps at most once): one
- * division per walk, not per element. */
+/* Work-item lid's walk over a range of one channel in units of u elements
+ * (u = 4 when vec, S a multiple of 4, so a unit never crosses a plane;
+ * else 1): m = m0 + u lid, then steps of st = u WG, with the element's
+ * (n, s) carried from step to step (st = wq S + wr, so a step adds wq to
+ * n and wr to s, and s wraps at most once): one division per walk, not
+ * per element. */
 typedef struct {
-  size_t m, n, s, wq, wr;
+  size_t m, n, s, st, wq, wr;
 } bn_walk;
 
-inline void bn_walk_start(bn_walk *w, size_t m, size_t S) {
+inline void bn_walk_start(bn_walk *w, size_t m, size_t S, size_t st) {
   w->m = m;
   w->n = m / S;
   w->s = m - w->n * S;
-  w->wq = (size_t)WG / S;
-  w->wr = (size_t)WG - w->wq * S;
+  w->st = st;
+  w->wq = st / S;
+  w->wr = st - w->wq * S;
 }
 
 inline void bn_walk_next(bn_walk *w, size_t S) {
-  w->m += WG;
+  w->m += w->st;
   w->n += w->wq;
   w->s += w->wr;
   if (w->s >= S) {
@@ -142,19 +145,111 @@ inline void bn_walk_next(bn_walk *w, size_t S) {
   }
 }
 
-/* Work-group sums of a range into ls1[0], ls2[0] (every work-item calls
- * it: barriers).  Neighbouring work-items read neighbouring elements. */
-inline void bn_wg_sums(int mode, global const real_t *a,
-                       global const real_t *b, bn_range r, size_t C,
-                       size_t S, local float *ls1, local float *ls2) {
-  float s1 = 0.0f, s2 = 0.0f;
+/* Starts work-item lid's walk over range r. */
+inline void bn_walk_range(bn_walk *w, bn_range r, size_t S, int vec) {
+  const size_t u = vec ? 4 : 1;
+  bn_walk_start(w, r.m0 + u * get_local_id(0), S, u * (size_t)WG);
+}
+
+/* A chunk: the next BN_HOLD (16) values of the walk in slots 0 .. 15
+ * (va[k] holds slots 4k .. 4k + 3), of a and, when two, of b at the same
+ * places; zeros past m1.  Every load is issued before any is used (the
+ * loop unrolls), so a work-item has 4 float4 or 16 floats in flight, not
+ * one: a summing loop of one load per step left the H200 waiting on
+ * memory.  vec: 4 steps of a float4 (LOAD4: one 16-byte access when the
+ * host found every tensor aligned, RUMUS_ALIGN4), else 16 steps of one
+ * element.  Returns the number of valid slots, a prefix of 0 .. 15. */
+inline int bn_chunk(int vec, int two, global const real_t *a,
+                    global const real_t *b, bn_walk *w, size_t m1, size_t C,
+                    size_t c, size_t S, float4 *va, float4 *vb) {
+  int nv = 0;
+  if (vec) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const int ok = w->m < m1;
+      const size_t i = (w->n * C + c) * S + w->s;
+      va[k] = ok ? LOAD4(a, i) : (float4)(0.0f);
+      vb[k] = two && ok ? LOAD4(b, i) : (float4)(0.0f);
+      nv += ok ? 4 : 0;
+      bn_walk_next(w, S);
+    }
+    return nv;
+  }
+  float ta[16], tb[16];
+#pragma unroll
+  for (int e = 0; e < 16; e++) {
+    const int ok = w->m < m1;
+    const size_t i = (w->n * C + c) * S + w->s;
+    ta[e] = ok ? LOAD(a, i) : 0.0f;
+    tb[e] = two && ok ? LOAD(b, i) : 0.0f;
+    nv += ok;
+    bn_walk_next(w, S);
+  }
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    va[k] = (float4)(ta[4 * k], ta[4 * k + 1], ta[4 * k + 2], ta[4 * k + 3]);
+    vb[k] = (float4)(tb[4 * k], tb[4 * k + 1], tb[4 * k + 2], tb[4 * k + 3]);
+  }
+  return nv;
+}
+
+/* v with the slots 4k .. 4k + 3 at or past nv zeroed (the padding of a
+ * chunk, where x - mean is not 0). */
+inline float4 bn_valid(float4 v, int k, int nv) {
+  const int4 i = (int4)(4 * k, 4 * k + 1, 4 * k + 2, 4 * k + 3);
+  return select((float4)(0.0f), v, i < (int4)(nv));
+}
+
+/* Adds a chunk to the float4 sums of the mode (BN_DEV, BN_BWD about mc),
+ * slot by slot in lanes, so the order is fixed. */
+inline void bn_chunk_acc(int mode, const float4 *va, const float4 *vb, int nv,
+                         float mc, float4 *a1, float4 *a2) {
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    if (mode == BN_SUM) {
+      *a1 += va[k];
+    } else if (mode == BN_DEV) {
+      const float4 d = bn_valid(va[k] - mc, k, nv);
+      *a1 += d;
+      *a2 += d * d;
+    } else {
+      *a1 += va[k];
+      *a2 += va[k] * bn_valid(vb[k] - mc, k, nv);
+    }
+  }
+}
+
+/* Work-group sums of two values in one tree (the order of rumus_wg_sum),
+ * returned to every work-item (every work-item calls it: barriers). */
+inline float2 bn_wg_sum2(local float *l1, local float *l2, float2 v) {
+  const size_t lid = get_local_id(0);
+  l1[lid] = v.x;
+  l2[lid] = v.y;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) {
+      l1[lid] += l1[lid + step];
+      l2[lid] += l2[lid + step];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return (float2)(l1[0], l2[0]);
+}
+
+/* Work-item lid's sums of a range, chunk after chunk (a work-group tree
+ * adds them: bn_wg_sum2). */
+inline float2 bn_item_sums(int mode, int vec, global const real_t *a,
+                           global const real_t *b, bn_range r, size_t C,
+                           size_t S) {
+  float4 a1 = 0.0f, a2 = 0.0f, va[4], vb[4];
   bn_walk w;
-  for (bn_walk_start(&w, r.m0 + get_local_id(0), S); w.m < r.m1;
-       bn_walk_next(&w, S))
-    BN_ACC(mode, a, b, (w.n * C + r.c) * S + w.s, r.mc, s1, s2);
-  /* Two buffers: no barrier is needed between the trees. */
-  rumus_wg_sum(ls1, s1);
-  if (mode != BN_SUM) rumus_wg_sum(ls2, s2);
+  bn_walk_range(&w, r, S, vec);
+  while (w.m < r.m1) {
+    const int nv = bn_chunk(vec, mode == BN_BWD, a, b, &w, r.m1, C, r.c, S,
+                            va, vb);
+    bn_chunk_acc(mode, va, vb, nv, r.mc, &a1, &a2);
+  }
+  return (float2)(rumus_hsum4(a1), rumus_hsum4(a2));
 }
 
 /* Elements of range p (the last shorter). */
@@ -201,18 +296,17 @@ inline float2 bn_fold_sums(global float *part, size_t c, size_t parts,
   float2 s = 0.0f;
   for (size_t p = get_local_id(0); p < parts; p += WG)
     s += bn_part_at(part, c, parts, p);
-  rumus_wg_sum(ls1, s.x);
-  rumus_wg_sum(ls2, s.y);
-  return (float2)(ls1[0], ls2[0]);
+  return bn_wg_sum2(ls1, ls2, s);
 }
 
 /* The arguments of every fused kernel: the reduced tensor a (and x as b,
  * the channel means), the float pairs (and the backward's coefficients)
- * in part, the shape and the ranges. */
+ * in part, the shape, the ranges, and vec (S a multiple of 4: the walks
+ * move float4s). */
 #define BN_WG_ARGS                                                           \
   global const real_t *a, ulong a_off, global const real_t *b, ulong b_off,  \
       global float *mean, ulong mean_off, global float *part, ulong C,       \
-      ulong S, ulong M, ulong L, ulong parts
+      ulong S, ulong M, ulong L, ulong parts, int vec
 
 /* Group g's channel c, range r (the channel's mean read for `mode`). */
 #define BN_WG_HEAD(mode)                                                     \
@@ -230,8 +324,8 @@ inline float2 bn_fold_sums(global float *part, size_t c, size_t parts,
                                    ulong db_off,                             \
                                    volatile global int *status) {            \
     BN_WG_HEAD(BN_SUM);                                                      \
-    bn_wg_sums(BN_SUM, pa, pb, r, (size_t)C, (size_t)S, ls1, ls2);           \
-    const float2 v = (float2)(ls1[0], 0.0f);                                 \
+    const float2 v = bn_wg_sum2(                                             \
+        ls1, ls2, bn_item_sums(BN_SUM, vec, pa, pb, r, (size_t)C, (size_t)S));\
     if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;             \
     const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);                 \
     if (get_local_id(0) == 0) RUMUS_STORE(T, s.x, db + (size_t)db_off, c);   \
@@ -246,47 +340,38 @@ BN_BIAS_WG_KERNEL(bn_bias_wg_f32, F32)
  * ranges' (n, mean, M2): mean = sum n_p mean_p / M, M2 = sum M2_p + n_p
  * (mean_p - mean)^2 (exact in real arithmetic, no E[x^2] - E[x]^2
  * anywhere).  It writes the mean, invstd and (has_running) the running
- * statistics as bn_fold_var does.  A range of at most BN_HOLD WG values
- * (the host's choice where it can) is read once into registers; a longer
- * one is read twice, the same sums in the same order. */
+ * statistics as bn_fold_var does.  A range of one chunk (BN_HOLD values a
+ * work-item, the host's choice where it can) is read once into registers;
+ * a longer one is read twice, the same sums in the same order. */
 #ifndef BN_HOLD
-#define BN_HOLD 16 /* values per work-item held in registers (host: same) */
+#define BN_HOLD 16 /* values per work-item of a chunk (host: the same) */
 #endif
 
-inline float2 bn_range_stats(global const real_t *x, bn_range r, size_t C,
-                             size_t S, local float *ls1, local float *ls2,
-                             local float *ls3) {
-  const size_t m0 = r.m0 + get_local_id(0);
+inline float2 bn_range_stats(int vec, global const real_t *x, bn_range r,
+                             size_t C, size_t S, local float *ls1,
+                             local float *ls2, local float *ls3) {
   const float n = (float)(r.m1 - r.m0);
+  float2 s;
+  /* Three buffers: each tree's result is read by every work-item while
+   * the next tree may already be filling its own. */
   if (r.m1 - r.m0 > (size_t)WG * BN_HOLD) {
-    bn_wg_sums(BN_SUM, x, x, r, C, S, ls1, ls2);
+    rumus_wg_sum(ls1, bn_item_sums(BN_SUM, vec, x, x, r, C, S).x);
     r.mc = ls1[0] / n;
-    bn_wg_sums(BN_DEV, x, x, r, C, S, ls2, ls3);
+    s = bn_wg_sum2(ls2, ls3, bn_item_sums(BN_DEV, vec, x, x, r, C, S));
   } else {
-    float v[BN_HOLD], s = 0.0f, s1 = 0.0f, s2 = 0.0f;
+    float4 va[4], vb[4], a1 = 0.0f, a2 = 0.0f, a0 = 0.0f;
     bn_walk w;
-    bn_walk_start(&w, m0, S);
-#pragma unroll
-    for (int k = 0; k < BN_HOLD; k++, bn_walk_next(&w, S)) {
-      v[k] = w.m < r.m1 ? LOAD(x, (w.n * C + r.c) * S + w.s) : 0.0f;
-      if (w.m < r.m1) s += v[k];
-    }
-    rumus_wg_sum(ls1, s);
+    bn_walk_range(&w, r, S, vec);
+    const int nv = bn_chunk(vec, 0, x, x, &w, r.m1, C, r.c, S, va, vb);
+    bn_chunk_acc(BN_SUM, va, vb, nv, 0.0f, &a0, &a0);
+    rumus_wg_sum(ls1, rumus_hsum4(a0));
     r.mc = ls1[0] / n;
-#pragma unroll
-    for (int k = 0; k < BN_HOLD; k++) {
-      if (m0 + (size_t)k * WG >= r.m1) break;
-      const float d = v[k] - r.mc;
-      s1 += d;
-      s2 += d * d;
-    }
-    rumus_wg_sum(ls2, s1);
-    rumus_wg_sum(ls3, s2);
+    bn_chunk_acc(BN_DEV, va, vb, nv, r.mc, &a1, &a2);
+    s = bn_wg_sum2(ls2, ls3, (float2)(rumus_hsum4(a1), rumus_hsum4(a2)));
   }
-  const float s1 = ls2[0];
-  float m2 = ls3[0] - s1 * (s1 / n);
+  float m2 = s.y - s.x * (s.x / n);
   if (m2 < 0.0f) m2 = 0.0f; /* rounding; keeps a NaN */
-  return (float2)(r.mc + s1 / n, m2);
+  return (float2)(r.mc + s.x / n, m2);
 }
 
 /* Channel c's merged (mean, M2) from the ranges' pairs (v itself with one
@@ -316,7 +401,8 @@ __kernel RUMUS_WG_ATTR void bn_stats_wg(
     ulong inv_off, int has_running, global float *rmean, ulong rm_off,
     global float *rvar, ulong rv_off, volatile global int *status) {
   BN_WG_HEAD(BN_SUM);
-  const float2 v = bn_range_stats(pa, r, (size_t)C, (size_t)S, ls1, ls2, ls3);
+  const float2 v =
+      bn_range_stats(vec, pa, r, (size_t)C, (size_t)S, ls1, ls2, ls3);
   if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;
   const float2 mm = bn_merge(part, c, np, (size_t)L, (size_t)M, v, ls1, ls2);
   if (get_local_id(0) != 0) return;
@@ -340,8 +426,8 @@ __kernel RUMUS_WG_ATTR void bn_bwd_wg(
     int has_dgamma, global float *dgamma, ulong dg_off, int has_dbeta,
     global float *dbeta, ulong db_off, volatile global int *status) {
   BN_WG_HEAD(BN_BWD);
-  bn_wg_sums(BN_BWD, pa, pb, r, (size_t)C, (size_t)S, ls1, ls2);
-  const float2 v = (float2)(ls1[0], ls2[0]);
+  const float2 v = bn_wg_sum2(
+      ls1, ls2, bn_item_sums(BN_BWD, vec, pa, pb, r, (size_t)C, (size_t)S));
   if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;
   const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);
   if (get_local_id(0) != 0) return;

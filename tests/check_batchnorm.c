@@ -45,11 +45,16 @@ static const shp SHAPES[] = {{3, 5, 1, 1}, {1, 5, 7, 5},  {2, 1, 7, 5},
 
 static size_t numel(const shp *s) { return s->N * s->C * s->H * s->W; }
 
-/* A guarded tensor (tu_guarded_check_free checks it) whose data starts 3
- * elements past a 4096-byte guard: an odd element offset. */
+/* The element offset of the test tensors past their guard: 3 (odd: the
+ * GPU variant's unaligned program), or 4 in the aligned tests (16 bytes
+ * in F32: its RUMUS_ALIGN4 program where H * W is a multiple of 4). */
+static size_t elem_off = 3;
+
+/* A guarded tensor (tu_guarded_check_free checks it) whose data starts
+ * elem_off elements past a 4096-byte guard. */
 static tu_guarded odd_guarded(rumus_ctx *ctx, rumus_dtype d, int ndim,
                               const size_t *shape, const float *data) {
-  return tu_guarded_typed_odd(ctx, d, ndim, shape, data, 3);
+  return tu_guarded_typed_odd(ctx, d, ndim, shape, data, elem_off);
 }
 
 static tu_guarded g4(rumus_ctx *ctx, rumus_dtype d, const shp *s,
@@ -362,6 +367,25 @@ START_TEST(bn_shapes) {
     run_bn(ctx, &in, 0);
     free_inputs(&in);
   }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Shapes with H * W a multiple of 4 (the GPU variant's walks move
+ * float4s) at aligned offsets: the aligned program's 16-byte accesses;
+ * the second with a short last range. */
+static const shp ALIGNED[] = {{3, 5, 2, 2}, {37, 2, 10, 12}};
+
+START_TEST(aligned_shapes) {
+  rumus_ctx *ctx = tu_ctx();
+  elem_off = 4;
+  for (size_t k = 0; k < sizeof ALIGNED / sizeof ALIGNED[0]; k++) {
+    inputs in = make_inputs(&ALIGNED[k], tu_dtypes[_i], 200 + k);
+    run_bias(ctx, &in, 1);
+    run_bn(ctx, &in, 1);
+    free_inputs(&in);
+  }
+  elem_off = 3;
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -802,6 +826,7 @@ int main(void) {
   TCase *core = tu_tcase("core");
   tcase_add_loop_test(core, bias_shapes, 0, 3);
   tcase_add_loop_test(core, bn_shapes, 0, 3);
+  tcase_add_loop_test(core, aligned_shapes, 0, 3);
   tcase_add_test(core, bwd_finite_differences);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");

@@ -47,6 +47,7 @@ static const char *const FILE_CL = "batchnorm.cl";
 /* The geometry of the family's program on this context's variant. */
 typedef struct {
   int gpu;
+  int align4;      /* RUMUS_ALIGN4: every NCHW tensor and plane 4-aligned */
   rumus_dtype storage;
   size_t wg;       /* WG: stage 1's work-group (GPU) */
   size_t vw, nv;   /* the maps' vector width and vectors per work-item */
@@ -58,7 +59,7 @@ typedef struct {
 /* The one options function of the family (launches and warm-up). */
 static void bn_options(const bn_geom *g, char *buf, size_t len) {
   char head[96];
-  rumus__options_head(head, sizeof head, g->storage, g->wg, 0);
+  rumus__options_head(head, sizeof head, g->storage, g->wg, g->align4);
   snprintf(buf, len,
            "%s -DBN_GPU=%d -DBN_VW=%zu -DBN_NV=%zu -DBN_FOLD_LS=%zu "
            "-DBN_HOLD=%d",
@@ -67,10 +68,13 @@ static void bn_options(const bn_geom *g, char *buf, size_t len) {
 
 /* GPU: one float4 per work-item of the maps in groups of 256 (coalesced,
  * as the element-wise ops); CPU: four float8 per work-item in groups of
- * 16.  The maps' vectors need only element alignment (vload), so there is
- * no aligned program. */
-static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, bn_geom *g) {
+ * 16.  align4 (rumus__align4, GPU only): the program whose float4 accesses
+ * are 16-byte loads and stores; NVIDIA turns vload4 into four 4-byte
+ * ones. */
+static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
+                     bn_geom *g) {
   g->gpu = rumus__gpu_variant(ctx);
+  g->align4 = align4;
   g->storage = storage;
   g->wg = rumus__reduce_wg(ctx);
   g->vw = g->gpu ? 4 : 8;
@@ -94,6 +98,14 @@ static bn_shape shape_of(const rumus_tensor *t) {
   sh.M = sh.N * sh.S;
   sh.planes = sh.N * sh.C;
   return sh;
+}
+
+/* The geometry for the NCHW tensors ts[0 .. nt) (NULL entries skipped) of
+ * shape sh: the aligned program when the GPU variant runs and every
+ * tensor and plane is 4-element aligned. */
+static void geom_for(const rumus_ctx *ctx, const bn_shape *sh,
+                     const rumus_tensor *const *ts, int nt, bn_geom *g) {
+  get_geom(ctx, ts[0]->dtype, rumus__align4(ctx, ts, nt, sh->S), g);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -179,6 +191,10 @@ static void plan_parts(const rumus_ctx *ctx, const bn_geom *g,
   if (g->gpu && sh->C > RUMUS__TICKETS) p = 1;
   if (p < 1) p = 1;
   *L = (sh->M + p - 1) / p;
+  /* GPU: ranges start at multiples of 4, so that with S a multiple of 4 a
+   * walk's float4 stays in one plane (min_len is a multiple of 4: L stays
+   * within it). */
+  if (g->gpu) *L = (*L + 3) / 4 * 4;
   *parts = (sh->M + *L - 1) / *L;
 }
 
@@ -203,23 +219,26 @@ static int run_stage1(rumus_ctx *ctx, const char *op, const bn_geom *g,
 }
 
 /* GPU: a reduction and its fold in one launch, kernel `kname` with the
- * arguments BN_WG_ARGS of cl/batchnorm.cl, then rest[0 .. nrest), then the
- * status buffer (the channels' tickets). */
+ * arguments BN_WG_ARGS of cl/batchnorm.cl (vec: S a multiple of 4, the
+ * walks move float4s), then rest[0 .. nrest), then the status buffer (the
+ * channels' tickets). */
 static int run_fused(rumus_ctx *ctx, const char *op, const bn_geom *g,
                      const char *kname, bn_arg a, bn_arg b, bn_arg mean,
                      const bn_shape *sh, size_t parts, size_t L, cl_mem part,
                      const rumus__arg *rest, size_t nrest) {
   const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
   cl_ulong C = sh->C, S = sh->S, M = sh->M, nL = L, np = parts;
+  cl_int vec = sh->S % 4 == 0;
   rumus__arg args[24] = {
       RUMUS__ARG(a.mem),    RUMUS__ARG(a.off), RUMUS__ARG(b.mem),
       RUMUS__ARG(b.off),    RUMUS__ARG(mean.mem), RUMUS__ARG(mean.off),
       RUMUS__ARG(part),     RUMUS__ARG(C),     RUMUS__ARG(S),
-      RUMUS__ARG(M),        RUMUS__ARG(nL),    RUMUS__ARG(np)};
-  for (size_t i = 0; i < nrest; i++) args[12 + i] = rest[i];
-  args[12 + nrest] = RUMUS__ARG(ctx->status);
+      RUMUS__ARG(M),        RUMUS__ARG(nL),    RUMUS__ARG(np),
+      RUMUS__ARG(vec)};
+  for (size_t i = 0; i < nrest; i++) args[13 + i] = rest[i];
+  args[13 + nrest] = RUMUS__ARG(ctx->status);
   size_t global = parts * sh->C * g->wg, local = g->wg;
-  return rumus__launch(ctx, op, &k, 1, &global, &local, 13 + nrest, args);
+  return rumus__launch(ctx, op, &k, 1, &global, &local, 14 + nrest, args);
 }
 
 /* Stage 2: kernel `kname` over the channels, its arguments after (part,
@@ -317,7 +336,8 @@ int rumus_channel_bias_add(rumus_ctx *ctx, const rumus_tensor *x,
   const bn_shape sh = shape_of(x);
   if (x->numel == 0) return RUMUS_OK;
   bn_geom g;
-  get_geom(ctx, x->dtype, &g);
+  const rumus_tensor *big[2] = {x, y};
+  geom_for(ctx, &sh, big, 2, &g);
   cl_ulong xo = rumus__off(x), yo = rumus__off(y), bo = rumus__off(b);
   const rumus__arg pre[6] = {RUMUS__ARG(x->mem), RUMUS__ARG(xo),
                              RUMUS__ARG(y->mem), RUMUS__ARG(yo),
@@ -338,7 +358,7 @@ int rumus_channel_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   if (sh.C == 0) return RUMUS_OK;
   if (sh.M == 0) return rumus_tensor_fill(db, 0.0f); /* empty sums */
   bn_geom g;
-  get_geom(ctx, dy->dtype, &g);
+  geom_for(ctx, &sh, &dy, 1, &g);
   size_t parts, L;
   plan_parts(ctx, &g, &sh, &parts, &L);
   cl_mem part;
@@ -487,7 +507,8 @@ int rumus_batchnorm2d_fwd_train(rumus_ctx *ctx,
                  "%s: N * H * W = %zu; training needs more than one value "
                  "per channel", op, sh.M);
   bn_geom g;
-  get_geom(ctx, x->dtype, &g);
+  const rumus_tensor *big[2] = {x, y};
+  geom_for(ctx, &sh, big, 2, &g);
   RUMUS__FORWARD(train_stats(ctx, op, &g, &sh, &p, x, running_mean,
                              running_var, save_mean, save_invstd));
   return apply_fwd(ctx, op, &g, &sh, x, y, save_mean, save_invstd, 0, p.eps,
@@ -516,7 +537,8 @@ int rumus_batchnorm2d_fwd_eval(rumus_ctx *ctx,
   const bn_shape sh = shape_of(x);
   if (x->numel == 0) return RUMUS_OK;
   bn_geom g;
-  get_geom(ctx, x->dtype, &g);
+  const rumus_tensor *big[2] = {x, y};
+  geom_for(ctx, &sh, big, 2, &g);
   return apply_fwd(ctx, op, &g, &sh, x, y, running_mean, running_var, 1,
                    p.eps, gamma, beta);
 }
@@ -595,7 +617,8 @@ int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
     return dbeta ? rumus_tensor_fill(dbeta, 0.0f) : RUMUS_OK;
   }
   bn_geom g;
-  get_geom(ctx, x->dtype, &g);
+  const rumus_tensor *big[3] = {x, dy, dx};
+  geom_for(ctx, &sh, big, 3, &g);
   size_t parts, L;
   plan_parts(ctx, &g, &sh, &parts, &L);
   cl_mem part;
@@ -606,11 +629,17 @@ int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   return st;
 }
 
-/* The F32 program of the current variant (one program holds every kernel
- * of the family; 16-bit programs are built by their first call). */
+/* The F32 programs of the current variant, and on the GPU variant both
+ * alignments (one program holds every kernel of the family; 16-bit
+ * programs are built by their first call). */
 int rumus__batchnorm_warm(rumus_ctx *ctx) {
-  bn_geom g;
-  cl_program p;
-  get_geom(ctx, RUMUS_F32, &g);
-  return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, g.opts, &p);
+  const int aligns = rumus__gpu_variant(ctx) ? 2 : 1;
+  for (int align4 = 0; align4 < aligns; align4++) {
+    bn_geom g;
+    cl_program p;
+    get_geom(ctx, RUMUS_F32, align4, &g);
+    RUMUS__FORWARD(
+        rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, g.opts, &p));
+  }
+  return RUMUS_OK;
 }
