@@ -265,7 +265,7 @@ inline size_t bn_range_len(size_t p, size_t L, size_t M) {
  * the order depends on the shape only), or of the only group. */
 inline int bn_wg_finish(global float *part, size_t g, size_t c,
                         size_t parts, float2 v, volatile global int *status,
-                        local int *flag) {
+                        local int *flag, int reset) {
   if (parts == 1) return 1;
   if (get_local_id(0) == 0) {
     volatile global float *pv = part;
@@ -274,7 +274,7 @@ inline int bn_wg_finish(global float *part, size_t g, size_t c,
   }
   volatile global int *ticket = status + RUMUS_STATUS_SETS + c;
   if (!rumus_last_group(ticket, parts, flag)) return 0;
-  rumus_ticket_reset(ticket);
+  if (reset) rumus_ticket_reset(ticket); /* else bn_publish takes it on */
   return 1;
 }
 
@@ -326,7 +326,7 @@ inline float2 bn_fold_sums(global float *part, size_t c, size_t parts,
     BN_WG_HEAD(BN_SUM);                                                      \
     const float2 v = bn_wg_sum2(                                             \
         ls1, ls2, bn_item_sums(BN_SUM, vec, pa, pb, r, (size_t)C, (size_t)S));\
-    if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;             \
+    if (!bn_wg_finish(part, g, c, np, v, status, &flag, 1)) return;          \
     const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);                 \
     if (get_local_id(0) == 0) RUMUS_STORE(T, s.x, db + (size_t)db_off, c);   \
   }
@@ -396,47 +396,87 @@ inline float2 bn_merge(global float *part, size_t c, size_t parts, size_t L,
   return (float2)(mean, ls2[0]);
 }
 
-__kernel RUMUS_WG_ATTR void bn_stats_wg(
-    BN_WG_ARGS, float eps, float momentum, global float *invstd,
-    ulong inv_off, int has_running, global float *rmean, ulong rm_off,
-    global float *rvar, ulong rv_off, volatile global int *status) {
-  BN_WG_HEAD(BN_SUM);
-  const float2 v =
-      bn_range_stats(vec, pa, r, (size_t)C, (size_t)S, ls1, ls2, ls3);
-  if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;
-  const float2 mm = bn_merge(part, c, np, (size_t)L, (size_t)M, v, ls1, ls2);
-  if (get_local_id(0) != 0) return;
+/* Channel c's statistics from the merged (mean, M2): the mean, invstd and
+ * (has_running) the running statistics, at channel c's elements. */
+inline void bn_stats_store(float2 mm, ulong M, float eps, float momentum,
+                           global float *mean, global float *invstd,
+                           int has_running, global float *rm,
+                           global float *rv) {
   const float fm = (float)M, var = mm.y / fm;
-  mean[(size_t)mean_off + c] = mm.x;
-  invstd[(size_t)inv_off + c] = 1.0f / sqrt(var + eps);
+  *mean = mm.x;
+  *invstd = 1.0f / sqrt(var + eps);
   if (has_running) {
     const float unbiased = var * (fm / (float)(M - 1));
-    global float *rm = rmean + (size_t)rm_off + c;
-    global float *rv = rvar + (size_t)rv_off + c;
     *rm = (1.0f - momentum) * *rm + momentum * mm.x;
     *rv = (1.0f - momentum) * *rv + momentum * unbiased;
   }
 }
 
+/* The arguments of the statistics after BN_WG_ARGS. */
+#define BN_STATS_ARGS                                                        \
+  float eps, float momentum, global float *invstd, ulong inv_off,            \
+      int has_running, global float *rmean, ulong rm_off, global float *rvar, \
+      ulong rv_off
+
+/* The local memory of a task (OpenCL wants it at kernel scope). */
+#define BN_TASK_LOCALS                                                       \
+  local float ls1[WG], ls2[WG], ls3[WG];                                     \
+  local int flag
+
+/* Statistics task j (channel c = j / parts, range j % parts): returns from
+ * every group but the channel's last, which writes the channel's results
+ * in work-item 0 (the others return); reset: put the ticket back. */
+#define BN_STATS_TASK(j, reset)                                              \
+  const size_t np = (size_t)parts, c = (j) / np;                             \
+  const bn_range r = bn_range_of(c, (j) - c * np, L, M,                      \
+                                 mean + (size_t)mean_off, BN_SUM);           \
+  const float2 v = bn_range_stats(vec, a + (size_t)a_off, r, (size_t)C,      \
+                                  (size_t)S, ls1, ls2, ls3);                 \
+  if (!bn_wg_finish(part, (j), c, np, v, status, &flag, reset)) return;      \
+  const float2 mm =                                                          \
+      bn_merge(part, c, np, (size_t)L, (size_t)M, v, ls1, ls2);              \
+  if (get_local_id(0) != 0) return;                                          \
+  bn_stats_store(mm, M, eps, momentum, mean + (size_t)mean_off + c,          \
+                 invstd + (size_t)inv_off + c, has_running,                  \
+                 rmean + (size_t)rm_off + c, rvar + (size_t)rv_off + c)
+
+__kernel RUMUS_WG_ATTR void bn_stats_wg(BN_WG_ARGS, BN_STATS_ARGS,
+                                        volatile global int *status) {
+  BN_TASK_LOCALS;
+  BN_STATS_TASK(get_group_id(0), 1);
+}
+
 /* The backward's sums of dy (a) and x (b) about the saved mean, then what
  * bn_fold_bwd writes: dbeta, dgamma and dx's coefficients at part +
  * coef_at. */
-__kernel RUMUS_WG_ATTR void bn_bwd_wg(
-    BN_WG_ARGS, global const float *invstd, ulong inv_off, ulong coef_at,
-    int has_dgamma, global float *dgamma, ulong dg_off, int has_dbeta,
-    global float *dbeta, ulong db_off, volatile global int *status) {
-  BN_WG_HEAD(BN_BWD);
-  const float2 v = bn_wg_sum2(
-      ls1, ls2, bn_item_sums(BN_BWD, vec, pa, pb, r, (size_t)C, (size_t)S));
-  if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;
-  const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);
-  if (get_local_id(0) != 0) return;
-  const float is = invstd[(size_t)inv_off + c], fm = (float)M;
-  if (has_dbeta) dbeta[(size_t)db_off + c] = s.x;
-  if (has_dgamma) dgamma[(size_t)dg_off + c] = s.y * is;
-  global float *k = part + (size_t)coef_at + 2 * c;
-  k[0] = s.x / fm;
-  k[1] = (s.y * is) * is / fm;
+#define BN_BWD_ARGS                                                          \
+  global const float *invstd, ulong inv_off, ulong coef_at, int has_dgamma,  \
+      global float *dgamma, ulong dg_off, int has_dbeta, global float *dbeta, \
+      ulong db_off
+
+/* Backward task j, as BN_STATS_TASK. */
+#define BN_BWD_TASK(j, reset)                                                \
+  const size_t np = (size_t)parts, c = (j) / np;                             \
+  const bn_range r = bn_range_of(c, (j) - c * np, L, M,                      \
+                                 mean + (size_t)mean_off, BN_BWD);           \
+  const float2 v = bn_wg_sum2(                                               \
+      ls1, ls2,                                                              \
+      bn_item_sums(BN_BWD, vec, a + (size_t)a_off, b + (size_t)b_off, r,     \
+                   (size_t)C, (size_t)S));                                   \
+  if (!bn_wg_finish(part, (j), c, np, v, status, &flag, reset)) return;      \
+  const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);                   \
+  if (get_local_id(0) != 0) return;                                          \
+  const float is = invstd[(size_t)inv_off + c], fm = (float)M;               \
+  if (has_dbeta) dbeta[(size_t)db_off + c] = s.x;                            \
+  if (has_dgamma) dgamma[(size_t)dg_off + c] = s.y * is;                     \
+  global float *kc = part + (size_t)coef_at + 2 * c;                         \
+  kc[0] = s.x / fm;                                                          \
+  kc[1] = (s.y * is) * is / fm
+
+__kernel RUMUS_WG_ATTR void bn_bwd_wg(BN_WG_ARGS, BN_BWD_ARGS,
+                                      volatile global int *status) {
+  BN_TASK_LOCALS;
+  BN_BWD_TASK(get_group_id(0), 1);
 }
 
 #else /* the CPU variant */
@@ -686,3 +726,180 @@ __kernel void bn_apply_bwd(global const real_t *x, ulong x_off,
   bn_map_span(BN_GRAD, x + (size_t)x_off, dy + (size_t)dy_off,
               dx + (size_t)dx_off, base, c0, (size_t)S, k);
 }
+
+/* ---- GPU: statistics and map in one launch ------------------------------
+ * bn_fwd_one (training forward) and bn_bwd_one (backward) run a channel's
+ * reduction and then its map in one launch, the map of each range re-read
+ * soon after its statistics read it (mostly from the L2 cache on a GPU):
+ * G = C parts reduction tasks (as bn_stats_wg, bn_bwd_wg) and G map tasks
+ * (map task j maps the range of reduction task j).  A group draws its
+ * position q in the launch (an atomic counter: the order groups start in)
+ * and takes task bn_task_of(q): the reduction tasks in order, each map
+ * task `lag` positions after the reduction task of its range (lag >= parts,
+ * so after every reduction task of its channel).  A map task waits until
+ * its channel's last reduction group has published (bn_publish); it waits
+ * only on groups that drew earlier positions, so started and running: no
+ * deadlock however few groups run at once.  The sums are those of the
+ * two-launch kernels, so the bits too. */
+#if BN_GPU
+#define BN_DONE (1 << 30) /* ticket of a published channel (> any count) */
+
+/* Task of position q of 2G with the lag k: 1 for a map task; *j its
+ * index. */
+inline int bn_task_of(size_t q, size_t G, size_t lag, size_t *j) {
+  const size_t k = min(lag, G);
+  if (q < k) {
+    *j = q;
+    return 0;
+  }
+  if (q < 2 * G - k) { /* alternating: reduction k + r / 2, map r / 2 */
+    const size_t r = q - k;
+    *j = (r & 1) ? r / 2 : k + r / 2;
+    return (int)(r & 1);
+  }
+  *j = q - G;
+  return 1;
+}
+
+/* The group's position among the launch's `total` groups (work-item 0
+ * draws; the last to draw puts the word back to 0 for the next launch). */
+inline size_t bn_draw(volatile global int *status, size_t total,
+                      local uint *q) {
+  if (get_local_id(0) == 0) {
+    volatile global int *w = status + RUMUS_STATUS_TICKET;
+    const uint v = (uint)atomic_inc(w);
+    if ((size_t)v == total - 1) atomic_xchg(w, 0);
+    *q = v;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *q;
+}
+
+/* Work-item 0 of channel c's last reduction group, after writing the
+ * channel's results: the map tasks may start. */
+inline void bn_publish(volatile global int *status, size_t c) {
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  atomic_xchg(status + RUMUS_STATUS_SETS + c, BN_DONE);
+}
+
+/* A map task: waits for channel c's results (every work-item calls it). */
+inline void bn_wait(volatile global int *status, size_t c) {
+  if (get_local_id(0) == 0) {
+    volatile global int *t = status + RUMUS_STATUS_SETS + c;
+    while (*t < BN_DONE)
+      ;
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+}
+
+/* A map task's end (work-item 0): the channel's last map task puts the
+ * ticket back to 0. */
+inline void bn_mapped(volatile global int *status, size_t c, size_t parts) {
+  if (get_local_id(0) != 0) return;
+  volatile global int *t = status + RUMUS_STATUS_SETS + c;
+  if (atomic_inc(t) == BN_DONE + (int)(parts - 1)) atomic_xchg(t, 0);
+}
+
+/* Stores a chunk (bn_chunk's slots) at the walk's places before m1. */
+inline void bn_chunk_store(int vec, global real_t *y, bn_walk *w, size_t m1,
+                           size_t C, size_t c, size_t S, const float4 *v) {
+  if (vec) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      if (w->m < m1) STORE4(v[k], y, (w->n * C + c) * S + w->s);
+      bn_walk_next(w, S);
+    }
+    return;
+  }
+  float t[16];
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    t[4 * k] = v[k].x;
+    t[4 * k + 1] = v[k].y;
+    t[4 * k + 2] = v[k].z;
+    t[4 * k + 3] = v[k].w;
+  }
+#pragma unroll
+  for (int e = 0; e < 16; e++) {
+    if (w->m < m1) STORE(t[e], y, (w->n * C + c) * S + w->s);
+    bn_walk_next(w, S);
+  }
+}
+
+/* The map of range r: out = BN_MAP(mode, x, dy, k), chunk by chunk (each
+ * element read before it is written: out may be x or dy). */
+inline void bn_map_range(int mode, int vec, global const real_t *x,
+                         global const real_t *dy, global real_t *out,
+                         bn_range r, size_t C, size_t S, float4 k) {
+  float4 va[4], vb[4];
+  bn_walk w, ws;
+  bn_walk_range(&w, r, S, vec);
+  ws = w;
+  while (w.m < r.m1) {
+    bn_chunk(vec, mode == BN_GRAD, x, dy, &w, r.m1, C, r.c, S, va, vb);
+#pragma unroll
+    for (int i = 0; i < 4; i++) va[i] = BN_MAP(mode, va[i], vb[i], k);
+    bn_chunk_store(vec, out, &ws, r.m1, C, r.c, S, va);
+  }
+}
+
+/* Position, task and (map task) channel c's range, after its results. */
+#define BN_ONE_HEAD                                                          \
+  BN_TASK_LOCALS;                                                            \
+  local uint q_;                                                             \
+  const size_t G = (size_t)C * (size_t)parts;                                \
+  size_t j;                                                                  \
+  const int map = bn_task_of(bn_draw(status, 2 * G, &q_), G, (size_t)lag,    \
+                             &j);                                            \
+  const size_t mc_ = j / (size_t)parts;                                      \
+  const bn_range mr = bn_range_of(mc_, j - mc_ * (size_t)parts, L, M, mean,  \
+                                  BN_SUM)
+
+/* The training forward: bn_stats_wg's tasks, then y = (x - mean) invstd
+ * gamma + beta (gamma 1, beta 0 where not given) as bn_apply_fwd. */
+__kernel RUMUS_WG_ATTR void bn_fwd_one(
+    BN_WG_ARGS, BN_STATS_ARGS, global real_t *y, ulong y_off, int has_gamma,
+    global const float *gamma, ulong g_off, int has_beta,
+    global const float *beta, ulong be_off, ulong lag,
+    volatile global int *status) {
+  BN_ONE_HEAD;
+  if (!map) {
+    BN_STATS_TASK(j, 0);
+    bn_publish(status, c);
+    return;
+  }
+  bn_wait(status, mc_);
+  volatile global float *vm = mean + (size_t)mean_off + mc_;
+  volatile global float *vi = invstd + (size_t)inv_off + mc_;
+  const float ga = has_gamma ? gamma[(size_t)g_off + mc_] : 1.0f;
+  const float be = has_beta ? beta[(size_t)be_off + mc_] : 0.0f;
+  const float4 k = (float4)(*vm, *vi * ga, be, 0.0f);
+  bn_map_range(BN_NORM, vec, a + (size_t)a_off, a + (size_t)a_off,
+               y + (size_t)y_off, mr, (size_t)C, (size_t)S, k);
+  bn_mapped(status, mc_, (size_t)parts);
+}
+
+/* The backward: bn_bwd_wg's tasks, then dx = (dy - coef[2c] - (x - mean)
+ * coef[2c + 1]) gamma invstd as bn_apply_bwd (dy is a, x is b). */
+__kernel RUMUS_WG_ATTR void bn_bwd_one(
+    BN_WG_ARGS, BN_BWD_ARGS, global real_t *dx, ulong dx_off, int has_gamma,
+    global const float *gamma, ulong g_off, ulong lag,
+    volatile global int *status) {
+  BN_ONE_HEAD;
+  if (!map) {
+    BN_BWD_TASK(j, 0);
+    bn_publish(status, c);
+    return;
+  }
+  bn_wait(status, mc_);
+  volatile global float *kc = part + (size_t)coef_at + 2 * mc_;
+  const float ga = has_gamma ? gamma[(size_t)g_off + mc_] : 1.0f;
+  const float4 k =
+      (float4)(mean[(size_t)mean_off + mc_],
+               ga * invstd[(size_t)inv_off + mc_], kc[0], kc[1]);
+  bn_map_range(BN_GRAD, vec, b + (size_t)b_off, a + (size_t)a_off,
+               dx + (size_t)dx_off, mr, (size_t)C, (size_t)S, k);
+  bn_mapped(status, mc_, (size_t)parts);
+}
+#endif

@@ -390,6 +390,23 @@ START_TEST(aligned_shapes) {
 }
 END_TEST
 
+/* More channels than the context has ticket words (4096): the GPU
+ * variant's two-launch path (reduction with its fold, then the map) instead
+ * of bn_fwd_one / bn_bwd_one; F32, both variants, aligned and not. */
+START_TEST(many_channels) {
+  rumus_ctx *ctx = tu_ctx();
+  const shp s = {2, 4099, 2, 2};
+  inputs in = make_inputs(&s, RUMUS_F32, 300);
+  for (int k = 0; k < 2; k++) {
+    elem_off = k ? 4 : 3;
+    run_bn(ctx, &in, 1);
+  }
+  elem_off = 3;
+  free_inputs(&in);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* The training forward in place (y == x) and without running statistics,
  * and the same bits on a second run, per variant, on the large shape. */
 START_TEST(bn_in_place_and_repeatable) {
@@ -832,6 +849,7 @@ int main(void) {
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, bn_in_place_and_repeatable);
   tcase_add_test(limits, empty_tensors);
+  tcase_add_test(limits, many_channels);
   tcase_add_test(limits, nan_channel);
   tcase_add_test(limits, large_offset);
   tcase_add_test(limits, long_channel);

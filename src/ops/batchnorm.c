@@ -198,6 +198,20 @@ static void plan_parts(const rumus_ctx *ctx, const bn_geom *g,
   *parts = (sh->M + *L - 1) / *L;
 }
 
+/* GPU: the training forward and the backward run as one launch
+ * (bn_fwd_one, bn_bwd_one) when each channel has a ticket word. */
+static int one_launch(const bn_shape *sh) { return sh->C <= RUMUS__TICKETS; }
+
+/* Their lag (cl/batchnorm.cl): a map task comes parts + 2 CU positions
+ * after the reduction task of its range, so its channel's last reduction
+ * group started about two groups per compute unit earlier (a short wait
+ * or none), while the range read in between (about 3 lag ranges of 16 WG
+ * values) may still be in a GPU's L2 cache. */
+static cl_ulong one_lag(const rumus_ctx *ctx, size_t parts) {
+  const size_t cu = ctx->compute_units ? ctx->compute_units : 1;
+  return parts + 2 * cu;
+}
+
 /* CPU: stage 1 of reduction `mode` ("sum", "dev", "bwd"): a (and b, mean)
  * per cl/batchnorm.cl into part (2 floats per channel and range), one
  * work-item per (channel, range). */
@@ -221,15 +235,16 @@ static int run_stage1(rumus_ctx *ctx, const char *op, const bn_geom *g,
 /* GPU: a reduction and its fold in one launch, kernel `kname` with the
  * arguments BN_WG_ARGS of cl/batchnorm.cl (vec: S a multiple of 4, the
  * walks move float4s), then rest[0 .. nrest), then the status buffer (the
- * channels' tickets). */
+ * channels' tickets); a group per range, or (with_map: bn_fwd_one,
+ * bn_bwd_one) two. */
 static int run_fused(rumus_ctx *ctx, const char *op, const bn_geom *g,
                      const char *kname, bn_arg a, bn_arg b, bn_arg mean,
                      const bn_shape *sh, size_t parts, size_t L, cl_mem part,
-                     const rumus__arg *rest, size_t nrest) {
+                     const rumus__arg *rest, size_t nrest, int with_map) {
   const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
   cl_ulong C = sh->C, S = sh->S, M = sh->M, nL = L, np = parts;
   cl_int vec = sh->S % 4 == 0;
-  rumus__arg args[24] = {
+  rumus__arg args[40] = {
       RUMUS__ARG(a.mem),    RUMUS__ARG(a.off), RUMUS__ARG(b.mem),
       RUMUS__ARG(b.off),    RUMUS__ARG(mean.mem), RUMUS__ARG(mean.off),
       RUMUS__ARG(part),     RUMUS__ARG(C),     RUMUS__ARG(S),
@@ -237,7 +252,7 @@ static int run_fused(rumus_ctx *ctx, const char *op, const bn_geom *g,
       RUMUS__ARG(vec)};
   for (size_t i = 0; i < nrest; i++) args[13 + i] = rest[i];
   args[13 + nrest] = RUMUS__ARG(ctx->status);
-  size_t global = parts * sh->C * g->wg, local = g->wg;
+  size_t global = (with_map ? 2 : 1) * parts * sh->C * g->wg, local = g->wg;
   return rumus__launch(ctx, op, &k, 1, &global, &local, 14 + nrest, args);
 }
 
@@ -370,7 +385,7 @@ int rumus_channel_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   int st;
   if (g.gpu) {
     st = run_fused(ctx, op, &g, f32 ? "bn_bias_wg_f32" : "bn_bias_wg", a, a,
-                   a, &sh, parts, L, part, rest, 2);
+                   a, &sh, parts, L, part, rest, 2, 0);
   } else {
     st = run_stage1(ctx, op, &g, "sum", a, a, a, &sh, parts, L, part);
     if (st == RUMUS_OK)
@@ -426,6 +441,45 @@ static int check_fwd(rumus_ctx *ctx, const char *op,
   return check_chan_opt(ctx, op, "beta", beta, x);
 }
 
+/* The training forward's tensors. */
+typedef struct {
+  const rumus_tensor *x, *gamma, *beta;
+  rumus_tensor *rm, *rv, *y, *save_mean, *save_invstd;
+} bn_fwd_io;
+
+/* GPU: the training forward in one launch (bn_fwd_one). */
+static int fwd_one(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                   const bn_shape *sh, const rumus_batchnorm_params *p,
+                   const bn_fwd_io *t) {
+  size_t parts, L;
+  plan_parts(ctx, g, sh, &parts, &L);
+  cl_mem part;
+  RUMUS__FORWARD(part_scratch(ctx, op, sh, parts, 0, &part));
+  const bn_arg xa = arg_of(t->x, NULL), ma = arg_of(t->save_mean, NULL);
+  const bn_arg ra = arg_of(t->rm, t->save_mean);
+  const bn_arg va = arg_of(t->rv, t->save_mean);
+  const bn_arg ga = arg_of(t->gamma, t->save_mean);
+  const bn_arg be = arg_of(t->beta, t->save_mean);
+  cl_ulong io = rumus__off(t->save_invstd), yo = rumus__off(t->y);
+  cl_ulong lag = one_lag(ctx, parts);
+  cl_int has_run = t->rm != NULL, has_g = t->gamma != NULL,
+         has_b = t->beta != NULL;
+  const rumus__arg rest[18] = {
+      RUMUS__ARG(p->eps),    RUMUS__ARG(p->momentum),
+      RUMUS__ARG(t->save_invstd->mem), RUMUS__ARG(io),
+      RUMUS__ARG(has_run),   RUMUS__ARG(ra.mem),
+      RUMUS__ARG(ra.off),    RUMUS__ARG(va.mem),
+      RUMUS__ARG(va.off),    RUMUS__ARG(t->y->mem),
+      RUMUS__ARG(yo),        RUMUS__ARG(has_g),
+      RUMUS__ARG(ga.mem),    RUMUS__ARG(ga.off),
+      RUMUS__ARG(has_b),     RUMUS__ARG(be.mem),
+      RUMUS__ARG(be.off),    RUMUS__ARG(lag)};
+  const int st = run_fused(ctx, op, g, "bn_fwd_one", xa, xa, ma, sh, parts, L,
+                           part, rest, 18, 1);
+  part_release(ctx);
+  return st;
+}
+
 /* Stage 1 and 2 of the mean, then of the variance (into save_mean,
  * save_invstd and the running statistics). */
 static int train_stats(rumus_ctx *ctx, const char *op, const bn_geom *g,
@@ -449,7 +503,7 @@ static int train_stats(rumus_ctx *ctx, const char *op, const bn_geom *g,
         RUMUS__ARG(ra.off),   RUMUS__ARG(va.mem),
         RUMUS__ARG(va.off)};
     const int st = run_fused(ctx, op, g, "bn_stats_wg", xa, xa, ma, sh, parts,
-                             L, part, rest, 9);
+                             L, part, rest, 9, 0);
     part_release(ctx);
     return st;
   }
@@ -509,6 +563,11 @@ int rumus_batchnorm2d_fwd_train(rumus_ctx *ctx,
   bn_geom g;
   const rumus_tensor *big[2] = {x, y};
   geom_for(ctx, &sh, big, 2, &g);
+  if (g.gpu && one_launch(&sh)) {
+    const bn_fwd_io t = {x,  gamma, beta, running_mean, running_var,
+                         y,  save_mean, save_invstd};
+    return fwd_one(ctx, op, &g, &sh, &p, &t);
+  }
   RUMUS__FORWARD(train_stats(ctx, op, &g, &sh, &p, x, running_mean,
                              running_var, save_mean, save_invstd));
   return apply_fwd(ctx, op, &g, &sh, x, y, save_mean, save_invstd, 0, p.eps,
@@ -560,13 +619,22 @@ static int run_bwd(rumus_ctx *ctx, const char *op, const bn_geom *g,
   cl_ulong M = sh->M;
   cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
   cl_ulong coef_at = 2 * parts * sh->C;
+  const bn_arg ga = arg_of(gamma, save_mean);
+  cl_ulong dxo = rumus__off(dx);
+  cl_int has_g = gamma != NULL;
   if (g->gpu) {
-    const rumus__arg rest[9] = {
+    cl_ulong lag = one_lag(ctx, parts);
+    const rumus__arg rest[15] = {
         RUMUS__ARG(ia.mem),  RUMUS__ARG(ia.off),  RUMUS__ARG(coef_at),
         RUMUS__ARG(has_dg),  RUMUS__ARG(dga.mem), RUMUS__ARG(dga.off),
-        RUMUS__ARG(has_db),  RUMUS__ARG(dba.mem), RUMUS__ARG(dba.off)};
+        RUMUS__ARG(has_db),  RUMUS__ARG(dba.mem), RUMUS__ARG(dba.off),
+        RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),     RUMUS__ARG(has_g),
+        RUMUS__ARG(ga.mem),  RUMUS__ARG(ga.off),  RUMUS__ARG(lag)};
+    if (one_launch(sh))
+      return run_fused(ctx, op, g, "bn_bwd_one", ya, xa, ma, sh, parts, L,
+                       part, rest, 15, 1);
     RUMUS__FORWARD(run_fused(ctx, op, g, "bn_bwd_wg", ya, xa, ma, sh, parts,
-                             L, part, rest, 9));
+                             L, part, rest, 9, 0));
   } else {
     const rumus__arg rest[11] = {
         RUMUS__ARG(M),       RUMUS__ARG(ia.mem),  RUMUS__ARG(ia.off),
@@ -578,9 +646,6 @@ static int run_bwd(rumus_ctx *ctx, const char *op, const bn_geom *g,
     RUMUS__FORWARD(run_fold(ctx, op, g, "bn_fold_bwd", part, parts, sh, rest,
                             11));
   }
-  const bn_arg ga = arg_of(gamma, save_mean);
-  cl_ulong dxo = rumus__off(dx);
-  cl_int has_g = gamma != NULL;
   const rumus__arg pre[16] = {
       RUMUS__ARG(xa.mem),  RUMUS__ARG(xa.off), RUMUS__ARG(ya.mem),
       RUMUS__ARG(ya.off),  RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),
