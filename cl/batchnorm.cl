@@ -24,14 +24,17 @@
  * what the op needs (the bias gradient, the mean, invstd and running
  * statistics, the backward's dgamma, dbeta and coefficients).
  *   GPU, one launch per reduction: bn_bias_wg, bn_stats_wg, bn_bwd_wg take
- *   a work-group of WG per (channel, range) (work-item i adds m = m0 + i,
- *   m0 + i + WG, ..., coalesced, no division per element; a tree in local
- *   memory); with several ranges a group stores its pair in part[2 (c *
- *   parts + p)] (+1) and the last group of the channel to finish folds
- *   them (a ticket per channel in the status buffer), so a small batch norm
- *   is two launches (statistics, map) where it was five.  The training
- *   statistics take each range's mean and deviations in two passes and
- *   merge the ranges' (n, mean, M2) (bn_stats_wg).
+ *   a work-group of WG per (channel, range); its work-items walk the range
+ *   in chunks of 16 values each, float4 by float4 when S is a multiple of
+ *   4 (else value by value), neighbouring work-items on neighbouring
+ *   values, every load of a chunk issued before any is used, no division
+ *   per element; a tree in local memory); with several ranges a group
+ *   stores its pair in part[2 (c * parts + p)] (+1) and the last group of
+ *   the channel to finish folds them (a ticket per channel in the status
+ *   buffer).  The training statistics take each range's mean and
+ *   deviations in two passes and merge the ranges' (n, mean, M2)
+ *   (bn_stats_wg).  The training forward and the backward add the map to
+ *   the same launch (bn_fwd_one, bn_bwd_one, at the end of this file).
  *   CPU: bn_<mode>_item, one work-item per (channel, range), no barriers,
  *   float8 accumulators along each row segment, into part; stage 2,
  *   bn_fold_<what>, one work-item per channel.

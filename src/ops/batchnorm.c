@@ -12,8 +12,9 @@
  * device has enough work-groups (GPU) or work-items (CPU) when C is small,
  * with a floor on the range length so that short channels stay whole.  On
  * the GPU variant each reduction is one launch (the last work-group of a
- * channel folds its ranges), on the CPU variant two (stage 2 is a launch
- * of its own).  The partial sums live in a reusable scratch slot of the
+ * channel folds its ranges), and the training forward and the backward
+ * take their map into that launch; on the CPU variant a reduction is two
+ * launches (stage 2 is a launch of its own), then the map.  The partial sums live in a reusable scratch slot of the
  * context, not a buffer created per call.
  */
 #include <math.h>
