@@ -830,27 +830,41 @@ inline void bn_chunk_store(int vec, global real_t *y, bn_walk *w, size_t m1,
   }
 }
 
-/* The map of range r: out = BN_MAP(mode, x, dy, k), chunk by chunk (each
- * element read before it is written: out may be x or dy). */
+/* A map task's first chunk of x (va) and dy (vb, BN_GRAD), loaded before
+ * it waits for its channel: the loads are in flight meanwhile, and a
+ * small launch loses one memory round trip after the wait.  w continues
+ * the walk, ws (the stores') starts where w did. */
+inline void bn_map_first(int mode, int vec, global const real_t *x,
+                         global const real_t *dy, bn_range r, size_t C,
+                         size_t S, bn_walk *w, bn_walk *ws, float4 *va,
+                         float4 *vb) {
+  bn_walk_range(w, r, S, vec);
+  *ws = *w;
+  bn_chunk(vec, mode == BN_GRAD, x, dy, w, r.m1, C, r.c, S, va, vb);
+}
+
+/* The rest of the map of range r: out = BN_MAP(mode, x, dy, k), chunk by
+ * chunk (each element read before it is written: out may be x or dy). */
 inline void bn_map_range(int mode, int vec, global const real_t *x,
                          global const real_t *dy, global real_t *out,
-                         bn_range r, size_t C, size_t S, float4 k) {
-  float4 va[4], vb[4];
-  bn_walk w, ws;
-  bn_walk_range(&w, r, S, vec);
-  ws = w;
-  while (w.m < r.m1) {
-    bn_chunk(vec, mode == BN_GRAD, x, dy, &w, r.m1, C, r.c, S, va, vb);
+                         bn_range r, size_t C, size_t S, float4 k,
+                         bn_walk *w, bn_walk *ws, float4 *va, float4 *vb) {
+  for (;;) {
 #pragma unroll
     for (int i = 0; i < 4; i++) va[i] = BN_MAP(mode, va[i], vb[i], k);
-    bn_chunk_store(vec, out, &ws, r.m1, C, r.c, S, va);
+    bn_chunk_store(vec, out, ws, r.m1, C, r.c, S, va);
+    if (w->m >= r.m1) return;
+    bn_chunk(vec, mode == BN_GRAD, x, dy, w, r.m1, C, r.c, S, va, vb);
   }
 }
 
-/* Position, task and (map task) channel c's range, after its results. */
+/* Position, task, the map task's range mr of channel mc_, its walks and
+ * chunk. */
 #define BN_ONE_HEAD                                                          \
   BN_TASK_LOCALS;                                                            \
   local uint q_;                                                             \
+  bn_walk w, ws;                                                             \
+  float4 va[4], vb[4];                                                       \
   const size_t G = (size_t)C * (size_t)parts;                                \
   size_t j;                                                                  \
   const int map = bn_task_of(bn_draw(status, 2 * G, &q_), G, (size_t)lag,    \
@@ -872,14 +886,17 @@ __kernel RUMUS_WG_ATTR void bn_fwd_one(
     bn_publish(status, c);
     return;
   }
+  global const real_t *px = a + (size_t)a_off;
+  bn_map_first(BN_NORM, vec, px, px, mr, (size_t)C, (size_t)S, &w, &ws, va,
+               vb);
   bn_wait(status, mc_);
   volatile global float *vm = mean + (size_t)mean_off + mc_;
   volatile global float *vi = invstd + (size_t)inv_off + mc_;
   const float ga = has_gamma ? gamma[(size_t)g_off + mc_] : 1.0f;
   const float be = has_beta ? beta[(size_t)be_off + mc_] : 0.0f;
   const float4 k = (float4)(*vm, *vi * ga, be, 0.0f);
-  bn_map_range(BN_NORM, vec, a + (size_t)a_off, a + (size_t)a_off,
-               y + (size_t)y_off, mr, (size_t)C, (size_t)S, k);
+  bn_map_range(BN_NORM, vec, px, px, y + (size_t)y_off, mr, (size_t)C,
+               (size_t)S, k, &w, &ws, va, vb);
   bn_mapped(status, mc_, (size_t)parts);
 }
 
@@ -895,14 +912,17 @@ __kernel RUMUS_WG_ATTR void bn_bwd_one(
     bn_publish(status, c);
     return;
   }
+  global const real_t *px = b + (size_t)b_off, *pg = a + (size_t)a_off;
+  bn_map_first(BN_GRAD, vec, px, pg, mr, (size_t)C, (size_t)S, &w, &ws, va,
+               vb);
   bn_wait(status, mc_);
   volatile global float *kc = part + (size_t)coef_at + 2 * mc_;
   const float ga = has_gamma ? gamma[(size_t)g_off + mc_] : 1.0f;
   const float4 k =
       (float4)(mean[(size_t)mean_off + mc_],
                ga * invstd[(size_t)inv_off + mc_], kc[0], kc[1]);
-  bn_map_range(BN_GRAD, vec, b + (size_t)b_off, a + (size_t)a_off,
-               dx + (size_t)dx_off, mr, (size_t)C, (size_t)S, k);
+  bn_map_range(BN_GRAD, vec, px, pg, dx + (size_t)dx_off, mr, (size_t)C,
+               (size_t)S, k, &w, &ws, va, vb);
   bn_mapped(status, mc_, (size_t)parts);
 }
 #endif
