@@ -24,14 +24,17 @@
  * what the op needs (the bias gradient, the mean, invstd and running
  * statistics, the backward's dgamma, dbeta and coefficients).
  *   GPU, one launch per reduction: bn_bias_wg, bn_stats_wg, bn_bwd_wg take
- *   a work-group of WG per (channel, range) (work-item i adds m = m0 + i,
- *   m0 + i + WG, ..., coalesced, no division per element; a tree in local
- *   memory); with several ranges a group stores its pair in part[2 (c *
- *   parts + p)] (+1) and the last group of the channel to finish folds
- *   them (a ticket per channel in the status buffer), so a small batch norm
- *   is two launches (statistics, map) where it was five.  The training
- *   statistics take each range's mean and deviations in two passes and
- *   merge the ranges' (n, mean, M2) (bn_stats_wg).
+ *   a work-group of WG per (channel, range); its work-items walk the range
+ *   in chunks of 16 values each, float4 by float4 when S is a multiple of
+ *   4 (else value by value), neighbouring work-items on neighbouring
+ *   values, every load of a chunk issued before any is used, no division
+ *   per element; a tree in local memory); with several ranges a group
+ *   stores its pair in part[2 (c * parts + p)] (+1) and the last group of
+ *   the channel to finish folds them (a ticket per channel in the status
+ *   buffer).  The training statistics take each range's mean and
+ *   deviations in two passes and merge the ranges' (n, mean, M2)
+ *   (bn_stats_wg).  The training forward and the backward add the map to
+ *   the same launch (bn_fwd_one, bn_bwd_one, at the end of this file).
  *   CPU: bn_<mode>_item, one work-item per (channel, range), no barriers,
  *   float8 accumulators along each row segment, into part; stage 2,
  *   bn_fold_<what>, one work-item per channel.
@@ -70,8 +73,8 @@ typedef float8 bn_vec;
 #define BN_STOREV(v, p, i) STORE8(v, p, i)
 #else
 typedef float4 bn_vec;
-#define BN_LOADV(p, i) RUMUS_LOADN(RUMUS_STORAGE, 4, p, i)
-#define BN_STOREV(v, p, i) RUMUS_STOREN(RUMUS_STORAGE, 4, v, p, i)
+#define BN_LOADV(p, i) LOAD4(p, i) /* 16-byte access when RUMUS_ALIGN4 */
+#define BN_STOREV(v, p, i) STORE4(v, p, i)
 #endif
 
 /* Modes of the reductions and the maps; constant in each entry, so the
@@ -116,24 +119,27 @@ inline bn_range bn_range_of(size_t c, size_t p, ulong L, ulong M,
 }
 
 #if BN_GPU
-/* Work-item lid's walk over a range of one channel: m = m0 + lid, m0 + lid
- * + WG, ... with the element's (n, s) carried from step to step (WG = wq S
- * + wr, so a step adds wq to n and wr to s, and s wraps at most once): one
- * division per walk, not per element. */
+/* Work-item lid's walk over a range of one channel in units of u elements
+ * (u = 4 when vec, S a multiple of 4, so a unit never crosses a plane;
+ * else 1): m = m0 + u lid, then steps of st = u WG, with the element's
+ * (n, s) carried from step to step (st = wq S + wr, so a step adds wq to
+ * n and wr to s, and s wraps at most once): one division per walk, not
+ * per element. */
 typedef struct {
-  size_t m, n, s, wq, wr;
+  size_t m, n, s, st, wq, wr;
 } bn_walk;
 
-inline void bn_walk_start(bn_walk *w, size_t m, size_t S) {
+inline void bn_walk_start(bn_walk *w, size_t m, size_t S, size_t st) {
   w->m = m;
   w->n = m / S;
   w->s = m - w->n * S;
-  w->wq = (size_t)WG / S;
-  w->wr = (size_t)WG - w->wq * S;
+  w->st = st;
+  w->wq = st / S;
+  w->wr = st - w->wq * S;
 }
 
 inline void bn_walk_next(bn_walk *w, size_t S) {
-  w->m += WG;
+  w->m += w->st;
   w->n += w->wq;
   w->s += w->wr;
   if (w->s >= S) {
@@ -142,19 +148,111 @@ inline void bn_walk_next(bn_walk *w, size_t S) {
   }
 }
 
-/* Work-group sums of a range into ls1[0], ls2[0] (every work-item calls
- * it: barriers).  Neighbouring work-items read neighbouring elements. */
-inline void bn_wg_sums(int mode, global const real_t *a,
-                       global const real_t *b, bn_range r, size_t C,
-                       size_t S, local float *ls1, local float *ls2) {
-  float s1 = 0.0f, s2 = 0.0f;
+/* Starts work-item lid's walk over range r. */
+inline void bn_walk_range(bn_walk *w, bn_range r, size_t S, int vec) {
+  const size_t u = vec ? 4 : 1;
+  bn_walk_start(w, r.m0 + u * get_local_id(0), S, u * (size_t)WG);
+}
+
+/* A chunk: the next BN_HOLD (16) values of the walk in slots 0 .. 15
+ * (va[k] holds slots 4k .. 4k + 3), of a and, when two, of b at the same
+ * places; zeros past m1.  Every load is issued before any is used (the
+ * loop unrolls), so a work-item has 4 float4 or 16 floats in flight, not
+ * one: a summing loop of one load per step left the H200 waiting on
+ * memory.  vec: 4 steps of a float4 (LOAD4: one 16-byte access when the
+ * host found every tensor aligned, RUMUS_ALIGN4), else 16 steps of one
+ * element.  Returns the number of valid slots, a prefix of 0 .. 15. */
+inline int bn_chunk(int vec, int two, global const real_t *a,
+                    global const real_t *b, bn_walk *w, size_t m1, size_t C,
+                    size_t c, size_t S, float4 *va, float4 *vb) {
+  int nv = 0;
+  if (vec) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const int ok = w->m < m1;
+      const size_t i = (w->n * C + c) * S + w->s;
+      va[k] = ok ? LOAD4(a, i) : (float4)(0.0f);
+      vb[k] = two && ok ? LOAD4(b, i) : (float4)(0.0f);
+      nv += ok ? 4 : 0;
+      bn_walk_next(w, S);
+    }
+    return nv;
+  }
+  float ta[16], tb[16];
+#pragma unroll
+  for (int e = 0; e < 16; e++) {
+    const int ok = w->m < m1;
+    const size_t i = (w->n * C + c) * S + w->s;
+    ta[e] = ok ? LOAD(a, i) : 0.0f;
+    tb[e] = two && ok ? LOAD(b, i) : 0.0f;
+    nv += ok;
+    bn_walk_next(w, S);
+  }
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    va[k] = (float4)(ta[4 * k], ta[4 * k + 1], ta[4 * k + 2], ta[4 * k + 3]);
+    vb[k] = (float4)(tb[4 * k], tb[4 * k + 1], tb[4 * k + 2], tb[4 * k + 3]);
+  }
+  return nv;
+}
+
+/* v with the slots 4k .. 4k + 3 at or past nv zeroed (the padding of a
+ * chunk, where x - mean is not 0). */
+inline float4 bn_valid(float4 v, int k, int nv) {
+  const int4 i = (int4)(4 * k, 4 * k + 1, 4 * k + 2, 4 * k + 3);
+  return select((float4)(0.0f), v, i < (int4)(nv));
+}
+
+/* Adds a chunk to the float4 sums of the mode (BN_DEV, BN_BWD about mc),
+ * slot by slot in lanes, so the order is fixed. */
+inline void bn_chunk_acc(int mode, const float4 *va, const float4 *vb, int nv,
+                         float mc, float4 *a1, float4 *a2) {
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    if (mode == BN_SUM) {
+      *a1 += va[k];
+    } else if (mode == BN_DEV) {
+      const float4 d = bn_valid(va[k] - mc, k, nv);
+      *a1 += d;
+      *a2 += d * d;
+    } else {
+      *a1 += va[k];
+      *a2 += va[k] * bn_valid(vb[k] - mc, k, nv);
+    }
+  }
+}
+
+/* Work-group sums of two values in one tree (the order of rumus_wg_sum),
+ * returned to every work-item (every work-item calls it: barriers). */
+inline float2 bn_wg_sum2(local float *l1, local float *l2, float2 v) {
+  const size_t lid = get_local_id(0);
+  l1[lid] = v.x;
+  l2[lid] = v.y;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) {
+      l1[lid] += l1[lid + step];
+      l2[lid] += l2[lid + step];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return (float2)(l1[0], l2[0]);
+}
+
+/* Work-item lid's sums of a range, chunk after chunk (a work-group tree
+ * adds them: bn_wg_sum2). */
+inline float2 bn_item_sums(int mode, int vec, global const real_t *a,
+                           global const real_t *b, bn_range r, size_t C,
+                           size_t S) {
+  float4 a1 = 0.0f, a2 = 0.0f, va[4], vb[4];
   bn_walk w;
-  for (bn_walk_start(&w, r.m0 + get_local_id(0), S); w.m < r.m1;
-       bn_walk_next(&w, S))
-    BN_ACC(mode, a, b, (w.n * C + r.c) * S + w.s, r.mc, s1, s2);
-  /* Two buffers: no barrier is needed between the trees. */
-  rumus_wg_sum(ls1, s1);
-  if (mode != BN_SUM) rumus_wg_sum(ls2, s2);
+  bn_walk_range(&w, r, S, vec);
+  while (w.m < r.m1) {
+    const int nv = bn_chunk(vec, mode == BN_BWD, a, b, &w, r.m1, C, r.c, S,
+                            va, vb);
+    bn_chunk_acc(mode, va, vb, nv, r.mc, &a1, &a2);
+  }
+  return (float2)(rumus_hsum4(a1), rumus_hsum4(a2));
 }
 
 /* Elements of range p (the last shorter). */
@@ -170,7 +268,7 @@ inline size_t bn_range_len(size_t p, size_t L, size_t M) {
  * the order depends on the shape only), or of the only group. */
 inline int bn_wg_finish(global float *part, size_t g, size_t c,
                         size_t parts, float2 v, volatile global int *status,
-                        local int *flag) {
+                        local int *flag, int reset) {
   if (parts == 1) return 1;
   if (get_local_id(0) == 0) {
     volatile global float *pv = part;
@@ -179,7 +277,7 @@ inline int bn_wg_finish(global float *part, size_t g, size_t c,
   }
   volatile global int *ticket = status + RUMUS_STATUS_SETS + c;
   if (!rumus_last_group(ticket, parts, flag)) return 0;
-  rumus_ticket_reset(ticket);
+  if (reset) rumus_ticket_reset(ticket); /* else bn_publish takes it on */
   return 1;
 }
 
@@ -201,18 +299,17 @@ inline float2 bn_fold_sums(global float *part, size_t c, size_t parts,
   float2 s = 0.0f;
   for (size_t p = get_local_id(0); p < parts; p += WG)
     s += bn_part_at(part, c, parts, p);
-  rumus_wg_sum(ls1, s.x);
-  rumus_wg_sum(ls2, s.y);
-  return (float2)(ls1[0], ls2[0]);
+  return bn_wg_sum2(ls1, ls2, s);
 }
 
 /* The arguments of every fused kernel: the reduced tensor a (and x as b,
  * the channel means), the float pairs (and the backward's coefficients)
- * in part, the shape and the ranges. */
+ * in part, the shape, the ranges, and vec (S a multiple of 4: the walks
+ * move float4s). */
 #define BN_WG_ARGS                                                           \
   global const real_t *a, ulong a_off, global const real_t *b, ulong b_off,  \
       global float *mean, ulong mean_off, global float *part, ulong C,       \
-      ulong S, ulong M, ulong L, ulong parts
+      ulong S, ulong M, ulong L, ulong parts, int vec
 
 /* Group g's channel c, range r (the channel's mean read for `mode`). */
 #define BN_WG_HEAD(mode)                                                     \
@@ -230,9 +327,9 @@ inline float2 bn_fold_sums(global float *part, size_t c, size_t parts,
                                    ulong db_off,                             \
                                    volatile global int *status) {            \
     BN_WG_HEAD(BN_SUM);                                                      \
-    bn_wg_sums(BN_SUM, pa, pb, r, (size_t)C, (size_t)S, ls1, ls2);           \
-    const float2 v = (float2)(ls1[0], 0.0f);                                 \
-    if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;             \
+    const float2 v = bn_wg_sum2(                                             \
+        ls1, ls2, bn_item_sums(BN_SUM, vec, pa, pb, r, (size_t)C, (size_t)S));\
+    if (!bn_wg_finish(part, g, c, np, v, status, &flag, 1)) return;          \
     const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);                 \
     if (get_local_id(0) == 0) RUMUS_STORE(T, s.x, db + (size_t)db_off, c);   \
   }
@@ -246,47 +343,38 @@ BN_BIAS_WG_KERNEL(bn_bias_wg_f32, F32)
  * ranges' (n, mean, M2): mean = sum n_p mean_p / M, M2 = sum M2_p + n_p
  * (mean_p - mean)^2 (exact in real arithmetic, no E[x^2] - E[x]^2
  * anywhere).  It writes the mean, invstd and (has_running) the running
- * statistics as bn_fold_var does.  A range of at most BN_HOLD WG values
- * (the host's choice where it can) is read once into registers; a longer
- * one is read twice, the same sums in the same order. */
+ * statistics as bn_fold_var does.  A range of one chunk (BN_HOLD values a
+ * work-item, the host's choice where it can) is read once into registers;
+ * a longer one is read twice, the same sums in the same order. */
 #ifndef BN_HOLD
-#define BN_HOLD 16 /* values per work-item held in registers (host: same) */
+#define BN_HOLD 16 /* values per work-item of a chunk (host: the same) */
 #endif
 
-inline float2 bn_range_stats(global const real_t *x, bn_range r, size_t C,
-                             size_t S, local float *ls1, local float *ls2,
-                             local float *ls3) {
-  const size_t m0 = r.m0 + get_local_id(0);
+inline float2 bn_range_stats(int vec, global const real_t *x, bn_range r,
+                             size_t C, size_t S, local float *ls1,
+                             local float *ls2, local float *ls3) {
   const float n = (float)(r.m1 - r.m0);
+  float2 s;
+  /* Three buffers: each tree's result is read by every work-item while
+   * the next tree may already be filling its own. */
   if (r.m1 - r.m0 > (size_t)WG * BN_HOLD) {
-    bn_wg_sums(BN_SUM, x, x, r, C, S, ls1, ls2);
+    rumus_wg_sum(ls1, bn_item_sums(BN_SUM, vec, x, x, r, C, S).x);
     r.mc = ls1[0] / n;
-    bn_wg_sums(BN_DEV, x, x, r, C, S, ls2, ls3);
+    s = bn_wg_sum2(ls2, ls3, bn_item_sums(BN_DEV, vec, x, x, r, C, S));
   } else {
-    float v[BN_HOLD], s = 0.0f, s1 = 0.0f, s2 = 0.0f;
+    float4 va[4], vb[4], a1 = 0.0f, a2 = 0.0f, a0 = 0.0f;
     bn_walk w;
-    bn_walk_start(&w, m0, S);
-#pragma unroll
-    for (int k = 0; k < BN_HOLD; k++, bn_walk_next(&w, S)) {
-      v[k] = w.m < r.m1 ? LOAD(x, (w.n * C + r.c) * S + w.s) : 0.0f;
-      if (w.m < r.m1) s += v[k];
-    }
-    rumus_wg_sum(ls1, s);
+    bn_walk_range(&w, r, S, vec);
+    const int nv = bn_chunk(vec, 0, x, x, &w, r.m1, C, r.c, S, va, vb);
+    bn_chunk_acc(BN_SUM, va, vb, nv, 0.0f, &a0, &a0);
+    rumus_wg_sum(ls1, rumus_hsum4(a0));
     r.mc = ls1[0] / n;
-#pragma unroll
-    for (int k = 0; k < BN_HOLD; k++) {
-      if (m0 + (size_t)k * WG >= r.m1) break;
-      const float d = v[k] - r.mc;
-      s1 += d;
-      s2 += d * d;
-    }
-    rumus_wg_sum(ls2, s1);
-    rumus_wg_sum(ls3, s2);
+    bn_chunk_acc(BN_DEV, va, vb, nv, r.mc, &a1, &a2);
+    s = bn_wg_sum2(ls2, ls3, (float2)(rumus_hsum4(a1), rumus_hsum4(a2)));
   }
-  const float s1 = ls2[0];
-  float m2 = ls3[0] - s1 * (s1 / n);
+  float m2 = s.y - s.x * (s.x / n);
   if (m2 < 0.0f) m2 = 0.0f; /* rounding; keeps a NaN */
-  return (float2)(r.mc + s1 / n, m2);
+  return (float2)(r.mc + s.x / n, m2);
 }
 
 /* Channel c's merged (mean, M2) from the ranges' pairs (v itself with one
@@ -311,46 +399,87 @@ inline float2 bn_merge(global float *part, size_t c, size_t parts, size_t L,
   return (float2)(mean, ls2[0]);
 }
 
-__kernel RUMUS_WG_ATTR void bn_stats_wg(
-    BN_WG_ARGS, float eps, float momentum, global float *invstd,
-    ulong inv_off, int has_running, global float *rmean, ulong rm_off,
-    global float *rvar, ulong rv_off, volatile global int *status) {
-  BN_WG_HEAD(BN_SUM);
-  const float2 v = bn_range_stats(pa, r, (size_t)C, (size_t)S, ls1, ls2, ls3);
-  if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;
-  const float2 mm = bn_merge(part, c, np, (size_t)L, (size_t)M, v, ls1, ls2);
-  if (get_local_id(0) != 0) return;
+/* Channel c's statistics from the merged (mean, M2): the mean, invstd and
+ * (has_running) the running statistics, at channel c's elements. */
+inline void bn_stats_store(float2 mm, ulong M, float eps, float momentum,
+                           global float *mean, global float *invstd,
+                           int has_running, global float *rm,
+                           global float *rv) {
   const float fm = (float)M, var = mm.y / fm;
-  mean[(size_t)mean_off + c] = mm.x;
-  invstd[(size_t)inv_off + c] = 1.0f / sqrt(var + eps);
+  *mean = mm.x;
+  *invstd = 1.0f / sqrt(var + eps);
   if (has_running) {
     const float unbiased = var * (fm / (float)(M - 1));
-    global float *rm = rmean + (size_t)rm_off + c;
-    global float *rv = rvar + (size_t)rv_off + c;
     *rm = (1.0f - momentum) * *rm + momentum * mm.x;
     *rv = (1.0f - momentum) * *rv + momentum * unbiased;
   }
 }
 
+/* The arguments of the statistics after BN_WG_ARGS. */
+#define BN_STATS_ARGS                                                        \
+  float eps, float momentum, global float *invstd, ulong inv_off,            \
+      int has_running, global float *rmean, ulong rm_off, global float *rvar, \
+      ulong rv_off
+
+/* The local memory of a task (OpenCL wants it at kernel scope). */
+#define BN_TASK_LOCALS                                                       \
+  local float ls1[WG], ls2[WG], ls3[WG];                                     \
+  local int flag
+
+/* Statistics task j (channel c = j / parts, range j % parts): returns from
+ * every group but the channel's last, which writes the channel's results
+ * in work-item 0 (the others return); reset: put the ticket back. */
+#define BN_STATS_TASK(j, reset)                                              \
+  const size_t np = (size_t)parts, c = (j) / np;                             \
+  const bn_range r = bn_range_of(c, (j) - c * np, L, M,                      \
+                                 mean + (size_t)mean_off, BN_SUM);           \
+  const float2 v = bn_range_stats(vec, a + (size_t)a_off, r, (size_t)C,      \
+                                  (size_t)S, ls1, ls2, ls3);                 \
+  if (!bn_wg_finish(part, (j), c, np, v, status, &flag, reset)) return;      \
+  const float2 mm =                                                          \
+      bn_merge(part, c, np, (size_t)L, (size_t)M, v, ls1, ls2);              \
+  if (get_local_id(0) != 0) return;                                          \
+  bn_stats_store(mm, M, eps, momentum, mean + (size_t)mean_off + c,          \
+                 invstd + (size_t)inv_off + c, has_running,                  \
+                 rmean + (size_t)rm_off + c, rvar + (size_t)rv_off + c)
+
+__kernel RUMUS_WG_ATTR void bn_stats_wg(BN_WG_ARGS, BN_STATS_ARGS,
+                                        volatile global int *status) {
+  BN_TASK_LOCALS;
+  BN_STATS_TASK(get_group_id(0), 1);
+}
+
 /* The backward's sums of dy (a) and x (b) about the saved mean, then what
  * bn_fold_bwd writes: dbeta, dgamma and dx's coefficients at part +
  * coef_at. */
-__kernel RUMUS_WG_ATTR void bn_bwd_wg(
-    BN_WG_ARGS, global const float *invstd, ulong inv_off, ulong coef_at,
-    int has_dgamma, global float *dgamma, ulong dg_off, int has_dbeta,
-    global float *dbeta, ulong db_off, volatile global int *status) {
-  BN_WG_HEAD(BN_BWD);
-  bn_wg_sums(BN_BWD, pa, pb, r, (size_t)C, (size_t)S, ls1, ls2);
-  const float2 v = (float2)(ls1[0], ls2[0]);
-  if (!bn_wg_finish(part, g, c, np, v, status, &flag)) return;
-  const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);
-  if (get_local_id(0) != 0) return;
-  const float is = invstd[(size_t)inv_off + c], fm = (float)M;
-  if (has_dbeta) dbeta[(size_t)db_off + c] = s.x;
-  if (has_dgamma) dgamma[(size_t)dg_off + c] = s.y * is;
-  global float *k = part + (size_t)coef_at + 2 * c;
-  k[0] = s.x / fm;
-  k[1] = (s.y * is) * is / fm;
+#define BN_BWD_ARGS                                                          \
+  global const float *invstd, ulong inv_off, ulong coef_at, int has_dgamma,  \
+      global float *dgamma, ulong dg_off, int has_dbeta, global float *dbeta, \
+      ulong db_off
+
+/* Backward task j, as BN_STATS_TASK. */
+#define BN_BWD_TASK(j, reset)                                                \
+  const size_t np = (size_t)parts, c = (j) / np;                             \
+  const bn_range r = bn_range_of(c, (j) - c * np, L, M,                      \
+                                 mean + (size_t)mean_off, BN_BWD);           \
+  const float2 v = bn_wg_sum2(                                               \
+      ls1, ls2,                                                              \
+      bn_item_sums(BN_BWD, vec, a + (size_t)a_off, b + (size_t)b_off, r,     \
+                   (size_t)C, (size_t)S));                                   \
+  if (!bn_wg_finish(part, (j), c, np, v, status, &flag, reset)) return;      \
+  const float2 s = bn_fold_sums(part, c, np, v, ls1, ls2);                   \
+  if (get_local_id(0) != 0) return;                                          \
+  const float is = invstd[(size_t)inv_off + c], fm = (float)M;               \
+  if (has_dbeta) dbeta[(size_t)db_off + c] = s.x;                            \
+  if (has_dgamma) dgamma[(size_t)dg_off + c] = s.y * is;                     \
+  global float *kc = part + (size_t)coef_at + 2 * c;                         \
+  kc[0] = s.x / fm;                                                          \
+  kc[1] = (s.y * is) * is / fm
+
+__kernel RUMUS_WG_ATTR void bn_bwd_wg(BN_WG_ARGS, BN_BWD_ARGS,
+                                      volatile global int *status) {
+  BN_TASK_LOCALS;
+  BN_BWD_TASK(get_group_id(0), 1);
 }
 
 #else /* the CPU variant */
@@ -600,3 +729,200 @@ __kernel void bn_apply_bwd(global const real_t *x, ulong x_off,
   bn_map_span(BN_GRAD, x + (size_t)x_off, dy + (size_t)dy_off,
               dx + (size_t)dx_off, base, c0, (size_t)S, k);
 }
+
+/* ---- GPU: statistics and map in one launch ------------------------------
+ * bn_fwd_one (training forward) and bn_bwd_one (backward) run a channel's
+ * reduction and then its map in one launch, the map of each range re-read
+ * soon after its statistics read it (mostly from the L2 cache on a GPU):
+ * G = C parts reduction tasks (as bn_stats_wg, bn_bwd_wg) and G map tasks
+ * (map task j maps the range of reduction task j).  A group draws its
+ * position q in the launch (an atomic counter: the order groups start in)
+ * and takes task bn_task_of(q): the reduction tasks in order, each map
+ * task `lag` positions after the reduction task of its range (lag >= parts,
+ * so after every reduction task of its channel).  A map task waits until
+ * its channel's last reduction group has published (bn_publish); it waits
+ * only on groups that drew earlier positions, so started and running: no
+ * deadlock however few groups run at once.  The sums are those of the
+ * two-launch kernels, so the bits too. */
+#if BN_GPU
+#define BN_DONE (1 << 30) /* ticket of a published channel (> any count) */
+
+/* Task of position q of 2G with the lag k: 1 for a map task; *j its
+ * index. */
+inline int bn_task_of(size_t q, size_t G, size_t lag, size_t *j) {
+  const size_t k = min(lag, G);
+  if (q < k) {
+    *j = q;
+    return 0;
+  }
+  if (q < 2 * G - k) { /* alternating: reduction k + r / 2, map r / 2 */
+    const size_t r = q - k;
+    *j = (r & 1) ? r / 2 : k + r / 2;
+    return (int)(r & 1);
+  }
+  *j = q - G;
+  return 1;
+}
+
+/* The group's position among the launch's `total` groups (work-item 0
+ * draws; the last to draw puts the word back to 0 for the next launch). */
+inline size_t bn_draw(volatile global int *status, size_t total,
+                      local uint *q) {
+  if (get_local_id(0) == 0) {
+    volatile global int *w = status + RUMUS_STATUS_TICKET;
+    const uint v = (uint)atomic_inc(w);
+    if ((size_t)v == total - 1) atomic_xchg(w, 0);
+    *q = v;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *q;
+}
+
+/* Work-item 0 of channel c's last reduction group, after writing the
+ * channel's results: the map tasks may start. */
+inline void bn_publish(volatile global int *status, size_t c) {
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  atomic_xchg(status + RUMUS_STATUS_SETS + c, BN_DONE);
+}
+
+/* A map task: waits for channel c's results (every work-item calls it). */
+inline void bn_wait(volatile global int *status, size_t c) {
+  if (get_local_id(0) == 0) {
+    volatile global int *t = status + RUMUS_STATUS_SETS + c;
+    while (*t < BN_DONE)
+      ;
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+}
+
+/* A map task's end (work-item 0): the channel's last map task puts the
+ * ticket back to 0. */
+inline void bn_mapped(volatile global int *status, size_t c, size_t parts) {
+  if (get_local_id(0) != 0) return;
+  volatile global int *t = status + RUMUS_STATUS_SETS + c;
+  if (atomic_inc(t) == BN_DONE + (int)(parts - 1)) atomic_xchg(t, 0);
+}
+
+/* Stores a chunk (bn_chunk's slots) at the walk's places before m1. */
+inline void bn_chunk_store(int vec, global real_t *y, bn_walk *w, size_t m1,
+                           size_t C, size_t c, size_t S, const float4 *v) {
+  if (vec) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      if (w->m < m1) STORE4(v[k], y, (w->n * C + c) * S + w->s);
+      bn_walk_next(w, S);
+    }
+    return;
+  }
+  float t[16];
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    t[4 * k] = v[k].x;
+    t[4 * k + 1] = v[k].y;
+    t[4 * k + 2] = v[k].z;
+    t[4 * k + 3] = v[k].w;
+  }
+#pragma unroll
+  for (int e = 0; e < 16; e++) {
+    if (w->m < m1) STORE(t[e], y, (w->n * C + c) * S + w->s);
+    bn_walk_next(w, S);
+  }
+}
+
+/* A map task's first chunk of x (va) and dy (vb, BN_GRAD), loaded before
+ * it waits for its channel: the loads are in flight meanwhile, and a
+ * small launch loses one memory round trip after the wait.  w continues
+ * the walk, ws (the stores') starts where w did. */
+inline void bn_map_first(int mode, int vec, global const real_t *x,
+                         global const real_t *dy, bn_range r, size_t C,
+                         size_t S, bn_walk *w, bn_walk *ws, float4 *va,
+                         float4 *vb) {
+  bn_walk_range(w, r, S, vec);
+  *ws = *w;
+  bn_chunk(vec, mode == BN_GRAD, x, dy, w, r.m1, C, r.c, S, va, vb);
+}
+
+/* The rest of the map of range r: out = BN_MAP(mode, x, dy, k), chunk by
+ * chunk (each element read before it is written: out may be x or dy). */
+inline void bn_map_range(int mode, int vec, global const real_t *x,
+                         global const real_t *dy, global real_t *out,
+                         bn_range r, size_t C, size_t S, float4 k,
+                         bn_walk *w, bn_walk *ws, float4 *va, float4 *vb) {
+  for (;;) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) va[i] = BN_MAP(mode, va[i], vb[i], k);
+    bn_chunk_store(vec, out, ws, r.m1, C, r.c, S, va);
+    if (w->m >= r.m1) return;
+    bn_chunk(vec, mode == BN_GRAD, x, dy, w, r.m1, C, r.c, S, va, vb);
+  }
+}
+
+/* Position, task, the map task's range mr of channel mc_, its walks and
+ * chunk. */
+#define BN_ONE_HEAD                                                          \
+  BN_TASK_LOCALS;                                                            \
+  local uint q_;                                                             \
+  bn_walk w, ws;                                                             \
+  float4 va[4], vb[4];                                                       \
+  const size_t G = (size_t)C * (size_t)parts;                                \
+  size_t j;                                                                  \
+  const int map = bn_task_of(bn_draw(status, 2 * G, &q_), G, (size_t)lag,    \
+                             &j);                                            \
+  const size_t mc_ = j / (size_t)parts;                                      \
+  const bn_range mr = bn_range_of(mc_, j - mc_ * (size_t)parts, L, M, mean,  \
+                                  BN_SUM)
+
+/* The training forward: bn_stats_wg's tasks, then y = (x - mean) invstd
+ * gamma + beta (gamma 1, beta 0 where not given) as bn_apply_fwd. */
+__kernel RUMUS_WG_ATTR void bn_fwd_one(
+    BN_WG_ARGS, BN_STATS_ARGS, global real_t *y, ulong y_off, int has_gamma,
+    global const float *gamma, ulong g_off, int has_beta,
+    global const float *beta, ulong be_off, ulong lag,
+    volatile global int *status) {
+  BN_ONE_HEAD;
+  if (!map) {
+    BN_STATS_TASK(j, 0);
+    bn_publish(status, c);
+    return;
+  }
+  global const real_t *px = a + (size_t)a_off;
+  bn_map_first(BN_NORM, vec, px, px, mr, (size_t)C, (size_t)S, &w, &ws, va,
+               vb);
+  bn_wait(status, mc_);
+  volatile global float *vm = mean + (size_t)mean_off + mc_;
+  volatile global float *vi = invstd + (size_t)inv_off + mc_;
+  const float ga = has_gamma ? gamma[(size_t)g_off + mc_] : 1.0f;
+  const float be = has_beta ? beta[(size_t)be_off + mc_] : 0.0f;
+  const float4 k = (float4)(*vm, *vi * ga, be, 0.0f);
+  bn_map_range(BN_NORM, vec, px, px, y + (size_t)y_off, mr, (size_t)C,
+               (size_t)S, k, &w, &ws, va, vb);
+  bn_mapped(status, mc_, (size_t)parts);
+}
+
+/* The backward: bn_bwd_wg's tasks, then dx = (dy - coef[2c] - (x - mean)
+ * coef[2c + 1]) gamma invstd as bn_apply_bwd (dy is a, x is b). */
+__kernel RUMUS_WG_ATTR void bn_bwd_one(
+    BN_WG_ARGS, BN_BWD_ARGS, global real_t *dx, ulong dx_off, int has_gamma,
+    global const float *gamma, ulong g_off, ulong lag,
+    volatile global int *status) {
+  BN_ONE_HEAD;
+  if (!map) {
+    BN_BWD_TASK(j, 0);
+    bn_publish(status, c);
+    return;
+  }
+  global const real_t *px = b + (size_t)b_off, *pg = a + (size_t)a_off;
+  bn_map_first(BN_GRAD, vec, px, pg, mr, (size_t)C, (size_t)S, &w, &ws, va,
+               vb);
+  bn_wait(status, mc_);
+  volatile global float *kc = part + (size_t)coef_at + 2 * mc_;
+  const float ga = has_gamma ? gamma[(size_t)g_off + mc_] : 1.0f;
+  const float4 k =
+      (float4)(mean[(size_t)mean_off + mc_],
+               ga * invstd[(size_t)inv_off + mc_], kc[0], kc[1]);
+  bn_map_range(BN_GRAD, vec, px, pg, dx + (size_t)dx_off, mr, (size_t)C,
+               (size_t)S, k, &w, &ws, va, vb);
+  bn_mapped(status, mc_, (size_t)parts);
+}
+#endif

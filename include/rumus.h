@@ -809,8 +809,9 @@ RUMUS_API int rumus_dropout_bwd(rumus_ctx *ctx, float p, uint64_t seed,
  * work-group size option and the device's compute units only, so a call
  * gives the same bits on every run on one device; the two variants sum in
  * different orders and may differ in the last bits.
- * rumus_cache_fill() builds the F32 program of these ops; a 16-bit call
- * builds its program at first use. */
+ * rumus_cache_fill() builds the F32 programs of these ops (on the GPU
+ * variant one for 16-byte aligned tensors and one for the others); a
+ * 16-bit call builds its program at first use. */
 
 /*! rumus_channel_bias_add() :
  *  y[n, c, ...] = x[n, c, ...] + b[c] for x [N, C, ...] (ndim >= 2), b [C]

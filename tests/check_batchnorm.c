@@ -45,11 +45,16 @@ static const shp SHAPES[] = {{3, 5, 1, 1}, {1, 5, 7, 5},  {2, 1, 7, 5},
 
 static size_t numel(const shp *s) { return s->N * s->C * s->H * s->W; }
 
-/* A guarded tensor (tu_guarded_check_free checks it) whose data starts 3
- * elements past a 4096-byte guard: an odd element offset. */
+/* The element offset of the test tensors past their guard: 3 (odd: the
+ * GPU variant's unaligned program), or 4 in the aligned tests (16 bytes
+ * in F32: its RUMUS_ALIGN4 program where H * W is a multiple of 4). */
+static size_t elem_off = 3;
+
+/* A guarded tensor (tu_guarded_check_free checks it) whose data starts
+ * elem_off elements past a 4096-byte guard. */
 static tu_guarded odd_guarded(rumus_ctx *ctx, rumus_dtype d, int ndim,
                               const size_t *shape, const float *data) {
-  return tu_guarded_typed_odd(ctx, d, ndim, shape, data, 3);
+  return tu_guarded_typed_odd(ctx, d, ndim, shape, data, elem_off);
 }
 
 static tu_guarded g4(rumus_ctx *ctx, rumus_dtype d, const shp *s,
@@ -366,6 +371,42 @@ START_TEST(bn_shapes) {
 }
 END_TEST
 
+/* Shapes with H * W a multiple of 4 (the GPU variant's walks move
+ * float4s) at aligned offsets: the aligned program's 16-byte accesses;
+ * the second with a short last range. */
+static const shp ALIGNED[] = {{3, 5, 2, 2}, {37, 2, 10, 12}};
+
+START_TEST(aligned_shapes) {
+  rumus_ctx *ctx = tu_ctx();
+  elem_off = 4;
+  for (size_t k = 0; k < sizeof ALIGNED / sizeof ALIGNED[0]; k++) {
+    inputs in = make_inputs(&ALIGNED[k], tu_dtypes[_i], 200 + k);
+    run_bias(ctx, &in, 1);
+    run_bn(ctx, &in, 1);
+    free_inputs(&in);
+  }
+  elem_off = 3;
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* More channels than the context has ticket words (4096): the GPU
+ * variant's two-launch path (reduction with its fold, then the map) instead
+ * of bn_fwd_one / bn_bwd_one; F32, both variants, aligned and not. */
+START_TEST(many_channels) {
+  rumus_ctx *ctx = tu_ctx();
+  const shp s = {2, 4099, 2, 2};
+  inputs in = make_inputs(&s, RUMUS_F32, 300);
+  for (int k = 0; k < 2; k++) {
+    elem_off = k ? 4 : 3;
+    run_bn(ctx, &in, 1);
+  }
+  elem_off = 3;
+  free_inputs(&in);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* The training forward in place (y == x) and without running statistics,
  * and the same bits on a second run, per variant, on the large shape. */
 START_TEST(bn_in_place_and_repeatable) {
@@ -522,17 +563,16 @@ START_TEST(empty_tensors) {
 }
 END_TEST
 
-/* Values 1000 + U(-1, 1) (std 0.58), where a variance of E[x^2] - E[x]^2
- * in float would be off by tens of percent: the corrected two-pass
- * statistics keep invstd within rtol 1e-4, the mean within 1e-7 of
- * itself, and y within atol 2e-4 (the float mean's own rounding,
- * ulp(1000) / 2 = 3e-5, times invstd 1.7, plus the sums' errors). */
-/* One channel of 2049 x 2049 values: more than the 1024 ranges of at most
- * 16 WG values the GPU variant holds in registers, so its statistics read
- * each range twice (the other path of bn_stats_wg); F32, both variants. */
+/* One channel of 2049 x 2049 values (_i 0: the walks move floats) or of
+ * 2048 x 2052 at an aligned offset (_i 1: float4s): more than the 1024
+ * ranges of at most 16 WG values the GPU variant holds in registers, so
+ * its statistics read each range twice (the other path of
+ * bn_range_stats) and its maps take several chunks a range; F32, both
+ * variants. */
 START_TEST(long_channel) {
   rumus_ctx *ctx = tu_ctx();
-  const shp s = {1, 1, 2049, 2049};
+  const shp s = _i ? (shp){1, 1, 2048, 2052} : (shp){1, 1, 2049, 2049};
+  elem_off = _i ? 4 : 3;
   inputs in = make_inputs(&s, RUMUS_F32, 27);
   tu_rng r;
   tu_rng_seed(&r, 28);
@@ -561,10 +601,16 @@ START_TEST(long_channel) {
   }
   free(want);
   free_inputs(&in);
+  elem_off = 3;
   tu_free_all(ctx, NULL);
 }
 END_TEST
 
+/* Values 1000 + U(-1, 1) (std 0.58), where a variance of E[x^2] - E[x]^2
+ * in float would be off by tens of percent: the corrected two-pass
+ * statistics keep invstd within rtol 1e-4, the mean within 1e-7 of
+ * itself, and y within atol 2e-4 (the float mean's own rounding,
+ * ulp(1000) / 2 = 3e-5, times invstd 1.7, plus the sums' errors). */
 START_TEST(large_offset) {
   rumus_ctx *ctx = tu_ctx();
   const shp s = {64, 2, 28, 28};
@@ -802,14 +848,16 @@ int main(void) {
   TCase *core = tu_tcase("core");
   tcase_add_loop_test(core, bias_shapes, 0, 3);
   tcase_add_loop_test(core, bn_shapes, 0, 3);
+  tcase_add_loop_test(core, aligned_shapes, 0, 3);
   tcase_add_test(core, bwd_finite_differences);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, bn_in_place_and_repeatable);
   tcase_add_test(limits, empty_tensors);
+  tcase_add_test(limits, many_channels);
   tcase_add_test(limits, nan_channel);
   tcase_add_test(limits, large_offset);
-  tcase_add_test(limits, long_channel);
+  tcase_add_loop_test(limits, long_channel, 0, 2);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_nulls_and_types);

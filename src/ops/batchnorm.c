@@ -12,9 +12,11 @@
  * device has enough work-groups (GPU) or work-items (CPU) when C is small,
  * with a floor on the range length so that short channels stay whole.  On
  * the GPU variant each reduction is one launch (the last work-group of a
- * channel folds its ranges), on the CPU variant two (stage 2 is a launch
- * of its own).  The partial sums live in a reusable scratch slot of the
- * context, not a buffer created per call.
+ * channel folds its ranges), and the training forward and the backward
+ * take their map into that launch; on the CPU variant a reduction is two
+ * launches (stage 2 is a launch of its own), then the map.  The partial
+ * sums live in a reusable scratch slot of the context, not a buffer
+ * created per call.
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,6 +49,7 @@ static const char *const FILE_CL = "batchnorm.cl";
 /* The geometry of the family's program on this context's variant. */
 typedef struct {
   int gpu;
+  int align4;      /* RUMUS_ALIGN4: every NCHW tensor and plane 4-aligned */
   rumus_dtype storage;
   size_t wg;       /* WG: stage 1's work-group (GPU) */
   size_t vw, nv;   /* the maps' vector width and vectors per work-item */
@@ -58,7 +61,7 @@ typedef struct {
 /* The one options function of the family (launches and warm-up). */
 static void bn_options(const bn_geom *g, char *buf, size_t len) {
   char head[96];
-  rumus__options_head(head, sizeof head, g->storage, g->wg, 0);
+  rumus__options_head(head, sizeof head, g->storage, g->wg, g->align4);
   snprintf(buf, len,
            "%s -DBN_GPU=%d -DBN_VW=%zu -DBN_NV=%zu -DBN_FOLD_LS=%zu "
            "-DBN_HOLD=%d",
@@ -67,10 +70,13 @@ static void bn_options(const bn_geom *g, char *buf, size_t len) {
 
 /* GPU: one float4 per work-item of the maps in groups of 256 (coalesced,
  * as the element-wise ops); CPU: four float8 per work-item in groups of
- * 16.  The maps' vectors need only element alignment (vload), so there is
- * no aligned program. */
-static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, bn_geom *g) {
+ * 16.  align4 (rumus__align4, GPU only): the program whose float4 accesses
+ * are 16-byte loads and stores; NVIDIA turns vload4 into four 4-byte
+ * ones. */
+static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
+                     bn_geom *g) {
   g->gpu = rumus__gpu_variant(ctx);
+  g->align4 = align4;
   g->storage = storage;
   g->wg = rumus__reduce_wg(ctx);
   g->vw = g->gpu ? 4 : 8;
@@ -94,6 +100,14 @@ static bn_shape shape_of(const rumus_tensor *t) {
   sh.M = sh.N * sh.S;
   sh.planes = sh.N * sh.C;
   return sh;
+}
+
+/* The geometry for the NCHW tensors ts[0 .. nt) (NULL entries skipped) of
+ * shape sh: the aligned program when the GPU variant runs and every
+ * tensor and plane is 4-element aligned. */
+static void geom_for(const rumus_ctx *ctx, const bn_shape *sh,
+                     const rumus_tensor *const *ts, int nt, bn_geom *g) {
+  get_geom(ctx, ts[0]->dtype, rumus__align4(ctx, ts, nt, sh->S), g);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -179,7 +193,25 @@ static void plan_parts(const rumus_ctx *ctx, const bn_geom *g,
   if (g->gpu && sh->C > RUMUS__TICKETS) p = 1;
   if (p < 1) p = 1;
   *L = (sh->M + p - 1) / p;
+  /* GPU: ranges start at multiples of 4, so that with S a multiple of 4 a
+   * walk's float4 stays in one plane (min_len is a multiple of 4: L stays
+   * within it). */
+  if (g->gpu) *L = (*L + 3) / 4 * 4;
   *parts = (sh->M + *L - 1) / *L;
+}
+
+/* GPU: the training forward and the backward run as one launch
+ * (bn_fwd_one, bn_bwd_one) when each channel has a ticket word. */
+static int one_launch(const bn_shape *sh) { return sh->C <= RUMUS__TICKETS; }
+
+/* Their lag (cl/batchnorm.cl): a map task comes parts + 2 CU positions
+ * after the reduction task of its range, so its channel's last reduction
+ * group started about two groups per compute unit earlier (a short wait
+ * or none), while the range read in between (about 3 lag ranges of 16 WG
+ * values) may still be in a GPU's L2 cache. */
+static cl_ulong one_lag(const rumus_ctx *ctx, size_t parts) {
+  const size_t cu = ctx->compute_units ? ctx->compute_units : 1;
+  return parts + 2 * cu;
 }
 
 /* CPU: stage 1 of reduction `mode` ("sum", "dev", "bwd"): a (and b, mean)
@@ -203,23 +235,27 @@ static int run_stage1(rumus_ctx *ctx, const char *op, const bn_geom *g,
 }
 
 /* GPU: a reduction and its fold in one launch, kernel `kname` with the
- * arguments BN_WG_ARGS of cl/batchnorm.cl, then rest[0 .. nrest), then the
- * status buffer (the channels' tickets). */
+ * arguments BN_WG_ARGS of cl/batchnorm.cl (vec: S a multiple of 4, the
+ * walks move float4s), then rest[0 .. nrest), then the status buffer (the
+ * channels' tickets); a group per range, or (with_map: bn_fwd_one,
+ * bn_bwd_one) two. */
 static int run_fused(rumus_ctx *ctx, const char *op, const bn_geom *g,
                      const char *kname, bn_arg a, bn_arg b, bn_arg mean,
                      const bn_shape *sh, size_t parts, size_t L, cl_mem part,
-                     const rumus__arg *rest, size_t nrest) {
+                     const rumus__arg *rest, size_t nrest, int with_map) {
   const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
   cl_ulong C = sh->C, S = sh->S, M = sh->M, nL = L, np = parts;
-  rumus__arg args[24] = {
+  cl_int vec = sh->S % 4 == 0;
+  rumus__arg args[40] = {
       RUMUS__ARG(a.mem),    RUMUS__ARG(a.off), RUMUS__ARG(b.mem),
       RUMUS__ARG(b.off),    RUMUS__ARG(mean.mem), RUMUS__ARG(mean.off),
       RUMUS__ARG(part),     RUMUS__ARG(C),     RUMUS__ARG(S),
-      RUMUS__ARG(M),        RUMUS__ARG(nL),    RUMUS__ARG(np)};
-  for (size_t i = 0; i < nrest; i++) args[12 + i] = rest[i];
-  args[12 + nrest] = RUMUS__ARG(ctx->status);
-  size_t global = parts * sh->C * g->wg, local = g->wg;
-  return rumus__launch(ctx, op, &k, 1, &global, &local, 13 + nrest, args);
+      RUMUS__ARG(M),        RUMUS__ARG(nL),    RUMUS__ARG(np),
+      RUMUS__ARG(vec)};
+  for (size_t i = 0; i < nrest; i++) args[13 + i] = rest[i];
+  args[13 + nrest] = RUMUS__ARG(ctx->status);
+  size_t global = (with_map ? 2 : 1) * parts * sh->C * g->wg, local = g->wg;
+  return rumus__launch(ctx, op, &k, 1, &global, &local, 14 + nrest, args);
 }
 
 /* Stage 2: kernel `kname` over the channels, its arguments after (part,
@@ -317,7 +353,8 @@ int rumus_channel_bias_add(rumus_ctx *ctx, const rumus_tensor *x,
   const bn_shape sh = shape_of(x);
   if (x->numel == 0) return RUMUS_OK;
   bn_geom g;
-  get_geom(ctx, x->dtype, &g);
+  const rumus_tensor *big[2] = {x, y};
+  geom_for(ctx, &sh, big, 2, &g);
   cl_ulong xo = rumus__off(x), yo = rumus__off(y), bo = rumus__off(b);
   const rumus__arg pre[6] = {RUMUS__ARG(x->mem), RUMUS__ARG(xo),
                              RUMUS__ARG(y->mem), RUMUS__ARG(yo),
@@ -338,7 +375,7 @@ int rumus_channel_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   if (sh.C == 0) return RUMUS_OK;
   if (sh.M == 0) return rumus_tensor_fill(db, 0.0f); /* empty sums */
   bn_geom g;
-  get_geom(ctx, dy->dtype, &g);
+  geom_for(ctx, &sh, &dy, 1, &g);
   size_t parts, L;
   plan_parts(ctx, &g, &sh, &parts, &L);
   cl_mem part;
@@ -350,7 +387,7 @@ int rumus_channel_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   int st;
   if (g.gpu) {
     st = run_fused(ctx, op, &g, f32 ? "bn_bias_wg_f32" : "bn_bias_wg", a, a,
-                   a, &sh, parts, L, part, rest, 2);
+                   a, &sh, parts, L, part, rest, 2, 0);
   } else {
     st = run_stage1(ctx, op, &g, "sum", a, a, a, &sh, parts, L, part);
     if (st == RUMUS_OK)
@@ -406,6 +443,45 @@ static int check_fwd(rumus_ctx *ctx, const char *op,
   return check_chan_opt(ctx, op, "beta", beta, x);
 }
 
+/* The training forward's tensors. */
+typedef struct {
+  const rumus_tensor *x, *gamma, *beta;
+  rumus_tensor *rm, *rv, *y, *save_mean, *save_invstd;
+} bn_fwd_io;
+
+/* GPU: the training forward in one launch (bn_fwd_one). */
+static int fwd_one(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                   const bn_shape *sh, const rumus_batchnorm_params *p,
+                   const bn_fwd_io *t) {
+  size_t parts, L;
+  plan_parts(ctx, g, sh, &parts, &L);
+  cl_mem part;
+  RUMUS__FORWARD(part_scratch(ctx, op, sh, parts, 0, &part));
+  const bn_arg xa = arg_of(t->x, NULL), ma = arg_of(t->save_mean, NULL);
+  const bn_arg ra = arg_of(t->rm, t->save_mean);
+  const bn_arg va = arg_of(t->rv, t->save_mean);
+  const bn_arg ga = arg_of(t->gamma, t->save_mean);
+  const bn_arg be = arg_of(t->beta, t->save_mean);
+  cl_ulong io = rumus__off(t->save_invstd), yo = rumus__off(t->y);
+  cl_ulong lag = one_lag(ctx, parts);
+  cl_int has_run = t->rm != NULL, has_g = t->gamma != NULL,
+         has_b = t->beta != NULL;
+  const rumus__arg rest[18] = {
+      RUMUS__ARG(p->eps),    RUMUS__ARG(p->momentum),
+      RUMUS__ARG(t->save_invstd->mem), RUMUS__ARG(io),
+      RUMUS__ARG(has_run),   RUMUS__ARG(ra.mem),
+      RUMUS__ARG(ra.off),    RUMUS__ARG(va.mem),
+      RUMUS__ARG(va.off),    RUMUS__ARG(t->y->mem),
+      RUMUS__ARG(yo),        RUMUS__ARG(has_g),
+      RUMUS__ARG(ga.mem),    RUMUS__ARG(ga.off),
+      RUMUS__ARG(has_b),     RUMUS__ARG(be.mem),
+      RUMUS__ARG(be.off),    RUMUS__ARG(lag)};
+  const int st = run_fused(ctx, op, g, "bn_fwd_one", xa, xa, ma, sh, parts, L,
+                           part, rest, 18, 1);
+  part_release(ctx);
+  return st;
+}
+
 /* Stage 1 and 2 of the mean, then of the variance (into save_mean,
  * save_invstd and the running statistics). */
 static int train_stats(rumus_ctx *ctx, const char *op, const bn_geom *g,
@@ -429,7 +505,7 @@ static int train_stats(rumus_ctx *ctx, const char *op, const bn_geom *g,
         RUMUS__ARG(ra.off),   RUMUS__ARG(va.mem),
         RUMUS__ARG(va.off)};
     const int st = run_fused(ctx, op, g, "bn_stats_wg", xa, xa, ma, sh, parts,
-                             L, part, rest, 9);
+                             L, part, rest, 9, 0);
     part_release(ctx);
     return st;
   }
@@ -487,7 +563,13 @@ int rumus_batchnorm2d_fwd_train(rumus_ctx *ctx,
                  "%s: N * H * W = %zu; training needs more than one value "
                  "per channel", op, sh.M);
   bn_geom g;
-  get_geom(ctx, x->dtype, &g);
+  const rumus_tensor *big[2] = {x, y};
+  geom_for(ctx, &sh, big, 2, &g);
+  if (g.gpu && one_launch(&sh)) {
+    const bn_fwd_io t = {x,  gamma, beta, running_mean, running_var,
+                         y,  save_mean, save_invstd};
+    return fwd_one(ctx, op, &g, &sh, &p, &t);
+  }
   RUMUS__FORWARD(train_stats(ctx, op, &g, &sh, &p, x, running_mean,
                              running_var, save_mean, save_invstd));
   return apply_fwd(ctx, op, &g, &sh, x, y, save_mean, save_invstd, 0, p.eps,
@@ -516,7 +598,8 @@ int rumus_batchnorm2d_fwd_eval(rumus_ctx *ctx,
   const bn_shape sh = shape_of(x);
   if (x->numel == 0) return RUMUS_OK;
   bn_geom g;
-  get_geom(ctx, x->dtype, &g);
+  const rumus_tensor *big[2] = {x, y};
+  geom_for(ctx, &sh, big, 2, &g);
   return apply_fwd(ctx, op, &g, &sh, x, y, running_mean, running_var, 1,
                    p.eps, gamma, beta);
 }
@@ -538,13 +621,22 @@ static int run_bwd(rumus_ctx *ctx, const char *op, const bn_geom *g,
   cl_ulong M = sh->M;
   cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
   cl_ulong coef_at = 2 * parts * sh->C;
+  const bn_arg ga = arg_of(gamma, save_mean);
+  cl_ulong dxo = rumus__off(dx);
+  cl_int has_g = gamma != NULL;
   if (g->gpu) {
-    const rumus__arg rest[9] = {
+    cl_ulong lag = one_lag(ctx, parts);
+    const rumus__arg rest[15] = {
         RUMUS__ARG(ia.mem),  RUMUS__ARG(ia.off),  RUMUS__ARG(coef_at),
         RUMUS__ARG(has_dg),  RUMUS__ARG(dga.mem), RUMUS__ARG(dga.off),
-        RUMUS__ARG(has_db),  RUMUS__ARG(dba.mem), RUMUS__ARG(dba.off)};
+        RUMUS__ARG(has_db),  RUMUS__ARG(dba.mem), RUMUS__ARG(dba.off),
+        RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),     RUMUS__ARG(has_g),
+        RUMUS__ARG(ga.mem),  RUMUS__ARG(ga.off),  RUMUS__ARG(lag)};
+    if (one_launch(sh))
+      return run_fused(ctx, op, g, "bn_bwd_one", ya, xa, ma, sh, parts, L,
+                       part, rest, 15, 1);
     RUMUS__FORWARD(run_fused(ctx, op, g, "bn_bwd_wg", ya, xa, ma, sh, parts,
-                             L, part, rest, 9));
+                             L, part, rest, 9, 0));
   } else {
     const rumus__arg rest[11] = {
         RUMUS__ARG(M),       RUMUS__ARG(ia.mem),  RUMUS__ARG(ia.off),
@@ -556,9 +648,6 @@ static int run_bwd(rumus_ctx *ctx, const char *op, const bn_geom *g,
     RUMUS__FORWARD(run_fold(ctx, op, g, "bn_fold_bwd", part, parts, sh, rest,
                             11));
   }
-  const bn_arg ga = arg_of(gamma, save_mean);
-  cl_ulong dxo = rumus__off(dx);
-  cl_int has_g = gamma != NULL;
   const rumus__arg pre[16] = {
       RUMUS__ARG(xa.mem),  RUMUS__ARG(xa.off), RUMUS__ARG(ya.mem),
       RUMUS__ARG(ya.off),  RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),
@@ -595,7 +684,8 @@ int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
     return dbeta ? rumus_tensor_fill(dbeta, 0.0f) : RUMUS_OK;
   }
   bn_geom g;
-  get_geom(ctx, x->dtype, &g);
+  const rumus_tensor *big[3] = {x, dy, dx};
+  geom_for(ctx, &sh, big, 3, &g);
   size_t parts, L;
   plan_parts(ctx, &g, &sh, &parts, &L);
   cl_mem part;
@@ -606,11 +696,17 @@ int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   return st;
 }
 
-/* The F32 program of the current variant (one program holds every kernel
- * of the family; 16-bit programs are built by their first call). */
+/* The F32 programs of the current variant, and on the GPU variant both
+ * alignments (one program holds every kernel of the family; 16-bit
+ * programs are built by their first call). */
 int rumus__batchnorm_warm(rumus_ctx *ctx) {
-  bn_geom g;
-  cl_program p;
-  get_geom(ctx, RUMUS_F32, &g);
-  return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, g.opts, &p);
+  const int aligns = rumus__gpu_variant(ctx) ? 2 : 1;
+  for (int align4 = 0; align4 < aligns; align4++) {
+    bn_geom g;
+    cl_program p;
+    get_geom(ctx, RUMUS_F32, align4, &g);
+    RUMUS__FORWARD(
+        rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, g.opts, &p));
+  }
+  return RUMUS_OK;
 }
