@@ -144,8 +144,9 @@ static int prepare_device(gpt_run *r) {
                   sizeof r->err);
   if (st == RUMUS_OK && (st = gpt_set_params(r->m, &r->params)) != RUMUS_OK)
     train_fail(r->err, sizeof r->err, st, "%s", gpt_errmsg(r->m));
-  if (st == RUMUS_OK && (st = rumus_cache_fill(r->ctx)) != RUMUS_OK)
-    train_rumus_fail(r->err, sizeof r->err, r->ctx, st, "rumus_cache_fill");
+  /* The warm-up step builds the programs training uses (not
+   * rumus_cache_fill(): every family's programs, most never called here,
+   * took NVIDIA's compiler over a minute on the H200). */
   if (st != RUMUS_OK || o->eval_only) return st;
   gpt_batch_random(r->text.tok, r->text.ntrain, r->params.cfg.context, o->batch,
                    &(mlp_rng){1}, r->x, r->y);

@@ -227,16 +227,12 @@ static int prepare_device(run_state *r) {
     fprintf(stderr, "rumus-train: %s\n", err);
     return 1;
   }
-  /* Compile every kernel now, so that epoch 1 does not pay for it. */
-  st = rumus_cache_fill(r->ctx);
-  if (st != RUMUS_OK) {
-    fprintf(stderr, "rumus-train: cannot build the kernels: %s: %s\n",
-            rumus_err_name(st), rumus_ctx_errmsg(r->ctx));
-    return 1;
-  }
-  /* PoCL also compiles each kernel's work-group function at its first
-   * launch: one step of a scratch copy of the model on a zero batch does
-   * that here, so that epoch 1 is timed like the others. */
+  /* One step of a scratch copy of the model on a zero batch builds the
+   * programs training uses (and PoCL's work-group functions, compiled at
+   * a kernel's first launch), so that epoch 1 is timed like the others.
+   * Not rumus_cache_fill(): every family's programs took NVIDIA's
+   * compiler over a minute on the H200, most of them for ops the model
+   * never calls. */
   if (!o->eval_only &&
       model_warm_up(&r->model, r->ctx, o, &r->adam, err, sizeof err) != RUMUS_OK) {
     fprintf(stderr, "rumus-train: warm-up step failed: %s\n", err);
