@@ -60,9 +60,11 @@
 
 /* No a * b + c contractions: the variants' kernels group the same sums
  * differently around their divisions (a float4 select against a scalar
- * loop), and a compiler that fuses one into an fma and not the other
- * (NVIDIA's did, for the average backwards) breaks the promise of the
- * same bits on both variants. */
+ * loop), and a compiler that fused one into an fma and not the other would
+ * break the promise of the same bits on both variants.  (The host also
+ * asks for correctly rounded division where the device has it: on the
+ * H200 the average backwards' variants differed in the last bits with
+ * the default division, and still did with this pragma alone.) */
 #pragma OPENCL FP_CONTRACT OFF
 
 #ifndef ROWS_WG

@@ -346,6 +346,11 @@ static int read_device(rumus_ctx *ctx) {
   RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, ctx->max_wg));
   RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_LOCAL_MEM_SIZE, ctx->local_mem));
   RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, ctx->max_alloc));
+  /* A family that needs division rounded the same in every kernel asks
+   * for it where the device offers it. */
+  cl_device_fp_config fp = 0;
+  RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_SINGLE_FP_CONFIG, fp));
+  ctx->cr_divide = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
   if (ctx->max_wg == 0 || ctx->compute_units == 0)
     return create_fail(RUMUS_EUNSUPPORTED,
                        "the device reports %zu work-items per group and %u "

@@ -49,6 +49,7 @@ struct rumus_ctx {
   cl_ulong local_mem;   /* CL_DEVICE_LOCAL_MEM_SIZE */
   cl_ulong max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   int profiling;        /* the queue has CL_QUEUE_PROFILING_ENABLE */
+  int cr_divide;        /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT */
 
   /* Options. */
   int opt_variant;

@@ -43,8 +43,14 @@ static void pool_options(const rumus_ctx *ctx, rumus_dtype storage, char *buf,
                          size_t len) {
   char head[96];
   rumus__options_head(head, sizeof head, storage, pool_ls(ctx), 0);
-  snprintf(buf, len, "%s -DDEVERR_POOL_INDEX=%d -DROWS_WG=%d", head,
-           (int)RUMUS__DEVERR_POOL_INDEX, ROWS_WG);
+  /* The averages divide in kernels of different shapes per variant; with
+   * the default (2.5 ulp) division NVIDIA's compiler rounded the same
+   * quotient differently in two of them, breaking the promise of the
+   * same bits on both variants.  Correctly rounded division is the same
+   * everywhere. */
+  snprintf(buf, len, "%s -DDEVERR_POOL_INDEX=%d -DROWS_WG=%d%s", head,
+           (int)RUMUS__DEVERR_POOL_INDEX, ROWS_WG,
+           ctx->cr_divide ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
 }
 
 /* Launches `kernel` over n elements in pieces of MAX_ITEMS; args[0] and
@@ -52,7 +58,7 @@ static void pool_options(const rumus_ctx *ctx, rumus_dtype storage, char *buf,
 static int run_items(rumus_ctx *ctx, const char *op, rumus_dtype storage,
                      const char *kernel, size_t n, rumus__arg *args,
                      size_t na, size_t ls) {
-  char opts[192];
+  char opts[256];
   pool_options(ctx, storage, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, kernel};
   for (size_t base = 0; base < n; base += MAX_ITEMS) {
@@ -618,7 +624,7 @@ static cl_uint o1_lanes(size_t area, size_t ls) {
  * ls / rt planes each, at most MAX_ITEMS work-items a launch. */
 static int adaptive_fwd_o1(rumus_ctx *ctx, const char *op,
                            const rumus_tensor *x, const rumus_tensor *y) {
-  char opts[192];
+  char opts[256];
   pool_options(ctx, x->dtype, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, "adaptive_avgpool2d_fwd_o1"};
   const size_t ls = pool_ls(ctx), area = x->shape[2] * x->shape[3];
@@ -696,7 +702,7 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
 /* The F32 program (both variants run it); 16-bit programs are built by
  * their first call, as rumus_cache_fill() documents. */
 int rumus__pool_warm(rumus_ctx *ctx) {
-  char opts[192];
+  char opts[256];
   cl_program prog;
   pool_options(ctx, RUMUS_F32, opts, sizeof opts);
   return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog);
