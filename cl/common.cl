@@ -376,16 +376,36 @@ inline float rumus_seg_max(local float *buf, float v, uint rt) {
   return buf[lid - lane];
 }
 
-inline float rumus_seg_sum(local float *buf, float v, uint rt) {
-  const size_t lid = get_local_id(0), lane = lid % rt;
-  buf[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint step = rt / 2; step > 0; step /= 2) {
-    if (lane < step) buf[lid] += buf[lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
+/* Segmented sums of a T (float, float2, ...): RUMUS_SEG_SUM(name, T)
+ * defines T name(local T *buf, T v, uint rt). */
+#define RUMUS_SEG_SUM(name, T)                                               \
+  inline T name(local T *buf, T v, uint rt) {                                \
+    const size_t lid = get_local_id(0), lane = lid % rt;                     \
+    buf[lid] = v;                                                            \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+    for (uint step = rt / 2; step > 0; step /= 2) {                          \
+      if (lane < step) buf[lid] += buf[lid + step];                          \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+    }                                                                        \
+    return buf[lid - lane];                                                  \
   }
-  return buf[lid - lane];
-}
+RUMUS_SEG_SUM(rumus_seg_sum, float)
+
+/* Work-group tree sums of a T over the first n work-items (n a power of
+ * two), the total returned to each: RUMUS_TREE_SUM(name, T) defines
+ * T name(local T *buf, T v, size_t n).  buf[0] holds the total until the
+ * caller's next barrier. */
+#define RUMUS_TREE_SUM(name, T)                                              \
+  inline T name(local T *buf, T v, size_t n) {                               \
+    const size_t lid = get_local_id(0);                                      \
+    buf[lid] = v;                                                            \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+    for (size_t step = n / 2; step > 0; step /= 2) {                         \
+      if (lid < step) buf[lid] += buf[lid + step];                           \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+    }                                                                        \
+    return buf[0];                                                           \
+  }
 
 /* A loop over the float4 groups q < n4 of a row that work-item lid of a
  * group of WG takes (q = b * WG + lid), last block b first: a second pass

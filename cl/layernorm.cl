@@ -230,25 +230,11 @@ inline float4 ln_mask4(size_t q, size_t n) {
 
 /* rumus_seg_sum and rumus_wg_sum of two sums at once (the same tree,
  * the same bits, half the barriers). */
-inline float2 ln_seg_sum2(local float2 *buf, float2 v, uint rt) {
-  const size_t lid = get_local_id(0), lane = lid % rt;
-  buf[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint step = rt / 2; step > 0; step /= 2) {
-    if (lane < step) buf[lid] += buf[lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return buf[lid - lane];
-}
+RUMUS_SEG_SUM(ln_seg_sum2, float2)
+RUMUS_TREE_SUM(ln_tree_sum2, float2)
+RUMUS_TREE_SUM(ln_tree_sum8, float8)
 inline float2 ln_wg_sum2(local float2 *buf, float2 v) {
-  const size_t lid = get_local_id(0);
-  buf[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (size_t step = WG / 2; step > 0; step /= 2) {
-    if (lid < step) buf[lid] += buf[lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return buf[0];
+  return ln_tree_sum2(buf, v, WG);
 }
 
 /* Row of n elements (n = 0 for padding rows: they load and store nothing
@@ -500,14 +486,7 @@ LN_FWD_WG(rmsnorm_fwd_wg, 1)
 
 /* Sums a float2 over the work-group (every work-item gets the total). */
 inline float2 ln_grp_sum2(local float2 *buf, float2 v) {
-  const size_t lid = get_local_id(0);
-  buf[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (size_t step = get_local_size(0) / 2; step > 0; step /= 2) {
-    if (lid < step) buf[lid] += buf[lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float2 t = buf[0];
+  const float2 t = ln_tree_sum2(buf, v, get_local_size(0));
   barrier(CLK_LOCAL_MEM_FENCE); /* buf[0] is rewritten by the next call */
   return t;
 }
@@ -718,14 +697,7 @@ LN_BWD_FUSED(rmsnorm_bwd_fused, 1)
 
 /* Sums a float8 over the work-group (every work-item gets the total). */
 inline float8 ln_blk_sum(local float8 *buf, float8 v) {
-  const size_t lid = get_local_id(0);
-  buf[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (size_t step = get_local_size(0) / 2; step > 0; step /= 2) {
-    if (lid < step) buf[lid] += buf[lid + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float8 t = buf[0];
+  const float8 t = ln_tree_sum8(buf, v, get_local_size(0));
   barrier(CLK_LOCAL_MEM_FENCE); /* buf[0] is rewritten by the next call */
   return t;
 }
