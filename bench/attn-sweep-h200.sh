@@ -48,29 +48,12 @@ shapes=${SHAPES:-8x16x512x64,8x16x1024x64,8x16x4096x64}
 var=${TILE_VAR:-RUMUS_ATTENTION_TILE}
 mkdir -p "$out"
 
-for t in $tilings; do
-  echo "tiling $t ..." >&2
-  if [ "$t" = default ]; then
-    env -u RUMUS_ATTENTION_TILE -u RUMUS_ATTENTION_FWD_TILE \
-      -u RUMUS_ATTENTION_BWD_TILE \
-      "$bench" --device "$device" --variant gpu \
-      --ops "$ops" --shape "$shapes" --reps "$reps" --no-peer --no-check \
-      --json "$out/sweep-$t.json" > "$out/sweep-$t.txt" 2>&1
-  else
-    [ "$t" = tiled ] && v=default || v=$t
-    env "$var=$v" "$bench" --device "$device" --variant gpu \
-      --ops "$ops" --shape "$shapes" --reps "$reps" --no-peer --no-check \
-      --json "$out/sweep-$t.json" > "$out/sweep-$t.txt" 2>&1
-  fi || echo "tiling $t: rumus-bench failed (see $out/sweep-$t.txt)" >&2
-done
-
-if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' \
-  2>/dev/null; then
-  echo "PyTorch SDPA ..." >&2
-  python3 "$here/compare_torch.py" "$bench" --reps "$reps" \
-    --from-json "$out/sweep-default.json" --out "$out/torch" \
-    > "$out/torch.txt" 2>&1 || echo "compare_torch.py failed" >&2
-fi
+. "$here/sweep-lib.sh"
+# shellcheck disable=SC2086
+sweep_tilings "$bench" "$device" "$out" "$var" \
+  "RUMUS_ATTENTION_TILE RUMUS_ATTENTION_FWD_TILE RUMUS_ATTENTION_BWD_TILE" \
+  "$ops" "$shapes" "$reps" $tilings
+sweep_torch "$here" "$bench" "$out" "$reps" "PyTorch SDPA"
 
 LOCAL_KB=${LOCAL_KB:-48} TILE_VAR=$var python3 - "$out" $tilings <<'EOF' | tee "$out/table.txt"
 import json, os, sys

@@ -37,28 +37,12 @@ shapes=${SHAPES:-64x32x64x14,64x64x64x56,64x128x128x28,64x256x256x14,64x3x64x224
 var=${TILE_VAR:-RUMUS_CONV2D_TILE}
 mkdir -p "$out"
 
-for t in $tilings; do
-  echo "tiling $t ..." >&2
-  if [ "$t" = default ]; then
-    env -u RUMUS_CONV2D_TILE -u RUMUS_CONV2D_FWD_TILE \
-      -u RUMUS_CONV2D_BWD_DATA_TILE -u RUMUS_CONV2D_BWD_WEIGHT_TILE \
-      "$bench" --device "$device" --variant gpu --ops "$ops" \
-      --shape "$shapes" --reps "$reps" --no-peer --no-check \
-      --json "$out/sweep-$t.json" > "$out/sweep-$t.txt" 2>&1
-  else
-    env "$var=$t" "$bench" --device "$device" --variant gpu --ops "$ops" \
-      --shape "$shapes" --reps "$reps" --no-peer --no-check \
-      --json "$out/sweep-$t.json" > "$out/sweep-$t.txt" 2>&1
-  fi || echo "tiling $t: rumus-bench failed (see $out/sweep-$t.txt)" >&2
-done
-
-if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' \
-  2>/dev/null; then
-  echo "cuDNN ..." >&2
-  python3 "$here/compare_torch.py" "$bench" --reps "$reps" \
-    --from-json "$out/sweep-default.json" --out "$out/torch" \
-    > "$out/torch.txt" 2>&1 || echo "compare_torch.py failed" >&2
-fi
+. "$here/sweep-lib.sh"
+# shellcheck disable=SC2086
+sweep_tilings "$bench" "$device" "$out" "$var" \
+  "RUMUS_CONV2D_TILE RUMUS_CONV2D_FWD_TILE RUMUS_CONV2D_BWD_DATA_TILE RUMUS_CONV2D_BWD_WEIGHT_TILE" \
+  "$ops" "$shapes" "$reps" $tilings
+sweep_torch "$here" "$bench" "$out" "$reps" cuDNN
 
 python3 - "$out" $tilings <<'EOF' | tee "$out/table.txt"
 import json, os, sys

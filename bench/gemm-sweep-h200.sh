@@ -31,26 +31,11 @@ shapes=${SHAPES:-16384x1152x384:nt,1152x384x16384:tn,16384x384x1152:nn,16384x384
 mkdir -p "$out"
 case " $tilings " in *" default "*) ;; *) tilings="default $tilings" ;; esac
 
-for t in $tilings; do
-  echo "tiling $t ..." >&2
-  if [ "$t" = default ]; then
-    env -u RUMUS_GEMM_TILE "$bench" --device "$device" --variant gpu \
-      --ops gemm --shape "$shapes" --reps "$reps" --no-peer --no-check \
-      --json "$out/sweep-$t.json" > "$out/sweep-$t.txt" 2>&1
-  else
-    env "RUMUS_GEMM_TILE=$t" "$bench" --device "$device" --variant gpu \
-      --ops gemm --shape "$shapes" --reps "$reps" --no-peer --no-check \
-      --json "$out/sweep-$t.json" > "$out/sweep-$t.txt" 2>&1
-  fi || echo "tiling $t: rumus-bench failed (see $out/sweep-$t.txt)" >&2
-done
-
-if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' \
-  2>/dev/null; then
-  echo "cuBLAS ..." >&2
-  python3 "$here/compare_torch.py" "$bench" --reps "$reps" \
-    --from-json "$out/sweep-default.json" --out "$out/torch" \
-    > "$out/torch.txt" 2>&1 || echo "compare_torch.py failed" >&2
-fi
+. "$here/sweep-lib.sh"
+# shellcheck disable=SC2086
+sweep_tilings "$bench" "$device" "$out" RUMUS_GEMM_TILE RUMUS_GEMM_TILE gemm \
+  "$shapes" "$reps" $tilings
+sweep_torch "$here" "$bench" "$out" "$reps" cuBLAS
 
 python3 - "$out" $tilings <<'PY' | tee "$out/table.txt"
 import json, os, sys
