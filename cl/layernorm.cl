@@ -969,19 +969,12 @@ __kernel void ln_dparam_part_item(LN_PART_ARGS) {
   }
 }
 
-/* Stage 2a, when there are more than LN_FOLD_G blocks: item (j, h) adds
- * blocks [h LN_FOLD_G, (h + 1) LN_FOLD_G) of column j in order into part2
- * (nb2 groups, laid out as part), loading 8 before adding them; stage 2
- * then adds the groups in order.  Many blocks (a short walk each for the
- * fused kernel) then cost few serial adds per work-item. */
-__kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold1(
-    global const float *part, ulong cols, ulong nb, global float *part2,
-    ulong nb2) {
-  const size_t j = get_global_id(0), h = get_global_id(1);
-  if (j >= cols) return;
-  const size_t k1 = min((h + 1) * LN_FOLD_G, (size_t)nb);
+/* Column j's dgamma / dbeta partials of blocks [k, k1) of part (dgamma's
+ * nb blocks, then dbeta's), added in block order: 8 loads in flight,
+ * then their 8 additions. */
+inline float2 ln_fold_blocks(global const float *part, size_t cols, size_t nb,
+                             size_t j, size_t k, size_t k1) {
   float sg = 0.0f, sb = 0.0f;
-  size_t k = h * LN_FOLD_G;
   for (; k + 8 <= k1; k += 8) {
     float g[8], b[8];
     for (int q = 0; q < 8; q++) {
@@ -997,6 +990,22 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold1(
     sg += part[k * cols + j];
     sb += part[(nb + k) * cols + j];
   }
+  return (float2)(sg, sb);
+}
+
+/* Stage 2a, when there are more than LN_FOLD_G blocks: item (j, h) adds
+ * blocks [h LN_FOLD_G, (h + 1) LN_FOLD_G) of column j in order into part2
+ * (nb2 groups, laid out as part), loading 8 before adding them; stage 2
+ * then adds the groups in order.  Many blocks (a short walk each for the
+ * fused kernel) then cost few serial adds per work-item. */
+__kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold1(
+    global const float *part, ulong cols, ulong nb, global float *part2,
+    ulong nb2) {
+  const size_t j = get_global_id(0), h = get_global_id(1);
+  if (j >= cols) return;
+  const size_t k1 = min((h + 1) * LN_FOLD_G, (size_t)nb);
+  const float2 t = ln_fold_blocks(part, cols, nb, j, h * LN_FOLD_G, k1);
+  const float sg = t.x, sb = t.y;
   part2[h * cols + j] = sg;
   part2[(nb2 + h) * cols + j] = sb;
 }
@@ -1019,25 +1028,9 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, LN_FOLD_H, 1) void ln_dparam_fold_one(
   const size_t j = get_global_id(0), jl = get_local_id(0);
   const size_t h = get_local_id(1);
   const size_t k1 = min((h + 1) * LN_FOLD_G, (size_t)nb);
-  float sg = 0.0f, sb = 0.0f;
-  size_t k = h * LN_FOLD_G;
-  if (j < cols) {
-    for (; k + 8 <= k1; k += 8) {
-      float g[8], b[8];
-      for (int q = 0; q < 8; q++) {
-        g[q] = part[(k + q) * cols + j];
-        b[q] = part[(nb + k + q) * cols + j];
-      }
-      for (int q = 0; q < 8; q++) {
-        sg += g[q];
-        sb += b[q];
-      }
-    }
-    for (; k < k1; k++) {
-      sg += part[k * cols + j];
-      sb += part[(nb + k) * cols + j];
-    }
-  }
+  const float2 t = j < cols ? ln_fold_blocks(part, cols, nb, j, h * LN_FOLD_G, k1)
+                            : (float2)(0.0f);
+  const float sg = t.x, sb = t.y;
   lg[h][jl] = sg;
   lb[h][jl] = sb;
   barrier(CLK_LOCAL_MEM_FENCE);
