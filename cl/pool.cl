@@ -374,32 +374,67 @@ inline void step_window(long k, long d, long s, long p, pool_step *lo,
   *hi = step_at(p, s);                       /* floor((w + p) / s) */
 }
 
+/* Whether t names an element of the window whose first tap is (hs, ws)
+ * (hits_h: that window's rows meet the image), or is -1 for an empty
+ * window: pool_index_ok without its 64-bit division. */
+inline int maxpool_row_ok(int t, long hs, long ws, int hits_h, long4 io,
+                          long4 ks, long4 pd) {
+  const long H = io.s0, W = io.s1;
+  if (t < 0 || (long)t >= H * W)
+    return t == -1 && !(hits_h && pool_axis_hits(ws, ks.s1, pd.s3, W));
+  const long th = t / (int)W; /* the host keeps H W <= INT32_MAX */
+  const long a = th - hs, b = (long)t - th * W - ws;
+  if (a < 0 || b < 0) return 0;
+  if (pd.s2 == 1 && pd.s3 == 1) /* no dilation: no division */
+    return a < ks.s0 && b < ks.s1;
+  return a % pd.s2 == 0 && a / pd.s2 < ks.s0 && b % pd.s3 == 0 &&
+         b / pd.s3 < ks.s1;
+}
+
 /* Checks the indices of output row oh (input row h's share, see the
  * header) without a 64-bit division per index. */
 inline void maxpool_check_row(global const int *ip, size_t plane, long oh,
                               long4 io, long4 ks, long4 pd,
                               volatile global int *status) {
-  const long hs = oh * ks.s2 - pd.s0, H = io.s0, W = io.s1;
-  const int hits_h = pool_axis_hits(hs, ks.s0, pd.s2, H);
+  const long hs = oh * ks.s2 - pd.s0;
+  const int hits_h = pool_axis_hits(hs, ks.s0, pd.s2, io.s0);
   for (long ow = 0; ow < io.s3; ow++) {
-    const long ws = ow * ks.s3 - pd.s1, j = oh * io.s3 + ow;
+    const long j = oh * io.s3 + ow;
     const int t = ip[j];
-    int ok;
-    if (t < 0 || (long)t >= H * W) {
-      ok = t == -1 && !(hits_h && pool_axis_hits(ws, ks.s1, pd.s3, W));
-    } else {
-      const long th = t / (int)W; /* the host keeps H W <= INT32_MAX */
-      const long a = th - hs, b = (long)t - th * W - ws;
-      ok = a >= 0 && b >= 0;
-      if (pd.s2 == 1 && pd.s3 == 1) /* no dilation: no division */
-        ok = ok && a < ks.s0 && b < ks.s1;
-      else
-        ok = ok && a % pd.s2 == 0 && a / pd.s2 < ks.s0 && b % pd.s3 == 0 &&
-             b / pd.s3 < ks.s1;
-    }
-    if (!ok)
+    if (!maxpool_row_ok(t, hs, ow * ks.s3 - pd.s1, hits_h, io, ks, pd))
       rumus_report(status, DEVERR_POOL_INDEX, t,
                    (int)(plane * (size_t)(io.s2 * io.s3) + (size_t)j));
+  }
+}
+
+/* CPU variant, F32: work-item `plane` zeroes its plane of dx, then each
+ * output of the plane, in order, adds its dy at its index (an index
+ * outside its window is reported and adds nothing).  Each dx element is
+ * 0 plus its terms in output order, as the gathers add them: the same
+ * bits.  One work-item per plane needs no atomics where windows overlap;
+ * 16-bit storage keeps the gathers (a sum there stays float until its one
+ * rounding). */
+inline void maxpool_bwd_plane(global const float *dy, global const int *idx,
+                              global float *dx, size_t plane, long4 io,
+                              long4 ks, long4 pd,
+                              volatile global int *status) {
+  const size_t in = (size_t)(io.s0 * io.s1), out = (size_t)(io.s2 * io.s3);
+  global float *dp = dx + plane * in;
+  global const int *ip = idx + plane * out;
+  global const float *gp = dy + plane * out;
+  for (size_t e = 0; e < in; e++) dp[e] = 0.0f;
+  for (long oh = 0; oh < io.s2; oh++) {
+    const long hs = oh * ks.s2 - pd.s0;
+    const int hits_h = pool_axis_hits(hs, ks.s0, pd.s2, io.s0);
+    for (long ow = 0; ow < io.s3; ow++) {
+      const long j = oh * io.s3 + ow;
+      const int t = ip[j];
+      if (!maxpool_row_ok(t, hs, ow * ks.s3 - pd.s1, hits_h, io, ks, pd))
+        rumus_report(status, DEVERR_POOL_INDEX, t,
+                     (int)(plane * out + (size_t)j));
+      else if (t >= 0)
+        dp[t] += gp[j];
+    }
   }
 }
 
@@ -1343,6 +1378,23 @@ void maxpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         long4 pd, volatile global int *status) {
   POOL_ITEM(n, base);
   maxpool_bwd_row(dy + dyo, idx + io_, dx + dxo, item, io, ks, pd, status);
+}
+
+/* 1 in the F32 program: maxpool2d_bwd_planes works on floats. */
+#define POOL_PLANES_F32 1
+#define POOL_PLANES_F16 0
+#define POOL_PLANES_BF16 0
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void maxpool2d_bwd_planes(ulong n, ulong base, global const real_t *dy,
+                          ulong dyo, global const int *idx, ulong io_,
+                          global real_t *dx, ulong dxo, long4 io, long4 ks,
+                          long4 pd, volatile global int *status) {
+#if RUMUS_CAT(POOL_PLANES_, RUMUS_STORAGE)
+  POOL_ITEM(n, base);
+  maxpool_bwd_plane((global const float *)(dy + dyo), idx + io_,
+                    (global float *)(dx + dxo), item, io, ks, pd, status);
+#endif
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)

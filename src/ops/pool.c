@@ -512,6 +512,12 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
     return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_q", dx->numel, aq, 14,
                      pool_ls(ctx));
   }
+  /* CPU variant, F32: a plane per work-item, scattered in output order
+   * (cl/pool.cl's maxpool_bwd_plane; the rows' gathers ran at a tenth of
+   * an OpenMP scatter loop's speed on PoCL). */
+  if (!rumus__gpu_variant(ctx) && dx->dtype == RUMUS_F32)
+    return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_planes",
+                     dx->shape[0] * dx->shape[1], args, 12, ROWS_WG);
   return run_rows(ctx, op, "maxpool2d_bwd", dx, args, 12);
 }
 
