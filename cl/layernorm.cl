@@ -1054,23 +1054,7 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold(
     ulong db_off) {
   const size_t j = get_global_id(0);
   if (j >= cols) return;
-  float sg = 0.0f, sb = 0.0f;
-  size_t k = 0;
-  for (; k + 8 <= nb; k += 8) {
-    float g[8], b[8];
-    for (int q = 0; q < 8; q++) {
-      g[q] = part[(k + q) * cols + j];
-      b[q] = part[(nb + k + q) * cols + j];
-    }
-    for (int q = 0; q < 8; q++) {
-      sg += g[q];
-      sb += b[q];
-    }
-  }
-  for (; k < nb; k++) {
-    sg += part[k * cols + j];
-    sb += part[(nb + k) * cols + j];
-  }
-  if (has_dg) PSTORE(sg, dg, dg_off + j);
-  if (has_db) PSTORE(sb, db, db_off + j);
+  const float2 t = ln_fold_blocks(part, cols, nb, j, 0, nb);
+  if (has_dg) PSTORE(t.x, dg, dg_off + j);
+  if (has_db) PSTORE(t.y, db, db_off + j);
 }
