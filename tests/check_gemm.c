@@ -600,6 +600,49 @@ START_TEST(long_k) {
 }
 END_TEST
 
+/* The launches of kernel `name` since the last profile read. */
+static uint64_t launches_of(rumus_ctx *ctx, const char *name) {
+  rumus_kernel_stat st[8];
+  size_t n = 0;
+  TU_OK(ctx, rumus_ctx_kernel_profile(ctx, st, 8, &n));
+  uint64_t count = 0;
+  for (size_t i = 0; i < n && i < 8; i++)
+    if (strcmp(st[i].kernel, name) == 0) count += st[i].launches;
+  return count;
+}
+
+/* RUMUS_GEMM_SPLITK on a product the default leaves whole (more 128 x 128
+ * tiles than PoCL's compute units): 1 keeps it whole, 3 splits it, 99 is
+ * cut to K / 512 slices; the result is right each time (counted on a
+ * profiling queue: one gemm_splitk_sum per split product). */
+START_TEST(splitk_override) {
+  static const char *const SLICES[] = {"1", "3", "99"};
+  const size_t M = 300, N = 200, K = 2048;
+  rumus_ctx *ctx = NULL;
+  TU_STATUS(RUMUS_OK, rumus_ctx_create(&ctx, NULL, RUMUS_CTX_PROFILING));
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  tu_rng r;
+  tu_rng_seed(&r, 500 + (uint64_t)_i);
+  float *a = random_floats(&r, K * M, -1, 1), *b = random_floats(&r, K * N, -1, 1),
+        *c = random_floats(&r, M * N, -1, 1);
+  rumus_tensor *tA = tu_tensor_2d(ctx, K, M, a), *tB = tu_tensor_2d(ctx, K, N, b),
+               *tC = tu_tensor_2d(ctx, M, N, NULL);
+  rumus_gemm_layout l = {M, N, K, 1, 0, M, 0, 0, N, 0, 0, N, 0};
+  check_one(ctx, "whole", 1, 0, 1.0f, 0.5f, tA, a, K * M, tB, b, K * N, tC, c,
+            M * N, &l, 1);
+  ck_assert_uint_eq(launches_of(ctx, "gemm_splitk_sum"), 0);
+  setenv("RUMUS_GEMM_SPLITK", SLICES[_i], 1);
+  check_one(ctx, SLICES[_i], 1, 0, 1.0f, 0.5f, tA, a, K * M, tB, b, K * N, tC,
+            c, M * N, &l, 1);
+  unsetenv("RUMUS_GEMM_SPLITK");
+  ck_assert_uint_eq(launches_of(ctx, "gemm_splitk_sum"), _i == 0 ? 0 : 1);
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, tA, tB, tC, NULL);
+}
+END_TEST
+
 /* RUMUS_GEMM_TILE: two valid tilings (one double-buffered), split-K
  * under an override, and invalid values (TSK not a multiple of 4, DBUF 3,
  * too few fields, slices not whole float4s per work-item: ignored). */
@@ -883,6 +926,7 @@ int main(void) {
   tcase_add_test(limits, long_k);
   tcase_add_loop_test(limits, split_k, 0, 12);
   tcase_add_loop_test(limits, tile_override, 0, 6);
+  tcase_add_loop_test(limits, splitk_override, 0, 3);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_input);

@@ -296,8 +296,35 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
  * they gain) and a multiple of SPLITK_ALIGN (aligned slice offsets). */
 #define SPLITK_MIN_K 512
 #define SPLITK_ALIGN 16
+/* Work-groups of the split products that a compute unit runs at once:
+ * the 128 x 128 tiles' registers and local memory leave room for two on
+ * the GPUs measured (docs/PERFORMANCE.md, "GEMM"). */
+#define SPLITK_GROUPS_PER_CU 2
+/* A larger slice count must save at least this share of the time (its
+ * partials cost traffic and the sum kernel a launch). */
+#define SPLITK_MIN_GAIN 0.10
 
-/* The number of slices for p (1: no split). */
+/* The slice count in 1 .. smax that finishes soonest when `slots`
+ * work-groups run at once: waves of work-groups times the slice's length
+ * (a last wave that is nearly empty costs as much as a full one), the
+ * fewest slices unless more save SPLITK_MIN_GAIN. */
+static size_t splitk_best(size_t tiles, size_t k, size_t slots, size_t smax) {
+  size_t best = 1;
+  double best_cost = (double)k * (double)((tiles + slots - 1) / slots);
+  for (size_t s = 2; s <= smax; s++) {
+    const size_t kc = rumus__round_up((k + s - 1) / s, SPLITK_ALIGN);
+    const double cost = (double)kc * (double)((tiles * s + slots - 1) / slots);
+    if (cost < (1.0 - SPLITK_MIN_GAIN) * best_cost) {
+      best = s;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+/* The number of slices for p (1: no split).  The tuning override
+ * RUMUS_GEMM_SPLITK=S forces S slices (within the limits) on any product
+ * that can be split. */
 static size_t splitk_slices(const rumus_ctx *ctx, const problem *p) {
   const rumus_gemm_layout *l = &p->l;
   tiled_cfg env;
@@ -305,13 +332,16 @@ static size_t splitk_slices(const rumus_ctx *ctx, const problem *p) {
   for (size_t i = 0; i < N_TILES && t == NULL; i++)
     if (tiled_fits(ctx, &GPU_TILES[i])) t = &GPU_TILES[i];
   if (t == NULL || l->batch != 1 || l->k < 2 * SPLITK_MIN_K) return 1;
-  const size_t tiles = (l->m + t->tsm - 1) / t->tsm * ((l->n + t->tsn - 1) / t->tsn);
-  if (tiles >= ctx->compute_units) return 1;
-  size_t s = (2 * (size_t)ctx->compute_units + tiles - 1) / tiles;
-  if (s > l->k / SPLITK_MIN_K) s = l->k / SPLITK_MIN_K;
   const size_t part = l->m * rumus__round_up(l->n, 4); /* floats a slice */
-  if (s > SCRATCH_CAP / part) s = SCRATCH_CAP / part;
-  return s;
+  size_t smax = l->k / SPLITK_MIN_K;
+  if (smax > SCRATCH_CAP / part) smax = SCRATCH_CAP / part;
+  long forced;
+  if (rumus__env_tiling("RUMUS_GEMM_SPLITK", &forced, 1, 1))
+    return (size_t)forced < smax ? (size_t)forced : (smax ? smax : 1);
+  const size_t tiles = (l->m + t->tsm - 1) / t->tsm * ((l->n + t->tsn - 1) / t->tsn);
+  if (tiles >= ctx->compute_units || smax < 2) return 1;
+  return splitk_best(tiles, l->k, SPLITK_GROUPS_PER_CU * ctx->compute_units,
+                     smax);
 }
 
 /* The slices' partials: S float matrices [M][ldp] sp apart in `mem`. */
