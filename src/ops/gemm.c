@@ -296,31 +296,13 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
  * they gain) and a multiple of SPLITK_ALIGN (aligned slice offsets). */
 #define SPLITK_MIN_K 512
 #define SPLITK_ALIGN 16
-/* Work-groups of the split products that a compute unit runs at once:
- * the 128 x 128 tiles' registers and local memory leave room for two on
- * the GPUs measured (docs/PERFORMANCE.md, "GEMM"). */
-#define SPLITK_GROUPS_PER_CU 2
-/* A larger slice count must save at least this share of the time (its
- * partials cost traffic and the sum kernel a launch). */
-#define SPLITK_MIN_GAIN 0.10
-
-/* The slice count in 1 .. smax that finishes soonest when `slots`
- * work-groups run at once: waves of work-groups times the slice's length
- * (a last wave that is nearly empty costs as much as a full one), the
- * fewest slices unless more save SPLITK_MIN_GAIN. */
-static size_t splitk_best(size_t tiles, size_t k, size_t slots, size_t smax) {
-  size_t best = 1;
-  double best_cost = (double)k * (double)((tiles + slots - 1) / slots);
-  for (size_t s = 2; s <= smax; s++) {
-    const size_t kc = rumus__round_up((k + s - 1) / s, SPLITK_ALIGN);
-    const double cost = (double)kc * (double)((tiles * s + slots - 1) / slots);
-    if (cost < (1.0 - SPLITK_MIN_GAIN) * best_cost) {
-      best = s;
-      best_cost = cost;
-    }
-  }
-  return best;
-}
+/* Slices enough for this many work-groups per compute unit.  On the H200
+ * the weight gradients of the GPT's linear layers (27 to 36 output tiles
+ * for 132 compute units, K = 16384) ran fastest with the most slices
+ * tried, about 30 (1152x384x16384: 857 us whole, 655 at 8 slices, 428 at
+ * 29; bench/results/h200/session-2208/u/splitk): short slices in many
+ * waves beat a few long ones, whose last wave leaves units idle. */
+#define SPLITK_GROUPS_PER_CU 8
 
 /* The number of slices for p (1: no split).  The tuning override
  * RUMUS_GEMM_SPLITK=S forces S slices (within the limits) on any product
@@ -335,13 +317,14 @@ static size_t splitk_slices(const rumus_ctx *ctx, const problem *p) {
   const size_t part = l->m * rumus__round_up(l->n, 4); /* floats a slice */
   size_t smax = l->k / SPLITK_MIN_K;
   if (smax > SCRATCH_CAP / part) smax = SCRATCH_CAP / part;
+  if (smax < 2) return 1;
   long forced;
   if (rumus__env_tiling("RUMUS_GEMM_SPLITK", &forced, 1, 1))
-    return (size_t)forced < smax ? (size_t)forced : (smax ? smax : 1);
+    return (size_t)forced < smax ? (size_t)forced : smax;
   const size_t tiles = (l->m + t->tsm - 1) / t->tsm * ((l->n + t->tsn - 1) / t->tsn);
-  if (tiles >= ctx->compute_units || smax < 2) return 1;
-  return splitk_best(tiles, l->k, SPLITK_GROUPS_PER_CU * ctx->compute_units,
-                     smax);
+  if (tiles >= ctx->compute_units) return 1;
+  const size_t s = (SPLITK_GROUPS_PER_CU * ctx->compute_units + tiles - 1) / tiles;
+  return s < smax ? s : smax;
 }
 
 /* The slices' partials: S float matrices [M][ldp] sp apart in `mem`. */
