@@ -551,3 +551,113 @@ void embedding_fold_row(ulong cnt, ulong base, ulong dim, ulong c8,
     acc += emb_load8_f(lead + t * dim + c, w);
   emb_store8(acc, out, w);
 }
+
+/* ---- Backward for few rows (the dense scheme) ---------------------------
+ * When a table has at most EMB_DENSE_ROWS rows (the host also checks that
+ * rows * EMB_DCOLS floats fit local memory), sorting the positions costs
+ * more than it saves: the positions are cut into chunks of `len` (fixed by
+ * the shape alone), each chunk's sums for every row go to float partials
+ * part[chunk][rows][dim], and embedding_dense_fold adds the chunks in
+ * order.  Each column's chunk sum runs over the chunk's positions in
+ * ascending order on both variants, so they give the same bits:
+ *   GPU  a group of EMB_DCOLS work-items per (column block, chunk), a
+ *        work-item per column, its rows' sums in local memory (a column
+ *        of its own: no barrier, no bank conflicts), dy read once in
+ *        coalesced rows;
+ *   CPU  a work-item per (chunk, EMB_SLAB columns), summing into the
+ *        chunk's partials in place.
+ * Bad ids are reported (by the first column) and, like padding_idx, add
+ * nothing. */
+#define EMB_DCOLS 64
+#ifndef EMB_DENSE_ROWS
+#define EMB_DENSE_ROWS 128 /* src/ops/embedding.c's limit */
+#endif
+
+/* Whether position p adds to a row; reports a bad id when `report`. */
+inline int emb_dense_id(global const int *ids, size_t p, uint rows, int pad,
+                        int report, volatile global int *status) {
+  const int id = ids[p];
+  if (id < 0 || (uint)id >= rows) {
+    if (report) rumus_report(status, DEVERR_EMBED_ID, id, (int)p);
+    return -1;
+  }
+  return id == pad ? -1 : id;
+}
+
+__kernel __attribute__((reqd_work_group_size(EMB_DCOLS, 1, 1)))
+void embedding_dense_wg(ulong len, ulong n, uint rows, int pad, ulong dim,
+                        global const int *ids, ulong io,
+                        global const real_t *dy, ulong dyo,
+                        global float *part, local float *acc,
+                        volatile global int *status) {
+  const uint l = (uint)get_local_id(0);
+  const size_t c = get_group_id(0) * EMB_DCOLS + l, chunk = get_group_id(1);
+  if (c >= dim) return; /* a column of its own: nothing shared */
+  for (uint r = 0; r < rows; r++) acc[r * EMB_DCOLS + l] = 0.0f;
+  const size_t p0 = chunk * len, p1 = min((size_t)n, p0 + (size_t)len);
+  global const real_t *g = dy + dyo + c;
+  global const int *id = ids + io;
+  size_t p = p0;
+  /* Four positions' loads ahead of their sums (in order). */
+  for (; p + 4 <= p1; p += 4) {
+    const float v0 = LOAD(g, p * dim), v1 = LOAD(g, (p + 1) * dim),
+                v2 = LOAD(g, (p + 2) * dim), v3 = LOAD(g, (p + 3) * dim);
+    const int i0 = emb_dense_id(id, p, rows, pad, c == 0, status),
+              i1 = emb_dense_id(id, p + 1, rows, pad, c == 0, status),
+              i2 = emb_dense_id(id, p + 2, rows, pad, c == 0, status),
+              i3 = emb_dense_id(id, p + 3, rows, pad, c == 0, status);
+    if (i0 >= 0) acc[i0 * EMB_DCOLS + l] += v0;
+    if (i1 >= 0) acc[i1 * EMB_DCOLS + l] += v1;
+    if (i2 >= 0) acc[i2 * EMB_DCOLS + l] += v2;
+    if (i3 >= 0) acc[i3 * EMB_DCOLS + l] += v3;
+  }
+  for (; p < p1; p++) {
+    const int i = emb_dense_id(id, p, rows, pad, c == 0, status);
+    if (i >= 0) acc[i * EMB_DCOLS + l] += LOAD(g, p * dim);
+  }
+  global float *out = part + chunk * rows * (size_t)dim + c;
+  for (uint r = 0; r < rows; r++) out[r * (size_t)dim] = acc[r * EMB_DCOLS + l];
+}
+
+/* Work-item (chunk, slab of EMB_SLAB columns; w of them), one per group:
+ * the chunk's sums accumulate in place in its partials' rows (at most
+ * EMB_DENSE_ROWS x EMB_SLAB floats: they stay in the core's cache) while
+ * the chunk's rows of dy stream through in order, which the hardware
+ * prefetchers follow (a work-item per 64 columns walked the same rows
+ * six times at a stride and waited on every load). */
+#define EMB_SLAB 1024
+__kernel void embedding_dense_slab(ulong len, ulong n, uint rows, int pad,
+                                   ulong dim, ulong slabs,
+                                   global const int *ids, ulong io,
+                                   global const real_t *dy, ulong dyo,
+                                   global float *part,
+                                   volatile global int *status) {
+  const size_t item = get_global_id(0);
+  const size_t chunk = item / slabs, c = (item - chunk * slabs) * EMB_SLAB;
+  const uint w = (uint)min((size_t)EMB_SLAB, dim - c);
+  global float *out = part + chunk * rows * (size_t)dim + c;
+  for (uint r = 0; r < rows; r++)
+    for (uint k = 0; k < w; k++) out[r * (size_t)dim + k] = 0.0f;
+  const size_t p0 = chunk * len, p1 = min((size_t)n, p0 + (size_t)len);
+  for (size_t p = p0; p < p1; p++) {
+    const int i = emb_dense_id(ids + io, p, rows, pad, c == 0, status);
+    if (i < 0) continue;
+    global const real_t *src = dy + dyo + p * dim + c;
+    global float *dst = out + (size_t)i * dim;
+    uint k = 0;
+    for (; k + 8 <= w; k += 8)
+      vstore8(vload8(0, dst + k) + LOAD8(src, k), 0, dst + k);
+    for (; k < w; k++) dst[k] += LOAD(src, k);
+  }
+}
+
+/* dweight = the chunks' partials added in chunk order; item = r * dim + c. */
+__kernel RUMUS_WG_ATTR
+void embedding_dense_fold(ulong cnt, ulong base, ulong chunks, ulong numel,
+                          global const float *part, global grad_t *dw,
+                          ulong dwo) {
+  EMB_ITEM(cnt, base);
+  float s = 0.0f;
+  for (size_t k = 0; k < chunks; k++) s += part[k * numel + item];
+  RUMUS_STORE(GRAD_STORAGE, s, dw, dwo + item);
+}

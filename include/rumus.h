@@ -1492,15 +1492,21 @@ RUMUS_API int rumus_embedding_fwd(rumus_ctx *ctx, const rumus_tensor *weight,
  *  dout is F32, F16 or BF16; dweight is dout's type or F32 (a 16-bit
  *  gradient summed into F32 weights' gradient, mixed precision).  Sums
  *  are float, each element rounded once to dweight's type.
- *  Deterministic: no float atomics.  The positions are sorted by id on the
- *  device (a stable radix sort, integer work only) and every element is
- *  summed in ascending position order, in fixed tiles of 256 entries of
- *  the sorted positions whose partials are added in order, so the bits
- *  depend on the inputs alone: not on scheduling, the work-group size or
- *  the variant (both give the same bits).  An id repeated any number of
- *  times costs no serial walk longer than a tile plus one partial per
- *  tile.  Scratch, allocated per call: 20 bytes per position, 8
- *  per row and 8 per column per 256 positions.
+ *  Deterministic: no float atomics.  Every element is summed in ascending
+ *  position order, in fixed groups whose partials are added in order, so
+ *  the bits depend on the inputs alone: not on scheduling, the work-group
+ *  size or the variant (both give the same bits).  Tables of more than
+ *  128 rows: the positions are sorted by id on the device (a stable radix
+ *  sort, integer work only) and the groups are tiles of 256 entries of
+ *  the sorted positions; an id repeated any number of times costs no
+ *  serial walk longer than a tile plus one partial per tile.  Scratch: 20
+ *  bytes per position, 8 per row and 8 per column per 256 positions.
+ *  Tables of at most 128 rows (when a work-group's local memory holds
+ *  rows x 64 floats, as it does on every OpenCL 1.2 GPU and CPU): the
+ *  groups are chunks of consecutive positions (at
+ *  least 8 per row, fixed by the shape), each summed for every row at
+ *  once; scratch: 4 bytes per row and column per chunk.  Scratch is the
+ *  context's, kept between calls.
  *  @return RUMUS_OK, RUMUS_ENULL, RUMUS_EINVAL (padding_idx, another
  *          context, overlap), RUMUS_EDTYPE (dout not floating, dweight
  *          neither F32 nor dout's type, ids not I32), RUMUS_ESHAPE (as

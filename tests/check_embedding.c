@@ -644,15 +644,17 @@ END_TEST
 /* An id outside [0, rows) is caught on the device: RUMUS_EINDEX at the
  * next sync naming the id and its position; the forward's row is 0 and
  * the other rows right, the backward skips it; the next sync is clean.
- * Both variants. */
+ * Both variants; a table of 6 rows (the dense backward) and one of 200
+ * (the sorted one). */
 START_TEST(bad_ids_on_device) {
   rumus_ctx *ctx = tu_ctx();
-  enum { ROWS = 6, DIM = 4, N = 12 };
+  enum { DIM = 4, N = 12 };
+  const size_t ROWS = _i ? 200 : 6;
   tu_rng r;
   tu_rng_seed(&r, 83);
   float *w = rand_typed(&r, RUMUS_F32, ROWS * DIM, -2, 2),
         *dy = rand_typed(&r, RUMUS_F32, N * DIM, -1, 1);
-  const int32_t bad[2] = {ROWS, -5};
+  const int32_t bad[2] = {(int32_t)ROWS, -5};
   const size_t where[2] = {7, 0};
   const size_t ws[2] = {ROWS, DIM}, is[1] = {N}, os[2] = {N, DIM};
   rumus_tensor *tw = tu_tensor_typed(ctx, RUMUS_F32, 2, ws, w),
@@ -713,7 +715,7 @@ int main(void) {
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_arguments);
   tcase_add_test(errors, overlaps);
-  tcase_add_test(errors, bad_ids_on_device);
+  tcase_add_loop_test(errors, bad_ids_on_device, 0, 2);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }

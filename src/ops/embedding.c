@@ -24,6 +24,17 @@ static const char *const FILE_CL = "embedding.cl";
 #define EMB_RADIX 256
 /* cl/embedding.cl's EMB_SCAN: entries per group of the work-group scan. */
 #define EMB_SCAN 1024
+/* The dense backward (cl/embedding.cl): tables of at most EMB_DENSE_ROWS
+ * rows (its default), EMB_DCOLS columns per GPU work-group, chunks of
+ * positions that make about EMB_DENSE_GROUPS such groups, at least
+ * EMB_DENSE_MIN positions each: fixed by the shape alone, so both variants
+ * sum in the same chunks. */
+#define EMB_DENSE_ROWS 128
+#define EMB_DCOLS 64
+#define EMB_DENSE_GROUPS 512
+#define EMB_DENSE_MIN 64
+#define EMB_DENSE_PART 8
+#define EMB_SLAB 1024 /* columns per CPU work-item (cl/embedding.cl) */
 /* Scratch slots of the backward (keys and positions twice, the digit
  * table, its chunk sums, lead, tail, the rows' ranges). */
 #define EMB_SLOTS 9
@@ -347,6 +358,64 @@ static int bwd_sums(rumus_ctx *ctx, const char *op, emb_bwd *b, int cur,
                    (size_t)b->rows * per, a, na);
 }
 
+/* ---- Backward for few rows -------------------------------------------- */
+
+/* Whether the dense scheme takes this call: few rows whose column sums
+ * fit a group's local memory (the GPU kernel's; asked of the device, not
+ * of the variant, so that both variants take the same scheme). */
+static int dense_fits(const rumus_ctx *ctx, const emb_bwd *b) {
+  return b->rows <= EMB_DENSE_ROWS && b->n > 0 &&
+         ctx->max_wg >= EMB_DCOLS &&
+         ctx->local_mem >= (size_t)b->rows * EMB_DCOLS * sizeof(float);
+}
+
+/* The chunks' partials (one launch), then their fold into dweight. */
+static int bwd_dense(rumus_ctx *ctx, const char *op, const emb_bwd *b,
+                     const rumus_tensor *dout, const rumus_tensor *ids,
+                     cl_int pad, rumus_tensor *dw) {
+  const size_t blocks = (b->dim + EMB_DCOLS - 1) / EMB_DCOLS,
+               want = (EMB_DENSE_GROUPS + blocks - 1) / blocks;
+  size_t len = (b->n + want - 1) / want;
+  if (len < EMB_DENSE_MIN) len = EMB_DENSE_MIN;
+  /* Partials of at most an eighth of dout's traffic. */
+  if (len < (size_t)EMB_DENSE_PART * b->rows) len = (size_t)EMB_DENSE_PART * b->rows;
+  cl_ulong L = len, n = b->n, dim = b->dim, io = rumus__off(ids),
+           dyo = rumus__off(dout), dwo = rumus__off(dw),
+           chunks = (b->n + len - 1) / len, numel = (cl_ulong)b->rows * dim;
+  cl_mem part;
+  RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 0, chunks * numel * sizeof(float),
+                                     &part));
+  if (b->gpu) {
+    const rumus__kernel_ref k = {FILE_CL, b->opts, "embedding_dense_wg"};
+    const rumus__arg a[] = {
+        RUMUS__ARG(L),       RUMUS__ARG(n),        RUMUS__ARG(b->rows),
+        RUMUS__ARG(pad),     RUMUS__ARG(dim),      RUMUS__ARG(ids->mem),
+        RUMUS__ARG(io),      RUMUS__ARG(dout->mem), RUMUS__ARG(dyo),
+        RUMUS__ARG(part),    RUMUS__ARG_LOCAL((size_t)b->rows * EMB_DCOLS * 4),
+        RUMUS__ARG(ctx->status)};
+    const size_t global[2] = {blocks * EMB_DCOLS, chunks},
+                 local[2] = {EMB_DCOLS, 1};
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local,
+                                 sizeof a / sizeof a[0], a));
+  } else { /* a work-item per (chunk, slab), one per group */
+    cl_ulong slabs = (dim + EMB_SLAB - 1) / EMB_SLAB;
+    const rumus__kernel_ref k = {FILE_CL, b->opts, "embedding_dense_slab"};
+    const rumus__arg a[] = {
+        RUMUS__ARG(L),        RUMUS__ARG(n),   RUMUS__ARG(b->rows),
+        RUMUS__ARG(pad),      RUMUS__ARG(dim), RUMUS__ARG(slabs),
+        RUMUS__ARG(ids->mem), RUMUS__ARG(io),  RUMUS__ARG(dout->mem),
+        RUMUS__ARG(dyo),      RUMUS__ARG(part), RUMUS__ARG(ctx->status)};
+    const size_t global = chunks * slabs, local = 1;
+    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local,
+                                 sizeof a / sizeof a[0], a));
+  }
+  rumus__arg f[7] = {{0, NULL},         {0, NULL}, /* count, first */
+                     RUMUS__ARG(chunks), RUMUS__ARG(numel),
+                     RUMUS__ARG(part),   RUMUS__ARG(dw->mem),
+                     RUMUS__ARG(dwo)};
+  return run_items(ctx, op, b->opts, "embedding_dense_fold", numel, f, 7);
+}
+
 /* Checks of rumus_embedding_bwd. */
 static int check_bwd(rumus_ctx *ctx, const char *op, const rumus_tensor *dout,
                      const rumus_tensor *ids, int pad,
@@ -398,7 +467,9 @@ int rumus_embedding_bwd(rumus_ctx *ctx, const rumus_tensor *dout,
   b.gpu = rumus__gpu_variant(ctx);
   b.wide = b.gpu && ctx->max_wg >= EMB_RADIX;
   rumus__scratch_begin(ctx);
-  const int st = bwd_run(ctx, op, &b, dout, ids, padding_idx, dweight);
+  const int st = dense_fits(ctx, &b)
+                     ? bwd_dense(ctx, op, &b, dout, ids, padding_idx, dweight)
+                     : bwd_run(ctx, op, &b, dout, ids, padding_idx, dweight);
   rumus__scratch_end(ctx);
   return st;
 }
