@@ -365,6 +365,10 @@ static int run_splitk(rumus_ctx *ctx, const char *op, const problem *p,
   const rumus_gemm_layout *l = &p->l;
   splitk_parts sp;
   sp.kc = rumus__round_up((l->k + s - 1) / s, SPLITK_ALIGN);
+  /* Slices a power of two long start every group's reads at addresses
+   * that share their low bits (H200: 16 slices of 1024 ran 10-40% slower
+   * than 14 of 1184 or 29 of 576 on all four shapes swept). */
+  if ((sp.kc & (sp.kc - 1)) == 0) sp.kc += SPLITK_ALIGN;
   sp.s = (l->k + sp.kc - 1) / sp.kc;
   sp.ldp = rumus__round_up(l->n, 4);
   sp.sp = l->m * sp.ldp;
