@@ -143,10 +143,11 @@ void wino_input(global const real_t *x, ulong x_off, global float *V,
     for (int k = 0; k < WP; k++) v[k * plane] = 0.0f;
     return;
   }
-  const size_t per = (size_t)TH * (size_t)TW;
-  const size_t n = (size_t)N0 + t / per, r = t % per;
-  const long y0 = (long)(r / (size_t)TW) * WM - PH;
-  const long x0 = (long)(r % (size_t)TW) * WM - PW;
+  /* T < 2^31 (the host's chunks): 32-bit divisions. */
+  const uint per = (uint)TH * (uint)TW, tu = (uint)t, r = tu % per;
+  const size_t n = (size_t)N0 + tu / per;
+  const long y0 = (long)(r / (uint)TW) * WM - PH;
+  const long x0 = (long)(r % (uint)TW) * WM - PW;
   global const real_t *src =
       x + (size_t)x_off + (n * (size_t)I + i) * (size_t)H * (size_t)W;
   float d[WP], c[WP];
@@ -202,9 +203,10 @@ void wino_output(global const float *M, global const real_t *bias,
     wino_at(col, c + b * WM);
   }
   const float bv = has_bias ? LOAD(bias, (size_t)b_off + o) : 0.0f;
-  const size_t per = (size_t)TH * (size_t)TW;
-  const size_t n = (size_t)N0 + t / per, r = t % per;
-  const size_t y0 = r / (size_t)TW * WM, x0 = r % (size_t)TW * WM;
+  const uint per = (uint)TH * (uint)TW, tu = (uint)t, r = tu % per;
+  const size_t n = (size_t)N0 + tu / per;
+  const size_t y0 = (size_t)(r / (uint)TW * WM),
+               x0 = (size_t)(r % (uint)TW * WM);
   global real_t *dst =
       y + (size_t)y_off + (n * (size_t)O + o) * (size_t)OH * (size_t)OW;
   #pragma unroll

@@ -1036,7 +1036,10 @@ RUMUS_API int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
  * implicit GEMM).  Its sums are in another fixed order: the same bits run
  * to run, not the CPU variant's; the F32 error on inputs in [-1, 1] was
  * below 0.4e-6 K (K = C * 9 or OC * 9 terms; the implicit GEMM's under
- * 0.05e-6 K in the same cases).  RUMUS_CONV2D_WINOGRAD = 0 turns it off,
+ * 0.05e-6 K in the same cases).  An infinity or NaN in x (dy) reaches
+ * every output of the 4x4 (2x2) tiles whose 6x6 (4x4) patches hold it,
+ * not only those whose windows do, and infinities may come out as NaN
+ * (inf - inf in the transforms).  RUMUS_CONV2D_WINOGRAD = 0 turns it off,
  * 2 or 4 forces F(2x2, 3x3) or F(4x4, 3x3) wherever the shape allows
  * (any channels, any size), RUMUS_CONV2D_WINOGRAD_KB sets the scratch
  * cap per buffer in KiB (read at each call).

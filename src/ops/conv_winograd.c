@@ -86,9 +86,10 @@ int rumus__wino_plan_make(const rumus_ctx *ctx, const rumus__wino_geo *g,
   const size_t ch = g->i > g->o ? g->i : g->o, per = pl->th * pl->tw;
   const size_t rows = cap / ch;
   size_t nb = rows > 3 ? (rows - 3) / per : 0;
-  if (nb == 0) return 0;
   if (nb > g->n) nb = g->n;
-  if (nb * per > ((size_t)1 << 31)) nb = ((size_t)1 << 31) / per;
+  /* Tiles of a chunk below 2^31: the kernels divide them in 32 bits. */
+  if (nb > (((size_t)1 << 31) - 4) / per) nb = (((size_t)1 << 31) - 4) / per;
+  if (nb == 0) return 0;
   pl->nb = cdiv(g->n, cdiv(g->n, nb));
   pl->ldv = rumus__round_up(pl->nb * per, 4);
   return 1;
