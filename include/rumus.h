@@ -1041,8 +1041,9 @@ RUMUS_API int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
  * not only those whose windows do, and infinities may come out as NaN
  * (inf - inf in the transforms).  RUMUS_CONV2D_WINOGRAD = 0 turns it off,
  * 2 or 4 forces F(2x2, 3x3) or F(4x4, 3x3) wherever the shape allows
- * (any channels, any size), RUMUS_CONV2D_WINOGRAD_KB sets the scratch
- * cap per buffer in KiB (read at each call).
+ * (any channels, any size), RUMUS_CONV2D_FWD_WINOGRAD and
+ * RUMUS_CONV2D_BWD_DATA_WINOGRAD do so for one op, RUMUS_CONV2D_WINOGRAD_KB
+ * sets the scratch cap per buffer in KiB (read at each call).
  * Tuning: the environment variables RUMUS_CONV2D_TILE and
  * RUMUS_CONV2D_{FWD,BWD_DATA,BWD_WEIGHT}_TILE = "TMxTNxRMxRN[xTK]" set the
  * work-group variant's tile sizes (docs/DESIGN.md; read at each call,

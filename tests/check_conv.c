@@ -13,8 +13,12 @@
  * gradient the same bits run to run); borrowed buffers at offsets with
  * guard bytes (groups 2 and depthwise); the GPU variant's direct kernels
  * (the few-channel input gradient the GEMM's bits, the depthwise weight
- * gradient's blocks and tap launches); bad arguments with exact
- * statuses.
+ * gradient's blocks and tap launches); the GPU variant's Winograd path
+ * (forced by RUMUS_CONV2D_WINOGRAD, F(2x2) and F(4x4), every storage
+ * type, against the reference and central differences, at offsets with
+ * guards, same bits run to run, chunks of images, the per-op overrides,
+ * the implicit GEMM where it does not apply or fit); bad arguments with
+ * exact statuses.
  *
  * Tolerances (|got - want| <= atol + rtol |want|), with K the terms of one
  * output's sum (forward Cg KH KW, input gradient OCg KH KW, weight
@@ -569,6 +573,50 @@ START_TEST(winograd) {
 }
 END_TEST
 
+/* The per-op overrides: RUMUS_CONV2D_WINOGRAD=4 with
+ * RUMUS_CONV2D_BWD_DATA_WINOGRAD=0 gives the forward F(4x4)'s bits and
+ * the input gradient the implicit GEMM's; RUMUS_CONV2D_FWD_WINOGRAD=2
+ * over RUMUS_CONV2D_WINOGRAD=0 the forward F(2x2)'s bits. */
+START_TEST(winograd_per_op) {
+  const ref_conv_geo *g = &WINO[0];
+  const sizes s = sizes_of(g);
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  host h = host_make(g, &s, RUMUS_F32, 66);
+  ref_conv2d_fwd(g, h.x, h.w, h.b, h.y);
+  ref_conv2d_bwd_data(g, h.dy, h.w, h.dx);
+  float *f4[2], *f2[2], *off[2], *mix[2];
+  set_wino(4);
+  wino_ops(ctx, g, RUMUS_F32, 4, &s, &h, f4);
+  set_wino(2);
+  wino_ops(ctx, g, RUMUS_F32, 2, &s, &h, f2);
+  set_wino(0);
+  wino_ops(ctx, g, RUMUS_F32, 2, &s, &h, off);
+  setenv("RUMUS_CONV2D_FWD_WINOGRAD", "2", 1);
+  wino_ops(ctx, g, RUMUS_F32, 2, &s, &h, mix);
+  ck_assert(memcmp(mix[0], f2[0], s.ny * 4) == 0);
+  ck_assert(memcmp(mix[1], off[1], s.nx * 4) == 0);
+  for (int k = 0; k < 2; k++) free(mix[k]);
+  unsetenv("RUMUS_CONV2D_FWD_WINOGRAD");
+  set_wino(4);
+  setenv("RUMUS_CONV2D_BWD_DATA_WINOGRAD", "0", 1);
+  wino_ops(ctx, g, RUMUS_F32, 4, &s, &h, mix);
+  ck_assert(memcmp(mix[0], f4[0], s.ny * 4) == 0);
+  ck_assert(memcmp(mix[1], off[1], s.nx * 4) == 0);
+  ck_assert(memcmp(f4[1], off[1], s.nx * 4) != 0); /* another path */
+  unsetenv("RUMUS_CONV2D_BWD_DATA_WINOGRAD");
+  unsetenv("RUMUS_CONV2D_WINOGRAD");
+  for (int k = 0; k < 2; k++) {
+    free(f4[k]);
+    free(f2[k]);
+    free(off[k]);
+    free(mix[k]);
+  }
+  host_free(&h);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Shapes the path does not take (stride 2, dilation 2, groups 2, 5x5),
  * forced on: the implicit GEMM runs, all three ops right. */
 START_TEST(winograd_fallback) {
@@ -838,6 +886,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *wino = tu_tcase("winograd");
   tcase_add_loop_test(wino, winograd, 0, (int)(2 * NWINO));
+  tcase_add_test(wino, winograd_per_op);
   tcase_add_loop_test(wino, winograd_fallback, 0, 4);
   tcase_add_loop_test(wino, winograd_finite_differences, 0, 4);
   tcase_add_loop_test(wino, winograd_offsets, 0, 6);

@@ -18,7 +18,9 @@
  *
  * Overrides: RUMUS_CONV2D_WINOGRAD = 0 (never), 2 or 4 (F(2x2) or F(4x4)
  * wherever the path applies, whatever the channels and size: tests and
- * sweeps); RUMUS_CONV2D_WINOGRAD_KB, the scratch cap per buffer in KiB.
+ * sweeps), RUMUS_CONV2D_FWD_WINOGRAD and RUMUS_CONV2D_BWD_DATA_WINOGRAD
+ * the same for one op; RUMUS_CONV2D_WINOGRAD_KB, the scratch cap per
+ * buffer in KiB.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,11 +44,21 @@ static const char *const FILE_CL = "winograd.cl";
 /* Bytes per scratch buffer at most (and the device's largest allocation). */
 #define CAP_DEFAULT ((size_t)256 << 20)
 
-/* The override: 0 off, 2 or 4 forced, -1 automatic (unset or other). */
-static int env_mode(void) {
-  const char *v = getenv("RUMUS_CONV2D_WINOGRAD");
+/* The override in variable `name`: 0 off, 2 or 4 forced, -1 unset or
+ * invalid. */
+static int env_value(const char *name) {
+  const char *v = getenv(name);
   if (v == NULL || v[0] == '\0' || v[1] != '\0') return -1;
   return v[0] == '0' ? 0 : v[0] == '2' ? 2 : v[0] == '4' ? 4 : -1;
+}
+
+/* The override of the forward (flip 0) or the input gradient (flip 1):
+ * RUMUS_CONV2D_FWD_WINOGRAD or RUMUS_CONV2D_BWD_DATA_WINOGRAD, else
+ * RUMUS_CONV2D_WINOGRAD; -1 for the automatic choice. */
+static int env_mode(int flip) {
+  const int m = env_value(flip ? "RUMUS_CONV2D_BWD_DATA_WINOGRAD"
+                               : "RUMUS_CONV2D_FWD_WINOGRAD");
+  return m >= 0 ? m : env_value("RUMUS_CONV2D_WINOGRAD");
 }
 
 static size_t scratch_cap(const rumus_ctx *ctx) {
@@ -64,7 +76,7 @@ static size_t cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
 
 int rumus__wino_plan_make(const rumus_ctx *ctx, const rumus__wino_geo *g,
                           rumus__wino_plan *pl) {
-  const int mode = env_mode();
+  const int mode = env_mode(g->flip);
   if (mode == 0 || g->n == 0 || g->i == 0 || g->o == 0 || g->oh == 0 ||
       g->ow == 0 || !rumus__gemm_tiled_fits(ctx))
     return 0;
@@ -210,14 +222,19 @@ int rumus__wino_run(rumus_ctx *ctx, const char *op,
   return st;
 }
 
-/* The F32 program of the automatic choice on the GPU variant, and of the
- * override's tile when it forces another. */
+/* The F32 programs that the two ops may take on the GPU variant: the
+ * automatic choice's tile, or the one that each op's override forces
+ * (none where it turns the path off). */
 int rumus__wino_warm(rumus_ctx *ctx) {
   if (!rumus__gemm_tiled_fits(ctx)) return RUMUS_OK;
-  const int mode = env_mode();
   char opts[160];
   cl_program prog;
-  if (mode == 0) return RUMUS_OK;
-  wino_options(RUMUS_F32, mode > 0 ? mode : AUTO_WM, opts, sizeof opts);
-  return rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog);
+  for (int flip = 0; flip <= 1; flip++) {
+    const int mode = env_mode(flip);
+    if (mode == 0) continue;
+    wino_options(RUMUS_F32, mode > 0 ? mode : AUTO_WM, opts, sizeof opts);
+    RUMUS__FORWARD(
+        rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
+  }
+  return RUMUS_OK;
 }
