@@ -1026,6 +1026,24 @@ RUMUS_API int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
  * P = 64 B lanes (B, at most 64, fixed by the shape): lane s takes pixels
  * s, s + P, s + 2 P, ..., the 64 lanes of a block are added by a fixed
  * halving tree and the B blocks in order.
+ * Winograd: on the work-group variant, the forward and the input gradient
+ * of a 3x3, stride 1, dilation 1, one-group convolution with at least 32
+ * input and 32 output channels and 2^28 multiply-adds or more run instead
+ * as F(4x4, 3x3) Winograd (docs/DESIGN.md): input, weight and output
+ * transforms in float around 36 batched float GEMMs over the channels,
+ * through float scratch of up to 256 MiB a buffer (larger batches run in
+ * chunks of images; a shape whose one image does not fit takes the
+ * implicit GEMM).  Its sums are in another fixed order: the same bits run
+ * to run, not the CPU variant's; the F32 error on inputs in [-1, 1] was
+ * below 0.4e-6 K (K = C * 9 or OC * 9 terms; the implicit GEMM's under
+ * 0.05e-6 K in the same cases).  An infinity or NaN in x (dy) reaches
+ * every output of the 4x4 (2x2) tiles whose 6x6 (4x4) patches hold it,
+ * not only those whose windows do, and infinities may come out as NaN
+ * (inf - inf in the transforms).  RUMUS_CONV2D_WINOGRAD = 0 turns it off,
+ * 2 or 4 forces F(2x2, 3x3) or F(4x4, 3x3) wherever the shape allows
+ * (any channels, any size), RUMUS_CONV2D_FWD_WINOGRAD and
+ * RUMUS_CONV2D_BWD_DATA_WINOGRAD do so for one op, RUMUS_CONV2D_WINOGRAD_KB
+ * sets the scratch cap per buffer in KiB (read at each call).
  * Tuning: the environment variables RUMUS_CONV2D_TILE and
  * RUMUS_CONV2D_{FWD,BWD_DATA,BWD_WEIGHT}_TILE = "TMxTNxRMxRN[xTK]" set the
  * work-group variant's tile sizes (docs/DESIGN.md; read at each call,
@@ -1045,7 +1063,8 @@ RUMUS_API int rumus_rmsnorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
  * (OH or OW would be < 1: the message names the axis), a padded extent
  * H + 2 pad_h or W + 2 pad_w of 2^30 or more, y / dy / dx / dw / bias not
  * of the expected shape), RUMUS_EDTYPE, RUMUS_EBUILD, RUMUS_ECL
- * (and RUMUS_EDEVMEM for the weight gradient's scratch).  Empty outputs
+ * (and RUMUS_EDEVMEM for the weight gradient's and the Winograd path's
+ * scratch).  Empty outputs
  * (N, OC or C zero) do nothing; an empty sum (C = 0, or N = 0 for the
  * weight gradient) gives 0 (plus the bias). */
 typedef struct {

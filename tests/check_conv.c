@@ -13,8 +13,12 @@
  * gradient the same bits run to run); borrowed buffers at offsets with
  * guard bytes (groups 2 and depthwise); the GPU variant's direct kernels
  * (the few-channel input gradient the GEMM's bits, the depthwise weight
- * gradient's blocks and tap launches); bad arguments with exact
- * statuses.
+ * gradient's blocks and tap launches); the GPU variant's Winograd path
+ * (forced by RUMUS_CONV2D_WINOGRAD, F(2x2) and F(4x4), every storage
+ * type, against the reference and central differences, at offsets with
+ * guards, same bits run to run, chunks of images, the per-op overrides,
+ * the implicit GEMM where it does not apply or fit); bad arguments with
+ * exact statuses.
  *
  * Tolerances (|got - want| <= atol + rtol |want|), with K the terms of one
  * output's sum (forward Cg KH KW, input gradient OCg KH KW, weight
@@ -453,6 +457,267 @@ START_TEST(offsets_and_guards) {
 }
 END_TEST
 
+/* ---- The GPU variant's Winograd path ------------------------------------ */
+
+/* 3x3, stride 1, dilation 1, one group: odd and even H and W, a 1x1
+ * image, 7x5, pads 0, 1, 2 and 3 (the input gradient's pad -1: a crop)
+ * and mixed, N 1 and 3, channels 1, 5, 33, 64 and 128. */
+static const ref_conv_geo WINO[] = {
+    {3, 5, 7, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+    {1, 1, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+    {1, 33, 8, 6, 33, 3, 3, 1, 1, 0, 0, 1, 1, 1},
+    {3, 5, 7, 5, 33, 3, 3, 1, 1, 2, 2, 1, 1, 1},
+    {2, 33, 9, 10, 5, 3, 3, 1, 1, 1, 0, 1, 1, 1},
+    {1, 4, 6, 5, 3, 3, 3, 1, 1, 3, 2, 1, 1, 1},
+    /* 128 output channels: the GEMM's 128 x 128 tiles (the others take
+     * its 32 x 32 ones). */
+    {1, 64, 6, 6, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+};
+#define NWINO (sizeof WINO / sizeof WINO[0])
+
+/* The Winograd path's tolerance: the F32 one scaled by WINO_F2 (F(2x2))
+ * or WINO_F4 (F(4x4)): the transforms add a few roundings per product
+ * and F(4x4)'s points (+-2, 1/6, 1/24) amplify them.  The largest F32
+ * |error| over these cases (inputs in [-1, 1]) was 0.046e-6 K for
+ * F(2x2) and 0.40e-6 K for F(4x4) (the implicit GEMM's tolerance is
+ * 1e-6 K); F(4x4) gets twice the F32 tolerance to stay clear of it.  The
+ * 16-bit errors are the storage's rounding (tu_store_atol / rtol). */
+#define WINO_F2 1.0
+#define WINO_F4 2.0
+
+static void check_wino(const char *what, rumus_dtype d, int wm,
+                       const float *got, const double *want, size_t n,
+                       size_t terms) {
+  const double f = wm == 4 ? WINO_F4 : WINO_F2;
+  tu_check_close(what, got, want, n,
+                 f * 1e-6 * (double)terms + tu_store_atol(d),
+                 f * 1e-5 + tu_store_rtol(d));
+}
+
+/* y and dx of case g through the GPU variant with RUMUS_CONV2D_WINOGRAD
+ * = wm (as set by the caller), checked against h; returned in out. */
+static void wino_ops(rumus_ctx *ctx, const ref_conv_geo *g, rumus_dtype d,
+                     int wm, const sizes *s, const host *h, float *out[2]) {
+  const rumus_conv2d_params p = params_of(g);
+  const size_t bs[1] = {g->oc};
+  rumus_tensor *x = tu_tensor_typed(ctx, d, 4, s->xs, h->x),
+               *w = tu_tensor_typed(ctx, d, 4, s->ws, h->w),
+               *b = tu_tensor_typed(ctx, d, 1, bs, h->b),
+               *y = tu_tensor_typed(ctx, d, 4, s->ys, NULL),
+               *dy = tu_tensor_typed(ctx, d, 4, s->ys, h->dy),
+               *dx = tu_tensor_typed(ctx, d, 4, s->xs, NULL);
+  TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x, w, b, y));
+  TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, dy, w, dx));
+  out[0] = tu_download_f32(ctx, y);
+  out[1] = tu_download_f32(ctx, dx);
+  check_wino("conv_wino_fwd", d, wm, out[0], h->y, s->ny, g->c * 9);
+  check_wino("conv_wino_bwd_data", d, wm, out[1], h->dx, s->nx, g->oc * 9);
+  rumus_tensor *const ts[] = {x, w, b, y, dy, dx};
+  for (int i = 0; i < 6; i++) rumus_tensor_free(ts[i]);
+}
+
+static void set_wino(int wm) {
+  char v[2] = {(char)('0' + wm), '\0'};
+  setenv("RUMUS_CONV2D_WINOGRAD", v, 1);
+}
+
+/* Case _i / 2 with F(2x2) or F(4x4) forced, every storage type; F32 the
+ * same bits run to run and in chunks of one image (a scratch cap of 6 KiB:
+ * 96 floats a product for F(2x2), 42 for F(4x4)); a cap of 1 KiB, where
+ * not even one image fits, runs the implicit GEMM (its bits). */
+START_TEST(winograd) {
+  const ref_conv_geo *g = &WINO[_i / 2];
+  const int wm = _i % 2 ? 4 : 2;
+  const sizes s = sizes_of(g);
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  for (int t = 0; t < 3; t++) {
+    const rumus_dtype d = tu_dtypes[t];
+    host h = host_make(g, &s, d, 900 + (uint64_t)_i);
+    ref_conv2d_fwd(g, h.x, h.w, h.b, h.y);
+    ref_conv2d_bwd_data(g, h.dy, h.w, h.dx);
+    set_wino(wm);
+    float *first[2], *got[2];
+    wino_ops(ctx, g, d, wm, &s, &h, first);
+    const size_t n[2] = {s.ny, s.nx};
+    if (d == RUMUS_F32) {
+      wino_ops(ctx, g, d, wm, &s, &h, got);
+      for (int k = 0; k < 2; k++) {
+        ck_assert_msg(memcmp(got[k], first[k], n[k] * 4) == 0,
+                      "case %d op %d: a second run gave other bits", _i, k);
+        free(got[k]);
+      }
+      setenv("RUMUS_CONV2D_WINOGRAD_KB", "6", 1);
+      wino_ops(ctx, g, d, wm, &s, &h, got);
+      for (int k = 0; k < 2; k++) free(got[k]);
+      /* Not even one image (but the 1x1 image of case 1, which fits):
+       * the implicit GEMM's bits. */
+      setenv("RUMUS_CONV2D_WINOGRAD_KB", _i / 2 == 1 ? "0" : "1", 1);
+      wino_ops(ctx, g, d, wm, &s, &h, got);
+      unsetenv("RUMUS_CONV2D_WINOGRAD_KB");
+      set_wino(0);
+      float *gemm[2];
+      wino_ops(ctx, g, d, wm, &s, &h, gemm);
+      for (int k = 0; k < 2; k++) {
+        ck_assert_msg(memcmp(got[k], gemm[k], n[k] * 4) == 0,
+                      "case %d op %d: the fallback is not the GEMM", _i, k);
+        free(got[k]);
+        free(gemm[k]);
+      }
+    }
+    unsetenv("RUMUS_CONV2D_WINOGRAD");
+    for (int k = 0; k < 2; k++) free(first[k]);
+    host_free(&h);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* The per-op overrides: RUMUS_CONV2D_WINOGRAD=4 with
+ * RUMUS_CONV2D_BWD_DATA_WINOGRAD=0 gives the forward F(4x4)'s bits and
+ * the input gradient the implicit GEMM's; RUMUS_CONV2D_FWD_WINOGRAD=2
+ * over RUMUS_CONV2D_WINOGRAD=0 the forward F(2x2)'s bits. */
+START_TEST(winograd_per_op) {
+  const ref_conv_geo *g = &WINO[0];
+  const sizes s = sizes_of(g);
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  host h = host_make(g, &s, RUMUS_F32, 66);
+  ref_conv2d_fwd(g, h.x, h.w, h.b, h.y);
+  ref_conv2d_bwd_data(g, h.dy, h.w, h.dx);
+  float *f4[2], *f2[2], *off[2], *mix[2];
+  set_wino(4);
+  wino_ops(ctx, g, RUMUS_F32, 4, &s, &h, f4);
+  set_wino(2);
+  wino_ops(ctx, g, RUMUS_F32, 2, &s, &h, f2);
+  set_wino(0);
+  wino_ops(ctx, g, RUMUS_F32, 2, &s, &h, off);
+  setenv("RUMUS_CONV2D_FWD_WINOGRAD", "2", 1);
+  wino_ops(ctx, g, RUMUS_F32, 2, &s, &h, mix);
+  ck_assert(memcmp(mix[0], f2[0], s.ny * 4) == 0);
+  ck_assert(memcmp(mix[1], off[1], s.nx * 4) == 0);
+  for (int k = 0; k < 2; k++) free(mix[k]);
+  unsetenv("RUMUS_CONV2D_FWD_WINOGRAD");
+  set_wino(4);
+  setenv("RUMUS_CONV2D_BWD_DATA_WINOGRAD", "0", 1);
+  wino_ops(ctx, g, RUMUS_F32, 4, &s, &h, mix);
+  ck_assert(memcmp(mix[0], f4[0], s.ny * 4) == 0);
+  ck_assert(memcmp(mix[1], off[1], s.nx * 4) == 0);
+  ck_assert(memcmp(f4[1], off[1], s.nx * 4) != 0); /* another path */
+  unsetenv("RUMUS_CONV2D_BWD_DATA_WINOGRAD");
+  unsetenv("RUMUS_CONV2D_WINOGRAD");
+  for (int k = 0; k < 2; k++) {
+    free(f4[k]);
+    free(f2[k]);
+    free(off[k]);
+    free(mix[k]);
+  }
+  host_free(&h);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Shapes the path does not take (stride 2, dilation 2, groups 2, 5x5),
+ * forced on: the implicit GEMM runs, all three ops right. */
+START_TEST(winograd_fallback) {
+  static const ref_conv_geo G[] = {
+      {2, 4, 7, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1},
+      {2, 4, 7, 6, 5, 3, 3, 1, 1, 2, 2, 2, 2, 1},
+      {2, 4, 7, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2},
+      {2, 4, 7, 6, 5, 5, 5, 1, 1, 2, 2, 1, 1, 1},
+  };
+  const conv_case c = {G[_i], 1};
+  const sizes s = sizes_of(&c.g);
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  host h = host_make(&c.g, &s, RUMUS_F32, 40 + (uint64_t)_i);
+  ref_conv2d_fwd(&c.g, h.x, h.w, h.b, h.y);
+  ref_conv2d_bwd_data(&c.g, h.dy, h.w, h.dx);
+  ref_conv2d_bwd_weight(&c.g, h.x, h.dy, h.dw);
+  float *got[3];
+  set_wino(2);
+  run_case(ctx, &c, RUMUS_F32, &s, &h, "conv_wino_fallback", got);
+  unsetenv("RUMUS_CONV2D_WINOGRAD");
+  for (int k = 0; k < 3; k++) free(got[k]);
+  host_free(&h);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* The Winograd input gradient against central differences of the float64
+ * forward (pad 1 on 7x6, pad 0 on 5x5: the gradient's pad 2), both tile
+ * sizes: atol, rtol 1e-4 as above, times the path's factor. */
+START_TEST(winograd_finite_differences) {
+  static const ref_conv_geo G[] = {
+      {2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {1, 4, 5, 5, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1},
+  };
+  const ref_conv_geo g = G[_i / 2];
+  const int wm = _i % 2 ? 4 : 2;
+  const sizes s = sizes_of(&g);
+  const rumus_conv2d_params p = params_of(&g);
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  host h = host_make(&g, &s, RUMUS_F32, 8);
+  double *num_x = tu_malloc(s.nx * sizeof(double));
+  central(&g, &s, h.x, h.w, h.dy, h.x, s.nx, num_x, h.y);
+  rumus_tensor *w = tu_tensor_typed(ctx, RUMUS_F32, 4, s.ws, h.w),
+               *dy = tu_tensor_typed(ctx, RUMUS_F32, 4, s.ys, h.dy),
+               *dx = tu_tensor_typed(ctx, RUMUS_F32, 4, s.xs, NULL);
+  set_wino(wm);
+  TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, dy, w, dx));
+  unsetenv("RUMUS_CONV2D_WINOGRAD");
+  float *gx = tu_download(ctx, dx);
+  const double f = wm == 4 ? WINO_F4 : WINO_F2;
+  tu_check_close("conv_wino_fd_dx", gx, num_x, s.nx, f * 1e-4, f * 1e-4);
+  free(gx);
+  free(num_x);
+  host_free(&h);
+  tu_free_all(ctx, w, dy, dx, NULL);
+}
+END_TEST
+
+/* Forced Winograd on borrowed buffers: inputs at odd element offsets,
+ * outputs with guard bytes, every storage type. */
+START_TEST(winograd_offsets) {
+  const ref_conv_geo *g = &WINO[0];
+  const sizes s = sizes_of(g);
+  const rumus_conv2d_params p = params_of(g);
+  const size_t bs[1] = {g->oc};
+  const rumus_dtype d = tu_dtypes[_i % 3];
+  const int wm = _i < 3 ? 2 : 4;
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  host h = host_make(g, &s, d, 32);
+  ref_conv2d_fwd(g, h.x, h.w, h.b, h.y);
+  ref_conv2d_bwd_data(g, h.dy, h.w, h.dx);
+  cl_mem bufs[3];
+  rumus_tensor *x = at_offset(ctx, d, s.xs, 3, h.x, &bufs[0]),
+               *w = at_offset(ctx, d, s.ws, 5, h.w, &bufs[1]),
+               *dy = at_offset(ctx, d, s.ys, 1, h.dy, &bufs[2]),
+               *b = tu_tensor_typed(ctx, d, 1, bs, h.b);
+  tu_guarded y = tu_guarded_typed(ctx, d, 4, s.ys, NULL),
+             dx = tu_guarded_typed(ctx, d, 4, s.xs, NULL);
+  set_wino(wm);
+  TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x, w, b, y.t));
+  TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, dy, w, dx.t));
+  unsetenv("RUMUS_CONV2D_WINOGRAD");
+  float *gy = tu_download_f32(ctx, y.t), *gx = tu_download_f32(ctx, dx.t);
+  check_wino("conv_wino_offsets_fwd", d, wm, gy, h.y, s.ny, g->c * 9);
+  check_wino("conv_wino_offsets_bwd_data", d, wm, gx, h.dx, s.nx, g->oc * 9);
+  free(gy);
+  free(gx);
+  tu_guarded_check_free(ctx, &y);
+  tu_guarded_check_free(ctx, &dx);
+  host_free(&h);
+  rumus_tensor_free(x);
+  rumus_tensor_free(w);
+  rumus_tensor_free(dy);
+  for (int i = 0; i < 3; i++) clReleaseMemObject(bufs[i]);
+  tu_free_all(ctx, b, NULL);
+}
+END_TEST
+
 /* N = 0: nothing to write for y and dx, a zero weight gradient (also
  * depthwise, nothing written past it); C = 0: y is the bias. */
 START_TEST(empty_sums) {
@@ -619,6 +884,13 @@ int main(void) {
   tcase_add_test(core, tile_override);
   tcase_add_loop_test(core, direct_paths, 0, 3);
   suite_add_tcase(s, core);
+  TCase *wino = tu_tcase("winograd");
+  tcase_add_loop_test(wino, winograd, 0, (int)(2 * NWINO));
+  tcase_add_test(wino, winograd_per_op);
+  tcase_add_loop_test(wino, winograd_fallback, 0, 4);
+  tcase_add_loop_test(wino, winograd_finite_differences, 0, 4);
+  tcase_add_loop_test(wino, winograd_offsets, 0, 6);
+  suite_add_tcase(s, wino);
   TCase *limits = tu_tcase("limits");
   tcase_add_loop_test(limits, offsets_and_guards, 0, 6);
   tcase_add_test(limits, empty_sums);

@@ -359,6 +359,12 @@ START_TEST(cache_fill_builds_every_program) {
   run_conv_ops(ctx, &r, 2, 6, 5, 8, 1);
   run_conv_ops(ctx, &r, 1, 16, 5, 20, 1);
   run_conv_ops(ctx, &r, 1, 4, 48, 4, 4);
+  /* The work-group variant's Winograd path, forced with the tile size
+   * that it picks by itself (F(4x4), AUTO_WM in src/ops/conv_winograd.c,
+   * whose program rumus_cache_fill builds). */
+  setenv("RUMUS_CONV2D_WINOGRAD", "4", 1);
+  run_conv_ops(ctx, &r, 2, 5, 7, 6, 1);
+  unsetenv("RUMUS_CONV2D_WINOGRAD");
   /* Embedding: F32 table and gradient, one and several tiles. */
   run_embedding_ops(ctx, &r, 10, 5);
   run_embedding_ops(ctx, &r, 700, 64);

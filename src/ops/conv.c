@@ -14,7 +14,10 @@
  * chosen by the channels per group; a work-item takes 4 blocks), the GPU
  * one by its tiles (TM x TN of C per work-group, RM x RN per work-item, TK
  * k per step), chosen by the rows of the op's GEMM or set for tuning by
- * RUMUS_CONV2D_TILE and its per-op forms (conv_tiles_env).
+ * RUMUS_CONV2D_TILE and its per-op forms (conv_tiles_env).  On the GPU
+ * variant the forward and input gradient of 3x3, stride 1, dilation 1,
+ * one-group convolutions may run as Winograd instead (conv_winograd.c,
+ * which decides by the shape and RUMUS_CONV2D_WINOGRAD).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -377,9 +380,21 @@ static int launch_y(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   return RUMUS_OK;
 }
 
+/* Whether the convolution is one the Winograd path computes: 3x3, stride
+ * 1, dilation 1, one group. */
+static int wino_shape(const geo *g) {
+  return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 &&
+         g->dh == 1 && g->dw == 1 && g->g == 1;
+}
+
 static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                    const rumus_tensor *x, const rumus_tensor *w,
                    const rumus_tensor *bias, rumus_tensor *y) {
+  rumus__wino_plan wp;
+  const rumus__wino_geo wg = {g->n,  g->c,  g->h,  g->w, g->oc,
+                              g->oh, g->ow, g->ph, g->pw, 0};
+  if (wino_shape(g) && rumus__wino_plan_make(ctx, &wg, &wp))
+    return rumus__wino_run(ctx, op, &wp, x, w, bias, y);
   const conv_prog pr = prog_for(ctx, x->dtype, OP_FWD, g->oc / g->g);
   const cl_long16 gv = geo_arg(g);
   cl_ulong xo = rumus__off(x), wo = rumus__off(w), yo = rumus__off(y),
@@ -467,6 +482,13 @@ static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
 static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
                         const rumus_tensor *dy, const rumus_tensor *w,
                         rumus_tensor *dx) {
+  /* A 3x3 stride-1 convolution's input gradient is the 3x3 convolution
+   * of dy with the rotated, transposed weights and padding 2 - pad. */
+  rumus__wino_plan wp;
+  const rumus__wino_geo wg = {g->n, g->oc, g->oh, g->ow, g->c, g->h, g->w,
+                              2 - (long)g->ph, 2 - (long)g->pw, 1};
+  if (wino_shape(g) && rumus__wino_plan_make(ctx, &wg, &wp))
+    return rumus__wino_run(ctx, op, &wp, dy, w, NULL, dx);
   conv_prog pr = prog_for(ctx, dy->dtype, OP_BWD_DATA, g->c / g->g);
   /* The widest stride phase's pixels: the GEMM's columns. */
   const size_t cols = g->n * ((g->h + (size_t)g->sh - 1) / (size_t)g->sh) *
@@ -713,5 +735,5 @@ int rumus__conv_warm(rumus_ctx *ctx) {
     RUMUS__FORWARD(
         rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
   }
-  return RUMUS_OK;
+  return rumus__wino_warm(ctx);
 }

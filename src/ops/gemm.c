@@ -538,6 +538,43 @@ static int run(rumus_ctx *ctx, const char *op, int ta, int tb, float alpha,
   return s > 1 ? run_splitk(ctx, op, &p, s) : run_tiled(ctx, op, &p, t);
 }
 
+/* ---- Float products for other families ---------------------------------- */
+
+int rumus__gemm_tiled_fits(const rumus_ctx *ctx) {
+  tiled_cfg env;
+  return rumus__gpu_variant(ctx) && pick_tiles(ctx, 1, 1, 1, &env) != NULL;
+}
+
+/* A float tensor of `floats` elements over buffer mem at offset 0, to
+ * describe a scratch buffer as a problem's operand. */
+static rumus_tensor float_view(rumus_ctx *ctx, cl_mem mem, size_t floats) {
+  rumus_tensor t;
+  memset(&t, 0, sizeof t);
+  t.ctx = ctx;
+  t.dtype = RUMUS_F32;
+  t.ndim = 1;
+  t.shape[0] = floats;
+  t.numel = floats;
+  t.mem = mem;
+  return t;
+}
+
+/* gemm_tiled only (no split-K, no packed panels): it takes no scratch
+ * slot, so the caller may hold them (conv's Winograd path). */
+int rumus__gemm_tiled_f32(rumus_ctx *ctx, const char *op, cl_mem a,
+                          size_t na, cl_mem b, size_t nb, cl_mem c, size_t nc,
+                          const rumus_gemm_layout *l) {
+  if (l->m == 0 || l->n == 0 || l->batch == 0) return RUMUS_OK;
+  const rumus_tensor A = float_view(ctx, a, na), B = float_view(ctx, b, nb);
+  rumus_tensor C = float_view(ctx, c, nc);
+  const problem p = {0, 0, 1.0f, 0.0f, &A, &B, &C, *l};
+  tiled_cfg env;
+  const tiled_cfg *t = pick_tiles(ctx, l->m, l->n, l->batch, &env);
+  RUMUS__FAIL_IF(t == NULL || !rumus__gpu_variant(ctx), ctx, RUMUS_EINVAL,
+                 "%s: no GEMM tiles for the Winograd products", op);
+  return run_tiled(ctx, op, &p, t);
+}
+
 /* ---- Public entry points ---------------------------------------------- */
 
 int rumus_gemm_ex(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,

@@ -27,6 +27,49 @@ RUMUS__HIDDEN int rumus__layernorm_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__tensorops_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__attention_warm(rumus_ctx *ctx);
 
+/* ---- Float products for other families (src/ops/gemm.c) ----------------
+ * rumus__gemm_tiled_f32: C_b = A_b B_b (no transposes, alpha 1, beta 0)
+ * over the layout's batch, A, B and C float buffers of na, nb and nc
+ * floats (offsets in the layout, unchecked), through the GPU variant's
+ * gemm_tiled alone: it takes no scratch slot, so a caller holding them
+ * may call it.  rumus__gemm_tiled_fits: whether that runs on ctx (the GPU
+ * variant and a tiling that fits the device). */
+RUMUS__HIDDEN int rumus__gemm_tiled_fits(const rumus_ctx *ctx);
+RUMUS__HIDDEN int rumus__gemm_tiled_f32(rumus_ctx *ctx, const char *op,
+                                        cl_mem a, size_t na, cl_mem b,
+                                        size_t nb, cl_mem c, size_t nc,
+                                        const rumus_gemm_layout *l);
+
+/* ---- Conv's Winograd path (src/ops/conv_winograd.c) ----------------------
+ * A 3x3, stride 1, dilation 1, one-group convolution of in [N, I, H, W]
+ * into out [N, O, OH, OW] with pads ph, pw (negative: crops); flip 1
+ * takes w as [I, O, 3, 3] rotated by 180 degrees (the input gradient),
+ * flip 0 as [O, I, 3, 3].  rumus__wino_plan decides whether the path
+ * runs (the override RUMUS_CONV2D_WINOGRAD, the shape, the scratch cap):
+ * 0 if not, else 1 with *pl filled for rumus__wino_run. */
+typedef struct {
+  size_t n, i, h, w, o, oh, ow;
+  long ph, pw;
+  int flip;
+} rumus__wino_geo;
+typedef struct {
+  rumus__wino_geo g;
+  int wm;           /* output tile side: 2 or 4 */
+  size_t th, tw;    /* tiles per image along H and W */
+  size_t nb;        /* images per chunk */
+  size_t ldu, ldv;  /* padded rows of U and of V / M */
+} rumus__wino_plan;
+RUMUS__HIDDEN int rumus__wino_plan_make(const rumus_ctx *ctx,
+                                        const rumus__wino_geo *g,
+                                        rumus__wino_plan *pl);
+RUMUS__HIDDEN int rumus__wino_run(rumus_ctx *ctx, const char *op,
+                                  const rumus__wino_plan *pl,
+                                  const rumus_tensor *in,
+                                  const rumus_tensor *w,
+                                  const rumus_tensor *bias,
+                                  rumus_tensor *out);
+RUMUS__HIDDEN int rumus__wino_warm(rumus_ctx *ctx);
+
 /* ---- Program options ------------------------------------------------------
  * Each family has one function that writes the options of its programs from
  * a small description of the program (storage type, work-group size,

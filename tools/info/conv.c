@@ -6,14 +6,22 @@
  * rounded to the type, against the float64 reference of the rounded
  * values.  The F32 tolerances cover float sums of up to 60 (forward, input
  * gradient) and 40 (weight gradient) products of values below 1; a 16-bit
- * line adds half an ulp of the largest |want| (selfcheck_typed_tol). */
+ * line adds half an ulp of the largest |want| (selfcheck_typed_tol).
+ *
+ * Then the forward and input gradient of a 3x3 stride-1 shape (8 -> 6
+ * channels, 7x6, padding 1) with RUMUS_CONV2D_WINOGRAD=4 set for the two
+ * calls (lines conv2d_fwd_winograd, conv2d_bwd_data_winograd): the work-
+ * group variant's F(4x4) Winograd path, the implicit GEMM on the CPU
+ * variant.  Tolerance 1e-4: check_conv measured F(4x4) errors below
+ * 0.4e-6 per term, and these sums have 72 and 54 terms. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "selfcheck.h"
 
 static const ref_conv_geo G = {2, 6, 9, 11, 4, 3, 5, 2, 1, 1, 2, 1, 2, 2};
-static const rumus_conv2d_params P = {2, 1, 1, 2, 1, 2, 2};
+static const ref_conv_geo GW = {2, 8, 7, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1};
 
 typedef struct {
   size_t nx, nw, ny, xs[4], ws[4], ys[4];
@@ -32,29 +40,58 @@ static void round_all(rumus_dtype d, float *v, size_t n) {
   for (size_t i = 0; i < n; i++) v[i] = selfcheck_stored(d, v[i]);
 }
 
-static void check_type(selfcheck *sc, rumus_dtype d, bufs *b) {
+/* The parameters of geometry g. */
+static rumus_conv2d_params params(const ref_conv_geo *g) {
+  const rumus_conv2d_params p = {g->sh, g->sw, g->ph, g->pw,
+                                 g->dh, g->dw, g->g};
+  return p;
+}
+
+/* The three ops of G (wino 0), or the forward and input gradient of GW
+ * with the Winograd path forced (wino 1). */
+static void check_type(selfcheck *sc, rumus_dtype d, bufs *b, int wino) {
+  const ref_conv_geo *g = wino ? &GW : &G;
+  const rumus_conv2d_params P = params(g);
+  const double tol = wino ? 1e-4 : 2e-5;
   round_all(d, b->x, b->nx);
   round_all(d, b->w, b->nw);
-  round_all(d, b->b, G.oc);
+  round_all(d, b->b, g->oc);
   round_all(d, b->dy, b->ny);
   rumus_tensor *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL, *tdy = NULL,
                *tdx = NULL, *tdw = NULL;
   int st = tensor(sc, d, 4, b->xs, b->x, b->nx, &tx);
   if (st == RUMUS_OK) st = tensor(sc, d, 4, b->ws, b->w, b->nw, &tw);
-  if (st == RUMUS_OK) st = tensor(sc, d, 1, &G.oc, b->b, G.oc, &tb);
+  if (st == RUMUS_OK) st = tensor(sc, d, 1, &g->oc, b->b, g->oc, &tb);
   if (st == RUMUS_OK) st = tensor(sc, d, 4, b->ys, NULL, 0, &ty);
   if (st == RUMUS_OK) st = tensor(sc, d, 4, b->ys, b->dy, b->ny, &tdy);
   if (st == RUMUS_OK) st = tensor(sc, d, 4, b->xs, NULL, 0, &tdx);
   if (st == RUMUS_OK) st = tensor(sc, d, 4, b->ws, NULL, 0, &tdw);
+  const char *keep = getenv("RUMUS_CONV2D_WINOGRAD");
+  char *saved = keep ? strdup(keep) : NULL;
+  if (wino) setenv("RUMUS_CONV2D_WINOGRAD", "4", 1);
   int s = st == RUMUS_OK ? rumus_conv2d_fwd(sc->ctx, &P, tx, tw, tb, ty) : st;
-  ref_conv2d_fwd(&G, b->x, b->w, b->b, b->want);
-  selfcheck_typed_line(sc, "conv2d_fwd", d, s, ty, b->got, b->want, b->ny, 2e-5);
+  ref_conv2d_fwd(g, b->x, b->w, b->b, b->want);
+  selfcheck_typed_line(sc, wino ? "conv2d_fwd_winograd" : "conv2d_fwd", d, s,
+                       ty, b->got, b->want, b->ny, tol);
   s = st == RUMUS_OK ? rumus_conv2d_bwd_data(sc->ctx, &P, tdy, tw, tdx) : st;
-  ref_conv2d_bwd_data(&G, b->dy, b->w, b->want);
-  selfcheck_typed_line(sc, "conv2d_bwd_data", d, s, tdx, b->got, b->want, b->nx, 2e-5);
-  s = st == RUMUS_OK ? rumus_conv2d_bwd_weight(sc->ctx, &P, tx, tdy, tdw) : st;
-  ref_conv2d_bwd_weight(&G, b->x, b->dy, b->want);
-  selfcheck_typed_line(sc, "conv2d_bwd_weight", d, s, tdw, b->got, b->want, b->nw, 2e-5);
+  ref_conv2d_bwd_data(g, b->dy, b->w, b->want);
+  selfcheck_typed_line(sc,
+                       wino ? "conv2d_bwd_data_winograd" : "conv2d_bwd_data",
+                       d, s, tdx, b->got, b->want, b->nx, tol);
+  if (wino) { /* the caller's setting back */
+    if (saved)
+      setenv("RUMUS_CONV2D_WINOGRAD", saved, 1);
+    else
+      unsetenv("RUMUS_CONV2D_WINOGRAD");
+  }
+  free(saved);
+  if (!wino) {
+    s = st == RUMUS_OK ? rumus_conv2d_bwd_weight(sc->ctx, &P, tx, tdy, tdw)
+                       : st;
+    ref_conv2d_bwd_weight(g, b->x, b->dy, b->want);
+    selfcheck_typed_line(sc, "conv2d_bwd_weight", d, s, tdw, b->got, b->want,
+                         b->nw, tol);
+  }
   rumus_tensor_free(tx);
   rumus_tensor_free(tw);
   rumus_tensor_free(tb);
@@ -64,29 +101,31 @@ static void check_type(selfcheck *sc, rumus_dtype d, bufs *b) {
   rumus_tensor_free(tdw);
 }
 
-void selfcheck_conv(selfcheck *sc) {
+/* Random data for geometry g, the ops of each storage type. */
+static void run_geo(selfcheck *sc, const ref_conv_geo *g, int wino) {
   static const rumus_dtype TYPES[] = {RUMUS_F32, RUMUS_F16, RUMUS_BF16};
-  const size_t oh = ref_conv_out(G.h, G.kh, G.ph, G.sh, G.dh);
-  const size_t ow = ref_conv_out(G.w, G.kw, G.pw, G.sw, G.dw);
-  bufs b = {G.n * G.c * G.h * G.w, G.oc * (G.c / G.g) * G.kh * G.kw,
-            G.n * G.oc * oh * ow, {G.n, G.c, G.h, G.w},
-            {G.oc, G.c / G.g, G.kh, G.kw}, {G.n, G.oc, oh, ow},
+  const size_t oh = ref_conv_out(g->h, g->kh, g->ph, g->sh, g->dh);
+  const size_t ow = ref_conv_out(g->w, g->kw, g->pw, g->sw, g->dw);
+  bufs b = {g->n * g->c * g->h * g->w, g->oc * (g->c / g->g) * g->kh * g->kw,
+            g->n * g->oc * oh * ow, {g->n, g->c, g->h, g->w},
+            {g->oc, g->c / g->g, g->kh, g->kw}, {g->n, g->oc, oh, ow},
             NULL, NULL, NULL, NULL, NULL, NULL};
   const size_t most = b.nx > b.ny ? b.nx : b.ny;
   b.x = malloc(b.nx * sizeof(float));
   b.w = malloc(b.nw * sizeof(float));
-  b.b = malloc(G.oc * sizeof(float));
+  b.b = malloc(g->oc * sizeof(float));
   b.dy = malloc(b.ny * sizeof(float));
   b.got = malloc(most * sizeof(float));
   b.want = malloc(most * sizeof(double));
   if (!b.x || !b.w || !b.b || !b.dy || !b.got || !b.want) {
-    selfcheck_report(sc, "conv2d", RUMUS_ENOMEM, 0, 0);
+    selfcheck_report(sc, wino ? "conv2d_winograd" : "conv2d", RUMUS_ENOMEM,
+                     0, 0);
   } else {
     for (size_t i = 0; i < b.nx; i++) b.x[i] = selfcheck_rand(-1, 1);
     for (size_t i = 0; i < b.nw; i++) b.w[i] = selfcheck_rand(-1, 1);
-    for (size_t i = 0; i < G.oc; i++) b.b[i] = selfcheck_rand(-1, 1);
+    for (size_t i = 0; i < g->oc; i++) b.b[i] = selfcheck_rand(-1, 1);
     for (size_t i = 0; i < b.ny; i++) b.dy[i] = selfcheck_rand(-1, 1);
-    for (int k = 0; k < 3; k++) check_type(sc, TYPES[k], &b);
+    for (int k = 0; k < 3; k++) check_type(sc, TYPES[k], &b, wino);
   }
   free(b.x);
   free(b.w);
@@ -94,4 +133,9 @@ void selfcheck_conv(selfcheck *sc) {
   free(b.dy);
   free(b.got);
   free(b.want);
+}
+
+void selfcheck_conv(selfcheck *sc) {
+  run_geo(sc, &G, 0);
+  run_geo(sc, &GW, 1);
 }
