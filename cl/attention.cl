@@ -572,11 +572,20 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
 #define ATT_RN 4 /* score columns per work-item */
 #endif
 #ifndef ATT_DC
-#define ATT_DC 16 /* head dims (rows) per staged chunk: forward, dq */
+#define ATT_DC 8 /* head dims (rows) per staged chunk: forward, dq */
 #endif
 #ifndef ATT_DCKV
-#define ATT_DCKV 16 /* the same for dk / dv */
+#define ATT_DCKV 8 /* the same for dk / dv */
 #endif
+#ifndef ATT_PREFETCH
+#define ATT_PREFETCH 0 /* 1: a chunk's global loads overlap the previous
+                          chunk's product (more registers); 0: not */
+#endif
+
+/* Every loop of constant trip count in the tiled kernels is unrolled, so
+ * that the register blocks stay in registers (a block indexed in a loop
+ * that a compiler leaves rolled goes to private memory). */
+#define AUNROLL _Pragma("unroll")
 
 #define NTY (ATT_BM / ATT_RM)
 #define NTX (ATT_BN / ATT_RN)
@@ -606,7 +615,7 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
 inline void fetch_dmajor(global const real_t *p, size_t t0, size_t T,
                          int d0, int dc, int nb, float s, float *r,
                          int npf) {
-  for (int u = 0; u < npf; u++) {
+  AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     const int t = e / dc, dd = e - t * dc;
     const int d = d0 + dd;
@@ -620,7 +629,7 @@ inline void fetch_dmajor(global const real_t *p, size_t t0, size_t T,
 /* The share fetched by fetch_dmajor, d-major into x[dd * ld + t]. */
 inline void put_dmajor(const float *r, int dc, int nb, int ld,
                        local float *x, int npf) {
-  for (int u = 0; u < npf; u++) {
+  AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     const int t = e / dc, dd = e - t * dc;
     if (e < nb * dc) x[dd * ld + t] = r[u];
@@ -632,7 +641,7 @@ inline void put_dmajor(const float *r, int dc, int nb, int ld,
 inline int fetch_rows(global const real_t *p, size_t t0, size_t T, int dc,
                       float *r, int npf) {
   int nf = 0;
-  for (int u = 0; u < npf; u++) {
+  AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     const int t = e / DPT, d = e - t * DPT;
     const size_t row = t0 + (size_t)t;
@@ -648,7 +657,7 @@ inline int fetch_rows(global const real_t *p, size_t t0, size_t T, int dc,
  * `stamp` when nf (a value not finite). */
 inline void put_rows(const float *r, int dc, local float *x, int npf,
                      local int *bad, int stamp, int nf) {
-  for (int u = 0; u < npf; u++) {
+  AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     if (e < dc * DPT) x[e] = r[u];
   }
@@ -660,7 +669,7 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
 #define LOCAL_READ(dst, N, p)                                                \
   do {                                                                       \
     if ((N) % 4 == 0) {                                                      \
-      for (int q_ = 0; q_ < (N) / 4; q_++) {                                 \
+      AUNROLL for (int q_ = 0; q_ < (N) / 4; q_++) {                                 \
         const float4 v_ = ((local const float4 *)(p))[q_];                   \
         dst[4 * q_] = v_.x;                                                  \
         dst[4 * q_ + 1] = v_.y;                                              \
@@ -668,7 +677,7 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
         dst[4 * q_ + 3] = v_.w;                                              \
       }                                                                      \
     } else {                                                                 \
-      for (int q_ = 0; q_ < (N); q_++) dst[q_] = (p)[q_];                    \
+      AUNROLL for (int q_ = 0; q_ < (N); q_++) dst[q_] = (p)[q_];                    \
     }                                                                        \
   } while (0)
 
@@ -677,12 +686,12 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
  * block is (a multiple of 4 wide; lda, ldb and the bases keep them
  * aligned).  SAFE: terms whose a is 0 are skipped. */
 #define RANK1(acc, NR, NC, a, lda, b, ldb, n, SAFE)                          \
-  for (int t_ = 0; t_ < (n); t_++) {                                         \
+  AUNROLL for (int t_ = 0; t_ < (n); t_++) {                                         \
     float ar_[NR], br_[NC];                                                  \
     LOCAL_READ(ar_, NR, (a) + t_ * (lda) + ty * (NR));                       \
     LOCAL_READ(br_, NC, (b) + t_ * (ldb) + tx * (NC));                       \
-    for (int r_ = 0; r_ < NR; r_++)                                          \
-      for (int c_ = 0; c_ < NC; c_++)                                        \
+    AUNROLL for (int r_ = 0; r_ < NR; r_++)                                          \
+      AUNROLL for (int c_ = 0; c_ < NC; c_++)                                        \
         if (!(SAFE) || ar_[r_] != 0.0f)                                      \
           acc[r_][c_] = fma(ar_[r_], br_[c_], acc[r_][c_]);                  \
   }
@@ -694,12 +703,12 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
   do {                                                                       \
     local float *const w_ = (p) + (tx * ATT_RN + (c)) * LDM + ty * ATT_RM;   \
     if (ATT_RM % 4 == 0) {                                                   \
-      for (int q_ = 0; q_ < ATT_RM / 4; q_++)                                \
+      AUNROLL for (int q_ = 0; q_ < ATT_RM / 4; q_++)                                \
         ((local float4 *)w_)[q_] = (float4)(x[4 * q_][c], x[4 * q_ + 1][c],  \
                                             x[4 * q_ + 2][c],                \
                                             x[4 * q_ + 3][c]);               \
     } else {                                                                 \
-      for (int q_ = 0; q_ < ATT_RM; q_++) w_[q_] = x[q_][c];                 \
+      AUNROLL for (int q_ = 0; q_ < ATT_RM; q_++) w_[q_] = x[q_][c];                 \
     }                                                                        \
   } while (0)
 
@@ -732,10 +741,10 @@ inline float nmax(float a, float b) {
 inline void block_store(float o[ATT_RM][RD], const float *f,
                         global real_t *p, size_t o0, size_t T, int tx,
                         int ty) {
-  for (int r = 0; r < ATT_RM; r++) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const size_t row = o0 + (size_t)(ty * ATT_RM + r);
     if (row >= T) continue;
-    for (int c = 0; c < RD; c++) {
+    AUNROLL for (int c = 0; c < RD; c++) {
       const int d = tx * RD + c;
       if (d < HEAD_DIM) STORE(o[r][c] * f[r], p, row * HEAD_DIM + d);
     }
@@ -749,35 +758,35 @@ inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *l,
                         float *alpha, local float *red_max,
                         local float *red_sum, local float *pt, int tx,
                         int ty) {
-  for (int r = 0; r < ATT_RM; r++) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     float mx = -INFINITY;
-    for (int c = 0; c < ATT_RN; c++) mx = nmax(mx, sc[r][c]);
+    AUNROLL for (int c = 0; c < ATT_RN; c++) mx = nmax(mx, sc[r][c]);
     red_max[(ty * ATT_RM + r) * NTX + tx] = mx;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int r = 0; r < ATT_RM; r++) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const int row = ty * ATT_RM + r;
     float mn = m[r], part[NTX];
     LOCAL_READ(part, NTX, red_max + row * NTX);
-    for (int t = 0; t < NTX; t++) mn = nmax(mn, part[t]);
+    AUNROLL for (int t = 0; t < NTX; t++) mn = nmax(mn, part[t]);
     /* All -inf so far: shift by 0 (probabilities 0, alpha irrelevant). */
     const float sh = mn == -INFINITY ? 0.0f : mn;
     alpha[r] = exp(m[r] - sh);
     float ps = 0.0f;
-    for (int c = 0; c < ATT_RN; c++) {
+    AUNROLL for (int c = 0; c < ATT_RN; c++) {
       sc[r][c] = exp(sc[r][c] - sh); /* the probability, in place */
       ps += sc[r][c];
     }
     red_sum[row * NTX + tx] = ps;
     m[r] = mn;
   }
-  for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(pt, sc, c);
+  AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(pt, sc, c);
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int r = 0; r < ATT_RM; r++) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const int row = ty * ATT_RM + r;
     float ls = 0.0f, part[NTX];
     LOCAL_READ(part, NTX, red_sum + row * NTX);
-    for (int t = 0; t < NTX; t++) ls += part[t];
+    AUNROLL for (int t = 0; t < NTX; t++) ls += part[t];
     l[r] = fma(l[r], alpha[r], ls);
   }
 }
@@ -800,50 +809,58 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
   const size_t kend =
       causal ? min((size_t)Tk, min((size_t)Tq, o0 + ATT_BM)) : (size_t)Tk;
   float acc[ATT_RM][RD], m[ATT_RM], l[ATT_RM], alpha[ATT_RM];
-  for (int r = 0; r < ATT_RM; r++) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     m[r] = -INFINITY;
     l[r] = 0.0f;
-    for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
+    AUNROLL for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
   }
   local float *const c1 = area + ATT_DC * LDB;
   int stamp = 0;
   for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
     float sc[ATT_RM][ATT_RN];
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
     float rq[PF(ATT_BM, ATT_DC)], rk[PF(ATT_BN, ATT_DC)];
-    fetch_dmajor(qb, o0, Tq, 0, ATT_DC, ATT_BM, scale, rq, PF(ATT_BM, ATT_DC));
-    fetch_dmajor(kb, j0, Tk, 0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC));
+#define FWD_FETCH(d0)                                                        \
+  fetch_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, scale, rq, PF(ATT_BM, ATT_DC)); \
+  fetch_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC))
+    if (ATT_PREFETCH) {
+      FWD_FETCH(0);
+    }
     for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
+      if (!ATT_PREFETCH) {
+        FWD_FETCH(d0);
+      }
       barrier(CLK_LOCAL_MEM_FENCE);
       put_dmajor(rq, ATT_DC, ATT_BM, LDM, area, PF(ATT_BM, ATT_DC));
       put_dmajor(rk, ATT_DC, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DC));
       barrier(CLK_LOCAL_MEM_FENCE);
       const int dn = d0 + ATT_DC; /* the next chunk, loading meanwhile */
-      if (dn < HEAD_DIM) {
-        fetch_dmajor(qb, o0, Tq, dn, ATT_DC, ATT_BM, scale, rq,
-                     PF(ATT_BM, ATT_DC));
-        fetch_dmajor(kb, j0, Tk, dn, ATT_DC, ATT_BN, 1.0f, rk,
-                     PF(ATT_BN, ATT_DC));
+      if (ATT_PREFETCH && dn < HEAD_DIM) {
+        FWD_FETCH(dn);
       }
       RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
     }
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++)
+#undef FWD_FETCH
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++)
         sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
                               j0 + (size_t)(tx * ATT_RN + c), Tq, kend, causal,
                               has_mask, mb, msi, msj);
     float rv[PF(ATT_DC, DPT)];
-    int nf = fetch_rows(vb, j0, kend, ATT_DC, rv, PF(ATT_DC, DPT));
+    int nf =
+        ATT_PREFETCH ? fetch_rows(vb, j0, kend, ATT_DC, rv, PF(ATT_DC, DPT)) : 0;
     fwd_softmax(sc, m, l, alpha, red_max, red_sum, pt, tx, ty);
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < RD; c++) acc[r][c] *= alpha[r];
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < RD; c++) acc[r][c] *= alpha[r];
     for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
+      if (!ATT_PREFETCH)
+        nf = fetch_rows(vb, j0 + (size_t)k0, kend, ATT_DC, rv, PF(ATT_DC, DPT));
       barrier(CLK_LOCAL_MEM_FENCE);
       put_rows(rv, ATT_DC, area, PF(ATT_DC, DPT), &bad, ++stamp, nf);
       barrier(CLK_LOCAL_MEM_FENCE);
       const size_t kn = j0 + (size_t)(k0 + ATT_DC);
-      if (k0 + ATT_DC < ATT_BN && kn < kend)
+      if (ATT_PREFETCH && k0 + ATT_DC < ATT_BN && kn < kend)
         nf = fetch_rows(vb, kn, kend, ATT_DC, rv, PF(ATT_DC, DPT));
       if (bad == stamp) {
         RANK1(acc, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
@@ -853,7 +870,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     }
   }
   float f[ATT_RM];
-  for (int r = 0; r < ATT_RM; r++) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const int empty = m[r] == -INFINITY && l[r] == 0.0f;
     f[r] = empty ? 0.0f : 1.0f / l[r];
     const size_t i = o0 + (size_t)(ty * ATT_RM + r);
@@ -895,19 +912,19 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
   const size_t kend =
       causal ? min((size_t)Tk, min((size_t)Tq, o0 + ATT_BM)) : (size_t)Tk;
   float acc[ATT_RM][RD], ls[ATT_RM], de[ATT_RM];
-  for (int r = 0; r < ATT_RM; r++) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const size_t i = o0 + (size_t)(ty * ATT_RM + r);
     ls[r] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
     de[r] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
-    for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
+    AUNROLL for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
   }
   local float *const c1 = area + ATT_DC * LDB, *const c2 = c1 + ATT_DC * LDB,
                      *const c3 = c2 + ATT_DC * LDB;
   int stamp = 0;
   for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
     float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
     float rq[PF(ATT_BM, ATT_DC)], rk[PF(ATT_BN, ATT_DC)];
     float rd[PF(ATT_BM, ATT_DC)], rv[PF(ATT_BN, ATT_DC)];
 #define DQ_FETCH(d0)                                                         \
@@ -915,37 +932,45 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
   fetch_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC)); \
   fetch_dmajor(db, o0, Tq, d0, ATT_DC, ATT_BM, 1.0f, rd, PF(ATT_BM, ATT_DC)); \
   fetch_dmajor(vb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rv, PF(ATT_BN, ATT_DC))
-    DQ_FETCH(0);
+    if (ATT_PREFETCH) {
+      DQ_FETCH(0);
+    }
     for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
+      if (!ATT_PREFETCH) {
+        DQ_FETCH(d0);
+      }
       barrier(CLK_LOCAL_MEM_FENCE);
       put_dmajor(rq, ATT_DC, ATT_BM, LDM, area, PF(ATT_BM, ATT_DC));
       put_dmajor(rk, ATT_DC, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DC));
       put_dmajor(rd, ATT_DC, ATT_BM, LDM, c2, PF(ATT_BM, ATT_DC));
       put_dmajor(rv, ATT_DC, ATT_BN, LDN, c3, PF(ATT_BN, ATT_DC));
       barrier(CLK_LOCAL_MEM_FENCE);
-      if (d0 + ATT_DC < HEAD_DIM) {
+      if (ATT_PREFETCH && d0 + ATT_DC < HEAD_DIM) {
         DQ_FETCH(d0 + ATT_DC);
       }
       RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
       RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DC, 0);
     }
 #undef DQ_FETCH
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++) {
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++) {
         const float s = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
                                    j0 + (size_t)(tx * ATT_RN + c), Tq, kend,
                                    causal, has_mask, mb, msi, msj);
         sc[r][c] = tile_grad(s, dp[r][c], ls[r], de[r]).y; /* dS */
       }
-    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(dst, sc, c);
+    AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(dst, sc, c);
     float rr[PF(ATT_DC, DPT)];
-    int nf = fetch_rows(kb, j0, kend, ATT_DC, rr, PF(ATT_DC, DPT));
+    int nf =
+        ATT_PREFETCH ? fetch_rows(kb, j0, kend, ATT_DC, rr, PF(ATT_DC, DPT)) : 0;
     for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
+      if (!ATT_PREFETCH)
+        nf = fetch_rows(kb, j0 + (size_t)k0, kend, ATT_DC, rr, PF(ATT_DC, DPT));
       barrier(CLK_LOCAL_MEM_FENCE);
       put_rows(rr, ATT_DC, area, PF(ATT_DC, DPT), &bad, ++stamp, nf);
       barrier(CLK_LOCAL_MEM_FENCE);
       const size_t kn = j0 + (size_t)(k0 + ATT_DC);
-      if (k0 + ATT_DC < ATT_BN && kn < kend)
+      if (ATT_PREFETCH && k0 + ATT_DC < ATT_BN && kn < kend)
         nf = fetch_rows(kb, kn, kend, ATT_DC, rr, PF(ATT_DC, DPT));
       if (bad == stamp) {
         RANK1(acc, ATT_RM, RD, dst + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
@@ -955,7 +980,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
     }
   }
   float f[ATT_RM];
-  for (int r = 0; r < ATT_RM; r++) f[r] = scale;
+  AUNROLL for (int r = 0; r < ATT_RM; r++) f[r] = scale;
   block_store(acc, f, dq + (size_t)dq_off + q0 * HEAD_DIM, o0, Tq, tx, ty);
 }
 
@@ -968,13 +993,16 @@ inline void kv_pass(float acc[ATT_RM][RD], global const real_t *p,
                     local float *area, local int *bad, int *stamp, int tx,
                     int ty) {
   float rr[PF(ATT_DCKV, DPT)];
-  int nf = fetch_rows(p, i0, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
+  int nf =
+      ATT_PREFETCH ? fetch_rows(p, i0, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT)) : 0;
   for (int k0 = 0; k0 < ATT_BN && i0 + (size_t)k0 < Tq; k0 += ATT_DCKV) {
+    if (!ATT_PREFETCH)
+      nf = fetch_rows(p, i0 + (size_t)k0, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
     barrier(CLK_LOCAL_MEM_FENCE);
     put_rows(rr, ATT_DCKV, area, PF(ATT_DCKV, DPT), bad, ++*stamp, nf);
     barrier(CLK_LOCAL_MEM_FENCE);
     const size_t qn = i0 + (size_t)(k0 + ATT_DCKV);
-    if (k0 + ATT_DCKV < ATT_BN && qn < Tq)
+    if (ATT_PREFETCH && k0 + ATT_DCKV < ATT_BN && qn < Tq)
       nf = fetch_rows(p, qn, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
     if (*bad == *stamp) {
       RANK1(acc, ATT_RM, RD, ps + k0 * LDM, LDM, area, DPT, ATT_DCKV, 1);
@@ -1006,8 +1034,8 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
   global const real_t *vb = v + (size_t)v_off + bh * (size_t)Tk * HEAD_DIM;
   global const mask_t *mb = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
   float gk[ATT_RM][RD], gv[ATT_RM][RD];
-  for (int r = 0; r < ATT_RM; r++)
-    for (int c = 0; c < RD; c++) gk[r][c] = gv[r][c] = 0.0f;
+  AUNROLL for (int r = 0; r < ATT_RM; r++)
+    AUNROLL for (int c = 0; c < RD; c++) gk[r][c] = gv[r][c] = 0.0f;
   local float *const c1 = area + ATT_DCKV * LDB,
               *const c2 = c1 + ATT_DCKV * LDB, *const c3 = c2 + ATT_DCKV * LDB;
   /* Queries: all, or (causal) from the tile's first key on. */
@@ -1015,8 +1043,8 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
   int stamp = 0;
   for (size_t i0 = qstart; i0 < (size_t)Tq; i0 += ATT_BN) {
     float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
     float rk[PF(ATT_BM, ATT_DCKV)], rq[PF(ATT_BN, ATT_DCKV)];
     float rv[PF(ATT_BM, ATT_DCKV)], rd[PF(ATT_BN, ATT_DCKV)];
 #define KV_FETCH(d0)                                                         \
@@ -1028,8 +1056,13 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
                PF(ATT_BM, ATT_DCKV));                                        \
   fetch_dmajor(db, i0, Tq, d0, ATT_DCKV, ATT_BN, 1.0f, rd,                   \
                PF(ATT_BN, ATT_DCKV))
-    KV_FETCH(0);
+    if (ATT_PREFETCH) {
+      KV_FETCH(0);
+    }
     for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DCKV) {
+      if (!ATT_PREFETCH) {
+        KV_FETCH(d0);
+      }
       barrier(CLK_LOCAL_MEM_FENCE);
       put_dmajor(rk, ATT_DCKV, ATT_BM, LDM, area, PF(ATT_BM, ATT_DCKV));
       put_dmajor(rq, ATT_DCKV, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DCKV));
@@ -1042,7 +1075,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
           et[t] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
         }
       barrier(CLK_LOCAL_MEM_FENCE);
-      if (d0 + ATT_DCKV < HEAD_DIM) {
+      if (ATT_PREFETCH && d0 + ATT_DCKV < HEAD_DIM) {
         KV_FETCH(d0 + ATT_DCKV);
       }
       RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DCKV, 0);
@@ -1050,8 +1083,8 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
     }
 #undef KV_FETCH
     /* Transposed: score (key row r, query column c). */
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++) {
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++) {
         const int qi = tx * ATT_RN + c;
         const float s = tile_score(sc[r][c], i0 + (size_t)qi,
                                    o0 + (size_t)(ty * ATT_RM + r), Tq, Tk,
@@ -1061,17 +1094,17 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
         dp[r][c] = g.y;
       }
     /* ps is free: the last reads of it were before the chunk barriers. */
-    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, sc, c);
+    AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, sc, c);
     kv_pass(gv, db, i0, Tq, ps, area, &bad, &stamp, tx, ty);
     barrier(CLK_LOCAL_MEM_FENCE); /* every read of P is done */
-    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, dp, c);
+    AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, dp, c);
     kv_pass(gk, qb, i0, Tq, ps, area, &bad, &stamp, tx, ty);
   }
   float f[ATT_RM];
-  for (int r = 0; r < ATT_RM; r++) f[r] = scale;
+  AUNROLL for (int r = 0; r < ATT_RM; r++) f[r] = scale;
   const size_t k0b = bh * (size_t)Tk * HEAD_DIM;
   if (has_dk) block_store(gk, f, dk + (size_t)dk_off + k0b, o0, Tk, tx, ty);
-  for (int r = 0; r < ATT_RM; r++) f[r] = 1.0f;
+  AUNROLL for (int r = 0; r < ATT_RM; r++) f[r] = 1.0f;
   if (has_dv) block_store(gv, f, dv + (size_t)dv_off + k0b, o0, Tk, tx, ty);
 }
 

@@ -48,7 +48,10 @@ typedef struct {
   int bm, bn, rm, rn, dc, dckv;
 } att_tiles;
 
-static const att_tiles DEFAULT_TILES = {64, 64, 4, 4, 16, 16};
+/* Head-dim chunks of 8: on NVIDIA's compiler (ptxas as a guide) the
+ * 64 x 64 x 4 x 4 kernels then fit 128 registers without spills (forward,
+ * dq) or nearly (dk / dv), where chunks of 16 need 160 to 250. */
+static const att_tiles DEFAULT_TILES = {64, 64, 4, 4, 8, 8};
 
 /* Largest head dim the tiled kernels take (their output block lives in
  * registers: RD = D / (BN / RN) floats per owned row and output). */
@@ -103,12 +106,12 @@ static int tiles_ok(const rumus_ctx *ctx, const att_tiles *t, size_t D,
 }
 
 /* Tile sizes from the environment variable `name`: "BMxBNxRMxRN",
- * optionally "xDC" and "xDCKV" more (16 and 16 if not given).  1 with *t
+ * optionally "xDC" and "xDCKV" more (DEFAULT_TILES' if not given).  1 with *t
  * set if it is there and valid for the set on this device at head dim D;
  * anything else is ignored (0). */
 static int tiles_from_env(const rumus_ctx *ctx, const char *name, size_t D,
                           int set, att_tiles *t) {
-  long f[6] = {0, 0, 0, 0, 16, 16};
+  long f[6] = {0, 0, 0, 0, DEFAULT_TILES.dc, DEFAULT_TILES.dckv};
   if (!rumus__env_tiling(name, f, 4, 6)) return 0;
   const att_tiles e = {(int)f[0], (int)f[1], (int)f[2],
                        (int)f[3], (int)f[4], (int)f[5]};
@@ -150,6 +153,30 @@ static int same_tiles(const att_tiles *a, const att_tiles *b) {
          a->rn == b->rn && a->dc == b->dc && a->dckv == b->dckv;
 }
 
+/* ATT_PREFETCH of the tiled kernels: RUMUS_ATTENTION_PREFETCH=1 overlaps
+ * a chunk's global loads with the previous chunk's product (the values
+ * wait in registers: more of them live), anything else or unset does not
+ * (the default: fewer registers, see DEFAULT_TILES). */
+static int tiles_prefetch(void) {
+  const char *v = getenv("RUMUS_ATTENTION_PREFETCH");
+  return v != NULL && strcmp(v, "1") == 0;
+}
+
+/* The register cap of the tiled programs on NVIDIA's OpenCL driver
+ * (cl_nv_compiler_options' -cl-nv-maxrregcount), 0 for none:
+ * RUMUS_ATTENTION_MAXRREG=N (0: none), else 128: two groups of 256
+ * work-items per compute unit (65536 registers), where ptxas alone gives
+ * the tiled kernels 160 to 250 registers and one group (its barriers
+ * then idle the unit).  Other platforms take no such option. */
+static int tiles_maxrreg(const rumus_ctx *ctx) {
+  if (strstr(ctx->name, "NVIDIA CUDA") == NULL) return 0;
+  const char *v = getenv("RUMUS_ATTENTION_MAXRREG");
+  if (v == NULL || *v == '\0') return 128;
+  char *end;
+  const long n = strtol(v, &end, 10);
+  return *end == '\0' && n >= 32 && n <= 255 ? (int)n : 0;
+}
+
 /* The options of the family's program for storage `st`, mask storage `mt`
  * and head dim D, for the launches of `set` (warm-up and launches).  One
  * program holds the row and work-group kernels and the tiled kernels
@@ -158,7 +185,7 @@ static int same_tiles(const att_tiles *a, const att_tiles *b) {
  * tiling that the device cannot run would fail the whole build. */
 static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
                         size_t D, int set, char *buf, size_t len) {
-  char head[96], tiles[160] = "";
+  char head[96], tiles[224] = "";
   rumus__options_head(head, sizeof head, st, 1, 0);
   const size_t bt = tile_rows(ctx, D);
   att_tiles tf, tb;
@@ -172,10 +199,15 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
   else if (set == ATT_BWD && b)
     bits = 2;
   const att_tiles *t = set == ATT_FWD ? &tf : &tb;
-  if (bits)
+  if (bits) {
+    const int cap = tiles_maxrreg(ctx);
+    char nv[40] = "";
+    if (cap) snprintf(nv, sizeof nv, " -cl-nv-maxrregcount=%d", cap);
     snprintf(tiles, sizeof tiles, " -DATT_TILED=%d -DATT_BM=%d -DATT_BN=%d "
-             "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d", bits,
-             t->bm, t->bn, t->rm, t->rn, t->dc, t->dckv);
+             "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d "
+             "-DATT_PREFETCH=%d%s", bits, t->bm, t->bn, t->rm, t->rn, t->dc,
+             t->dckv, tiles_prefetch(), nv);
+  }
   snprintf(buf, len, "%s -DHEAD_DIM=%zu -DMASK_STORAGE=%s -DATT_WG=%d "
            "-DATT_BT=%zu%s", head, D, rumus__storage_tag(mt), ATT_WG,
            bt ? bt : 8, tiles);
@@ -427,7 +459,7 @@ int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
   RUMUS__FORWARD(rumus__check_overlaps(ctx, op, names, all, 6, 2, -1));
   const size_t rows = s.B * s.H * s.Tq;
   if (rows == 0) return RUMUS_OK;
-  char opts[320];
+  char opts[400];
   att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, ATT_FWD,
               opts, sizeof opts);
   const att_arg ts[5] = {arg_of(q, q), arg_of(k, q), arg_of(v, q),
@@ -540,7 +572,7 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
   RUMUS__FORWARD(check_params(ctx, op, &p, s.D, &scale));
   const size_t rows = s.B * s.H * s.Tq;
   if (dq == NULL && dk == NULL && dv == NULL) return RUMUS_OK;
-  char opts[320];
+  char opts[400];
   att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, ATT_BWD,
               opts, sizeof opts);
   /* delta of every query row; a stand-in of one float without queries
@@ -561,7 +593,7 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
 int rumus__attention_warm(rumus_ctx *ctx) {
   for (size_t i = 0; i < sizeof WARM_D / sizeof WARM_D[0]; i++)
     for (int set = ATT_FWD; set <= ATT_BWD; set++) {
-      char opts[320];
+      char opts[400];
       cl_program prog;
       att_options(ctx, RUMUS_F32, RUMUS_F32, WARM_D[i], set, opts,
                   sizeof opts);
