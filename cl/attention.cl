@@ -581,6 +581,10 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
 #define ATT_PREFETCH 0 /* 1: a chunk's global loads overlap the previous
                           chunk's product (more registers); 0: not */
 #endif
+#ifndef ATT_DBUF
+#define ATT_DBUF 0 /* 1: two local buffers per staged chunk, one barrier a
+                      chunk; 0: one buffer, two barriers (CHUNK_WALK) */
+#endif
 
 /* Every loop of constant trip count in the tiled kernels is unrolled, so
  * that the register blocks stay in registers (a block indexed in a loop
@@ -598,16 +602,10 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
 #define LDN (ATT_BN + 4)
 #define LDB (ATT_BM > ATT_BN ? LDM : LDN)
 #define ALIGN16 __attribute__((aligned(16)))
-/* Floats of the chunk area of chunk depth dc: n d-major chunks, or two
- * row chunks (they share it). */
-#define AREA(n, dc) ((n) * (dc) * LDB > 2 * (dc) * DPT ? (n) * (dc) * LDB \
-                                                      : 2 * (dc) * DPT)
-
-/* Staging is split in two so that a chunk's global loads are issued
- * before the product of the previous chunk and land in registers
- * meanwhile (as the GEMM's double buffering): fetch_* loads a work-item's
- * share (at most npf elements, npf = PF(rows, dims)) into r, put_* stores
- * it after the barrier that frees the local chunk. */
+/* Staging is split in two so that a chunk's global loads can be issued
+ * before the product of the previous chunk (CHUNK_WALK): fetch_* loads a
+ * work-item's share (at most npf elements, npf = PF(rows, dims)) into r,
+ * put_* stores it into a free local buffer. */
 #define PF(nb, dc) (((nb) * (dc) + NTT - 1) / NTT)
 
 /* Rows t0 .. t0 + nb of a [T, HEAD_DIM] matrix p (rows past T zero), dims
@@ -751,13 +749,174 @@ inline void block_store(float o[ATT_RM][RD], const float *f,
   }
 }
 
+/* The walk over the chunks x = 0, DCX, ... < n of one pass (a product
+ * over staged chunks).  FETCH(x) loads chunk x's share into registers,
+ * PUT(x, b) stores it into local buffer b, PRODUCT(x, b) is the product
+ * from buffer b.  Every work-item runs it (n is uniform); the caller has
+ * passed a barrier since the last read of buffer 0, and the walk ends
+ * with one (its buffers are free again).
+ * ATT_DBUF 1, double-buffered: chunk 0 goes into buffer 0, then per chunk
+ * the product from buffer b, the next chunk's global loads (before the
+ * product with ATT_PREFETCH: they land in registers meanwhile, else after
+ * it) and their store into buffer 1 - b, and one barrier: the buffer that
+ * a store overwrites was last read before the previous barrier.  Two
+ * chunks per loop step, so that b is a constant in each.
+ * ATT_DBUF 0, one buffer: per chunk a barrier, the store, a barrier and
+ * the product (two barriers a chunk, half the local memory). */
+#if ATT_DBUF
+#define CHUNK_WALK(n, DCX, FETCH, PUT, PRODUCT)                              \
+  do {                                                                       \
+    FETCH(0);                                                                \
+    PUT(0, 0);                                                               \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+    for (int x_ = 0; x_ < (n); x_ += 2 * (DCX)) {                            \
+      CHUNK_STEP(n, DCX, FETCH, PUT, PRODUCT, x_, 0);                        \
+      if (x_ + (DCX) < (n)) {                                                \
+        CHUNK_STEP(n, DCX, FETCH, PUT, PRODUCT, x_ + (DCX), 1);              \
+      }                                                                      \
+    }                                                                        \
+  } while (0)
+/* One chunk x of the walk, from buffer b. */
+#define CHUNK_STEP(n, DCX, FETCH, PUT, PRODUCT, x, b)                        \
+  do {                                                                       \
+    const int more_ = (x) + (DCX) < (n);                                     \
+    if (ATT_PREFETCH && more_) {                                             \
+      FETCH((x) + (DCX));                                                    \
+    }                                                                        \
+    PRODUCT(x, b);                                                           \
+    if (more_) {                                                             \
+      if (!ATT_PREFETCH) {                                                   \
+        FETCH((x) + (DCX));                                                  \
+      }                                                                      \
+      PUT((x) + (DCX), 1 - (b));                                             \
+    }                                                                        \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+  } while (0)
+#else
+#define CHUNK_WALK(n, DCX, FETCH, PUT, PRODUCT)                              \
+  do {                                                                       \
+    if (ATT_PREFETCH) {                                                      \
+      FETCH(0);                                                              \
+    }                                                                        \
+    for (int x_ = 0; x_ < (n); x_ += (DCX)) {                                \
+      if (!ATT_PREFETCH) {                                                   \
+        FETCH(x_);                                                           \
+      }                                                                      \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+      PUT(x_, 0);                                                            \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+      if (ATT_PREFETCH && x_ + (DCX) < (n)) {                                \
+        FETCH(x_ + (DCX));                                                   \
+      }                                                                      \
+      PRODUCT(x_, 0);                                                        \
+    }                                                                        \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+  } while (0)
+#endif
+
+/* acc += T R for the transposed score tile T in tile ([row of the other
+ * side][owned row], pitch LDM: P or dS) and the rows R of p from t0 on
+ * (past T zero), DCX at a time through the two buffers of `half` floats
+ * at area (the output products: O += P V, dq += dS K, dv += P^T dout, dk
+ * += dS^T q).  A chunk holding a value that is not finite stamps its
+ * buffer's flag in bad[2] with the chunk's number (stamps only grow), and
+ * its update then skips the terms whose T is 0.  A walk over chunks. */
+#define ROWS_PASS(NAME, DCX)                                                 \
+  inline void NAME(float acc[ATT_RM][RD], global const real_t *p,           \
+                   size_t t0, size_t T, local const float *tile,             \
+                   local float *area, int hsz, local int *bad, int *stamp,  \
+                   int tx, int ty) {                                         \
+    const int n = (int)min((size_t)ATT_BN, T - t0), base = *stamp;           \
+    float rr[PF(DCX, DPT)];                                                  \
+    int nf = 0;                                                              \
+    ROWS_WALK(DCX);                                                          \
+    *stamp = base + (n + (DCX) - 1) / (DCX);                                 \
+  }
+#define ROWS_FETCH(x) nf = fetch_rows(p, t0 + (size_t)(x), T, DCXX, rr,     \
+                                      PF(DCXX, DPT))
+#define ROWS_PUT(x, b)                                                       \
+  put_rows(rr, DCXX, area + (b) * hsz, PF(DCXX, DPT), bad + (b),            \
+           base + (x) / DCXX + 1, nf)
+#define ROWS_PRODUCT(x, b)                                                   \
+  if (bad[b] == base + (x) / DCXX + 1) {                                     \
+    RANK1(acc, ATT_RM, RD, tile + (x) * LDM, LDM, area + (b) * hsz, DPT,    \
+          DCXX, 1);                                                          \
+  } else {                                                                   \
+    RANK1(acc, ATT_RM, RD, tile + (x) * LDM, LDM, area + (b) * hsz, DPT,    \
+          DCXX, 0);                                                          \
+  }
+#define ROWS_WALK(DCX) CHUNK_WALK(n, DCX, ROWS_FETCH, ROWS_PUT, ROWS_PRODUCT)
+
+/* sc += A B^T (and dp += C E^T with FOUR) over the head dims, DCX at a
+ * time d-major through the two buffers of `half` floats at area: A (and
+ * C) are the BM rows from ta (past Ta zero) of pa (pc), A times sa; B
+ * (and E) the BN rows from tb (past Tb zero) of pb (pe).  A walk over
+ * chunks. */
+#define SCORES_PASS(NAME, DCX, FOUR)                                         \
+  inline void NAME(float sc[ATT_RM][ATT_RN], float dp[ATT_RM][ATT_RN],      \
+                   global const real_t *pa, global const real_t *pc,         \
+                   size_t ta, size_t Ta, float sa, global const real_t *pb,  \
+                   global const real_t *pe, size_t tb, size_t Tb,            \
+                   local float *area, int hsz, int tx, int ty) {            \
+    float ra[PF(ATT_BM, DCX)], rb[PF(ATT_BN, DCX)];                          \
+    float rc[FOUR ? PF(ATT_BM, DCX) : 1], re[FOUR ? PF(ATT_BN, DCX) : 1];    \
+    SCORES_WALK(DCX);                                                        \
+  }
+#define SC_FETCH(x)                                                          \
+  fetch_dmajor(pa, ta, Ta, x, DCXX, ATT_BM, sa, ra, PF(ATT_BM, DCXX));       \
+  fetch_dmajor(pb, tb, Tb, x, DCXX, ATT_BN, 1.0f, rb, PF(ATT_BN, DCXX));     \
+  if (FOURX) {                                                               \
+    fetch_dmajor(pc, ta, Ta, x, DCXX, ATT_BM, 1.0f, rc, PF(ATT_BM, DCXX));   \
+    fetch_dmajor(pe, tb, Tb, x, DCXX, ATT_BN, 1.0f, re, PF(ATT_BN, DCXX));   \
+  }
+/* The buffer: A, B, then C, E, each DCX d-rows of pitch LDB. */
+#define SC_SIDE(b, s) (area + (b) * hsz + (s) * DCXX * LDB)
+#define SC_PUT(x, b)                                                         \
+  put_dmajor(ra, DCXX, ATT_BM, LDM, SC_SIDE(b, 0), PF(ATT_BM, DCXX));        \
+  put_dmajor(rb, DCXX, ATT_BN, LDN, SC_SIDE(b, 1), PF(ATT_BN, DCXX));        \
+  if (FOURX) {                                                               \
+    put_dmajor(rc, DCXX, ATT_BM, LDM, SC_SIDE(b, 2), PF(ATT_BM, DCXX));      \
+    put_dmajor(re, DCXX, ATT_BN, LDN, SC_SIDE(b, 3), PF(ATT_BN, DCXX));      \
+  }
+#define SC_PRODUCT(x, b)                                                     \
+  RANK1(sc, ATT_RM, ATT_RN, SC_SIDE(b, 0), LDM, SC_SIDE(b, 1), LDN, DCXX,   \
+        0);                                                                  \
+  if (FOURX) {                                                               \
+    RANK1(dp, ATT_RM, ATT_RN, SC_SIDE(b, 2), LDM, SC_SIDE(b, 3), LDN, DCXX, \
+          0);                                                                \
+  }
+#define SCORES_WALK(DCX)                                                     \
+  CHUNK_WALK(HEAD_DIM, DCX, SC_FETCH, SC_PUT, SC_PRODUCT)
+
+/* The passes of each chunk depth (DCXX, FOURX: the depth and the operand
+ * count inside the walk macros). */
+#define DCXX ATT_DC
+#define FOURX 0
+SCORES_PASS(scores2_dc, ATT_DC, 0)
+#undef FOURX
+#define FOURX 1
+SCORES_PASS(scores4_dc, ATT_DC, 1)
+ROWS_PASS(rows_dc, ATT_DC)
+#undef DCXX
+#define DCXX ATT_DCKV
+SCORES_PASS(scores4_dckv, ATT_DCKV, 1)
+ROWS_PASS(rows_dckv, ATT_DCKV)
+#undef DCXX
+#undef FOURX
+
+/* Floats of one chunk buffer of depth dc: n d-major sides or one row
+ * chunk; NBUF buffers. */
+#define HALF(n, dc) ((n) * (dc) * LDB > (dc) * DPT ? (n) * (dc) * LDB : (dc) * DPT)
+#define NBUF (ATT_DBUF ? 2 : 1)
+
 /* The forward's online-softmax step for one key tile: scores sc (-inf
- * where invalid) into probabilities in pt[k][q], running max m and sum l
- * of each owned row updated, alpha[r] the rescale of the row's output. */
-inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *l,
-                        float *alpha, local float *red_max,
-                        local float *red_sum, local float *pt, int tx,
-                        int ty) {
+ * where invalid) into probabilities in pt[k][q], the running max m of
+ * each owned row and the work-item's part ls of its sum (its columns)
+ * updated, alpha[r] the rescale of the row's output.  pt is complete
+ * after the caller's next barrier. */
+inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *ls,
+                        float *alpha, local float *red_max, local float *pt,
+                        int tx, int ty) {
   AUNROLL for (int r = 0; r < ATT_RM; r++) {
     float mx = -INFINITY;
     AUNROLL for (int c = 0; c < ATT_RN; c++) mx = nmax(mx, sc[r][c]);
@@ -777,17 +936,24 @@ inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *l,
       sc[r][c] = exp(sc[r][c] - sh); /* the probability, in place */
       ps += sc[r][c];
     }
-    red_sum[row * NTX + tx] = ps;
+    ls[r] = fma(ls[r], alpha[r], ps);
     m[r] = mn;
   }
   AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(pt, sc, c);
+}
+
+/* The row sums l[r] of the owned rows from the work-items' parts ls (tx
+ * ascending: deterministic), through red (free: the caller's barrier). */
+inline void fwd_row_sums(const float *ls, float *l, local float *red, int tx,
+                         int ty) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++)
+    red[(ty * ATT_RM + r) * NTX + tx] = ls[r];
   barrier(CLK_LOCAL_MEM_FENCE);
   AUNROLL for (int r = 0; r < ATT_RM; r++) {
-    const int row = ty * ATT_RM + r;
-    float ls = 0.0f, part[NTX];
-    LOCAL_READ(part, NTX, red_sum + row * NTX);
-    AUNROLL for (int t = 0; t < NTX; t++) ls += part[t];
-    l[r] = fma(l[r], alpha[r], ls);
+    float part[NTX], sum = 0.0f;
+    LOCAL_READ(part, NTX, red + (ty * ATT_RM + r) * NTX);
+    AUNROLL for (int t = 0; t < NTX; t++) sum += part[t];
+    l[r] = sum;
   }
 }
 
@@ -796,11 +962,11 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
     global const real_t *v, ulong v_off, global real_t *o, ulong o_off,
     global float *lse, ulong lse_off, int has_lse, ATT_ARGS) {
-  local float area[AREA(2, ATT_DC)] ALIGN16, pt[ATT_BN * LDM] ALIGN16;
-  local float red_max[ATT_BM * NTX] ALIGN16, red_sum[ATT_BM * NTX] ALIGN16;
-  local int bad;
+  local float area[NBUF * HALF(2, ATT_DC)] ALIGN16, pt[ATT_BN * LDM] ALIGN16;
+  local float red_max[ATT_BM * NTX] ALIGN16;
+  local int bad[2];
   TILE_OWNER(Tq, causal);
-  if (get_local_id(0) == 0) bad = 0;
+  if (get_local_id(0) < 2) bad[get_local_id(0)] = 0;
   global const real_t *qb = q + (size_t)q_off + bh * (size_t)Tq * HEAD_DIM;
   global const real_t *kb = k + (size_t)k_off + bh * (size_t)Tk * HEAD_DIM;
   global const real_t *vb = v + (size_t)v_off + bh * (size_t)Tk * HEAD_DIM;
@@ -808,68 +974,32 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
   /* Keys: all, or (causal) up to the tile's last query. */
   const size_t kend =
       causal ? min((size_t)Tk, min((size_t)Tq, o0 + ATT_BM)) : (size_t)Tk;
-  float acc[ATT_RM][RD], m[ATT_RM], l[ATT_RM], alpha[ATT_RM];
+  float acc[ATT_RM][RD], m[ATT_RM], ls[ATT_RM], alpha[ATT_RM];
   AUNROLL for (int r = 0; r < ATT_RM; r++) {
     m[r] = -INFINITY;
-    l[r] = 0.0f;
+    ls[r] = 0.0f;
     AUNROLL for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
   }
-  local float *const c1 = area + ATT_DC * LDB;
   int stamp = 0;
   for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
     float sc[ATT_RM][ATT_RN];
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
-    float rq[PF(ATT_BM, ATT_DC)], rk[PF(ATT_BN, ATT_DC)];
-#define FWD_FETCH(d0)                                                        \
-  fetch_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, scale, rq, PF(ATT_BM, ATT_DC)); \
-  fetch_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC))
-    if (ATT_PREFETCH) {
-      FWD_FETCH(0);
-    }
-    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
-      if (!ATT_PREFETCH) {
-        FWD_FETCH(d0);
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-      put_dmajor(rq, ATT_DC, ATT_BM, LDM, area, PF(ATT_BM, ATT_DC));
-      put_dmajor(rk, ATT_DC, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DC));
-      barrier(CLK_LOCAL_MEM_FENCE);
-      const int dn = d0 + ATT_DC; /* the next chunk, loading meanwhile */
-      if (ATT_PREFETCH && dn < HEAD_DIM) {
-        FWD_FETCH(dn);
-      }
-      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
-    }
-#undef FWD_FETCH
+    scores2_dc(sc, sc, qb, qb, o0, Tq, scale, kb, kb, j0, Tk, area,
+               HALF(2, ATT_DC), tx, ty);
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++)
         sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
                               j0 + (size_t)(tx * ATT_RN + c), Tq, kend, causal,
                               has_mask, mb, msi, msj);
-    float rv[PF(ATT_DC, DPT)];
-    int nf =
-        ATT_PREFETCH ? fetch_rows(vb, j0, kend, ATT_DC, rv, PF(ATT_DC, DPT)) : 0;
-    fwd_softmax(sc, m, l, alpha, red_max, red_sum, pt, tx, ty);
+    fwd_softmax(sc, m, ls, alpha, red_max, pt, tx, ty);
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < RD; c++) acc[r][c] *= alpha[r];
-    for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
-      if (!ATT_PREFETCH)
-        nf = fetch_rows(vb, j0 + (size_t)k0, kend, ATT_DC, rv, PF(ATT_DC, DPT));
-      barrier(CLK_LOCAL_MEM_FENCE);
-      put_rows(rv, ATT_DC, area, PF(ATT_DC, DPT), &bad, ++stamp, nf);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      const size_t kn = j0 + (size_t)(k0 + ATT_DC);
-      if (ATT_PREFETCH && k0 + ATT_DC < ATT_BN && kn < kend)
-        nf = fetch_rows(vb, kn, kend, ATT_DC, rv, PF(ATT_DC, DPT));
-      if (bad == stamp) {
-        RANK1(acc, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
-      } else {
-        RANK1(acc, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DC, 0);
-      }
-    }
+    rows_dc(acc, vb, j0, kend, pt, area, HALF(2, ATT_DC), bad, &stamp, tx,
+            ty);
   }
-  float f[ATT_RM];
+  float f[ATT_RM], l[ATT_RM];
+  fwd_row_sums(ls, l, red_max, tx, ty);
   AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const int empty = m[r] == -INFINITY && l[r] == 0.0f;
     f[r] = empty ? 0.0f : 1.0f / l[r];
@@ -899,10 +1029,10 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
     global const real_t *v, ulong v_off, global const real_t *dout,
     ulong do_off, global const float *lse, ulong lse_off,
     global const float *delta, global real_t *dq, ulong dq_off, ATT_ARGS) {
-  local float area[AREA(4, ATT_DC)] ALIGN16, dst[ATT_BN * LDM] ALIGN16;
-  local int bad;
+  local float area[NBUF * HALF(4, ATT_DC)] ALIGN16, dst[ATT_BN * LDM] ALIGN16;
+  local int bad[2];
   TILE_OWNER(Tq, causal);
-  if (get_local_id(0) == 0) bad = 0;
+  if (get_local_id(0) < 2) bad[get_local_id(0)] = 0;
   const size_t q0 = bh * (size_t)Tq;
   global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
   global const real_t *db = dout + (size_t)do_off + q0 * HEAD_DIM;
@@ -918,40 +1048,13 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
     de[r] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
     AUNROLL for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
   }
-  local float *const c1 = area + ATT_DC * LDB, *const c2 = c1 + ATT_DC * LDB,
-                     *const c3 = c2 + ATT_DC * LDB;
   int stamp = 0;
   for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
     float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
-    float rq[PF(ATT_BM, ATT_DC)], rk[PF(ATT_BN, ATT_DC)];
-    float rd[PF(ATT_BM, ATT_DC)], rv[PF(ATT_BN, ATT_DC)];
-#define DQ_FETCH(d0)                                                         \
-  fetch_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, scale, rq, PF(ATT_BM, ATT_DC)); \
-  fetch_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC)); \
-  fetch_dmajor(db, o0, Tq, d0, ATT_DC, ATT_BM, 1.0f, rd, PF(ATT_BM, ATT_DC)); \
-  fetch_dmajor(vb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rv, PF(ATT_BN, ATT_DC))
-    if (ATT_PREFETCH) {
-      DQ_FETCH(0);
-    }
-    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
-      if (!ATT_PREFETCH) {
-        DQ_FETCH(d0);
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-      put_dmajor(rq, ATT_DC, ATT_BM, LDM, area, PF(ATT_BM, ATT_DC));
-      put_dmajor(rk, ATT_DC, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DC));
-      put_dmajor(rd, ATT_DC, ATT_BM, LDM, c2, PF(ATT_BM, ATT_DC));
-      put_dmajor(rv, ATT_DC, ATT_BN, LDN, c3, PF(ATT_BN, ATT_DC));
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (ATT_PREFETCH && d0 + ATT_DC < HEAD_DIM) {
-        DQ_FETCH(d0 + ATT_DC);
-      }
-      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
-      RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DC, 0);
-    }
-#undef DQ_FETCH
+    scores4_dc(sc, dp, qb, db, o0, Tq, scale, kb, vb, j0, Tk, area,
+               HALF(4, ATT_DC), tx, ty);
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) {
         const float s = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
@@ -959,74 +1062,31 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
                                    causal, has_mask, mb, msi, msj);
         sc[r][c] = tile_grad(s, dp[r][c], ls[r], de[r]).y; /* dS */
       }
+    /* dst is free: the walks end with a barrier. */
     AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(dst, sc, c);
-    float rr[PF(ATT_DC, DPT)];
-    int nf =
-        ATT_PREFETCH ? fetch_rows(kb, j0, kend, ATT_DC, rr, PF(ATT_DC, DPT)) : 0;
-    for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
-      if (!ATT_PREFETCH)
-        nf = fetch_rows(kb, j0 + (size_t)k0, kend, ATT_DC, rr, PF(ATT_DC, DPT));
-      barrier(CLK_LOCAL_MEM_FENCE);
-      put_rows(rr, ATT_DC, area, PF(ATT_DC, DPT), &bad, ++stamp, nf);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      const size_t kn = j0 + (size_t)(k0 + ATT_DC);
-      if (ATT_PREFETCH && k0 + ATT_DC < ATT_BN && kn < kend)
-        nf = fetch_rows(kb, kn, kend, ATT_DC, rr, PF(ATT_DC, DPT));
-      if (bad == stamp) {
-        RANK1(acc, ATT_RM, RD, dst + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
-      } else {
-        RANK1(acc, ATT_RM, RD, dst + k0 * LDM, LDM, area, DPT, ATT_DC, 0);
-      }
-    }
+    rows_dc(acc, kb, j0, kend, dst, area, HALF(4, ATT_DC), bad, &stamp, tx,
+            ty);
   }
   float f[ATT_RM];
   AUNROLL for (int r = 0; r < ATT_RM; r++) f[r] = scale;
   block_store(acc, f, dq + (size_t)dq_off + q0 * HEAD_DIM, o0, Tq, tx, ty);
 }
 
-/* acc += T^T R for the transposed tile T in ps ([query][key], P or dS)
- * and the rows R of p (dout or q) from query i0 on, ATT_DCKV rows at a
- * time (the dk / dv kernel's output products).  Every work-item calls it;
- * ps is complete (the caller's barrier). */
-inline void kv_pass(float acc[ATT_RM][RD], global const real_t *p,
-                    size_t i0, size_t Tq, local const float *ps,
-                    local float *area, local int *bad, int *stamp, int tx,
-                    int ty) {
-  float rr[PF(ATT_DCKV, DPT)];
-  int nf =
-      ATT_PREFETCH ? fetch_rows(p, i0, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT)) : 0;
-  for (int k0 = 0; k0 < ATT_BN && i0 + (size_t)k0 < Tq; k0 += ATT_DCKV) {
-    if (!ATT_PREFETCH)
-      nf = fetch_rows(p, i0 + (size_t)k0, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
-    barrier(CLK_LOCAL_MEM_FENCE);
-    put_rows(rr, ATT_DCKV, area, PF(ATT_DCKV, DPT), bad, ++*stamp, nf);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const size_t qn = i0 + (size_t)(k0 + ATT_DCKV);
-    if (ATT_PREFETCH && k0 + ATT_DCKV < ATT_BN && qn < Tq)
-      nf = fetch_rows(p, qn, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
-    if (*bad == *stamp) {
-      RANK1(acc, ATT_RM, RD, ps + k0 * LDM, LDM, area, DPT, ATT_DCKV, 1);
-    } else {
-      RANK1(acc, ATT_RM, RD, ps + k0 * LDM, LDM, area, DPT, ATT_DCKV, 0);
-    }
-  }
-}
-
 /* dk and dv: the group owns BM keys (rows ty RM + r of its tile) and
  * walks the queries in tiles of BN (columns tx RN + c).  Per query tile,
  * S^T and dP^T, then dv += P^T dout and dk += dS^T q through one local
- * tile (P, then dS: room for a deeper chunk). */
+ * tile (P, then dS). */
 __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
     global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
     global const real_t *v, ulong v_off, global const real_t *dout,
     ulong do_off, global const float *lse, ulong lse_off,
     global const float *delta, global real_t *dk, ulong dk_off,
     global real_t *dv, ulong dv_off, int has_dk, int has_dv, ATT_ARGS) {
-  local float area[AREA(4, ATT_DCKV)] ALIGN16, ps[ATT_BN * LDM] ALIGN16;
+  local float area[NBUF * HALF(4, ATT_DCKV)] ALIGN16, ps[ATT_BN * LDM] ALIGN16;
   local float lt[ATT_BN], et[ATT_BN];
-  local int bad;
+  local int bad[2];
   TILE_OWNER(Tk, 0);
-  if (get_local_id(0) == 0) bad = 0;
+  if (get_local_id(0) < 2) bad[get_local_id(0)] = 0;
   const size_t q0 = bh * (size_t)Tq;
   global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
   global const real_t *db = dout + (size_t)do_off + q0 * HEAD_DIM;
@@ -1036,8 +1096,6 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
   float gk[ATT_RM][RD], gv[ATT_RM][RD];
   AUNROLL for (int r = 0; r < ATT_RM; r++)
     AUNROLL for (int c = 0; c < RD; c++) gk[r][c] = gv[r][c] = 0.0f;
-  local float *const c1 = area + ATT_DCKV * LDB,
-              *const c2 = c1 + ATT_DCKV * LDB, *const c3 = c2 + ATT_DCKV * LDB;
   /* Queries: all, or (causal) from the tile's first key on. */
   const size_t qstart = causal ? o0 : 0;
   int stamp = 0;
@@ -1045,43 +1103,15 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
     float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
-    float rk[PF(ATT_BM, ATT_DCKV)], rq[PF(ATT_BN, ATT_DCKV)];
-    float rv[PF(ATT_BM, ATT_DCKV)], rd[PF(ATT_BN, ATT_DCKV)];
-#define KV_FETCH(d0)                                                         \
-  fetch_dmajor(kb, o0, Tk, d0, ATT_DCKV, ATT_BM, scale, rk,                  \
-               PF(ATT_BM, ATT_DCKV));                                        \
-  fetch_dmajor(qb, i0, Tq, d0, ATT_DCKV, ATT_BN, 1.0f, rq,                   \
-               PF(ATT_BN, ATT_DCKV));                                        \
-  fetch_dmajor(vb, o0, Tk, d0, ATT_DCKV, ATT_BM, 1.0f, rv,                   \
-               PF(ATT_BM, ATT_DCKV));                                        \
-  fetch_dmajor(db, i0, Tq, d0, ATT_DCKV, ATT_BN, 1.0f, rd,                   \
-               PF(ATT_BN, ATT_DCKV))
-    if (ATT_PREFETCH) {
-      KV_FETCH(0);
+    /* The last reads of lt and et were before the walks' barriers; the
+     * first barrier of the scores' walk publishes them. */
+    for (int t = get_local_id(0); t < ATT_BN; t += NTT) {
+      const size_t i = i0 + (size_t)t;
+      lt[t] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
+      et[t] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
     }
-    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DCKV) {
-      if (!ATT_PREFETCH) {
-        KV_FETCH(d0);
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-      put_dmajor(rk, ATT_DCKV, ATT_BM, LDM, area, PF(ATT_BM, ATT_DCKV));
-      put_dmajor(rq, ATT_DCKV, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DCKV));
-      put_dmajor(rv, ATT_DCKV, ATT_BM, LDM, c2, PF(ATT_BM, ATT_DCKV));
-      put_dmajor(rd, ATT_DCKV, ATT_BN, LDN, c3, PF(ATT_BN, ATT_DCKV));
-      if (d0 == 0)
-        for (int t = get_local_id(0); t < ATT_BN; t += NTT) {
-          const size_t i = i0 + (size_t)t;
-          lt[t] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
-          et[t] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
-        }
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (ATT_PREFETCH && d0 + ATT_DCKV < HEAD_DIM) {
-        KV_FETCH(d0 + ATT_DCKV);
-      }
-      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DCKV, 0);
-      RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DCKV, 0);
-    }
-#undef KV_FETCH
+    scores4_dckv(sc, dp, kb, vb, o0, Tk, scale, qb, db, i0, Tq, area,
+                 HALF(4, ATT_DCKV), tx, ty);
     /* Transposed: score (key row r, query column c). */
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) {
@@ -1093,12 +1123,13 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
         sc[r][c] = g.x; /* P and dS, in place */
         dp[r][c] = g.y;
       }
-    /* ps is free: the last reads of it were before the chunk barriers. */
+    /* ps is free: the walks end with a barrier. */
     AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, sc, c);
-    kv_pass(gv, db, i0, Tq, ps, area, &bad, &stamp, tx, ty);
-    barrier(CLK_LOCAL_MEM_FENCE); /* every read of P is done */
+    rows_dckv(gv, db, i0, Tq, ps, area, HALF(4, ATT_DCKV), bad, &stamp, tx,
+              ty);
     AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, dp, c);
-    kv_pass(gk, qb, i0, Tq, ps, area, &bad, &stamp, tx, ty);
+    rows_dckv(gk, qb, i0, Tq, ps, area, HALF(4, ATT_DCKV), bad, &stamp, tx,
+              ty);
   }
   float f[ATT_RM];
   AUNROLL for (int r = 0; r < ATT_RM; r++) f[r] = scale;

@@ -53,6 +53,12 @@ typedef struct {
  * dq) or nearly (dk / dv), where chunks of 16 need 160 to 250. */
 static const att_tiles DEFAULT_TILES = {64, 64, 4, 4, 8, 8};
 
+/* Floats of one chunk buffer (cl/attention.cl's HALF): n d-major sides
+ * of dc rows of pitch ldb, or one chunk of dc rows of dpt floats. */
+static size_t att_half(size_t n, size_t dc, size_t ldb, size_t dpt) {
+  return n * dc * ldb > dc * dpt ? n * dc * ldb : dc * dpt;
+}
+
 /* Largest head dim the tiled kernels take (their output block lives in
  * registers: RD = D / (BN / RN) floats per owned row and output). */
 #define TILE_MAX_D 128
@@ -65,25 +71,37 @@ static size_t tiles_wgs(const att_tiles *t) {
  * backward's dq and dk / dv. */
 enum { ATT_FWD = 0, ATT_BWD = 1 };
 
+/* ATT_DBUF of the tiled kernels: RUMUS_ATTENTION_DBUF=1 stages each
+ * chunk in one of two local buffers (one barrier a chunk, twice the
+ * chunk memory), anything else or unset in one (two barriers a chunk:
+ * the default, as it needs fewer registers; ptxas puts the forward and
+ * dq at D = 64 within 128 registers without spills only so). */
+static int tiles_dbuf(void) {
+  const char *v = getenv("RUMUS_ATTENTION_DBUF");
+  return v != NULL && strcmp(v, "1") == 0;
+}
+
 /* Bytes of local memory of the set's largest tiled kernel at head dim D
- * (the sizes of cl/attention.cl's local arrays). */
+ * (the sizes of cl/attention.cl's local arrays: NBUF chunk buffers of
+ * HALF floats, the score tile, the forward's row partials, dk / dv's
+ * lse and delta, the stamps). */
 static size_t tiles_local(const att_tiles *t, size_t D, int set) {
   const size_t ntx = (size_t)(t->bn / t->rn);
   const size_t dpt = (D + ntx - 1) / ntx * ntx;
   const size_t ldb = (size_t)(t->bm > t->bn ? t->bm : t->bn) + 4;
   const size_t ptile = (size_t)t->bn * ((size_t)t->bm + 4);
-  size_t a2 = 2 * (size_t)t->dc * ldb, a4 = 2 * a2;
-  size_t r2 = 2 * (size_t)t->dc * dpt, m;
+  const size_t nbuf = tiles_dbuf() ? 2 : 1;
+  size_t m;
   if (set == ATT_FWD) {
-    m = (a2 > r2 ? a2 : r2) + ptile + 2 * (size_t)t->bm * ntx;
+    m = nbuf * att_half(2, (size_t)t->dc, ldb, dpt) + ptile +
+        (size_t)t->bm * ntx;
   } else {
-    const size_t dq = (a4 > r2 ? a4 : r2) + ptile;
-    a4 = 4 * (size_t)t->dckv * ldb;
-    r2 = 2 * (size_t)t->dckv * dpt;
-    const size_t kv = (a4 > r2 ? a4 : r2) + ptile + 2 * (size_t)t->bn;
+    const size_t dq = nbuf * att_half(4, (size_t)t->dc, ldb, dpt) + ptile;
+    const size_t kv = nbuf * att_half(4, (size_t)t->dckv, ldb, dpt) + ptile +
+                      2 * (size_t)t->bn;
     m = dq > kv ? dq : kv;
   }
-  return m * sizeof(float) + 3 * sizeof(cl_int);
+  return m * sizeof(float) + 4 * sizeof(cl_int);
 }
 
 /* Whether cl/attention.cl takes t (whole blocks and chunks, a work-group
@@ -205,8 +223,8 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
     if (cap) snprintf(nv, sizeof nv, " -cl-nv-maxrregcount=%d", cap);
     snprintf(tiles, sizeof tiles, " -DATT_TILED=%d -DATT_BM=%d -DATT_BN=%d "
              "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d "
-             "-DATT_PREFETCH=%d%s", bits, t->bm, t->bn, t->rm, t->rn, t->dc,
-             t->dckv, tiles_prefetch(), nv);
+             "-DATT_PREFETCH=%d -DATT_DBUF=%d%s", bits, t->bm, t->bn, t->rm,
+             t->rn, t->dc, t->dckv, tiles_prefetch(), tiles_dbuf(), nv);
   }
   snprintf(buf, len, "%s -DHEAD_DIM=%zu -DMASK_STORAGE=%s -DATT_WG=%d "
            "-DATT_BT=%zu%s", head, D, rumus__storage_tag(mt), ATT_WG,
