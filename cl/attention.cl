@@ -537,14 +537,18 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
  * is a whole number of float4s.
  * Products read local memory only.  Scores (S = Q K^T, dP = dO V^T) walk
  * the head dim in chunks of DC: the group stages the chunk of both sides
- * d-major (X[d][row], rows padded to B + 1 floats), then every work-item
+ * d-major (X[d][row], rows padded to B + 4 floats), then every work-item
  * does DC rank-1 updates of its block from registers (RM + RN loads per
  * RM RN fmas).  Output updates (O += P V, dq += dS K, dv += P^T dO, dk +=
  * dS^T Q) stage P or dS in local memory (the score tile, transposed) and
  * the other side's rows DC at a time ([row][d]), again as rank-1 updates.
- * The forward's row max and row sum across the NTX work-items sharing a
- * row go through local memory (red_max, red_sum: one partial per
- * work-item, read back in tx order: deterministic).
+ * Each product is one walk over its chunks (CHUNK_WALK: one local buffer
+ * or, ATT_DBUF, two).
+ * The forward's row max across the NTX work-items sharing a row goes
+ * through local memory each key tile (red_max: one partial per work-item,
+ * read back in tx order); each work-item keeps its part of the row sum
+ * (its columns, rescaled with the row), added in tx order at the end:
+ * deterministic.
  * The staged rows past T and the head dims past HEAD_DIM are zeros; scores
  * of padding rows, of keys past Tk and causal ones are -inf (probability
  * 0).  A staged row chunk holding a NaN or an infinity sets a local stamp,
@@ -667,7 +671,7 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
 #define LOCAL_READ(dst, N, p)                                                \
   do {                                                                       \
     if ((N) % 4 == 0) {                                                      \
-      AUNROLL for (int q_ = 0; q_ < (N) / 4; q_++) {                                 \
+      AUNROLL for (int q_ = 0; q_ < (N) / 4; q_++) {                         \
         const float4 v_ = ((local const float4 *)(p))[q_];                   \
         dst[4 * q_] = v_.x;                                                  \
         dst[4 * q_ + 1] = v_.y;                                              \
@@ -675,7 +679,7 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
         dst[4 * q_ + 3] = v_.w;                                              \
       }                                                                      \
     } else {                                                                 \
-      AUNROLL for (int q_ = 0; q_ < (N); q_++) dst[q_] = (p)[q_];                    \
+      AUNROLL for (int q_ = 0; q_ < (N); q_++) dst[q_] = (p)[q_];            \
     }                                                                        \
   } while (0)
 
@@ -684,12 +688,12 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
  * block is (a multiple of 4 wide; lda, ldb and the bases keep them
  * aligned).  SAFE: terms whose a is 0 are skipped. */
 #define RANK1(acc, NR, NC, a, lda, b, ldb, n, SAFE)                          \
-  AUNROLL for (int t_ = 0; t_ < (n); t_++) {                                         \
+  AUNROLL for (int t_ = 0; t_ < (n); t_++) {                                 \
     float ar_[NR], br_[NC];                                                  \
     LOCAL_READ(ar_, NR, (a) + t_ * (lda) + ty * (NR));                       \
     LOCAL_READ(br_, NC, (b) + t_ * (ldb) + tx * (NC));                       \
-    AUNROLL for (int r_ = 0; r_ < NR; r_++)                                          \
-      AUNROLL for (int c_ = 0; c_ < NC; c_++)                                        \
+    AUNROLL for (int r_ = 0; r_ < NR; r_++)                                  \
+      AUNROLL for (int c_ = 0; c_ < NC; c_++)                                \
         if (!(SAFE) || ar_[r_] != 0.0f)                                      \
           acc[r_][c_] = fma(ar_[r_], br_[c_], acc[r_][c_]);                  \
   }
@@ -701,12 +705,12 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
   do {                                                                       \
     local float *const w_ = (p) + (tx * ATT_RN + (c)) * LDM + ty * ATT_RM;   \
     if (ATT_RM % 4 == 0) {                                                   \
-      AUNROLL for (int q_ = 0; q_ < ATT_RM / 4; q_++)                                \
+      AUNROLL for (int q_ = 0; q_ < ATT_RM / 4; q_++)                        \
         ((local float4 *)w_)[q_] = (float4)(x[4 * q_][c], x[4 * q_ + 1][c],  \
                                             x[4 * q_ + 2][c],                \
                                             x[4 * q_ + 3][c]);               \
     } else {                                                                 \
-      AUNROLL for (int q_ = 0; q_ < ATT_RM; q_++) w_[q_] = x[q_][c];                 \
+      AUNROLL for (int q_ = 0; q_ < ATT_RM; q_++) w_[q_] = x[q_][c];         \
     }                                                                        \
   } while (0)
 
@@ -906,7 +910,8 @@ ROWS_PASS(rows_dckv, ATT_DCKV)
 
 /* Floats of one chunk buffer of depth dc: n d-major sides or one row
  * chunk; NBUF buffers. */
-#define HALF(n, dc) ((n) * (dc) * LDB > (dc) * DPT ? (n) * (dc) * LDB : (dc) * DPT)
+#define HALF(n, dc)                                                          \
+  ((n) * (dc) * LDB > (dc) * DPT ? (n) * (dc) * LDB : (dc) * DPT)
 #define NBUF (ATT_DBUF ? 2 : 1)
 
 /* The forward's online-softmax step for one key tile: scores sc (-inf
