@@ -486,6 +486,31 @@ START_TEST(tilings) {
 }
 END_TEST
 
+/* The tiled kernels on 16-bit storage (RUMUS_ATTENTION_TILE=default: the
+ * work-group kernels run for them otherwise), F16 then BF16: odd D with
+ * a causal 2-D mask of the other 16-bit type, and D = 40 with partial
+ * query and key tiles. */
+START_TEST(tilings_typed) {
+  static const acase C[2] = {
+      {1, 2, 7, 9, 7, 1, 2, {7, 9}, 0},
+      {1, 1, 70, 67, 40, 1, 0, {0}, 0},
+  };
+  const rumus_dtype d = _i ? RUMUS_BF16 : RUMUS_F16;
+  rumus_ctx *ctx = tu_ctx();
+  setenv("RUMUS_ATTENTION_TILE", "default", 1);
+  for (int c = 0; c < 2; c++) {
+    inputs in = make_inputs(&C[c], d, d == RUMUS_F16 ? RUMUS_BF16 : RUMUS_F16,
+                            600 + (uint64_t)c);
+    wants w = make_wants(&in);
+    run_case_on(ctx, &in, &w, RUMUS_VARIANT_GPU);
+    free_wants(&w);
+    free_inputs(&in);
+  }
+  unsetenv("RUMUS_ATTENTION_TILE");
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* ---- Finite differences -------------------------------------------------- */
 
 /* L = sum(g * out) of the float64 forward at q, k, v (one perturbed). */
@@ -774,6 +799,7 @@ int main(void) {
   tcase_add_loop_test(limits, nan_rows, 0, 3);
   tcase_add_loop_test(limits, same_bits, 0, 2);
   tcase_add_loop_test(limits, tilings, 0, (int)NTILINGS);
+  tcase_add_loop_test(limits, tilings_typed, 0, 2);
   tcase_add_test(limits, empty);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
