@@ -28,7 +28,9 @@
 # ops), LOCAL_KB, TILE_VAR (the override to set, default
 # RUMUS_ATTENTION_TILE; RUMUS_ATTENTION_FWD_TILE or RUMUS_ATTENTION_BWD_TILE
 # tune one side, e.g. with OPS=attention_fwd,attention_fwd_causal for the
-# forward).
+# forward).  RUMUS_ATTENTION_PREFETCH, RUMUS_ATTENTION_DBUF and
+# RUMUS_ATTENTION_MAXRREG, exported, apply to every tiling of the run (the
+# local-memory check follows RUMUS_ATTENTION_DBUF).
 set -u
 if [ $# -lt 2 ]; then
   echo "usage: $0 BUILD_DIR DEVICE [OUT_DIR [TILING...]]" >&2
@@ -73,7 +75,7 @@ def valid(t, d, op):
         return False
     if len(f) < 4 or len(f) > 6:
         return False
-    f += [16, 16][len(f) - 4:]
+    f += [8, 8][len(f) - 4:]
     bm, bn, rm, rn, dc, dckv = f
     if min(f) < 1 or max(f) > 1024 or rm > 8 or rn > 8 or bm > 256 or bn > 256:
         return False
@@ -85,14 +87,16 @@ def valid(t, d, op):
     dpt = -(-d // ntx) * ntx
     ldb = max(bm, bn) + 4
     pt = bn * (bm + 4)
-    fwd = max(2 * dc * ldb, 2 * dc * dpt) + pt + 2 * bm * ntx
-    dq = max(4 * dc * ldb, 2 * dc * dpt) + pt
-    kv = max(4 * dckv * ldb, 2 * dckv * dpt) + pt + 2 * bn
+    nbuf = 2 if os.environ.get("RUMUS_ATTENTION_DBUF") == "1" else 1
+    half = lambda n, c: max(n * c * ldb, c * dpt)
+    fwd = nbuf * half(2, dc) + pt + bm * ntx
+    dq = nbuf * half(4, dc) + pt
+    kv = nbuf * half(4, dckv) + pt + 2 * bn
     var = os.environ.get("TILE_VAR", "RUMUS_ATTENTION_TILE")
     need = [] if var.endswith("BWD_TILE") else [fwd]
     if "bwd" in op and not var.endswith("FWD_TILE"):
         need += [dq, kv]
-    return max(need + [0]) * 4 + 12 <= local - 1024
+    return max(need + [0]) * 4 + 16 <= local - 1024
 
 res = {}
 for t in tilings:

@@ -537,14 +537,18 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
  * is a whole number of float4s.
  * Products read local memory only.  Scores (S = Q K^T, dP = dO V^T) walk
  * the head dim in chunks of DC: the group stages the chunk of both sides
- * d-major (X[d][row], rows padded to B + 1 floats), then every work-item
+ * d-major (X[d][row], rows padded to B + 4 floats), then every work-item
  * does DC rank-1 updates of its block from registers (RM + RN loads per
  * RM RN fmas).  Output updates (O += P V, dq += dS K, dv += P^T dO, dk +=
  * dS^T Q) stage P or dS in local memory (the score tile, transposed) and
  * the other side's rows DC at a time ([row][d]), again as rank-1 updates.
- * The forward's row max and row sum across the NTX work-items sharing a
- * row go through local memory (red_max, red_sum: one partial per
- * work-item, read back in tx order: deterministic).
+ * Each product is one walk over its chunks (CHUNK_WALK: one local buffer
+ * or, ATT_DBUF, two).
+ * The forward's row max across the NTX work-items sharing a row goes
+ * through local memory each key tile (red_max: one partial per work-item,
+ * read back in tx order); each work-item keeps its part of the row sum
+ * (its columns, rescaled with the row), added in tx order at the end:
+ * deterministic.
  * The staged rows past T and the head dims past HEAD_DIM are zeros; scores
  * of padding rows, of keys past Tk and causal ones are -inf (probability
  * 0).  A staged row chunk holding a NaN or an infinity sets a local stamp,
@@ -572,11 +576,24 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
 #define ATT_RN 4 /* score columns per work-item */
 #endif
 #ifndef ATT_DC
-#define ATT_DC 16 /* head dims (rows) per staged chunk: forward, dq */
+#define ATT_DC 8 /* head dims (rows) per staged chunk: forward, dq */
 #endif
 #ifndef ATT_DCKV
-#define ATT_DCKV 16 /* the same for dk / dv */
+#define ATT_DCKV 8 /* the same for dk / dv */
 #endif
+#ifndef ATT_PREFETCH
+#define ATT_PREFETCH 0 /* 1: a chunk's global loads overlap the previous
+                          chunk's product (more registers); 0: not */
+#endif
+#ifndef ATT_DBUF
+#define ATT_DBUF 0 /* 1: two local buffers per staged chunk, one barrier a
+                      chunk; 0: one buffer, two barriers (CHUNK_WALK) */
+#endif
+
+/* Every loop of constant trip count in the tiled kernels is unrolled, so
+ * that the register blocks stay in registers (a block indexed in a loop
+ * that a compiler leaves rolled goes to private memory). */
+#define AUNROLL _Pragma("unroll")
 
 #define NTY (ATT_BM / ATT_RM)
 #define NTX (ATT_BN / ATT_RN)
@@ -589,16 +606,10 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
 #define LDN (ATT_BN + 4)
 #define LDB (ATT_BM > ATT_BN ? LDM : LDN)
 #define ALIGN16 __attribute__((aligned(16)))
-/* Floats of the chunk area of chunk depth dc: n d-major chunks, or two
- * row chunks (they share it). */
-#define AREA(n, dc) ((n) * (dc) * LDB > 2 * (dc) * DPT ? (n) * (dc) * LDB \
-                                                      : 2 * (dc) * DPT)
-
-/* Staging is split in two so that a chunk's global loads are issued
- * before the product of the previous chunk and land in registers
- * meanwhile (as the GEMM's double buffering): fetch_* loads a work-item's
- * share (at most npf elements, npf = PF(rows, dims)) into r, put_* stores
- * it after the barrier that frees the local chunk. */
+/* Staging is split in two so that a chunk's global loads can be issued
+ * before the product of the previous chunk (CHUNK_WALK): fetch_* loads a
+ * work-item's share (at most npf elements, npf = PF(rows, dims)) into r,
+ * put_* stores it into a free local buffer. */
 #define PF(nb, dc) (((nb) * (dc) + NTT - 1) / NTT)
 
 /* Rows t0 .. t0 + nb of a [T, HEAD_DIM] matrix p (rows past T zero), dims
@@ -606,7 +617,7 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
 inline void fetch_dmajor(global const real_t *p, size_t t0, size_t T,
                          int d0, int dc, int nb, float s, float *r,
                          int npf) {
-  for (int u = 0; u < npf; u++) {
+  AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     const int t = e / dc, dd = e - t * dc;
     const int d = d0 + dd;
@@ -620,7 +631,7 @@ inline void fetch_dmajor(global const real_t *p, size_t t0, size_t T,
 /* The share fetched by fetch_dmajor, d-major into x[dd * ld + t]. */
 inline void put_dmajor(const float *r, int dc, int nb, int ld,
                        local float *x, int npf) {
-  for (int u = 0; u < npf; u++) {
+  AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     const int t = e / dc, dd = e - t * dc;
     if (e < nb * dc) x[dd * ld + t] = r[u];
@@ -632,7 +643,7 @@ inline void put_dmajor(const float *r, int dc, int nb, int ld,
 inline int fetch_rows(global const real_t *p, size_t t0, size_t T, int dc,
                       float *r, int npf) {
   int nf = 0;
-  for (int u = 0; u < npf; u++) {
+  AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     const int t = e / DPT, d = e - t * DPT;
     const size_t row = t0 + (size_t)t;
@@ -648,7 +659,7 @@ inline int fetch_rows(global const real_t *p, size_t t0, size_t T, int dc,
  * `stamp` when nf (a value not finite). */
 inline void put_rows(const float *r, int dc, local float *x, int npf,
                      local int *bad, int stamp, int nf) {
-  for (int u = 0; u < npf; u++) {
+  AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     if (e < dc * DPT) x[e] = r[u];
   }
@@ -660,7 +671,7 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
 #define LOCAL_READ(dst, N, p)                                                \
   do {                                                                       \
     if ((N) % 4 == 0) {                                                      \
-      for (int q_ = 0; q_ < (N) / 4; q_++) {                                 \
+      AUNROLL for (int q_ = 0; q_ < (N) / 4; q_++) {                         \
         const float4 v_ = ((local const float4 *)(p))[q_];                   \
         dst[4 * q_] = v_.x;                                                  \
         dst[4 * q_ + 1] = v_.y;                                              \
@@ -668,7 +679,7 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
         dst[4 * q_ + 3] = v_.w;                                              \
       }                                                                      \
     } else {                                                                 \
-      for (int q_ = 0; q_ < (N); q_++) dst[q_] = (p)[q_];                    \
+      AUNROLL for (int q_ = 0; q_ < (N); q_++) dst[q_] = (p)[q_];            \
     }                                                                        \
   } while (0)
 
@@ -677,12 +688,12 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
  * block is (a multiple of 4 wide; lda, ldb and the bases keep them
  * aligned).  SAFE: terms whose a is 0 are skipped. */
 #define RANK1(acc, NR, NC, a, lda, b, ldb, n, SAFE)                          \
-  for (int t_ = 0; t_ < (n); t_++) {                                         \
+  AUNROLL for (int t_ = 0; t_ < (n); t_++) {                                 \
     float ar_[NR], br_[NC];                                                  \
     LOCAL_READ(ar_, NR, (a) + t_ * (lda) + ty * (NR));                       \
     LOCAL_READ(br_, NC, (b) + t_ * (ldb) + tx * (NC));                       \
-    for (int r_ = 0; r_ < NR; r_++)                                          \
-      for (int c_ = 0; c_ < NC; c_++)                                        \
+    AUNROLL for (int r_ = 0; r_ < NR; r_++)                                  \
+      AUNROLL for (int c_ = 0; c_ < NC; c_++)                                \
         if (!(SAFE) || ar_[r_] != 0.0f)                                      \
           acc[r_][c_] = fma(ar_[r_], br_[c_], acc[r_][c_]);                  \
   }
@@ -694,12 +705,12 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
   do {                                                                       \
     local float *const w_ = (p) + (tx * ATT_RN + (c)) * LDM + ty * ATT_RM;   \
     if (ATT_RM % 4 == 0) {                                                   \
-      for (int q_ = 0; q_ < ATT_RM / 4; q_++)                                \
+      AUNROLL for (int q_ = 0; q_ < ATT_RM / 4; q_++)                        \
         ((local float4 *)w_)[q_] = (float4)(x[4 * q_][c], x[4 * q_ + 1][c],  \
                                             x[4 * q_ + 2][c],                \
                                             x[4 * q_ + 3][c]);               \
     } else {                                                                 \
-      for (int q_ = 0; q_ < ATT_RM; q_++) w_[q_] = x[q_][c];                 \
+      AUNROLL for (int q_ = 0; q_ < ATT_RM; q_++) w_[q_] = x[q_][c];         \
     }                                                                        \
   } while (0)
 
@@ -732,53 +743,222 @@ inline float nmax(float a, float b) {
 inline void block_store(float o[ATT_RM][RD], const float *f,
                         global real_t *p, size_t o0, size_t T, int tx,
                         int ty) {
-  for (int r = 0; r < ATT_RM; r++) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const size_t row = o0 + (size_t)(ty * ATT_RM + r);
     if (row >= T) continue;
-    for (int c = 0; c < RD; c++) {
+    AUNROLL for (int c = 0; c < RD; c++) {
       const int d = tx * RD + c;
       if (d < HEAD_DIM) STORE(o[r][c] * f[r], p, row * HEAD_DIM + d);
     }
   }
 }
 
+/* The walk over the chunks x = 0, DCX, ... < n of one pass (a product
+ * over staged chunks).  FETCH(x) loads chunk x's share into registers,
+ * PUT(x, b) stores it into local buffer b, PRODUCT(x, b) is the product
+ * from buffer b.  Every work-item runs it (n is uniform); the caller has
+ * passed a barrier since the last read of buffer 0, and the walk ends
+ * with one (its buffers are free again).
+ * ATT_DBUF 1, double-buffered: chunk 0 goes into buffer 0, then per chunk
+ * the product from buffer b, the next chunk's global loads (before the
+ * product with ATT_PREFETCH: they land in registers meanwhile, else after
+ * it) and their store into buffer 1 - b, and one barrier: the buffer that
+ * a store overwrites was last read before the previous barrier.  Two
+ * chunks per loop step, so that b is a constant in each.
+ * ATT_DBUF 0, one buffer: per chunk a barrier, the store, a barrier and
+ * the product (two barriers a chunk, half the local memory). */
+#if ATT_DBUF
+#define CHUNK_WALK(n, DCX, FETCH, PUT, PRODUCT)                              \
+  do {                                                                       \
+    FETCH(0);                                                                \
+    PUT(0, 0);                                                               \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+    for (int x_ = 0; x_ < (n); x_ += 2 * (DCX)) {                            \
+      CHUNK_STEP(n, DCX, FETCH, PUT, PRODUCT, x_, 0);                        \
+      if (x_ + (DCX) < (n)) {                                                \
+        CHUNK_STEP(n, DCX, FETCH, PUT, PRODUCT, x_ + (DCX), 1);              \
+      }                                                                      \
+    }                                                                        \
+  } while (0)
+/* One chunk x of the walk, from buffer b. */
+#define CHUNK_STEP(n, DCX, FETCH, PUT, PRODUCT, x, b)                        \
+  do {                                                                       \
+    const int more_ = (x) + (DCX) < (n);                                     \
+    if (ATT_PREFETCH && more_) {                                             \
+      FETCH((x) + (DCX));                                                    \
+    }                                                                        \
+    PRODUCT(x, b);                                                           \
+    if (more_) {                                                             \
+      if (!ATT_PREFETCH) {                                                   \
+        FETCH((x) + (DCX));                                                  \
+      }                                                                      \
+      PUT((x) + (DCX), 1 - (b));                                             \
+    }                                                                        \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+  } while (0)
+#else
+#define CHUNK_WALK(n, DCX, FETCH, PUT, PRODUCT)                              \
+  do {                                                                       \
+    if (ATT_PREFETCH) {                                                      \
+      FETCH(0);                                                              \
+    }                                                                        \
+    for (int x_ = 0; x_ < (n); x_ += (DCX)) {                                \
+      if (!ATT_PREFETCH) {                                                   \
+        FETCH(x_);                                                           \
+      }                                                                      \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+      PUT(x_, 0);                                                            \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+      if (ATT_PREFETCH && x_ + (DCX) < (n)) {                                \
+        FETCH(x_ + (DCX));                                                   \
+      }                                                                      \
+      PRODUCT(x_, 0);                                                        \
+    }                                                                        \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+  } while (0)
+#endif
+
+/* acc += T R for the transposed score tile T in tile ([row of the other
+ * side][owned row], pitch LDM: P or dS) and the rows R of p from t0 on
+ * (past T zero), DCX at a time through the two buffers of `half` floats
+ * at area (the output products: O += P V, dq += dS K, dv += P^T dout, dk
+ * += dS^T q).  A chunk holding a value that is not finite stamps its
+ * buffer's flag in bad[2] with the chunk's number (stamps only grow), and
+ * its update then skips the terms whose T is 0.  A walk over chunks. */
+#define ROWS_PASS(NAME, DCX)                                                 \
+  inline void NAME(float acc[ATT_RM][RD], global const real_t *p,           \
+                   size_t t0, size_t T, local const float *tile,             \
+                   local float *area, int hsz, local int *bad, int *stamp,  \
+                   int tx, int ty) {                                         \
+    const int n = (int)min((size_t)ATT_BN, T - t0), base = *stamp;           \
+    float rr[PF(DCX, DPT)];                                                  \
+    int nf = 0;                                                              \
+    ROWS_WALK(DCX);                                                          \
+    *stamp = base + (n + (DCX) - 1) / (DCX);                                 \
+  }
+#define ROWS_FETCH(x) nf = fetch_rows(p, t0 + (size_t)(x), T, DCXX, rr,     \
+                                      PF(DCXX, DPT))
+#define ROWS_PUT(x, b)                                                       \
+  put_rows(rr, DCXX, area + (b) * hsz, PF(DCXX, DPT), bad + (b),            \
+           base + (x) / DCXX + 1, nf)
+#define ROWS_PRODUCT(x, b)                                                   \
+  if (bad[b] == base + (x) / DCXX + 1) {                                     \
+    RANK1(acc, ATT_RM, RD, tile + (x) * LDM, LDM, area + (b) * hsz, DPT,    \
+          DCXX, 1);                                                          \
+  } else {                                                                   \
+    RANK1(acc, ATT_RM, RD, tile + (x) * LDM, LDM, area + (b) * hsz, DPT,    \
+          DCXX, 0);                                                          \
+  }
+#define ROWS_WALK(DCX) CHUNK_WALK(n, DCX, ROWS_FETCH, ROWS_PUT, ROWS_PRODUCT)
+
+/* sc += A B^T (and dp += C E^T with FOUR) over the head dims, DCX at a
+ * time d-major through the two buffers of `half` floats at area: A (and
+ * C) are the BM rows from ta (past Ta zero) of pa (pc), A times sa; B
+ * (and E) the BN rows from tb (past Tb zero) of pb (pe).  A walk over
+ * chunks. */
+#define SCORES_PASS(NAME, DCX, FOUR)                                         \
+  inline void NAME(float sc[ATT_RM][ATT_RN], float dp[ATT_RM][ATT_RN],      \
+                   global const real_t *pa, global const real_t *pc,         \
+                   size_t ta, size_t Ta, float sa, global const real_t *pb,  \
+                   global const real_t *pe, size_t tb, size_t Tb,            \
+                   local float *area, int hsz, int tx, int ty) {            \
+    float ra[PF(ATT_BM, DCX)], rb[PF(ATT_BN, DCX)];                          \
+    float rc[FOUR ? PF(ATT_BM, DCX) : 1], re[FOUR ? PF(ATT_BN, DCX) : 1];    \
+    SCORES_WALK(DCX);                                                        \
+  }
+#define SC_FETCH(x)                                                          \
+  fetch_dmajor(pa, ta, Ta, x, DCXX, ATT_BM, sa, ra, PF(ATT_BM, DCXX));       \
+  fetch_dmajor(pb, tb, Tb, x, DCXX, ATT_BN, 1.0f, rb, PF(ATT_BN, DCXX));     \
+  if (FOURX) {                                                               \
+    fetch_dmajor(pc, ta, Ta, x, DCXX, ATT_BM, 1.0f, rc, PF(ATT_BM, DCXX));   \
+    fetch_dmajor(pe, tb, Tb, x, DCXX, ATT_BN, 1.0f, re, PF(ATT_BN, DCXX));   \
+  }
+/* The buffer: A, B, then C, E, each DCX d-rows of pitch LDB. */
+#define SC_SIDE(b, s) (area + (b) * hsz + (s) * DCXX * LDB)
+#define SC_PUT(x, b)                                                         \
+  put_dmajor(ra, DCXX, ATT_BM, LDM, SC_SIDE(b, 0), PF(ATT_BM, DCXX));        \
+  put_dmajor(rb, DCXX, ATT_BN, LDN, SC_SIDE(b, 1), PF(ATT_BN, DCXX));        \
+  if (FOURX) {                                                               \
+    put_dmajor(rc, DCXX, ATT_BM, LDM, SC_SIDE(b, 2), PF(ATT_BM, DCXX));      \
+    put_dmajor(re, DCXX, ATT_BN, LDN, SC_SIDE(b, 3), PF(ATT_BN, DCXX));      \
+  }
+#define SC_PRODUCT(x, b)                                                     \
+  RANK1(sc, ATT_RM, ATT_RN, SC_SIDE(b, 0), LDM, SC_SIDE(b, 1), LDN, DCXX,   \
+        0);                                                                  \
+  if (FOURX) {                                                               \
+    RANK1(dp, ATT_RM, ATT_RN, SC_SIDE(b, 2), LDM, SC_SIDE(b, 3), LDN, DCXX, \
+          0);                                                                \
+  }
+#define SCORES_WALK(DCX)                                                     \
+  CHUNK_WALK(HEAD_DIM, DCX, SC_FETCH, SC_PUT, SC_PRODUCT)
+
+/* The passes of each chunk depth (DCXX, FOURX: the depth and the operand
+ * count inside the walk macros). */
+#define DCXX ATT_DC
+#define FOURX 0
+SCORES_PASS(scores2_dc, ATT_DC, 0)
+#undef FOURX
+#define FOURX 1
+SCORES_PASS(scores4_dc, ATT_DC, 1)
+ROWS_PASS(rows_dc, ATT_DC)
+#undef DCXX
+#define DCXX ATT_DCKV
+SCORES_PASS(scores4_dckv, ATT_DCKV, 1)
+ROWS_PASS(rows_dckv, ATT_DCKV)
+#undef DCXX
+#undef FOURX
+
+/* Floats of one chunk buffer of depth dc: n d-major sides or one row
+ * chunk; NBUF buffers. */
+#define HALF(n, dc)                                                          \
+  ((n) * (dc) * LDB > (dc) * DPT ? (n) * (dc) * LDB : (dc) * DPT)
+#define NBUF (ATT_DBUF ? 2 : 1)
+
 /* The forward's online-softmax step for one key tile: scores sc (-inf
- * where invalid) into probabilities in pt[k][q], running max m and sum l
- * of each owned row updated, alpha[r] the rescale of the row's output. */
-inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *l,
-                        float *alpha, local float *red_max,
-                        local float *red_sum, local float *pt, int tx,
-                        int ty) {
-  for (int r = 0; r < ATT_RM; r++) {
+ * where invalid) into probabilities in pt[k][q], the running max m of
+ * each owned row and the work-item's part ls of its sum (its columns)
+ * updated, alpha[r] the rescale of the row's output.  pt is complete
+ * after the caller's next barrier. */
+inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *ls,
+                        float *alpha, local float *red_max, local float *pt,
+                        int tx, int ty) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     float mx = -INFINITY;
-    for (int c = 0; c < ATT_RN; c++) mx = nmax(mx, sc[r][c]);
+    AUNROLL for (int c = 0; c < ATT_RN; c++) mx = nmax(mx, sc[r][c]);
     red_max[(ty * ATT_RM + r) * NTX + tx] = mx;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int r = 0; r < ATT_RM; r++) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const int row = ty * ATT_RM + r;
     float mn = m[r], part[NTX];
     LOCAL_READ(part, NTX, red_max + row * NTX);
-    for (int t = 0; t < NTX; t++) mn = nmax(mn, part[t]);
+    AUNROLL for (int t = 0; t < NTX; t++) mn = nmax(mn, part[t]);
     /* All -inf so far: shift by 0 (probabilities 0, alpha irrelevant). */
     const float sh = mn == -INFINITY ? 0.0f : mn;
     alpha[r] = exp(m[r] - sh);
     float ps = 0.0f;
-    for (int c = 0; c < ATT_RN; c++) {
+    AUNROLL for (int c = 0; c < ATT_RN; c++) {
       sc[r][c] = exp(sc[r][c] - sh); /* the probability, in place */
       ps += sc[r][c];
     }
-    red_sum[row * NTX + tx] = ps;
+    ls[r] = fma(ls[r], alpha[r], ps);
     m[r] = mn;
   }
-  for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(pt, sc, c);
+  AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(pt, sc, c);
+}
+
+/* The row sums l[r] of the owned rows from the work-items' parts ls (tx
+ * ascending: deterministic), through red (free: the caller's barrier). */
+inline void fwd_row_sums(const float *ls, float *l, local float *red, int tx,
+                         int ty) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++)
+    red[(ty * ATT_RM + r) * NTX + tx] = ls[r];
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int r = 0; r < ATT_RM; r++) {
-    const int row = ty * ATT_RM + r;
-    float ls = 0.0f, part[NTX];
-    LOCAL_READ(part, NTX, red_sum + row * NTX);
-    for (int t = 0; t < NTX; t++) ls += part[t];
-    l[r] = fma(l[r], alpha[r], ls);
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
+    float part[NTX], sum = 0.0f;
+    LOCAL_READ(part, NTX, red + (ty * ATT_RM + r) * NTX);
+    AUNROLL for (int t = 0; t < NTX; t++) sum += part[t];
+    l[r] = sum;
   }
 }
 
@@ -787,11 +967,11 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
     global const real_t *v, ulong v_off, global real_t *o, ulong o_off,
     global float *lse, ulong lse_off, int has_lse, ATT_ARGS) {
-  local float area[AREA(2, ATT_DC)] ALIGN16, pt[ATT_BN * LDM] ALIGN16;
-  local float red_max[ATT_BM * NTX] ALIGN16, red_sum[ATT_BM * NTX] ALIGN16;
-  local int bad;
+  local float area[NBUF * HALF(2, ATT_DC)] ALIGN16, pt[ATT_BN * LDM] ALIGN16;
+  local float red_max[ATT_BM * NTX] ALIGN16;
+  local int bad[2];
   TILE_OWNER(Tq, causal);
-  if (get_local_id(0) == 0) bad = 0;
+  if (get_local_id(0) < 2) bad[get_local_id(0)] = 0;
   global const real_t *qb = q + (size_t)q_off + bh * (size_t)Tq * HEAD_DIM;
   global const real_t *kb = k + (size_t)k_off + bh * (size_t)Tk * HEAD_DIM;
   global const real_t *vb = v + (size_t)v_off + bh * (size_t)Tk * HEAD_DIM;
@@ -799,61 +979,33 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
   /* Keys: all, or (causal) up to the tile's last query. */
   const size_t kend =
       causal ? min((size_t)Tk, min((size_t)Tq, o0 + ATT_BM)) : (size_t)Tk;
-  float acc[ATT_RM][RD], m[ATT_RM], l[ATT_RM], alpha[ATT_RM];
-  for (int r = 0; r < ATT_RM; r++) {
+  float acc[ATT_RM][RD], m[ATT_RM], ls[ATT_RM], alpha[ATT_RM];
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     m[r] = -INFINITY;
-    l[r] = 0.0f;
-    for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
+    ls[r] = 0.0f;
+    AUNROLL for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
   }
-  local float *const c1 = area + ATT_DC * LDB;
   int stamp = 0;
   for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
     float sc[ATT_RM][ATT_RN];
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
-    float rq[PF(ATT_BM, ATT_DC)], rk[PF(ATT_BN, ATT_DC)];
-    fetch_dmajor(qb, o0, Tq, 0, ATT_DC, ATT_BM, scale, rq, PF(ATT_BM, ATT_DC));
-    fetch_dmajor(kb, j0, Tk, 0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC));
-    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
-      barrier(CLK_LOCAL_MEM_FENCE);
-      put_dmajor(rq, ATT_DC, ATT_BM, LDM, area, PF(ATT_BM, ATT_DC));
-      put_dmajor(rk, ATT_DC, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DC));
-      barrier(CLK_LOCAL_MEM_FENCE);
-      const int dn = d0 + ATT_DC; /* the next chunk, loading meanwhile */
-      if (dn < HEAD_DIM) {
-        fetch_dmajor(qb, o0, Tq, dn, ATT_DC, ATT_BM, scale, rq,
-                     PF(ATT_BM, ATT_DC));
-        fetch_dmajor(kb, j0, Tk, dn, ATT_DC, ATT_BN, 1.0f, rk,
-                     PF(ATT_BN, ATT_DC));
-      }
-      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
-    }
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++)
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
+    scores2_dc(sc, sc, qb, qb, o0, Tq, scale, kb, kb, j0, Tk, area,
+               HALF(2, ATT_DC), tx, ty);
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++)
         sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
                               j0 + (size_t)(tx * ATT_RN + c), Tq, kend, causal,
                               has_mask, mb, msi, msj);
-    float rv[PF(ATT_DC, DPT)];
-    int nf = fetch_rows(vb, j0, kend, ATT_DC, rv, PF(ATT_DC, DPT));
-    fwd_softmax(sc, m, l, alpha, red_max, red_sum, pt, tx, ty);
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < RD; c++) acc[r][c] *= alpha[r];
-    for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
-      barrier(CLK_LOCAL_MEM_FENCE);
-      put_rows(rv, ATT_DC, area, PF(ATT_DC, DPT), &bad, ++stamp, nf);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      const size_t kn = j0 + (size_t)(k0 + ATT_DC);
-      if (k0 + ATT_DC < ATT_BN && kn < kend)
-        nf = fetch_rows(vb, kn, kend, ATT_DC, rv, PF(ATT_DC, DPT));
-      if (bad == stamp) {
-        RANK1(acc, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
-      } else {
-        RANK1(acc, ATT_RM, RD, pt + k0 * LDM, LDM, area, DPT, ATT_DC, 0);
-      }
-    }
+    fwd_softmax(sc, m, ls, alpha, red_max, pt, tx, ty);
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < RD; c++) acc[r][c] *= alpha[r];
+    rows_dc(acc, vb, j0, kend, pt, area, HALF(2, ATT_DC), bad, &stamp, tx,
+            ty);
   }
-  float f[ATT_RM];
-  for (int r = 0; r < ATT_RM; r++) {
+  float f[ATT_RM], l[ATT_RM];
+  fwd_row_sums(ls, l, red_max, tx, ty);
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const int empty = m[r] == -INFINITY && l[r] == 0.0f;
     f[r] = empty ? 0.0f : 1.0f / l[r];
     const size_t i = o0 + (size_t)(ty * ATT_RM + r);
@@ -882,10 +1034,10 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
     global const real_t *v, ulong v_off, global const real_t *dout,
     ulong do_off, global const float *lse, ulong lse_off,
     global const float *delta, global real_t *dq, ulong dq_off, ATT_ARGS) {
-  local float area[AREA(4, ATT_DC)] ALIGN16, dst[ATT_BN * LDM] ALIGN16;
-  local int bad;
+  local float area[NBUF * HALF(4, ATT_DC)] ALIGN16, dst[ATT_BN * LDM] ALIGN16;
+  local int bad[2];
   TILE_OWNER(Tq, causal);
-  if (get_local_id(0) == 0) bad = 0;
+  if (get_local_id(0) < 2) bad[get_local_id(0)] = 0;
   const size_t q0 = bh * (size_t)Tq;
   global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
   global const real_t *db = dout + (size_t)do_off + q0 * HEAD_DIM;
@@ -895,110 +1047,51 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
   const size_t kend =
       causal ? min((size_t)Tk, min((size_t)Tq, o0 + ATT_BM)) : (size_t)Tk;
   float acc[ATT_RM][RD], ls[ATT_RM], de[ATT_RM];
-  for (int r = 0; r < ATT_RM; r++) {
+  AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const size_t i = o0 + (size_t)(ty * ATT_RM + r);
     ls[r] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
     de[r] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
-    for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
+    AUNROLL for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
   }
-  local float *const c1 = area + ATT_DC * LDB, *const c2 = c1 + ATT_DC * LDB,
-                     *const c3 = c2 + ATT_DC * LDB;
   int stamp = 0;
   for (size_t j0 = 0; j0 < kend; j0 += ATT_BN) {
     float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
-    float rq[PF(ATT_BM, ATT_DC)], rk[PF(ATT_BN, ATT_DC)];
-    float rd[PF(ATT_BM, ATT_DC)], rv[PF(ATT_BN, ATT_DC)];
-#define DQ_FETCH(d0)                                                         \
-  fetch_dmajor(qb, o0, Tq, d0, ATT_DC, ATT_BM, scale, rq, PF(ATT_BM, ATT_DC)); \
-  fetch_dmajor(kb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rk, PF(ATT_BN, ATT_DC)); \
-  fetch_dmajor(db, o0, Tq, d0, ATT_DC, ATT_BM, 1.0f, rd, PF(ATT_BM, ATT_DC)); \
-  fetch_dmajor(vb, j0, Tk, d0, ATT_DC, ATT_BN, 1.0f, rv, PF(ATT_BN, ATT_DC))
-    DQ_FETCH(0);
-    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DC) {
-      barrier(CLK_LOCAL_MEM_FENCE);
-      put_dmajor(rq, ATT_DC, ATT_BM, LDM, area, PF(ATT_BM, ATT_DC));
-      put_dmajor(rk, ATT_DC, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DC));
-      put_dmajor(rd, ATT_DC, ATT_BM, LDM, c2, PF(ATT_BM, ATT_DC));
-      put_dmajor(rv, ATT_DC, ATT_BN, LDN, c3, PF(ATT_BN, ATT_DC));
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (d0 + ATT_DC < HEAD_DIM) {
-        DQ_FETCH(d0 + ATT_DC);
-      }
-      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DC, 0);
-      RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DC, 0);
-    }
-#undef DQ_FETCH
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++) {
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
+    scores4_dc(sc, dp, qb, db, o0, Tq, scale, kb, vb, j0, Tk, area,
+               HALF(4, ATT_DC), tx, ty);
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++) {
         const float s = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
                                    j0 + (size_t)(tx * ATT_RN + c), Tq, kend,
                                    causal, has_mask, mb, msi, msj);
         sc[r][c] = tile_grad(s, dp[r][c], ls[r], de[r]).y; /* dS */
       }
-    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(dst, sc, c);
-    float rr[PF(ATT_DC, DPT)];
-    int nf = fetch_rows(kb, j0, kend, ATT_DC, rr, PF(ATT_DC, DPT));
-    for (int k0 = 0; k0 < ATT_BN && j0 + (size_t)k0 < kend; k0 += ATT_DC) {
-      barrier(CLK_LOCAL_MEM_FENCE);
-      put_rows(rr, ATT_DC, area, PF(ATT_DC, DPT), &bad, ++stamp, nf);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      const size_t kn = j0 + (size_t)(k0 + ATT_DC);
-      if (k0 + ATT_DC < ATT_BN && kn < kend)
-        nf = fetch_rows(kb, kn, kend, ATT_DC, rr, PF(ATT_DC, DPT));
-      if (bad == stamp) {
-        RANK1(acc, ATT_RM, RD, dst + k0 * LDM, LDM, area, DPT, ATT_DC, 1);
-      } else {
-        RANK1(acc, ATT_RM, RD, dst + k0 * LDM, LDM, area, DPT, ATT_DC, 0);
-      }
-    }
+    /* dst is free: the walks end with a barrier. */
+    AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(dst, sc, c);
+    rows_dc(acc, kb, j0, kend, dst, area, HALF(4, ATT_DC), bad, &stamp, tx,
+            ty);
   }
   float f[ATT_RM];
-  for (int r = 0; r < ATT_RM; r++) f[r] = scale;
+  AUNROLL for (int r = 0; r < ATT_RM; r++) f[r] = scale;
   block_store(acc, f, dq + (size_t)dq_off + q0 * HEAD_DIM, o0, Tq, tx, ty);
-}
-
-/* acc += T^T R for the transposed tile T in ps ([query][key], P or dS)
- * and the rows R of p (dout or q) from query i0 on, ATT_DCKV rows at a
- * time (the dk / dv kernel's output products).  Every work-item calls it;
- * ps is complete (the caller's barrier). */
-inline void kv_pass(float acc[ATT_RM][RD], global const real_t *p,
-                    size_t i0, size_t Tq, local const float *ps,
-                    local float *area, local int *bad, int *stamp, int tx,
-                    int ty) {
-  float rr[PF(ATT_DCKV, DPT)];
-  int nf = fetch_rows(p, i0, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
-  for (int k0 = 0; k0 < ATT_BN && i0 + (size_t)k0 < Tq; k0 += ATT_DCKV) {
-    barrier(CLK_LOCAL_MEM_FENCE);
-    put_rows(rr, ATT_DCKV, area, PF(ATT_DCKV, DPT), bad, ++*stamp, nf);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const size_t qn = i0 + (size_t)(k0 + ATT_DCKV);
-    if (k0 + ATT_DCKV < ATT_BN && qn < Tq)
-      nf = fetch_rows(p, qn, Tq, ATT_DCKV, rr, PF(ATT_DCKV, DPT));
-    if (*bad == *stamp) {
-      RANK1(acc, ATT_RM, RD, ps + k0 * LDM, LDM, area, DPT, ATT_DCKV, 1);
-    } else {
-      RANK1(acc, ATT_RM, RD, ps + k0 * LDM, LDM, area, DPT, ATT_DCKV, 0);
-    }
-  }
 }
 
 /* dk and dv: the group owns BM keys (rows ty RM + r of its tile) and
  * walks the queries in tiles of BN (columns tx RN + c).  Per query tile,
  * S^T and dP^T, then dv += P^T dout and dk += dS^T q through one local
- * tile (P, then dS: room for a deeper chunk). */
+ * tile (P, then dS). */
 __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
     global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
     global const real_t *v, ulong v_off, global const real_t *dout,
     ulong do_off, global const float *lse, ulong lse_off,
     global const float *delta, global real_t *dk, ulong dk_off,
     global real_t *dv, ulong dv_off, int has_dk, int has_dv, ATT_ARGS) {
-  local float area[AREA(4, ATT_DCKV)] ALIGN16, ps[ATT_BN * LDM] ALIGN16;
+  local float area[NBUF * HALF(4, ATT_DCKV)] ALIGN16, ps[ATT_BN * LDM] ALIGN16;
   local float lt[ATT_BN], et[ATT_BN];
-  local int bad;
+  local int bad[2];
   TILE_OWNER(Tk, 0);
-  if (get_local_id(0) == 0) bad = 0;
+  if (get_local_id(0) < 2) bad[get_local_id(0)] = 0;
   const size_t q0 = bh * (size_t)Tq;
   global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
   global const real_t *db = dout + (size_t)do_off + q0 * HEAD_DIM;
@@ -1006,52 +1099,27 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
   global const real_t *vb = v + (size_t)v_off + bh * (size_t)Tk * HEAD_DIM;
   global const mask_t *mb = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
   float gk[ATT_RM][RD], gv[ATT_RM][RD];
-  for (int r = 0; r < ATT_RM; r++)
-    for (int c = 0; c < RD; c++) gk[r][c] = gv[r][c] = 0.0f;
-  local float *const c1 = area + ATT_DCKV * LDB,
-              *const c2 = c1 + ATT_DCKV * LDB, *const c3 = c2 + ATT_DCKV * LDB;
+  AUNROLL for (int r = 0; r < ATT_RM; r++)
+    AUNROLL for (int c = 0; c < RD; c++) gk[r][c] = gv[r][c] = 0.0f;
   /* Queries: all, or (causal) from the tile's first key on. */
   const size_t qstart = causal ? o0 : 0;
   int stamp = 0;
   for (size_t i0 = qstart; i0 < (size_t)Tq; i0 += ATT_BN) {
     float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
-    float rk[PF(ATT_BM, ATT_DCKV)], rq[PF(ATT_BN, ATT_DCKV)];
-    float rv[PF(ATT_BM, ATT_DCKV)], rd[PF(ATT_BN, ATT_DCKV)];
-#define KV_FETCH(d0)                                                         \
-  fetch_dmajor(kb, o0, Tk, d0, ATT_DCKV, ATT_BM, scale, rk,                  \
-               PF(ATT_BM, ATT_DCKV));                                        \
-  fetch_dmajor(qb, i0, Tq, d0, ATT_DCKV, ATT_BN, 1.0f, rq,                   \
-               PF(ATT_BN, ATT_DCKV));                                        \
-  fetch_dmajor(vb, o0, Tk, d0, ATT_DCKV, ATT_BM, 1.0f, rv,                   \
-               PF(ATT_BM, ATT_DCKV));                                        \
-  fetch_dmajor(db, i0, Tq, d0, ATT_DCKV, ATT_BN, 1.0f, rd,                   \
-               PF(ATT_BN, ATT_DCKV))
-    KV_FETCH(0);
-    for (int d0 = 0; d0 < HEAD_DIM; d0 += ATT_DCKV) {
-      barrier(CLK_LOCAL_MEM_FENCE);
-      put_dmajor(rk, ATT_DCKV, ATT_BM, LDM, area, PF(ATT_BM, ATT_DCKV));
-      put_dmajor(rq, ATT_DCKV, ATT_BN, LDN, c1, PF(ATT_BN, ATT_DCKV));
-      put_dmajor(rv, ATT_DCKV, ATT_BM, LDM, c2, PF(ATT_BM, ATT_DCKV));
-      put_dmajor(rd, ATT_DCKV, ATT_BN, LDN, c3, PF(ATT_BN, ATT_DCKV));
-      if (d0 == 0)
-        for (int t = get_local_id(0); t < ATT_BN; t += NTT) {
-          const size_t i = i0 + (size_t)t;
-          lt[t] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
-          et[t] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
-        }
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (d0 + ATT_DCKV < HEAD_DIM) {
-        KV_FETCH(d0 + ATT_DCKV);
-      }
-      RANK1(sc, ATT_RM, ATT_RN, area, LDM, c1, LDN, ATT_DCKV, 0);
-      RANK1(dp, ATT_RM, ATT_RN, c2, LDM, c3, LDN, ATT_DCKV, 0);
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
+    /* The last reads of lt and et were before the walks' barriers; the
+     * first barrier of the scores' walk publishes them. */
+    for (int t = get_local_id(0); t < ATT_BN; t += NTT) {
+      const size_t i = i0 + (size_t)t;
+      lt[t] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
+      et[t] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
     }
-#undef KV_FETCH
+    scores4_dckv(sc, dp, kb, vb, o0, Tk, scale, qb, db, i0, Tq, area,
+                 HALF(4, ATT_DCKV), tx, ty);
     /* Transposed: score (key row r, query column c). */
-    for (int r = 0; r < ATT_RM; r++)
-      for (int c = 0; c < ATT_RN; c++) {
+    AUNROLL for (int r = 0; r < ATT_RM; r++)
+      AUNROLL for (int c = 0; c < ATT_RN; c++) {
         const int qi = tx * ATT_RN + c;
         const float s = tile_score(sc[r][c], i0 + (size_t)qi,
                                    o0 + (size_t)(ty * ATT_RM + r), Tq, Tk,
@@ -1060,18 +1128,19 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
         sc[r][c] = g.x; /* P and dS, in place */
         dp[r][c] = g.y;
       }
-    /* ps is free: the last reads of it were before the chunk barriers. */
-    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, sc, c);
-    kv_pass(gv, db, i0, Tq, ps, area, &bad, &stamp, tx, ty);
-    barrier(CLK_LOCAL_MEM_FENCE); /* every read of P is done */
-    for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, dp, c);
-    kv_pass(gk, qb, i0, Tq, ps, area, &bad, &stamp, tx, ty);
+    /* ps is free: the walks end with a barrier. */
+    AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, sc, c);
+    rows_dckv(gv, db, i0, Tq, ps, area, HALF(4, ATT_DCKV), bad, &stamp, tx,
+              ty);
+    AUNROLL for (int c = 0; c < ATT_RN; c++) COLUMN_WRITE(ps, dp, c);
+    rows_dckv(gk, qb, i0, Tq, ps, area, HALF(4, ATT_DCKV), bad, &stamp, tx,
+              ty);
   }
   float f[ATT_RM];
-  for (int r = 0; r < ATT_RM; r++) f[r] = scale;
+  AUNROLL for (int r = 0; r < ATT_RM; r++) f[r] = scale;
   const size_t k0b = bh * (size_t)Tk * HEAD_DIM;
   if (has_dk) block_store(gk, f, dk + (size_t)dk_off + k0b, o0, Tk, tx, ty);
-  for (int r = 0; r < ATT_RM; r++) f[r] = 1.0f;
+  AUNROLL for (int r = 0; r < ATT_RM; r++) f[r] = 1.0f;
   if (has_dv) block_store(gv, f, dv + (size_t)dv_off + k0b, o0, Tk, tx, ty);
 }
 

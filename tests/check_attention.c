@@ -442,21 +442,29 @@ END_TEST
  * (non-square tiles and blocks, other chunk depths), an invalid override
  * (ignored: the work-group kernels run), and different forward and
  * backward overrides (RUMUS_ATTENTION_FWD_TILE, RUMUS_ATTENTION_BWD_TILE:
- * two programs). */
-static const char *const TILINGS[][3] = {
-    {NULL, NULL, NULL},
-    {"off", NULL, NULL},
-    {"default", NULL, NULL},
-    {"32x16x2x4x8x4", NULL, NULL},
-    {"16x48x4x3x16x16", NULL, NULL},
-    {"64x64x3x4", NULL, NULL},
-    {NULL, "64x32x4x4x32", "32x64x2x4x8x16"},
+ * two programs), and the code choices: RUMUS_ATTENTION_PREFETCH=1
+ * (global loads overlapping the previous chunk's product) and
+ * RUMUS_ATTENTION_DBUF=1 (two local buffers per chunk; an odd number of
+ * chunks at D = 40), alone and together. */
+static const char *const TILINGS[][5] = {
+    {NULL, NULL, NULL, NULL, NULL},
+    {"off", NULL, NULL, NULL, NULL},
+    {"default", NULL, NULL, NULL, NULL},
+    {"32x16x2x4x8x4", NULL, NULL, NULL, NULL},
+    {"16x48x4x3x16x16", NULL, NULL, NULL, NULL},
+    {"64x64x3x4", NULL, NULL, NULL, NULL},
+    {NULL, "64x32x4x4x32", "32x64x2x4x8x16", NULL, NULL},
+    {"default", NULL, NULL, "1", NULL},
+    {"default", NULL, NULL, NULL, "1"},
+    {"64x64x4x4x16x16", NULL, NULL, "1", "1"},
+    {"16x48x4x3x16x16", NULL, NULL, NULL, "1"},
 };
 #define NTILINGS (sizeof TILINGS / sizeof TILINGS[0])
 
-static const char *const TILE_VARS[3] = {"RUMUS_ATTENTION_TILE",
-                                         "RUMUS_ATTENTION_FWD_TILE",
-                                         "RUMUS_ATTENTION_BWD_TILE"};
+static const char *const TILE_VARS[5] = {
+    "RUMUS_ATTENTION_TILE", "RUMUS_ATTENTION_FWD_TILE",
+    "RUMUS_ATTENTION_BWD_TILE", "RUMUS_ATTENTION_PREFETCH",
+    "RUMUS_ATTENTION_DBUF"};
 
 START_TEST(tilings) {
   static const acase C[2] = {
@@ -464,7 +472,7 @@ START_TEST(tilings) {
       {1, 2, 17, 145, 40, 0, 0, {0}, 0},
   };
   rumus_ctx *ctx = tu_ctx();
-  for (int e = 0; e < 3; e++)
+  for (int e = 0; e < 5; e++)
     if (TILINGS[_i][e]) setenv(TILE_VARS[e], TILINGS[_i][e], 1);
   for (int c = 0; c < 2; c++) {
     inputs in = make_inputs(&C[c], RUMUS_F32, RUMUS_F32, 500 + (uint64_t)c);
@@ -473,7 +481,32 @@ START_TEST(tilings) {
     free_wants(&w);
     free_inputs(&in);
   }
-  for (int e = 0; e < 3; e++) unsetenv(TILE_VARS[e]);
+  for (int e = 0; e < 5; e++) unsetenv(TILE_VARS[e]);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* The tiled kernels on 16-bit storage (RUMUS_ATTENTION_TILE=default: the
+ * work-group kernels run for them otherwise), F16 then BF16: odd D with
+ * a causal 2-D mask of the other 16-bit type, and D = 40 with partial
+ * query and key tiles. */
+START_TEST(tilings_typed) {
+  static const acase C[2] = {
+      {1, 2, 7, 9, 7, 1, 2, {7, 9}, 0},
+      {1, 1, 70, 67, 40, 1, 0, {0}, 0},
+  };
+  const rumus_dtype d = _i ? RUMUS_BF16 : RUMUS_F16;
+  rumus_ctx *ctx = tu_ctx();
+  setenv("RUMUS_ATTENTION_TILE", "default", 1);
+  for (int c = 0; c < 2; c++) {
+    inputs in = make_inputs(&C[c], d, d == RUMUS_F16 ? RUMUS_BF16 : RUMUS_F16,
+                            600 + (uint64_t)c);
+    wants w = make_wants(&in);
+    run_case_on(ctx, &in, &w, RUMUS_VARIANT_GPU);
+    free_wants(&w);
+    free_inputs(&in);
+  }
+  unsetenv("RUMUS_ATTENTION_TILE");
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -766,6 +799,7 @@ int main(void) {
   tcase_add_loop_test(limits, nan_rows, 0, 3);
   tcase_add_loop_test(limits, same_bits, 0, 2);
   tcase_add_loop_test(limits, tilings, 0, (int)NTILINGS);
+  tcase_add_loop_test(limits, tilings_typed, 0, 2);
   tcase_add_test(limits, empty);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

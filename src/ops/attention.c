@@ -48,7 +48,16 @@ typedef struct {
   int bm, bn, rm, rn, dc, dckv;
 } att_tiles;
 
-static const att_tiles DEFAULT_TILES = {64, 64, 4, 4, 16, 16};
+/* Head-dim chunks of 8: on NVIDIA's compiler (ptxas as a guide) the
+ * 64 x 64 x 4 x 4 kernels then fit 128 registers without spills (forward,
+ * dq) or nearly (dk / dv), where chunks of 16 need 160 to 250. */
+static const att_tiles DEFAULT_TILES = {64, 64, 4, 4, 8, 8};
+
+/* Floats of one chunk buffer (cl/attention.cl's HALF): n d-major sides
+ * of dc rows of pitch ldb, or one chunk of dc rows of dpt floats. */
+static size_t att_half(size_t n, size_t dc, size_t ldb, size_t dpt) {
+  return n * dc * ldb > dc * dpt ? n * dc * ldb : dc * dpt;
+}
 
 /* Largest head dim the tiled kernels take (their output block lives in
  * registers: RD = D / (BN / RN) floats per owned row and output). */
@@ -62,25 +71,37 @@ static size_t tiles_wgs(const att_tiles *t) {
  * backward's dq and dk / dv. */
 enum { ATT_FWD = 0, ATT_BWD = 1 };
 
+/* ATT_DBUF of the tiled kernels: RUMUS_ATTENTION_DBUF=1 stages each
+ * chunk in one of two local buffers (one barrier a chunk, twice the
+ * chunk memory), anything else or unset in one (two barriers a chunk:
+ * the default, as it needs fewer registers; ptxas puts the forward and
+ * dq at D = 64 within 128 registers without spills only so). */
+static int tiles_dbuf(void) {
+  const char *v = getenv("RUMUS_ATTENTION_DBUF");
+  return v != NULL && strcmp(v, "1") == 0;
+}
+
 /* Bytes of local memory of the set's largest tiled kernel at head dim D
- * (the sizes of cl/attention.cl's local arrays). */
+ * (the sizes of cl/attention.cl's local arrays: NBUF chunk buffers of
+ * HALF floats, the score tile, the forward's row partials, dk / dv's
+ * lse and delta, the stamps). */
 static size_t tiles_local(const att_tiles *t, size_t D, int set) {
   const size_t ntx = (size_t)(t->bn / t->rn);
   const size_t dpt = (D + ntx - 1) / ntx * ntx;
   const size_t ldb = (size_t)(t->bm > t->bn ? t->bm : t->bn) + 4;
   const size_t ptile = (size_t)t->bn * ((size_t)t->bm + 4);
-  size_t a2 = 2 * (size_t)t->dc * ldb, a4 = 2 * a2;
-  size_t r2 = 2 * (size_t)t->dc * dpt, m;
+  const size_t nbuf = tiles_dbuf() ? 2 : 1;
+  size_t m;
   if (set == ATT_FWD) {
-    m = (a2 > r2 ? a2 : r2) + ptile + 2 * (size_t)t->bm * ntx;
+    m = nbuf * att_half(2, (size_t)t->dc, ldb, dpt) + ptile +
+        (size_t)t->bm * ntx;
   } else {
-    const size_t dq = (a4 > r2 ? a4 : r2) + ptile;
-    a4 = 4 * (size_t)t->dckv * ldb;
-    r2 = 2 * (size_t)t->dckv * dpt;
-    const size_t kv = (a4 > r2 ? a4 : r2) + ptile + 2 * (size_t)t->bn;
+    const size_t dq = nbuf * att_half(4, (size_t)t->dc, ldb, dpt) + ptile;
+    const size_t kv = nbuf * att_half(4, (size_t)t->dckv, ldb, dpt) + ptile +
+                      2 * (size_t)t->bn;
     m = dq > kv ? dq : kv;
   }
-  return m * sizeof(float) + 3 * sizeof(cl_int);
+  return m * sizeof(float) + 4 * sizeof(cl_int);
 }
 
 /* Whether cl/attention.cl takes t (whole blocks and chunks, a work-group
@@ -103,12 +124,12 @@ static int tiles_ok(const rumus_ctx *ctx, const att_tiles *t, size_t D,
 }
 
 /* Tile sizes from the environment variable `name`: "BMxBNxRMxRN",
- * optionally "xDC" and "xDCKV" more (16 and 16 if not given).  1 with *t
+ * optionally "xDC" and "xDCKV" more (DEFAULT_TILES' if not given).  1 with *t
  * set if it is there and valid for the set on this device at head dim D;
  * anything else is ignored (0). */
 static int tiles_from_env(const rumus_ctx *ctx, const char *name, size_t D,
                           int set, att_tiles *t) {
-  long f[6] = {0, 0, 0, 0, 16, 16};
+  long f[6] = {0, 0, 0, 0, DEFAULT_TILES.dc, DEFAULT_TILES.dckv};
   if (!rumus__env_tiling(name, f, 4, 6)) return 0;
   const att_tiles e = {(int)f[0], (int)f[1], (int)f[2],
                        (int)f[3], (int)f[4], (int)f[5]};
@@ -150,6 +171,30 @@ static int same_tiles(const att_tiles *a, const att_tiles *b) {
          a->rn == b->rn && a->dc == b->dc && a->dckv == b->dckv;
 }
 
+/* ATT_PREFETCH of the tiled kernels: RUMUS_ATTENTION_PREFETCH=1 overlaps
+ * a chunk's global loads with the previous chunk's product (the values
+ * wait in registers: more of them live), anything else or unset does not
+ * (the default: fewer registers, see DEFAULT_TILES). */
+static int tiles_prefetch(void) {
+  const char *v = getenv("RUMUS_ATTENTION_PREFETCH");
+  return v != NULL && strcmp(v, "1") == 0;
+}
+
+/* The register cap of the tiled programs on NVIDIA's OpenCL driver
+ * (cl_nv_compiler_options' -cl-nv-maxrregcount), 0 for none:
+ * RUMUS_ATTENTION_MAXRREG=N (0: none), else 128: two groups of 256
+ * work-items per compute unit (65536 registers), where ptxas alone gives
+ * the tiled kernels 160 to 250 registers and one group (its barriers
+ * then idle the unit).  Other platforms take no such option. */
+static int tiles_maxrreg(const rumus_ctx *ctx) {
+  if (strstr(ctx->name, "NVIDIA CUDA") == NULL) return 0;
+  const char *v = getenv("RUMUS_ATTENTION_MAXRREG");
+  if (v == NULL || *v == '\0') return 128;
+  char *end;
+  const long n = strtol(v, &end, 10);
+  return *end == '\0' && n >= 32 && n <= 255 ? (int)n : 0;
+}
+
 /* The options of the family's program for storage `st`, mask storage `mt`
  * and head dim D, for the launches of `set` (warm-up and launches).  One
  * program holds the row and work-group kernels and the tiled kernels
@@ -158,7 +203,7 @@ static int same_tiles(const att_tiles *a, const att_tiles *b) {
  * tiling that the device cannot run would fail the whole build. */
 static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
                         size_t D, int set, char *buf, size_t len) {
-  char head[96], tiles[160] = "";
+  char head[96], tiles[224] = "";
   rumus__options_head(head, sizeof head, st, 1, 0);
   const size_t bt = tile_rows(ctx, D);
   att_tiles tf, tb;
@@ -172,10 +217,15 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
   else if (set == ATT_BWD && b)
     bits = 2;
   const att_tiles *t = set == ATT_FWD ? &tf : &tb;
-  if (bits)
+  if (bits) {
+    const int cap = tiles_maxrreg(ctx);
+    char nv[40] = "";
+    if (cap) snprintf(nv, sizeof nv, " -cl-nv-maxrregcount=%d", cap);
     snprintf(tiles, sizeof tiles, " -DATT_TILED=%d -DATT_BM=%d -DATT_BN=%d "
-             "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d", bits,
-             t->bm, t->bn, t->rm, t->rn, t->dc, t->dckv);
+             "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d "
+             "-DATT_PREFETCH=%d -DATT_DBUF=%d%s", bits, t->bm, t->bn, t->rm,
+             t->rn, t->dc, t->dckv, tiles_prefetch(), tiles_dbuf(), nv);
+  }
   snprintf(buf, len, "%s -DHEAD_DIM=%zu -DMASK_STORAGE=%s -DATT_WG=%d "
            "-DATT_BT=%zu%s", head, D, rumus__storage_tag(mt), ATT_WG,
            bt ? bt : 8, tiles);
@@ -427,7 +477,7 @@ int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
   RUMUS__FORWARD(rumus__check_overlaps(ctx, op, names, all, 6, 2, -1));
   const size_t rows = s.B * s.H * s.Tq;
   if (rows == 0) return RUMUS_OK;
-  char opts[320];
+  char opts[400];
   att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, ATT_FWD,
               opts, sizeof opts);
   const att_arg ts[5] = {arg_of(q, q), arg_of(k, q), arg_of(v, q),
@@ -540,7 +590,7 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
   RUMUS__FORWARD(check_params(ctx, op, &p, s.D, &scale));
   const size_t rows = s.B * s.H * s.Tq;
   if (dq == NULL && dk == NULL && dv == NULL) return RUMUS_OK;
-  char opts[320];
+  char opts[400];
   att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, ATT_BWD,
               opts, sizeof opts);
   /* delta of every query row; a stand-in of one float without queries
@@ -561,7 +611,7 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
 int rumus__attention_warm(rumus_ctx *ctx) {
   for (size_t i = 0; i < sizeof WARM_D / sizeof WARM_D[0]; i++)
     for (int set = ATT_FWD; set <= ATT_BWD; set++) {
-      char opts[320];
+      char opts[400];
       cl_program prog;
       att_options(ctx, RUMUS_F32, RUMUS_F32, WARM_D[i], set, opts,
                   sizeof opts);
