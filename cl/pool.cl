@@ -159,25 +159,6 @@ inline void maxpool_fwd_item(global const real_t *x, global real_t *y,
   idx[o] = mi;
 }
 
-/* The CPU variant's forward: output row `row` of the N C OH rows, one
- * division per row instead of per element, the same windows. */
-inline void maxpool_fwd_row(global const real_t *x, global real_t *y,
-                            global int *idx, size_t row, long4 io, long4 ks,
-                            long4 pd) {
-  long oh;
-  const size_t plane = pool_plane(row, io.s2, &oh);
-  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
-  const size_t o0 = row * (size_t)io.s3;
-  for (long ow = 0; ow < io.s3; ow++) {
-    float m;
-    int mi;
-    maxpool_window(xp, oh * ks.s2 - pd.s0, ow * ks.s3 - pd.s1, io, ks, pd, &m,
-                   &mi);
-    STORE(m, y, o0 + (size_t)ow);
-    idx[o0 + (size_t)ow] = mi;
-  }
-}
-
 /* Checks the indices that input element q of its plane answers for. */
 inline void maxpool_check(global const int *ip, size_t plane, long q,
                           long4 io, long4 ks, long4 pd,
@@ -255,20 +236,6 @@ inline void avgpool_fwd_item(global const real_t *x, global real_t *y,
   STORE(avgpool_at(x + plane * (size_t)(io.s0 * io.s1), oh, ow, io, ks, pd,
                    cip, divisor),
         y, o);
-}
-
-/* The CPU variant's forward, a row of outputs per work-item (see
- * maxpool_fwd_row). */
-inline void avgpool_fwd_row(global const real_t *x, global real_t *y,
-                            size_t row, long4 io, long4 ks, long4 pd, int cip,
-                            int divisor) {
-  long oh;
-  const size_t plane = pool_plane(row, io.s2, &oh);
-  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
-  const size_t o0 = row * (size_t)io.s3;
-  for (long ow = 0; ow < io.s3; ow++)
-    STORE(avgpool_at(xp, oh, ow, io, ks, pd, cip, divisor), y,
-          o0 + (size_t)ow);
 }
 
 inline void avgpool_bwd_item(global const real_t *dy, global real_t *dx,
@@ -499,30 +466,344 @@ inline float avg_grad(global const real_t *gp, long oh0, long oh1, long ow0,
   return s;
 }
 
-/* An input's gradient depends on its output columns only: neighbours
- * with the same ones (stride > 1) reuse the sum. */
+/* ---- CPU variant: 8 (or 4) outputs of a row a vector ----------------------
+ * The row kernels above took one output (or input) at a time: scalar
+ * loads, compares and stores at 2-22% of the STREAM copy on PoCL.  Where
+ * a stretch of a row's windows lies inside the input along w and the
+ * stride along w is 1, 2 or 4, n = 8 adjacent outputs (4 for rows of 4 to
+ * 7) are one float vector: the tap (i, j) of the n windows is one vector
+ * load (stride 1), the even or odd lanes of a load twice as wide (2: a
+ * deinterleave) or every fourth lane of one four times as wide (4).  Each
+ * lane takes its window's taps in the scalar code's order with the same
+ * operations (compare and select, or add, then one division): the same
+ * bits.  The stretch is covered by blocks n outputs apart, the last one
+ * moved back to end with the stretch (it writes some outputs a second
+ * time, the same values); the outputs whose windows reach the padding or
+ * the row's end keep the scalar code.  The backwards use the same blocks
+ * where each input's terms are the same for all lanes: windows that tile
+ * the row (kw = sw, no padding: a map, each dy spread over sw inputs) or
+ * stride 1 (lane w adds the dy of outputs w + pw - kw + 1 ... w + pw). */
+
+#define POOL_LDN(n, p, i) RUMUS_LOADN(RUMUS_STORAGE, n, p, i)
+#define POOL_STN(n, v, p, i) RUMUS_STOREN(RUMUS_STORAGE, n, v, p, i)
+#define POOL_LANES8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
+#define POOL_LANES4 (int4)(0, 1, 2, 3)
+
+/* Elements c, c + s, ..., c + 7 s (3 s) of row r (W elements; the last
+ * one inside it), s 1, 2 or 4.  A load reads n s elements: it starts up
+ * to s - 1 elements early where it would pass the row's end, and the
+ * lanes are picked from there (sh). */
+inline float8 pool_taps8(global const real_t *r, long c, long s, long W) {
+  if (s == 1) return POOL_LDN(8, r, c);
+  const long sh = max(0L, c + 8 * s - W);
+  const float16 a = POOL_LDN(16, r, c - sh);
+  if (s == 2) return sh ? a.odd : a.even;
+  const float16 b = POOL_LDN(16, r, c - sh + 16);
+  switch (sh) {
+  case 0: return (float8)(a.s048c, b.s048c);
+  case 1: return (float8)(a.s159d, b.s159d);
+  case 2: return (float8)(a.s26ae, b.s26ae);
+  default: return (float8)(a.s37bf, b.s37bf);
+  }
+}
+
+inline float4 pool_taps4(global const real_t *r, long c, long s, long W) {
+  if (s == 1) return POOL_LDN(4, r, c);
+  const long sh = max(0L, c + 4 * s - W);
+  if (s == 2) {
+    const float8 a = POOL_LDN(8, r, c - sh);
+    return sh ? a.odd : a.even;
+  }
+  const float16 a = POOL_LDN(16, r, c - sh);
+  switch (sh) {
+  case 0: return a.s048c;
+  case 1: return a.s159d;
+  case 2: return a.s26ae;
+  default: return a.s37bf;
+  }
+}
+
+/* The lanes of a row of `no` outputs, W inputs: 8, 4 (rows of 4 to 7) or
+ * 0 (no vectors: fewer than 4 outputs, stride not 1, 2 or 4, or the row
+ * shorter than a load). */
+inline long pool_lanes(long no, long W, long s) {
+  const long n = no >= 8 ? 8 : no >= 4 ? 4 : 0;
+  if (n == 0 || (s != 1 && s != 2 && s != 4)) return 0;
+  return W >= 8 * s ? n : W >= 4 * s ? 4 : 0;
+}
+
+/* A forward's blocks: starts [*first, *last] of n outputs whose windows
+ * (k taps d apart from ow s - p) lie inside the row of W; the lanes n (8,
+ * or 4 where 8 find no such block), 0 if there are none. */
+inline long pool_fwd_span(long OW, long W, long k, long s, long p, long d,
+                          long *first, long *last) {
+  for (long n = pool_lanes(OW, W, s); n >= 4; n -= 4) { /* 8, else 4 */
+    const long r = W - 1 - (n - 1) * s - (k - 1) * d + p; /* ow0 s <= r */
+    *first = (p + s - 1) / s;
+    *last = r < 0 ? -1 : min(r / s, OW - n);
+    if (*last >= *first) return n;
+  }
+  return 0;
+}
+
+/* Blocks of n from first to last (the last moved back to end there). */
+#define POOL_BLOCKS(o, first, last, n)                                       \
+  for (long o##_ = (first), o = min(o##_, last);; o##_ += (n),               \
+            o = min(o##_, last))
+
+/* Max pooling of the n outputs from ow0 of plane xp, output row with
+ * first tap row hs: maxpool_window's taps and test, lane by lane. */
+#define MAXPOOL_VEC(N)                                                       \
+  inline void maxpool_vec##N(global const real_t *xp, global real_t *yr,     \
+                             global int *ir, long ow0, long hs, long4 io,    \
+                             long4 ks, long4 pd) {                           \
+    const long W = io.s1, s = ks.s3, c0 = ow0 * s - pd.s1;                   \
+    float##N m = -INFINITY;                                                  \
+    int##N mi = -1;                                                          \
+    for (long i = 0; i < ks.s0; i++) {                                       \
+      const long h = hs + i * pd.s2;                                         \
+      if (h < 0 || h >= io.s0) continue;                                     \
+      for (long j = 0; j < ks.s1; j++) {                                     \
+        const long c = c0 + j * pd.s3;                                       \
+        const float##N v = pool_taps##N(xp + h * W, c, s, W);                \
+        const int##N t = (int)(h * W + c) + POOL_LANES##N * (int)s;          \
+        const int##N take = v > m || isnan(v) || mi < 0;                     \
+        m = select(m, v, take);                                              \
+        mi = select(mi, t, take);                                            \
+      }                                                                      \
+    }                                                                        \
+    POOL_STN(N, m, yr, ow0);                                                 \
+    vstore##N(mi, 0, ir + ow0);                                              \
+  }
+MAXPOOL_VEC(8)
+MAXPOOL_VEC(4)
+
+/* Outputs [a, b) of a row of max pooling, one at a time. */
+inline void maxpool_fwd_cols(global const real_t *xp, global real_t *yr,
+                             global int *ir, long a, long b, long hs,
+                             long4 io, long4 ks, long4 pd) {
+  for (long ow = a; ow < b; ow++) {
+    float m;
+    int mi;
+    maxpool_window(xp, hs, ow * ks.s3 - pd.s1, io, ks, pd, &m, &mi);
+    STORE(m, yr, ow);
+    ir[ow] = mi;
+  }
+}
+
+/* The CPU variant's forward: output row `row` of the N C OH rows, one
+ * division per row instead of per element, the same windows. */
+inline void maxpool_fwd_row(global const real_t *x, global real_t *y,
+                            global int *idx, size_t row, long4 io, long4 ks,
+                            long4 pd) {
+  long oh, f, l;
+  const size_t plane = pool_plane(row, io.s2, &oh);
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  global real_t *yr = y + row * (size_t)io.s3;
+  global int *ir = idx + row * (size_t)io.s3;
+  const long hs = oh * ks.s2 - pd.s0, OW = io.s3;
+  const long n = pool_fwd_span(OW, io.s1, ks.s1, ks.s3, pd.s1, pd.s3, &f, &l);
+  if (n == 0) {
+    maxpool_fwd_cols(xp, yr, ir, 0, OW, hs, io, ks, pd);
+    return;
+  }
+  maxpool_fwd_cols(xp, yr, ir, 0, f, hs, io, ks, pd);
+  POOL_BLOCKS(o, f, l, n) {
+    if (n == 8)
+      maxpool_vec8(xp, yr, ir, o, hs, io, ks, pd);
+    else
+      maxpool_vec4(xp, yr, ir, o, hs, io, ks, pd);
+    if (o == l) break;
+  }
+  maxpool_fwd_cols(xp, yr, ir, l + n, OW, hs, io, ks, pd);
+}
+
+/* The window sums of the n outputs from ow0 over input rows [h0, h1)
+ * (avgpool_at's order). */
+#define AVGPOOL_VEC(N)                                                       \
+  inline float##N avgpool_vec##N(global const real_t *xp, long ow0, long h0, \
+                                 long h1, long4 io, long4 ks, long4 pd) {    \
+    const long W = io.s1, s = ks.s3, c0 = ow0 * s - pd.s1;                   \
+    float##N acc = 0.0f;                                                     \
+    for (long h = h0; h < h1; h++)                                           \
+      for (long j = 0; j < ks.s1; j++)                                       \
+        acc += pool_taps##N(xp + h * W, c0 + j, s, W);                       \
+    return acc;                                                              \
+  }
+AVGPOOL_VEC(8)
+AVGPOOL_VEC(4)
+
+/* The CPU variant's forward, a row of outputs per work-item (see
+ * maxpool_fwd_row).  Inside the row the windows are kw wide, so one
+ * divisor serves the vectors. */
+inline void avgpool_fwd_row(global const real_t *x, global real_t *y,
+                            size_t row, long4 io, long4 ks, long4 pd, int cip,
+                            int divisor) {
+  long oh, f, l, h0, h1;
+  const size_t plane = pool_plane(row, io.s2, &oh);
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  global real_t *yr = y + row * (size_t)io.s3;
+  const long OW = io.s3;
+  const long n = pool_fwd_span(OW, io.s1, ks.s1, ks.s3, pd.s1, 1, &f, &l);
+  if (n == 0) f = l = OW;
+  for (long ow = 0; ow < f; ow++)
+    STORE(avgpool_at(xp, oh, ow, io, ks, pd, cip, divisor), yr, ow);
+  for (long ow = n ? l + n : OW; ow < OW; ow++)
+    STORE(avgpool_at(xp, oh, ow, io, ks, pd, cip, divisor), yr, ow);
+  if (n == 0) return;
+  const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const float d = avg_divisor(ph * ks.s1, (h1 - h0) * ks.s1, cip, divisor);
+  POOL_BLOCKS(o, f, l, n) {
+    if (n == 8)
+      POOL_STN(8, avgpool_vec8(xp, o, h0, h1, io, ks, pd) / d, yr, o);
+    else
+      POOL_STN(4, avgpool_vec4(xp, o, h0, h1, io, ks, pd) / d, yr, o);
+    if (o == l) break;
+  }
+}
+
+/* Inputs [a, b) of input row h (dx row dr) of average pooling, one at a
+ * time, under output rows [oh0, oh1]: an input's gradient depends on its
+ * output columns only, so neighbours with the same ones (stride > 1)
+ * reuse the sum. */
+inline void avgpool_bwd_cols(global const real_t *gp, global real_t *dr,
+                             long a, long b, long oh0, long oh1, long4 io,
+                             long4 ks, long4 pd, int cip, int divisor) {
+  const long k = ks.s1, s = ks.s3, p = pd.s1;
+  pool_step lo = step_at(p - k + s + a, s), hi = step_at(p + a, s);
+  long c0 = -1, c1 = -1; /* the columns of g */
+  float g = 0.0f;
+  for (long w = a; w < b; w++, step_next(&lo), step_next(&hi)) {
+    const long ow0 = max(0L, lo.q), ow1 = min(io.s3 - 1, hi.q);
+    if (ow0 != c0 || ow1 != c1) {
+      g = avg_grad(gp, oh0, oh1, ow0, ow1, io, ks, pd, cip, divisor);
+      c0 = ow0;
+      c1 = ow1;
+    }
+    STORE(g, dr, w);
+  }
+}
+
+/* The divisor of output row oh's windows that lie inside the row. */
+inline float avg_row_divisor(long oh, long4 io, long4 ks, long4 pd, int cip,
+                             int divisor) {
+  long h0, h1;
+  const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  return avg_divisor(ph * ks.s1, (h1 - h0) * ks.s1, cip, divisor);
+}
+
+/* dx of n = 8 (4) outputs' inputs from input column w: lane l's value to
+ * its s inputs. */
+inline void pool_spread8(float8 g, long s, global real_t *dr, long w) {
+  if (s == 1) {
+    POOL_STN(8, g, dr, w);
+  } else if (s == 2) {
+    POOL_STN(16, (float16)(g.s00112233, g.s44556677), dr, w);
+  } else {
+    POOL_STN(16, g.s0000111122223333, dr, w);
+    POOL_STN(16, g.s4444555566667777, dr, w + 16);
+  }
+}
+
+inline void pool_spread4(float4 g, long s, global real_t *dr, long w) {
+  if (s == 1)
+    POOL_STN(4, g, dr, w);
+  else if (s == 2)
+    POOL_STN(8, g.s00112233, dr, w);
+  else
+    POOL_STN(16, g.s0000111122223333, dr, w);
+}
+
+/* Windows that tile the row (kw = sw, no padding along w): each input of
+ * the blocks has one output column, the same for its sw neighbours: 0
+ * plus dy / divisor of each output row in turn (avg_grad's terms). */
+#define AVG_BWD_MAP(N)                                                       \
+  inline void avgpool_bwd_map##N(global const real_t *gp, global real_t *dr, \
+                                 long o, long oh0, long oh1, long4 io,       \
+                                 long4 ks, long4 pd, int cip, int divisor) { \
+    float##N acc = 0.0f;                                                     \
+    for (long oh = oh0; oh <= oh1; oh++)                                     \
+      acc += POOL_LDN(N, gp + oh * io.s3, o) /                               \
+             avg_row_divisor(oh, io, ks, pd, cip, divisor);                  \
+    pool_spread##N(acc, ks.s3, dr, o * ks.s3);                               \
+  }
+AVG_BWD_MAP(8)
+AVG_BWD_MAP(4)
+
+/* Stride 1 along w: input lanes w0 + l take the kw outputs from w0 + l +
+ * pw - kw + 1 in order, all inside [0, OW); their divisors lane by lane
+ * (the windows at the row's ends are narrower).  The host keeps kh kw
+ * below 2^31 when this runs (int lanes). */
+#define AVG_BWD_GATHER(N)                                                    \
+  inline void avgpool_bwd_gather##N(global const real_t *gp,                 \
+                                    global real_t *dr, long w0, long oh0,    \
+                                    long oh1, long4 io, long4 ks, long4 pd,  \
+                                    int cip, int divisor) {                  \
+    const int W = (int)io.s1, k = (int)ks.s1, p = (int)pd.s1;                \
+    float##N acc = 0.0f;                                                     \
+    for (long oh = oh0; oh <= oh1; oh++) {                                   \
+      long h0, h1;                                                           \
+      const int ph = (int)avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1); \
+      const int kh = (int)(h1 - h0);                                         \
+      global const real_t *gr = gp + oh * io.s3;                             \
+      for (int j = 0; j < k; j++) {                                          \
+        const int c = (int)w0 + p - k + 1 + j;                               \
+        const int##N st = c + POOL_LANES##N - p, en = min(st + k, W + p);    \
+        const int##N kept = min(en, W) - max(st, 0);                         \
+        const float##N d =                                                   \
+            divisor > 0 ? (float##N)((float)divisor)                         \
+                        : convert_float##N(cip ? ph * (en - st) : kh * kept); \
+        acc += POOL_LDN(N, gr, c) / d;                                       \
+      }                                                                      \
+    }                                                                        \
+    POOL_STN(N, acc, dr, w0);                                                \
+  }
+AVG_BWD_GATHER(8)
+AVG_BWD_GATHER(4)
+
+/* Input row `row` of the N C H rows: blocks where the windows tile the
+ * row or the stride is 1 (above), the rest one input at a time. */
 inline void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
                             size_t row, long4 io, long4 ks, long4 pd, int cip,
                             int divisor) {
   const size_t plane = row / (size_t)io.s0;
-  const long h = (long)(row - plane * (size_t)io.s0), W = io.s1;
+  const long h = (long)(row - plane * (size_t)io.s0), W = io.s1, OW = io.s3;
   global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
   const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
   const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
-  pool_step lo, hi;
-  step_window(ks.s1, 1, ks.s3, pd.s1, &lo, &hi);
   global real_t *dr = dx + row * (size_t)W;
-  long c0 = -1, c1 = -1; /* the columns of s */
-  float s = 0.0f;
-  for (long w = 0; w < W; w++, step_next(&lo), step_next(&hi)) {
-    const long ow0 = max(0L, lo.q), ow1 = min(io.s3 - 1, hi.q);
-    if (ow0 != c0 || ow1 != c1) {
-      s = avg_grad(gp, oh0, oh1, ow0, ow1, io, ks, pd, cip, divisor);
-      c0 = ow0;
-      c1 = ow1;
+  const long s = ks.s3, k = ks.s1, p = pd.s1;
+  long n = k == s && p == 0 ? pool_lanes(OW, W, s) : 0;
+  long l = min(OW, W / s) - n;
+  if (n > 0 && l >= 0) { /* tiles: blocks of outputs [0, l + n) */
+    POOL_BLOCKS(o, 0, l, n) {
+      if (n == 8)
+        avgpool_bwd_map8(gp, dr, o, oh0, oh1, io, ks, pd, cip, divisor);
+      else
+        avgpool_bwd_map4(gp, dr, o, oh0, oh1, io, ks, pd, cip, divisor);
+      if (o == l) break;
     }
-    STORE(s, dr, w);
+    avgpool_bwd_cols(gp, dr, (l + n) * s, W, oh0, oh1, io, ks, pd, cip,
+                     divisor);
+    return;
   }
+  n = s == 1 && ks.s0 * k <= INT_MAX && W <= INT_MAX / 2 ? pool_lanes(W, W, 1)
+                                                          : 0;
+  const long f = max(0L, k - 1 - p);
+  l = min(W - n, OW - n - p);
+  if (n == 0 || l < f) {
+    avgpool_bwd_cols(gp, dr, 0, W, oh0, oh1, io, ks, pd, cip, divisor);
+    return;
+  }
+  avgpool_bwd_cols(gp, dr, 0, f, oh0, oh1, io, ks, pd, cip, divisor);
+  POOL_BLOCKS(w, f, l, n) {
+    if (n == 8)
+      avgpool_bwd_gather8(gp, dr, w, oh0, oh1, io, ks, pd, cip, divisor);
+    else
+      avgpool_bwd_gather4(gp, dr, w, oh0, oh1, io, ks, pd, cip, divisor);
+    if (w == l) break;
+  }
+  avgpool_bwd_cols(gp, dr, l + n, W, oh0, oh1, io, ks, pd, cip, divisor);
 }
 
 /* Adaptive: when OH <= H and OW <= W (pooling, not upsampling) an input

@@ -59,6 +59,17 @@ static const pool_case MAX_CASES[] = {
     {1, 2, 7, 12, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* k 3, s 2, p 1 */
     {2, 3, 7, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* OW = 8: quads */
     {1, 2, 6, 8, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},  /* ceil, H even */
+    /* The CPU variant's vectors of 8 (4) outputs: strides 1, 2, 4, odd
+     * widths (the last block moved back, loads ending at the row's end),
+     * padding and dilation outside them, ceil mode; planes of width 1 */
+    {1, 2, 5, 37, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {2, 1, 9, 35, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 3, 5, 34, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},
+    {1, 2, 6, 21, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 8, 44, {4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 1, 6, 22, {5, 5, 4, 4, 2, 2, 1, 1, 0, 1, 0}},  /* 4 lanes */
+    {1, 2, 7, 40, {3, 3, 2, 2, 1, 1, 2, 2, 0, 1, 0}},  /* dilation 2 */
+    {3, 2, 9, 1, {3, 1, 2, 1, 1, 0, 1, 1, 0, 1, 0}},   /* width 1 */
 };
 static const pool_case AVG_CASES[] = {
     {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
@@ -73,6 +84,19 @@ static const pool_case AVG_CASES[] = {
     {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* W % 4 == 0 */
     {1, 2, 5, 12, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
     {1, 2, 4, 8, {2, 2, 2, 2, 0, 0, 1, 1, 1, 0, 3}},  /* 2 x 2, divisor 3 */
+    /* The CPU variant's vectors (see MAX_CASES): tiling windows (the
+     * backward a map), stride 1 (a gather with lane divisors), both
+     * count_include_pad, ceil mode with a partial last window */
+    {1, 2, 5, 37, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 1, 5, 23, {2, 2, 2, 2, 0, 0, 1, 1, 1, 0, 0}},
+    {2, 1, 6, 21, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 1, 6, 21, {3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {1, 2, 4, 13, {5, 5, 1, 1, 2, 2, 1, 1, 0, 0, 0}},
+    {1, 1, 4, 6, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},   /* 4 lanes */
+    {1, 1, 5, 19, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 7}},  /* divisor 7 */
+    {1, 3, 9, 35, {3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}},
+    {1, 2, 8, 44, {4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 0}},
+    {3, 2, 9, 1, {3, 1, 2, 1, 1, 0, 1, 1, 0, 0, 0}},   /* width 1 */
 };
 /* N, C, H, W, OH, OW */
 static const size_t ADA_CASES[][6] = {
@@ -84,6 +108,10 @@ static const size_t ADA_CASES[][6] = {
     {2, 3, 23, 17, 1, 1}, {4, 9, 3, 3, 1, 1},
     /* W a multiple of 4 (4-wide stores), bins not dividing the input */
     {2, 3, 8, 12, 3, 5}, {1, 2, 12, 8, 3, 2},
+    /* bins dividing the input, 1, 2 or 4 wide: the CPU variant's average
+     * pooling vectors */
+    {2, 3, 12, 28, 3, 7}, {1, 2, 6, 16, 3, 8}, {1, 1, 5, 9, 5, 9},
+    {3, 1, 4, 20, 2, 5},
 };
 #define N_MAX (sizeof MAX_CASES / sizeof MAX_CASES[0])
 #define N_AVG (sizeof AVG_CASES / sizeof AVG_CASES[0])

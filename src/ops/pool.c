@@ -617,6 +617,38 @@ static int check_adaptive(rumus_ctx *ctx, const char *op, const char *in_name,
   return RUMUS_OK;
 }
 
+/* CPU variant: bins that divide the input (H = kh OH, W = kw OW) are the
+ * windows of average pooling with kernel = stride = (kh, kw) and no
+ * padding, with the same sums in the same order and the same divisor (kh
+ * kw): its row kernels (`kernel`, over t's N C H rows: y's forward, dx's
+ * backward) give the adaptive kernels' bits, in vectors (cl/pool.cl).
+ * args[0 .. 7) are the adaptive call's; 1 if it ran (*rc its status). */
+static int adaptive_as_avg(rumus_ctx *ctx, const char *op, const char *kernel,
+                           const rumus_tensor *t, const pool_call *c,
+                           const rumus__arg *args, int *rc) {
+  const cl_long H = c->io.s[0], W = c->io.s[1], OH = c->io.s[2],
+                OW = c->io.s[3];
+  /* Bins 1, 2 or 4 wide, at least 4 a row: the vectors' cases (wider
+   * bins, and rows of fewer, ran slower than the adaptive kernels). */
+  const cl_long kw = OW > 0 ? W / OW : 0;
+  if (rumus__gpu_variant(ctx) || H % OH != 0 || W % OW != 0 || OW < 4 ||
+      (kw != 1 && kw != 2 && kw != 4))
+    return 0;
+  pool_call a = *c;
+  a.ks = (cl_long4){{H / OH, W / OW, H / OH, W / OW}};
+  a.pd = (cl_long4){{0, 0, 1, 1}};
+  cl_int cip = 1, div = 0;
+  rumus__arg aa[11];
+  for (int i = 0; i < 7; i++) aa[i] = args[i];
+  aa[7] = RUMUS__ARG(a.ks);
+  aa[8] = RUMUS__ARG(a.pd);
+  aa[9] = RUMUS__ARG(cip);
+  aa[10] = RUMUS__ARG(div);
+  *rc = run_items(ctx, op, t->dtype, kernel,
+                  t->shape[0] * t->shape[1] * t->shape[2], aa, 11, ROWS_WG);
+  return 1;
+}
+
 /* GPU variant, OH = OW = 1: lanes per plane for adaptive_avgpool2d_fwd_o1,
  * a power of two from 1 to the local size, about 8 elements a lane (the
  * sum order follows from the area and the local size alone). */
@@ -665,6 +697,9 @@ int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx, const rumus_tensor *x,
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
                         RUMUS__ARG(y->mem), RUMUS__ARG(yo), RUMUS__ARG(c.io)};
+  int rc;
+  if (adaptive_as_avg(ctx, op, "avgpool2d_fwd_rows", y, &c, args, &rc))
+    return rc;
   return run_items(ctx, op, x->dtype, "adaptive_avgpool2d_fwd", y->numel,
                    args, 7, pool_ls(ctx));
 }
@@ -696,6 +731,9 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
+  int rc;
+  if (adaptive_as_avg(ctx, op, "avgpool2d_bwd_rows", dx, &c, args, &rc))
+    return rc;
   cl_uint8 mg, sv;
   size_t quads;
   cl_int vec;
