@@ -332,14 +332,10 @@ inline void step_next(pool_step *t) {
   }
 }
 
-/* The outputs of an axis whose window holds input 0 (then 1, 2, ...):
- * [lo.q, hi.q] before clipping to [0, o); for a window of taps k,
- * dilation d, stride s, padding p. */
-inline void step_window(long k, long d, long s, long p, pool_step *lo,
-                        pool_step *hi) {
-  *lo = step_at(p - (k - 1) * d + s - 1, s); /* ceil((w + p - (k-1) d) / s) */
-  *hi = step_at(p, s);                       /* floor((w + p) / s) */
-}
+/* The outputs of an axis whose window holds input w (then w + 1, ...)
+ * are [lo.q, hi.q] before clipping to [0, o), for windows of k taps d
+ * apart, stride s, padding p: lo = step_at(w + p - (k - 1) d + s - 1, s)
+ * (a ceiling) and hi = step_at(w + p, s). */
 
 /* Whether t names an element of the window whose first tap is (hs, ws)
  * (hits_h: that window's rows meet the image), or is -1 for an empty
@@ -358,14 +354,15 @@ inline int maxpool_row_ok(int t, long hs, long ws, int hits_h, long4 io,
          b / pd.s3 < ks.s1;
 }
 
-/* Checks the indices of output row oh (input row h's share, see the
- * header) without a 64-bit division per index. */
-inline void maxpool_check_row(global const int *ip, size_t plane, long oh,
-                              long4 io, long4 ks, long4 pd,
-                              volatile global int *status) {
+/* Checks the indices of outputs [a, b) of output row oh (input row h's
+ * share, see the header) without a 64-bit division per index. */
+inline void maxpool_check_cols(global const int *ip, size_t plane, long oh,
+                               long a, long b, long4 io, long4 ks, long4 pd,
+                               volatile global int *status) {
+  if (a >= b) return; /* (pool_axis_hits divides) */
   const long hs = oh * ks.s2 - pd.s0;
   const int hits_h = pool_axis_hits(hs, ks.s0, pd.s2, io.s0);
-  for (long ow = 0; ow < io.s3; ow++) {
+  for (long ow = a; ow < b; ow++) {
     const long j = oh * io.s3 + ow;
     const int t = ip[j];
     if (!maxpool_row_ok(t, hs, ow * ks.s3 - pd.s1, hits_h, io, ks, pd))
@@ -405,24 +402,20 @@ inline void maxpool_bwd_plane(global const float *dy, global const int *idx,
   }
 }
 
-inline void maxpool_bwd_row(global const real_t *dy, global const int *idx,
-                            global real_t *dx, size_t row, long4 io, long4 ks,
-                            long4 pd, volatile global int *status) {
-  const size_t plane = row / (size_t)io.s0;
-  const long h = (long)(row - plane * (size_t)io.s0), W = io.s1;
-  const size_t out0 = plane * (size_t)(io.s2 * io.s3);
-  global const int *ip = idx + out0;
-  global const real_t *gp = dy + out0;
-  for (long oh = h; oh < io.s2; oh += io.s0)
-    maxpool_check_row(ip, plane, oh, io, ks, pd, status);
-  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
-  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+/* Inputs [a, b) of input row h (dx row dr) of max pooling, one at a
+ * time, under output rows [oh0, oh1] of the plane's indices ip and dy gp:
+ * each sums the dy of the outputs whose index it is. */
+inline void maxpool_bwd_cols(global const int *ip, global const real_t *gp,
+                             global real_t *dr, long h, long a, long b,
+                             long oh0, long oh1, long4 io, long4 ks,
+                             long4 pd) {
+  const long W = io.s1, k = ks.s1, s = ks.s3, p = pd.s1, d = pd.s3;
   const int dilated = pd.s2 != 1 || pd.s3 != 1;
-  pool_step lo, hi;
-  step_window(ks.s1, pd.s3, ks.s3, pd.s1, &lo, &hi);
-  global real_t *dr = dx + row * (size_t)W;
+  if (a >= b) return; /* (step_at divides) */
+  pool_step lo = step_at(p - (k - 1) * d + s - 1 + a, s),
+            hi = step_at(p + a, s);
   const int qh = (int)(h * W);
-  for (long w = 0; w < W; w++, step_next(&lo), step_next(&hi)) {
+  for (long w = a; w < b; w++, step_next(&lo), step_next(&hi)) {
     const long ow0 = max(0L, lo.q), ow1 = min(io.s3 - 1, hi.q);
     const int q = qh + (int)w;
     float s = 0.0f;
@@ -594,10 +587,10 @@ inline void maxpool_fwd_cols(global const real_t *xp, global real_t *yr,
 /* The CPU variant's forward: output row `row` of the N C OH rows, one
  * division per row instead of per element, the same windows. */
 inline void maxpool_fwd_row(global const real_t *x, global real_t *y,
-                            global int *idx, size_t row, long4 io, long4 ks,
-                            long4 pd) {
-  long oh, f, l;
-  const size_t plane = pool_plane(row, io.s2, &oh);
+                            global int *idx, size_t plane, long oh, long4 io,
+                            long4 ks, long4 pd) {
+  long f, l;
+  const size_t row = plane * (size_t)io.s2 + (size_t)oh;
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
   global real_t *yr = y + row * (size_t)io.s3;
   global int *ir = idx + row * (size_t)io.s3;
@@ -637,10 +630,10 @@ AVGPOOL_VEC(4)
  * maxpool_fwd_row).  Inside the row the windows are kw wide, so one
  * divisor serves the vectors. */
 inline void avgpool_fwd_row(global const real_t *x, global real_t *y,
-                            size_t row, long4 io, long4 ks, long4 pd, int cip,
-                            int divisor) {
-  long oh, f, l, h0, h1;
-  const size_t plane = pool_plane(row, io.s2, &oh);
+                            size_t plane, long oh, long4 io, long4 ks,
+                            long4 pd, int cip, int divisor) {
+  long f, l, h0, h1;
+  const size_t row = plane * (size_t)io.s2 + (size_t)oh;
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
   global real_t *yr = y + row * (size_t)io.s3;
   const long OW = io.s3;
@@ -670,6 +663,7 @@ inline void avgpool_bwd_cols(global const real_t *gp, global real_t *dr,
                              long a, long b, long oh0, long oh1, long4 io,
                              long4 ks, long4 pd, int cip, int divisor) {
   const long k = ks.s1, s = ks.s3, p = pd.s1;
+  if (a >= b) return; /* (step_at divides) */
   pool_step lo = step_at(p - k + s + a, s), hi = step_at(p + a, s);
   long c0 = -1, c1 = -1; /* the columns of g */
   float g = 0.0f;
@@ -764,10 +758,10 @@ AVG_BWD_GATHER(4)
 /* Input row `row` of the N C H rows: blocks where the windows tile the
  * row or the stride is 1 (above), the rest one input at a time. */
 inline void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
-                            size_t row, long4 io, long4 ks, long4 pd, int cip,
-                            int divisor) {
-  const size_t plane = row / (size_t)io.s0;
-  const long h = (long)(row - plane * (size_t)io.s0), W = io.s1, OW = io.s3;
+                            size_t plane, long h, long4 io, long4 ks,
+                            long4 pd, int cip, int divisor) {
+  const size_t row = plane * (size_t)io.s0 + (size_t)h;
+  const long W = io.s1, OW = io.s3;
   global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
   const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
   const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
@@ -806,21 +800,137 @@ inline void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
   avgpool_bwd_cols(gp, dr, l + n, W, oh0, oh1, io, ks, pd, cip, divisor);
 }
 
+/* The index check of 8 outputs from o of output row oh whose windows lie
+ * inside the row, without dilation: t is in output ow's window iff t -
+ * ((hs + i) W + ws) is in [0, kw) for one of its rows hs + i inside the
+ * image (no division; maxpool_row_ok's answer).  When a lane fails,
+ * maxpool_check_cols checks outputs `from` (not yet checked) to o + 8
+ * again and reports. */
+inline void maxpool_check_vec(global const int *ip, size_t plane, long oh,
+                              long o, long from, long4 io, long4 ks, long4 pd,
+                              volatile global int *status) {
+  const long hs = oh * ks.s2 - pd.s0, W = io.s1;
+  const int8 t = vload8(0, ip + oh * io.s3 + o);
+  const int8 ws = (int)(o * ks.s3 - pd.s1) + POOL_LANES8 * (int)ks.s3;
+  int8 ok = 0;
+  for (long i = 0; i < ks.s0; i++) {
+    const long r = hs + i;
+    if (r < 0 || r >= io.s0) continue;
+    const int8 off = t - ((int)(r * W) + ws);
+    ok |= off >= 0 && off < (int)ks.s1;
+  }
+  if (!all(ok))
+    maxpool_check_cols(ip, plane, oh, from, o + 8, io, ks, pd, status);
+}
+
+/* Checks the indices of output row oh: 8 at a time where the windows lie
+ * inside the row (no dilation; the last block moved back to end there),
+ * the rest one at a time; each index is reported at most once. */
+inline void maxpool_check_row(global const int *ip, size_t plane, long oh,
+                              long4 io, long4 ks, long4 pd,
+                              volatile global int *status) {
+  const long s = ks.s3, p = pd.s1, r = io.s1 - ks.s1 + p, OW = io.s3;
+  const long f = (p + s - 1) / s;
+  const long e = pd.s2 == 1 && pd.s3 == 1 && r >= 0 ? min(OW, r / s + 1) : 0;
+  if (f + 8 > e) {
+    maxpool_check_cols(ip, plane, oh, 0, OW, io, ks, pd, status);
+    return;
+  }
+  maxpool_check_cols(ip, plane, oh, 0, f, io, ks, pd, status);
+  long from = f;
+  POOL_BLOCKS(o, f, e - 8, 8) {
+    maxpool_check_vec(ip, plane, oh, o, from, io, ks, pd, status);
+    from = o + 8;
+    if (o == e - 8) break;
+  }
+  maxpool_check_cols(ip, plane, oh, e, OW, io, ks, pd, status);
+}
+
+/* Max pooling's backward, windows 2 or 3 wide of stride 2 along w (no
+ * dilation, padding 0 or 1): a block of 8 outputs m0 .. m0 + 7 covers the
+ * 16 inputs from b = 2 m0 - pw; lane l's even input b + 2 l lies in
+ * output m0 + l's window (and, 3 wide, in m0 + l - 1's before it), its
+ * odd input b + 2 l + 1 in m0 + l's only.  Each adds dy where the index
+ * names it, or +0, output rows then outputs in order (maxpool_bwd_cols's
+ * terms); the two vectors are interleaved into one 16-wide store. */
+inline void maxpool_bwd_vec(global const int *ip, global const real_t *gp,
+                            global real_t *dr, long h, long m0, long oh0,
+                            long oh1, long4 io, long4 ks, long4 pd) {
+  const long b = 2 * m0 - pd.s1, OW = io.s3;
+  const int8 qe = (int)(h * io.s1 + b) + 2 * POOL_LANES8, qo = qe + 1;
+  float8 e = 0.0f, o = 0.0f;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    global const int *ir = ip + oh * OW + m0;
+    global const real_t *gr = gp + oh * OW + m0;
+    const int8 t = vload8(0, ir);
+    const float8 g = POOL_LDN(8, gr, 0);
+    if (ks.s1 == 3) {
+      const int8 tp = vload8(0, ir - 1);
+      e += select((float8)0.0f, POOL_LDN(8, gr, -1), tp == qe);
+    }
+    e += select((float8)0.0f, g, t == qe);
+    o += select((float8)0.0f, g, t == qo);
+  }
+  const float16 eo = (float16)(e, o);
+  POOL_STN(16, eo.s08192a3b4c5d6e7f, dr, b);
+}
+
+/* The blocks' first and last m0 for maxpool_bwd_vec (inputs inside the
+ * row, every output of their windows present); 0 where there are none or
+ * the windows are not of its kind (the host's max_bwd_vec mirrors it). */
+inline int maxpool_bwd_span(long4 io, long4 ks, long4 pd, long *f, long *l) {
+  const long k = ks.s1, p = pd.s1;
+  if (ks.s3 != 2 || (k != 2 && k != 3) || pd.s2 != 1 || pd.s3 != 1 || p > 1)
+    return 0;
+  *f = k == 3 || p == 1 ? 1 : 0;
+  *l = min((io.s1 - 16 + p) / 2, io.s3 - 8);
+  return io.s1 >= 16 && *l >= *f;
+}
+
+/* Input row `row` of the N C H rows: checks the indices of output rows
+ * h, h + H, ..., then sums (vector blocks where maxpool_bwd_span finds
+ * them, the rest one input at a time). */
+inline void maxpool_bwd_row(global const real_t *dy, global const int *idx,
+                            global real_t *dx, size_t plane, long h, long4 io,
+                            long4 ks, long4 pd, volatile global int *status) {
+  const size_t row = plane * (size_t)io.s0 + (size_t)h;
+  const long W = io.s1;
+  const size_t out0 = plane * (size_t)(io.s2 * io.s3);
+  global const int *ip = idx + out0;
+  global const real_t *gp = dy + out0;
+  for (long oh = h; oh < io.s2; oh += io.s0)
+    maxpool_check_row(ip, plane, oh, io, ks, pd, status);
+  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
+  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+  global real_t *dr = dx + row * (size_t)W;
+  long f, l;
+  if (!maxpool_bwd_span(io, ks, pd, &f, &l)) {
+    maxpool_bwd_cols(ip, gp, dr, h, 0, W, oh0, oh1, io, ks, pd);
+    return;
+  }
+  maxpool_bwd_cols(ip, gp, dr, h, 0, 2 * f - pd.s1, oh0, oh1, io, ks, pd);
+  POOL_BLOCKS(m, f, l, 8) {
+    maxpool_bwd_vec(ip, gp, dr, h, m, oh0, oh1, io, ks, pd);
+    if (m == l) break;
+  }
+  maxpool_bwd_cols(ip, gp, dr, h, 2 * l - pd.s1 + 16, W, oh0, oh1, io, ks,
+                   pd);
+}
+
 /* Adaptive: when OH <= H and OW <= W (pooling, not upsampling) an input
  * lies in at most two bins per axis (bins are at least one input long
  * and overlap by at most one).  The row's bins (oh, height) are found
  * once; the column's two candidate bins slide along w, each bin's bounds
  * computed once per row.  Upsampling falls back to the element kernel. */
 inline void adaptive_bwd_row(global const real_t *dy, global real_t *dx,
-                             size_t row, long4 io) {
+                             size_t plane, long h, long4 io) {
   const long H = io.s0, W = io.s1, OH = io.s2, OW = io.s3;
+  const size_t row = plane * (size_t)H + (size_t)h;
   if (OH > H || OW > W) {
     for (long w = 0; w < W; w++)
       adaptive_bwd_item(dy, dx, row * (size_t)W + (size_t)w, io);
     return;
   }
-  const size_t plane = row / (size_t)H;
-  const long h = (long)(row - plane * (size_t)H);
   global const real_t *gp = dy + plane * (size_t)(OH * OW);
   long bo[2], bh[2];
   int nb = 0;
@@ -1634,31 +1744,49 @@ void adaptive_avgpool2d_bwd(ulong n, ulong base, global const real_t *dy,
   adaptive_bwd_item(dy + dyo, dx + dxo, item, io);
 }
 
-/* CPU variant: work-item g of a launch takes row base + g of the N C OH
- * output rows (forwards) or of the N C H input rows (backwards). */
+/* CPU variant: work-item g of a launch takes rows (base + g) rpw ... of
+ * the `rows` rows, N C OH output rows (forwards) or N C H input rows
+ * (backwards), of planes of `height` rows: one division for the first
+ * row's plane, then counters.  A work-item per row spent as long on its
+ * setup (divisions, spans) as on rows of 14 to 28 elements. */
+#define POOL_ROWS(height, call)                                              \
+  POOL_ITEM(n, base);                                                        \
+  const size_t r0_ = item * (size_t)rpw;                                     \
+  const size_t r1_ = min(r0_ + (size_t)rpw, (size_t)rows);                   \
+  long h_;                                                                   \
+  size_t plane_ = pool_plane(r0_, (height), &h_);                            \
+  for (size_t r_ = r0_; r_ < r1_; r_++) {                                    \
+    call;                                                                    \
+    if (++h_ == (height)) {                                                  \
+      h_ = 0;                                                                \
+      plane_++;                                                              \
+    }                                                                        \
+  }
+
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void maxpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
                         global real_t *y, ulong yo, global int *idx, ulong io_,
-                        long4 io, long4 ks, long4 pd) {
-  POOL_ITEM(n, base);
-  maxpool_fwd_row(x + xo, y + yo, idx + io_, item, io, ks, pd);
+                        long4 io, long4 ks, long4 pd, ulong rows, uint rpw) {
+  POOL_ROWS(io.s2, maxpool_fwd_row(x + xo, y + yo, idx + io_, plane_, h_, io,
+                                   ks, pd));
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
                         global real_t *y, ulong yo, long4 io, long4 ks,
-                        long4 pd, int cip, int divisor) {
-  POOL_ITEM(n, base);
-  avgpool_fwd_row(x + xo, y + yo, item, io, ks, pd, cip, divisor);
+                        long4 pd, int cip, int divisor, ulong rows, uint rpw) {
+  POOL_ROWS(io.s2, avgpool_fwd_row(x + xo, y + yo, plane_, h_, io, ks, pd, cip,
+                                   divisor));
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void maxpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         ulong dyo, global const int *idx, ulong io_,
                         global real_t *dx, ulong dxo, long4 io, long4 ks,
-                        long4 pd, volatile global int *status) {
-  POOL_ITEM(n, base);
-  maxpool_bwd_row(dy + dyo, idx + io_, dx + dxo, item, io, ks, pd, status);
+                        long4 pd, volatile global int *status, ulong rows,
+                        uint rpw) {
+  POOL_ROWS(io.s0, maxpool_bwd_row(dy + dyo, idx + io_, dx + dxo, plane_, h_,
+                                   io, ks, pd, status));
 }
 
 /* 1 in the F32 program: maxpool2d_bwd_planes works on floats. */
@@ -1681,18 +1809,19 @@ void maxpool2d_bwd_planes(ulong n, ulong base, global const real_t *dy,
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
-                        long4 ks, long4 pd, int cip, int divisor) {
-  POOL_ITEM(n, base);
-  avgpool_bwd_row(dy + dyo, dx + dxo, item, io, ks, pd, cip, divisor);
+                        long4 ks, long4 pd, int cip, int divisor, ulong rows,
+                        uint rpw) {
+  POOL_ROWS(io.s0, avgpool_bwd_row(dy + dyo, dx + dxo, plane_, h_, io, ks, pd,
+                                   cip, divisor));
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void adaptive_avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                                  ulong dyo, global real_t *dx, ulong dxo,
-                                 long4 io) {
-  POOL_ITEM(n, base);
-  adaptive_bwd_row(dy + dyo, dx + dxo, item, io);
+                                 long4 io, ulong rows, uint rpw) {
+  POOL_ROWS(io.s0, adaptive_bwd_row(dy + dyo, dx + dxo, plane_, h_, io));
 }
+#undef POOL_ROWS
 
 /* GPU variant, OH = OW = 1: work-group g of a launch takes planes
  * (first + g) (WG / rt) + lid / rt of `planes`. */

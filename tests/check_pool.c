@@ -70,6 +70,11 @@ static const pool_case MAX_CASES[] = {
     {1, 1, 6, 22, {5, 5, 4, 4, 2, 2, 1, 1, 0, 1, 0}},  /* 4 lanes */
     {1, 2, 7, 40, {3, 3, 2, 2, 1, 1, 2, 2, 0, 1, 0}},  /* dilation 2 */
     {3, 2, 9, 1, {3, 1, 2, 1, 1, 0, 1, 1, 0, 1, 0}},   /* width 1 */
+    {1, 2, 4, 33, {2, 2, 2, 2, 1, 1, 1, 1, 0, 1, 0}},  /* k 2, p 1 */
+    {1, 1, 5, 36, {3, 3, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* k 3, p 0 */
+    {1, 1, 3, 66, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},  /* F32 rows, W 66 */
+    /* over 512 rows: several rows a work-item, across planes */
+    {4, 20, 13, 9, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
 };
 static const pool_case AVG_CASES[] = {
     {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
@@ -97,6 +102,9 @@ static const pool_case AVG_CASES[] = {
     {1, 3, 9, 35, {3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}},
     {1, 2, 8, 44, {4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 0}},
     {3, 2, 9, 1, {3, 1, 2, 1, 1, 0, 1, 1, 0, 0, 0}},   /* width 1 */
+    /* over 512 rows: several rows a work-item, across planes */
+    {4, 20, 13, 9, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 20, 13, 12, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
 };
 /* N, C, H, W, OH, OW */
 static const size_t ADA_CASES[][6] = {
@@ -112,6 +120,9 @@ static const size_t ADA_CASES[][6] = {
      * pooling vectors */
     {2, 3, 12, 28, 3, 7}, {1, 2, 6, 16, 3, 8}, {1, 1, 5, 9, 5, 9},
     {3, 1, 4, 20, 2, 5},
+    /* over 512 rows (several a work-item, across planes), as average
+     * pooling and not */
+    {4, 40, 6, 8, 6, 4}, {4, 40, 7, 5, 3, 2},
 };
 #define N_MAX (sizeof MAX_CASES / sizeof MAX_CASES[0])
 #define N_AVG (sizeof AVG_CASES / sizeof AVG_CASES[0])
@@ -182,6 +193,23 @@ static void run_setup(rumus_ctx *ctx, run *r, rumus_dtype d,
   r->tidx = with_idx ? tu_tensor(ctx, RUMUS_I32, 4, out, NULL) : NULL;
 }
 
+/* Fills t with the byte 0x7f (F16 NaN, a huge float or int32): a variant
+ * must write every output itself, not keep the other's. */
+static void poison(rumus_tensor *t) {
+  if (t == NULL) return;
+  const size_t bytes = rumus_tensor_nbytes(t);
+  unsigned char *b = tu_malloc(bytes);
+  memset(b, 0x7f, bytes);
+  ck_assert_int_eq(rumus_tensor_upload(t, b, bytes), RUMUS_OK);
+  free(b);
+}
+
+static void run_poison(run *r) {
+  poison(r->ty);
+  poison(r->tdx);
+  poison(r->tidx);
+}
+
 static void run_free(run *r) {
   free(r->x);
   free(r->dy);
@@ -220,6 +248,7 @@ static void max_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
   float *prev[2] = {NULL, NULL};
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
+    run_poison(&r);
     char name[96];
     TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, r.tx, r.ty, r.tidx));
     TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, r.tdy, r.tidx, r.tdx));
@@ -268,6 +297,7 @@ static void avg_variants(rumus_ctx *ctx, run *r, const rumus_pool2d_params *p,
   float *prev[2] = {NULL, NULL};
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
+    run_poison(r);
     char name[96];
     if (p) {
       TU_OK(ctx, rumus_avgpool2d_fwd(ctx, p, r->tx, r->ty));

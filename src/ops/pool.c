@@ -72,6 +72,29 @@ static int run_items(rumus_ctx *ctx, const char *op, rumus_dtype storage,
   return RUMUS_OK;
 }
 
+/* The CPU variant's row kernel `kernel` over the N C H rows of t (H:
+ * t's axis 2; the output of a forward, dx of a backward), rows per
+ * work-item for about 2048 elements of t (at most 64 rows), fewer where
+ * that would leave under 256 work-items: args[0 .. na) (2 left for
+ * run_items), then the number of rows and the rows per work-item. */
+static int run_row_items(rumus_ctx *ctx, const char *op, const char *kernel,
+                         const rumus_tensor *t, const rumus__arg *args,
+                         size_t na) {
+  const size_t rows = t->shape[0] * t->shape[1] * t->shape[2];
+  const size_t len = t->shape[3] > 0 ? t->shape[3] : 1;
+  size_t per = (2048 + len - 1) / len;
+  if (per > 64) per = 64;
+  while (per > 1 && (rows + per - 1) / per < 256) per /= 2;
+  cl_ulong nr = rows;
+  cl_uint rpw = (cl_uint)per;
+  rumus__arg a[16];
+  for (size_t i = 0; i < na; i++) a[i] = args[i];
+  a[na] = RUMUS__ARG(nr);
+  a[na + 1] = RUMUS__ARG(rpw);
+  return run_items(ctx, op, t->dtype, kernel, (rows + per - 1) / per, a,
+                   na + 2, ROWS_WG);
+}
+
 /* On the GPU variant `kernel` over the elements of t (the output of a
  * forward, dx of a backward); on the CPU variant `kernel`_rows over t's
  * N C H rows (cl/pool.cl says why). */
@@ -82,8 +105,7 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *kernel,
                      pool_ls(ctx));
   char rows[64];
   snprintf(rows, sizeof rows, "%s_rows", kernel);
-  return run_items(ctx, op, t->dtype, rows,
-                   t->shape[0] * t->shape[1] * t->shape[2], args, na, ROWS_WG);
+  return run_row_items(ctx, op, rows, t, args, na);
 }
 
 /* ---- Parameters and shapes -------------------------------------------- */
@@ -435,6 +457,22 @@ static int run_fwd_quads(rumus_ctx *ctx, const char *op, const char *kernel,
 
 /* ---- Max pooling -------------------------------------------------------- */
 
+/* 1 if the CPU variant's max backward rows gather in vectors (cl/pool.cl's
+ * maxpool_bwd_span): windows 2 or 3 wide of stride 2 along w, padding at
+ * most 1, no dilation, and room for a block of 8 outputs; and rows of at
+ * least 64, where they beat the scatter by planes (on rows of 28 their
+ * setup took twice the scatter's time). */
+static int max_bwd_vec(const pool_call *c) {
+  const cl_long k = c->ks.s[1], p = c->pd.s[1], W = c->io.s[1],
+                OW = c->io.s[3];
+  if (c->ks.s[3] != 2 || (k != 2 && k != 3) || c->pd.s[2] != 1 ||
+      c->pd.s[3] != 1 || p > 1 || W < 64)
+    return 0;
+  const cl_long f = k == 3 || p == 1 ? 1 : 0;
+  const cl_long l1 = (W - 16 + p) / 2, l2 = OW - 8;
+  return (l1 < l2 ? l1 : l2) >= f;
+}
+
 int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *x, rumus_tensor *y,
                         rumus_tensor *indices) {
@@ -514,8 +552,9 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   }
   /* CPU variant, F32: a plane per work-item, scattered in output order
    * (cl/pool.cl's maxpool_bwd_plane; the rows' gathers ran at a tenth of
-   * an OpenMP scatter loop's speed on PoCL). */
-  if (!rumus__gpu_variant(ctx) && dx->dtype == RUMUS_F32)
+   * an OpenMP scatter loop's speed on PoCL), but where the rows gather in
+   * vectors. */
+  if (!rumus__gpu_variant(ctx) && dx->dtype == RUMUS_F32 && !max_bwd_vec(&c))
     return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_planes",
                      dx->shape[0] * dx->shape[1], args, 12, ROWS_WG);
   return run_rows(ctx, op, "maxpool2d_bwd", dx, args, 12);
@@ -644,8 +683,7 @@ static int adaptive_as_avg(rumus_ctx *ctx, const char *op, const char *kernel,
   aa[8] = RUMUS__ARG(a.pd);
   aa[9] = RUMUS__ARG(cip);
   aa[10] = RUMUS__ARG(div);
-  *rc = run_items(ctx, op, t->dtype, kernel,
-                  t->shape[0] * t->shape[1] * t->shape[2], aa, 11, ROWS_WG);
+  *rc = run_row_items(ctx, op, kernel, t, aa, 11);
   return 1;
 }
 
