@@ -25,13 +25,16 @@
  * takes element base + g; padding work-items (g >= n) return.  The host
  * launches at most 2^30 work-items at a time (base counts the earlier
  * ones).  Nothing is reduced across work-items; the GPU variant runs
- * these element kernels, the CPU variant row kernels (one work-item per
- * output row for the max and average forwards, per input row for the
+ * these element kernels, the CPU variant row kernels (consecutive output
+ * rows a work-item for the max and average forwards, input rows for the
  * backwards: one division per row instead of several per element, 1.4 to
- * 5 times faster on PoCL), which visit the same terms in the same order:
- * the same bits.  The adaptive forward is element-wise on both, but for
- * OH = OW = 1 on the GPU variant: a row reduction per plane and a
- * broadcast backward (adaptive_*_o1, below).  When every index fits in 32
+ * 5 times faster on PoCL; 8 outputs a vector where they can, below),
+ * which visit the same terms in the same order: the same bits.  The
+ * adaptive forward is element-wise on both, but for OH = OW = 1: a row
+ * reduction per plane and a broadcast backward (adaptive_*_o1 on the GPU
+ * variant, adaptive_*_planes on the CPU variant, below), and on the CPU
+ * variant bins that divide the input 1, 2 or 4 wide run as average
+ * pooling (pool.c says why).  When every index fits in 32
  * bits the GPU variant runs quads instead of the element kernels (a
  * work-item per 4 outputs or 4 inputs, the same terms in the same order:
  * the same bits; *_quad, below).
@@ -915,6 +918,37 @@ inline void maxpool_bwd_row(global const real_t *dy, global const int *idx,
   }
   maxpool_bwd_cols(ip, gp, dr, h, 2 * l - pd.s1 + 16, W, oh0, oh1, io, ks,
                    pd);
+}
+
+/* ---- CPU variant: adaptive pooling to 1 x 1 ------------------------------
+ * The one bin is the whole plane.  The element kernel added it in one
+ * chain, an add's latency per element (0.23x the OpenMP peer at 56 x 56);
+ * here a work-item adds its plane in 4 float8 chains (lane l of chain c:
+ * the elements 32 b + 8 c + l), the 8-element blocks left into the first,
+ * the chains and lanes in a fixed tree, then the last elements in order:
+ * an order fixed by the area, the same bits run to run (neither the GPU
+ * variant's tree nor the element kernel's chain).  The backward writes 0
+ * + dy / area, the gathers' value, over the plane in float8 stores. */
+inline float adaptive_plane_sum(global const real_t *xp, size_t area) {
+  float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  size_t i = 0;
+  for (; i + 32 <= area; i += 32) {
+    a0 += POOL_LDN(8, xp, i);
+    a1 += POOL_LDN(8, xp, i + 8);
+    a2 += POOL_LDN(8, xp, i + 16);
+    a3 += POOL_LDN(8, xp, i + 24);
+  }
+  for (; i + 8 <= area; i += 8) a0 += POOL_LDN(8, xp, i);
+  float s = rumus_hsum8((a0 + a1) + (a2 + a3));
+  for (; i < area; i++) s += LOAD(xp, i);
+  return s;
+}
+
+inline void adaptive_plane_fill(global real_t *dp, size_t area, float v) {
+  const float8 v8 = v;
+  size_t i = 0;
+  for (; i + 8 <= area; i += 8) POOL_STN(8, v8, dp, i);
+  for (; i < area; i++) STORE(v, dp, i);
 }
 
 /* Adaptive: when OH <= H and OW <= W (pooling, not upsampling) an input
@@ -1822,6 +1856,32 @@ void adaptive_avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
   POOL_ROWS(io.s0, adaptive_bwd_row(dy + dyo, dx + dxo, plane_, h_, io));
 }
 #undef POOL_ROWS
+
+/* CPU variant, OH = OW = 1: work-item g of a launch takes planes (base +
+ * g) ppw ... of `planes`, each of `area` elements. */
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void adaptive_avgpool2d_fwd_planes(ulong n, ulong base, global const real_t *x,
+                                   ulong xo, global real_t *y, ulong yo,
+                                   ulong area, ulong planes, uint ppw) {
+  POOL_ITEM(n, base);
+  const size_t p1 = min((item + 1) * (size_t)ppw, (size_t)planes);
+  for (size_t p = item * (size_t)ppw; p < p1; p++)
+    STORE(adaptive_plane_sum(x + xo + p * (size_t)area, (size_t)area) /
+              (float)area,
+          y + yo, p);
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void adaptive_avgpool2d_bwd_planes(ulong n, ulong base,
+                                   global const real_t *dy, ulong dyo,
+                                   global real_t *dx, ulong dxo, ulong area,
+                                   ulong planes, uint ppw) {
+  POOL_ITEM(n, base);
+  const size_t p1 = min((item + 1) * (size_t)ppw, (size_t)planes);
+  for (size_t p = item * (size_t)ppw; p < p1; p++)
+    adaptive_plane_fill(dx + dxo + p * (size_t)area, (size_t)area,
+                        0.0f + LOAD(dy + dyo, p) / (float)area);
+}
 
 /* GPU variant, OH = OW = 1: work-group g of a launch takes planes
  * (first + g) (WG / rt) + lid / rt of `planes`. */

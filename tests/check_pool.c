@@ -123,6 +123,9 @@ static const size_t ADA_CASES[][6] = {
     /* over 512 rows (several a work-item, across planes), as average
      * pooling and not */
     {4, 40, 6, 8, 6, 4}, {4, 40, 7, 5, 3, 2},
+    /* to 1 x 1 over 512 planes: the CPU variant's plane kernels take
+     * several a work-item */
+    {8, 80, 3, 5, 1, 1},
 };
 #define N_MAX (sizeof MAX_CASES / sizeof MAX_CASES[0])
 #define N_AVG (sizeof AVG_CASES / sizeof AVG_CASES[0])

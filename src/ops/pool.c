@@ -72,16 +72,16 @@ static int run_items(rumus_ctx *ctx, const char *op, rumus_dtype storage,
   return RUMUS_OK;
 }
 
-/* The CPU variant's row kernel `kernel` over the N C H rows of t (H:
- * t's axis 2; the output of a forward, dx of a backward), rows per
- * work-item for about 2048 elements of t (at most 64 rows), fewer where
- * that would leave under 256 work-items: args[0 .. na) (2 left for
- * run_items), then the number of rows and the rows per work-item. */
+/* The CPU variant's row (or plane) kernel `kernel` of `storage` over
+ * `rows` rows of len elements (of the output of a forward, dx of a
+ * backward), rows per work-item for about 2048 elements (at most 64
+ * rows), fewer where that would leave under 256 work-items: args[0 ..
+ * na) (2 left for run_items), then the number of rows and the rows per
+ * work-item. */
 static int run_row_items(rumus_ctx *ctx, const char *op, const char *kernel,
-                         const rumus_tensor *t, const rumus__arg *args,
-                         size_t na) {
-  const size_t rows = t->shape[0] * t->shape[1] * t->shape[2];
-  const size_t len = t->shape[3] > 0 ? t->shape[3] : 1;
+                         rumus_dtype storage, size_t rows, size_t len,
+                         const rumus__arg *args, size_t na) {
+  if (len == 0) len = 1;
   size_t per = (2048 + len - 1) / len;
   if (per > 64) per = 64;
   while (per > 1 && (rows + per - 1) / per < 256) per /= 2;
@@ -91,8 +91,17 @@ static int run_row_items(rumus_ctx *ctx, const char *op, const char *kernel,
   for (size_t i = 0; i < na; i++) a[i] = args[i];
   a[na] = RUMUS__ARG(nr);
   a[na + 1] = RUMUS__ARG(rpw);
-  return run_items(ctx, op, t->dtype, kernel, (rows + per - 1) / per, a,
+  return run_items(ctx, op, storage, kernel, (rows + per - 1) / per, a,
                    na + 2, ROWS_WG);
+}
+
+/* run_row_items over the N C H rows of t (H: t's axis 2). */
+static int run_t_rows(rumus_ctx *ctx, const char *op, const char *kernel,
+                      const rumus_tensor *t, const rumus__arg *args,
+                      size_t na) {
+  return run_row_items(ctx, op, kernel, t->dtype,
+                       t->shape[0] * t->shape[1] * t->shape[2], t->shape[3],
+                       args, na);
 }
 
 /* On the GPU variant `kernel` over the elements of t (the output of a
@@ -105,7 +114,7 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *kernel,
                      pool_ls(ctx));
   char rows[64];
   snprintf(rows, sizeof rows, "%s_rows", kernel);
-  return run_row_items(ctx, op, rows, t, args, na);
+  return run_t_rows(ctx, op, rows, t, args, na);
 }
 
 /* ---- Parameters and shapes -------------------------------------------- */
@@ -683,7 +692,7 @@ static int adaptive_as_avg(rumus_ctx *ctx, const char *op, const char *kernel,
   aa[8] = RUMUS__ARG(a.pd);
   aa[9] = RUMUS__ARG(cip);
   aa[10] = RUMUS__ARG(div);
-  *rc = run_row_items(ctx, op, kernel, t, aa, 11);
+  *rc = run_t_rows(ctx, op, kernel, t, aa, 11);
   return 1;
 }
 
@@ -732,6 +741,14 @@ int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx, const rumus_tensor *x,
   if (rumus__gpu_variant(ctx) && y->shape[2] == 1 && y->shape[3] == 1)
     return adaptive_fwd_o1(ctx, op, x, y);
   cl_ulong xo = rumus__off(x), yo = rumus__off(y);
+  if (y->shape[2] == 1 && y->shape[3] == 1) { /* CPU variant: a plane sum */
+    cl_ulong area = x->shape[2] * x->shape[3];
+    const rumus__arg ap[7] = {{0, NULL}, {0, NULL}, RUMUS__ARG(x->mem),
+                              RUMUS__ARG(xo), RUMUS__ARG(y->mem),
+                              RUMUS__ARG(yo), RUMUS__ARG(area)};
+    return run_row_items(ctx, op, "adaptive_avgpool2d_fwd_planes", x->dtype,
+                         y->numel, (size_t)area, ap, 7);
+  }
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
                         RUMUS__ARG(y->mem), RUMUS__ARG(yo), RUMUS__ARG(c.io)};
@@ -765,6 +782,14 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
                         RUMUS__ARG(vec)};
     return run_items(ctx, op, dx->dtype, "adaptive_avgpool2d_bwd_o1",
                      (dx->numel + 3) / 4, a4, 9, pool_ls(ctx));
+  }
+  if (dy->shape[2] == 1 && dy->shape[3] == 1) { /* CPU variant: a fill */
+    cl_ulong area = dx->shape[2] * dx->shape[3];
+    const rumus__arg ap[7] = {{0, NULL}, {0, NULL}, RUMUS__ARG(dy->mem),
+                              RUMUS__ARG(go), RUMUS__ARG(dx->mem),
+                              RUMUS__ARG(xo), RUMUS__ARG(area)};
+    return run_row_items(ctx, op, "adaptive_avgpool2d_bwd_planes", dx->dtype,
+                         dy->numel, (size_t)area, ap, 7);
   }
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
