@@ -308,12 +308,13 @@ inline void adaptive_bwd_item(global const real_t *dy, global real_t *dx,
   STORE(s, dx, e);
 }
 
-/* ---- CPU variant: one work-item per input row ---------------------------
+/* ---- CPU variant: input rows -------------------------------------------
  * The backwards above spend most of their time on 64-bit divisions (plane,
  * row, column, window bounds: about ten per element) that PoCL's CPU
- * code cannot hide.  On the CPU variant a work-item takes one input row
- * (plane, h) instead: the plane and the output rows that hold h are
- * computed once per row, the output columns that hold w by counters that
+ * code cannot hide.  On the CPU variant a work-item takes input rows
+ * (plane, h) instead (several consecutive ones, see POOL_ROWS): the output
+ * rows that hold h are computed once per row, the output columns that
+ * hold w by counters that
  * step with w (no division), and each element then sums the same terms in
  * the same order (oh, then ow, ascending) as the element kernels, so both
  * variants give the same bits. */
@@ -466,8 +467,9 @@ inline float avg_grad(global const real_t *gp, long oh0, long oh1, long ow0,
  * The row kernels above took one output (or input) at a time: scalar
  * loads, compares and stores at 2-22% of the STREAM copy on PoCL.  Where
  * a stretch of a row's windows lies inside the input along w and the
- * stride along w is 1, 2 or 4, n = 8 adjacent outputs (4 for rows of 4 to
- * 7) are one float vector: the tap (i, j) of the n windows is one vector
+ * stride along w is 1, 2 or 4, n = 8 adjacent outputs (4 in rows of 4 to
+ * 7, or where no block of 8 fits) are one float vector: the tap (i, j) of
+ * the n windows is one vector
  * load (stride 1), the even or odd lanes of a load twice as wide (2: a
  * deinterleave) or every fourth lane of one four times as wide (4).  Each
  * lane takes its window's taps in the scalar code's order with the same
@@ -478,7 +480,9 @@ inline float avg_grad(global const real_t *gp, long oh0, long oh1, long ow0,
  * the row's end keep the scalar code.  The backwards use the same blocks
  * where each input's terms are the same for all lanes: windows that tile
  * the row (kw = sw, no padding: a map, each dy spread over sw inputs) or
- * stride 1 (lane w adds the dy of outputs w + pw - kw + 1 ... w + pw). */
+ * stride 1 (lane w adds the dy of outputs w + pw - kw + 1 ... w + pw);
+ * max pooling's where windows 2 or 3 wide of stride 2 put each input in
+ * one or two known outputs of a block (maxpool_bwd_vec). */
 
 #define POOL_LDN(n, p, i) RUMUS_LOADN(RUMUS_STORAGE, n, p, i)
 #define POOL_STN(n, v, p, i) RUMUS_STOREN(RUMUS_STORAGE, n, v, p, i)
