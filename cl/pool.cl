@@ -484,6 +484,9 @@ inline float avg_grad(global const real_t *gp, long oh0, long oh1, long ow0,
  * max pooling's where windows 2 or 3 wide of stride 2 put each input in
  * one or two known outputs of a block (maxpool_bwd_vec). */
 
+/* The row functions inline into the row loops (POOL_ROWS), where the
+ * compiler hoists their per-call setup out of the loop. */
+#define POOL_INLINE inline __attribute__((always_inline))
 #define POOL_LDN(n, p, i) RUMUS_LOADN(RUMUS_STORAGE, n, p, i)
 #define POOL_STN(n, v, p, i) RUMUS_STOREN(RUMUS_STORAGE, n, v, p, i)
 #define POOL_LANES8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
@@ -593,9 +596,9 @@ inline void maxpool_fwd_cols(global const real_t *xp, global real_t *yr,
 
 /* The CPU variant's forward: output row `row` of the N C OH rows, one
  * division per row instead of per element, the same windows. */
-inline void maxpool_fwd_row(global const real_t *x, global real_t *y,
-                            global int *idx, size_t plane, long oh, long4 io,
-                            long4 ks, long4 pd) {
+POOL_INLINE void maxpool_fwd_row(global const real_t *x, global real_t *y,
+                                 global int *idx, size_t plane, long oh,
+                                 long4 io, long4 ks, long4 pd) {
   long f, l;
   const size_t row = plane * (size_t)io.s2 + (size_t)oh;
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
@@ -636,9 +639,9 @@ AVGPOOL_VEC(4)
 /* The CPU variant's forward, a row of outputs per work-item (see
  * maxpool_fwd_row).  Inside the row the windows are kw wide, so one
  * divisor serves the vectors. */
-inline void avgpool_fwd_row(global const real_t *x, global real_t *y,
-                            size_t plane, long oh, long4 io, long4 ks,
-                            long4 pd, int cip, int divisor) {
+POOL_INLINE void avgpool_fwd_row(global const real_t *x, global real_t *y,
+                                 size_t plane, long oh, long4 io, long4 ks,
+                                 long4 pd, int cip, int divisor) {
   long f, l, h0, h1;
   const size_t row = plane * (size_t)io.s2 + (size_t)oh;
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
@@ -764,9 +767,9 @@ AVG_BWD_GATHER(4)
 
 /* Input row `row` of the N C H rows: blocks where the windows tile the
  * row or the stride is 1 (above), the rest one input at a time. */
-inline void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
-                            size_t plane, long h, long4 io, long4 ks,
-                            long4 pd, int cip, int divisor) {
+POOL_INLINE void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
+                                 size_t plane, long h, long4 io, long4 ks,
+                                 long4 pd, int cip, int divisor) {
   const size_t row = plane * (size_t)io.s0 + (size_t)h;
   const long W = io.s1, OW = io.s3;
   global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
@@ -833,9 +836,9 @@ inline void maxpool_check_vec(global const int *ip, size_t plane, long oh,
 /* Checks the indices of output row oh: 8 at a time where the windows lie
  * inside the row (no dilation; the last block moved back to end there),
  * the rest one at a time; each index is reported at most once. */
-inline void maxpool_check_row(global const int *ip, size_t plane, long oh,
-                              long4 io, long4 ks, long4 pd,
-                              volatile global int *status) {
+POOL_INLINE void maxpool_check_row(global const int *ip, size_t plane, long oh,
+                                   long4 io, long4 ks, long4 pd,
+                                   volatile global int *status) {
   const long s = ks.s3, p = pd.s1, r = io.s1 - ks.s1 + p, OW = io.s3;
   const long f = (p + s - 1) / s;
   const long e = pd.s2 == 1 && pd.s3 == 1 && r >= 0 ? min(OW, r / s + 1) : 0;
@@ -897,9 +900,10 @@ inline int maxpool_bwd_span(long4 io, long4 ks, long4 pd, long *f, long *l) {
 /* Input row `row` of the N C H rows: checks the indices of output rows
  * h, h + H, ..., then sums (vector blocks where maxpool_bwd_span finds
  * them, the rest one input at a time). */
-inline void maxpool_bwd_row(global const real_t *dy, global const int *idx,
-                            global real_t *dx, size_t plane, long h, long4 io,
-                            long4 ks, long4 pd, volatile global int *status) {
+POOL_INLINE void maxpool_bwd_row(global const real_t *dy,
+                                 global const int *idx, global real_t *dx,
+                                 size_t plane, long h, long4 io, long4 ks,
+                                 long4 pd, volatile global int *status) {
   const size_t row = plane * (size_t)io.s0 + (size_t)h;
   const long W = io.s1;
   const size_t out0 = plane * (size_t)(io.s2 * io.s3);
@@ -960,8 +964,8 @@ inline void adaptive_plane_fill(global real_t *dp, size_t area, float v) {
  * and overlap by at most one).  The row's bins (oh, height) are found
  * once; the column's two candidate bins slide along w, each bin's bounds
  * computed once per row.  Upsampling falls back to the element kernel. */
-inline void adaptive_bwd_row(global const real_t *dy, global real_t *dx,
-                             size_t plane, long h, long4 io) {
+POOL_INLINE void adaptive_bwd_row(global const real_t *dy, global real_t *dx,
+                                  size_t plane, long h, long4 io) {
   const long H = io.s0, W = io.s1, OH = io.s2, OW = io.s3;
   const size_t row = plane * (size_t)H + (size_t)h;
   if (OH > H || OW > W) {
