@@ -1731,6 +1731,89 @@ inline void adaptive_bwd_o1(global const real_t *dy, global real_t *dx,
   if (e + 3 < n) STORE(q.s3, dx, e + 3);
 }
 
+/* ---- CPU variant: average backward of stride 1 along w by rows of g -------
+ * Lane w of the stride-1 gather divides each of its kw kh terms, though
+ * the term of output (oh, ow), g = dy / divisor, is the same for every
+ * input under it: kw kh divisions per input where one per output would
+ * do (about ten times the vector work at 64x64x14/k3s1p1).  Where the
+ * rows are narrow enough, a work-item keeps the g rows of the output rows
+ * its input rows need in private memory (a ring of AVG_GR rows of
+ * AVG_GW), each computed once per plane, kw - 1 zeros on both sides; an
+ * input row then adds, in blocks of 8 lanes over the whole row, the kw
+ * neighbours of each of its output rows in order: the gathers' terms in
+ * their order (the zeros stand for the outputs outside [0, OW), which the
+ * gathers skip: a sum that starts at +0 does not change by adding +0),
+ * the same bits. */
+#ifndef AVG_GR
+#define AVG_GR 8 /* g rows in the ring (a power of two) */
+#endif
+#ifndef AVG_GW
+#define AVG_GW 96 /* floats a g row: OW + 2 (kw - 1) at most */
+#endif
+
+/* 1 where the g rows serve: stride 1 along w, at most AVG_GR output rows
+ * over an input row, padded rows inside AVG_GW, rows of 8 or more. */
+inline int avg_g_fits(long4 io, long4 ks) {
+  const long k = ks.s1, over = (ks.s0 + ks.s2 - 1) / ks.s2;
+  return ks.s3 == 1 && over <= AVG_GR && io.s3 + 2 * (k - 1) <= AVG_GW &&
+         io.s1 >= 8;
+}
+
+/* The g row of output row oh of plane gp into g: g[kw - 1 + ow] = dy /
+ * divisor (avg_grad's term), zeros at the kw - 1 places on each side. */
+inline void avg_g_row(private float *g, global const real_t *gp, long oh,
+                      long4 io, long4 ks, long4 pd, int cip, int divisor) {
+  const long OW = io.s3, k = ks.s1;
+  long h0, h1, w0, w1;
+  const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  for (long i = 0; i < k - 1; i++) g[i] = g[k - 1 + OW + i] = 0.0f;
+  global const real_t *gr = gp + oh * OW;
+  for (long ow = 0; ow < OW; ow++) {
+    const long pw = avg_axis(ow, k, 1, pd.s1, io.s1, &w0, &w1);
+    g[k - 1 + ow] = LOAD(gr, ow) / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0),
+                                               cip, divisor);
+  }
+}
+
+/* Input row dr from the ring's output rows [oh0, oh1]: lane w adds g[w +
+ * pw + j] (output w + pw - kw + 1 + j), j < kw, of each row in turn. */
+inline void avg_g_sum(private const float *ring, global real_t *dr, long oh0,
+                      long oh1, long W, long k, long p) {
+  POOL_BLOCKS(w, 0, W - 8, 8) {
+    float8 acc = 0.0f;
+    for (long oh = oh0; oh <= oh1; oh++) {
+      private const float *g = ring + (oh % AVG_GR) * AVG_GW + w + p;
+      for (long j = 0; j < k; j++) acc += vload8(0, g + j);
+    }
+    POOL_STN(8, acc, dr, w);
+    if (w == W - 8) break;
+  }
+}
+
+/* Input rows [r0, r1) of the N C H: the ring holds output rows [next -
+ * AVG_GR, next) of the current plane (those below oh0 no longer needed). */
+inline void avgpool_bwd_grows(global const real_t *dy, global real_t *dx,
+                              size_t r0, size_t r1, long4 io, long4 ks,
+                              long4 pd, int cip, int divisor) {
+  float ring[AVG_GR * AVG_GW];
+  long h, next = 0;
+  size_t plane = pool_plane(r0, io.s0, &h);
+  for (size_t r = r0; r < r1; r++) {
+    global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
+    const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
+    const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+    for (next = max(next, oh0); next <= oh1; next++)
+      avg_g_row(ring + (next % AVG_GR) * AVG_GW, gp, next, io, ks, pd, cip,
+                divisor);
+    avg_g_sum(ring, dx + r * (size_t)io.s1, oh0, oh1, io.s1, ks.s1, pd.s1);
+    if (++h == io.s0) {
+      h = 0;
+      plane++;
+      next = 0;
+    }
+  }
+}
+
 /* ---- Entries: element base + get_global_id(0) of n ---------------------- */
 
 #define POOL_ITEM(n, base)                                                   \
@@ -1853,6 +1936,14 @@ void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
                         long4 ks, long4 pd, int cip, int divisor, ulong rows,
                         uint rpw) {
+  if (avg_g_fits(io, ks)) {
+    POOL_ITEM(n, base);
+    const size_t r0 = item * (size_t)rpw;
+    avgpool_bwd_grows(dy + dyo, dx + dxo, r0, min(r0 + (size_t)rpw,
+                                                  (size_t)rows),
+                      io, ks, pd, cip, divisor);
+    return;
+  }
   POOL_ROWS(io.s0, avgpool_bwd_row(dy + dyo, dx + dxo, plane_, h_, io, ks, pd,
                                    cip, divisor));
 }

@@ -105,6 +105,11 @@ static const pool_case AVG_CASES[] = {
     /* over 512 rows: several rows a work-item, across planes */
     {4, 20, 13, 9, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
     {2, 20, 13, 12, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
+    /* stride 1 along w (the CPU variant's rows of dy / divisor): stride
+     * 2 along h, 7 output rows over an input row, rows too wide */
+    {1, 2, 9, 11, {3, 3, 2, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 1, 10, 9, {7, 7, 1, 1, 3, 3, 1, 1, 0, 1, 0}},
+    {1, 1, 3, 100, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
 };
 /* N, C, H, W, OH, OW */
 static const size_t ADA_CASES[][6] = {
