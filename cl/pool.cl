@@ -1814,6 +1814,82 @@ inline void avgpool_bwd_grows(global const real_t *dy, global real_t *dx,
   }
 }
 
+/* ---- CPU variant: average forward of stride 1 along w from padded rows ----
+ * With stride 1 the vector blocks stop where a window reaches the
+ * padding, and on rows of 14 the two scalar outputs at the ends cost as
+ * much as the twelve in vectors.  Where the rows are narrow enough, a
+ * work-item copies the input rows its output rows need into a private
+ * ring (each once per plane, AVG_GR rows of AVG_GW), pw zeros on both
+ * sides, and adds the kw neighbours in vector blocks over the whole output
+ * row, the divisors lane by lane: avgpool_at's terms in its order (the
+ * zeros stand for the columns outside the input, which it skips: a sum
+ * that starts at +0 does not change by adding +0), the same bits. */
+
+/* 1 where the padded rows serve: stride 1 along w, at most AVG_GR input
+ * rows under an output row, W + 2 pw inside AVG_GW, OW of 8 or more,
+ * kh kw below 2^31 (int lanes). */
+inline int avg_x_fits(long4 io, long4 ks, long4 pd) {
+  return ks.s3 == 1 && ks.s0 <= AVG_GR && io.s1 + 2 * pd.s1 <= AVG_GW &&
+         io.s3 >= 8 && ks.s0 * ks.s1 <= INT_MAX;
+}
+
+/* Input row h of plane xp into r: r[pw + w] = x, zeros at the pw places
+ * on each side. */
+inline void avg_x_row(private float *r, global const real_t *xp, long h,
+                      long W, long p) {
+  global const real_t *xr = xp + h * W;
+  for (long i = 0; i < p; i++) r[i] = r[p + W + i] = 0.0f;
+  long w = 0;
+  for (; w + 8 <= W; w += 8) vstore8(POOL_LDN(8, xr, w), 0, r + p + w);
+  for (; w < W; w++) r[p + w] = LOAD(xr, w);
+}
+
+/* Output row yr (row oh) from the ring's input rows [h0, h1): lanes ow
+ * add r[ow + j], j < kw, of each row in turn, over their divisors. */
+inline void avg_x_sum(private const float *ring, global real_t *yr, long oh,
+                      long4 io, long4 ks, long4 pd, int cip, int divisor) {
+  long h0, h1;
+  const int ph = (int)avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const int kh = (int)(h1 - h0), W = (int)io.s1, k = (int)ks.s1,
+            p = (int)pd.s1;
+  POOL_BLOCKS(o, 0, io.s3 - 8, 8) {
+    float8 acc = 0.0f;
+    for (long h = h0; h < h1; h++) {
+      private const float *r = ring + (h % AVG_GR) * AVG_GW + o;
+      for (long j = 0; j < k; j++) acc += vload8(0, r + j);
+    }
+    const int8 st = (int)o - p + POOL_LANES8, en = min(st + k, W + p);
+    const int8 kept = min(en, W) - max(st, 0);
+    const float8 d = divisor > 0
+                         ? (float8)((float)divisor)
+                         : convert_float8(cip ? ph * (en - st) : kh * kept);
+    POOL_STN(8, acc / d, yr, o);
+    if (o == io.s3 - 8) break;
+  }
+}
+
+/* Output rows [r0, r1) of the N C OH: the ring holds input rows [next -
+ * AVG_GR, next) of the current plane (those below h0 no longer needed). */
+inline void avgpool_fwd_xrows(global const real_t *x, global real_t *y,
+                              size_t r0, size_t r1, long4 io, long4 ks,
+                              long4 pd, int cip, int divisor) {
+  float ring[AVG_GR * AVG_GW];
+  long oh, next = 0, h0, h1;
+  size_t plane = pool_plane(r0, io.s2, &oh);
+  for (size_t r = r0; r < r1; r++) {
+    global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+    avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+    for (next = max(next, h0); next < h1; next++)
+      avg_x_row(ring + (next % AVG_GR) * AVG_GW, xp, next, io.s1, pd.s1);
+    avg_x_sum(ring, y + r * (size_t)io.s3, oh, io, ks, pd, cip, divisor);
+    if (++oh == io.s2) {
+      oh = 0;
+      plane++;
+      next = 0;
+    }
+  }
+}
+
 /* ---- Entries: element base + get_global_id(0) of n ---------------------- */
 
 #define POOL_ITEM(n, base)                                                   \
@@ -1900,6 +1976,13 @@ __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
                         global real_t *y, ulong yo, long4 io, long4 ks,
                         long4 pd, int cip, int divisor, ulong rows, uint rpw) {
+  if (avg_x_fits(io, ks, pd)) {
+    POOL_ITEM(n, base);
+    const size_t r0 = item * (size_t)rpw;
+    avgpool_fwd_xrows(x + xo, y + yo, r0, min(r0 + (size_t)rpw, (size_t)rows),
+                      io, ks, pd, cip, divisor);
+    return;
+  }
   POOL_ROWS(io.s2, avgpool_fwd_row(x + xo, y + yo, plane_, h_, io, ks, pd, cip,
                                    divisor));
 }
