@@ -25,13 +25,16 @@
  * takes element base + g; padding work-items (g >= n) return.  The host
  * launches at most 2^30 work-items at a time (base counts the earlier
  * ones).  Nothing is reduced across work-items; the GPU variant runs
- * these element kernels, the CPU variant row kernels (one work-item per
- * output row for the max and average forwards, per input row for the
+ * these element kernels, the CPU variant row kernels (consecutive output
+ * rows a work-item for the max and average forwards, input rows for the
  * backwards: one division per row instead of several per element, 1.4 to
- * 5 times faster on PoCL), which visit the same terms in the same order:
- * the same bits.  The adaptive forward is element-wise on both, but for
- * OH = OW = 1 on the GPU variant: a row reduction per plane and a
- * broadcast backward (adaptive_*_o1, below).  When every index fits in 32
+ * 5 times faster on PoCL; 8 outputs a vector where they can, below),
+ * which visit the same terms in the same order: the same bits.  The
+ * adaptive forward is element-wise on both, but for OH = OW = 1: a row
+ * reduction per plane and a broadcast backward (adaptive_*_o1 on the GPU
+ * variant, adaptive_*_planes on the CPU variant, below), and on the CPU
+ * variant bins that divide the input 1, 2 or 4 wide run as average
+ * pooling (pool.c says why).  When every index fits in 32
  * bits the GPU variant runs quads instead of the element kernels (a
  * work-item per 4 outputs or 4 inputs, the same terms in the same order:
  * the same bits; *_quad, below).
@@ -159,25 +162,6 @@ inline void maxpool_fwd_item(global const real_t *x, global real_t *y,
   idx[o] = mi;
 }
 
-/* The CPU variant's forward: output row `row` of the N C OH rows, one
- * division per row instead of per element, the same windows. */
-inline void maxpool_fwd_row(global const real_t *x, global real_t *y,
-                            global int *idx, size_t row, long4 io, long4 ks,
-                            long4 pd) {
-  long oh;
-  const size_t plane = pool_plane(row, io.s2, &oh);
-  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
-  const size_t o0 = row * (size_t)io.s3;
-  for (long ow = 0; ow < io.s3; ow++) {
-    float m;
-    int mi;
-    maxpool_window(xp, oh * ks.s2 - pd.s0, ow * ks.s3 - pd.s1, io, ks, pd, &m,
-                   &mi);
-    STORE(m, y, o0 + (size_t)ow);
-    idx[o0 + (size_t)ow] = mi;
-  }
-}
-
 /* Checks the indices that input element q of its plane answers for. */
 inline void maxpool_check(global const int *ip, size_t plane, long q,
                           long4 io, long4 ks, long4 pd,
@@ -257,20 +241,6 @@ inline void avgpool_fwd_item(global const real_t *x, global real_t *y,
         y, o);
 }
 
-/* The CPU variant's forward, a row of outputs per work-item (see
- * maxpool_fwd_row). */
-inline void avgpool_fwd_row(global const real_t *x, global real_t *y,
-                            size_t row, long4 io, long4 ks, long4 pd, int cip,
-                            int divisor) {
-  long oh;
-  const size_t plane = pool_plane(row, io.s2, &oh);
-  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
-  const size_t o0 = row * (size_t)io.s3;
-  for (long ow = 0; ow < io.s3; ow++)
-    STORE(avgpool_at(xp, oh, ow, io, ks, pd, cip, divisor), y,
-          o0 + (size_t)ow);
-}
-
 inline void avgpool_bwd_item(global const real_t *dy, global real_t *dx,
                              size_t e, long4 io, long4 ks, long4 pd, int cip,
                              int divisor) {
@@ -338,12 +308,13 @@ inline void adaptive_bwd_item(global const real_t *dy, global real_t *dx,
   STORE(s, dx, e);
 }
 
-/* ---- CPU variant: one work-item per input row ---------------------------
+/* ---- CPU variant: input rows -------------------------------------------
  * The backwards above spend most of their time on 64-bit divisions (plane,
  * row, column, window bounds: about ten per element) that PoCL's CPU
- * code cannot hide.  On the CPU variant a work-item takes one input row
- * (plane, h) instead: the plane and the output rows that hold h are
- * computed once per row, the output columns that hold w by counters that
+ * code cannot hide.  On the CPU variant a work-item takes input rows
+ * (plane, h) instead (several consecutive ones, see POOL_ROWS): the output
+ * rows that hold h are computed once per row, the output columns that
+ * hold w by counters that
  * step with w (no division), and each element then sums the same terms in
  * the same order (oh, then ow, ascending) as the element kernels, so both
  * variants give the same bits. */
@@ -365,14 +336,10 @@ inline void step_next(pool_step *t) {
   }
 }
 
-/* The outputs of an axis whose window holds input 0 (then 1, 2, ...):
- * [lo.q, hi.q] before clipping to [0, o); for a window of taps k,
- * dilation d, stride s, padding p. */
-inline void step_window(long k, long d, long s, long p, pool_step *lo,
-                        pool_step *hi) {
-  *lo = step_at(p - (k - 1) * d + s - 1, s); /* ceil((w + p - (k-1) d) / s) */
-  *hi = step_at(p, s);                       /* floor((w + p) / s) */
-}
+/* The outputs of an axis whose window holds input w (then w + 1, ...)
+ * are [lo.q, hi.q] before clipping to [0, o), for windows of k taps d
+ * apart, stride s, padding p: lo = step_at(w + p - (k - 1) d + s - 1, s)
+ * (a ceiling) and hi = step_at(w + p, s). */
 
 /* Whether t names an element of the window whose first tap is (hs, ws)
  * (hits_h: that window's rows meet the image), or is -1 for an empty
@@ -391,14 +358,15 @@ inline int maxpool_row_ok(int t, long hs, long ws, int hits_h, long4 io,
          b / pd.s3 < ks.s1;
 }
 
-/* Checks the indices of output row oh (input row h's share, see the
- * header) without a 64-bit division per index. */
-inline void maxpool_check_row(global const int *ip, size_t plane, long oh,
-                              long4 io, long4 ks, long4 pd,
-                              volatile global int *status) {
+/* Checks the indices of outputs [a, b) of output row oh (input row h's
+ * share, see the header) without a 64-bit division per index. */
+inline void maxpool_check_cols(global const int *ip, size_t plane, long oh,
+                               long a, long b, long4 io, long4 ks, long4 pd,
+                               volatile global int *status) {
+  if (a >= b) return; /* (pool_axis_hits divides) */
   const long hs = oh * ks.s2 - pd.s0;
   const int hits_h = pool_axis_hits(hs, ks.s0, pd.s2, io.s0);
-  for (long ow = 0; ow < io.s3; ow++) {
+  for (long ow = a; ow < b; ow++) {
     const long j = oh * io.s3 + ow;
     const int t = ip[j];
     if (!maxpool_row_ok(t, hs, ow * ks.s3 - pd.s1, hits_h, io, ks, pd))
@@ -438,24 +406,20 @@ inline void maxpool_bwd_plane(global const float *dy, global const int *idx,
   }
 }
 
-inline void maxpool_bwd_row(global const real_t *dy, global const int *idx,
-                            global real_t *dx, size_t row, long4 io, long4 ks,
-                            long4 pd, volatile global int *status) {
-  const size_t plane = row / (size_t)io.s0;
-  const long h = (long)(row - plane * (size_t)io.s0), W = io.s1;
-  const size_t out0 = plane * (size_t)(io.s2 * io.s3);
-  global const int *ip = idx + out0;
-  global const real_t *gp = dy + out0;
-  for (long oh = h; oh < io.s2; oh += io.s0)
-    maxpool_check_row(ip, plane, oh, io, ks, pd, status);
-  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
-  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+/* Inputs [a, b) of input row h (dx row dr) of max pooling, one at a
+ * time, under output rows [oh0, oh1] of the plane's indices ip and dy gp:
+ * each sums the dy of the outputs whose index it is. */
+inline void maxpool_bwd_cols(global const int *ip, global const real_t *gp,
+                             global real_t *dr, long h, long a, long b,
+                             long oh0, long oh1, long4 io, long4 ks,
+                             long4 pd) {
+  const long W = io.s1, k = ks.s1, s = ks.s3, p = pd.s1, d = pd.s3;
   const int dilated = pd.s2 != 1 || pd.s3 != 1;
-  pool_step lo, hi;
-  step_window(ks.s1, pd.s3, ks.s3, pd.s1, &lo, &hi);
-  global real_t *dr = dx + row * (size_t)W;
+  if (a >= b) return; /* (step_at divides) */
+  pool_step lo = step_at(p - (k - 1) * d + s - 1 + a, s),
+            hi = step_at(p + a, s);
   const int qh = (int)(h * W);
-  for (long w = 0; w < W; w++, step_next(&lo), step_next(&hi)) {
+  for (long w = a; w < b; w++, step_next(&lo), step_next(&hi)) {
     const long ow0 = max(0L, lo.q), ow1 = min(io.s3 - 1, hi.q);
     const int q = qh + (int)w;
     float s = 0.0f;
@@ -499,30 +463,500 @@ inline float avg_grad(global const real_t *gp, long oh0, long oh1, long ow0,
   return s;
 }
 
-/* An input's gradient depends on its output columns only: neighbours
- * with the same ones (stride > 1) reuse the sum. */
-inline void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
-                            size_t row, long4 io, long4 ks, long4 pd, int cip,
-                            int divisor) {
-  const size_t plane = row / (size_t)io.s0;
-  const long h = (long)(row - plane * (size_t)io.s0), W = io.s1;
-  global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
-  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
-  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
-  pool_step lo, hi;
-  step_window(ks.s1, 1, ks.s3, pd.s1, &lo, &hi);
-  global real_t *dr = dx + row * (size_t)W;
-  long c0 = -1, c1 = -1; /* the columns of s */
-  float s = 0.0f;
-  for (long w = 0; w < W; w++, step_next(&lo), step_next(&hi)) {
+/* ---- CPU variant: 8 (or 4) outputs of a row a vector ----------------------
+ * The row kernels above took one output (or input) at a time: scalar
+ * loads, compares and stores at 2-22% of the STREAM copy on PoCL.  Where
+ * a stretch of a row's windows lies inside the input along w and the
+ * stride along w is 1, 2 or 4, n = 8 adjacent outputs (4 in rows of 4 to
+ * 7, or where no block of 8 fits) are one float vector: the tap (i, j) of
+ * the n windows is one vector
+ * load (stride 1), the even or odd lanes of a load twice as wide (2: a
+ * deinterleave) or every fourth lane of one four times as wide (4).  Each
+ * lane takes its window's taps in the scalar code's order with the same
+ * operations (compare and select, or add, then one division): the same
+ * bits.  The stretch is covered by blocks n outputs apart, the last one
+ * moved back to end with the stretch (it writes some outputs a second
+ * time, the same values); the outputs whose windows reach the padding or
+ * the row's end keep the scalar code.  The backwards use the same blocks
+ * where each input's terms are the same for all lanes: windows that tile
+ * the row (kw = sw, no padding: a map, each dy spread over sw inputs) or
+ * stride 1 (lane w adds the dy of outputs w + pw - kw + 1 ... w + pw);
+ * max pooling's where windows 2 or 3 wide of stride 2 put each input in
+ * one or two known outputs of a block (maxpool_bwd_vec). */
+
+/* The row functions inline into the row loops (POOL_ROWS), where the
+ * compiler hoists their per-call setup out of the loop. */
+#define POOL_INLINE inline __attribute__((always_inline))
+#define POOL_LDN(n, p, i) RUMUS_LOADN(RUMUS_STORAGE, n, p, i)
+#define POOL_STN(n, v, p, i) RUMUS_STOREN(RUMUS_STORAGE, n, v, p, i)
+#define POOL_LANES8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
+#define POOL_LANES4 (int4)(0, 1, 2, 3)
+
+/* Elements c, c + s, ..., c + 7 s (3 s) of row r (W elements; the last
+ * one inside it), s 1, 2 or 4.  A load reads n s elements: it starts up
+ * to s - 1 elements early where it would pass the row's end, and the
+ * lanes are picked from there (sh). */
+inline float8 pool_taps8(global const real_t *r, long c, long s, long W) {
+  if (s == 1) return POOL_LDN(8, r, c);
+  const long sh = max(0L, c + 8 * s - W);
+  const float16 a = POOL_LDN(16, r, c - sh);
+  if (s == 2) return sh ? a.odd : a.even;
+  const float16 b = POOL_LDN(16, r, c - sh + 16);
+  switch (sh) {
+  case 0: return (float8)(a.s048c, b.s048c);
+  case 1: return (float8)(a.s159d, b.s159d);
+  case 2: return (float8)(a.s26ae, b.s26ae);
+  default: return (float8)(a.s37bf, b.s37bf);
+  }
+}
+
+inline float4 pool_taps4(global const real_t *r, long c, long s, long W) {
+  if (s == 1) return POOL_LDN(4, r, c);
+  const long sh = max(0L, c + 4 * s - W);
+  if (s == 2) {
+    const float8 a = POOL_LDN(8, r, c - sh);
+    return sh ? a.odd : a.even;
+  }
+  const float16 a = POOL_LDN(16, r, c - sh);
+  switch (sh) {
+  case 0: return a.s048c;
+  case 1: return a.s159d;
+  case 2: return a.s26ae;
+  default: return a.s37bf;
+  }
+}
+
+/* The lanes of a row of `no` outputs, W inputs: 8, 4 (rows of 4 to 7) or
+ * 0 (no vectors: fewer than 4 outputs, stride not 1, 2 or 4, or the row
+ * shorter than a load). */
+inline long pool_lanes(long no, long W, long s) {
+  const long n = no >= 8 ? 8 : no >= 4 ? 4 : 0;
+  if (n == 0 || (s != 1 && s != 2 && s != 4)) return 0;
+  return W >= 8 * s ? n : W >= 4 * s ? 4 : 0;
+}
+
+/* A forward's blocks: starts [*first, *last] of n outputs whose windows
+ * (k taps d apart from ow s - p) lie inside the row of W; the lanes n (8,
+ * or 4 where 8 find no such block), 0 if there are none. */
+inline long pool_fwd_span(long OW, long W, long k, long s, long p, long d,
+                          long *first, long *last) {
+  for (long n = pool_lanes(OW, W, s); n >= 4; n -= 4) { /* 8, else 4 */
+    const long r = W - 1 - (n - 1) * s - (k - 1) * d + p; /* ow0 s <= r */
+    *first = (p + s - 1) / s;
+    *last = r < 0 ? -1 : min(r / s, OW - n);
+    if (*last >= *first) return n;
+  }
+  return 0;
+}
+
+/* Blocks of n from first to last (the last moved back to end there). */
+#define POOL_BLOCKS(o, first, last, n)                                       \
+  for (long o##_ = (first), o = min(o##_, last);; o##_ += (n),               \
+            o = min(o##_, last))
+
+/* Max pooling of the n outputs from ow0 of plane xp, output row with
+ * first tap row hs: maxpool_window's taps and test, lane by lane. */
+#define MAXPOOL_VEC(N)                                                       \
+  inline void maxpool_vec##N(global const real_t *xp, global real_t *yr,     \
+                             global int *ir, long ow0, long hs, long4 io,    \
+                             long4 ks, long4 pd) {                           \
+    const long W = io.s1, s = ks.s3, c0 = ow0 * s - pd.s1;                   \
+    float##N m = -INFINITY;                                                  \
+    int##N mi = -1;                                                          \
+    for (long i = 0; i < ks.s0; i++) {                                       \
+      const long h = hs + i * pd.s2;                                         \
+      if (h < 0 || h >= io.s0) continue;                                     \
+      for (long j = 0; j < ks.s1; j++) {                                     \
+        const long c = c0 + j * pd.s3;                                       \
+        const float##N v = pool_taps##N(xp + h * W, c, s, W);                \
+        const int##N t = (int)(h * W + c) + POOL_LANES##N * (int)s;          \
+        const int##N take = v > m || isnan(v) || mi < 0;                     \
+        m = select(m, v, take);                                              \
+        mi = select(mi, t, take);                                            \
+      }                                                                      \
+    }                                                                        \
+    POOL_STN(N, m, yr, ow0);                                                 \
+    vstore##N(mi, 0, ir + ow0);                                              \
+  }
+MAXPOOL_VEC(8)
+MAXPOOL_VEC(4)
+
+/* Outputs [a, b) of a row of max pooling, one at a time. */
+inline void maxpool_fwd_cols(global const real_t *xp, global real_t *yr,
+                             global int *ir, long a, long b, long hs,
+                             long4 io, long4 ks, long4 pd) {
+  for (long ow = a; ow < b; ow++) {
+    float m;
+    int mi;
+    maxpool_window(xp, hs, ow * ks.s3 - pd.s1, io, ks, pd, &m, &mi);
+    STORE(m, yr, ow);
+    ir[ow] = mi;
+  }
+}
+
+/* The CPU variant's forward: output row `row` of the N C OH rows, one
+ * division per row instead of per element, the same windows. */
+POOL_INLINE void maxpool_fwd_row(global const real_t *x, global real_t *y,
+                                 global int *idx, size_t plane, long oh,
+                                 long4 io, long4 ks, long4 pd) {
+  long f, l;
+  const size_t row = plane * (size_t)io.s2 + (size_t)oh;
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  global real_t *yr = y + row * (size_t)io.s3;
+  global int *ir = idx + row * (size_t)io.s3;
+  const long hs = oh * ks.s2 - pd.s0, OW = io.s3;
+  const long n = pool_fwd_span(OW, io.s1, ks.s1, ks.s3, pd.s1, pd.s3, &f, &l);
+  if (n == 0) {
+    maxpool_fwd_cols(xp, yr, ir, 0, OW, hs, io, ks, pd);
+    return;
+  }
+  maxpool_fwd_cols(xp, yr, ir, 0, f, hs, io, ks, pd);
+  POOL_BLOCKS(o, f, l, n) {
+    if (n == 8)
+      maxpool_vec8(xp, yr, ir, o, hs, io, ks, pd);
+    else
+      maxpool_vec4(xp, yr, ir, o, hs, io, ks, pd);
+    if (o == l) break;
+  }
+  maxpool_fwd_cols(xp, yr, ir, l + n, OW, hs, io, ks, pd);
+}
+
+/* The window sums of the n outputs from ow0 over input rows [h0, h1)
+ * (avgpool_at's order). */
+#define AVGPOOL_VEC(N)                                                       \
+  inline float##N avgpool_vec##N(global const real_t *xp, long ow0, long h0, \
+                                 long h1, long4 io, long4 ks, long4 pd) {    \
+    const long W = io.s1, s = ks.s3, c0 = ow0 * s - pd.s1;                   \
+    float##N acc = 0.0f;                                                     \
+    for (long h = h0; h < h1; h++)                                           \
+      for (long j = 0; j < ks.s1; j++)                                       \
+        acc += pool_taps##N(xp + h * W, c0 + j, s, W);                       \
+    return acc;                                                              \
+  }
+AVGPOOL_VEC(8)
+AVGPOOL_VEC(4)
+
+/* The CPU variant's forward, a row of outputs per work-item (see
+ * maxpool_fwd_row).  Inside the row the windows are kw wide, so one
+ * divisor serves the vectors. */
+POOL_INLINE void avgpool_fwd_row(global const real_t *x, global real_t *y,
+                                 size_t plane, long oh, long4 io, long4 ks,
+                                 long4 pd, int cip, int divisor) {
+  long f, l, h0, h1;
+  const size_t row = plane * (size_t)io.s2 + (size_t)oh;
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  global real_t *yr = y + row * (size_t)io.s3;
+  const long OW = io.s3;
+  const long n = pool_fwd_span(OW, io.s1, ks.s1, ks.s3, pd.s1, 1, &f, &l);
+  if (n == 0) f = l = OW;
+  for (long ow = 0; ow < f; ow++)
+    STORE(avgpool_at(xp, oh, ow, io, ks, pd, cip, divisor), yr, ow);
+  for (long ow = n ? l + n : OW; ow < OW; ow++)
+    STORE(avgpool_at(xp, oh, ow, io, ks, pd, cip, divisor), yr, ow);
+  if (n == 0) return;
+  const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const float d = avg_divisor(ph * ks.s1, (h1 - h0) * ks.s1, cip, divisor);
+  POOL_BLOCKS(o, f, l, n) {
+    if (n == 8)
+      POOL_STN(8, avgpool_vec8(xp, o, h0, h1, io, ks, pd) / d, yr, o);
+    else
+      POOL_STN(4, avgpool_vec4(xp, o, h0, h1, io, ks, pd) / d, yr, o);
+    if (o == l) break;
+  }
+}
+
+/* Inputs [a, b) of input row h (dx row dr) of average pooling, one at a
+ * time, under output rows [oh0, oh1]: an input's gradient depends on its
+ * output columns only, so neighbours with the same ones (stride > 1)
+ * reuse the sum. */
+inline void avgpool_bwd_cols(global const real_t *gp, global real_t *dr,
+                             long a, long b, long oh0, long oh1, long4 io,
+                             long4 ks, long4 pd, int cip, int divisor) {
+  const long k = ks.s1, s = ks.s3, p = pd.s1;
+  if (a >= b) return; /* (step_at divides) */
+  pool_step lo = step_at(p - k + s + a, s), hi = step_at(p + a, s);
+  long c0 = -1, c1 = -1; /* the columns of g */
+  float g = 0.0f;
+  for (long w = a; w < b; w++, step_next(&lo), step_next(&hi)) {
     const long ow0 = max(0L, lo.q), ow1 = min(io.s3 - 1, hi.q);
     if (ow0 != c0 || ow1 != c1) {
-      s = avg_grad(gp, oh0, oh1, ow0, ow1, io, ks, pd, cip, divisor);
+      g = avg_grad(gp, oh0, oh1, ow0, ow1, io, ks, pd, cip, divisor);
       c0 = ow0;
       c1 = ow1;
     }
-    STORE(s, dr, w);
+    STORE(g, dr, w);
   }
+}
+
+/* The divisor of output row oh's windows that lie inside the row. */
+inline float avg_row_divisor(long oh, long4 io, long4 ks, long4 pd, int cip,
+                             int divisor) {
+  long h0, h1;
+  const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  return avg_divisor(ph * ks.s1, (h1 - h0) * ks.s1, cip, divisor);
+}
+
+/* dx of n = 8 (4) outputs' inputs from input column w: lane l's value to
+ * its s inputs. */
+inline void pool_spread8(float8 g, long s, global real_t *dr, long w) {
+  if (s == 1) {
+    POOL_STN(8, g, dr, w);
+  } else if (s == 2) {
+    POOL_STN(16, (float16)(g.s00112233, g.s44556677), dr, w);
+  } else {
+    POOL_STN(16, g.s0000111122223333, dr, w);
+    POOL_STN(16, g.s4444555566667777, dr, w + 16);
+  }
+}
+
+inline void pool_spread4(float4 g, long s, global real_t *dr, long w) {
+  if (s == 1)
+    POOL_STN(4, g, dr, w);
+  else if (s == 2)
+    POOL_STN(8, g.s00112233, dr, w);
+  else
+    POOL_STN(16, g.s0000111122223333, dr, w);
+}
+
+/* Windows that tile the row (kw = sw, no padding along w): each input of
+ * the blocks has one output column, the same for its sw neighbours: 0
+ * plus dy / divisor of each output row in turn (avg_grad's terms). */
+#define AVG_BWD_MAP(N)                                                       \
+  inline void avgpool_bwd_map##N(global const real_t *gp, global real_t *dr, \
+                                 long o, long oh0, long oh1, long4 io,       \
+                                 long4 ks, long4 pd, int cip, int divisor) { \
+    float##N acc = 0.0f;                                                     \
+    for (long oh = oh0; oh <= oh1; oh++)                                     \
+      acc += POOL_LDN(N, gp + oh * io.s3, o) /                               \
+             avg_row_divisor(oh, io, ks, pd, cip, divisor);                  \
+    pool_spread##N(acc, ks.s3, dr, o * ks.s3);                               \
+  }
+AVG_BWD_MAP(8)
+AVG_BWD_MAP(4)
+
+/* Stride 1 along w: input lanes w0 + l take the kw outputs from w0 + l +
+ * pw - kw + 1 in order, all inside [0, OW); their divisors lane by lane
+ * (the windows at the row's ends are narrower).  The host keeps kh kw
+ * below 2^31 when this runs (int lanes). */
+#define AVG_BWD_GATHER(N)                                                    \
+  inline void avgpool_bwd_gather##N(global const real_t *gp,                 \
+                                    global real_t *dr, long w0, long oh0,    \
+                                    long oh1, long4 io, long4 ks, long4 pd,  \
+                                    int cip, int divisor) {                  \
+    const int W = (int)io.s1, k = (int)ks.s1, p = (int)pd.s1;                \
+    float##N acc = 0.0f;                                                     \
+    for (long oh = oh0; oh <= oh1; oh++) {                                   \
+      long h0, h1;                                                           \
+      const int ph = (int)avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1); \
+      const int kh = (int)(h1 - h0);                                         \
+      global const real_t *gr = gp + oh * io.s3;                             \
+      for (int j = 0; j < k; j++) {                                          \
+        const int c = (int)w0 + p - k + 1 + j;                               \
+        const int##N st = c + POOL_LANES##N - p, en = min(st + k, W + p);    \
+        const int##N kept = min(en, W) - max(st, 0);                         \
+        const float##N d =                                                   \
+            divisor > 0 ? (float##N)((float)divisor)                         \
+                        : convert_float##N(cip ? ph * (en - st) : kh * kept); \
+        acc += POOL_LDN(N, gr, c) / d;                                       \
+      }                                                                      \
+    }                                                                        \
+    POOL_STN(N, acc, dr, w0);                                                \
+  }
+AVG_BWD_GATHER(8)
+AVG_BWD_GATHER(4)
+
+/* Input row `row` of the N C H rows: blocks where the windows tile the
+ * row or the stride is 1 (above), the rest one input at a time. */
+POOL_INLINE void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
+                                 size_t plane, long h, long4 io, long4 ks,
+                                 long4 pd, int cip, int divisor) {
+  const size_t row = plane * (size_t)io.s0 + (size_t)h;
+  const long W = io.s1, OW = io.s3;
+  global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
+  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
+  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+  global real_t *dr = dx + row * (size_t)W;
+  const long s = ks.s3, k = ks.s1, p = pd.s1;
+  long n = k == s && p == 0 ? pool_lanes(OW, W, s) : 0;
+  long l = min(OW, W / s) - n;
+  if (n > 0 && l >= 0) { /* tiles: blocks of outputs [0, l + n) */
+    POOL_BLOCKS(o, 0, l, n) {
+      if (n == 8)
+        avgpool_bwd_map8(gp, dr, o, oh0, oh1, io, ks, pd, cip, divisor);
+      else
+        avgpool_bwd_map4(gp, dr, o, oh0, oh1, io, ks, pd, cip, divisor);
+      if (o == l) break;
+    }
+    avgpool_bwd_cols(gp, dr, (l + n) * s, W, oh0, oh1, io, ks, pd, cip,
+                     divisor);
+    return;
+  }
+  n = s == 1 && ks.s0 * k <= INT_MAX && W <= INT_MAX / 2 ? pool_lanes(W, W, 1)
+                                                          : 0;
+  const long f = max(0L, k - 1 - p);
+  l = min(W - n, OW - n - p);
+  if (n == 0 || l < f) {
+    avgpool_bwd_cols(gp, dr, 0, W, oh0, oh1, io, ks, pd, cip, divisor);
+    return;
+  }
+  avgpool_bwd_cols(gp, dr, 0, f, oh0, oh1, io, ks, pd, cip, divisor);
+  POOL_BLOCKS(w, f, l, n) {
+    if (n == 8)
+      avgpool_bwd_gather8(gp, dr, w, oh0, oh1, io, ks, pd, cip, divisor);
+    else
+      avgpool_bwd_gather4(gp, dr, w, oh0, oh1, io, ks, pd, cip, divisor);
+    if (w == l) break;
+  }
+  avgpool_bwd_cols(gp, dr, l + n, W, oh0, oh1, io, ks, pd, cip, divisor);
+}
+
+/* The index check of 8 outputs from o of output row oh whose windows lie
+ * inside the row, without dilation: t is in output ow's window iff t -
+ * ((hs + i) W + ws) is in [0, kw) for one of its rows hs + i inside the
+ * image (no division; maxpool_row_ok's answer).  When a lane fails,
+ * maxpool_check_cols checks outputs `from` (not yet checked) to o + 8
+ * again and reports. */
+inline void maxpool_check_vec(global const int *ip, size_t plane, long oh,
+                              long o, long from, long4 io, long4 ks, long4 pd,
+                              volatile global int *status) {
+  const long hs = oh * ks.s2 - pd.s0, W = io.s1;
+  const int8 t = vload8(0, ip + oh * io.s3 + o);
+  const int8 ws = (int)(o * ks.s3 - pd.s1) + POOL_LANES8 * (int)ks.s3;
+  int8 ok = 0;
+  for (long i = 0; i < ks.s0; i++) {
+    const long r = hs + i;
+    if (r < 0 || r >= io.s0) continue;
+    const int8 off = t - ((int)(r * W) + ws);
+    ok |= off >= 0 && off < (int)ks.s1;
+  }
+  if (!all(ok))
+    maxpool_check_cols(ip, plane, oh, from, o + 8, io, ks, pd, status);
+}
+
+/* Checks the indices of output row oh: 8 at a time where the windows lie
+ * inside the row (no dilation; the last block moved back to end there),
+ * the rest one at a time; each index is reported at most once. */
+POOL_INLINE void maxpool_check_row(global const int *ip, size_t plane, long oh,
+                                   long4 io, long4 ks, long4 pd,
+                                   volatile global int *status) {
+  const long s = ks.s3, p = pd.s1, r = io.s1 - ks.s1 + p, OW = io.s3;
+  const long f = (p + s - 1) / s;
+  const long e = pd.s2 == 1 && pd.s3 == 1 && r >= 0 ? min(OW, r / s + 1) : 0;
+  if (f + 8 > e) {
+    maxpool_check_cols(ip, plane, oh, 0, OW, io, ks, pd, status);
+    return;
+  }
+  maxpool_check_cols(ip, plane, oh, 0, f, io, ks, pd, status);
+  long from = f;
+  POOL_BLOCKS(o, f, e - 8, 8) {
+    maxpool_check_vec(ip, plane, oh, o, from, io, ks, pd, status);
+    from = o + 8;
+    if (o == e - 8) break;
+  }
+  maxpool_check_cols(ip, plane, oh, e, OW, io, ks, pd, status);
+}
+
+/* Max pooling's backward, windows 2 or 3 wide of stride 2 along w (no
+ * dilation, padding 0 or 1): a block of 8 outputs m0 .. m0 + 7 covers the
+ * 16 inputs from b = 2 m0 - pw; lane l's even input b + 2 l lies in
+ * output m0 + l's window (and, 3 wide, in m0 + l - 1's before it), its
+ * odd input b + 2 l + 1 in m0 + l's only.  Each adds dy where the index
+ * names it, or +0, output rows then outputs in order (maxpool_bwd_cols's
+ * terms); the two vectors are interleaved into one 16-wide store. */
+inline void maxpool_bwd_vec(global const int *ip, global const real_t *gp,
+                            global real_t *dr, long h, long m0, long oh0,
+                            long oh1, long4 io, long4 ks, long4 pd) {
+  const long b = 2 * m0 - pd.s1, OW = io.s3;
+  const int8 qe = (int)(h * io.s1 + b) + 2 * POOL_LANES8, qo = qe + 1;
+  float8 e = 0.0f, o = 0.0f;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    global const int *ir = ip + oh * OW + m0;
+    global const real_t *gr = gp + oh * OW + m0;
+    const int8 t = vload8(0, ir);
+    const float8 g = POOL_LDN(8, gr, 0);
+    if (ks.s1 == 3) {
+      const int8 tp = vload8(0, ir - 1);
+      e += select((float8)0.0f, POOL_LDN(8, gr, -1), tp == qe);
+    }
+    e += select((float8)0.0f, g, t == qe);
+    o += select((float8)0.0f, g, t == qo);
+  }
+  const float16 eo = (float16)(e, o);
+  POOL_STN(16, eo.s08192a3b4c5d6e7f, dr, b);
+}
+
+/* The blocks' first and last m0 for maxpool_bwd_vec (inputs inside the
+ * row, every output of their windows present); 0 where there are none or
+ * the windows are not of its kind (the host's max_bwd_vec mirrors it). */
+inline int maxpool_bwd_span(long4 io, long4 ks, long4 pd, long *f, long *l) {
+  const long k = ks.s1, p = pd.s1;
+  if (ks.s3 != 2 || (k != 2 && k != 3) || pd.s2 != 1 || pd.s3 != 1 || p > 1)
+    return 0;
+  *f = k == 3 || p == 1 ? 1 : 0;
+  *l = min((io.s1 - 16 + p) / 2, io.s3 - 8);
+  return io.s1 >= 16 && *l >= *f;
+}
+
+/* Input row `row` of the N C H rows: checks the indices of output rows
+ * h, h + H, ..., then sums (vector blocks where maxpool_bwd_span finds
+ * them, the rest one input at a time). */
+POOL_INLINE void maxpool_bwd_row(global const real_t *dy,
+                                 global const int *idx, global real_t *dx,
+                                 size_t plane, long h, long4 io, long4 ks,
+                                 long4 pd, volatile global int *status) {
+  const size_t row = plane * (size_t)io.s0 + (size_t)h;
+  const long W = io.s1;
+  const size_t out0 = plane * (size_t)(io.s2 * io.s3);
+  global const int *ip = idx + out0;
+  global const real_t *gp = dy + out0;
+  for (long oh = h; oh < io.s2; oh += io.s0)
+    maxpool_check_row(ip, plane, oh, io, ks, pd, status);
+  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
+  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+  global real_t *dr = dx + row * (size_t)W;
+  long f, l;
+  if (!maxpool_bwd_span(io, ks, pd, &f, &l)) {
+    maxpool_bwd_cols(ip, gp, dr, h, 0, W, oh0, oh1, io, ks, pd);
+    return;
+  }
+  maxpool_bwd_cols(ip, gp, dr, h, 0, 2 * f - pd.s1, oh0, oh1, io, ks, pd);
+  POOL_BLOCKS(m, f, l, 8) {
+    maxpool_bwd_vec(ip, gp, dr, h, m, oh0, oh1, io, ks, pd);
+    if (m == l) break;
+  }
+  maxpool_bwd_cols(ip, gp, dr, h, 2 * l - pd.s1 + 16, W, oh0, oh1, io, ks,
+                   pd);
+}
+
+/* ---- CPU variant: adaptive pooling to 1 x 1 ------------------------------
+ * The one bin is the whole plane.  The element kernel added it in one
+ * chain, an add's latency per element (0.23x the OpenMP peer at 56 x 56);
+ * here a work-item adds its plane in 4 float8 chains (lane l of chain c:
+ * the elements 32 b + 8 c + l), the 8-element blocks left into the first,
+ * the chains and lanes in a fixed tree, then the last elements in order:
+ * an order fixed by the area, the same bits run to run (neither the GPU
+ * variant's tree nor the element kernel's chain).  The backward writes 0
+ * + dy / area, the gathers' value, over the plane in float8 stores. */
+inline float adaptive_plane_sum(global const real_t *xp, size_t area) {
+  float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  size_t i = 0;
+  for (; i + 32 <= area; i += 32) {
+    a0 += POOL_LDN(8, xp, i);
+    a1 += POOL_LDN(8, xp, i + 8);
+    a2 += POOL_LDN(8, xp, i + 16);
+    a3 += POOL_LDN(8, xp, i + 24);
+  }
+  for (; i + 8 <= area; i += 8) a0 += POOL_LDN(8, xp, i);
+  float s = rumus_hsum8((a0 + a1) + (a2 + a3));
+  for (; i < area; i++) s += LOAD(xp, i);
+  return s;
+}
+
+inline void adaptive_plane_fill(global real_t *dp, size_t area, float v) {
+  const float8 v8 = v;
+  size_t i = 0;
+  for (; i + 8 <= area; i += 8) POOL_STN(8, v8, dp, i);
+  for (; i < area; i++) STORE(v, dp, i);
 }
 
 /* Adaptive: when OH <= H and OW <= W (pooling, not upsampling) an input
@@ -530,16 +964,15 @@ inline void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
  * and overlap by at most one).  The row's bins (oh, height) are found
  * once; the column's two candidate bins slide along w, each bin's bounds
  * computed once per row.  Upsampling falls back to the element kernel. */
-inline void adaptive_bwd_row(global const real_t *dy, global real_t *dx,
-                             size_t row, long4 io) {
+POOL_INLINE void adaptive_bwd_row(global const real_t *dy, global real_t *dx,
+                                  size_t plane, long h, long4 io) {
   const long H = io.s0, W = io.s1, OH = io.s2, OW = io.s3;
+  const size_t row = plane * (size_t)H + (size_t)h;
   if (OH > H || OW > W) {
     for (long w = 0; w < W; w++)
       adaptive_bwd_item(dy, dx, row * (size_t)W + (size_t)w, io);
     return;
   }
-  const size_t plane = row / (size_t)H;
-  const long h = (long)(row - plane * (size_t)H);
   global const real_t *gp = dy + plane * (size_t)(OH * OW);
   long bo[2], bh[2];
   int nb = 0;
@@ -1298,6 +1731,165 @@ inline void adaptive_bwd_o1(global const real_t *dy, global real_t *dx,
   if (e + 3 < n) STORE(q.s3, dx, e + 3);
 }
 
+/* ---- CPU variant: average backward of stride 1 along w by rows of g -------
+ * Lane w of the stride-1 gather divides each of its kw kh terms, though
+ * the term of output (oh, ow), g = dy / divisor, is the same for every
+ * input under it: kw kh divisions per input where one per output would
+ * do (about ten times the vector work at 64x64x14/k3s1p1).  Where the
+ * rows are narrow enough, a work-item keeps the g rows of the output rows
+ * its input rows need in private memory (a ring of AVG_GR rows of
+ * AVG_GW), each computed once per plane, kw - 1 zeros on both sides; an
+ * input row then adds, in blocks of 8 lanes over the whole row, the kw
+ * neighbours of each of its output rows in order: the gathers' terms in
+ * their order (the zeros stand for the outputs outside [0, OW), which the
+ * gathers skip: a sum that starts at +0 does not change by adding +0),
+ * the same bits. */
+#ifndef AVG_GR
+#define AVG_GR 8 /* g rows in the ring (a power of two) */
+#endif
+#ifndef AVG_GW
+#define AVG_GW 96 /* floats a g row: OW + 2 (kw - 1) at most */
+#endif
+
+/* 1 where the g rows serve: stride 1 along w, at most AVG_GR output rows
+ * over an input row, padded rows inside AVG_GW, rows of 8 or more. */
+inline int avg_g_fits(long4 io, long4 ks) {
+  const long k = ks.s1, over = (ks.s0 + ks.s2 - 1) / ks.s2;
+  return ks.s3 == 1 && over <= AVG_GR && io.s3 + 2 * (k - 1) <= AVG_GW &&
+         io.s1 >= 8;
+}
+
+/* The g row of output row oh of plane gp into g: g[kw - 1 + ow] = dy /
+ * divisor (avg_grad's term), zeros at the kw - 1 places on each side. */
+inline void avg_g_row(private float *g, global const real_t *gp, long oh,
+                      long4 io, long4 ks, long4 pd, int cip, int divisor) {
+  const long OW = io.s3, k = ks.s1;
+  long h0, h1, w0, w1;
+  const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  for (long i = 0; i < k - 1; i++) g[i] = g[k - 1 + OW + i] = 0.0f;
+  global const real_t *gr = gp + oh * OW;
+  for (long ow = 0; ow < OW; ow++) {
+    const long pw = avg_axis(ow, k, 1, pd.s1, io.s1, &w0, &w1);
+    g[k - 1 + ow] = LOAD(gr, ow) / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0),
+                                               cip, divisor);
+  }
+}
+
+/* Input row dr from the ring's output rows [oh0, oh1]: lane w adds g[w +
+ * pw + j] (output w + pw - kw + 1 + j), j < kw, of each row in turn. */
+inline void avg_g_sum(private const float *ring, global real_t *dr, long oh0,
+                      long oh1, long W, long k, long p) {
+  POOL_BLOCKS(w, 0, W - 8, 8) {
+    float8 acc = 0.0f;
+    for (long oh = oh0; oh <= oh1; oh++) {
+      private const float *g = ring + (oh % AVG_GR) * AVG_GW + w + p;
+      for (long j = 0; j < k; j++) acc += vload8(0, g + j);
+    }
+    POOL_STN(8, acc, dr, w);
+    if (w == W - 8) break;
+  }
+}
+
+/* Input rows [r0, r1) of the N C H: the ring holds output rows [next -
+ * AVG_GR, next) of the current plane (those below oh0 no longer needed). */
+inline void avgpool_bwd_grows(global const real_t *dy, global real_t *dx,
+                              size_t r0, size_t r1, long4 io, long4 ks,
+                              long4 pd, int cip, int divisor) {
+  float ring[AVG_GR * AVG_GW];
+  long h, next = 0;
+  size_t plane = pool_plane(r0, io.s0, &h);
+  for (size_t r = r0; r < r1; r++) {
+    global const real_t *gp = dy + plane * (size_t)(io.s2 * io.s3);
+    const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
+    const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+    for (next = max(next, oh0); next <= oh1; next++)
+      avg_g_row(ring + (next % AVG_GR) * AVG_GW, gp, next, io, ks, pd, cip,
+                divisor);
+    avg_g_sum(ring, dx + r * (size_t)io.s1, oh0, oh1, io.s1, ks.s1, pd.s1);
+    if (++h == io.s0) {
+      h = 0;
+      plane++;
+      next = 0;
+    }
+  }
+}
+
+/* ---- CPU variant: average forward of stride 1 along w from padded rows ----
+ * With stride 1 the vector blocks stop where a window reaches the
+ * padding, and on rows of 14 the two scalar outputs at the ends cost as
+ * much as the twelve in vectors.  Where the rows are narrow enough, a
+ * work-item copies the input rows its output rows need into a private
+ * ring (each once per plane, AVG_GR rows of AVG_GW), pw zeros on both
+ * sides, and adds the kw neighbours in vector blocks over the whole output
+ * row, the divisors lane by lane: avgpool_at's terms in its order (the
+ * zeros stand for the columns outside the input, which it skips: a sum
+ * that starts at +0 does not change by adding +0), the same bits. */
+
+/* 1 where the padded rows serve: stride 1 along w, at most AVG_GR input
+ * rows under an output row, W + 2 pw inside AVG_GW, OW of 8 or more,
+ * kh kw below 2^31 (int lanes). */
+inline int avg_x_fits(long4 io, long4 ks, long4 pd) {
+  return ks.s3 == 1 && ks.s0 <= AVG_GR && io.s1 + 2 * pd.s1 <= AVG_GW &&
+         io.s3 >= 8 && ks.s0 * ks.s1 <= INT_MAX;
+}
+
+/* Input row h of plane xp into r: r[pw + w] = x, zeros at the pw places
+ * on each side. */
+inline void avg_x_row(private float *r, global const real_t *xp, long h,
+                      long W, long p) {
+  global const real_t *xr = xp + h * W;
+  for (long i = 0; i < p; i++) r[i] = r[p + W + i] = 0.0f;
+  long w = 0;
+  for (; w + 8 <= W; w += 8) vstore8(POOL_LDN(8, xr, w), 0, r + p + w);
+  for (; w < W; w++) r[p + w] = LOAD(xr, w);
+}
+
+/* Output row yr (row oh) from the ring's input rows [h0, h1): lanes ow
+ * add r[ow + j], j < kw, of each row in turn, over their divisors. */
+inline void avg_x_sum(private const float *ring, global real_t *yr, long oh,
+                      long4 io, long4 ks, long4 pd, int cip, int divisor) {
+  long h0, h1;
+  const int ph = (int)avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const int kh = (int)(h1 - h0), W = (int)io.s1, k = (int)ks.s1,
+            p = (int)pd.s1;
+  POOL_BLOCKS(o, 0, io.s3 - 8, 8) {
+    float8 acc = 0.0f;
+    for (long h = h0; h < h1; h++) {
+      private const float *r = ring + (h % AVG_GR) * AVG_GW + o;
+      for (long j = 0; j < k; j++) acc += vload8(0, r + j);
+    }
+    const int8 st = (int)o - p + POOL_LANES8, en = min(st + k, W + p);
+    const int8 kept = min(en, W) - max(st, 0);
+    const float8 d = divisor > 0
+                         ? (float8)((float)divisor)
+                         : convert_float8(cip ? ph * (en - st) : kh * kept);
+    POOL_STN(8, acc / d, yr, o);
+    if (o == io.s3 - 8) break;
+  }
+}
+
+/* Output rows [r0, r1) of the N C OH: the ring holds input rows [next -
+ * AVG_GR, next) of the current plane (those below h0 no longer needed). */
+inline void avgpool_fwd_xrows(global const real_t *x, global real_t *y,
+                              size_t r0, size_t r1, long4 io, long4 ks,
+                              long4 pd, int cip, int divisor) {
+  float ring[AVG_GR * AVG_GW];
+  long oh, next = 0, h0, h1;
+  size_t plane = pool_plane(r0, io.s2, &oh);
+  for (size_t r = r0; r < r1; r++) {
+    global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+    avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+    for (next = max(next, h0); next < h1; next++)
+      avg_x_row(ring + (next % AVG_GR) * AVG_GW, xp, next, io.s1, pd.s1);
+    avg_x_sum(ring, y + r * (size_t)io.s3, oh, io, ks, pd, cip, divisor);
+    if (++oh == io.s2) {
+      oh = 0;
+      plane++;
+      next = 0;
+    }
+  }
+}
+
 /* ---- Entries: element base + get_global_id(0) of n ---------------------- */
 
 #define POOL_ITEM(n, base)                                                   \
@@ -1353,31 +1945,56 @@ void adaptive_avgpool2d_bwd(ulong n, ulong base, global const real_t *dy,
   adaptive_bwd_item(dy + dyo, dx + dxo, item, io);
 }
 
-/* CPU variant: work-item g of a launch takes row base + g of the N C OH
- * output rows (forwards) or of the N C H input rows (backwards). */
+/* CPU variant: work-item g of a launch takes rows (base + g) rpw ... of
+ * the `rows` rows, N C OH output rows (forwards) or N C H input rows
+ * (backwards), of planes of `height` rows: one division for the first
+ * row's plane, then counters.  A work-item per row spent as long on its
+ * setup (divisions, spans) as on rows of 14 to 28 elements. */
+#define POOL_ROWS(height, call)                                              \
+  POOL_ITEM(n, base);                                                        \
+  const size_t r0_ = item * (size_t)rpw;                                     \
+  const size_t r1_ = min(r0_ + (size_t)rpw, (size_t)rows);                   \
+  long h_;                                                                   \
+  size_t plane_ = pool_plane(r0_, (height), &h_);                            \
+  for (size_t r_ = r0_; r_ < r1_; r_++) {                                    \
+    call;                                                                    \
+    if (++h_ == (height)) {                                                  \
+      h_ = 0;                                                                \
+      plane_++;                                                              \
+    }                                                                        \
+  }
+
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void maxpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
                         global real_t *y, ulong yo, global int *idx, ulong io_,
-                        long4 io, long4 ks, long4 pd) {
-  POOL_ITEM(n, base);
-  maxpool_fwd_row(x + xo, y + yo, idx + io_, item, io, ks, pd);
+                        long4 io, long4 ks, long4 pd, ulong rows, uint rpw) {
+  POOL_ROWS(io.s2, maxpool_fwd_row(x + xo, y + yo, idx + io_, plane_, h_, io,
+                                   ks, pd));
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
                         global real_t *y, ulong yo, long4 io, long4 ks,
-                        long4 pd, int cip, int divisor) {
-  POOL_ITEM(n, base);
-  avgpool_fwd_row(x + xo, y + yo, item, io, ks, pd, cip, divisor);
+                        long4 pd, int cip, int divisor, ulong rows, uint rpw) {
+  if (avg_x_fits(io, ks, pd)) {
+    POOL_ITEM(n, base);
+    const size_t r0 = item * (size_t)rpw;
+    avgpool_fwd_xrows(x + xo, y + yo, r0, min(r0 + (size_t)rpw, (size_t)rows),
+                      io, ks, pd, cip, divisor);
+    return;
+  }
+  POOL_ROWS(io.s2, avgpool_fwd_row(x + xo, y + yo, plane_, h_, io, ks, pd, cip,
+                                   divisor));
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void maxpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         ulong dyo, global const int *idx, ulong io_,
                         global real_t *dx, ulong dxo, long4 io, long4 ks,
-                        long4 pd, volatile global int *status) {
-  POOL_ITEM(n, base);
-  maxpool_bwd_row(dy + dyo, idx + io_, dx + dxo, item, io, ks, pd, status);
+                        long4 pd, volatile global int *status, ulong rows,
+                        uint rpw) {
+  POOL_ROWS(io.s0, maxpool_bwd_row(dy + dyo, idx + io_, dx + dxo, plane_, h_,
+                                   io, ks, pd, status));
 }
 
 /* 1 in the F32 program: maxpool2d_bwd_planes works on floats. */
@@ -1400,17 +2017,52 @@ void maxpool2d_bwd_planes(ulong n, ulong base, global const real_t *dy,
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
-                        long4 ks, long4 pd, int cip, int divisor) {
-  POOL_ITEM(n, base);
-  avgpool_bwd_row(dy + dyo, dx + dxo, item, io, ks, pd, cip, divisor);
+                        long4 ks, long4 pd, int cip, int divisor, ulong rows,
+                        uint rpw) {
+  if (avg_g_fits(io, ks)) {
+    POOL_ITEM(n, base);
+    const size_t r0 = item * (size_t)rpw;
+    avgpool_bwd_grows(dy + dyo, dx + dxo, r0, min(r0 + (size_t)rpw,
+                                                  (size_t)rows),
+                      io, ks, pd, cip, divisor);
+    return;
+  }
+  POOL_ROWS(io.s0, avgpool_bwd_row(dy + dyo, dx + dxo, plane_, h_, io, ks, pd,
+                                   cip, divisor));
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void adaptive_avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                                  ulong dyo, global real_t *dx, ulong dxo,
-                                 long4 io) {
+                                 long4 io, ulong rows, uint rpw) {
+  POOL_ROWS(io.s0, adaptive_bwd_row(dy + dyo, dx + dxo, plane_, h_, io));
+}
+#undef POOL_ROWS
+
+/* CPU variant, OH = OW = 1: work-item g of a launch takes planes (base +
+ * g) ppw ... of `planes`, each of `area` elements. */
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void adaptive_avgpool2d_fwd_planes(ulong n, ulong base, global const real_t *x,
+                                   ulong xo, global real_t *y, ulong yo,
+                                   ulong area, ulong planes, uint ppw) {
   POOL_ITEM(n, base);
-  adaptive_bwd_row(dy + dyo, dx + dxo, item, io);
+  const size_t p1 = min((item + 1) * (size_t)ppw, (size_t)planes);
+  for (size_t p = item * (size_t)ppw; p < p1; p++)
+    STORE(adaptive_plane_sum(x + xo + p * (size_t)area, (size_t)area) /
+              (float)area,
+          y + yo, p);
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void adaptive_avgpool2d_bwd_planes(ulong n, ulong base,
+                                   global const real_t *dy, ulong dyo,
+                                   global real_t *dx, ulong dxo, ulong area,
+                                   ulong planes, uint ppw) {
+  POOL_ITEM(n, base);
+  const size_t p1 = min((item + 1) * (size_t)ppw, (size_t)planes);
+  for (size_t p = item * (size_t)ppw; p < p1; p++)
+    adaptive_plane_fill(dx + dxo + p * (size_t)area, (size_t)area,
+                        0.0f + LOAD(dy + dyo, p) / (float)area);
 }
 
 /* GPU variant, OH = OW = 1: work-group g of a launch takes planes

@@ -59,6 +59,22 @@ static const pool_case MAX_CASES[] = {
     {1, 2, 7, 12, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* k 3, s 2, p 1 */
     {2, 3, 7, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* OW = 8: quads */
     {1, 2, 6, 8, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},  /* ceil, H even */
+    /* The CPU variant's vectors of 8 (4) outputs: strides 1, 2, 4, odd
+     * widths (the last block moved back, loads ending at the row's end),
+     * padding and dilation outside them, ceil mode; planes of width 1 */
+    {1, 2, 5, 37, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {2, 1, 9, 35, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 3, 5, 34, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},
+    {1, 2, 6, 21, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 8, 44, {4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 1, 6, 22, {5, 5, 4, 4, 2, 2, 1, 1, 0, 1, 0}},  /* 4 lanes */
+    {1, 2, 7, 40, {3, 3, 2, 2, 1, 1, 2, 2, 0, 1, 0}},  /* dilation 2 */
+    {3, 2, 9, 1, {3, 1, 2, 1, 1, 0, 1, 1, 0, 1, 0}},   /* width 1 */
+    {1, 2, 4, 33, {2, 2, 2, 2, 1, 1, 1, 1, 0, 1, 0}},  /* k 2, p 1 */
+    {1, 1, 5, 36, {3, 3, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* k 3, p 0 */
+    {1, 1, 3, 66, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},  /* F32 rows, W 66 */
+    /* over 512 rows: several rows a work-item, across planes */
+    {4, 20, 13, 9, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
 };
 static const pool_case AVG_CASES[] = {
     {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
@@ -73,6 +89,27 @@ static const pool_case AVG_CASES[] = {
     {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* W % 4 == 0 */
     {1, 2, 5, 12, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
     {1, 2, 4, 8, {2, 2, 2, 2, 0, 0, 1, 1, 1, 0, 3}},  /* 2 x 2, divisor 3 */
+    /* The CPU variant's vectors (see MAX_CASES): tiling windows (the
+     * backward a map), stride 1 (a gather with lane divisors), both
+     * count_include_pad, ceil mode with a partial last window */
+    {1, 2, 5, 37, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 1, 5, 23, {2, 2, 2, 2, 0, 0, 1, 1, 1, 0, 0}},
+    {2, 1, 6, 21, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 1, 6, 21, {3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {1, 2, 4, 13, {5, 5, 1, 1, 2, 2, 1, 1, 0, 0, 0}},
+    {1, 1, 4, 6, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},   /* 4 lanes */
+    {1, 1, 5, 19, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 7}},  /* divisor 7 */
+    {1, 3, 9, 35, {3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0}},
+    {1, 2, 8, 44, {4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 0}},
+    {3, 2, 9, 1, {3, 1, 2, 1, 1, 0, 1, 1, 0, 0, 0}},   /* width 1 */
+    /* over 512 rows: several rows a work-item, across planes */
+    {4, 20, 13, 9, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 20, 13, 12, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
+    /* stride 1 along w (the CPU variant's rows of dy / divisor): stride
+     * 2 along h, 7 output rows over an input row, rows too wide */
+    {1, 2, 9, 11, {3, 3, 2, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 1, 10, 9, {7, 7, 1, 1, 3, 3, 1, 1, 0, 1, 0}},
+    {1, 1, 3, 100, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
 };
 /* N, C, H, W, OH, OW */
 static const size_t ADA_CASES[][6] = {
@@ -84,6 +121,16 @@ static const size_t ADA_CASES[][6] = {
     {2, 3, 23, 17, 1, 1}, {4, 9, 3, 3, 1, 1},
     /* W a multiple of 4 (4-wide stores), bins not dividing the input */
     {2, 3, 8, 12, 3, 5}, {1, 2, 12, 8, 3, 2},
+    /* bins dividing the input, 1, 2 or 4 wide: the CPU variant's average
+     * pooling vectors */
+    {2, 3, 12, 28, 3, 7}, {1, 2, 6, 16, 3, 8}, {1, 1, 5, 9, 5, 9},
+    {3, 1, 4, 20, 2, 5},
+    /* over 512 rows (several a work-item, across planes), as average
+     * pooling and not */
+    {4, 40, 6, 8, 6, 4}, {4, 40, 7, 5, 3, 2},
+    /* to 1 x 1 over 512 planes: the CPU variant's plane kernels take
+     * several a work-item */
+    {8, 80, 3, 5, 1, 1},
 };
 #define N_MAX (sizeof MAX_CASES / sizeof MAX_CASES[0])
 #define N_AVG (sizeof AVG_CASES / sizeof AVG_CASES[0])
@@ -154,6 +201,23 @@ static void run_setup(rumus_ctx *ctx, run *r, rumus_dtype d,
   r->tidx = with_idx ? tu_tensor(ctx, RUMUS_I32, 4, out, NULL) : NULL;
 }
 
+/* Fills t with the byte 0x7f (F16 NaN, a huge float or int32): a variant
+ * must write every output itself, not keep the other's. */
+static void poison(rumus_tensor *t) {
+  if (t == NULL) return;
+  const size_t bytes = rumus_tensor_nbytes(t);
+  unsigned char *b = tu_malloc(bytes);
+  memset(b, 0x7f, bytes);
+  ck_assert_int_eq(rumus_tensor_upload(t, b, bytes), RUMUS_OK);
+  free(b);
+}
+
+static void run_poison(run *r) {
+  poison(r->ty);
+  poison(r->tdx);
+  poison(r->tidx);
+}
+
 static void run_free(run *r) {
   free(r->x);
   free(r->dy);
@@ -192,6 +256,7 @@ static void max_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
   float *prev[2] = {NULL, NULL};
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
+    run_poison(&r);
     char name[96];
     TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, r.tx, r.ty, r.tidx));
     TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, r.tdy, r.tidx, r.tdx));
@@ -240,6 +305,7 @@ static void avg_variants(rumus_ctx *ctx, run *r, const rumus_pool2d_params *p,
   float *prev[2] = {NULL, NULL};
   for (int v = 0; v < 2; v++) {
     tu_set_variant(ctx, tu_variants[v]);
+    run_poison(r);
     char name[96];
     if (p) {
       TU_OK(ctx, rumus_avgpool2d_fwd(ctx, p, r->tx, r->ty));

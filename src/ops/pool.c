@@ -13,7 +13,11 @@
  * that tile the input a work-item per 2 outputs for the backwards, per 4
  * for the forwards (k2_plan, k2_fwd_plan; k3s2_window for the max
  * pooling of 3 x 3 windows, stride 2, padding 1); dilated max backward
- * keeps the element kernel (its _q form).
+ * keeps the element kernel (its _q form).  The CPU variant's row kernels
+ * take several consecutive rows a work-item (run_row_items); its F32 max
+ * backward scatters by planes unless the rows gather in vectors
+ * (max_bwd_vec); its adaptive pooling runs the average rows where the bins
+ * are such windows (adaptive_as_avg) and plane kernels to 1 x 1.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -72,6 +76,38 @@ static int run_items(rumus_ctx *ctx, const char *op, rumus_dtype storage,
   return RUMUS_OK;
 }
 
+/* The CPU variant's row (or plane) kernel `kernel` of `storage` over
+ * `rows` rows of len elements (of the output of a forward, dx of a
+ * backward), rows per work-item for about 2048 elements (at most 64
+ * rows), fewer where that would leave under 256 work-items: args[0 ..
+ * na) (2 left for run_items), then the number of rows and the rows per
+ * work-item. */
+static int run_row_items(rumus_ctx *ctx, const char *op, const char *kernel,
+                         rumus_dtype storage, size_t rows, size_t len,
+                         const rumus__arg *args, size_t na) {
+  if (len == 0) len = 1;
+  size_t per = (2048 + len - 1) / len;
+  if (per > 64) per = 64;
+  while (per > 1 && (rows + per - 1) / per < 256) per /= 2;
+  cl_ulong nr = rows;
+  cl_uint rpw = (cl_uint)per;
+  rumus__arg a[16];
+  for (size_t i = 0; i < na; i++) a[i] = args[i];
+  a[na] = RUMUS__ARG(nr);
+  a[na + 1] = RUMUS__ARG(rpw);
+  return run_items(ctx, op, storage, kernel, (rows + per - 1) / per, a,
+                   na + 2, ROWS_WG);
+}
+
+/* run_row_items over the N C H rows of t (H: t's axis 2). */
+static int run_t_rows(rumus_ctx *ctx, const char *op, const char *kernel,
+                      const rumus_tensor *t, const rumus__arg *args,
+                      size_t na) {
+  return run_row_items(ctx, op, kernel, t->dtype,
+                       t->shape[0] * t->shape[1] * t->shape[2], t->shape[3],
+                       args, na);
+}
+
 /* On the GPU variant `kernel` over the elements of t (the output of a
  * forward, dx of a backward); on the CPU variant `kernel`_rows over t's
  * N C H rows (cl/pool.cl says why). */
@@ -82,8 +118,7 @@ static int run_rows(rumus_ctx *ctx, const char *op, const char *kernel,
                      pool_ls(ctx));
   char rows[64];
   snprintf(rows, sizeof rows, "%s_rows", kernel);
-  return run_items(ctx, op, t->dtype, rows,
-                   t->shape[0] * t->shape[1] * t->shape[2], args, na, ROWS_WG);
+  return run_t_rows(ctx, op, rows, t, args, na);
 }
 
 /* ---- Parameters and shapes -------------------------------------------- */
@@ -435,6 +470,22 @@ static int run_fwd_quads(rumus_ctx *ctx, const char *op, const char *kernel,
 
 /* ---- Max pooling -------------------------------------------------------- */
 
+/* 1 if the CPU variant's max backward rows gather in vectors (cl/pool.cl's
+ * maxpool_bwd_span): windows 2 or 3 wide of stride 2 along w, padding at
+ * most 1, no dilation, and room for a block of 8 outputs; and rows of at
+ * least 64, where they beat the scatter by planes (on rows of 28 their
+ * setup took twice the scatter's time). */
+static int max_bwd_vec(const pool_call *c) {
+  const cl_long k = c->ks.s[1], p = c->pd.s[1], W = c->io.s[1],
+                OW = c->io.s[3];
+  if (c->ks.s[3] != 2 || (k != 2 && k != 3) || c->pd.s[2] != 1 ||
+      c->pd.s[3] != 1 || p > 1 || W < 64)
+    return 0;
+  const cl_long f = k == 3 || p == 1 ? 1 : 0;
+  const cl_long l1 = (W - 16 + p) / 2, l2 = OW - 8;
+  return (l1 < l2 ? l1 : l2) >= f;
+}
+
 int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *x, rumus_tensor *y,
                         rumus_tensor *indices) {
@@ -514,8 +565,9 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   }
   /* CPU variant, F32: a plane per work-item, scattered in output order
    * (cl/pool.cl's maxpool_bwd_plane; the rows' gathers ran at a tenth of
-   * an OpenMP scatter loop's speed on PoCL). */
-  if (!rumus__gpu_variant(ctx) && dx->dtype == RUMUS_F32)
+   * an OpenMP scatter loop's speed on PoCL), but where the rows gather in
+   * vectors. */
+  if (!rumus__gpu_variant(ctx) && dx->dtype == RUMUS_F32 && !max_bwd_vec(&c))
     return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_planes",
                      dx->shape[0] * dx->shape[1], args, 12, ROWS_WG);
   return run_rows(ctx, op, "maxpool2d_bwd", dx, args, 12);
@@ -617,6 +669,37 @@ static int check_adaptive(rumus_ctx *ctx, const char *op, const char *in_name,
   return RUMUS_OK;
 }
 
+/* CPU variant: bins that divide the input (H = kh OH, W = kw OW) are the
+ * windows of average pooling with kernel = stride = (kh, kw) and no
+ * padding, with the same sums in the same order and the same divisor (kh
+ * kw): its row kernels (`kernel`, over t's N C H rows: y's forward, dx's
+ * backward) give the adaptive kernels' bits, in vectors (cl/pool.cl).
+ * args[0 .. 7) are the adaptive call's; 1 if it ran (*rc its status). */
+static int adaptive_as_avg(rumus_ctx *ctx, const char *op, const char *kernel,
+                           const rumus_tensor *t, const pool_call *c,
+                           const rumus__arg *args, int *rc) {
+  const cl_long H = c->io.s[0], W = c->io.s[1], OH = c->io.s[2],
+                OW = c->io.s[3];
+  /* Bins 1, 2 or 4 wide, at least 4 a row: the vectors' cases (wider
+   * bins, and rows of fewer, ran slower than the adaptive kernels). */
+  const cl_long kw = OW > 0 ? W / OW : 0;
+  if (rumus__gpu_variant(ctx) || H % OH != 0 || W % OW != 0 || OW < 4 ||
+      (kw != 1 && kw != 2 && kw != 4))
+    return 0;
+  pool_call a = *c;
+  a.ks = (cl_long4){{H / OH, W / OW, H / OH, W / OW}};
+  a.pd = (cl_long4){{0, 0, 1, 1}};
+  cl_int cip = 1, div = 0;
+  rumus__arg aa[11];
+  for (int i = 0; i < 7; i++) aa[i] = args[i];
+  aa[7] = RUMUS__ARG(a.ks);
+  aa[8] = RUMUS__ARG(a.pd);
+  aa[9] = RUMUS__ARG(cip);
+  aa[10] = RUMUS__ARG(div);
+  *rc = run_t_rows(ctx, op, kernel, t, aa, 11);
+  return 1;
+}
+
 /* GPU variant, OH = OW = 1: lanes per plane for adaptive_avgpool2d_fwd_o1,
  * a power of two from 1 to the local size, about 8 elements a lane (the
  * sum order follows from the area and the local size alone). */
@@ -662,9 +745,20 @@ int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx, const rumus_tensor *x,
   if (rumus__gpu_variant(ctx) && y->shape[2] == 1 && y->shape[3] == 1)
     return adaptive_fwd_o1(ctx, op, x, y);
   cl_ulong xo = rumus__off(x), yo = rumus__off(y);
+  if (y->shape[2] == 1 && y->shape[3] == 1) { /* CPU variant: a plane sum */
+    cl_ulong area = x->shape[2] * x->shape[3];
+    const rumus__arg ap[7] = {{0, NULL}, {0, NULL}, RUMUS__ARG(x->mem),
+                              RUMUS__ARG(xo), RUMUS__ARG(y->mem),
+                              RUMUS__ARG(yo), RUMUS__ARG(area)};
+    return run_row_items(ctx, op, "adaptive_avgpool2d_fwd_planes", x->dtype,
+                         y->numel, (size_t)area, ap, 7);
+  }
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
                         RUMUS__ARG(y->mem), RUMUS__ARG(yo), RUMUS__ARG(c.io)};
+  int rc;
+  if (adaptive_as_avg(ctx, op, "avgpool2d_fwd_rows", y, &c, args, &rc))
+    return rc;
   return run_items(ctx, op, x->dtype, "adaptive_avgpool2d_fwd", y->numel,
                    args, 7, pool_ls(ctx));
 }
@@ -693,9 +787,20 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
     return run_items(ctx, op, dx->dtype, "adaptive_avgpool2d_bwd_o1",
                      (dx->numel + 3) / 4, a4, 9, pool_ls(ctx));
   }
+  if (dy->shape[2] == 1 && dy->shape[3] == 1) { /* CPU variant: a fill */
+    cl_ulong area = dx->shape[2] * dx->shape[3];
+    const rumus__arg ap[7] = {{0, NULL}, {0, NULL}, RUMUS__ARG(dy->mem),
+                              RUMUS__ARG(go), RUMUS__ARG(dx->mem),
+                              RUMUS__ARG(xo), RUMUS__ARG(area)};
+    return run_row_items(ctx, op, "adaptive_avgpool2d_bwd_planes", dx->dtype,
+                         dy->numel, (size_t)area, ap, 7);
+  }
   rumus__arg args[7] = {{0, NULL}, {0, NULL},
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
+  int rc;
+  if (adaptive_as_avg(ctx, op, "avgpool2d_bwd_rows", dx, &c, args, &rc))
+    return rc;
   cl_uint8 mg, sv;
   size_t quads;
   cl_int vec;
