@@ -65,32 +65,35 @@ static const char *const FILE_CL = "layernorm.cl";
  * of partials fit a 512-wide group's 128 registers, where 1024
  * work-items have 64 each.  RUMUS_LN_WIDE=LSxV and RUMUS_LN_WIDE_BWD=
  * LSxVxB override them (powers of two, ls 32 to 1024, v to 32, b
- * dividing v) for sweeps. */
+ * dividing v) for sweeps.  ls is halved to the device's largest
+ * work-group, as a program of a required size beyond it might not build. */
 typedef struct {
   size_t ls, v, b;
 } ln_wide_shape;
 
-static ln_wide_shape wide_shape(const char *env, size_t ls, size_t v,
-                                size_t b) {
+static ln_wide_shape wide_shape(const rumus_ctx *ctx, const char *env,
+                                size_t ls, size_t v, size_t b) {
   ln_wide_shape w = {ls, v, b};
   long f[3] = {0, 0, 0};
   const int n = rumus__env_tiling(env, f, 2, 3);
+  while (w.ls > 32 && w.ls > ctx->max_wg) w.ls /= 2;
   if (n == 0) return w;
   const size_t els = (size_t)f[0], ev = (size_t)f[1];
   const size_t eb = n == 3 ? (size_t)f[2] : (ev < b ? ev : b);
   const int pow2 = (els & (els - 1)) == 0 && (ev & (ev - 1)) == 0 &&
                    (eb & (eb - 1)) == 0;
-  if (!pow2 || els < 32 || ev > 32 || eb > ev) return w;
+  if (!pow2 || els < 32 || els > ctx->max_wg || ev > 32 || eb > ev)
+    return w;
   w.ls = els;
   w.v = ev;
   w.b = eb;
   return w;
 }
-static ln_wide_shape wide_fwd(void) {
-  return wide_shape("RUMUS_LN_WIDE", 512, 8, 1);
+static ln_wide_shape wide_fwd(const rumus_ctx *ctx) {
+  return wide_shape(ctx, "RUMUS_LN_WIDE", 512, 8, 1);
 }
-static ln_wide_shape wide_bwd(void) {
-  return wide_shape("RUMUS_LN_WIDE_BWD", 512, 8, 2);
+static ln_wide_shape wide_bwd(const rumus_ctx *ctx) {
+  return wide_shape(ctx, "RUMUS_LN_WIDE_BWD", 512, 8, 2);
 }
 
 /* The block backward's rows at once (cl/layernorm.cl's LN_BR) and its
@@ -114,7 +117,7 @@ static ln_blk_shape blk_shape(void) {
 }
 
 /* The local size of the stage kernels (LN_FOLD_LS): a column per
- * work-item, 64 per group on GPUs (coalesced), 8 on CPUs. */
+ * work-item, 32 per group on GPUs (coalesced), 8 on CPUs. */
 static size_t fold_ls(const rumus_ctx *ctx, const rumus__row_plan *plan) {
   /* 32 on GPUs: a warp's 128 contiguous bytes, and twice the groups of
    * stage 2 (16 groups of 512 at 1024 columns left most of the H200
@@ -133,7 +136,7 @@ static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
   if (plan->kind == RUMUS__ROWS_REGS)
     snprintf(v4, sizeof v4, " -DCACHE_V4=%d", plan->cache_v4);
   if (plan->kind != RUMUS__ROWS_ITEM) {
-    const ln_wide_shape f = wide_fwd(), b = wide_bwd();
+    const ln_wide_shape f = wide_fwd(ctx), b = wide_bwd(ctx);
     const ln_blk_shape k = blk_shape();
     snprintf(gpu, sizeof gpu,
              " -DLN_WLS=%zu -DLN_WV=%zu -DLN_WBLS=%zu -DLN_WBV=%zu"
@@ -395,7 +398,7 @@ static int forward(rumus_ctx *ctx, const char *op, const char *base,
   ln_group wide;
   wide.ls = 0; /* rows the _wgc rungs do not hold: the wide kernel */
   if (plan.kind == RUMUS__ROWS_GROUP) {
-    const ln_wide_shape w = wide_fwd();
+    const ln_wide_shape w = wide_fwd(ctx);
     RUMUS__FORWARD(wide_local(ctx, op, &plan, base, &w, cols, &wide));
   }
   return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols, &wide);
@@ -591,7 +594,7 @@ static int bwd_choice(rumus_ctx *ctx, const char *op,
   if (k->ls) return RUMUS_OK;
   RUMUS__FORWARD(fused_ref(ctx, op, plan, base, fname, flen, fused));
   if (*fused) return RUMUS_OK;
-  const ln_wide_shape w = wide_bwd();
+  const ln_wide_shape w = wide_bwd(ctx);
   return wide_local(ctx, op, plan, base, &w, cols, k);
 }
 
