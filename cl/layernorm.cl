@@ -967,13 +967,18 @@ LN_BWD_BLK(rmsnorm_bwd_blk, 1)
  * and dy once where the rows themselves do not fit the registers beside
  * the partials.  Each pass loads LN_WBB float4 of dy and of x before it
  * uses them (loads in flight without the registers of a whole row); the
- * row sums alternate between two buffers, so a row takes two barriers. */
+ * row sums alternate between two buffers, so a row takes two barriers,
+ * or two rows (LN_WBR 2: their first passes, one sum, their second
+ * passes; twice the rows' bytes held in L2 until their second pass). */
 
 #ifndef LN_WBLS
 #define LN_WBLS 512 /* work-items of the wide backward (host: layernorm.c's) */
 #endif
 #ifndef LN_WBV
 #define LN_WBV 8 /* float4 groups per work-item (host: layernorm.c's) */
+#endif
+#ifndef LN_WBR
+#define LN_WBR 1 /* rows per step, 1 or 2 (host: layernorm.c's) */
 #endif
 #ifndef LN_WBB
 #define LN_WBB 2 /* float4 of dy and of x loaded at once (divides LN_WBV) */
@@ -1052,30 +1057,52 @@ LN_INLINE void ln_bwd_wide_dx(global const real_t *dy, global const real_t *x,
   }
 }
 
-/* One row: both passes around the row sums (barriers: every work-item
- * takes them, whichever copy of the passes it runs). */
-LN_INLINE void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
-                               global real_t *dx, size_t n, int rms, float mu,
-                               float rs, int has_g, global const param_t *gm,
-                               local float2 *buf, float4 *sg, float4 *sb,
-                               int full) {
+/* Rows r and, when LN_WBR is 2 and it lies below r1, r + 1 (row pointers
+ * from the tensors' starts): their first passes, one sum of their row
+ * sums (two barriers for both rows), their second passes; the barriers
+ * are taken by every work-item, whichever copy of the passes it runs.
+ * Each column's partials still take row r's term before row r + 1's. */
+LN_INLINE void ln_bwd_wide_rows(global const real_t *dy,
+                                global const real_t *x, global real_t *dx,
+                                global const float *mean,
+                                global const float *rstd, size_t n, size_t r,
+                                size_t r1, int rms, int has_g,
+                                global const param_t *gm, local float4 *buf,
+                                float4 *sg, float4 *sb, int full) {
   const float fn = (float)n;
-  const float2 t =
-      full ? ln_bwd_wide_sums(dy, x, n, rms, mu, rs, has_g, gm, sg, sb, 1)
-           : ln_bwd_wide_sums(dy, x, n, rms, mu, rs, has_g, gm, sg, sb, 0);
-  const float2 s = ln_grp2l2(buf, t, LN_WBLS);
-  const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
+  const int two = LN_WBR == 2 && r + 1 < r1; /* uniform over the group */
+  const size_t r2 = two ? r + 1 : r;
+  const float mu0 = rms ? 0.0f : mean[r], rs0 = rstd[r];
+  const float mu1 = rms ? 0.0f : mean[r2], rs1 = rstd[r2];
+  global const real_t *dy0 = dy + r * n, *x0 = x + r * n;
+  global const real_t *dy1 = dy + r2 * n, *x1 = x + r2 * n;
+  float2 t0 = full
+      ? ln_bwd_wide_sums(dy0, x0, n, rms, mu0, rs0, has_g, gm, sg, sb, 1)
+      : ln_bwd_wide_sums(dy0, x0, n, rms, mu0, rs0, has_g, gm, sg, sb, 0);
+  float2 t1 = (float2)(0.0f);
+  if (two)
+    t1 = full
+        ? ln_bwd_wide_sums(dy1, x1, n, rms, mu1, rs1, has_g, gm, sg, sb, 1)
+        : ln_bwd_wide_sums(dy1, x1, n, rms, mu1, rs1, has_g, gm, sg, sb, 0);
+  const float4 s = ln_grp2l4(buf, (float4)(t0, t1), LN_WBLS);
+  const float ca0 = rms ? 0.0f : s.x / fn, cb0 = s.y / fn;
+  const float ca1 = rms ? 0.0f : s.z / fn, cb1 = s.w / fn;
   if (full)
-    ln_bwd_wide_dx(dy, x, dx, n, mu, rs, ca, cb, has_g, gm, 1);
+    ln_bwd_wide_dx(dy0, x0, dx + r * n, n, mu0, rs0, ca0, cb0, has_g, gm, 1);
   else
-    ln_bwd_wide_dx(dy, x, dx, n, mu, rs, ca, cb, has_g, gm, 0);
+    ln_bwd_wide_dx(dy0, x0, dx + r * n, n, mu0, rs0, ca0, cb0, has_g, gm, 0);
+  if (!two) return;
+  if (full)
+    ln_bwd_wide_dx(dy1, x1, dx + r2 * n, n, mu1, rs1, ca1, cb1, has_g, gm, 1);
+  else
+    ln_bwd_wide_dx(dy1, x1, dx + r2 * n, n, mu1, rs1, ca1, cb1, has_g, gm, 0);
 }
 
-/* The row sums of successive rows alternate between buf's two halves. */
+/* The row sums of successive steps alternate between buf's two halves. */
 #define LN_BWD_WIDE(name, rms)                                               \
   __kernel RUMUS_REQD_WG(LN_WBLS, 1, 1) void name(                           \
       LN_BWD_ARGS, int has_part, global float *part, ulong rb, ulong nb) {   \
-    local float2 buf[2][LN_WBLS + 32]; /* LN_GRP_SUM's */                    \
+    local float4 buf[2][LN_WBLS + 32]; /* LN_GRP_SUM's */                    \
     const size_t k = get_group_id(0);                                        \
     const size_t r0 = k * (size_t)rb;                                        \
     const size_t r1 = min(r0 + (size_t)rb, (size_t)rows);                    \
@@ -1084,12 +1111,10 @@ LN_INLINE void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
     for (int v = 0; v < LN_WBV; v++) sg[v] = sb[v] = (float4)(0.0f);         \
     const int full =                                                         \
         (get_local_id(0) + (size_t)(LN_WBV - 1) * LN_WBLS) * 4 + 4 <= cols;  \
-    for (size_t r = r0; r < r1; r++) {                                       \
-      const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];   \
-      ln_bwd_wide_row(ROW_PTR(dy, dy_off, r), ROW_PTR(x, x_off, r),          \
-                      ROW_PTR(dx, dx_off, r), cols, rms, mu, rs, has_g,      \
-                      g + g_off, buf[(r - r0) & 1], sg, sb, full);           \
-    }                                                                        \
+    for (size_t r = r0; r < r1; r += LN_WBR)                                 \
+      ln_bwd_wide_rows(dy + dy_off, x + x_off, dx + dx_off, mean + m_off,    \
+                       rstd + r_off, cols, r, r1, rms, has_g, g + g_off,     \
+                       buf[((r - r0) / LN_WBR) & 1], sg, sb, full);          \
     if (has_part) ln_part_out(sg, sb, !rms, LN_WBV, part, k, cols, nb);      \
   }
 LN_BWD_WIDE(layernorm_bwd_wide, 0)

@@ -64,29 +64,33 @@ static const char *const FILE_CL = "layernorm.cl";
  * that two rows may share a compute unit, and the backward's 16 float4
  * of partials fit a 512-wide group's 128 registers, where 1024
  * work-items have 64 each.  RUMUS_LN_WIDE=LSxV and RUMUS_LN_WIDE_BWD=
- * LSxVxB override them (powers of two, ls 32 to 1024, v to 32, b
- * dividing v) for sweeps.  ls is halved to the device's largest
+ * LSxVxB[xR] override them (powers of two, ls 32 to 1024, v to 32, b
+ * dividing v; R: the backward's rows per step, LN_WBR, 1 or 2) for
+ * sweeps.  ls is halved to the device's largest
  * work-group, as a program of a required size beyond it might not build. */
 typedef struct {
-  size_t ls, v, b;
+  size_t ls, v, b, r;
 } ln_wide_shape;
 
 static ln_wide_shape wide_shape(const rumus_ctx *ctx, const char *env,
                                 size_t ls, size_t v, size_t b) {
-  ln_wide_shape w = {ls, v, b};
-  long f[3] = {0, 0, 0};
-  const int n = rumus__env_tiling(env, f, 2, 3);
+  ln_wide_shape w = {ls, v, b, 1};
+  long f[4] = {0, 0, 0, 0};
+  const int n = rumus__env_tiling(env, f, 2, 4);
   while (w.ls > 32 && w.ls > ctx->max_wg) w.ls /= 2;
   if (n == 0) return w;
   const size_t els = (size_t)f[0], ev = (size_t)f[1];
   const size_t eb = n == 3 ? (size_t)f[2] : (ev < b ? ev : b);
   const int pow2 = (els & (els - 1)) == 0 && (ev & (ev - 1)) == 0 &&
                    (eb & (eb - 1)) == 0;
-  if (!pow2 || els < 32 || els > ctx->max_wg || ev > 32 || eb > ev)
+  const size_t er = n == 4 ? (size_t)f[3] : 1;
+  if (!pow2 || els < 32 || els > ctx->max_wg || ev > 32 || eb > ev ||
+      er > 2)
     return w;
   w.ls = els;
   w.v = ev;
   w.b = eb;
+  w.r = er;
   return w;
 }
 static ln_wide_shape wide_fwd(const rumus_ctx *ctx) {
@@ -140,8 +144,8 @@ static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
     const ln_blk_shape k = blk_shape();
     snprintf(gpu, sizeof gpu,
              " -DLN_WLS=%zu -DLN_WV=%zu -DLN_WBLS=%zu -DLN_WBV=%zu"
-             " -DLN_WBB=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d",
-             f.ls, f.v, b.ls, b.v, b.b, k.rows, k.unroll);
+             " -DLN_WBB=%zu -DLN_WBR=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d",
+             f.ls, f.v, b.ls, b.v, b.b, b.r, k.rows, k.unroll);
   }
   snprintf(buf, len, "%s%s%s -DLN_PARAM=%s -DLN_FOLD_LS=%zu", head, v4, gpu,
            rumus__storage_tag(param), fold_ls(ctx, plan));
