@@ -62,6 +62,11 @@
 #define LN_FOLD_G 64 /* blocks per group of stage 2a (layernorm.c's; fixed) */
 #endif
 
+/* The GPU kernels' helpers that take a work-item's register arrays: always
+ * inlined, so the arrays stay in registers (a call passes them through
+ * the stack). */
+#define LN_INLINE inline __attribute__((always_inline))
+
 typedef RUMUS_TYPE(LN_PARAM) param_t;
 #define PLOAD(p, i) RUMUS_LOAD(LN_PARAM, p, i)
 #define PSTORE(v, p, i) RUMUS_STORE(LN_PARAM, v, p, i)
@@ -228,68 +233,145 @@ inline float4 ln_mask4(size_t q, size_t n) {
   return (float4)(j < n, j + 1 < n, j + 2 < n, j + 3 < n);
 }
 
-/* rumus_seg_sum and rumus_wg_sum of two sums at once (the same tree,
- * the same bits, half the barriers). */
-RUMUS_SEG_SUM(ln_seg_sum2, float2)
+/* rumus_wg_sum of two sums at once (the same tree, the same bits, half
+ * the barriers). */
 RUMUS_TREE_SUM(ln_tree_sum2, float2)
-RUMUS_TREE_SUM(ln_tree_sum8, float8)
 inline float2 ln_wg_sum2(local float2 *buf, float2 v) {
   return ln_tree_sum2(buf, v, WG);
 }
+
+/* Sums of a T over the work-group's segments of rt work-items (rt a power
+ * of two dividing WG; LN_SEG_SUM) or over its first n work-items (n >= 1;
+ * LN_GRP_SUM), the total returned to each, in two levels rather than a
+ * tree of log2 rt barriers: up to 32 entries are added by every
+ * work-item in index order (one barrier); more, first by 32 work-items,
+ * work-item i adding entries i, i + 32, ... in order, then by every
+ * work-item over those 32 partials in order (two barriers).  One fixed
+ * order for every work-item and run.  buf holds 2 WG (LN_SEG_SUM) or n +
+ * 32 (LN_GRP_SUM) entries; the caller barriers, or takes other entries,
+ * before it writes buf again. */
+#define LN_SEG_SUM(name, T)                                                  \
+  inline T name(local T *buf, T v, uint rt) {                                \
+    const size_t lid = get_local_id(0), lane = lid % rt;                     \
+    local const T *src = buf + (lid - lane);                                 \
+    uint m = rt;                                                             \
+    buf[lid] = v;                                                            \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+    if (rt > 32) { /* uniform: rt is the kernel's argument */                \
+      if (lane < 32) {                                                       \
+        T s = buf[lid];                                                      \
+        for (uint i = lane + 32; i < rt; i += 32) s += src[i];               \
+        buf[WG + lid] = s;                                                   \
+      }                                                                      \
+      barrier(CLK_LOCAL_MEM_FENCE);                                          \
+      src += WG;                                                             \
+      m = 32;                                                                \
+    }                                                                        \
+    T t = src[0];                                                            \
+    for (uint i = 1; i < m; i++) t += src[i];                                \
+    return t;                                                                \
+  }
+#define LN_GRP_SUM(name, T)                                                  \
+  inline T name(local T *buf, T v, size_t n) {                               \
+    const size_t lid = get_local_id(0), m = n < 32 ? n : 32;                 \
+    buf[lid] = v;                                                            \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+    if (lid < m) {                                                           \
+      T s = v;                                                               \
+      for (size_t i = lid + m; i < n; i += m) s += buf[i];                   \
+      buf[n + lid] = s;                                                      \
+    }                                                                        \
+    barrier(CLK_LOCAL_MEM_FENCE);                                            \
+    T t = buf[n];                                                            \
+    for (size_t i = 1; i < m; i++) t += buf[n + i];                          \
+    return t;                                                                \
+  }
+LN_SEG_SUM(ln_seg2l, float)
+LN_SEG_SUM(ln_seg2l2, float2)
+LN_GRP_SUM(ln_grp2l, float)
+LN_GRP_SUM(ln_grp2l2, float2)
+LN_GRP_SUM(ln_grp2l4, float4)
+LN_GRP_SUM(ln_grp2l8, float8)
 
 /* Row of n elements (n = 0 for padding rows: they load and store nothing
  * but take part in the barriers); the lane holds groups lane, lane + rt,
  * ...  la and lbc are distinct, so successive reductions need no barrier
  * between them. */
-inline void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
-                            size_t n, uint rt, int rms, float eps, int has_g,
-                            global const param_t *g, int has_b,
-                            global const param_t *b, local float *la,
-                            local float2 *lbc, float *mean_o, float *rstd_o) {
+LN_INLINE void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
+                               size_t n, uint rt, int rms, float eps, int has_g,
+                               global const param_t *g, int has_b,
+                               global const param_t *b, local float *la,
+                               local float2 *lbc, float *mean_o,
+                               float *rstd_o) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
   float4 v[CACHE_V4];
   float a = 0.0f;
-  for (int k = 0; k < CACHE_V4; k++) {
-    v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, 0.0f);
-    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
+  /* Without the tests of the row's end where the lane's last group lies
+   * inside the row (fewer registers: ln_fwd_wide_body's). */
+  const int full = (lane + (size_t)(CACHE_V4 - 1) * rt) * 4 + 4 <= n;
+  if (full) {
+#pragma unroll
+    for (int k = 0; k < CACHE_V4; k++)
+      v[k] = LOAD4(x, (lane + (size_t)k * rt) * 4);
+  } else {
+#pragma unroll
+    for (int k = 0; k < CACHE_V4; k++)
+      v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, 0.0f);
   }
-  const float s0 = rumus_seg_sum(la, a, rt);
+#pragma unroll
+  for (int k = 0; k < CACHE_V4; k++)
+    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
+  const float s0 = ln_seg2l(la, a, rt);
   float mean = 0.0f, rstd;
   if (rms) {
     rstd = rms_rrms(s0, fn, eps);
   } else {
     const float m0 = s0 / fn;
     float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
     for (int k = 0; k < CACHE_V4; k++) {
       const float4 d = (v[k] - m0) * ln_mask4(lane + (size_t)k * rt, n);
       s1 += rumus_hsum4(d);
       s2 += dot(d, d);
     }
-    const float2 s = ln_seg_sum2(lbc, (float2)(s1, s2), rt);
+    const float2 s = ln_seg2l2(lbc, (float2)(s1, s2), rt);
     mean = m0 + s.x / fn;
     rstd = ln_rstd(s.x, s.y, fn, eps);
   }
-  for (int k = 0; k < CACHE_V4; k++) {
-    const size_t q = lane + (size_t)k * rt;
-    if (q * 4 >= n) break;
-    float4 o = (v[k] - mean) * rstd;
-    if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
-    if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
-    rumus_store4_part(o, y, q, n);
+  if (full) {
+#pragma unroll
+    for (int k = 0; k < CACHE_V4; k++) {
+      const size_t j = (lane + (size_t)k * rt) * 4;
+      float4 o = (v[k] - mean) * rstd;
+      if (has_g) o *= PLOAD4(g, j);
+      if (has_b) o += PLOAD4(b, j);
+      STORE4(o, y, j);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < CACHE_V4; k++) {
+      const size_t q = lane + (size_t)k * rt;
+      if (q * 4 >= n) continue; /* not break: the loop unrolls */
+      float4 o = (v[k] - mean) * rstd;
+      if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
+      if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
+      rumus_store4_part(o, y, q, n);
+    }
   }
   *mean_o = mean;
   *rstd_o = rstd;
 }
 
-inline void ln_bwd_wgc_body(global const real_t *dy, global const real_t *x,
-                            global real_t *dx, size_t n, uint rt, int rms,
-                            float mean, float rstd, int has_g,
-                            global const param_t *gm, local float2 *lab) {
+LN_INLINE void ln_bwd_wgc_body(global const real_t *dy, global const real_t *x,
+                               global real_t *dx, size_t n, uint rt, int rms,
+                               float mean, float rstd, int has_g,
+                               global const param_t *gm, local float2 *lab) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
   float4 gv[CACHE_V4], xh[CACHE_V4];
   float a = 0.0f, b = 0.0f;
+#pragma unroll
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
     gv[k] = rumus_load4_fill(dy, q, n, 0.0f);
@@ -298,11 +380,12 @@ inline void ln_bwd_wgc_body(global const real_t *dy, global const real_t *x,
     a += rumus_hsum4(gv[k]);
     b += dot(gv[k], xh[k]); /* gv is 0 past the row's end */
   }
-  const float2 s = ln_seg_sum2(lab, (float2)(a, b), rt);
+  const float2 s = ln_seg2l2(lab, (float2)(a, b), rt);
   const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
+#pragma unroll
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
-    if (q * 4 >= n) break;
+    if (q * 4 >= n) continue;
     rumus_store4_part(rstd * (gv[k] - ca - xh[k] * cb), dx, q, n);
   }
 }
@@ -472,77 +555,99 @@ LN_BWD_ROW(rmsnorm_bwd_row, 1)
 LN_FWD_WG(layernorm_fwd_wg, 0)
 LN_FWD_WG(rmsnorm_fwd_wg, 1)
 
-/* ---- Wide forward (GPU variant, rows of up to 32 ls elements) ------------
- * One work-group of ls work-items per row for rows longer than the _wgc
- * rungs hold, the row in registers (LN_WV float4 per work-item), so x is
- * read once where the strided _wg kernel reads it two or three times
- * (from L2 at best, while the rows in flight, 64 KiB each at 16384
- * columns, fit it); the sums are trees of float2 over the group (buf, ls
- * entries). */
+/* ---- Wide forward (GPU variant, rows of up to 4 LN_WLS LN_WV elements) ---
+ * One work-group of LN_WLS work-items per row for rows longer than the
+ * _wgc rungs hold, the row in registers (LN_WV float4 per work-item), so
+ * x is read once where the strided _wg kernel reads it two or three
+ * times.  The local size is fixed at build time (the host's -DLN_WLS,
+ * default 512 x 8), so the driver compiles for that size and no more
+ * (registers) and local arrays are sized statically; the loops over a
+ * work-item's groups are unrolled so that the row stays in registers (a
+ * rolled loop puts the array on the stack).  The sums take two levels
+ * (LN_GRP_SUM: two barriers each, not log2 LN_WLS). */
 
+#ifndef LN_WLS
+#define LN_WLS 512 /* work-items of the wide forward (host: layernorm.c's) */
+#endif
 #ifndef LN_WV
 #define LN_WV 8 /* float4 groups per work-item (host: layernorm.c's) */
 #endif
 
-/* Sums a float2 over the work-group (every work-item gets the total). */
-inline float2 ln_grp_sum2(local float2 *buf, float2 v) {
-  const float2 t = ln_tree_sum2(buf, v, get_local_size(0));
-  barrier(CLK_LOCAL_MEM_FENCE); /* buf[0] is rewritten by the next call */
-  return t;
-}
-
-/* 8 float4 (a row of 16384 over 512 work-items) rather than 4 over 1024:
- * a group may then need no more than half a compute unit's registers, so
- * that two rows are in flight per compute unit, one loading while the
- * other sums. */
-inline void ln_fwd_wide_body(global const real_t *x, global real_t *y,
-                             size_t n, int rms, float eps, int has_g,
-                             global const param_t *g, int has_b,
-                             global const param_t *b, local float2 *buf,
-                             float *mean_o, float *rstd_o) {
-  const size_t lid = get_local_id(0), ls = get_local_size(0);
+LN_INLINE void ln_fwd_wide_body(global const real_t *x, global real_t *y,
+                                size_t n, int rms, float eps, int has_g,
+                                global const param_t *g, int has_b,
+                                global const param_t *b, local float *la,
+                                local float2 *lbc, float *mean_o,
+                                float *rstd_o) {
+  const size_t lid = get_local_id(0);
   const float fn = (float)n;
   float4 v[LN_WV];
   float a = 0.0f;
-  for (int k = 0; k < LN_WV; k++) {
-    v[k] = rumus_load4_fill(x, lid + (size_t)k * ls, n, 0.0f);
-    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
+  /* Every load issued before the sums; without the tests of the row's
+   * end where the work-item's last group lies inside the row. */
+  const int full = (lid + (size_t)(LN_WV - 1) * LN_WLS) * 4 + 4 <= n;
+  if (full) {
+#pragma unroll
+    for (int k = 0; k < LN_WV; k++)
+      v[k] = LOAD4(x, (lid + (size_t)k * LN_WLS) * 4);
+  } else {
+#pragma unroll
+    for (int k = 0; k < LN_WV; k++)
+      v[k] = rumus_load4_fill(x, lid + (size_t)k * LN_WLS, n, 0.0f);
   }
-  const float s0 = ln_grp_sum2(buf, (float2)(a, 0.0f)).x;
+#pragma unroll
+  for (int k = 0; k < LN_WV; k++)
+    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
+  const float s0 = ln_grp2l(la, a, LN_WLS);
   float mean = 0.0f, rstd;
   if (rms) {
     rstd = rms_rrms(s0, fn, eps);
   } else {
     const float m0 = s0 / fn;
     float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
     for (int k = 0; k < LN_WV; k++) {
-      const float4 d = (v[k] - m0) * ln_mask4(lid + (size_t)k * ls, n);
+      const float4 d = (v[k] - m0) * ln_mask4(lid + (size_t)k * LN_WLS, n);
       s1 += rumus_hsum4(d);
       s2 += dot(d, d);
     }
-    const float2 s = ln_grp_sum2(buf, (float2)(s1, s2));
+    const float2 s = ln_grp2l2(lbc, (float2)(s1, s2), LN_WLS);
     mean = m0 + s.x / fn;
     rstd = ln_rstd(s.x, s.y, fn, eps);
   }
-  for (int k = 0; k < LN_WV; k++) {
-    const size_t q = lid + (size_t)k * ls;
-    if (q * 4 >= n) continue;
-    float4 o = (v[k] - mean) * rstd;
-    if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
-    if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
-    rumus_store4_part(o, y, q, n);
+  if (full) {
+#pragma unroll
+    for (int k = 0; k < LN_WV; k++) {
+      const size_t j = (lid + (size_t)k * LN_WLS) * 4;
+      float4 o = (v[k] - mean) * rstd;
+      if (has_g) o *= PLOAD4(g, j);
+      if (has_b) o += PLOAD4(b, j);
+      STORE4(o, y, j);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < LN_WV; k++) {
+      const size_t q = lid + (size_t)k * LN_WLS;
+      if (q * 4 >= n) continue;
+      float4 o = (v[k] - mean) * rstd;
+      if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
+      if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
+      rumus_store4_part(o, y, q, n);
+    }
   }
   *mean_o = mean;
   *rstd_o = rstd;
 }
 
 #define LN_FWD_WIDE(name, rms)                                               \
-  __kernel void name(LN_FWD_ARGS, local float2 *buf) {                       \
+  __kernel RUMUS_REQD_WG(LN_WLS, 1, 1) void name(LN_FWD_ARGS) {              \
+    local float la[LN_WLS + 32]; /* LN_GRP_SUM's */                          \
+    local float2 lbc[LN_WLS + 32];                                           \
     const size_t r = get_group_id(0);                                        \
     float mu, rs;                                                            \
     ln_fwd_wide_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,  \
-                     eps, has_g, g + g_off, has_b && !rms, b + b_off, buf,   \
-                     &mu, &rs);                                              \
+                     eps, has_g, g + g_off, has_b && !rms, b + b_off, la,    \
+                     lbc, &mu, &rs);                                         \
     LN_STATS_OUT(r, get_local_id(0) == 0, rms)                               \
   }
 LN_FWD_WIDE(layernorm_fwd_wide, 0)
@@ -568,8 +673,8 @@ LN_BWD_WG(rmsnorm_bwd_wg, 1)
 
 #define LN_FWD_WGC(name, rms)                                                \
   __kernel RUMUS_WG_ATTR void name(LN_FWD_ARGS, uint rt) {                   \
-    local float la[WG];                                                      \
-    local float2 lbc[WG];                                                    \
+    local float la[2 * WG]; /* LN_SEG_SUM's */                               \
+    local float2 lbc[2 * WG];                                                \
     const size_t r = WGC_ROW(rt);                                            \
     float mu, rs;                                                            \
     ln_fwd_wgc_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),    \
@@ -582,7 +687,7 @@ LN_FWD_WGC(rmsnorm_fwd_wgc, 1)
 
 #define LN_BWD_WGC(name, rms)                                                \
   __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS, uint rt) {                   \
-    local float2 lab[WG];                                                    \
+    local float2 lab[2 * WG]; /* LN_SEG_SUM's */                             \
     const size_t r = WGC_ROW(rt);                                            \
     const int live = WGC_N(r) != 0;                                          \
     const float mu = (rms || !live) ? 0.0f : mean[m_off + r];                \
@@ -614,6 +719,7 @@ inline void ln_bwd_fused_row(global const real_t *dy, global const real_t *x,
   const float fn = n ? (float)n : 1.0f;
   float4 d[CACHE_V4], xh[CACHE_V4];
   float a = 0.0f, b = 0.0f;
+#pragma unroll
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
     d[k] = rumus_load4_fill(dy, q, n, 0.0f);
@@ -623,12 +729,13 @@ inline void ln_bwd_fused_row(global const real_t *dy, global const real_t *x,
     a += rumus_hsum4(g);
     b += dot(g, xh[k]); /* g is 0 past the row's end */
   }
-  const float2 s = ln_seg_sum2(lab, (float2)(a, b), rt);
+  const float2 s = ln_seg2l2(lab, (float2)(a, b), rt);
   const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
   if (n == 0) return;
+#pragma unroll
   for (int k = 0; k < CACHE_V4; k++) {
     const size_t q = lane + (size_t)k * rt;
-    if (q * 4 >= n) break;
+    if (q * 4 >= n) continue;
     sg[k] = fma(d[k], xh[k], sg[k]);
     sb[k] += d[k];
     float4 g = d[k];
@@ -643,9 +750,10 @@ inline void ln_fused_part_out(const float4 *sg, const float4 *sb, uint rt,
                               size_t nb) {
   const size_t lane = get_local_id(0) % rt;
   global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
+#pragma unroll
   for (int i = 0; i < CACHE_V4; i++) {
     const size_t j = (lane + (size_t)i * rt) * 4;
-    if (j >= cols) break;
+    if (j >= cols) continue;
     const float g[4] = {sg[i].x, sg[i].y, sg[i].z, sg[i].w};
     const float b[4] = {sb[i].x, sb[i].y, sb[i].z, sb[i].w};
     for (size_t c = 0; c < 4 && j + c < cols; c++) {
@@ -658,11 +766,12 @@ inline void ln_fused_part_out(const float4 *sg, const float4 *sb, uint rt,
 #define LN_BWD_FUSED(name, rms)                                              \
   __kernel RUMUS_WG_ATTR void name(LN_BWD_ARGS, uint rt, global float *part, \
                                    ulong rb, ulong nb) {                     \
-    local float2 lab[WG];                                                    \
+    local float2 lab[2 * WG]; /* LN_SEG_SUM's */                             \
     const size_t k = (size_t)get_group_id(0) * (WG / rt) +                   \
                      get_local_id(0) / rt;                                   \
     float4 sg[CACHE_V4], sb[CACHE_V4];                                       \
-    for (int i = 0; i < CACHE_V4; i++) sg[i] = sb[i] = (float4)(0.0f);     \
+    _Pragma("unroll")                                                        \
+    for (int i = 0; i < CACHE_V4; i++) sg[i] = sb[i] = (float4)(0.0f);       \
     for (size_t i = 0; i < rb; i++) {                                        \
       const size_t r = k * rb + i;                                           \
       const int live = k < nb && r < rows;                                   \
@@ -683,49 +792,75 @@ LN_BWD_FUSED(rmsnorm_bwd_fused, 1)
  * One work-group per block of the gradients' rows (block k: rows
  * [k rb, min((k + 1) rb, rows)), blocks fixed by the shape), all its ls
  * work-items on one row: work-item lid holds float4 groups lid + v ls (v
- * < LN_BV) of 4 rows at once, so the loads of four rows are in flight per
- * work-item where the _fused kernel's team had one row's, and a few
- * hundred groups of ls >= 32 cover the device with no per-team barriers.
- * The four rows' two sums each are one tree of float8 in local memory
- * (buf, ls entries).  Each work-item adds its columns' terms to float4
- * partials in row order, one fma per term, as ln_dparam_part_* do (the
- * same bits), and writes them to part at the end when has_part. */
+ * < LN_BV) of LN_BR (4 or 2) rows at once, so the loads of several rows
+ * are in flight per work-item where the _fused kernel's team had one
+ * row's, and a few hundred groups of ls >= 32 cover the device with no
+ * per-team barriers.  The rows' two sums each are one float8 sum in
+ * local memory (buf, ls + 32 entries; LN_GRP_SUM).  Each work-item adds
+ * its columns' terms to float4 partials in row order, one fma per term,
+ * as ln_dparam_part_* do (the same bits), and writes them to part at the
+ * end when has_part. */
 
 #ifndef LN_BV
 #define LN_BV 2 /* float4 groups per work-item per row (host: layernorm.c's) */
 #endif
+#ifndef LN_BR
+#define LN_BR 2 /* rows at once, 2 or 4 (host: RUMUS_LN_BLK) */
+#endif
 
-/* Sums a float8 over the work-group (every work-item gets the total). */
+/* LN_BLK_UNROLL 1 unrolls the block kernel's loops over its rows and
+ * groups (the rows in registers: more registers, fewer groups per compute
+ * unit), 0 leaves them to the compiler (clang then keeps d and xh on the
+ * stack); the host's RUMUS_LN_BLK. */
+#ifndef LN_BLK_UNROLL
+#define LN_BLK_UNROLL 1
+#endif
+#if LN_BLK_UNROLL
+#define LN_BLK_UNROLL_P _Pragma("unroll")
+#define LN_BLK_INLINE LN_INLINE
+#else
+#define LN_BLK_UNROLL_P
+#define LN_BLK_INLINE inline
+#endif
+
+/* Sums a float8 over the work-group (every work-item gets the total) in
+ * two levels (LN_GRP_SUM; buf: ls + 32 entries). */
 inline float8 ln_blk_sum(local float8 *buf, float8 v) {
-  const float8 t = ln_tree_sum8(buf, v, get_local_size(0));
-  barrier(CLK_LOCAL_MEM_FENCE); /* buf[0] is rewritten by the next call */
+  const float8 t = ln_grp2l8(buf, v, get_local_size(0));
+  barrier(CLK_LOCAL_MEM_FENCE); /* buf is rewritten by the next call */
   return t;
 }
 
-/* Loads rows r .. r + 3 (those below r1; others 0, with mean and rstd 0)
- * as dy and xhat groups, and returns their sums of g = dy gamma
- * (.s0123) and of g xhat (.s4567), summed over the group. */
-inline float8 ln_blk_load(global const real_t *dy, global const real_t *x,
-                          global const float *mean, global const float *rstd,
-                          size_t cols, size_t r, size_t r1, int rms,
-                          const float4 *gam, local float8 *buf,
-                          float4 d[4][LN_BV], float4 xh[4][LN_BV],
-                          float *rs) {
+/* Loads rows r .. r + LN_BR - 1 (those below r1; others 0, with mean and
+ * rstd 0) as dy and xhat groups, and returns their sums of g = dy gamma
+ * (.s0123) and of g xhat (.s4567), summed over the group (lanes past
+ * LN_BR: 0). */
+LN_BLK_INLINE float8 ln_blk_load(global const real_t *dy,
+                                 global const real_t *x,
+                                 global const float *mean,
+                                 global const float *rstd, size_t cols,
+                                 size_t r, size_t r1, int rms,
+                                 const float4 *gam, local float8 *buf,
+                                 float4 d[LN_BR][LN_BV],
+                                 float4 xh[LN_BR][LN_BV], float *rs) {
   const size_t lid = get_local_id(0), ls = get_local_size(0);
-  float a[4], b[4];
-  for (int u = 0; u < 4; u++) {
+  float a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+LN_BLK_UNROLL_P
+  for (int u = 0; u < LN_BR; u++) {
     const int live = r + u < r1;
     const size_t n = live ? cols : 0, rr = live ? r + u : r;
     const float mu = (rms || !live) ? 0.0f : mean[rr];
     rs[u] = live ? rstd[rr] : 0.0f;
-    a[u] = b[u] = 0.0f;
+LN_BLK_UNROLL_P
     for (int v = 0; v < LN_BV; v++) {
       const size_t q = lid + (size_t)v * ls;
       d[u][v] = rumus_load4_fill(dy + rr * cols, q, n, 0.0f);
       xh[u][v] = (rumus_load4_fill(x + rr * cols, q, n, 0.0f) - mu) * rs[u];
     }
   }
-  for (int u = 0; u < 4; u++)
+LN_BLK_UNROLL_P
+  for (int u = 0; u < LN_BR; u++)
+LN_BLK_UNROLL_P
     for (int v = 0; v < LN_BV; v++) {
       const float4 g = d[u][v] * gam[v]; /* 0 past the row's end */
       a[u] += rumus_hsum4(g);
@@ -751,11 +886,12 @@ inline void ln_part_store4(float4 v, global float *p, size_t q, size_t n) {
  * into part (cols columns, nb blocks; dbeta's after dgamma's, when has_b:
  * RMS norm has no dbeta, so its kernels neither sum nor store one, and
  * stage 2 does not store what it finds there). */
-inline void ln_part_out(const float4 *sg, const float4 *sb, int has_b, int nv,
-                        global float *part, size_t k, size_t cols,
-                        size_t nb) {
+LN_INLINE void ln_part_out(const float4 *sg, const float4 *sb, int has_b,
+                           int nv, global float *part, size_t k, size_t cols,
+                           size_t nb) {
   const size_t lid = get_local_id(0), ls = get_local_size(0);
   global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
+#pragma unroll
   for (int v = 0; v < nv; v++) {
     const size_t q = lid + (size_t)v * ls;
     if (q * 4 >= cols) continue;
@@ -764,32 +900,35 @@ inline void ln_part_out(const float4 *sg, const float4 *sb, int has_b, int nv,
   }
 }
 
-inline void ln_blk_body(global const real_t *dy, global const real_t *x,
-                        global real_t *dx, global const float *mean,
-                        global const float *rstd, size_t cols, size_t r0,
-                        size_t r1, int rms, int has_g,
-                        global const param_t *gm, local float8 *buf,
-                        int has_part, global float *part, size_t k,
-                        size_t nb) {
+LN_BLK_INLINE void ln_blk_body(global const real_t *dy, global const real_t *x,
+                               global real_t *dx, global const float *mean,
+                               global const float *rstd, size_t cols, size_t r0,
+                               size_t r1, int rms, int has_g,
+                               global const param_t *gm, local float8 *buf,
+                               int has_part, global float *part, size_t k,
+                               size_t nb) {
   const size_t lid = get_local_id(0), ls = get_local_size(0);
   const float fn = (float)cols;
   float4 gam[LN_BV], sg[LN_BV], sb[LN_BV];
+LN_BLK_UNROLL_P
   for (int v = 0; v < LN_BV; v++) {
     const size_t q = lid + (size_t)v * ls;
     gam[v] = has_g ? ln_pload4_fill(gm, q, cols, 0.0f) : (float4)(1.0f);
     sg[v] = sb[v] = (float4)(0.0f);
   }
-  for (size_t r = r0; r < r1; r += 4) { /* uniform over the group */
-    float4 d[4][LN_BV], xh[4][LN_BV];
-    float rs[4];
+  for (size_t r = r0; r < r1; r += LN_BR) { /* uniform over the group */
+    float4 d[LN_BR][LN_BV], xh[LN_BR][LN_BV];
+    float rs[LN_BR];
     const float8 s = ln_blk_load(dy, x, mean, rstd, cols, r, r1, rms, gam,
                                  buf, d, xh, rs);
     const float sa[4] = {s.s0, s.s1, s.s2, s.s3};
     const float sx[4] = {s.s4, s.s5, s.s6, s.s7};
     /* Constant trip counts with guards (no early exits), so that the
      * loops unroll and d, xh stay in registers. */
-    for (int u = 0; u < 4; u++) {
+LN_BLK_UNROLL_P
+    for (int u = 0; u < LN_BR; u++) {
       const float ca = rms ? 0.0f : sa[u] / fn, cb = sx[u] / fn;
+LN_BLK_UNROLL_P
       for (int v = 0; v < LN_BV; v++) {
         const size_t q = lid + (size_t)v * ls;
         if (r + u >= r1 || q * 4 >= cols) continue;
@@ -816,66 +955,166 @@ inline void ln_blk_body(global const real_t *dy, global const real_t *x,
 LN_BWD_BLK(layernorm_bwd_blk, 0)
 LN_BWD_BLK(rmsnorm_bwd_blk, 1)
 
-/* ---- Wide backward (GPU variant, rows of up to 32 ls elements) -----------
- * For rows longer than the _blk kernel holds: one work-group of ls per
- * block of rows (as _blk), walking its rows one at a time.  A first pass
- * over the row reads dy and x, adds the work-item's columns' terms to
- * its partials (LN_WBV float4 each in registers; row order, one fma per
- * term: the stage-1 bits) and to the row's sums; after their tree a
- * second pass, last groups first, reads the row again for dx: from L2,
- * as one row (2 x 64 KiB at 16384 columns) per group is in flight, so
- * memory sees x and dy once where the rows themselves do not fit the
- * registers beside the partials. */
+/* ---- Wide backward (GPU variant, rows of up to 4 LN_WBLS LN_WBV) -------
+ * For rows longer than the _blk kernel holds: one work-group of LN_WBLS
+ * (fixed at build time, as the wide forward's) per block of rows (as
+ * _blk), walking its rows one at a time.  A first pass over the row reads
+ * dy and x, adds the work-item's columns' terms to its partials (LN_WBV
+ * float4 each in registers; row order, one fma per term: the stage-1
+ * bits) and to the row's sums; after their two-level sum a second pass,
+ * last groups first, reads the row again for dx: from L2, as one row
+ * (2 x 64 KiB at 16384 columns) per group is in flight, so memory sees x
+ * and dy once where the rows themselves do not fit the registers beside
+ * the partials.  Each pass loads LN_WBB float4 of dy and of x before it
+ * uses them (loads in flight without the registers of a whole row); the
+ * row sums alternate between two buffers, so a row takes two barriers,
+ * or two rows (LN_WBR 2: their first passes, one sum, their second
+ * passes; twice the rows' bytes held in L2 until their second pass). */
 
+#ifndef LN_WBLS
+#define LN_WBLS 512 /* work-items of the wide backward (host: layernorm.c's) */
+#endif
 #ifndef LN_WBV
 #define LN_WBV 8 /* float4 groups per work-item (host: layernorm.c's) */
 #endif
+#ifndef LN_WBR
+#define LN_WBR 1 /* rows per step, 1 or 2 (host: layernorm.c's) */
+#endif
+#ifndef LN_WBB
+#define LN_WBB 2 /* float4 of dy and of x loaded at once (divides LN_WBV) */
+#endif
 
-/* One row of n (the work-item's float4 groups lid + v ls). */
-inline void ln_bwd_wide_row(global const real_t *dy, global const real_t *x,
-                            global real_t *dx, size_t n, int rms, float mu,
-                            float rs, int has_g, global const param_t *gm,
-                            local float2 *buf, float4 *sg, float4 *sb) {
-  const size_t lid = get_local_id(0), ls = get_local_size(0);
-  const float fn = (float)n;
-  float a = 0.0f, b = 0.0f;
-  for (int v = 0; v < LN_WBV; v++) {
-    const size_t q = lid + (size_t)v * ls;
-    if (q * 4 >= n) continue; /* not break: the loop unrolls */
-    const float4 d = rumus_load4_fill(dy, q, n, 0.0f);
-    const float4 xh = (rumus_load4_fill(x, q, n, 0.0f) - mu) * rs;
-    sg[v] = fma(d, xh, sg[v]);
-    if (!rms) sb[v] += d;
-    const float4 g = has_g ? d * ln_pload4_fill(gm, q, n, 0.0f) : d;
-    a += rumus_hsum4(g);
-    b += dot(g, xh); /* g is 0 past the row's end */
-  }
-  const float2 s = ln_grp_sum2(buf, (float2)(a, b));
-  const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
-  for (int v = LN_WBV - 1; v >= 0; v--) {
-    const size_t q = lid + (size_t)v * ls;
-    if (q * 4 >= n) continue;
-    const float4 d = rumus_load4_fill(dy, q, n, 0.0f);
-    const float4 xh = (rumus_load4_fill(x, q, n, 0.0f) - mu) * rs;
-    const float4 g = has_g ? d * ln_pload4_fill(gm, q, n, 0.0f) : d;
-    rumus_store4_part(rs * (g - ca - xh * cb), dx, q, n);
+/* Loads batch v0 (groups lid + (v0 + u) LN_WBLS, u < LN_WBB) of dy and x;
+ * full: all of them inside the row. */
+LN_INLINE void ln_wide_batch(global const real_t *dy, global const real_t *x,
+                             size_t n, int full, int v0, float4 *d,
+                             float4 *xv) {
+  const size_t lid = get_local_id(0);
+#pragma unroll
+  for (int u = 0; u < LN_WBB; u++) {
+    const size_t q = lid + (size_t)(v0 + u) * LN_WBLS;
+    d[u] = full ? LOAD4(dy, q * 4) : rumus_load4_fill(dy, q, n, 0.0f);
+    xv[u] = full ? LOAD4(x, q * 4) : rumus_load4_fill(x, q, n, 0.0f);
   }
 }
 
+/* Float4 group q of gamma (1 without gamma; full: inside the row). */
+inline float4 ln_gam4(int has_g, global const param_t *gm, size_t q,
+                      size_t n, int full) {
+  if (!has_g) return (float4)(1.0f);
+  return full ? PLOAD4(gm, q * 4) : ln_pload4_fill(gm, q, n, 0.0f);
+}
+
+/* The first pass over a row of n (the work-item's float4 groups lid + v
+ * LN_WBLS): the partials and the work-item's row sums.  full (a constant
+ * at each call: two copies of the code, the common one without the tests
+ * of the row's end): the work-item's groups all lie inside the row. */
+LN_INLINE float2 ln_bwd_wide_sums(global const real_t *dy,
+                                  global const real_t *x, size_t n, int rms,
+                                  float mu, float rs, int has_g,
+                                  global const param_t *gm, float4 *sg,
+                                  float4 *sb, const int full) {
+  const size_t lid = get_local_id(0);
+  float a = 0.0f, b = 0.0f;
+#pragma unroll
+  for (int v0 = 0; v0 < LN_WBV; v0 += LN_WBB) {
+    float4 d[LN_WBB], xv[LN_WBB];
+    ln_wide_batch(dy, x, n, full, v0, d, xv);
+#pragma unroll
+    for (int u = 0; u < LN_WBB; u++) {
+      const size_t q = lid + (size_t)(v0 + u) * LN_WBLS;
+      if (q * 4 >= n) continue; /* not break: the loop unrolls */
+      const float4 xh = (xv[u] - mu) * rs;
+      sg[v0 + u] = fma(d[u], xh, sg[v0 + u]);
+      if (!rms) sb[v0 + u] += d[u];
+      const float4 g = d[u] * ln_gam4(has_g, gm, q, n, full);
+      a += rumus_hsum4(g);
+      b += dot(g, xh); /* g is 0 past the row's end */
+    }
+  }
+  return (float2)(a, b);
+}
+
+/* The second pass: dx = rs (g - ca - xhat cb), last groups first. */
+LN_INLINE void ln_bwd_wide_dx(global const real_t *dy, global const real_t *x,
+                              global real_t *dx, size_t n, float mu, float rs,
+                              float ca, float cb, int has_g,
+                              global const param_t *gm, const int full) {
+  const size_t lid = get_local_id(0);
+#pragma unroll
+  for (int v0 = LN_WBV - LN_WBB; v0 >= 0; v0 -= LN_WBB) {
+    float4 d[LN_WBB], xv[LN_WBB];
+    ln_wide_batch(dy, x, n, full, v0, d, xv);
+#pragma unroll
+    for (int u = LN_WBB - 1; u >= 0; u--) {
+      const size_t q = lid + (size_t)(v0 + u) * LN_WBLS;
+      if (q * 4 >= n) continue;
+      const float4 g = d[u] * ln_gam4(has_g, gm, q, n, full);
+      const float4 o = rs * (g - ca - (xv[u] - mu) * rs * cb);
+      if (full) STORE4(o, dx, q * 4);
+      else rumus_store4_part(o, dx, q, n);
+    }
+  }
+}
+
+/* Rows r and, when LN_WBR is 2 and it lies below r1, r + 1 (row pointers
+ * from the tensors' starts): their first passes, one sum of their row
+ * sums (two barriers for both rows), their second passes; the barriers
+ * are taken by every work-item, whichever copy of the passes it runs.
+ * Each column's partials still take row r's term before row r + 1's. */
+LN_INLINE void ln_bwd_wide_rows(global const real_t *dy,
+                                global const real_t *x, global real_t *dx,
+                                global const float *mean,
+                                global const float *rstd, size_t n, size_t r,
+                                size_t r1, int rms, int has_g,
+                                global const param_t *gm, local float4 *buf,
+                                float4 *sg, float4 *sb, int full) {
+  const float fn = (float)n;
+  const int two = LN_WBR == 2 && r + 1 < r1; /* uniform over the group */
+  const size_t r2 = two ? r + 1 : r;
+  const float mu0 = rms ? 0.0f : mean[r], rs0 = rstd[r];
+  const float mu1 = rms ? 0.0f : mean[r2], rs1 = rstd[r2];
+  global const real_t *dy0 = dy + r * n, *x0 = x + r * n;
+  global const real_t *dy1 = dy + r2 * n, *x1 = x + r2 * n;
+  float2 t0 = full
+      ? ln_bwd_wide_sums(dy0, x0, n, rms, mu0, rs0, has_g, gm, sg, sb, 1)
+      : ln_bwd_wide_sums(dy0, x0, n, rms, mu0, rs0, has_g, gm, sg, sb, 0);
+  float2 t1 = (float2)(0.0f);
+  if (two)
+    t1 = full
+        ? ln_bwd_wide_sums(dy1, x1, n, rms, mu1, rs1, has_g, gm, sg, sb, 1)
+        : ln_bwd_wide_sums(dy1, x1, n, rms, mu1, rs1, has_g, gm, sg, sb, 0);
+  const float4 s = ln_grp2l4(buf, (float4)(t0, t1), LN_WBLS);
+  const float ca0 = rms ? 0.0f : s.x / fn, cb0 = s.y / fn;
+  const float ca1 = rms ? 0.0f : s.z / fn, cb1 = s.w / fn;
+  if (full)
+    ln_bwd_wide_dx(dy0, x0, dx + r * n, n, mu0, rs0, ca0, cb0, has_g, gm, 1);
+  else
+    ln_bwd_wide_dx(dy0, x0, dx + r * n, n, mu0, rs0, ca0, cb0, has_g, gm, 0);
+  if (!two) return;
+  if (full)
+    ln_bwd_wide_dx(dy1, x1, dx + r2 * n, n, mu1, rs1, ca1, cb1, has_g, gm, 1);
+  else
+    ln_bwd_wide_dx(dy1, x1, dx + r2 * n, n, mu1, rs1, ca1, cb1, has_g, gm, 0);
+}
+
+/* The row sums of successive steps alternate between buf's two halves. */
 #define LN_BWD_WIDE(name, rms)                                               \
-  __kernel void name(LN_BWD_ARGS, local float2 *buf, int has_part,           \
-                     global float *part, ulong rb, ulong nb) {               \
+  __kernel RUMUS_REQD_WG(LN_WBLS, 1, 1) void name(                           \
+      LN_BWD_ARGS, int has_part, global float *part, ulong rb, ulong nb) {   \
+    local float4 buf[2][LN_WBLS + 32]; /* LN_GRP_SUM's */                    \
     const size_t k = get_group_id(0);                                        \
     const size_t r0 = k * (size_t)rb;                                        \
     const size_t r1 = min(r0 + (size_t)rb, (size_t)rows);                    \
     float4 sg[LN_WBV], sb[LN_WBV];                                           \
+    _Pragma("unroll")                                                        \
     for (int v = 0; v < LN_WBV; v++) sg[v] = sb[v] = (float4)(0.0f);         \
-    for (size_t r = r0; r < r1; r++) {                                       \
-      const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];   \
-      ln_bwd_wide_row(ROW_PTR(dy, dy_off, r), ROW_PTR(x, x_off, r),          \
-                      ROW_PTR(dx, dx_off, r), cols, rms, mu, rs, has_g,      \
-                      g + g_off, buf, sg, sb);                               \
-    }                                                                        \
+    const int full =                                                         \
+        (get_local_id(0) + (size_t)(LN_WBV - 1) * LN_WBLS) * 4 + 4 <= cols;  \
+    for (size_t r = r0; r < r1; r += LN_WBR)                                 \
+      ln_bwd_wide_rows(dy + dy_off, x + x_off, dx + dx_off, mean + m_off,    \
+                       rstd + r_off, cols, r, r1, rms, has_g, g + g_off,     \
+                       buf[((r - r0) / LN_WBR) & 1], sg, sb, full);          \
     if (has_part) ln_part_out(sg, sb, !rms, LN_WBV, part, k, cols, nb);      \
   }
 LN_BWD_WIDE(layernorm_bwd_wide, 0)

@@ -3,10 +3,12 @@
  * forward (with and without the saved statistics) and backward (dx,
  * dgamma, dbeta), against the float64 reference, on both variants, every
  * storage type (gamma of F32 and of x's type), rows of 1, 7, 32, 129,
- * 1000, 4096 (a single row) and 16384 elements (the GPU variant's
- * register kernels, and its fused dx + gamma / beta pass, up to 8192,
- * its strided kernel beyond), 3000 rows of 64 (375 row blocks of the
- * gamma / beta gradients: stage 2 by groups of 64), a 3-D tensor;
+ * 1000, 4096 (a single row), 15001, 16384 and 16387 elements (the GPU
+ * variant's register, fused and block kernels up to 8192, its wide
+ * kernels up to 16384, at 15001 with work-items both with all their
+ * groups inside the row and not, its strided kernels beyond), 3000 rows
+ * of 64 (375 row blocks of the gamma / beta gradients: stage 2 by
+ * groups of 64), a 3-D tensor;
  * affine and not; every tensor in a borrowed buffer at an odd element
  * offset with guard bytes; in place; bits equal run to run, and dgamma /
  * dbeta equal across the variants; rows far from 0 (1000 + U(-1, 1));
@@ -48,7 +50,7 @@ typedef struct {
 static const shp SHAPES[] = {{5, 1},    {3, 7},     {4, 32},
                              {3, 129},  {5, 1000},  {1, 4096},
                              {2, 16384}, {3000, 64}, {203, 257},
-                             {2, 16387}, {4500, 33}};
+                             {2, 16387}, {4500, 33},  {2, 15001}};
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
 /* A guarded tensor (tu_guarded_check_free checks it) whose data starts 3
@@ -340,12 +342,13 @@ END_TEST
 /* y into x and dx into dy give the out-of-place bits; a second call the
  * same bits; dgamma and dbeta the same bits on both variants from the same
  * inputs, statistics included (3000 x 64, 7 x 4096, 3 x 129, 203 x 257,
- * 37 x 16384: every GPU backward kernel). */
+ * 37 x 16384: every GPU backward kernel; 11 x 15001: the wide kernel's
+ * work-items both with all their groups inside the row and not). */
 START_TEST(in_place_repeatable) {
   rumus_ctx *ctx = tu_ctx();
   static const shp S[] = {{3000, 64}, {7, 4096}, {3, 129}, {203, 257},
-                          {37, 16384}};
-  for (int k = 0; k < 5; k++) {
+                          {37, 16384}, {11, 15001}};
+  for (int k = 0; k < 6; k++) {
     inputs in = make_inputs(&S[k], RUMUS_F32, RUMUS_F32, 50 + k);
     const size_t n = in.n, C = S[k].cols;
     float *dgv[2], *dbv[2], *st[2] = {NULL, NULL};

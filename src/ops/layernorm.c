@@ -17,6 +17,8 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -51,22 +53,80 @@ static const char *const FILE_CL = "layernorm.cl";
 #define LN_BLK_MAX_LS 1024
 
 /* The GPU variant's wide kernels (*_fwd_wide, *_bwd_wide), for rows the
- * _wgc rungs and the _blk kernel do not hold: float4 groups per work-item
- * (cl/layernorm.cl's LN_WV, LN_WBV). */
-#define LN_WV 8
-#define LN_WBV 8
-/* The wide kernels' largest local size: rows up to 16384 (a 1024 x 8
- * rung, one such group per compute unit, ran softmax at 32000 columns
- * 1.6x slower than its strided kernel: registry.c).  512 rather than
- * 1024 work-items with half the float4 each: the backward's 16 float4 of
- * partials and its loads fit the registers of a 512-wide group, where
- * 1024 work-items would each have to make do with 64. */
-#define LN_WIDE_MAX_LS 512
+ * _wgc rungs and the _blk kernel do not hold (up to 4 ls v elements):
+ * their local size ls and float4 groups per work-item v, fixed in the
+ * program (cl/layernorm.cl's LN_WLS, LN_WV; LN_WBLS, LN_WBV and the
+ * backward's loads at once LN_WBB), by default 512 x 8 (rows up to
+ * 16384; a 1024 x 8 rung, one such group per compute unit, ran softmax
+ * at 32000 columns 1.6x slower than its strided kernel: registry.c).
+ * 512 rather than 1024 work-items with half the float4 each: clang's
+ * NVPTX code for the forward needs about 64 registers at 512 x 8, so
+ * that two rows may share a compute unit, and the backward's 16 float4
+ * of partials fit a 512-wide group's 128 registers, where 1024
+ * work-items have 64 each.  RUMUS_LN_WIDE=LSxV and RUMUS_LN_WIDE_BWD=
+ * LSxVxB[xR] override them (powers of two, ls 32 to 1024, v to 32, b
+ * dividing v; R: the backward's rows per step, LN_WBR, 1 or 2) for
+ * sweeps.  ls is halved to the device's largest
+ * work-group, as a program of a required size beyond it might not build. */
+typedef struct {
+  size_t ls, v, b, r;
+} ln_wide_shape;
+
+static ln_wide_shape wide_shape(const rumus_ctx *ctx, const char *env,
+                                size_t ls, size_t v, size_t b) {
+  ln_wide_shape w = {ls, v, b, 1};
+  long f[4] = {0, 0, 0, 0};
+  const int n = rumus__env_tiling(env, f, 2, 4);
+  while (w.ls > 32 && w.ls > ctx->max_wg) w.ls /= 2;
+  if (n == 0) return w;
+  const size_t els = (size_t)f[0], ev = (size_t)f[1];
+  const size_t eb = n == 3 ? (size_t)f[2] : (ev < b ? ev : b);
+  const int pow2 = (els & (els - 1)) == 0 && (ev & (ev - 1)) == 0 &&
+                   (eb & (eb - 1)) == 0;
+  const size_t er = n == 4 ? (size_t)f[3] : 1;
+  if (!pow2 || els < 32 || els > ctx->max_wg || ev > 32 || eb > ev ||
+      er > 2)
+    return w;
+  w.ls = els;
+  w.v = ev;
+  w.b = eb;
+  w.r = er;
+  return w;
+}
+static ln_wide_shape wide_fwd(const rumus_ctx *ctx) {
+  return wide_shape(ctx, "RUMUS_LN_WIDE", 512, 8, 1);
+}
+static ln_wide_shape wide_bwd(const rumus_ctx *ctx) {
+  return wide_shape(ctx, "RUMUS_LN_WIDE_BWD", 512, 8, 2);
+}
+
+/* The block backward's rows at once (cl/layernorm.cl's LN_BR) and its
+ * loops unrolled or left to the compiler (LN_BLK_UNROLL): by default 2
+ * rows unrolled, where 4 rows unrolled need about 135-164 registers in
+ * clang's NVPTX code (three work-groups of 128 per H200 compute unit,
+ * so 512 blocks take two waves) and 4 rows rolled kept d and xh on the
+ * stack there; RUMUS_LN_BLK=R or Ru (R 2 or 4, u: unrolled) for sweeps. */
+typedef struct {
+  int rows, unroll;
+} ln_blk_shape;
+
+static ln_blk_shape blk_shape(void) {
+  ln_blk_shape b = {2, 1};
+  const char *v = getenv("RUMUS_LN_BLK");
+  if (v == NULL || (v[0] != '2' && v[0] != '4')) return b;
+  if (v[1] != '\0' && strcmp(v + 1, "u") != 0) return b;
+  b.rows = v[0] - '0';
+  b.unroll = v[1] == 'u';
+  return b;
+}
 
 /* The local size of the stage kernels (LN_FOLD_LS): a column per
- * work-item, 64 per group on GPUs (coalesced), 8 on CPUs. */
+ * work-item, 32 per group on GPUs (coalesced), 8 on CPUs. */
 static size_t fold_ls(const rumus_ctx *ctx, const rumus__row_plan *plan) {
-  size_t ls = plan->kind == RUMUS__ROWS_ITEM ? 8 : 64;
+  /* 32 on GPUs: a warp's 128 contiguous bytes, and twice the groups of
+   * stage 2 (16 groups of 512 at 1024 columns left most of the H200
+   * idle). */
+  size_t ls = plan->kind == RUMUS__ROWS_ITEM ? 8 : 32;
   while (ls > ctx->max_wg) ls /= 2;
   return ls;
 }
@@ -74,12 +134,20 @@ static size_t fold_ls(const rumus_ctx *ctx, const rumus__row_plan *plan) {
 /* The options of the program that runs `plan`, gamma's type `param`. */
 static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
                        rumus_dtype param, char *buf, size_t len) {
-  char head[96], v4[32] = "";
+  char head[96], v4[32] = "", gpu[128] = "";
   rumus__options_head(head, sizeof head, plan->storage, plan->wg,
                       plan->align4);
   if (plan->kind == RUMUS__ROWS_REGS)
     snprintf(v4, sizeof v4, " -DCACHE_V4=%d", plan->cache_v4);
-  snprintf(buf, len, "%s%s -DLN_PARAM=%s -DLN_FOLD_LS=%zu", head, v4,
+  if (plan->kind != RUMUS__ROWS_ITEM) {
+    const ln_wide_shape f = wide_fwd(ctx), b = wide_bwd(ctx);
+    const ln_blk_shape k = blk_shape();
+    snprintf(gpu, sizeof gpu,
+             " -DLN_WLS=%zu -DLN_WV=%zu -DLN_WBLS=%zu -DLN_WBV=%zu"
+             " -DLN_WBB=%zu -DLN_WBR=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d",
+             f.ls, f.v, b.ls, b.v, b.b, b.r, k.rows, k.unroll);
+  }
+  snprintf(buf, len, "%s%s%s -DLN_PARAM=%s -DLN_FOLD_LS=%zu", head, v4, gpu,
            rumus__storage_tag(param), fold_ls(ctx, plan));
 }
 
@@ -188,7 +256,8 @@ typedef struct {
 
 /* A kernel of one work-group of ls per row (the wide forward) or per
  * block of rows (the _blk and _wide backwards) in place of the plan's; ls
- * 0: none.  lfl: its floats of local memory per work-item. */
+ * 0: none.  lfl: its floats of local memory per work-item (an argument
+ * of ls + 32 entries, _blk's), 0 for the wide kernels (static arrays). */
 typedef struct {
   char kernel[64];
   size_t ls, lfl;
@@ -224,9 +293,8 @@ static int run_rows(rumus_ctx *ctx, const char *op,
     for (size_t i = 0; i < ntail; i++) args[na++] = tail[i];
     args[na++] = RUMUS__ARG(nrows);
     args[na++] = RUMUS__ARG(ncols);
-    if (w)
-      args[na++] = RUMUS__ARG_LOCAL(wide->ls * wide->lfl * sizeof(float));
-    else if (plan->kind == RUMUS__ROWS_REGS) args[na++] = RUMUS__ARG(plan->rt);
+    if (!w && plan->kind == RUMUS__ROWS_REGS)
+      args[na++] = RUMUS__ARG(plan->rt); /* the wide kernels: no more */
     size_t local = w ? wide->ls : 0;
     const size_t global =
         w ? (size_t)nrows * local
@@ -248,8 +316,8 @@ static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
                               rumus__align4(ctx, al, nal, cols), cols, plan);
 }
 
-/* A work-group kernel of the GPU variant ("`base`_`suffix`": _blk,
- * _wide; lfl floats of local memory per work-item), its local size k->ls
+/* A work-group kernel of the GPU variant ("`base`_`suffix`": _blk; lfl
+ * floats of local memory per work-item), its local size k->ls
  * for rows of cols: the fewest work-items (a power of two from 32, at
  * most max_ls) that hold a row in nv float4 each, or 0 where it does not
  * run: the CPU variant, a user's work-group size (the _wgc / _wg kernels
@@ -270,6 +338,24 @@ static int group_local(rumus_ctx *ctx, const char *op,
   size_t limit;
   RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &kr, &limit));
   if (limit >= l) k->ls = l;
+  return RUMUS_OK;
+}
+
+/* The wide kernel "`base`_wide" of shape w (GPU variant) for rows of
+ * cols: k->ls = w->ls where the row fits (cols <= 4 ls v), the device
+ * runs the kernel at ls and the user set no work-group size; else 0. */
+static int wide_local(rumus_ctx *ctx, const char *op,
+                      const rumus__row_plan *plan, const char *base,
+                      const ln_wide_shape *w, size_t cols, ln_group *k) {
+  k->ls = 0;
+  k->lfl = 0;
+  if (plan->kind == RUMUS__ROWS_ITEM || ctx->opt_wg) return RUMUS_OK;
+  if (cols > 4 * w->ls * w->v || w->ls > ctx->max_wg) return RUMUS_OK;
+  snprintf(k->kernel, sizeof k->kernel, "%s_wide", base);
+  const rumus__kernel_ref kr = {FILE_CL, plan->options, k->kernel};
+  size_t limit;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &kr, &limit));
+  if (limit >= w->ls) k->ls = w->ls;
   return RUMUS_OK;
 }
 
@@ -315,10 +401,10 @@ static int forward(rumus_ctx *ctx, const char *op, const char *base,
                               RUMUS__ARG(has_s), RUMUS__ARG(p.eps)};
   ln_group wide;
   wide.ls = 0; /* rows the _wgc rungs do not hold: the wide kernel */
-  if (plan.kind == RUMUS__ROWS_GROUP)
-    RUMUS__FORWARD(
-        group_local(ctx, op, &plan, base, "wide", LN_WV, 2, LN_WIDE_MAX_LS,
-                    cols, &wide));
+  if (plan.kind == RUMUS__ROWS_GROUP) {
+    const ln_wide_shape w = wide_fwd(ctx);
+    RUMUS__FORWARD(wide_local(ctx, op, &plan, base, &w, cols, &wide));
+  }
   return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols, &wide);
 }
 
@@ -512,8 +598,8 @@ static int bwd_choice(rumus_ctx *ctx, const char *op,
   if (k->ls) return RUMUS_OK;
   RUMUS__FORWARD(fused_ref(ctx, op, plan, base, fname, flen, fused));
   if (*fused) return RUMUS_OK;
-  return group_local(ctx, op, plan, base, "wide", LN_WBV, 2, LN_WIDE_MAX_LS,
-                     cols, k);
+  const ln_wide_shape w = wide_bwd(ctx);
+  return wide_local(ctx, op, plan, base, &w, cols, k);
 }
 
 /* dx (and stage 1 into part when has_part) by the group kernel gk (_blk:
@@ -539,7 +625,8 @@ static int run_blk(rumus_ctx *ctx, const char *op,
   a[na++] = RUMUS__ARG(has_g);
   a[na++] = RUMUS__ARG(nrows);
   a[na++] = RUMUS__ARG(ncols);
-  a[na++] = RUMUS__ARG_LOCAL(ls * gk->lfl * sizeof(float));
+  if (gk->lfl) /* _blk's LN_GRP_SUM buffer */
+    a[na++] = RUMUS__ARG_LOCAL((ls + 32) * gk->lfl * sizeof(float));
   a[na++] = RUMUS__ARG(has_part);
   a[na++] = RUMUS__ARG(pm);
   a[na++] = RUMUS__ARG(nrb);
