@@ -594,12 +594,6 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
  * that the register blocks stay in registers (a block indexed in a loop
  * that a compiler leaves rolled goes to private memory). */
 #define AUNROLL _Pragma("unroll")
-#ifdef __clang__
-/* The staging loops' trip count (npf) is constant only where a call site
- * makes it so; where clang (PoCL) cannot unroll one it would warn, and
- * PoCL prints a count of warnings on the application's stderr. */
-#pragma clang diagnostic ignored "-Wpass-failed"
-#endif
 
 #define NTY (ATT_BM / ATT_RM)
 #define NTX (ATT_BN / ATT_RN)
