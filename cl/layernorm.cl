@@ -451,6 +451,72 @@ LN_FWD_ROW(rmsnorm_fwd_row, 1)
 LN_BWD_ROW(layernorm_bwd_row, 0)
 LN_BWD_ROW(rmsnorm_bwd_row, 1)
 
+/* ---- Row-block backward (CPU variant) ------------------------------------
+ * dx and stage 1 of the gamma / beta gradients in one pass: work-item k
+ * takes block k of rb rows (plan_blocks' blocks), row after row: the
+ * row's sums (ln_row_bwd_sums: dy and x come into the cache), then dx
+ * from the cached row (ln_row_bwd_write's arithmetic) with the block's
+ * column partials updated in the same walk (in part, rows in order, one
+ * fma per term: ln_dparam_part_item's order, so the same bits on both
+ * variants).  dy, x are read from memory once instead of twice
+ * (ln_dparam_part_item then the _row kernel); the partials of a block
+ * (2 cols floats) stay in the cache while its rows pass. */
+
+/* dx = rstd * (g - ca - xhat * cb) over row r of block k, and part's
+ * column sums of dy xhat and (has_b) dy (first: the block's first row,
+ * which starts them from 0; RMS norm has no dbeta).  dy is read before dx
+ * is written (in place). */
+inline void ln_rowp_write(global const real_t *dy, global const real_t *x,
+                          global real_t *dx, size_t n, float mean,
+                          float rstd, float ca, float cb, int has_g,
+                          global const param_t *gm, global float *pg,
+                          int has_b, global float *pb, int first) {
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const float8 d = LOAD8(dy, j);
+    float8 g = d;
+    if (has_g) g *= PLOAD8(gm, j);
+    const float8 xh = (LOAD8(x, j) - mean) * rstd;
+    const float8 sg = first ? (float8)(0.0f) : vload8(0, pg + j);
+    vstore8(fma(d, xh, sg), 0, pg + j);
+    if (has_b) {
+      const float8 sb = first ? (float8)(0.0f) : vload8(0, pb + j);
+      vstore8(sb + d, 0, pb + j);
+    }
+    STORE8(rstd * (g - ca - xh * cb), dx, j);
+  }
+  for (; j < n; j++) {
+    const float d = LOAD(dy, j);
+    float g = d;
+    if (has_g) g *= PLOAD(gm, j);
+    const float xh = (LOAD(x, j) - mean) * rstd;
+    pg[j] = fma(d, xh, first ? 0.0f : pg[j]);
+    if (has_b) pb[j] = (first ? 0.0f : pb[j]) + d;
+    STORE(rstd * (g - ca - xh * cb), dx, j);
+  }
+}
+
+/* Global nb (padded): block k of rb rows, partials at part[k cols] (sum
+ * dy xhat) and part[(nb + k) cols] (sum dy), as ln_dparam_part_item. */
+#define LN_BWD_ROWP(name, rms)                                               \
+  __kernel void name(LN_BWD_ARGS, global float *part, ulong rb, ulong nb) {  \
+    const size_t k = get_global_id(0), n = (size_t)cols;                     \
+    if (k >= (size_t)nb) return;                                             \
+    const size_t r1 = min((k + 1) * (size_t)rb, (size_t)rows);               \
+    global float *pg = part + k * n, *pb = part + ((size_t)nb + k) * n;      \
+    for (size_t r = k * (size_t)rb; r < r1; r++) {                           \
+      const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];   \
+      global const real_t *dyr = ROW_PTR(dy, dy_off, r);                     \
+      global const real_t *xr = ROW_PTR(x, x_off, r);                        \
+      const float2 s = ln_row_bwd_sums(dyr, xr, n, mu, rs, has_g, g + g_off);\
+      ln_rowp_write(dyr, xr, ROW_PTR(dx, dx_off, r), n, mu, rs,              \
+                    rms ? 0.0f : s.x / (float)n, s.y / (float)n, has_g,      \
+                    g + g_off, pg, !rms, pb, r == k * (size_t)rb);           \
+    }                                                                        \
+  }
+LN_BWD_ROWP(layernorm_bwd_rowp, 0)
+LN_BWD_ROWP(rmsnorm_bwd_rowp, 1)
+
 /* Stores a row's statistics from the first work-item of its row. */
 #define LN_STATS_OUT(r, first, rms)                                            \
   if (has_stats && (first)) {                                                \

@@ -548,9 +548,40 @@ static int run_blk(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
 }
 
+/* CPU variant (a _row plan): dx and stage 1 in one launch of the plan's
+ * kernel's _rowp twin (layernorm_bwd_rowp, rmsnorm_bwd_rowp), a work-item
+ * per block of rb rows (the blocks and column order of
+ * ln_dparam_part_item, so the same partials). */
+static int run_rowp(rumus_ctx *ctx, const char *op,
+                    const rumus__row_plan *plan, const ln_tensors *ts,
+                    cl_int has_g, cl_mem part, size_t rows, size_t cols,
+                    size_t rb, size_t nb) {
+  char name[72];
+  snprintf(name, sizeof name, "%sp", plan->kernel);
+  const rumus__kernel_ref k = {FILE_CL, plan->options, name};
+  /* LN_BWD_ARGS order: dy, x, gamma, mean, rstd, dx. */
+  const int order[6] = {0, 1, 5, 3, 4, 2};
+  rumus__arg a[19];
+  size_t na = 0;
+  for (int i = 0; i < 6; i++) {
+    a[na++] = RUMUS__ARG(ts->t[order[i]].mem);
+    a[na++] = RUMUS__ARG(ts->t[order[i]].off);
+  }
+  cl_ulong nrows = rows, ncols = cols, nrb = rb, nnb = nb;
+  a[na++] = RUMUS__ARG(has_g);
+  a[na++] = RUMUS__ARG(nrows);
+  a[na++] = RUMUS__ARG(ncols);
+  a[na++] = RUMUS__ARG(part);
+  a[na++] = RUMUS__ARG(nrb);
+  a[na++] = RUMUS__ARG(nnb);
+  size_t global = nb, local = rumus__row_local(ctx, nb);
+  return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
+}
+
 /* The backward's launches with dgamma or dbeta, as bwd_choice chose: the
  * group kernel gk (_blk or _wide) when gk->ls, else the fused kernel
- * `name` when fused, else stage 1 then the row kernels; then stage 2.
+ * `name` when fused, else on the CPU variant the _rowp kernel, else
+ * stage 1 then the row kernels; then stage 2.
  * Scratch from the context's slots 0 and 1. */
 static int run_with_dparam(rumus_ctx *ctx, const char *op,
                            const rumus__row_plan *plan, const ln_tensors *ts,
@@ -573,6 +604,9 @@ static int run_with_dparam(rumus_ctx *ctx, const char *op,
   } else if (fused) {
     RUMUS__FORWARD(run_fused(ctx, op, plan, name, ts, has_g, part, rows, cols,
                              rb, nb));
+  } else if (plan->kind == RUMUS__ROWS_ITEM) {
+    RUMUS__FORWARD(run_rowp(ctx, op, plan, ts, has_g, part, rows, cols, rb,
+                            nb));
   } else {
     /* dgamma and dbeta's stage 1 first: dx may be dy's bytes. */
     RUMUS__FORWARD(
