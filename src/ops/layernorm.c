@@ -13,7 +13,8 @@
  * teams on shorter register rows), stage 2 per column (by groups of
  * blocks first when there are many), the blocks fixed by the shape
  * alone.  The GPU variant's forward has a _wide kernel too, for rows the
- * register rungs do not hold.
+ * register rungs do not hold.  On the CPU variant stage 1 is fused with dx
+ * as well (_rowp: a work-item per block).
  */
 #include <math.h>
 #include <stdio.h>
