@@ -36,7 +36,7 @@
  *   (bn_stats_wg).  The training forward and the backward add the map to
  *   the same launch (bn_fwd_one, bn_bwd_one, at the end of this file).
  *   CPU: bn_<mode>_item, one work-item per (channel, range), no barriers,
- *   float8 accumulators along each row segment, into part; stage 2,
+ *   4 chains of float8 accumulators (bn_acc), into part; stage 2,
  *   bn_fold_<what>, one work-item per channel.
  * The order depends only on the shape, the variant, WG and the device's
  * compute units (the host's choice of parts), so the bits are the same on
@@ -484,27 +484,58 @@ __kernel RUMUS_WG_ATTR void bn_bwd_wg(BN_WG_ARGS, BN_BWD_ARGS,
 
 #else /* the CPU variant */
 
-/* The sums of one row segment [i0, i0 + len) in float8 lanes and a scalar
- * tail. */
+/* A work-item's sums: 4 float8 chains of each sum (a chain of one add
+ * per 8 values bound the passes that read from the cache, bn_fwd_chan's
+ * second: 3-4 cycles of latency per 8 values) and the scalar tails. */
+typedef struct {
+  float8 s1[4], s2[4];
+  float t1, t2;
+} bn_acc;
+
+inline void bn_acc_init(bn_acc *acc) {
+#pragma unroll
+  for (int u = 0; u < 4; u++) acc->s1[u] = acc->s2[u] = 0.0f;
+  acc->t1 = acc->t2 = 0.0f;
+}
+
+/* The two sums: chains (0 + 1) + (2 + 3), then the lanes, then the tail. */
+inline float2 bn_acc_total(const bn_acc *acc) {
+  return (float2)(
+      rumus_hsum8((acc->s1[0] + acc->s1[1]) + (acc->s1[2] + acc->s1[3])) +
+          acc->t1,
+      rumus_hsum8((acc->s2[0] + acc->s2[1]) + (acc->s2[2] + acc->s2[3])) +
+          acc->t2);
+}
+
+/* Adds the 8 values at i to chain u. */
+inline void bn_acc8(int mode, global const real_t *a, global const real_t *b,
+                    size_t i, float mc, bn_acc *acc, int u) {
+  if (mode == BN_SUM) {
+    acc->s1[u] += LOAD8(a, i);
+  } else if (mode == BN_DEV) {
+    const float8 d = LOAD8(a, i) - mc;
+    acc->s1[u] += d;
+    acc->s2[u] += d * d;
+  } else {
+    const float8 g = LOAD8(a, i);
+    acc->s1[u] += g;
+    acc->s2[u] += g * (LOAD8(b, i) - mc);
+  }
+}
+
+/* The sums of one row segment [i0, i0 + len): 32 values at a time over the
+ * 4 chains, then 8 at a time into chain 0, then the scalar tail. */
 inline void bn_seg_sums(int mode, global const real_t *a,
                         global const real_t *b, size_t i0, size_t len,
-                        float mc, float8 *a1, float8 *a2, float *t1,
-                        float *t2) {
+                        float mc, bn_acc *acc) {
   size_t j = 0;
-  for (; j + 8 <= len; j += 8) {
-    if (mode == BN_SUM) {
-      *a1 += LOAD8(a, i0 + j);
-    } else if (mode == BN_DEV) {
-      const float8 d = LOAD8(a, i0 + j) - mc;
-      *a1 += d;
-      *a2 += d * d;
-    } else {
-      const float8 g = LOAD8(a, i0 + j);
-      *a1 += g;
-      *a2 += g * (LOAD8(b, i0 + j) - mc);
-    }
+  for (; j + 32 <= len; j += 32) {
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+      bn_acc8(mode, a, b, i0 + j + 8 * (size_t)u, mc, acc, u);
   }
-  for (; j < len; j++) BN_ACC(mode, a, b, i0 + j, mc, *t1, *t2);
+  for (; j + 8 <= len; j += 8) bn_acc8(mode, a, b, i0 + j, mc, acc, 0);
+  for (; j < len; j++) BN_ACC(mode, a, b, i0 + j, mc, acc->t1, acc->t2);
 }
 
 /* Global parts * C (padded), one work-item per (channel, range). */
@@ -519,17 +550,16 @@ inline void bn_seg_sums(int mode, global const real_t *a,
     const bn_range r = bn_range_of(g / (size_t)parts, g % (size_t)parts, L,  \
                                    M, mean + (size_t)mean_off, mode);        \
     global const real_t *pa = a + (size_t)a_off, *pb = b + (size_t)b_off;    \
-    float8 a1 = 0.0f, a2 = 0.0f;                                             \
-    float t1 = 0.0f, t2 = 0.0f;                                              \
+    bn_acc acc;                                                              \
+    bn_acc_init(&acc);                                                       \
     for (size_t m = r.m0; m < r.m1;) {                                       \
       const size_t n = m / (size_t)S, s = m - n * (size_t)S;                 \
       const size_t len = min((size_t)S - s, r.m1 - m);                       \
       bn_seg_sums(mode, pa, pb, (n * (size_t)C + r.c) * (size_t)S + s, len,  \
-                  r.mc, &a1, &a2, &t1, &t2);                                 \
+                  r.mc, &acc);                                               \
       m += len;                                                              \
     }                                                                        \
-    part[2 * g] = rumus_hsum8(a1) + t1;                                      \
-    part[2 * g + 1] = rumus_hsum8(a2) + t2;                                  \
+    vstore2(bn_acc_total(&acc), g, part);                                    \
   }
 BN_ITEM_KERNEL(bn_sum_item, BN_SUM)
 BN_ITEM_KERNEL(bn_dev_item, BN_DEV)
@@ -964,11 +994,11 @@ __kernel RUMUS_WG_ATTR void bn_bwd_one(
 inline float2 bn_chan_sums(int mode, global const real_t *a,
                            global const real_t *b, size_t c, size_t C,
                            size_t S, size_t N, float mc) {
-  float8 a1 = 0.0f, a2 = 0.0f;
-  float t1 = 0.0f, t2 = 0.0f;
+  bn_acc acc;
+  bn_acc_init(&acc);
   for (size_t n = 0; n < N; n++)
-    bn_seg_sums(mode, a, b, (n * C + c) * S, S, mc, &a1, &a2, &t1, &t2);
-  return (float2)(rumus_hsum8(a1) + t1, rumus_hsum8(a2) + t2);
+    bn_seg_sums(mode, a, b, (n * C + c) * S, S, mc, &acc);
+  return bn_acc_total(&acc);
 }
 
 /* Channel c's map over its N planes (out may be x or dy). */
