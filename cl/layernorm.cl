@@ -1124,3 +1124,59 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold(
   if (has_dg) PSTORE(t.x, dg, dg_off + j);
   if (has_db) PSTORE(t.y, db, db_off + j);
 }
+
+/* ---- Stage 2 of the CPU variant ------------------------------------------
+ * ln_dparam_fold_one's work-items each add one column's blocks, a float
+ * at a time, 64 KiB apart at 16384 columns: on PoCL stage 2 took about a
+ * third of the backward's time there.  Here a work-item takes 8
+ * consecutive columns in float8 lanes, the same additions per column in
+ * the same order as ln_dparam_fold (nb <= LN_FOLD_G: the blocks in order)
+ * or as ln_dparam_fold1 then ln_dparam_fold and ln_dparam_fold_one
+ * (groups of LN_FOLD_G blocks in order, then the groups in order), so the
+ * same bits; the row's last group of columns element by element. */
+
+/* Columns [j0, j0 + w) (w 8, or fewer at the row's end) of dgamma's (db:
+ * dbeta's) blocks [k, k1) of part, from 0 in block order. */
+inline float8 ln_fold_item_blocks(global const float *part, size_t cols,
+                                  size_t nb, size_t j0, size_t w, size_t k,
+                                  size_t k1, int db) {
+  global const float *p = part + (db ? nb : 0) * cols + j0;
+  float8 s = 0.0f;
+  if (w == 8) {
+    for (; k < k1; k++) s += vload8(0, p + k * cols);
+    return s;
+  }
+  float t[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (; k < k1; k++)
+    for (size_t q = 0; q < w; q++) t[q] += p[k * cols + q];
+  return vload8(0, t);
+}
+
+/* dgamma's (db: dbeta's) sums of columns [j0, j0 + w). */
+inline float8 ln_fold_item_sums(global const float *part, size_t cols,
+                                size_t nb, size_t j0, size_t w, int db) {
+  if (nb <= LN_FOLD_G)
+    return ln_fold_item_blocks(part, cols, nb, j0, w, 0, nb, db);
+  float8 s = 0.0f;
+  for (size_t h = 0; h < nb; h += LN_FOLD_G)
+    s += ln_fold_item_blocks(part, cols, nb, j0, w, h,
+                             min(h + LN_FOLD_G, nb), db);
+  return s;
+}
+
+/* Global ceil(cols / 8) (padded); arguments as ln_dparam_fold's. */
+__kernel void ln_dparam_fold_item(global const float *part, ulong cols,
+                                  ulong nb, int has_dg, global param_t *dg,
+                                  ulong dg_off, int has_db,
+                                  global param_t *db, ulong db_off) {
+  const size_t j0 = get_global_id(0) * 8, n = (size_t)cols;
+  if (j0 >= n) return;
+  const size_t w = min((size_t)8, n - j0);
+  for (int d = 0; d < 2; d++) {
+    if (!(d ? has_db : has_dg)) continue;
+    float t[8];
+    vstore8(ln_fold_item_sums(part, n, (size_t)nb, j0, w, d), 0, t);
+    for (size_t q = 0; q < w; q++)
+      PSTORE(t[q], d ? db : dg, (d ? db_off : dg_off) + j0 + q);
+  }
+}

@@ -389,6 +389,24 @@ static int run_fold_one(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 2, g, l, 9, a);
 }
 
+/* Stage 2 on the CPU variant (a _row plan): ln_dparam_fold_item, 8
+ * columns per work-item, the order of the other stage-2 kernels. */
+static int run_fold_item(rumus_ctx *ctx, const char *op,
+                         const rumus__row_plan *plan, cl_mem part, size_t nb,
+                         size_t cols, rumus_tensor *dgamma,
+                         rumus_tensor *dbeta) {
+  const ln_arg ga = arg_of(dgamma, dbeta), ba = arg_of(dbeta, dgamma);
+  cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
+  cl_ulong ncols = cols, nnb = nb;
+  const rumus__arg a[9] = {
+      RUMUS__ARG(part),   RUMUS__ARG(ncols),  RUMUS__ARG(nnb),
+      RUMUS__ARG(has_dg), RUMUS__ARG(ga.mem), RUMUS__ARG(ga.off),
+      RUMUS__ARG(has_db), RUMUS__ARG(ba.mem), RUMUS__ARG(ba.off)};
+  const rumus__kernel_ref k = {FILE_CL, plan->options, "ln_dparam_fold_item"};
+  size_t global = (cols + 7) / 8, local = rumus__row_local(ctx, global);
+  return rumus__launch(ctx, op, &k, 1, &global, &local, 9, a);
+}
+
 /* Stage 2: the nb blocks' partials in part (2 nb cols floats) added per
  * column into dgamma and dbeta (either may be NULL), in groups of
  * LN_FOLD_G into part2 first when there are more. */
@@ -398,6 +416,8 @@ static int run_fold(rumus_ctx *ctx, const char *op,
                     rumus_tensor *dbeta) {
   const size_t ls = fold_ls(ctx, plan);
   cl_ulong ncols = cols, nnb = nb;
+  if (plan->kind == RUMUS__ROWS_ITEM)
+    return run_fold_item(ctx, op, plan, part, nb, cols, dgamma, dbeta);
   int one;
   RUMUS__FORWARD(fold_one(ctx, op, plan, nb, &one));
   if (one)
