@@ -36,7 +36,7 @@
  *   (bn_stats_wg).  The training forward and the backward add the map to
  *   the same launch (bn_fwd_one, bn_bwd_one, at the end of this file).
  *   CPU: bn_<mode>_item, one work-item per (channel, range), no barriers,
- *   float8 accumulators along each row segment, into part; stage 2,
+ *   4 chains of float8 accumulators (bn_acc), into part; stage 2,
  *   bn_fold_<what>, one work-item per channel.
  * The order depends only on the shape, the variant, WG and the device's
  * compute units (the host's choice of parts), so the bits are the same on
@@ -484,27 +484,58 @@ __kernel RUMUS_WG_ATTR void bn_bwd_wg(BN_WG_ARGS, BN_BWD_ARGS,
 
 #else /* the CPU variant */
 
-/* The sums of one row segment [i0, i0 + len) in float8 lanes and a scalar
- * tail. */
+/* A work-item's sums: 4 float8 chains of each sum (a chain of one add
+ * per 8 values bound the passes that read from the cache, bn_fwd_chan's
+ * second: 3-4 cycles of latency per 8 values) and the scalar tails. */
+typedef struct {
+  float8 s1[4], s2[4];
+  float t1, t2;
+} bn_acc;
+
+inline void bn_acc_init(bn_acc *acc) {
+#pragma unroll
+  for (int u = 0; u < 4; u++) acc->s1[u] = acc->s2[u] = 0.0f;
+  acc->t1 = acc->t2 = 0.0f;
+}
+
+/* The two sums: chains (0 + 1) + (2 + 3), then the lanes, then the tail. */
+inline float2 bn_acc_total(const bn_acc *acc) {
+  return (float2)(
+      rumus_hsum8((acc->s1[0] + acc->s1[1]) + (acc->s1[2] + acc->s1[3])) +
+          acc->t1,
+      rumus_hsum8((acc->s2[0] + acc->s2[1]) + (acc->s2[2] + acc->s2[3])) +
+          acc->t2);
+}
+
+/* Adds the 8 values at i to chain u. */
+inline void bn_acc8(int mode, global const real_t *a, global const real_t *b,
+                    size_t i, float mc, bn_acc *acc, int u) {
+  if (mode == BN_SUM) {
+    acc->s1[u] += LOAD8(a, i);
+  } else if (mode == BN_DEV) {
+    const float8 d = LOAD8(a, i) - mc;
+    acc->s1[u] += d;
+    acc->s2[u] += d * d;
+  } else {
+    const float8 g = LOAD8(a, i);
+    acc->s1[u] += g;
+    acc->s2[u] += g * (LOAD8(b, i) - mc);
+  }
+}
+
+/* The sums of one row segment [i0, i0 + len): 32 values at a time over the
+ * 4 chains, then 8 at a time into chain 0, then the scalar tail. */
 inline void bn_seg_sums(int mode, global const real_t *a,
                         global const real_t *b, size_t i0, size_t len,
-                        float mc, float8 *a1, float8 *a2, float *t1,
-                        float *t2) {
+                        float mc, bn_acc *acc) {
   size_t j = 0;
-  for (; j + 8 <= len; j += 8) {
-    if (mode == BN_SUM) {
-      *a1 += LOAD8(a, i0 + j);
-    } else if (mode == BN_DEV) {
-      const float8 d = LOAD8(a, i0 + j) - mc;
-      *a1 += d;
-      *a2 += d * d;
-    } else {
-      const float8 g = LOAD8(a, i0 + j);
-      *a1 += g;
-      *a2 += g * (LOAD8(b, i0 + j) - mc);
-    }
+  for (; j + 32 <= len; j += 32) {
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+      bn_acc8(mode, a, b, i0 + j + 8 * (size_t)u, mc, acc, u);
   }
-  for (; j < len; j++) BN_ACC(mode, a, b, i0 + j, mc, *t1, *t2);
+  for (; j + 8 <= len; j += 8) bn_acc8(mode, a, b, i0 + j, mc, acc, 0);
+  for (; j < len; j++) BN_ACC(mode, a, b, i0 + j, mc, acc->t1, acc->t2);
 }
 
 /* Global parts * C (padded), one work-item per (channel, range). */
@@ -519,17 +550,16 @@ inline void bn_seg_sums(int mode, global const real_t *a,
     const bn_range r = bn_range_of(g / (size_t)parts, g % (size_t)parts, L,  \
                                    M, mean + (size_t)mean_off, mode);        \
     global const real_t *pa = a + (size_t)a_off, *pb = b + (size_t)b_off;    \
-    float8 a1 = 0.0f, a2 = 0.0f;                                             \
-    float t1 = 0.0f, t2 = 0.0f;                                              \
+    bn_acc acc;                                                              \
+    bn_acc_init(&acc);                                                       \
     for (size_t m = r.m0; m < r.m1;) {                                       \
       const size_t n = m / (size_t)S, s = m - n * (size_t)S;                 \
       const size_t len = min((size_t)S - s, r.m1 - m);                       \
       bn_seg_sums(mode, pa, pb, (n * (size_t)C + r.c) * (size_t)S + s, len,  \
-                  r.mc, &a1, &a2, &t1, &t2);                                 \
+                  r.mc, &acc);                                               \
       m += len;                                                              \
     }                                                                        \
-    part[2 * g] = rumus_hsum8(a1) + t1;                                      \
-    part[2 * g + 1] = rumus_hsum8(a2) + t2;                                  \
+    vstore2(bn_acc_total(&acc), g, part);                                    \
   }
 BN_ITEM_KERNEL(bn_sum_item, BN_SUM)
 BN_ITEM_KERNEL(bn_dev_item, BN_DEV)
@@ -579,42 +609,63 @@ __kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_mean(
  * The correction s1^2 / M cannot make the variance negative in exact
  * arithmetic; the clamp keeps rounding from doing so (and keeps a NaN,
  * which fmax would not). */
+/* Channel c's statistics from its dev sums s about the mean *mp of the
+ * first pass (bn_fold_var, bn_fwd_chan): the mean (written back), invstd
+ * and (has_running) the running statistics.  Returns the mean. */
+inline float bn_var_store(float2 s, ulong M, float eps, float momentum,
+                          global float *mp, global float *ip,
+                          int has_running, global float *rm,
+                          global float *rv) {
+  const float fm = (float)M;
+  float var = (s.y - s.x * (s.x / fm)) / fm;
+  if (var < 0.0f) var = 0.0f;
+  const float mc = *mp + s.x / fm;
+  *mp = mc;
+  *ip = 1.0f / sqrt(var + eps);
+  if (has_running) {
+    const float unbiased = var * (fm / (float)(M - 1));
+    *rm = (1.0f - momentum) * *rm + momentum * mc;
+    *rv = (1.0f - momentum) * *rv + momentum * unbiased;
+  }
+  return mc;
+}
+
 __kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_var(
     global const float *part, ulong parts, ulong C, ulong M, float eps,
     float momentum, global float *mean, ulong mean_off,
     global float *invstd, ulong inv_off, int has_running,
     global float *rmean, ulong rm_off, global float *rvar, ulong rv_off) {
   BN_FOLD_HEAD;
-  const float fm = (float)M;
-  float var = (s.y - s.x * (s.x / fm)) / fm;
-  if (var < 0.0f) var = 0.0f;
-  global float *mp = mean + (size_t)mean_off + c;
-  const float mc = *mp + s.x / fm;
-  *mp = mc;
-  invstd[(size_t)inv_off + c] = 1.0f / sqrt(var + eps);
-  if (has_running) {
-    const float unbiased = var * (fm / (float)(M - 1));
-    global float *rm = rmean + (size_t)rm_off + c, *rv = rvar + (size_t)rv_off + c;
-    *rm = (1.0f - momentum) * *rm + momentum * mc;
-    *rv = (1.0f - momentum) * *rv + momentum * unbiased;
-  }
+  bn_var_store(s, M, eps, momentum, mean + (size_t)mean_off + c,
+               invstd + (size_t)inv_off + c, has_running,
+               rmean + (size_t)rm_off + c, rvar + (size_t)rv_off + c);
 }
 
 /* The backward's dbeta = s1 and dgamma = s2 * invstd (each if wanted),
  * and the coefficients of dx: coef[2c] = s1 / M, coef[2c + 1] =
  * s2 invstd^2 / M. */
+/* The backward's dbeta = s1 and dgamma = s2 * invstd (each if wanted)
+ * from channel c's sums s (bn_fold_bwd, bn_bwd_chan); returns the
+ * coefficients of dx: (s1 / M, s2 invstd^2 / M). */
+inline float2 bn_bwd_coef(float2 s, float is, ulong M, int has_dgamma,
+                          global float *dg, int has_dbeta,
+                          global float *db) {
+  const float fm = (float)M;
+  if (has_dbeta) *db = s.x;
+  if (has_dgamma) *dg = s.y * is;
+  return (float2)(s.x / fm, (s.y * is) * is / fm);
+}
+
 __kernel RUMUS_REQD_WG(BN_FOLD_LS, 1, 1) void bn_fold_bwd(
     global const float *part, ulong parts, ulong C, ulong M,
     global const float *invstd, ulong inv_off, global float *coef,
     ulong coef_off, int has_dgamma, global float *dgamma, ulong dg_off, int has_dbeta,
     global float *dbeta, ulong db_off) {
   BN_FOLD_HEAD;
-  const float is = invstd[(size_t)inv_off + c], fm = (float)M;
-  if (has_dbeta) dbeta[(size_t)db_off + c] = s.x;
-  if (has_dgamma) dgamma[(size_t)dg_off + c] = s.y * is;
-  global float *k = coef + (size_t)coef_off + 2 * c;
-  k[0] = s.x / fm;
-  k[1] = (s.y * is) * is / fm;
+  const float2 k = bn_bwd_coef(s, invstd[(size_t)inv_off + c], M, has_dgamma,
+                               dgamma + (size_t)dg_off + c, has_dbeta,
+                               dbeta + (size_t)db_off + c);
+  vstore2(k, c, coef + (size_t)coef_off);
 }
 
 /* ---- Maps --------------------------------------------------------------- */
@@ -924,5 +975,92 @@ __kernel RUMUS_WG_ATTR void bn_bwd_one(
   bn_map_range(BN_GRAD, vec, px, pg, dx + (size_t)dx_off, mr, (size_t)C,
                (size_t)S, k, &w, &ws, va, vb);
   bn_mapped(status, mc_, (size_t)parts);
+}
+#endif
+
+/* ---- CPU: a channel per work-item ---------------------------------------
+ * bn_fwd_chan (training forward) and bn_bwd_chan (backward) take channel c
+ * whole in one work-item: its sums plane by plane (bn_seg_sums, the order
+ * of the bn_*_item kernels with one range per channel, so the same bits
+ * as the two-stage path then), its statistics or coefficients (the folds'
+ * arithmetic), then its map (bn_map_span's).  The passes after the first
+ * re-read a channel that the first brought into the cache (a channel of
+ * 32 x 56 x 56 floats is 392 KiB, in a core's L2), where the two-stage
+ * path's passes each sweep every channel from memory.  The host takes it
+ * when there are enough channels to keep every core busy. */
+#if !BN_GPU
+/* Channel c's sums of the mode over its N planes of S (a: the reduced
+ * tensor or dy, b: x for BN_BWD; about mc for BN_DEV and BN_BWD). */
+inline float2 bn_chan_sums(int mode, global const real_t *a,
+                           global const real_t *b, size_t c, size_t C,
+                           size_t S, size_t N, float mc) {
+  bn_acc acc;
+  bn_acc_init(&acc);
+  for (size_t n = 0; n < N; n++)
+    bn_seg_sums(mode, a, b, (n * C + c) * S, S, mc, &acc);
+  return bn_acc_total(&acc);
+}
+
+/* Channel c's map over its N planes (out may be x or dy). */
+inline void bn_chan_map(int mode, global const real_t *x,
+                        global const real_t *dy, global real_t *out,
+                        size_t c, size_t C, size_t S, size_t N, float4 k) {
+  for (size_t n = 0; n < N; n++)
+    for (size_t c0 = 0; c0 < S; c0 += BN_SPAN)
+      bn_map_span(mode, x, dy, out, (n * C + c) * S, c0, S, k);
+}
+
+/* The training forward: mean, then the deviations (two passes, as
+ * bn_fold_mean and bn_fold_var), then y = (x - mean) invstd gamma + beta
+ * (gamma 1, beta 0 where not given) as bn_apply_fwd.  y may be x. */
+__kernel void bn_fwd_chan(global const real_t *x, ulong x_off,
+                          global real_t *y, ulong y_off, ulong C, ulong S,
+                          ulong N, float eps, float momentum,
+                          global float *mean, ulong mean_off,
+                          global float *invstd, ulong inv_off,
+                          int has_running, global float *rmean, ulong rm_off,
+                          global float *rvar, ulong rv_off, int has_gamma,
+                          global const float *gamma, ulong g_off,
+                          int has_beta, global const float *beta,
+                          ulong b_off) {
+  const size_t c = get_global_id(0);
+  if (c >= (size_t)C) return;
+  global const real_t *px = x + (size_t)x_off;
+  global float *mp = mean + (size_t)mean_off + c;
+  global float *ip = invstd + (size_t)inv_off + c;
+  *mp = bn_chan_sums(BN_SUM, px, px, c, C, S, N, 0.0f).x / (float)(N * S);
+  const float2 s = bn_chan_sums(BN_DEV, px, px, c, C, S, N, *mp);
+  const float mc = bn_var_store(s, N * S, eps, momentum, mp, ip, has_running,
+                                rmean + (size_t)rm_off + c,
+                                rvar + (size_t)rv_off + c);
+  const float ga = has_gamma ? gamma[(size_t)g_off + c] : 1.0f;
+  const float be = has_beta ? beta[(size_t)b_off + c] : 0.0f;
+  bn_chan_map(BN_NORM, px, px, y + (size_t)y_off, c, C, S, N,
+              (float4)(mc, *ip * ga, be, 0.0f));
+}
+
+/* The backward: the sums of dy and dy (x - mean), dgamma and dbeta (as
+ * bn_fold_bwd), then dx as bn_apply_bwd.  dx may be dy. */
+__kernel void bn_bwd_chan(global const real_t *dy, ulong dy_off,
+                          global const real_t *x, ulong x_off,
+                          global real_t *dx, ulong dx_off, ulong C, ulong S,
+                          ulong N, global const float *mean, ulong mean_off,
+                          global const float *invstd, ulong inv_off,
+                          int has_gamma, global const float *gamma,
+                          ulong g_off, int has_dgamma, global float *dgamma,
+                          ulong dg_off, int has_dbeta, global float *dbeta,
+                          ulong db_off) {
+  const size_t c = get_global_id(0);
+  if (c >= (size_t)C) return;
+  global const real_t *pg = dy + (size_t)dy_off, *px = x + (size_t)x_off;
+  const float mc = mean[(size_t)mean_off + c];
+  const float is = invstd[(size_t)inv_off + c];
+  const float2 s = bn_chan_sums(BN_BWD, pg, px, c, C, S, N, mc);
+  const float2 k = bn_bwd_coef(s, is, N * S, has_dgamma,
+                               dgamma + (size_t)dg_off + c, has_dbeta,
+                               dbeta + (size_t)db_off + c);
+  const float ga = has_gamma ? gamma[(size_t)g_off + c] : 1.0f;
+  bn_chan_map(BN_GRAD, px, pg, dx + (size_t)dx_off, c, C, S, N,
+              (float4)(mc, ga * is, k.x, k.y));
 }
 #endif

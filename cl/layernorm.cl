@@ -534,6 +534,72 @@ LN_FWD_ROW(rmsnorm_fwd_row, 1)
 LN_BWD_ROW(layernorm_bwd_row, 0)
 LN_BWD_ROW(rmsnorm_bwd_row, 1)
 
+/* ---- Row-block backward (CPU variant) ------------------------------------
+ * dx and stage 1 of the gamma / beta gradients in one pass: work-item k
+ * takes block k of rb rows (plan_blocks' blocks), row after row: the
+ * row's sums (ln_row_bwd_sums: dy and x come into the cache), then dx
+ * from the cached row (ln_row_bwd_write's arithmetic) with the block's
+ * column partials updated in the same walk (in part, rows in order, one
+ * fma per term: ln_dparam_part_item's order, so the same bits on both
+ * variants).  dy, x are read from memory once instead of twice
+ * (ln_dparam_part_item then the _row kernel); the partials of a block
+ * (2 cols floats) stay in the cache while its rows pass. */
+
+/* dx = rstd * (g - ca - xhat * cb) over row r of block k, and part's
+ * column sums of dy xhat and (has_b) dy (first: the block's first row,
+ * which starts them from 0; RMS norm has no dbeta).  dy is read before dx
+ * is written (in place). */
+inline void ln_rowp_write(global const real_t *dy, global const real_t *x,
+                          global real_t *dx, size_t n, float mean,
+                          float rstd, float ca, float cb, int has_g,
+                          global const param_t *gm, global float *pg,
+                          int has_b, global float *pb, int first) {
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const float8 d = LOAD8(dy, j);
+    float8 g = d;
+    if (has_g) g *= PLOAD8(gm, j);
+    const float8 xh = (LOAD8(x, j) - mean) * rstd;
+    const float8 sg = first ? (float8)(0.0f) : vload8(0, pg + j);
+    vstore8(fma(d, xh, sg), 0, pg + j);
+    if (has_b) {
+      const float8 sb = first ? (float8)(0.0f) : vload8(0, pb + j);
+      vstore8(sb + d, 0, pb + j);
+    }
+    STORE8(rstd * (g - ca - xh * cb), dx, j);
+  }
+  for (; j < n; j++) {
+    const float d = LOAD(dy, j);
+    float g = d;
+    if (has_g) g *= PLOAD(gm, j);
+    const float xh = (LOAD(x, j) - mean) * rstd;
+    pg[j] = fma(d, xh, first ? 0.0f : pg[j]);
+    if (has_b) pb[j] = (first ? 0.0f : pb[j]) + d;
+    STORE(rstd * (g - ca - xh * cb), dx, j);
+  }
+}
+
+/* Global nb (padded): block k of rb rows, partials at part[k cols] (sum
+ * dy xhat) and part[(nb + k) cols] (sum dy), as ln_dparam_part_item. */
+#define LN_BWD_ROWP(name, rms)                                               \
+  __kernel void name(LN_BWD_ARGS, global float *part, ulong rb, ulong nb) {  \
+    const size_t k = get_global_id(0), n = (size_t)cols;                     \
+    if (k >= (size_t)nb) return;                                             \
+    const size_t r1 = min((k + 1) * (size_t)rb, (size_t)rows);               \
+    global float *pg = part + k * n, *pb = part + ((size_t)nb + k) * n;      \
+    for (size_t r = k * (size_t)rb; r < r1; r++) {                           \
+      const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];   \
+      global const real_t *dyr = ROW_PTR(dy, dy_off, r);                     \
+      global const real_t *xr = ROW_PTR(x, x_off, r);                        \
+      const float2 s = ln_row_bwd_sums(dyr, xr, n, mu, rs, has_g, g + g_off);\
+      ln_rowp_write(dyr, xr, ROW_PTR(dx, dx_off, r), n, mu, rs,              \
+                    rms ? 0.0f : s.x / (float)n, s.y / (float)n, has_g,      \
+                    g + g_off, pg, !rms, pb, r == k * (size_t)rb);           \
+    }                                                                        \
+  }
+LN_BWD_ROWP(layernorm_bwd_rowp, 0)
+LN_BWD_ROWP(rmsnorm_bwd_rowp, 1)
+
 /* Stores a row's statistics from the first work-item of its row. */
 #define LN_STATS_OUT(r, first, rms)                                            \
   if (has_stats && (first)) {                                                \
@@ -1296,4 +1362,60 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold(
   const float2 t = ln_fold_blocks(part, cols, nb, j, 0, nb);
   if (has_dg) PSTORE(t.x, dg, dg_off + j);
   if (has_db) PSTORE(t.y, db, db_off + j);
+}
+
+/* ---- Stage 2 of the CPU variant ------------------------------------------
+ * ln_dparam_fold_one's work-items each add one column's blocks, a float
+ * at a time, 64 KiB apart at 16384 columns: on PoCL stage 2 took about a
+ * third of the backward's time there.  Here a work-item takes 8
+ * consecutive columns in float8 lanes, the same additions per column in
+ * the same order as ln_dparam_fold (nb <= LN_FOLD_G: the blocks in order)
+ * or as ln_dparam_fold1 then ln_dparam_fold and ln_dparam_fold_one
+ * (groups of LN_FOLD_G blocks in order, then the groups in order), so the
+ * same bits; the row's last group of columns element by element. */
+
+/* Columns [j0, j0 + w) (w 8, or fewer at the row's end) of dgamma's (db:
+ * dbeta's) blocks [k, k1) of part, from 0 in block order. */
+inline float8 ln_fold_item_blocks(global const float *part, size_t cols,
+                                  size_t nb, size_t j0, size_t w, size_t k,
+                                  size_t k1, int db) {
+  global const float *p = part + (db ? nb : 0) * cols + j0;
+  float8 s = 0.0f;
+  if (w == 8) {
+    for (; k < k1; k++) s += vload8(0, p + k * cols);
+    return s;
+  }
+  float t[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (; k < k1; k++)
+    for (size_t q = 0; q < w; q++) t[q] += p[k * cols + q];
+  return vload8(0, t);
+}
+
+/* dgamma's (db: dbeta's) sums of columns [j0, j0 + w). */
+inline float8 ln_fold_item_sums(global const float *part, size_t cols,
+                                size_t nb, size_t j0, size_t w, int db) {
+  if (nb <= LN_FOLD_G)
+    return ln_fold_item_blocks(part, cols, nb, j0, w, 0, nb, db);
+  float8 s = 0.0f;
+  for (size_t h = 0; h < nb; h += LN_FOLD_G)
+    s += ln_fold_item_blocks(part, cols, nb, j0, w, h,
+                             min(h + LN_FOLD_G, nb), db);
+  return s;
+}
+
+/* Global ceil(cols / 8) (padded); arguments as ln_dparam_fold's. */
+__kernel void ln_dparam_fold_item(global const float *part, ulong cols,
+                                  ulong nb, int has_dg, global param_t *dg,
+                                  ulong dg_off, int has_db,
+                                  global param_t *db, ulong db_off) {
+  const size_t j0 = get_global_id(0) * 8, n = (size_t)cols;
+  if (j0 >= n) return;
+  const size_t w = min((size_t)8, n - j0);
+  for (int d = 0; d < 2; d++) {
+    if (!(d ? has_db : has_dg)) continue;
+    float t[8];
+    vstore8(ln_fold_item_sums(part, n, (size_t)nb, j0, w, d), 0, t);
+    for (size_t q = 0; q < w; q++)
+      PSTORE(t[q], d ? db : dg, (d ? db_off : dg_off) + j0 + q);
+  }
 }

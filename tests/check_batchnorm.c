@@ -4,7 +4,9 @@
  * backward) against the float64 reference, on both variants, every
  * storage type, shapes with 1x1 images, N = 1, C = 1 and 5, odd H x W,
  * and 64 x 3 x 28 x 28 (several ranges per channel: the two-stage
- * reduction); affine and not; inputs and outputs in borrowed buffers at
+ * reduction); the CPU variant's two paths (two-stage, a channel per
+ * work-item) forced on C = 1, 5, 9, 16; affine and not; inputs and
+ * outputs in borrowed buffers at
  * odd element offsets with guard bytes; in place; bits equal run to run;
  * statistics of values far from 0 (1000 + U(-1, 1)); a NaN confined to
  * its channel; empty tensors;
@@ -455,6 +457,43 @@ START_TEST(bn_in_place_and_repeatable) {
 }
 END_TEST
 
+/* The CPU variant's paths, whatever the shape and the compute units
+ * (RUMUS_BATCHNORM_CHANNEL): _i = 0 the two-stage reductions and maps,
+ * 1 a channel per work-item (bn_fwd_chan, bn_bwd_chan); shapes with C = 1,
+ * 5, 9 and 16, odd H x W, 1x1 images, N = 1, 2 and 3, storage tu_dtypes;
+ * and the training forward in place (y == x) giving the bits of the
+ * out-of-place one. */
+static const shp PATH_SHAPES[] = {{3, 5, 7, 5}, {2, 9, 7, 5}, {1, 9, 5, 7},
+                                  {2, 16, 1, 1}, {2, 1, 7, 5}, {3, 9, 3, 3}};
+
+START_TEST(cpu_paths) {
+  rumus_ctx *ctx = tu_ctx();
+  setenv("RUMUS_BATCHNORM_CHANNEL", _i % 2 ? "1" : "0", 1);
+  const rumus_dtype d = tu_dtypes[_i / 2];
+  for (size_t k = 0; k < sizeof PATH_SHAPES / sizeof PATH_SHAPES[0]; k++) {
+    inputs in = make_inputs(&PATH_SHAPES[k], d, 400 + k);
+    run_bn(ctx, &in, k % 2 == 0);
+    tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+    bn_tensors t = bn_make(ctx, &in);
+    TU_OK(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, t.x.t, t.gamma.t,
+                                           t.beta.t, NULL, NULL, t.y.t,
+                                           t.sm.t, t.si.t));
+    float *y = tu_download_f32(ctx, t.y.t);
+    TU_OK(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, t.x.t, t.gamma.t,
+                                           t.beta.t, NULL, NULL, t.x.t,
+                                           t.sm.t, t.si.t));
+    float *yi = tu_download_f32(ctx, t.x.t);
+    ck_assert_msg(memcmp(y, yi, in.n * sizeof *y) == 0,
+                  "training forward in place, shape %zu", k);
+    free(y), free(yi);
+    bn_free(ctx, &t);
+    free_inputs(&in);
+  }
+  unsetenv("RUMUS_BATCHNORM_CHANNEL");
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* ---- Finite differences ----------------------------------------------- */
 
 /* L = sum g * y over the float64 training forward of (x, gamma, beta). */
@@ -485,9 +524,11 @@ static double fd_at(float *p, size_t i, const float *x, const float *gamma,
 
 /* dx, dgamma, dbeta of the device (F32, both variants) against central
  * differences of the float64 forward; and the channel bias gradient
- * against those of the float64 bias add. */
+ * against those of the float64 bias add.  _i = 1: the CPU variant's
+ * channel per work-item (RUMUS_BATCHNORM_CHANNEL=1). */
 START_TEST(bwd_finite_differences) {
   const shp s = {2, 3, 3, 2};
+  if (_i) setenv("RUMUS_BATCHNORM_CHANNEL", "1", 1);
   const size_t n = numel(&s), C = s.C, S = s.H * s.W;
   rumus_ctx *ctx = tu_ctx();
   inputs in = make_inputs(&s, RUMUS_F32, 99);
@@ -530,6 +571,7 @@ START_TEST(bwd_finite_differences) {
     free(dx), free(dg), free(db);
     bn_free(ctx, &t);
   }
+  unsetenv("RUMUS_BATCHNORM_CHANNEL");
   free_inputs(&in);
   tu_free_all(ctx, NULL);
 }
@@ -849,7 +891,8 @@ int main(void) {
   tcase_add_loop_test(core, bias_shapes, 0, 3);
   tcase_add_loop_test(core, bn_shapes, 0, 3);
   tcase_add_loop_test(core, aligned_shapes, 0, 3);
-  tcase_add_test(core, bwd_finite_differences);
+  tcase_add_loop_test(core, bwd_finite_differences, 0, 2);
+  tcase_add_loop_test(core, cpu_paths, 0, 6);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, bn_in_place_and_repeatable);

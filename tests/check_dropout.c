@@ -12,7 +12,9 @@
  *           offsets, forward and backward, F32 / F16 / BF16, both
  *           variants; the bytes are identical between the variants and
  *           between work-group sizes (RUMUS_OPT_WORKGROUP_SIZE 64 and the
- *           defaults); the keep rate over 10^6 elements is within 6 sigma
+ *           defaults), and the CPU variant's 1 to 4 batches of 16 groups
+ *           per work-item give the reference's; the keep rate over 10^6
+ *           elements is within 6 sigma
  *           of the binomial's mean n (1 - p), offsets o and o + 1 and
  *           two seeds give masks that agree on a fraction within 6 sigma
  *           of p^2 + (1 - p)^2 (independent masks), and every kept value
@@ -228,6 +230,37 @@ START_TEST(same_bits_everywhere) {
   free(first);
   free(x);
   tu_free_all(ctx, tx, ty, NULL);
+}
+END_TEST
+
+/* The CPU variant's batches per work-item (RUMUS_DROPOUT_ILP = _i + 1:
+ * 64 (_i + 1) elements a work-item, the rest group by group): the
+ * reference's mask and values on sizes around those spans, storage F32
+ * and BF16, forward. */
+START_TEST(cpu_batches) {
+  static const size_t SIZES[] = {63, 64, 65, 257, 1001, 100003};
+  char ilp[2] = {(char)('1' + _i), '\0'};
+  setenv("RUMUS_DROPOUT_ILP", ilp, 1);
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  for (int t = 0; t < 2; t++) {
+    const rumus_dtype d = t ? RUMUS_BF16 : RUMUS_F32;
+    for (size_t s = 0; s < sizeof SIZES / sizeof SIZES[0]; s++) {
+      const size_t n = SIZES[s];
+      float *x = inputs(d, 30 + s, n);
+      float *got = run_op(ctx, d, 0, 0.4f, 0x0123456789abcdefull,
+                          0xfedcba9876543210ull, x, n);
+      char what[64];
+      snprintf(what, sizeof what, "cpu_ilp%s_%s_n%zu", ilp,
+               tu_dtype_name(d), n);
+      check_result(what, d, 0.4f, 0x0123456789abcdefull,
+                   0xfedcba9876543210ull, x, got, n);
+      free(got);
+      free(x);
+    }
+  }
+  unsetenv("RUMUS_DROPOUT_ILP");
+  tu_free_all(ctx, NULL);
 }
 END_TEST
 
@@ -551,6 +584,7 @@ int main(void) {
   tcase_add_loop_test(core, philox_known_answer_device, 0, 2);
   tcase_add_loop_test(core, matches_reference, 0, 3);
   tcase_add_loop_test(core, same_bits_everywhere, 0, 2);
+  tcase_add_loop_test(core, cpu_batches, 0, 4);
   tcase_add_loop_test(core, keep_rate_and_independence, 0, 2);
   tcase_add_test(core, bwd_finite_differences);
   suite_add_tcase(s, core);

@@ -10,7 +10,8 @@
  * of 64 (375 row blocks of the gamma / beta gradients: stage 2 by
  * groups of 64), a 3-D tensor;
  * affine and not; every tensor in a borrowed buffer at an odd element
- * offset with guard bytes; in place; bits equal run to run, and dgamma /
+ * offset with guard bytes; in place (the backward with and without
+ * dgamma / dbeta); bits equal run to run, and dgamma /
  * dbeta equal across the variants; rows far from 0 (1000 + U(-1, 1));
  * NaN and infinity confined to their rows; empty tensors; backward by
  * central finite differences of the float64 forward; bad arguments with
@@ -398,6 +399,56 @@ START_TEST(in_place_repeatable) {
 }
 END_TEST
 
+/* The backward with dgamma / dbeta in place (dx == dy), both norms and
+ * variants (the CPU variant's _rowp kernel reads each dy element before
+ * it writes dx there): the bits of the out-of-place call. */
+START_TEST(bwd_grads_in_place) {
+  rumus_ctx *ctx = tu_ctx();
+  static const shp S[] = {{203, 257}, {3000, 64}, {5, 1000}, {3, 7}};
+  for (int k = 0; k < 4; k++) {
+    inputs in = make_inputs(&S[k], RUMUS_F32, RUMUS_F32, 70 + k);
+    for (int v = 0; v < 2; v++)
+      for (int rms = 0; rms < 2; rms++) {
+        tu_set_variant(ctx, tu_variants[v]);
+        ln_tensors t = ln_make(ctx, &in);
+        rumus_tensor *mean = rms ? NULL : t.mean.t, *db = rms ? NULL : t.db.t;
+        float *out[3][2];
+        for (int ip = 0; ip < 2; ip++) {
+          if (rms)
+            TU_OK(ctx, rumus_rmsnorm_fwd(ctx, NULL, t.x.t, t.gamma.t, t.y.t,
+                                         t.rstd.t));
+          else
+            TU_OK(ctx, rumus_layernorm_fwd(ctx, NULL, t.x.t, t.gamma.t,
+                                           t.beta.t, t.y.t, t.mean.t,
+                                           t.rstd.t));
+          TU_OK(ctx, rumus_tensor_upload_f32(t.dx.t, in.dy, in.n));
+          rumus_tensor *dy = ip ? t.dx.t : t.dy.t;
+          if (rms)
+            TU_OK(ctx, rumus_rmsnorm_bwd(ctx, dy, t.x.t, t.gamma.t, t.rstd.t,
+                                         t.dx.t, t.dg.t));
+          else
+            TU_OK(ctx, rumus_layernorm_bwd(ctx, dy, t.x.t, t.gamma.t, mean,
+                                           t.rstd.t, t.dx.t, t.dg.t, db));
+          out[0][ip] = tu_download(ctx, t.dx.t);
+          out[1][ip] = tu_download(ctx, t.dg.t);
+          out[2][ip] = rms ? NULL : tu_download(ctx, t.db.t);
+        }
+        const size_t len[3] = {in.n, S[k].cols, S[k].cols};
+        for (int q = 0; q < (rms ? 2 : 3); q++)
+          ck_assert_msg(memcmp(out[q][0], out[q][1], len[q] * 4) == 0,
+                        "%s %s %zux%zu: output %d differs in place",
+                        rms ? "rmsnorm" : "layernorm",
+                        tu_variant_name(tu_variants[v]), S[k].rows,
+                        S[k].cols, q);
+        for (int q = 0; q < 3; q++) free(out[q][0]), free(out[q][1]);
+        ln_free(ctx, &t);
+      }
+    free_inputs(&in);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Rows of 1000 + U(-1, 1) (std 0.58), where E[x^2] - E[x]^2 in float
  * would lose the variance: rstd within rtol 1e-4, y within atol 2e-4 (the
  * float mean's rounding, ulp(1000) / 2 = 3e-5, times rstd 1.7, plus the
@@ -659,6 +710,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, in_place_repeatable);
+  tcase_add_test(limits, bwd_grads_in_place);
   tcase_add_test(limits, large_offset);
   tcase_add_test(limits, empty_tensors);
   tcase_add_test(limits, nan_and_inf_rows);

@@ -14,12 +14,15 @@
  * the GPU variant each reduction is one launch (the last work-group of a
  * channel folds its ranges), and the training forward and the backward
  * take their map into that launch; on the CPU variant a reduction is two
- * launches (stage 2 is a launch of its own), then the map.  The partial
- * sums live in a reusable scratch slot of the context, not a buffer
- * created per call.
+ * launches (stage 2 is a launch of its own), then the map, unless there
+ * are enough channels for a work-item per channel (bn_fwd_chan,
+ * bn_bwd_chan: every pass of a channel back to back, one launch).  The
+ * partial sums live in a reusable scratch slot of the context, not a
+ * buffer created per call.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ops.h"
 
@@ -40,6 +43,11 @@ static const char *const FILE_CL = "batchnorm.cl";
 #define BN_MIN_V_GPU 16
 #define BN_MIN_CPU 4096
 #define BN_MAX_PARTS 1024
+
+/* CPU variant: channels per compute unit at least for the kernels that
+ * take a channel per work-item (bn_fwd_chan, bn_bwd_chan): fewer leave
+ * cores idle, and the two-stage path cuts channels into ranges. */
+#define BN_CHAN_PER_CU 4
 
 /* The context's reusable scratch slot that holds the partial sums (gemm
  * takes slots 0 and 1; any slot would do, as the holder of the slots
@@ -482,6 +490,56 @@ static int fwd_one(rumus_ctx *ctx, const char *op, const bn_geom *g,
   return st;
 }
 
+/* The CPU variant's one-launch training forward and backward
+ * (bn_fwd_chan, bn_bwd_chan: a channel per work-item, its passes after
+ * the first from the cache) when there are BN_CHAN_PER_CU channels per
+ * compute unit; RUMUS_BATCHNORM_CHANNEL=1 (or 0) takes them (or the
+ * two-stage path) whatever the shape: tests and sweeps. */
+static int chan_path(const rumus_ctx *ctx, const bn_geom *g,
+                     const bn_shape *sh) {
+  if (g->gpu) return 0;
+  const char *v = getenv("RUMUS_BATCHNORM_CHANNEL");
+  if (v && (*v == '0' || *v == '1') && v[1] == '\0') return *v == '1';
+  const size_t cu = ctx->compute_units ? ctx->compute_units : 1;
+  return sh->C >= BN_CHAN_PER_CU * cu;
+}
+
+/* A launch of kernel `kname` over the channels, a work-item each (groups
+ * of one: a channel is much work, and the cores take them as they come). */
+static int run_chan(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                    const char *kname, const rumus__arg *args, size_t nargs,
+                    const bn_shape *sh) {
+  const rumus__kernel_ref k = {FILE_CL, g->opts, kname};
+  size_t global = sh->C, local = 1;
+  return rumus__launch(ctx, op, &k, 1, &global, &local, nargs, args);
+}
+
+/* CPU: the training forward in one launch (bn_fwd_chan). */
+static int fwd_chan(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                    const bn_shape *sh, const rumus_batchnorm_params *p,
+                    const bn_fwd_io *t) {
+  const bn_arg xa = arg_of(t->x, NULL), ya = arg_of(t->y, NULL);
+  const bn_arg ma = arg_of(t->save_mean, NULL);
+  const bn_arg ia = arg_of(t->save_invstd, NULL);
+  const bn_arg ra = arg_of(t->rm, t->save_mean);
+  const bn_arg va = arg_of(t->rv, t->save_mean);
+  const bn_arg ga = arg_of(t->gamma, t->save_mean);
+  const bn_arg be = arg_of(t->beta, t->save_mean);
+  cl_ulong C = sh->C, S = sh->S, N = sh->N;
+  cl_int has_run = t->rm != NULL, has_g = t->gamma != NULL,
+         has_b = t->beta != NULL;
+  const rumus__arg args[24] = {
+      RUMUS__ARG(xa.mem),  RUMUS__ARG(xa.off),  RUMUS__ARG(ya.mem),
+      RUMUS__ARG(ya.off),  RUMUS__ARG(C),       RUMUS__ARG(S),
+      RUMUS__ARG(N),       RUMUS__ARG(p->eps),  RUMUS__ARG(p->momentum),
+      RUMUS__ARG(ma.mem),  RUMUS__ARG(ma.off),  RUMUS__ARG(ia.mem),
+      RUMUS__ARG(ia.off),  RUMUS__ARG(has_run), RUMUS__ARG(ra.mem),
+      RUMUS__ARG(ra.off),  RUMUS__ARG(va.mem),  RUMUS__ARG(va.off),
+      RUMUS__ARG(has_g),   RUMUS__ARG(ga.mem),  RUMUS__ARG(ga.off),
+      RUMUS__ARG(has_b),   RUMUS__ARG(be.mem),  RUMUS__ARG(be.off)};
+  return run_chan(ctx, op, g, "bn_fwd_chan", args, 24, sh);
+}
+
 /* Stage 1 and 2 of the mean, then of the variance (into save_mean,
  * save_invstd and the running statistics). */
 static int train_stats(rumus_ctx *ctx, const char *op, const bn_geom *g,
@@ -570,6 +628,11 @@ int rumus_batchnorm2d_fwd_train(rumus_ctx *ctx,
                          y,  save_mean, save_invstd};
     return fwd_one(ctx, op, &g, &sh, &p, &t);
   }
+  if (chan_path(ctx, &g, &sh)) {
+    const bn_fwd_io t = {x,  gamma, beta, running_mean, running_var,
+                         y,  save_mean, save_invstd};
+    return fwd_chan(ctx, op, &g, &sh, &p, &t);
+  }
   RUMUS__FORWARD(train_stats(ctx, op, &g, &sh, &p, x, running_mean,
                              running_var, save_mean, save_invstd));
   return apply_fwd(ctx, op, &g, &sh, x, y, save_mean, save_invstd, 0, p.eps,
@@ -602,6 +665,33 @@ int rumus_batchnorm2d_fwd_eval(rumus_ctx *ctx,
   geom_for(ctx, &sh, big, 2, &g);
   return apply_fwd(ctx, op, &g, &sh, x, y, running_mean, running_var, 1,
                    p.eps, gamma, beta);
+}
+
+/* CPU: the backward in one launch (bn_bwd_chan). */
+static int bwd_chan(rumus_ctx *ctx, const char *op, const bn_geom *g,
+                    const bn_shape *sh, const rumus_tensor *dy,
+                    const rumus_tensor *x, const rumus_tensor *gamma,
+                    const rumus_tensor *save_mean,
+                    const rumus_tensor *save_invstd, rumus_tensor *dx,
+                    rumus_tensor *dgamma, rumus_tensor *dbeta) {
+  const bn_arg ya = arg_of(dy, NULL), xa = arg_of(x, NULL);
+  const bn_arg da = arg_of(dx, NULL), ma = arg_of(save_mean, NULL);
+  const bn_arg ia = arg_of(save_invstd, NULL);
+  const bn_arg ga = arg_of(gamma, save_mean);
+  const bn_arg dga = arg_of(dgamma, save_mean), dba = arg_of(dbeta, save_mean);
+  cl_ulong C = sh->C, S = sh->S, N = sh->N;
+  cl_int has_g = gamma != NULL, has_dg = dgamma != NULL,
+         has_db = dbeta != NULL;
+  const rumus__arg args[22] = {
+      RUMUS__ARG(ya.mem),  RUMUS__ARG(ya.off),  RUMUS__ARG(xa.mem),
+      RUMUS__ARG(xa.off),  RUMUS__ARG(da.mem),  RUMUS__ARG(da.off),
+      RUMUS__ARG(C),       RUMUS__ARG(S),       RUMUS__ARG(N),
+      RUMUS__ARG(ma.mem),  RUMUS__ARG(ma.off),  RUMUS__ARG(ia.mem),
+      RUMUS__ARG(ia.off),  RUMUS__ARG(has_g),   RUMUS__ARG(ga.mem),
+      RUMUS__ARG(ga.off),  RUMUS__ARG(has_dg),  RUMUS__ARG(dga.mem),
+      RUMUS__ARG(dga.off), RUMUS__ARG(has_db),  RUMUS__ARG(dba.mem),
+      RUMUS__ARG(dba.off)};
+  return run_chan(ctx, op, g, "bn_bwd_chan", args, 22, sh);
 }
 
 /* The backward's sums, dgamma, dbeta and coefficients (after the partial
@@ -686,6 +776,9 @@ int rumus_batchnorm2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
   bn_geom g;
   const rumus_tensor *big[3] = {x, dy, dx};
   geom_for(ctx, &sh, big, 3, &g);
+  if (chan_path(ctx, &g, &sh))
+    return bwd_chan(ctx, op, &g, &sh, dy, x, gamma, save_mean, save_invstd,
+                    dx, dgamma, dbeta);
   size_t parts, L;
   plan_parts(ctx, &g, &sh, &parts, &L);
   cl_mem part;

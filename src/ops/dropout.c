@@ -8,12 +8,13 @@
  * element counts (the tensors are flat).  The mask is the same on every
  * variant and work-group size; the variant only picks the kernel: one
  * group of 4 elements (one Philox call) per work-item in groups of 256 on
- * GPUs (dropout), DO_VEC groups per work-item in SIMD lanes, in groups of
- * 16, on PoCL (dropout_vec).
+ * GPUs (dropout), DO_ILP batches of DO_VEC groups per work-item in SIMD
+ * lanes, in groups of 16, on PoCL (dropout_vec).
  * RUMUS_OPT_WORKGROUP_SIZE, when set, is the local size on both.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ops.h"
 
@@ -27,6 +28,10 @@ static const char *const FILE_CL = "dropout.cl";
  * local size: small work-groups, so that small tensors spread over the
  * cores. */
 #define DO_VEC 16
+/* Batches of 16 groups per work-item of the CPU variant, their rounds
+ * interleaved (cl/dropout.cl's DO_ILP; RUMUS_DROPOUT_ILP=1..4 overrides:
+ * sweeps). */
+#define DO_ILP 4
 #define DO_LS_CPU 16
 #define DO_LS_GPU 256
 
@@ -34,16 +39,25 @@ static const char *const FILE_CL = "dropout.cl";
 typedef struct {
   rumus_dtype storage;
   int align4;
-  size_t groups, ls; /* groups per work-item (1 or DO_VEC), DO_LS */
+  size_t groups, ls; /* groups per work-item (1 or DO_VEC DO_ILP), DO_LS */
+  int ilp;           /* DO_ILP */
   const char *kernel;
 } geom;
+
+/* DO_ILP: RUMUS_DROPOUT_ILP when it is 1 to 4, else DO_ILP. */
+static int do_ilp(void) {
+  const char *v = getenv("RUMUS_DROPOUT_ILP");
+  if (v && v[0] >= '1' && v[0] <= '4' && v[1] == '\0') return v[0] - '0';
+  return DO_ILP;
+}
 
 static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
                      geom *g) {
   const int gpu = rumus__gpu_variant(ctx);
   g->storage = storage;
   g->align4 = align4;
-  g->groups = gpu ? 1 : DO_VEC;
+  g->ilp = do_ilp();
+  g->groups = gpu ? 1 : DO_VEC * g->ilp;
   g->kernel = gpu ? "dropout" : "dropout_vec";
   g->ls = ctx->opt_wg ? (size_t)ctx->opt_wg : gpu ? DO_LS_GPU : DO_LS_CPU;
   while (g->ls > ctx->max_wg) g->ls /= 2;
@@ -55,7 +69,8 @@ static void dropout_options(const rumus_ctx *ctx, const geom *g, char *buf,
   char head[96];
   rumus__options_head(head, sizeof head, g->storage, rumus__reduce_wg(ctx),
                       g->align4);
-  snprintf(buf, len, "%s -DDO_VEC=%d -DDO_LS=%zu", head, DO_VEC, g->ls);
+  snprintf(buf, len, "%s -DDO_VEC=%d -DDO_ILP=%d -DDO_LS=%zu", head, DO_VEC,
+           g->ilp, g->ls);
 }
 
 /* p in [0, 1] (NaN fails both tests); in, out floating, of one type and

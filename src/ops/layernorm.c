@@ -13,7 +13,8 @@
  * teams on shorter register rows), stage 2 per column (by groups of
  * blocks first when there are many), the blocks fixed by the shape
  * alone.  The GPU variant's forward has a _wide kernel too, for rows the
- * register rungs do not hold.
+ * register rungs do not hold.  On the CPU variant stage 1 is fused with dx
+ * as well (_rowp: a work-item per block).
  */
 #include <math.h>
 #include <stdio.h>
@@ -474,6 +475,24 @@ static int run_fold_one(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 2, g, l, 9, a);
 }
 
+/* Stage 2 on the CPU variant (a _row plan): ln_dparam_fold_item, 8
+ * columns per work-item, the order of the other stage-2 kernels. */
+static int run_fold_item(rumus_ctx *ctx, const char *op,
+                         const rumus__row_plan *plan, cl_mem part, size_t nb,
+                         size_t cols, rumus_tensor *dgamma,
+                         rumus_tensor *dbeta) {
+  const ln_arg ga = arg_of(dgamma, dbeta), ba = arg_of(dbeta, dgamma);
+  cl_int has_dg = dgamma != NULL, has_db = dbeta != NULL;
+  cl_ulong ncols = cols, nnb = nb;
+  const rumus__arg a[9] = {
+      RUMUS__ARG(part),   RUMUS__ARG(ncols),  RUMUS__ARG(nnb),
+      RUMUS__ARG(has_dg), RUMUS__ARG(ga.mem), RUMUS__ARG(ga.off),
+      RUMUS__ARG(has_db), RUMUS__ARG(ba.mem), RUMUS__ARG(ba.off)};
+  const rumus__kernel_ref k = {FILE_CL, plan->options, "ln_dparam_fold_item"};
+  size_t global = (cols + 7) / 8, local = rumus__row_local(ctx, global);
+  return rumus__launch(ctx, op, &k, 1, &global, &local, 9, a);
+}
+
 /* Stage 2: the nb blocks' partials in part (2 nb cols floats) added per
  * column into dgamma and dbeta (either may be NULL), in groups of
  * LN_FOLD_G into part2 first when there are more. */
@@ -483,6 +502,8 @@ static int run_fold(rumus_ctx *ctx, const char *op,
                     rumus_tensor *dbeta) {
   const size_t ls = fold_ls(ctx, plan);
   cl_ulong ncols = cols, nnb = nb;
+  if (plan->kind == RUMUS__ROWS_ITEM)
+    return run_fold_item(ctx, op, plan, part, nb, cols, dgamma, dbeta);
   int one;
   RUMUS__FORWARD(fold_one(ctx, op, plan, nb, &one));
   if (one)
@@ -635,9 +656,40 @@ static int run_blk(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
 }
 
+/* CPU variant (a _row plan): dx and stage 1 in one launch of the plan's
+ * kernel's _rowp twin (layernorm_bwd_rowp, rmsnorm_bwd_rowp), a work-item
+ * per block of rb rows (the blocks and column order of
+ * ln_dparam_part_item, so the same partials). */
+static int run_rowp(rumus_ctx *ctx, const char *op,
+                    const rumus__row_plan *plan, const ln_tensors *ts,
+                    cl_int has_g, cl_mem part, size_t rows, size_t cols,
+                    size_t rb, size_t nb) {
+  char name[72];
+  snprintf(name, sizeof name, "%sp", plan->kernel);
+  const rumus__kernel_ref k = {FILE_CL, plan->options, name};
+  /* LN_BWD_ARGS order: dy, x, gamma, mean, rstd, dx. */
+  const int order[6] = {0, 1, 5, 3, 4, 2};
+  rumus__arg a[19];
+  size_t na = 0;
+  for (int i = 0; i < 6; i++) {
+    a[na++] = RUMUS__ARG(ts->t[order[i]].mem);
+    a[na++] = RUMUS__ARG(ts->t[order[i]].off);
+  }
+  cl_ulong nrows = rows, ncols = cols, nrb = rb, nnb = nb;
+  a[na++] = RUMUS__ARG(has_g);
+  a[na++] = RUMUS__ARG(nrows);
+  a[na++] = RUMUS__ARG(ncols);
+  a[na++] = RUMUS__ARG(part);
+  a[na++] = RUMUS__ARG(nrb);
+  a[na++] = RUMUS__ARG(nnb);
+  size_t global = nb, local = rumus__row_local(ctx, nb);
+  return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
+}
+
 /* The backward's launches with dgamma or dbeta, as bwd_choice chose: the
  * group kernel gk (_blk or _wide) when gk->ls, else the fused kernel
- * `name` when fused, else stage 1 then the row kernels; then stage 2.
+ * `name` when fused, else on the CPU variant the _rowp kernel, else
+ * stage 1 then the row kernels; then stage 2.
  * Scratch from the context's slots 0 and 1. */
 static int run_with_dparam(rumus_ctx *ctx, const char *op,
                            const rumus__row_plan *plan, const ln_tensors *ts,
@@ -660,6 +712,9 @@ static int run_with_dparam(rumus_ctx *ctx, const char *op,
   } else if (fused) {
     RUMUS__FORWARD(run_fused(ctx, op, plan, name, ts, has_g, part, rows, cols,
                              rb, nb));
+  } else if (plan->kind == RUMUS__ROWS_ITEM) {
+    RUMUS__FORWARD(run_rowp(ctx, op, plan, ts, has_g, part, rows, cols, rb,
+                            nb));
   } else {
     /* dgamma and dbeta's stage 1 first: dx may be dy's bytes. */
     RUMUS__FORWARD(
