@@ -574,6 +574,21 @@ static int fused_ref(rumus_ctx *ctx, const char *op,
   return RUMUS_OK;
 }
 
+/* ts's entries (dy, x, dx, mean, rstd, gamma) in the backward kernels'
+ * argument order, LN_BWD_ARGS: dy, x, gamma, mean, rstd, dx. */
+static const int BWD_ORDER[6] = {0, 1, 5, 3, 4, 2};
+
+/* The tensors of the backward kernels into a, in LN_BWD_ARGS order (dy,
+ * x, gamma, mean, rstd, dx; each buffer and offset); returns the count. */
+static size_t bwd_tensor_args(const ln_tensors *ts, rumus__arg *a) {
+  size_t na = 0;
+  for (int i = 0; i < 6; i++) {
+    a[na++] = RUMUS__ARG(ts->t[BWD_ORDER[i]].mem);
+    a[na++] = RUMUS__ARG(ts->t[BWD_ORDER[i]].off);
+  }
+  return na;
+}
+
 /* dx and stage 1 in one launch of the fused kernel `name`: a team of rt
  * work-items per block. */
 static int run_fused(rumus_ctx *ctx, const char *op,
@@ -581,14 +596,8 @@ static int run_fused(rumus_ctx *ctx, const char *op,
                      const ln_tensors *ts, cl_int has_g, cl_mem part,
                      size_t rows, size_t cols, size_t rb, size_t nb) {
   const rumus__kernel_ref k = {FILE_CL, plan->options, name};
-  /* LN_BWD_ARGS order: dy, x, gamma, mean, rstd, dx. */
-  const int order[6] = {0, 1, 5, 3, 4, 2};
   rumus__arg a[19];
-  size_t na = 0;
-  for (int i = 0; i < 6; i++) {
-    a[na++] = RUMUS__ARG(ts->t[order[i]].mem);
-    a[na++] = RUMUS__ARG(ts->t[order[i]].off);
-  }
+  size_t na = bwd_tensor_args(ts, a);
   cl_ulong nrows = rows, ncols = cols, nrb = rb, nnb = nb;
   a[na++] = RUMUS__ARG(has_g);
   a[na++] = RUMUS__ARG(nrows);
@@ -633,14 +642,8 @@ static int run_blk(rumus_ctx *ctx, const char *op,
                    size_t nb) {
   const rumus__kernel_ref k = {FILE_CL, plan->options, gk->kernel};
   const size_t ls = gk->ls;
-  /* LN_BWD_ARGS order: dy, x, gamma, mean, rstd, dx. */
-  const int order[6] = {0, 1, 5, 3, 4, 2};
   rumus__arg a[20];
-  size_t na = 0;
-  for (int i = 0; i < 6; i++) {
-    a[na++] = RUMUS__ARG(ts->t[order[i]].mem);
-    a[na++] = RUMUS__ARG(ts->t[order[i]].off);
-  }
+  size_t na = bwd_tensor_args(ts, a);
   cl_ulong nrows = rows, ncols = cols, nrb = rb, nnb = nb;
   cl_mem pm = has_part ? part : ts->t[0].mem; /* not touched without */
   a[na++] = RUMUS__ARG(has_g);
@@ -667,14 +670,8 @@ static int run_rowp(rumus_ctx *ctx, const char *op,
   char name[72];
   snprintf(name, sizeof name, "%sp", plan->kernel);
   const rumus__kernel_ref k = {FILE_CL, plan->options, name};
-  /* LN_BWD_ARGS order: dy, x, gamma, mean, rstd, dx. */
-  const int order[6] = {0, 1, 5, 3, 4, 2};
   rumus__arg a[19];
-  size_t na = 0;
-  for (int i = 0; i < 6; i++) {
-    a[na++] = RUMUS__ARG(ts->t[order[i]].mem);
-    a[na++] = RUMUS__ARG(ts->t[order[i]].off);
-  }
+  size_t na = bwd_tensor_args(ts, a);
   cl_ulong nrows = rows, ncols = cols, nrb = rb, nnb = nb;
   a[na++] = RUMUS__ARG(has_g);
   a[na++] = RUMUS__ARG(nrows);
@@ -719,10 +716,9 @@ static int run_with_dparam(rumus_ctx *ctx, const char *op,
     /* dgamma and dbeta's stage 1 first: dx may be dy's bytes. */
     RUMUS__FORWARD(
         run_part(ctx, op, plan, dy, x, mean, rstd, part, rows, cols, rb, nb));
-    const int order[6] = {0, 1, 5, 3, 4, 2};
     const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
     RUMUS__FORWARD(
-        run_rows(ctx, op, plan, ts, order, tail, 1, rows, cols, NULL));
+        run_rows(ctx, op, plan, ts, BWD_ORDER, tail, 1, rows, cols, NULL));
   }
   return run_fold(ctx, op, plan, part, part2, nb, cols, dgamma, dbeta);
 }
@@ -763,7 +759,6 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
                           arg_of(mean, rstd), arg_of(rstd, rstd),
                           arg_of(gamma, x)},
                          3, 2, 1};
-  const int order[6] = {0, 1, 5, 3, 4, 2};
   cl_int has_g = gamma != NULL;
   ln_group gk;
   char fname[64];
@@ -785,7 +780,7 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
                    nb);
   }
   const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
-  return run_rows(ctx, op, &plan, &ts, order, tail, 1, rows, cols, NULL);
+  return run_rows(ctx, op, &plan, &ts, BWD_ORDER, tail, 1, rows, cols, NULL);
 }
 
 int rumus_layernorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
