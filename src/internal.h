@@ -215,6 +215,19 @@ RUMUS__HIDDEN int rumus__launch(rumus_ctx *ctx, const char *op,
                                 const size_t *global, const size_t *local,
                                 size_t nargs, const rumus__arg *args);
 
+/* rumus__launch over n work-items along dimension `axis` in pieces of at
+ * most `max` (a multiple of local[axis]; a driver's grid limit): global[axis]
+ * is set here to each piece's work-items, and the last argument (a
+ * cl_ulong that args[nargs - 1] stands in for) to the piece's first.  At
+ * most RUMUS__MAX_PIECE_ARGS arguments. */
+#define RUMUS__MAX_PIECE_ARGS 24
+RUMUS__HIDDEN int rumus__launch_pieces(rumus_ctx *ctx, const char *op,
+                                       const rumus__kernel_ref *k,
+                                       cl_uint dims, size_t *global,
+                                       const size_t *local, int axis,
+                                       size_t n, size_t max, size_t nargs,
+                                       const rumus__arg *args);
+
 /* The largest work-group the kernel can be launched with on this device
  * (CL_KERNEL_WORK_GROUP_SIZE: fewer than the device maximum when the
  * kernel needs many registers); builds the kernel unless cached. */

@@ -372,6 +372,26 @@ int rumus__launch(rumus_ctx *ctx, const char *op, const rumus__kernel_ref *kr,
   return st;
 }
 
+int rumus__launch_pieces(rumus_ctx *ctx, const char *op,
+                         const rumus__kernel_ref *k, cl_uint dims,
+                         size_t *global, const size_t *local, int axis,
+                         size_t n, size_t max, size_t nargs,
+                         const rumus__arg *args) {
+  if (nargs == 0 || nargs > RUMUS__MAX_PIECE_ARGS)
+    return rumus__fail(ctx, RUMUS_EINVAL, "%s: %s: %zu arguments", op,
+                       k->kernel, nargs);
+  rumus__arg a[RUMUS__MAX_PIECE_ARGS];
+  memcpy(a, args, nargs * sizeof *a);
+  cl_ulong first = 0;
+  a[nargs - 1] = RUMUS__ARG(first);
+  for (size_t u = 0; u < n; u += max) {
+    first = u;
+    global[axis] = n - u < max ? n - u : max;
+    RUMUS__FORWARD(rumus__launch(ctx, op, k, dims, global, local, nargs, a));
+  }
+  return RUMUS_OK;
+}
+
 int rumus__scratch(rumus_ctx *ctx, const char *op, size_t bytes, cl_mem *out) {
   cl_int e;
   *out = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes ? bytes : 4,

@@ -45,7 +45,6 @@ static const char *const FILE_CL = "conv.cl";
 /* Padded image extents stay below this: the CPU kernels' coordinates are
  * int. */
 #define COORD_LIMIT ((size_t)1 << 30)
-#define MAX_ARGS 12 /* arguments of a conv kernel at most */
 /* The depthwise weight gradient (dw_blocks): DW_LANES and DW_TAPS are
  * DWL and DWT of cl/conv.cl; about DW_AIM work-groups, at least DW_STEPS
  * pixels per lane. */
@@ -323,16 +322,8 @@ static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
     global[0] = (cols + LANES - 1) / LANES;
     global[1] = (rows + 4 * (size_t)pr->mb - 1) / (4 * (size_t)pr->mb);
   }
-  cl_ulong z0 = 0;
-  rumus__arg a[MAX_ARGS];
-  memcpy(a, args, nargs * sizeof *a);
-  a[nargs - 1] = RUMUS__ARG(z0);
-  for (size_t z = 0; z < nz; z += MAX_Z) {
-    z0 = z;
-    global[2] = nz - z < MAX_Z ? nz - z : MAX_Z;
-    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 3, global, local, nargs, a));
-  }
-  return RUMUS_OK;
+  return rumus__launch_pieces(ctx, op, &k, 3, global, local, 2, nz, MAX_Z,
+                              nargs, args);
 }
 
 /* Launches kernel `name` (GPU variant, one work-item per element of the
@@ -346,16 +337,9 @@ static int launch_flat(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   const rumus__kernel_ref k = {FILE_CL, opts, name};
   const size_t local = tiles_wgs(&pr->tiles);
   const size_t piece = ((size_t)1 << 30) / local * local;
-  cl_ulong i0 = 0;
-  rumus__arg a[MAX_ARGS];
-  memcpy(a, args, nargs * sizeof *a);
-  a[nargs - 1] = RUMUS__ARG(i0);
-  for (size_t i = 0; i < count; i += piece) {
-    i0 = i;
-    const size_t global = count - i < piece ? count - i : piece;
-    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, nargs, a));
-  }
-  return RUMUS_OK;
+  size_t global = 0;
+  return rumus__launch_pieces(ctx, op, &k, 1, &global, &local, 0, count, piece,
+                              nargs, args);
 }
 
 /* Launches kernel `name` over global0 x ny work-items in work-groups of
@@ -368,16 +352,8 @@ static int launch_y(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   conv_options(pr, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, name};
   size_t global[2] = {global0, 1}, local[2] = {local0, 1};
-  cl_ulong y0 = 0;
-  rumus__arg a[MAX_ARGS];
-  memcpy(a, args, nargs * sizeof *a);
-  a[nargs - 1] = RUMUS__ARG(y0);
-  for (size_t y = 0; y < ny; y += MAX_Z) {
-    y0 = y;
-    global[1] = ny - y < MAX_Z ? ny - y : MAX_Z;
-    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, nargs, a));
-  }
-  return RUMUS_OK;
+  return rumus__launch_pieces(ctx, op, &k, 2, global, local, 1, ny, MAX_Z,
+                              nargs, args);
 }
 
 /* Whether the convolution is one the Winograd path computes: 3x3, stride

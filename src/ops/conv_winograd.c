@@ -33,7 +33,6 @@ static const char *const FILE_CL = "winograd.cl";
 #define WWG 64 /* work-group size along the rows (WWG in cl/winograd.cl) */
 /* Work-groups per launch along dimension 1 (CUDA's grid limit). */
 #define MAX_Y ((size_t)65535)
-#define MAX_ARGS 16 /* arguments of a kernel at most */
 /* The automatic choice: F(AUTO_WM x AUTO_WM) from AUTO_MIN_CH input and
  * output channels and AUTO_MIN_FLOP multiply-adds of the direct sum
  * (below that the four launches and the scratch traffic cost more than
@@ -121,16 +120,8 @@ static int launch_rows(rumus_ctx *ctx, const char *op, const char *opts,
                        const rumus__arg *args, size_t nargs) {
   const rumus__kernel_ref k = {FILE_CL, opts, name};
   size_t global[2] = {rumus__round_up(rows, WWG), 1}, local[2] = {WWG, 1};
-  cl_ulong c0 = 0;
-  rumus__arg a[MAX_ARGS];
-  memcpy(a, args, nargs * sizeof *a);
-  a[nargs - 1] = RUMUS__ARG(c0);
-  for (size_t c = 0; c < chans; c += MAX_Y) {
-    c0 = c;
-    global[1] = chans - c < MAX_Y ? chans - c : MAX_Y;
-    RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, nargs, a));
-  }
-  return RUMUS_OK;
+  return rumus__launch_pieces(ctx, op, &k, 2, global, local, 1, chans, MAX_Y,
+                              nargs, args);
 }
 
 /* The scratch of a call: U, V and M with their sizes in floats. */
