@@ -5,7 +5,7 @@
  *   rumus-bench [--op NAME | --ops LIST] [--shape LIST] [--reps N]
  *               [--warmup N] [--budget SEC] [--device SEL] [--variant V]
  *               [--csv FILE] [--json FILE] [--quick] [--no-peer]
- *               [--no-check] [--copy-mb MB] [--list]
+ *               [--no-check] [--copy-mb MB] [--kernels] [--list]
  *
  * For each op and shape (defaults per op, or --shape): the median device
  * time of N runs after the warm-up, from OpenCL event profiling: the span
@@ -49,7 +49,7 @@ typedef struct {
   const char *device;
   int variant;        /* -1: leave as is */
   const char *csv, *json;
-  int quick, no_peer, no_check, list;
+  int quick, no_peer, no_check, list, kernels;
   double copy_mb;
   rumus_dtype dtype; /* --dtype f32|f16|bf16 */
 } options;
@@ -515,6 +515,28 @@ static int time_paired(bench_case *c, const options *o, bench_copy *dc,
   return 0;
 }
 
+/* --kernels: one more run of the op, its kernels with their launches and
+ * device time on stderr (which kernel a shape took, and its share). */
+static void print_kernels(bench_case *c) {
+  rumus_kernel_stat ks[32];
+  size_t n = 0;
+  uint64_t ns;
+  int st = rumus_ctx_kernel_time(c->ctx, &ns); /* drop older events */
+  if (st == RUMUS_OK) st = c->op->run(c);
+  if (st == RUMUS_OK) st = rumus_ctx_kernel_profile(c->ctx, ks, 32, &n);
+  if (progress_on) fputs("\r\033[K", stderr);
+  if (st != RUMUS_OK) {
+    fprintf(stderr, "kernels of %s %s: %s\n", c->op->name, c->shape.text,
+            rumus_strerror(st));
+    return;
+  }
+  fprintf(stderr, "kernels of %s %s:\n", c->op->name, c->shape.text);
+  for (size_t k = 0; k < n && k < 32; k++)
+    fprintf(stderr, "  %-28s %-34s x%-4llu %10.1f us\n", ks[k].op,
+            ks[k].kernel, (unsigned long long)ks[k].launches,
+            (double)ks[k].ns * 1e-3);
+}
+
 static void run_case(bench_case *c, const options *o, int is_gpu,
                      bench_copy *dc, host_copy *hc, size_t i, size_t n) {
   uint64_t ns;
@@ -533,6 +555,7 @@ static void run_case(bench_case *c, const options *o, int is_gpu,
   } else if (check(c) != 0) {
     goto out;
   }
+  if (o->kernels) print_kernels(c);
   progress(i, n, c, "timing");
   if (is_gpu) time_device(c, o);
   else time_paired(c, o, dc, hc);
@@ -597,6 +620,8 @@ static void usage(FILE *f) {
           "  --no-peer         skip the host peers\n"
           "  --no-check        skip the check against the peer\n"
           "  --copy-mb MB      buffer size of the copy measurements (default 256)\n"
+          "  --kernels         print each case's kernels, launches and device\n"
+          "                    time (one extra run) on stderr\n"
           "  --list            list the ops, their default shapes and models\n");
 }
 
@@ -672,6 +697,8 @@ static int parse_args(int argc, char **argv, options *o) {
       o->no_check = 1;
     } else if (!strcmp(a, "--list")) {
       o->list = 1;
+    } else if (!strcmp(a, "--kernels")) {
+      o->kernels = 1;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       exit(0);
