@@ -52,6 +52,13 @@
  * in its place is not read or written).
  */
 
+/* No a * b + c contractions but the written fma()s: the backward's dx
+ * comes from different kernels with and without dgamma / dbeta (the CPU
+ * variant's _rowp and _row), which must give the same bits, and NVIDIA's
+ * compiler fused dy gamma - ca into an fma in one of them and not in the
+ * other (check_layernorm's in-place test at 203 x 257 on the H200). */
+#pragma OPENCL FP_CONTRACT OFF
+
 #ifndef LN_PARAM
 #define LN_PARAM F32 /* storage tag of gamma, beta, dgamma, dbeta */
 #endif
