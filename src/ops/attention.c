@@ -180,21 +180,6 @@ static int tiles_prefetch(void) {
   return v != NULL && strcmp(v, "1") == 0;
 }
 
-/* The register cap of the tiled programs on NVIDIA's OpenCL driver
- * (cl_nv_compiler_options' -cl-nv-maxrregcount), 0 for none:
- * RUMUS_ATTENTION_MAXRREG=N (0: none), else 128: two groups of 256
- * work-items per compute unit (65536 registers), where ptxas alone gives
- * the tiled kernels 160 to 250 registers and one group (its barriers
- * then idle the unit).  Other platforms take no such option. */
-static int tiles_maxrreg(const rumus_ctx *ctx) {
-  if (strstr(ctx->name, "NVIDIA CUDA") == NULL) return 0;
-  const char *v = getenv("RUMUS_ATTENTION_MAXRREG");
-  if (v == NULL || *v == '\0') return 128;
-  char *end;
-  const long n = strtol(v, &end, 10);
-  return *end == '\0' && n >= 32 && n <= 255 ? (int)n : 0;
-}
-
 /* The options of the family's program for storage `st`, mask storage `mt`
  * and head dim D, for the launches of `set` (warm-up and launches).  One
  * program holds the row and work-group kernels and the tiled kernels
@@ -218,9 +203,11 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
     bits = 2;
   const att_tiles *t = set == ATT_FWD ? &tf : &tb;
   if (bits) {
-    const int cap = tiles_maxrreg(ctx);
-    char nv[40] = "";
-    if (cap) snprintf(nv, sizeof nv, " -cl-nv-maxrregcount=%d", cap);
+    /* 128 registers: two groups of 256 work-items per compute unit
+     * (65536 registers), where ptxas alone gives the tiled kernels 160 to
+     * 250 and one group (its barriers then idle the unit). */
+    char nv[40];
+    rumus__nv_maxrreg(ctx, "RUMUS_ATTENTION_MAXRREG", 128, nv, sizeof nv);
     snprintf(tiles, sizeof tiles, " -DATT_TILED=%d -DATT_BM=%d -DATT_BN=%d "
              "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d "
              "-DATT_PREFETCH=%d -DATT_DBUF=%d%s", bits, t->bm, t->bn, t->rm,

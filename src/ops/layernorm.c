@@ -135,7 +135,7 @@ static size_t fold_ls(const rumus_ctx *ctx, const rumus__row_plan *plan) {
 /* The options of the program that runs `plan`, gamma's type `param`. */
 static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
                        rumus_dtype param, char *buf, size_t len) {
-  char head[96], v4[32] = "", gpu[128] = "";
+  char head[96], v4[32] = "", gpu[160] = "", nv[40] = "";
   rumus__options_head(head, sizeof head, plan->storage, plan->wg,
                       plan->align4);
   if (plan->kind == RUMUS__ROWS_REGS)
@@ -147,9 +147,10 @@ static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
              " -DLN_WLS=%zu -DLN_WV=%zu -DLN_WBLS=%zu -DLN_WBV=%zu"
              " -DLN_WBB=%zu -DLN_WBR=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d",
              f.ls, f.v, b.ls, b.v, b.b, b.r, k.rows, k.unroll);
+    rumus__nv_maxrreg(ctx, "RUMUS_LN_MAXRREG", 0, nv, sizeof nv);
   }
-  snprintf(buf, len, "%s%s%s -DLN_PARAM=%s -DLN_FOLD_LS=%zu", head, v4, gpu,
-           rumus__storage_tag(param), fold_ls(ctx, plan));
+  snprintf(buf, len, "%s%s%s -DLN_PARAM=%s -DLN_FOLD_LS=%zu%s", head, v4, gpu,
+           rumus__storage_tag(param), fold_ls(ctx, plan), nv);
 }
 
 /* Two row families, by gamma's type: F32, or x's storage type. */

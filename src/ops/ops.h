@@ -80,6 +80,13 @@ RUMUS__HIDDEN int rumus__wino_warm(rumus_ctx *ctx);
 /* The storage tag of cl/common.cl for a floating type: "F32", "F16",
  * "BF16" (for a family's second -D storage option). */
 RUMUS__HIDDEN const char *rumus__storage_tag(rumus_dtype storage);
+/* " -cl-nv-maxrregcount=N" into buf (len bytes; "" elsewhere) on
+ * NVIDIA's OpenCL driver (cl_nv_compiler_options): N from the environment
+ * variable `env` when set (0 or a value outside 32-255: no cap), else
+ * dflt (0: none).  Other platforms take no such option. */
+RUMUS__HIDDEN void rumus__nv_maxrreg(const rumus_ctx *ctx, const char *env,
+                                     int dflt, char *buf, size_t len);
+
 /* What every program's options begin with: the main storage type, the
  * reduction work-group size and RUMUS_ALIGN4 (cl/common.cl), e.g.
  * "-DRUMUS_STORAGE=F32 -DWG=256 -DRUMUS_ALIGN4=0". */

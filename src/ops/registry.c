@@ -5,6 +5,8 @@
  * plans of the reduction kernels.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -35,6 +37,20 @@ void rumus__options_head(char *buf, size_t len, rumus_dtype storage,
                          size_t wg, int align4) {
   snprintf(buf, len, "-DRUMUS_STORAGE=%s -DWG=%zu -DRUMUS_ALIGN4=%d",
            rumus__storage_tag(storage), wg, align4 ? 1 : 0);
+}
+
+void rumus__nv_maxrreg(const rumus_ctx *ctx, const char *env, int dflt,
+                       char *buf, size_t len) {
+  buf[0] = '\0';
+  if (strstr(ctx->name, "NVIDIA CUDA") == NULL) return;
+  int n = dflt;
+  const char *v = getenv(env);
+  if (v != NULL && *v != '\0') {
+    char *end;
+    const long l = strtol(v, &end, 10);
+    n = *end == '\0' && l >= 32 && l <= 255 ? (int)l : 0;
+  }
+  if (n) snprintf(buf, len, " -cl-nv-maxrregcount=%d", n);
 }
 
 int rumus__aligned(const rumus_tensor *t, size_t elem, size_t elems) {
