@@ -50,6 +50,7 @@ struct rumus_ctx {
   cl_ulong max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   int profiling;        /* the queue has CL_QUEUE_PROFILING_ENABLE */
   int cr_divide;        /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT */
+  cl_uint regs_per_block; /* NVIDIA's CL_DEVICE_REGISTERS_PER_BLOCK_NV, or 0 */
 
   /* Options. */
   int opt_variant;
@@ -228,9 +229,14 @@ RUMUS__HIDDEN int rumus__launch_pieces(rumus_ctx *ctx, const char *op,
                                        size_t n, size_t max, size_t nargs,
                                        const rumus__arg *args);
 
-/* The largest work-group the kernel can be launched with on this device
- * (CL_KERNEL_WORK_GROUP_SIZE: fewer than the device maximum when the
- * kernel needs many registers); builds the kernel unless cached. */
+/* The largest work-group the kernel can be launched with on this device;
+ * builds the kernel unless cached.  CL_KERNEL_WORK_GROUP_SIZE (fewer than
+ * the device maximum when the kernel needs many registers), raised where
+ * the driver's figure is known to be low: NVIDIA's reports 256 for every
+ * kernel, a 10-register one included, and launches them at 1024.  Raised
+ * to the kernel's reqd_work_group_size (the compiler fitted its registers
+ * to it), or, for a program built with -cl-nv-maxrregcount=R, to the
+ * work-items whose R registers each the register file holds. */
 RUMUS__HIDDEN int rumus__kernel_wg_limit(rumus_ctx *ctx, const char *op,
                                          const rumus__kernel_ref *k,
                                          size_t *out);

@@ -313,6 +313,36 @@ void rumus__programs_free(rumus_ctx *ctx) {
   }
 }
 
+/* The register cap R of options' -cl-nv-maxrregcount=R, 0 without. */
+static size_t nv_register_cap(const char *options) {
+  static const char key[] = "-cl-nv-maxrregcount=";
+  const char *at = strstr(options, key);
+  return at ? strtoul(at + sizeof key - 1, NULL, 10) : 0;
+}
+
+/* k->wg_limit as rumus__kernel_wg_limit() describes it. */
+static int query_wg_limit(rumus_ctx *ctx, const char *op,
+                          const rumus__kernel_ref *kr, kernel_node *k) {
+  size_t limit = 0, reqd[3] = {0, 0, 0};
+  cl_int e = clGetKernelWorkGroupInfo(k->kernel, ctx->device,
+                                      CL_KERNEL_WORK_GROUP_SIZE, sizeof limit,
+                                      &limit, NULL);
+  if (e == CL_SUCCESS)
+    e = clGetKernelWorkGroupInfo(k->kernel, ctx->device,
+                                 CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+                                 sizeof reqd, reqd, NULL);
+  if (e != CL_SUCCESS)
+    return rumus__fail_cl(ctx, e, "%s: clGetKernelWorkGroupInfo(%s)", op,
+                          kr->kernel);
+  const size_t cap = nv_register_cap(kr->options);
+  size_t known = reqd[0] * (reqd[1] ? reqd[1] : 1) * (reqd[2] ? reqd[2] : 1);
+  if (known == 0 && cap > 0 && ctx->regs_per_block > 0)
+    known = ctx->regs_per_block / cap / 32 * 32; /* whole warps */
+  if (known > ctx->max_wg) known = ctx->max_wg;
+  k->wg_limit = known > limit ? known : limit;
+  return RUMUS_OK;
+}
+
 int rumus__kernel_wg_limit(rumus_ctx *ctx, const char *op,
                            const rumus__kernel_ref *kr, size_t *out) {
   *out = 0;
@@ -321,16 +351,8 @@ int rumus__kernel_wg_limit(rumus_ctx *ctx, const char *op,
   kernel_node *k = NULL;
   int st = program_entry(ctx, op, kr->file, kr->options, &p);
   if (st == RUMUS_OK) st = kernel_node_get(ctx, op, p, kr->kernel, &k);
-  if (st == RUMUS_OK && k->wg_limit == 0) { /* asked once per kernel */
-    cl_int e = clGetKernelWorkGroupInfo(k->kernel, ctx->device,
-                                        CL_KERNEL_WORK_GROUP_SIZE,
-                                        sizeof k->wg_limit, &k->wg_limit, NULL);
-    if (e != CL_SUCCESS) {
-      k->wg_limit = 0;
-      st = rumus__fail_cl(ctx, e, "%s: clGetKernelWorkGroupInfo(%s)", op,
-                          kr->kernel);
-    }
-  }
+  if (st == RUMUS_OK && k->wg_limit == 0) /* asked once per kernel */
+    st = query_wg_limit(ctx, op, kr, k);
   if (st == RUMUS_OK) *out = k->wg_limit;
   pthread_mutex_unlock(&ctx->lock);
   return st;

@@ -147,7 +147,10 @@ static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
              " -DLN_WLS=%zu -DLN_WV=%zu -DLN_WBLS=%zu -DLN_WBV=%zu"
              " -DLN_WBB=%zu -DLN_WBR=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d",
              f.ls, f.v, b.ls, b.v, b.b, b.r, k.rows, k.unroll);
-    rumus__nv_maxrreg(ctx, "RUMUS_LN_MAXRREG", 0, nv, sizeof nv);
+    /* 128 registers on NVIDIA: the _blk kernel then runs at 512 work-items
+     * (rows up to 4096) by rumus__kernel_wg_limit()'s count, where the
+     * driver's own figure (256) kept rows past 2048 off it. */
+    rumus__nv_maxrreg(ctx, "RUMUS_LN_MAXRREG", 128, nv, sizeof nv);
   }
   snprintf(buf, len, "%s%s%s -DLN_PARAM=%s -DLN_FOLD_LS=%zu%s", head, v4, gpu,
            rumus__storage_tag(param), fold_ls(ctx, plan), nv);
