@@ -878,7 +878,7 @@ LN_BWD_FUSED(rmsnorm_bwd_fused, 1)
 #define LN_BV 2 /* float4 groups per work-item per row (host: layernorm.c's) */
 #endif
 #ifndef LN_BR
-#define LN_BR 2 /* rows at once, 2 or 4 (host: RUMUS_LN_BLK) */
+#define LN_BR 4 /* rows at once, 2 or 4 (host: RUMUS_LN_BLK) */
 #endif
 
 /* LN_BLK_UNROLL 1 unrolls the block kernel's loops over its rows and

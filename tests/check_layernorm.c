@@ -458,6 +458,57 @@ START_TEST(bwd_grads_in_place) {
 }
 END_TEST
 
+/* The GPU variant's block backward under RUMUS_LN_BLK's settings (2 or 4
+ * rows at once, unrolled or not): dx, dgamma and dbeta the bits of the
+ * default (4 rows unrolled), for both norms, on rows of 257 (a tail
+ * group) and 4096 (every lane full) with a block of rows that the row
+ * count does not divide. */
+START_TEST(blk_rows_same_bits) {
+  rumus_ctx *ctx = tu_ctx();
+  static const shp S[] = {{203, 257}, {7, 4096}};
+  static const char *const SETTINGS[] = {NULL, "2u", "2", "4"};
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  for (int k = 0; k < 2; k++) {
+    inputs in = make_inputs(&S[k], RUMUS_F32, RUMUS_F32, 90 + k);
+    ln_tensors t = ln_make(ctx, &in);
+    TU_OK(ctx, rumus_layernorm_fwd(ctx, NULL, t.x.t, t.gamma.t, t.beta.t,
+                                   t.y.t, t.mean.t, t.rstd.t));
+    const size_t len[3] = {in.n, S[k].cols, S[k].cols};
+    for (int rms = 0; rms < 2; rms++) {
+      float *ref[3] = {NULL, NULL, NULL};
+      for (int e = 0; e < 4; e++) {
+        if (SETTINGS[e]) setenv("RUMUS_LN_BLK", SETTINGS[e], 1);
+        if (rms)
+          TU_OK(ctx, rumus_rmsnorm_bwd(ctx, t.dy.t, t.x.t, t.gamma.t,
+                                       t.rstd.t, t.dx.t, t.dg.t));
+        else
+          TU_OK(ctx, rumus_layernorm_bwd(ctx, t.dy.t, t.x.t, t.gamma.t,
+                                         t.mean.t, t.rstd.t, t.dx.t, t.dg.t,
+                                         t.db.t));
+        unsetenv("RUMUS_LN_BLK");
+        rumus_tensor *outs[3] = {t.dx.t, t.dg.t, t.db.t};
+        for (int q = 0; q < (rms ? 2 : 3); q++) {
+          float *got = tu_download(ctx, outs[q]);
+          if (e == 0) {
+            ref[q] = got;
+            continue;
+          }
+          ck_assert_msg(memcmp(got, ref[q], len[q] * 4) == 0,
+                        "%s %zux%zu RUMUS_LN_BLK=%s: output %d differs",
+                        rms ? "rmsnorm" : "layernorm", S[k].rows, S[k].cols,
+                        SETTINGS[e], q);
+          free(got);
+        }
+      }
+      for (int q = 0; q < 3; q++) free(ref[q]);
+    }
+    ln_free(ctx, &t);
+    free_inputs(&in);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Rows of 1000 + U(-1, 1) (std 0.58), where E[x^2] - E[x]^2 in float
  * would lose the variance: rstd within rtol 1e-4, y within atol 2e-4 (the
  * float mean's rounding, ulp(1000) / 2 = 3e-5, times rstd 1.7, plus the
@@ -720,6 +771,7 @@ int main(void) {
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, in_place_repeatable);
   tcase_add_test(limits, bwd_grads_in_place);
+  tcase_add_test(limits, blk_rows_same_bits);
   tcase_add_test(limits, large_offset);
   tcase_add_test(limits, empty_tensors);
   tcase_add_test(limits, nan_and_inf_rows);

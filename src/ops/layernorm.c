@@ -102,17 +102,19 @@ static ln_wide_shape wide_bwd(const rumus_ctx *ctx) {
 }
 
 /* The block backward's rows at once (cl/layernorm.cl's LN_BR) and its
- * loops unrolled or left to the compiler (LN_BLK_UNROLL): by default 2
- * rows unrolled, where 4 rows unrolled need about 135-164 registers in
- * clang's NVPTX code (three work-groups of 128 per H200 compute unit,
- * so 512 blocks take two waves) and 4 rows rolled kept d and xh on the
- * stack there; RUMUS_LN_BLK=R or Ru (R 2 or 4, u: unrolled) for sweeps. */
+ * loops unrolled or left to the compiler (LN_BLK_UNROLL): by default 4
+ * rows unrolled.  Under NVIDIA's 128-register cap (ln_options) that ran
+ * the H200's backward at 72-84% of copy over rows of 1024-4096 where 2
+ * rows ran at 51-69% (bench/results/h200/session-0116/d); without the
+ * cap clang's NVPTX code wanted 135-164 registers for it.  4 rows rolled
+ * keep d and xh on the stack there.  RUMUS_LN_BLK=R or Ru (R 2 or 4, u:
+ * unrolled) for sweeps. */
 typedef struct {
   int rows, unroll;
 } ln_blk_shape;
 
 static ln_blk_shape blk_shape(void) {
-  ln_blk_shape b = {2, 1};
+  ln_blk_shape b = {4, 1};
   const char *v = getenv("RUMUS_LN_BLK");
   if (v == NULL || (v[0] != '2' && v[0] != '4')) return b;
   if (v[1] != '\0' && strcmp(v + 1, "u") != 0) return b;
