@@ -84,11 +84,12 @@ int rumus__row_align(const rumus_ctx *ctx, const rumus_tensor *const *ts,
  * size, float4 per work-item).  On the H200 rows of 1024 ran fastest with
  * 128 (4 rows per group: 138 us for softmax at 65536 x 1024 against 148
  * with 256 and 231 with 512), and 8192 needs 256 x 8.  A rung of 512 x 16
- * (rows up to 32768 in registers) was tried and dropped: NVIDIA's compiler
- * needs more than 128 registers for it, so the H200 cannot run it at 512
- * (CL_KERNEL_WORK_GROUP_SIZE), and one such row per compute unit left no
- * work to overlap with its barriers anyway (a 1024 x 8 rung ran softmax at
- * 32000 columns 1.6x slower than the strided kernel). */
+ * (rows up to 32768 in registers) was tried and dropped when NVIDIA's
+ * driver gave it a CL_KERNEL_WORK_GROUP_SIZE of 256, a figure it gives
+ * every kernel (rumus__kernel_wg_limit); under a 128-register cap it is
+ * untried.  One such row per compute unit leaves little work to overlap
+ * with its barriers (a 1024 x 8 rung ran softmax at 32000 columns 1.6x
+ * slower than the strided kernel). */
 static const struct {
   size_t wg;
   int cache_v4;
