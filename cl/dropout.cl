@@ -228,53 +228,38 @@ inline __attribute__((always_inline)) void do_mul16(uint16 a, uint m,
 }
 
 /* Two-vector shuffles with constant masks: clang's builtin (one permute
- * instruction) where the compiler has it, else OpenCL's shuffle2.  One
- * macro per mask (OpenCL C has no variadic macros: NVIDIA's compiler
- * refuses them).  DO_ZIP_LO / _HI interleave lanes 0-7 / 8-15 of a and b;
- * DO_PAIR_LO / _HI interleave the lane pairs of lanes 0-7 / 8-15. */
+ * instruction) where the compiler has it, else OpenCL's shuffle2.  The
+ * mask is one macro argument that expands to its list (OpenCL C has no
+ * variadic macros: NVIDIA's compiler refuses them).  ZIP_LO / _HI
+ * interleave lanes 0-7 / 8-15 of a and b; PAIR_LO / _HI their lane
+ * pairs. */
 #if defined(__has_builtin)
 #if __has_builtin(__builtin_shufflevector)
 #define DO_SHUFFLEVECTOR 1
 #endif
 #endif
 #ifdef DO_SHUFFLEVECTOR
-#define DO_ZIP_LO(a, b)                                                      \
-  __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, \
-                          22, 7, 23)
-#define DO_ZIP_HI(a, b)                                                      \
-  __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13,    \
-                          29, 14, 30, 15, 31)
-#define DO_PAIR_LO(a, b)                                                     \
-  __builtin_shufflevector(a, b, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, \
-                          7, 22, 23)
-#define DO_PAIR_HI(a, b)                                                     \
-  __builtin_shufflevector(a, b, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28,    \
-                          29, 14, 15, 30, 31)
+#define DO_SHUF(a, b, mask) __builtin_shufflevector(a, b, mask)
 #else
-#define DO_ZIP_LO(a, b)                                                      \
-  shuffle2(a, b,                                                             \
-           (uint16)(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23))
-#define DO_ZIP_HI(a, b)                                                      \
-  shuffle2(a, b, (uint16)(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14,  \
-                          30, 15, 31))
-#define DO_PAIR_LO(a, b)                                                     \
-  shuffle2(a, b,                                                             \
-           (uint16)(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23))
-#define DO_PAIR_HI(a, b)                                                     \
-  shuffle2(a, b, (uint16)(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14,  \
-                          15, 30, 31))
+#define DO_SHUF(a, b, mask) shuffle2(a, b, (uint16)(mask))
 #endif
+#define DO_ZIP_LO 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
+#define DO_ZIP_HI 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
+#define DO_PAIR_LO 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23
+#define DO_PAIR_HI 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31
 
 /* Words c[0 .. 3] of 16 groups (lane l: group l) in element order: o[v]
  * holds elements 16 v .. 16 v + 15, element 4 l + j word j of group l. */
 inline __attribute__((always_inline)) void do_order16(const uint16 *c,
                                                       uint16 *o) {
-  const uint16 a0 = DO_ZIP_LO(c[0], c[1]), a1 = DO_ZIP_HI(c[0], c[1]);
-  const uint16 b0 = DO_ZIP_LO(c[2], c[3]), b1 = DO_ZIP_HI(c[2], c[3]);
-  o[0] = DO_PAIR_LO(a0, b0);
-  o[1] = DO_PAIR_HI(a0, b0);
-  o[2] = DO_PAIR_LO(a1, b1);
-  o[3] = DO_PAIR_HI(a1, b1);
+  const uint16 a0 = DO_SHUF(c[0], c[1], DO_ZIP_LO);
+  const uint16 a1 = DO_SHUF(c[0], c[1], DO_ZIP_HI);
+  const uint16 b0 = DO_SHUF(c[2], c[3], DO_ZIP_LO);
+  const uint16 b1 = DO_SHUF(c[2], c[3], DO_ZIP_HI);
+  o[0] = DO_SHUF(a0, b0, DO_PAIR_LO);
+  o[1] = DO_SHUF(a0, b0, DO_PAIR_HI);
+  o[2] = DO_SHUF(a1, b1, DO_PAIR_LO);
+  o[3] = DO_SHUF(a1, b1, DO_PAIR_HI);
 }
 
 /* do_lanes for DO_VEC 16, DO_ILP batches of 16 groups at once (their
