@@ -226,6 +226,112 @@ int mlp_params_save(const mlp_params *p, const char *path, char *err,
   return st;
 }
 
+/* The fixed header and layer sizes of a model file (f at its start) into
+ * hdr, *s and the input normalisation, each checked. */
+static int read_model_header(FILE *f, const char *path, unsigned char *hdr,
+                             mlp_shape *s, float *in_mean, float *in_std,
+                             char *err, size_t errlen) {
+  size_t got = fread(hdr, 1, MODEL_HEADER, f);
+  if (ferror(f))
+    return train_fail(err, errlen, TRAIN_EIO, "%s: read error: %s", path,
+                      strerror(errno));
+  if (got >= 8 && memcmp(hdr, MODEL_MAGIC, 8) != 0)
+    return train_fail(err, errlen, TRAIN_EFORMAT,
+                      "%s: bad magic: not a rumus model file (expected "
+                      "\"RUMUSMLP\")",
+                      path);
+  if (got < MODEL_HEADER)
+    return train_fail(err, errlen, TRAIN_EFORMAT,
+                      "%s: truncated: %zu bytes, shorter than the %u-byte "
+                      "header",
+                      path, got, MODEL_HEADER);
+  uint32_t version = train_get32(hdr + 8), nl = train_get32(hdr + 12);
+  if (version != MODEL_VERSION)
+    return train_fail(err, errlen, TRAIN_EFORMAT,
+                      "%s: unsupported model file version %u (this program "
+                      "reads version %u)",
+                      path, (unsigned)version, MODEL_VERSION);
+  if (nl < 1 || nl > MLP_MAX_LAYERS)
+    return train_fail(err, errlen, TRAIN_EFORMAT,
+                      "%s: implausible layer count %u (expected 1 to %d)",
+                      path, (unsigned)nl, MLP_MAX_LAYERS);
+  size_t nsizes = 4 * ((size_t)nl + 1);
+  got = fread(hdr + MODEL_HEADER, 1, nsizes, f);
+  if (got < nsizes)
+    return ferror(f) ? train_fail(err, errlen, TRAIN_EIO,
+                                  "%s: read error: %s", path, strerror(errno))
+                     : train_fail(err, errlen, TRAIN_EFORMAT,
+                                  "%s: truncated: the layer sizes end after "
+                                  "%zu of %zu bytes",
+                                  path, got, nsizes);
+  train_get_floats(in_mean, hdr + 16, 1);
+  train_get_floats(in_std, hdr + 20, 1);
+  if (!isfinite(*in_mean) || !isfinite(*in_std) || !(*in_std > 0.0f))
+    return train_fail(err, errlen, TRAIN_EFORMAT,
+                      "%s: implausible input normalisation: mean %g, std %g",
+                      path, (double)*in_mean, (double)*in_std);
+  memset(s, 0, sizeof *s);
+  s->nlayers = (int)nl;
+  size_t params = 0;
+  for (uint32_t i = 0; i <= nl; i++) {
+    uint32_t v = train_get32(hdr + MODEL_HEADER + 4 * i);
+    if (v == 0 || v > MLP_MAX_WIDTH)
+      return train_fail(err, errlen, TRAIN_EFORMAT,
+                        "%s: implausible size %u of layer boundary %u "
+                        "(expected 1 to %zu)",
+                        path, (unsigned)v, (unsigned)i, MLP_MAX_WIDTH);
+    s->sizes[i] = v;
+    if (i > 0) params += s->sizes[i] * s->sizes[i - 1] + s->sizes[i];
+    if (params > MLP_MAX_PARAMS)
+      return train_fail(err, errlen, TRAIN_EFORMAT,
+                        "%s: implausible model: more than %zu parameters",
+                        path, MLP_MAX_PARAMS);
+  }
+  return RUMUS_OK;
+}
+
+/* The rest of the file after its head bytes (already in buf, of total):
+ * read whole, nothing after it, and its CRC-32 right. */
+static int read_model_body(FILE *f, const char *path, const mlp_shape *s,
+                           unsigned char *buf, size_t head, size_t total,
+                           char *err, size_t errlen) {
+  size_t got = fread(buf + head, 1, total - head, f);
+  if (ferror(f))
+    return train_fail(err, errlen, TRAIN_EIO, "%s: read error: %s", path,
+                      strerror(errno));
+  if (got < total - head) {
+    char s_str[256];
+    mlp_shape_str(s, s_str, sizeof s_str);
+    return train_fail(err, errlen, TRAIN_EFORMAT,
+                      "%s: truncated: %zu bytes, but a %s model file has %zu",
+                      path, head + got, s_str, total);
+  }
+  if (fgetc(f) != EOF)
+    return train_fail(err, errlen, TRAIN_EFORMAT,
+                      "%s: trailing bytes after the %zu bytes of the model",
+                      path, total);
+  uint32_t want = train_get32(buf + total - 4),
+           have = train_crc32(buf, total - 4);
+  if (want != have)
+    return train_fail(err, errlen, TRAIN_EFORMAT,
+                      "%s: checksum mismatch (stored CRC-32 0x%08x, contents "
+                      "give 0x%08x): the file is corrupt",
+                      path, (unsigned)want, (unsigned)have);
+  return RUMUS_OK;
+}
+
+/* The layers' weights and biases of a checked file's bytes into p. */
+static void unpack_layers(mlp_params *p, const mlp_shape *s,
+                          const unsigned char *buf, size_t off) {
+  for (int l = 0; l < s->nlayers; l++) {
+    size_t nw = s->sizes[l + 1] * s->sizes[l], nb = s->sizes[l + 1];
+    train_get_floats(p->w[l], buf + off, nw);
+    off += 4 * nw;
+    train_get_floats(p->b[l], buf + off, nb);
+    off += 4 * nb;
+  }
+}
+
 int mlp_params_load(mlp_params *p, const char *path, char *err,
                     size_t errlen) {
   if (!p || !path)
@@ -236,84 +342,14 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   if (!f)
     return train_fail(err, errlen, TRAIN_EIO, "%s: cannot open: %s", path,
                     strerror(errno));
-  int st = RUMUS_OK;
   unsigned char *buf = NULL;
   unsigned char hdr[MODEL_HEADER + 4 * (MLP_MAX_LAYERS + 1)];
-  size_t got = fread(hdr, 1, MODEL_HEADER, f);
-  if (ferror(f)) {
-    st = train_fail(err, errlen, TRAIN_EIO, "%s: read error: %s", path,
-                  strerror(errno));
-    goto done;
-  }
-  if (got >= 8 && memcmp(hdr, MODEL_MAGIC, 8) != 0) {
-    st = train_fail(err, errlen, TRAIN_EFORMAT,
-                  "%s: bad magic: not a rumus model file (expected \"RUMUSMLP\")",
-                  path);
-    goto done;
-  }
-  if (got < MODEL_HEADER) {
-    st = train_fail(err, errlen, TRAIN_EFORMAT,
-                  "%s: truncated: %zu bytes, shorter than the %u-byte header",
-                  path, got, MODEL_HEADER);
-    goto done;
-  }
-  uint32_t version = train_get32(hdr + 8), nl = train_get32(hdr + 12);
-  if (version != MODEL_VERSION) {
-    st = train_fail(err, errlen, TRAIN_EFORMAT,
-                  "%s: unsupported model file version %u (this program reads "
-                  "version %u)",
-                  path, (unsigned)version, MODEL_VERSION);
-    goto done;
-  }
-  if (nl < 1 || nl > MLP_MAX_LAYERS) {
-    st = train_fail(err, errlen, TRAIN_EFORMAT,
-                  "%s: implausible layer count %u (expected 1 to %d)", path,
-                  (unsigned)nl, MLP_MAX_LAYERS);
-    goto done;
-  }
-  size_t nsizes = 4 * ((size_t)nl + 1);
-  got = fread(hdr + MODEL_HEADER, 1, nsizes, f);
-  if (got < nsizes) {
-    st = ferror(f) ? train_fail(err, errlen, TRAIN_EIO, "%s: read error: %s",
-                              path, strerror(errno))
-                   : train_fail(err, errlen, TRAIN_EFORMAT,
-                              "%s: truncated: the layer sizes end after %zu of "
-                              "%zu bytes",
-                              path, got, nsizes);
-    goto done;
-  }
-  float in_mean, in_std;
-  train_get_floats(&in_mean, hdr + 16, 1);
-  train_get_floats(&in_std, hdr + 20, 1);
-  if (!isfinite(in_mean) || !isfinite(in_std) || !(in_std > 0.0f)) {
-    st = train_fail(err, errlen, TRAIN_EFORMAT,
-                  "%s: implausible input normalisation: mean %g, std %g", path,
-                  (double)in_mean, (double)in_std);
-    goto done;
-  }
   mlp_shape s;
-  memset(&s, 0, sizeof s);
-  s.nlayers = (int)nl;
-  size_t params = 0;
-  for (uint32_t i = 0; i <= nl; i++) {
-    uint32_t v = train_get32(hdr + MODEL_HEADER + 4 * i);
-    if (v == 0 || v > MLP_MAX_WIDTH) {
-      st = train_fail(err, errlen, TRAIN_EFORMAT,
-                    "%s: implausible size %u of layer boundary %u (expected 1 "
-                    "to %zu)",
-                    path, (unsigned)v, (unsigned)i, MLP_MAX_WIDTH);
-      goto done;
-    }
-    s.sizes[i] = v;
-    if (i > 0) params += s.sizes[i] * s.sizes[i - 1] + s.sizes[i];
-    if (params > MLP_MAX_PARAMS) {
-      st = train_fail(err, errlen, TRAIN_EFORMAT,
-                    "%s: implausible model: more than %zu parameters", path,
-                    MLP_MAX_PARAMS);
-      goto done;
-    }
-  }
-  size_t total = model_bytes(&s), head = MODEL_HEADER + nsizes;
+  float in_mean, in_std;
+  int st = read_model_header(f, path, hdr, &s, &in_mean, &in_std, err, errlen);
+  if (st != RUMUS_OK) goto done;
+  size_t total = model_bytes(&s),
+         head = MODEL_HEADER + 4 * ((size_t)s.nlayers + 1);
   buf = malloc(total);
   if (!buf) {
     st = train_fail(err, errlen, RUMUS_ENOMEM, "%s: out of memory for %zu bytes",
@@ -321,34 +357,8 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
     goto done;
   }
   memcpy(buf, hdr, head);
-  got = fread(buf + head, 1, total - head, f);
-  if (ferror(f)) {
-    st = train_fail(err, errlen, TRAIN_EIO, "%s: read error: %s", path,
-                  strerror(errno));
-    goto done;
-  }
-  if (got < total - head) {
-    char s_str[256];
-    mlp_shape_str(&s, s_str, sizeof s_str);
-    st = train_fail(err, errlen, TRAIN_EFORMAT,
-                  "%s: truncated: %zu bytes, but a %s model file has %zu",
-                  path, head + got, s_str, total);
-    goto done;
-  }
-  if (fgetc(f) != EOF) {
-    st = train_fail(err, errlen, TRAIN_EFORMAT,
-                  "%s: trailing bytes after the %zu bytes of the model", path,
-                  total);
-    goto done;
-  }
-  uint32_t want = train_get32(buf + total - 4), have = train_crc32(buf, total - 4);
-  if (want != have) {
-    st = train_fail(err, errlen, TRAIN_EFORMAT,
-                  "%s: checksum mismatch (stored CRC-32 0x%08x, contents give "
-                  "0x%08x): the file is corrupt",
-                  path, (unsigned)want, (unsigned)have);
-    goto done;
-  }
+  st = read_model_body(f, path, &s, buf, head, total, err, errlen);
+  if (st != RUMUS_OK) goto done;
   st = mlp_params_alloc(p, &s);
   if (st != RUMUS_OK) {
     st = train_fail(err, errlen, st, "%s: out of memory for the parameters",
@@ -357,14 +367,7 @@ int mlp_params_load(mlp_params *p, const char *path, char *err,
   }
   p->in_mean = in_mean;
   p->in_std = in_std;
-  size_t off = head;
-  for (int l = 0; l < s.nlayers; l++) {
-    size_t nw = s.sizes[l + 1] * s.sizes[l], nb = s.sizes[l + 1];
-    train_get_floats(p->w[l], buf + off, nw);
-    off += 4 * nw;
-    train_get_floats(p->b[l], buf + off, nb);
-    off += 4 * nb;
-  }
+  unpack_layers(p, &s, buf, head);
 done:
   free(buf);
   fclose(f);
