@@ -775,6 +775,133 @@ static int add_cases(const bench_op *op, const options *o, int is_gpu,
   return 0;
 }
 
+/* The run's facts that the table and files print (ctx's device, the host,
+ * the options). */
+static void describe_run(bench_run *run, rumus_ctx *ctx, const options *o,
+                         char *date, size_t dlen, char *device_name,
+                         size_t nlen) {
+  memset(run, 0, sizeof *run);
+  time_t now = time(NULL);
+  strftime(date, dlen, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+  run->date = date;
+  snprintf(device_name, nlen, "%s", rumus_ctx_device_name(ctx));
+  run->device = device_name;
+  run->is_gpu = rumus_ctx_is_gpu(ctx);
+  run->gpu_variant = rumus_ctx_uses_gpu_variant(ctx);
+  host_cpu(run->host_cpu, sizeof run->host_cpu);
+  host_load(run->load_start, sizeof run->load_start);
+  run->threads = peer_threads();
+  run->blas = peer_blas_name();
+  run->warmup = o->warmup;
+  run->copy_bytes = (size_t)(o->copy_mb * 1048576.0);
+  run->dtype = o->dtype;
+}
+
+/* The cases of --ops (every op without it) into *cases / *n, before any
+ * work, so that bad arguments fail first; 0, or 2 after a message. */
+static int select_cases(const options *o, int is_gpu, bench_case **cases,
+                        size_t *n) {
+  size_t cap = 0;
+  *cases = NULL;
+  *n = 0;
+  if (o->ops == NULL) {
+    for (size_t i = 0; i < bench_nops; i++)
+      if (add_cases(&bench_ops[i], o, is_gpu, cases, n, &cap) != 0) return 2;
+    return 0;
+  }
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", o->ops);
+  for (char *save = NULL, *s = strtok_r(buf, ",", &save); s;
+       s = strtok_r(NULL, ",", &save)) {
+    const bench_op *op = bench_find_op(s);
+    if (op == NULL) {
+      fprintf(stderr, "rumus-bench: unknown op '%s' (see --list)\n", s);
+      return 2;
+    }
+    if (add_cases(op, o, is_gpu, cases, n, &cap) != 0) return 2;
+  }
+  return 0;
+}
+
+/* The device and host copy bandwidths the table compares with. */
+static void measure_copies(bench_run *run, rumus_ctx *ctx, const options *o) {
+  char err[256] = "";
+  if (progress_on) fprintf(stderr, "measuring the device copy bandwidth...");
+  run->copy_gbs = bench_device_copy(ctx, run->copy_bytes, o->quick ? 5 : 20,
+                                    run->copy_forms, &run->empty_us, err,
+                                    sizeof err);
+  if (run->copy_gbs < 0) fprintf(stderr, "\nrumus-bench: %s\n", err);
+  if (progress_on)
+    fprintf(stderr, "\r\033[Kmeasuring the host copy bandwidth...");
+  run->stream_gbs = host_stream_copy(run->copy_bytes, o->quick ? 5 : 20);
+}
+
+/* A fault in a kernel can leave the queue unusable (NVIDIA's driver then
+ * answers CL_INVALID_COMMAND_QUEUE to everything): a fresh context in
+ * *ctx (and its paired copy in *dc), so that the remaining cases run. */
+static void replace_context(rumus_ctx **ctx, bench_copy **dc,
+                            const bench_run *run, const options *o) {
+  rumus_ctx *fresh = NULL;
+  char err[256];
+  if (rumus_ctx_create(&fresh, o->device, RUMUS_CTX_PROFILING) != RUMUS_OK)
+    return;
+  bench_copy_free(*dc);
+  rumus_ctx_free(*ctx); /* may fail on a broken queue: then it leaks */
+  *ctx = fresh;
+  if (o->variant >= 0) rumus_ctx_set_option(fresh, RUMUS_OPT_VARIANT, o->variant);
+  *dc = run->is_gpu ? NULL
+                    : bench_copy_new(fresh, run->copy_bytes, err, sizeof err);
+}
+
+/* Runs every case; 1 if one failed or missed its check, else 0. */
+static int run_cases(bench_run *run, bench_case *cases, size_t n,
+                     rumus_ctx **ctx, const options *o) {
+  char err[256];
+  /* The copies that large cases on a CPU device pair with their runs. */
+  bench_copy *dc = NULL;
+  host_copy *hc = NULL;
+  if (!run->is_gpu) {
+    dc = bench_copy_new(*ctx, run->copy_bytes, err, sizeof err);
+    hc = host_copy_new(run->copy_bytes);
+  }
+  int failed = 0;
+  for (size_t i = 0; i < n; i++) {
+    bench_case *c = &cases[i];
+    c->ctx = *ctx;
+    if (c->status != RUMUS_OK) continue; /* the shape did not fit the op */
+    run_case(c, o, run->is_gpu, dc, hc, i, n);
+    if (c->status != RUMUS_OK && c->status != RUMUS_EUNSUPPORTED) failed = 1;
+    if (c->status == RUMUS_ECL || c->status == RUMUS_EDEVMEM) {
+      fprintf(stderr, "%srumus-bench: %s %s: %s; continuing on a new context\n",
+              progress_on ? "\r\033[K" : "", c->op->name, c->shape.text,
+              c->note);
+      replace_context(ctx, &dc, run, o);
+    }
+    if (c->check_err > bench_check_limit(c->dtype) || isnan(c->check_err))
+      failed = 1;
+  }
+  bench_copy_free(dc);
+  host_copy_free(hc);
+  return failed;
+}
+
+/* The table on stdout and the --csv / --json files; 1 if a file failed. */
+static int write_results(const bench_run *run, const options *o) {
+  int failed = 0;
+  bench_print_table(run, stdout);
+  if (o->csv && bench_write_csv(run, o->csv) != 0) {
+    fprintf(stderr, "rumus-bench: cannot write %s: %s\n", o->csv,
+            strerror(errno));
+    failed = 1;
+  }
+  if (o->json && bench_write_json(run, o->json) != 0) {
+    fprintf(stderr, "rumus-bench: cannot write %s: %s\n", o->json,
+            strerror(errno));
+    failed = 1;
+  }
+  return failed;
+}
+
 int main(int argc, char **argv) {
   options o = {0};
   o.dtype = RUMUS_F32;
@@ -794,13 +921,6 @@ int main(int argc, char **argv) {
   }
   progress_on = isatty(STDERR_FILENO);
 
-  bench_run run;
-  memset(&run, 0, sizeof run);
-  char date[64];
-  time_t now = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-  run.date = date;
-
   rumus_ctx *ctx = NULL;
   int st = rumus_ctx_create(&ctx, o.device, RUMUS_CTX_PROFILING);
   if (st != RUMUS_OK) {
@@ -809,94 +929,25 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (o.variant >= 0) rumus_ctx_set_option(ctx, RUMUS_OPT_VARIANT, o.variant);
-  char device_name[512];
-  snprintf(device_name, sizeof device_name, "%s", rumus_ctx_device_name(ctx));
-  run.device = device_name;
-  run.is_gpu = rumus_ctx_is_gpu(ctx);
-  run.gpu_variant = rumus_ctx_uses_gpu_variant(ctx);
-  host_cpu(run.host_cpu, sizeof run.host_cpu);
-  host_load(run.load_start, sizeof run.load_start);
-  run.threads = peer_threads();
-  run.blas = peer_blas_name();
-  run.warmup = o.warmup;
-  run.copy_bytes = (size_t)(o.copy_mb * 1048576.0);
-  run.dtype = o.dtype;
-
-  /* Select the cases first, so that bad arguments fail before any work. */
-  bench_case *cases = NULL;
-  size_t n = 0, cap = 0;
-  if (o.ops == NULL) {
-    for (size_t i = 0; i < bench_nops; i++)
-      if (add_cases(&bench_ops[i], &o, run.is_gpu, &cases, &n, &cap) != 0) return 2;
-  } else {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", o.ops);
-    for (char *save = NULL, *s = strtok_r(buf, ",", &save); s;
-         s = strtok_r(NULL, ",", &save)) {
-      const bench_op *op = bench_find_op(s);
-      if (op == NULL) {
-        fprintf(stderr, "rumus-bench: unknown op '%s' (see --list)\n", s);
-        return 2;
-      }
-      if (add_cases(op, &o, run.is_gpu, &cases, &n, &cap) != 0) return 2;
-    }
+  bench_run run;
+  char date[64], device_name[512];
+  describe_run(&run, ctx, &o, date, sizeof date, device_name,
+               sizeof device_name);
+  bench_case *cases;
+  size_t n;
+  if (select_cases(&o, run.is_gpu, &cases, &n) != 0) {
+    free(cases);
+    rumus_ctx_free(ctx);
+    return 2;
   }
-
-  if (progress_on) fprintf(stderr, "measuring the device copy bandwidth...");
-  char err[256] = "";
-  run.copy_gbs = bench_device_copy(ctx, run.copy_bytes, o.quick ? 5 : 20,
-                                   run.copy_forms, &run.empty_us, err, sizeof err);
-  if (run.copy_gbs < 0) fprintf(stderr, "\nrumus-bench: %s\n", err);
-  if (progress_on) fprintf(stderr, "\r\033[Kmeasuring the host copy bandwidth...");
-  run.stream_gbs = host_stream_copy(run.copy_bytes, o.quick ? 5 : 20);
-  /* The copies that large cases on a CPU device pair with their runs. */
-  bench_copy *dc = NULL;
-  host_copy *hc = NULL;
-  if (!run.is_gpu) {
-    dc = bench_copy_new(ctx, run.copy_bytes, err, sizeof err);
-    hc = host_copy_new(run.copy_bytes);
-  }
-
-  int failed = 0;
-  for (size_t i = 0; i < n; i++) {
-    bench_case *c = &cases[i];
-    c->ctx = ctx;
-    if (c->status != RUMUS_OK) continue; /* the shape did not fit the op */
-    run_case(c, &o, run.is_gpu, dc, hc, i, n);
-    if (c->status != RUMUS_OK && c->status != RUMUS_EUNSUPPORTED) failed = 1;
-    if (c->status == RUMUS_ECL || c->status == RUMUS_EDEVMEM) {
-      /* A fault in a kernel can leave the queue unusable (NVIDIA's driver
-       * then answers CL_INVALID_COMMAND_QUEUE to everything): go on with a
-       * fresh context so that the remaining cases still run. */
-      fprintf(stderr, "%srumus-bench: %s %s: %s; continuing on a new context\n",
-              progress_on ? "\r\033[K" : "", c->op->name, c->shape.text, c->note);
-      rumus_ctx *fresh = NULL;
-      if (rumus_ctx_create(&fresh, o.device, RUMUS_CTX_PROFILING) == RUMUS_OK) {
-        bench_copy_free(dc);
-        rumus_ctx_free(ctx); /* may fail on a broken queue: then it leaks */
-        ctx = fresh;
-        if (o.variant >= 0) rumus_ctx_set_option(ctx, RUMUS_OPT_VARIANT, o.variant);
-        dc = run.is_gpu ? NULL : bench_copy_new(ctx, run.copy_bytes, err, sizeof err);
-      }
-    }
-    if (c->check_err > bench_check_limit(c->dtype) || isnan(c->check_err)) failed = 1;
-  }
+  measure_copies(&run, ctx, &o);
+  int failed = run_cases(&run, cases, n, &ctx, &o);
   if (progress_on) fprintf(stderr, "\r\033[K");
   host_load(run.load_end, sizeof run.load_end);
   run.cases = cases;
   run.ncases = n;
-  bench_print_table(&run, stdout);
-  if (o.csv && bench_write_csv(&run, o.csv) != 0) {
-    fprintf(stderr, "rumus-bench: cannot write %s: %s\n", o.csv, strerror(errno));
-    failed = 1;
-  }
-  if (o.json && bench_write_json(&run, o.json) != 0) {
-    fprintf(stderr, "rumus-bench: cannot write %s: %s\n", o.json, strerror(errno));
-    failed = 1;
-  }
+  if (write_results(&run, &o)) failed = 1;
   free(cases);
-  bench_copy_free(dc);
-  host_copy_free(hc);
   rumus_ctx_free(ctx);
   return failed;
 }
