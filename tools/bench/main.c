@@ -405,6 +405,110 @@ static double host_stream_copy(size_t bytes, int reps) {
 /* Cases with a working set at least this large time the copies too. */
 #define PAIRED_COPY_BYTES (64.0 * 1048576.0)
 
+/* The per-run samples of time_paired (reps of each, one allocation). */
+typedef struct {
+  double *buf, *dev, *wall, *peer, *ratio, *dcopy, *hcopy, *pdc, *phc, *busy;
+  int reps, use_peer, copies;
+} paired_samples;
+
+static int samples_alloc(paired_samples *p, int reps) {
+  p->buf = calloc((size_t)reps * 9, sizeof *p->buf);
+  if (p->buf == NULL) return -1;
+  double **arrays[9] = {&p->dev,  &p->wall,  &p->peer, &p->ratio, &p->dcopy,
+                        &p->hcopy, &p->pdc, &p->phc,  &p->busy};
+  for (int i = 0; i < 9; i++) *arrays[i] = p->buf + (size_t)i * reps;
+  p->reps = reps;
+  return 0;
+}
+
+/* One run of the op, of its peer (use_peer: *peer_name its name, NULL
+ * when it has none) and, when large, of both copies: their wall time in
+ * *one, the op's alone in *one_dev; -1 after a failure (recorded). */
+static int time_one_of_each(bench_case *c, int *use_peer, int large,
+                            bench_copy *dc, host_copy *hc, double *one,
+                            double *one_dev, const char **peer_name) {
+  uint64_t ns = 0, span = 0;
+  double t0 = now_ns();
+  int st = run_timed(c, &ns, &span);
+  if (st != RUMUS_OK) {
+    set_fail(c, st, "run");
+    return -1;
+  }
+  *one_dev = *one = now_ns() - t0;
+  *peer_name = NULL;
+  if (*use_peer) {
+    t0 = now_ns();
+    *peer_name = c->op->peer(c);
+    *one += now_ns() - t0;
+    *use_peer = *peer_name != NULL;
+  }
+  if (large) {
+    t0 = now_ns();
+    bench_copy_ns(dc, 0);
+    host_copy_ns(hc);
+    *one += now_ns() - t0;
+  }
+  return 0;
+}
+
+/* Sample i of p: the op, then its peer and the copies where p takes them;
+ * -1 after the op failed (recorded). */
+static int sample_paired(bench_case *c, paired_samples *p, int i,
+                         bench_copy *dc, host_copy *hc) {
+  uint64_t ns = 0, span = 0;
+  double t0 = now_ns();
+  int st = run_timed(c, &ns, &span);
+  p->wall[i] = now_ns() - t0;
+  p->dev[i] = (double)span;
+  p->busy[i] = (double)ns;
+  if (st != RUMUS_OK) {
+    set_fail(c, st, "run");
+    return -1;
+  }
+  if (p->use_peer) {
+    t0 = now_ns();
+    c->op->peer(c);
+    p->peer[i] = now_ns() - t0;
+    p->ratio[i] = p->peer[i] / p->dev[i];
+  }
+  if (p->copies) {
+    double d = bench_copy_ns(dc, 0);
+    if (d <= 0) {
+      p->copies = 0;
+      return 0;
+    }
+    p->dcopy[i] = bench_copy_gbs(dc, d);
+    p->hcopy[i] = 8.0 * (double)hc->n / host_copy_ns(hc);
+    p->pdc[i] = 100.0 * (c->bytes / p->dev[i]) / p->dcopy[i];
+    p->phc[i] = 100.0 * (c->bytes / p->dev[i]) / p->hcopy[i];
+  }
+  return 0;
+}
+
+/* The medians of p into c. */
+static void store_paired(bench_case *c, paired_samples *p,
+                         const char *peer_name) {
+  const int reps = p->reps;
+  c->reps = reps;
+  c->ns = median(p->dev, reps);
+  c->busy_ns = median(p->busy, reps);
+  c->min_ns = p->dev[0]; /* median() sorted them */
+  c->wall_ns = median(p->wall, reps);
+  if (p->use_peer) {
+    c->peer_name = peer_name;
+    c->peer_reps = reps;
+    c->peer_ns = median(p->peer, reps);
+    c->peer_min_ns = p->peer[0];
+    c->speed_ratio = median(p->ratio, reps);
+  }
+  if (p->copies) {
+    c->local_copy_gbs = median(p->dcopy, reps);
+    c->local_stream_gbs = median(p->hcopy, reps);
+    c->pct_copy_paired = median(p->pdc, reps);
+    c->pct_stream_paired = median(p->phc, reps);
+  }
+}
+
 /* On a CPU device the op, its host peer and, for large cases, the device
  * copy kernel and the host STREAM copy alternate run by run, and every
  * ratio is the median of the per-run ratios: the memory bandwidth of a
@@ -412,35 +516,18 @@ static double host_stream_copy(size_t bytes, int reps) {
  * seconds apart turn into noise. */
 static int time_paired(bench_case *c, const options *o, bench_copy *dc,
                        host_copy *hc) {
-  uint64_t ns = 0, span = 0;
   const int large = dc && hc && c->bytes >= PAIRED_COPY_BYTES;
   int use_peer = !o->no_peer;
   for (int i = 0; i < c->nt; i++)
     if (c->td[i].role != BT_IN)
       memcpy(c->p[i], c->h[i], c->td[i].n * bench_host_elem(&c->td[i]));
   c->peer_step = 0;
-
   /* One of each, to size the warm-up and the repetitions. */
-  double t0 = now_ns();
-  int st = run_timed(c, &ns, &span);
-  if (st != RUMUS_OK) {
-    set_fail(c, st, "run");
+  double one, one_dev;
+  const char *peer_name;
+  if (time_one_of_each(c, &use_peer, large, dc, hc, &one, &one_dev,
+                       &peer_name) != 0)
     return -1;
-  }
-  double one_dev = now_ns() - t0, one = one_dev;
-  const char *peer_name = NULL;
-  if (use_peer) {
-    t0 = now_ns();
-    peer_name = c->op->peer(c);
-    one += now_ns() - t0;
-    use_peer = peer_name != NULL;
-  }
-  if (large) {
-    t0 = now_ns();
-    bench_copy_ns(dc, 0);
-    host_copy_ns(hc);
-    one += now_ns() - t0;
-  }
   int warm = o->warmup_set ? o->warmup : (one_dev > 3e8 ? 0 : o->warmup);
   if (warm_up(c, warm) != 0) return -1;
   int reps = o->reps;
@@ -448,71 +535,24 @@ static int time_paired(bench_case *c, const options *o, bench_copy *dc,
     double fit = 2.0 * o->budget * 1e9 / (one > 1 ? one : 1);
     if (fit < reps) reps = fit < 5 ? 5 : (int)fit;
   }
-  double *buf = calloc((size_t)reps * 9, sizeof *buf);
-  if (buf == NULL) {
+  paired_samples p;
+  if (samples_alloc(&p, reps) != 0) {
     c->status = RUMUS_ENOMEM;
     return -1;
   }
-  double *dev = buf, *wall = buf + reps, *peer = buf + 2 * reps,
-         *ratio = buf + 3 * reps, *dcopy = buf + 4 * reps,
-         *hcopy = buf + 5 * reps, *pdc = buf + 6 * reps, *phc = buf + 7 * reps,
-         *busy = buf + 8 * reps;
-  int copies = large;
-  for (int i = 0; i < reps; i++) {
-    t0 = now_ns();
-    st = run_timed(c, &ns, &span);
-    wall[i] = now_ns() - t0;
-    dev[i] = (double)span;
-    busy[i] = (double)ns;
-    if (st != RUMUS_OK) {
-      set_fail(c, st, "run");
-      free(buf);
-      return -1;
-    }
-    if (use_peer) {
-      t0 = now_ns();
-      c->op->peer(c);
-      peer[i] = now_ns() - t0;
-      ratio[i] = peer[i] / dev[i];
-    }
-    if (copies) {
-      double d = bench_copy_ns(dc, 0);
-      if (d <= 0) {
-        copies = 0;
-        continue;
-      }
-      dcopy[i] = bench_copy_gbs(dc, d);
-      hcopy[i] = 8.0 * (double)hc->n / host_copy_ns(hc);
-      pdc[i] = 100.0 * (c->bytes / dev[i]) / dcopy[i];
-      phc[i] = 100.0 * (c->bytes / dev[i]) / hcopy[i];
-    }
-  }
-  st = rumus_ctx_sync(c->ctx);
-  if (st != RUMUS_OK) {
+  p.use_peer = use_peer;
+  p.copies = large;
+  int ok = 0;
+  for (int i = 0; i < reps && ok == 0; i++)
+    ok = sample_paired(c, &p, i, dc, hc);
+  int st = ok == 0 ? rumus_ctx_sync(c->ctx) : RUMUS_OK;
+  if (ok == 0 && st != RUMUS_OK) {
     set_fail(c, st, "sync");
-    free(buf);
-    return -1;
+    ok = -1;
   }
-  c->reps = reps;
-  c->ns = median(dev, reps);
-  c->busy_ns = median(busy, reps);
-  c->min_ns = dev[0];
-  c->wall_ns = median(wall, reps);
-  if (use_peer) {
-    c->peer_name = peer_name;
-    c->peer_reps = reps;
-    c->peer_ns = median(peer, reps);
-    c->peer_min_ns = peer[0];
-    c->speed_ratio = median(ratio, reps);
-  }
-  if (copies) {
-    c->local_copy_gbs = median(dcopy, reps);
-    c->local_stream_gbs = median(hcopy, reps);
-    c->pct_copy_paired = median(pdc, reps);
-    c->pct_stream_paired = median(phc, reps);
-  }
-  free(buf);
-  return 0;
+  if (ok == 0) store_paired(c, &p, peer_name);
+  free(p.buf);
+  return ok;
 }
 
 /* --kernels: one more run of the op, its kernels with their launches and
