@@ -214,145 +214,120 @@ void train_gpt_defaults(train_opts *o) {
   if (!o->sample_seed_given) o->sample_seed = o->seed;
 }
 
-int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
-                     size_t errlen) {
-  memset(o, 0, sizeof *o);
-  o->epochs = TRAIN_DEFAULT_EPOCHS;
-  o->batch = TRAIN_DEFAULT_BATCH;
-  o->lr = TRAIN_DEFAULT_LR;
-  o->nhidden = 2;
-  o->hidden[0] = 256;
-  o->hidden[1] = 128;
-  o->seed = TRAIN_DEFAULT_SEED;
-  o->precision = RUMUS_F32;
-  static const char *const with_value[] = {
-      "--epochs", "--batch-size", "--lr",   "--hidden", "--seed",
-      "--device", "--data",       "--save", "--load", "--precision",
-      "--model", "--max-steps", "--preset", "--layers", "--heads", "--width",
-      "--context", "--steps", "--warmup", "--eval-interval", "--eval-batches",
-      "--sample-len", "--temperature", "--sample-seed"};
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-      o->help = 1;
-      continue;
-    }
-    if (strcmp(arg, "--eval-only") == 0) {
-      o->eval_only = 1;
-      continue;
-    }
-    if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
-      o->quiet = 1;
-      continue;
-    }
-    if (strcmp(arg, "--profile") == 0) {
-      o->profile = 1;
-      continue;
-    }
-    if (strcmp(arg, "--no-normalize") == 0) {
-      o->no_normalize = 1;
-      continue;
-    }
-    if (strcmp(arg, "--untied") == 0) {
-      o->untied = 1;
-      o->gpt_flag = "--untied";
-      continue;
-    }
-    if (strcmp(arg, "--constant-lr") == 0) {
-      o->constant_lr = 1;
-      continue;
-    }
-    if (strcmp(arg, "--mpi") == 0) {
-      o->mpi = 1;
-      continue;
-    }
-    /* Flags with a value: "--flag VALUE" or "--flag=VALUE". */
-    const char *name = NULL, *val = NULL;
-    size_t nlen = strcspn(arg, "=");
-    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
-      if (strlen(with_value[k]) == nlen && strncmp(arg, with_value[k], nlen) == 0)
-        name = with_value[k];
-    }
-    if (!name) {
-      if (arg[0] == '-') return bad(err, errlen, "unknown option '%s'", arg);
-      return bad(err, errlen, "unexpected argument '%s'", arg);
-    }
-    if (arg[nlen] == '=') {
-      val = arg + nlen + 1;
-    } else {
-      if (i + 1 >= argc) return bad(err, errlen, "%s needs a value", name);
-      val = argv[++i];
-    }
-    uint64_t u;
-    if (strcmp(name, "--epochs") == 0) {
-      if (parse_u64(val, 1, 1000000, &u) != 0)
-        return bad(err, errlen, "--epochs '%s': expected an integer from 1 to 1000000", val);
-      o->epochs = (int)u;
-      o->epochs_given = 1;
-    } else if (strcmp(name, "--batch-size") == 0) {
-      if (parse_u64(val, 1, 65536, &u) != 0)
-        return bad(err, errlen, "--batch-size '%s': expected an integer from 1 to 65536", val);
-      o->batch = (size_t)u;
-      o->batch_given = 1;
-    } else if (strcmp(name, "--lr") == 0) {
-      errno = 0;
-      char *end = NULL;
-      double d = strtod(val, &end);
-      if (val[0] == '\0' || isspace((unsigned char)val[0]) || *end != '\0' ||
-          errno || !isfinite(d) || d <= 0.0 || d > 1e3)
-        return bad(err, errlen, "--lr '%s': expected a number in (0, 1000]", val);
-      o->lr = (float)d;
-      o->lr_given = 1;
-    } else if (strcmp(name, "--hidden") == 0) {
-      if (parse_hidden(val, o) != 0)
-        return bad(err, errlen,
-                   "--hidden '%s': expected up to %d comma-separated widths "
-                   "from 1 to %zu (e.g. 256,128), or \"none\"",
-                   val, TRAIN_MAX_HIDDEN, MLP_MAX_WIDTH);
-      o->hidden_given = 1;
-    } else if (strcmp(name, "--seed") == 0) {
-      if (parse_u64(val, 0, UINT64_MAX, &u) != 0)
-        return bad(err, errlen, "--seed '%s': expected a non-negative integer below 2^64", val);
-      o->seed = u;
-    } else if (strcmp(name, "--device") == 0) {
-      if (val[0] == '\0') return bad(err, errlen, "--device: empty selector");
-      o->device = val;
-    } else if (strcmp(name, "--data") == 0) {
-      if (val[0] == '\0') return bad(err, errlen, "--data: empty directory");
-      o->data = val;
-    } else if (strcmp(name, "--save") == 0) {
-      if (val[0] == '\0') return bad(err, errlen, "--save: empty file name");
-      o->save = val;
-    } else if (strcmp(name, "--precision") == 0) {
-      if (strcmp(val, "f32") == 0)
-        o->precision = RUMUS_F32;
-      else if (strcmp(val, "f16") == 0)
-        o->precision = RUMUS_F16;
-      else if (strcmp(val, "bf16") == 0)
-        o->precision = RUMUS_BF16;
-      else
-        return bad(err, errlen, "--precision '%s': expected f32, f16 or bf16", val);
-    } else if (strcmp(name, "--model") == 0) {
-      if (strcmp(val, "mlp") == 0)
-        o->model = TRAIN_MODEL_MLP;
-      else if (strcmp(val, "cnn") == 0)
-        o->model = TRAIN_MODEL_CNN;
-      else if (strcmp(val, "gpt") == 0)
-        o->model = TRAIN_MODEL_GPT;
-      else
-        return bad(err, errlen, "--model '%s': expected mlp, cnn or gpt", val);
-      o->model_given = 1;
-    } else if (strcmp(name, "--max-steps") == 0) {
-      if (parse_u64(val, 1, 1000000000, &u) != 0)
-        return bad(err, errlen, "--max-steps '%s': expected an integer from 1 to 1000000000", val);
-      o->max_steps = (long)u;
-    } else if (strcmp(name, "--load") == 0) {
-      if (val[0] == '\0') return bad(err, errlen, "--load: empty file name");
-      o->load = val;
-    } else if (parse_gpt_flag(name, val, o, err, errlen) != 0) {
-      return -1;
-    }
+/* A flag without a value into o: 1 if arg is one, else 0. */
+static int parse_switch(const char *arg, train_opts *o) {
+  if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+    o->help = 1;
+  } else if (strcmp(arg, "--eval-only") == 0) {
+    o->eval_only = 1;
+  } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
+    o->quiet = 1;
+  } else if (strcmp(arg, "--profile") == 0) {
+    o->profile = 1;
+  } else if (strcmp(arg, "--no-normalize") == 0) {
+    o->no_normalize = 1;
+  } else if (strcmp(arg, "--untied") == 0) {
+    o->untied = 1;
+    o->gpt_flag = "--untied";
+  } else if (strcmp(arg, "--constant-lr") == 0) {
+    o->constant_lr = 1;
+  } else if (strcmp(arg, "--mpi") == 0) {
+    o->mpi = 1;
+  } else {
+    return 0;
   }
+  return 1;
+}
+
+/* --lr's value: a number in (0, 1000]; -1 otherwise. */
+static int parse_lr(const char *val, float *lr) {
+  errno = 0;
+  char *end = NULL;
+  double d = strtod(val, &end);
+  if (val[0] == '\0' || isspace((unsigned char)val[0]) || *end != '\0' ||
+      errno || !isfinite(d) || d <= 0.0 || d > 1e3)
+    return -1;
+  *lr = (float)d;
+  return 0;
+}
+
+/* --precision's and --model's values; -1 for another. */
+static int parse_precision(const char *val, rumus_dtype *p) {
+  if (strcmp(val, "f32") == 0) *p = RUMUS_F32;
+  else if (strcmp(val, "f16") == 0) *p = RUMUS_F16;
+  else if (strcmp(val, "bf16") == 0) *p = RUMUS_BF16;
+  else return -1;
+  return 0;
+}
+static int parse_model(const char *val, train_model_kind *m) {
+  if (strcmp(val, "mlp") == 0) *m = TRAIN_MODEL_MLP;
+  else if (strcmp(val, "cnn") == 0) *m = TRAIN_MODEL_CNN;
+  else if (strcmp(val, "gpt") == 0) *m = TRAIN_MODEL_GPT;
+  else return -1;
+  return 0;
+}
+
+/* The flags of every model with a value (the GPT's own: parse_gpt_flag):
+ * VAL into o; -1 after a message in err. */
+static int parse_value(const char *name, const char *val, train_opts *o,
+                       char *err, size_t errlen) {
+  uint64_t u;
+  if (strcmp(name, "--epochs") == 0) {
+    if (parse_u64(val, 1, 1000000, &u) != 0)
+      return bad(err, errlen, "--epochs '%s': expected an integer from 1 to 1000000", val);
+    o->epochs = (int)u;
+    o->epochs_given = 1;
+  } else if (strcmp(name, "--batch-size") == 0) {
+    if (parse_u64(val, 1, 65536, &u) != 0)
+      return bad(err, errlen, "--batch-size '%s': expected an integer from 1 to 65536", val);
+    o->batch = (size_t)u;
+    o->batch_given = 1;
+  } else if (strcmp(name, "--lr") == 0) {
+    if (parse_lr(val, &o->lr) != 0)
+      return bad(err, errlen, "--lr '%s': expected a number in (0, 1000]", val);
+    o->lr_given = 1;
+  } else if (strcmp(name, "--hidden") == 0) {
+    if (parse_hidden(val, o) != 0)
+      return bad(err, errlen,
+                 "--hidden '%s': expected up to %d comma-separated widths "
+                 "from 1 to %zu (e.g. 256,128), or \"none\"",
+                 val, TRAIN_MAX_HIDDEN, MLP_MAX_WIDTH);
+    o->hidden_given = 1;
+  } else if (strcmp(name, "--seed") == 0) {
+    if (parse_u64(val, 0, UINT64_MAX, &u) != 0)
+      return bad(err, errlen, "--seed '%s': expected a non-negative integer below 2^64", val);
+    o->seed = u;
+  } else if (strcmp(name, "--device") == 0) {
+    if (val[0] == '\0') return bad(err, errlen, "--device: empty selector");
+    o->device = val;
+  } else if (strcmp(name, "--data") == 0) {
+    if (val[0] == '\0') return bad(err, errlen, "--data: empty directory");
+    o->data = val;
+  } else if (strcmp(name, "--save") == 0) {
+    if (val[0] == '\0') return bad(err, errlen, "--save: empty file name");
+    o->save = val;
+  } else if (strcmp(name, "--precision") == 0) {
+    if (parse_precision(val, &o->precision) != 0)
+      return bad(err, errlen, "--precision '%s': expected f32, f16 or bf16", val);
+  } else if (strcmp(name, "--model") == 0) {
+    if (parse_model(val, &o->model) != 0)
+      return bad(err, errlen, "--model '%s': expected mlp, cnn or gpt", val);
+    o->model_given = 1;
+  } else if (strcmp(name, "--max-steps") == 0) {
+    if (parse_u64(val, 1, 1000000000, &u) != 0)
+      return bad(err, errlen, "--max-steps '%s': expected an integer from 1 to 1000000000", val);
+    o->max_steps = (long)u;
+  } else if (strcmp(name, "--load") == 0) {
+    if (val[0] == '\0') return bad(err, errlen, "--load: empty file name");
+    o->load = val;
+  } else {
+    return parse_gpt_flag(name, val, o, err, errlen);
+  }
+  return 0;
+}
+
+/* The flags' combinations, and the model's defaults. */
+static int check_combination(train_opts *o, char *err, size_t errlen) {
   if (o->gpt_flag && o->model_given && o->model != TRAIN_MODEL_GPT)
     return bad(err, errlen, "%s applies to --model gpt only", o->gpt_flag);
   if (o->model == TRAIN_MODEL_GPT && o->hidden_given)
@@ -372,4 +347,46 @@ int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
   if (o->eval_only && !o->load && !o->help)
     return bad(err, errlen, "--eval-only needs --load FILE");
   return 0;
+}
+
+int train_opts_parse(int argc, char **argv, train_opts *o, char *err,
+                     size_t errlen) {
+  memset(o, 0, sizeof *o);
+  o->epochs = TRAIN_DEFAULT_EPOCHS;
+  o->batch = TRAIN_DEFAULT_BATCH;
+  o->lr = TRAIN_DEFAULT_LR;
+  o->nhidden = 2;
+  o->hidden[0] = 256;
+  o->hidden[1] = 128;
+  o->seed = TRAIN_DEFAULT_SEED;
+  o->precision = RUMUS_F32;
+  static const char *const with_value[] = {
+      "--epochs", "--batch-size", "--lr",   "--hidden", "--seed",
+      "--device", "--data",       "--save", "--load", "--precision",
+      "--model", "--max-steps", "--preset", "--layers", "--heads", "--width",
+      "--context", "--steps", "--warmup", "--eval-interval", "--eval-batches",
+      "--sample-len", "--temperature", "--sample-seed"};
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (parse_switch(arg, o)) continue;
+    /* Flags with a value: "--flag VALUE" or "--flag=VALUE". */
+    const char *name = NULL, *val = NULL;
+    size_t nlen = strcspn(arg, "=");
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
+      if (strlen(with_value[k]) == nlen && strncmp(arg, with_value[k], nlen) == 0)
+        name = with_value[k];
+    }
+    if (!name) {
+      if (arg[0] == '-') return bad(err, errlen, "unknown option '%s'", arg);
+      return bad(err, errlen, "unexpected argument '%s'", arg);
+    }
+    if (arg[nlen] == '=') {
+      val = arg + nlen + 1;
+    } else {
+      if (i + 1 >= argc) return bad(err, errlen, "%s needs a value", name);
+      val = argv[++i];
+    }
+    if (parse_value(name, val, o, err, errlen) != 0) return -1;
+  }
+  return check_combination(o, err, errlen);
 }
