@@ -243,6 +243,51 @@ START_TEST(long_rows) {
 }
 END_TEST
 
+/* RUMUS_ROWS_WIDE_RUNG=1: rows past the default rungs (8193 to 32768
+ * elements) held in the registers of 512 work-items (the _wgc kernels at
+ * CACHE_V4 16), F32 and F16 storage (odd lengths, 8-aligned 16-bit
+ * rows), against the reference on both variants; the kernels' profile
+ * shows that the _wgc kernels ran, and rows past 32768 still take _wg. */
+START_TEST(wide_rung_opt_in) {
+  static const size_t CS[] = {8193, 20000, 32768, 32769};
+  const size_t B = 3;
+  setenv("RUMUS_ROWS_WIDE_RUNG", "1", 1);
+  rumus_ctx *ctx = NULL;
+  ck_assert_int_eq(rumus_ctx_create(&ctx, NULL, RUMUS_CTX_PROFILING),
+                   RUMUS_OK);
+  for (size_t c = 0; c < sizeof CS / sizeof CS[0]; c++) {
+    const size_t C = CS[c];
+    tu_rng r;
+    tu_rng_seed(&r, 60 + c);
+    float *x = malloc(B * C * sizeof *x), *dy = malloc(B * C * sizeof *dy);
+    tu_fill_uniform(&r, x, B * C, -60.0f, 20.0f);
+    x[C - 1] = 30.0f;
+    tu_fill_uniform(&r, dy, B * C, -1.0f, 1.0f);
+    for (int d = 0; d < 2; d++) {
+      run_bwd_of(ctx, d ? RUMUS_F16 : RUMUS_F32, x, dy, B, C, 1, "wide");
+      const int wide = C <= 32768;
+      static const char *const K[] = {"softmax_fwd_wgc", "log_softmax_fwd_wgc",
+                                      "softmax_bwd_wgc", "log_softmax_bwd_wgc"};
+      TU_OK(ctx, rumus_ctx_sync(ctx));
+      rumus_kernel_stat ks[64];
+      size_t n = 0;
+      TU_OK(ctx, rumus_ctx_kernel_profile(ctx, ks, 64, &n));
+      for (int k = 0; k < 4; k++) {
+        int seen = 0;
+        for (size_t i = 0; i < n && i < 64; i++)
+          seen |= strcmp(ks[i].kernel, K[k]) == 0 && ks[i].launches > 0;
+        ck_assert_msg(seen == wide, "%s at %zu columns (%s): %s", K[k], C,
+                      d ? "F16" : "F32", seen ? "ran" : "did not run");
+      }
+    }
+    free(x);
+    free(dy);
+  }
+  unsetenv("RUMUS_ROWS_WIDE_RUNG");
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* More rows than one launch of the work-group variant covers: its kernels
  * go in chunks of RUMUS__MAX_WG_ROWS = 2^22 rows (src/ops/ops.h), each with
  * its own row offsets.  2^22 + 37 rows of 3 classes (50 MB a tensor), the
@@ -516,6 +561,7 @@ int main(void) {
   TCase *limits = tu_tcase("limits");
   tcase_add_loop_test(limits, fwd_special_rows, 0, 6);
   tcase_add_test(limits, long_rows);
+  tcase_add_test(limits, wide_rung_opt_in);
   tcase_add_test(limits, chunked_rows);
   tcase_add_loop_test(limits, in_place_and_guards, 0, (int)N_IN_PLACE);
   tcase_add_test(limits, empty_tensors);

@@ -387,6 +387,45 @@ END_TEST
 
 /* ---- limits --------------------------------------------------------------- */
 
+/* RUMUS_ROWS_WIDE_RUNG=1: rows of 8193 to 32768 classes held in the
+ * registers of 512 work-items (xent_fwd_bwd_wgc at CACHE_V4 16), F32 and
+ * F16 logits, smoothing, every reduction, both variants, against the
+ * reference; the profile shows the _wgc kernel ran (and not past 32768). */
+START_TEST(wide_rung_opt_in) {
+  static const size_t CS[] = {8193, 20000, 32768, 32769};
+  const size_t B = 3;
+  setenv("RUMUS_ROWS_WIDE_RUNG", "1", 1);
+  rumus_ctx *ctx = NULL;
+  ck_assert_int_eq(rumus_ctx_create(&ctx, NULL, RUMUS_CTX_PROFILING),
+                   RUMUS_OK);
+  for (size_t c = 0; c < sizeof CS / sizeof CS[0]; c++) {
+    const size_t C = CS[c];
+    for (int d = 0; d < 2; d++) {
+      float *x = tu_malloc(B * C * sizeof *x);
+      int32_t *t = tu_malloc(B * sizeof *t);
+      tu_rng r;
+      tu_rng_seed(&r, 700 + c);
+      random_case(&r, x, t, B, C);
+      rumus_xent_params p = {RUMUS_REDUCTION_MEAN, -100, 0.1f, 1.0f};
+      check_typed(ctx, d ? RUMUS_F16 : RUMUS_F32, x, t, B, C, p, "wide");
+      rumus_kernel_stat ks[64];
+      size_t n = 0;
+      TU_OK(ctx, rumus_ctx_kernel_profile(ctx, ks, 64, &n));
+      int seen = 0;
+      for (size_t i = 0; i < n && i < 64; i++)
+        seen |= strcmp(ks[i].kernel, "xent_fwd_bwd_wgc") == 0;
+      ck_assert_msg(seen == (C <= 32768), "xent_fwd_bwd_wgc at %zu classes "
+                    "(%s): %s", C, d ? "F16" : "F32",
+                    seen ? "ran" : "did not run");
+      free(x);
+      free(t);
+    }
+  }
+  unsetenv("RUMUS_ROWS_WIDE_RUNG");
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Other work-group sizes (RUMUS_OPT_WORKGROUP_SIZE): the row kernels, the
  * count and the reduction all follow WG. */
 START_TEST(workgroup_sizes) {
@@ -1061,6 +1100,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, workgroup_sizes);
+  tcase_add_test(limits, wide_rung_opt_in);
   tcase_add_test(limits, special_rows);
   tcase_add_loop_test(limits, typed_special_rows, 0, 2);
   tcase_add_test(limits, ignore_index);

@@ -162,6 +162,7 @@ typedef void (*rumus__row_options_fn)(const rumus_ctx *ctx,
 typedef struct {
   const char *file;
   rumus__row_options_fn options;
+  int wide_rung; /* takes the opt-in 512 x 16 rung (registry.c) */
 } rumus__row_family;
 /* Fills *plan for kernel `base` of the family (align: RUMUS__ROW_ALIGN*
  * flags, or rumus__align4's result); builds the REGS program to learn

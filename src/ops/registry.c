@@ -97,6 +97,22 @@ static const struct {
 
 #define N_RUNGS (sizeof RUNGS / sizeof RUNGS[0])
 
+/* An opt-in rung, RUMUS_ROWS_WIDE_RUNG=1, for the families that take it
+ * (softmax, cross-entropy): 512 work-items of 16 float4, rows up to 32768
+ * read once into registers where the strided kernel reads them twice.
+ * Its programs are built with a 128-register cap on NVIDIA's driver
+ * (RUMUS_ROWS_MAXRREG), so that 512 work-items fit by
+ * rumus__kernel_wg_limit()'s count.  Tested on PoCL, not yet measured on
+ * a GPU: hence not a default. */
+#define WIDE_RUNG_WG 512
+#define WIDE_RUNG_V4 16
+
+static int wide_rung_on(const rumus_ctx *ctx, const rumus__row_family *fam) {
+  const char *v = getenv("RUMUS_ROWS_WIDE_RUNG");
+  return fam->wide_rung && WIDE_RUNG_WG <= ctx->max_wg && v != NULL &&
+         strcmp(v, "1") == 0;
+}
+
 /* Sets the plan's geometry, kernel name and options. */
 static void plan_set(const rumus_ctx *ctx, const rumus__row_family *fam,
                      rumus__row_plan *plan, rumus__rows_kind kind, size_t wg,
@@ -108,6 +124,11 @@ static void plan_set(const rumus_ctx *ctx, const rumus__row_family *fam,
   plan->cache_v4 = kind == RUMUS__ROWS_REGS ? cache_v4 : 0;
   plan->rows_per_group = kind == RUMUS__ROWS_REGS ? wg / rt : 1;
   fam->options(ctx, plan, plan->options, sizeof plan->options);
+  if (kind == RUMUS__ROWS_REGS && wg > 256) { /* the wide rung's */
+    const size_t used = strlen(plan->options);
+    rumus__nv_maxrreg(ctx, "RUMUS_ROWS_MAXRREG", 128, plan->options + used,
+                      sizeof plan->options - used);
+  }
   snprintf(plan->kernel, sizeof plan->kernel, "%s_%s", base, suffix);
 }
 
@@ -160,6 +181,9 @@ int rumus__row_plan_make(rumus_ctx *ctx, const char *op,
     for (size_t i = 0; !ok && i < N_RUNGS; i++)
       RUMUS__FORWARD(try_regs(ctx, op, fam, base, cols, RUNGS[i].wg,
                               RUNGS[i].cache_v4, plan, &ok));
+    if (!ok && wide_rung_on(ctx, fam))
+      RUMUS__FORWARD(try_regs(ctx, op, fam, base, cols, WIDE_RUNG_WG,
+                              WIDE_RUNG_V4, plan, &ok));
   }
   if (!ok) plan_set(ctx, fam, plan, RUMUS__ROWS_GROUP, wg, 1, 0, base, "wg");
   return RUMUS_OK;
@@ -194,6 +218,9 @@ int rumus__row_family_warm(rumus_ctx *ctx, const rumus__row_family *fam,
         if (RUNGS[i].wg <= ctx->max_wg)
           RUMUS__FORWARD(warm_plan(ctx, fam, &plan, RUMUS__ROWS_REGS,
                                    RUNGS[i].wg, RUNGS[i].cache_v4));
+      if (wide_rung_on(ctx, fam))
+        RUMUS__FORWARD(warm_plan(ctx, fam, &plan, RUMUS__ROWS_REGS,
+                                 WIDE_RUNG_WG, WIDE_RUNG_V4));
     }
     RUMUS__FORWARD(warm_plan(ctx, fam, &plan, RUMUS__ROWS_GROUP, wg, 0));
   }
