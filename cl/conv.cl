@@ -490,6 +490,91 @@ void conv_bwd_weight_cpu(global const real_t *restrict x, ulong x_off,
     for (size_t j = 0; j < lanes; j++) ps[base[j] + m * kt] = e[j];
   }
 }
+
+/* ---- Forward with one input channel per group (depthwise, or C = 1) ------
+ * The implicit GEMM's k is then only the KH KW taps and its MG-row blocks
+ * idle, so a work-item takes one output row (plane n OC + o, row oh)
+ * whole: for each kh it copies input row ih once into a private row with
+ * its zero padding (prow[iw + PW] = x[ih, iw]), then every tap of that kh
+ * adds to the row's float16 accumulators with one vector read of the
+ * private row per LANES outputs (stride 1: contiguous; stride 2: the even
+ * lanes of two reads).  Each output's sum is the taps (kh, kw) upwards
+ * from 0 with one fma each (0 in the padding), then the bias: the sums of
+ * conv_fwd_cpu and conv_fwd_direct, so the same bits.  The host takes it
+ * where the padded row fits DW_ROW floats and the output row DW_OW
+ * (conv.c's dw_row_fits). */
+#define DW_ROW 1024 /* floats of the private padded row */
+#define DW_OW 256   /* outputs per row at most (DW_OW / LANES float16) */
+
+/* Input row ih of the plane at xb (W wide; a row outside [0, H): zeros)
+ * into prow[0 .. need), element iw at iw + pw. */
+inline void dw_load_row(global const real_t *restrict x, size_t xb, int ih,
+                        int H, int W, int pw, int need, float *prow) {
+  const int in = (uint)ih < (uint)H;
+  const size_t rb = xb + (size_t)(in ? ih : 0) * (size_t)W;
+  for (int j = 0; j < need; j++) {
+    const int iw = j - pw;
+    prow[j] = (in & ((uint)iw < (uint)W)) ? LOAD(x, rb + (size_t)iw) : 0.0f;
+  }
+}
+
+/* The LANES values of tap column c (= kw DW) for outputs ow0 .. ow0 +
+ * LANES - 1: prow[(ow0 + j) SW + c]. */
+inline float16 dw_row_taps(const float *prow, int ow0, int sw, int c) {
+  const int b = ow0 * sw + c;
+  if (sw == 1) return vload16(0, prow + b);
+  if (sw == 2) {
+    const float16 lo = vload16(0, prow + b), hi = vload16(0, prow + b + 16);
+    return (float16)(lo.even, hi.even);
+  }
+  float v[LANES];
+  for (int j = 0; j < LANES; j++) v[j] = prow[b + j * sw];
+  return vload16(0, v);
+}
+
+__kernel RUMUS_REQD_WG(CPU_WG, 1, 1)
+void conv_fwd_dw_cpu(global const real_t *restrict x, ulong x_off,
+                     global const real_t *restrict w, ulong w_off,
+                     global const real_t *restrict bias, ulong b_off,
+                     int has_bias, global real_t *restrict y, ulong y_off,
+                     long16 gv, ulong i0) {
+  const geo_t g = geo_of(gv);
+  const size_t i = get_global_id(0) + (size_t)i0; /* (n OC + o) OH + oh */
+  if (i >= (size_t)(g.n * g.oc * g.oh)) return;
+  const size_t no = i / (size_t)g.oh, oh = i - no * (size_t)g.oh;
+  const size_t n = no / (size_t)g.oc, o = no - n * (size_t)g.oc;
+  const size_t grp = o / (size_t)(g.oc / g.g);
+  const int OW = (int)g.ow, KW = (int)g.kw, sw = (int)g.sw, dw = (int)g.dw;
+  const int nb = (OW + LANES - 1) / LANES;
+  /* The private row's extent that the reads reach (dw_row_fits). */
+  const int need = (nb * LANES - 1) * sw + (KW - 1) * dw + 1 + (sw == 2);
+  const size_t xb = (size_t)x_off + (n * (size_t)g.c + grp) * (size_t)(g.h * g.w);
+  const size_t wb = (size_t)w_off + o * (size_t)(g.kh * g.kw);
+  float prow[DW_ROW];
+  float16 acc[DW_OW / LANES];
+  for (int b = 0; b < nb; b++) acc[b] = 0.0f;
+  for (int kh = 0; kh < (int)g.kh; kh++) {
+    dw_load_row(x, xb, (int)oh * (int)g.sh - (int)g.ph + kh * (int)g.dh,
+                (int)g.h, (int)g.w, (int)g.pw, need, prow);
+    for (int kw = 0; kw < KW; kw++) {
+      const float16 wv = (float16)LOAD(w, wb + (size_t)(kh * KW + kw));
+      for (int b = 0; b < nb; b++)
+        acc[b] = fma(wv, dw_row_taps(prow, b * LANES, sw, kw * dw), acc[b]);
+    }
+  }
+  const float add = has_bias ? LOAD(bias, (size_t)b_off + o) : 0.0f;
+  const size_t yb = (size_t)y_off + i * (size_t)OW;
+  for (int b = 0; b < nb; b++) {
+    const float16 v = acc[b] + add;
+    const int ow0 = b * LANES;
+    if (ow0 + LANES <= OW) {
+      RUMUS_STOREN(RUMUS_STORAGE, 16, v, y, yb + (size_t)ow0);
+    } else {
+      const float *e = (const float *)&v;
+      for (int j = 0; ow0 + j < OW; j++) STORE(e[j], y, yb + (size_t)(ow0 + j));
+    }
+  }
+}
 #else
 /* ---- GPU variant ----------------------------------------------------------
  * Register-blocked implicit GEMMs in the manner of gemm.cl's gemm_tiled: a
@@ -641,7 +726,7 @@ inline void fwd_load_b(const geo_t *g, global const real_t *x,
   UNROLL for (int s = 0; s < LB; s++) {
     const int ih = col->ih0 + kh[s] * (int)g->dh;
     const int iw = col->iw0 + kw[s] * (int)g->dw;
-    rb[s] = (c[s] < cg) & ((uint)ih < (uint)H) & ((uint)iw < (uint)W)
+    rb[s] = ((c[s] < cg) & ((uint)ih < (uint)H) & ((uint)iw < (uint)W))
                 ? LOAD(x, col->xb + (size_t)c[s] * hw + (size_t)ih * W + iw)
                 : 0.0f;
   }
@@ -771,8 +856,8 @@ inline void bwd_data_load(const geo_t *g, global const real_t *dy,
   UNROLL for (int s = 0; s < LB; s++) {
     const int oh = col->qh - fh->e0 - fh->es * bi[s];
     const int ow = col->qw - fw->e0 - fw->es * bl[s];
-    rb[s] = ((size_t)bo[s] < ocg) & ((uint)oh < (uint)g->oh) &
-                    ((uint)ow < (uint)g->ow)
+    rb[s] = (((size_t)bo[s] < ocg) & ((uint)oh < (uint)g->oh) &
+             ((uint)ow < (uint)g->ow))
                 ? LOAD(dy, col->db + (size_t)bo[s] * ohw +
                                (size_t)oh * g->ow + ow)
                 : 0.0f;
@@ -877,7 +962,7 @@ inline void bwd_weight_load(const geo_t *g, global const real_t *x,
   const int H = (int)g->h, W = (int)g->w;
   UNROLL for (int e = 0; e < LB; e++) {
     const int ih = ihb + tc[e].offh, iw = iwb + tc[e].offw;
-    rb[e] = in & ((uint)ih < (uint)H) & ((uint)iw < (uint)W)
+    rb[e] = (in & ((uint)ih < (uint)H) & ((uint)iw < (uint)W))
                 ? LOAD(x, tc[e].xc + xn + (size_t)ih * W + iw)
                 : 0.0f;
   }
@@ -977,7 +1062,7 @@ void conv_fwd_direct(global const real_t *restrict x, ulong x_off,
     const int inh = (uint)ih < (uint)H;
     for (int kw = 0; kw < KW; kw++) {
       const int iw = iw0 + kw * (int)g.dw;
-      const float xv = inh & ((uint)iw < (uint)W)
+      const float xv = (inh & ((uint)iw < (uint)W))
                            ? LOAD(x, xb + (size_t)ih * W + iw)
                            : 0.0f;
       acc = fma(LOAD(w, wb + (size_t)(kh * KW + kw)), xv, acc);
@@ -1015,7 +1100,7 @@ void conv_bwd_data_direct(global const real_t *restrict dy, ulong dy_off,
       const int inh = (th >= kh * (int)g.dh) & (oh < OH);
       for (int kw = kw0; kw < KW; kw += stw) {
         const int ow = (tw - kw * (int)g.dw) / (int)g.sw;
-        const float v = inh & (tw >= kw * (int)g.dw) & (ow < OW)
+        const float v = (inh & (tw >= kw * (int)g.dw) & (ow < OW))
                             ? LOAD(dy, db + o * ohw + (size_t)oh * OW + ow)
                             : 0.0f;
         acc = fma(LOAD(w, wb + o * taps + (size_t)(kh * KW + kw)), v, acc);

@@ -11,7 +11,9 @@
  * differences of the float64 forward; the GPU variant's tile override
  * (every valid tiling the same bits, invalid ones ignored, the weight
  * gradient the same bits run to run); borrowed buffers at offsets with
- * guard bytes (groups 2 and depthwise); the GPU variant's direct kernels
+ * guard bytes (groups 2 and depthwise); the CPU variant's depthwise
+ * forward by rows (strides 1-3, dilation, partial blocks of 16, rows too
+ * long for it); the GPU variant's direct kernels
  * (the few-channel input gradient the GEMM's bits, the depthwise weight
  * gradient's blocks and tap launches); the GPU variant's Winograd path
  * (forced by RUMUS_CONV2D_WINOGRAD, F(2x2) and F(4x4), every storage
@@ -82,6 +84,13 @@ static const conv_case CASES[] = {
     /* Stride 3, dilation 2: column 1 meets no dy where column 4, its
      * pair in the few-channel kernel, does. */
     {{2, 2, 9, 10, 3, 3, 3, 3, 3, 0, 0, 2, 2, 1}, 1},
+    /* The CPU variant's depthwise forward by rows (conv_fwd_dw_cpu):
+     * stride 2 over three blocks of 16 outputs (the last partial), two
+     * outputs per channel; stride 3 and dilation 2 along W over two
+     * blocks; rows of 300 outputs, past what it holds (conv_fwd_cpu). */
+    {{1, 2, 3, 70, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2}, 1},
+    {{2, 3, 4, 53, 3, 3, 5, 1, 3, 1, 2, 1, 2, 3}, 0},
+    {{1, 1, 2, 300, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1},
 };
 #define DW_CASE 16
 #define FEW_CASE 17

@@ -326,7 +326,7 @@ static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
                               nargs, args);
 }
 
-/* Launches kernel `name` (GPU variant, one work-item per element of the
+/* Launches kernel `name` (one work-item per element, or per row, of the
  * output) over count work-items in work-groups of the program's size, in
  * pieces of about 2^30; the last argument is i0, the piece's first. */
 static int launch_flat(rumus_ctx *ctx, const char *op, const conv_prog *pr,
@@ -335,7 +335,7 @@ static int launch_flat(rumus_ctx *ctx, const char *op, const conv_prog *pr,
   char opts[192];
   conv_options(pr, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, name};
-  const size_t local = tiles_wgs(&pr->tiles);
+  const size_t local = pr->gpu ? tiles_wgs(&pr->tiles) : CPU_WG;
   const size_t piece = ((size_t)1 << 30) / local * local;
   size_t global = 0;
   return rumus__launch_pieces(ctx, op, &k, 1, &global, &local, 0, count, piece,
@@ -363,6 +363,23 @@ static int wino_shape(const geo *g) {
          g->dh == 1 && g->dw == 1 && g->g == 1;
 }
 
+/* cl/conv.cl's conv_fwd_dw_cpu: the private row's floats and the outputs
+ * of a row it holds at most. */
+#define DW_ROW 1024
+#define DW_OW 256
+
+/* Whether conv_fwd_dw_cpu takes the forward: one input channel per group,
+ * an output row of at most DW_OW, and the padded input row its tap reads
+ * reach within DW_ROW floats (the kernel's `need`). */
+static int dw_row_fits(const geo *g) {
+  if (g->c / g->g != 1 || g->ow > DW_OW) return 0;
+  const size_t nb = (g->ow + LANES - 1) / LANES;
+  const size_t need = (nb * LANES - 1) * (size_t)g->sw +
+                      (g->kw - 1) * (size_t)g->dw + 1 + (g->sw == 2);
+  return g->sw <= DW_ROW && g->dw <= DW_ROW && g->kw <= DW_ROW &&
+         need <= DW_ROW;
+}
+
 static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                    const rumus_tensor *x, const rumus_tensor *w,
                    const rumus_tensor *bias, rumus_tensor *y) {
@@ -384,6 +401,10 @@ static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                        RUMUS__ARG(yo),     RUMUS__ARG(gv), RUMUS__ARG(gv)};
   if (pr.gpu && g->c / g->g == 1) /* one channel per group: direct */
     return launch_flat(ctx, op, &pr, "conv_fwd_direct", y->numel, args,
+                       sizeof args / sizeof args[0]);
+  if (!pr.gpu && dw_row_fits(g)) /* one channel per group: rows */
+    return launch_flat(ctx, op, &pr, "conv_fwd_dw_cpu",
+                       g->n * g->oc * g->oh, args,
                        sizeof args / sizeof args[0]);
   return launch_z(ctx, op, &pr, pr.gpu ? "conv_fwd_wg" : "conv_fwd_cpu",
                   g->n * g->oh * g->ow, g->oc / g->g, g->g, args,
