@@ -395,9 +395,7 @@ START_TEST(wide_rung_opt_in) {
   static const size_t CS[] = {8193, 20000, 32768, 32769};
   const size_t B = 3;
   setenv("RUMUS_ROWS_WIDE_RUNG", "1", 1);
-  rumus_ctx *ctx = NULL;
-  ck_assert_int_eq(rumus_ctx_create(&ctx, NULL, RUMUS_CTX_PROFILING),
-                   RUMUS_OK);
+  rumus_ctx *ctx = tu_profiling_ctx();
   for (size_t c = 0; c < sizeof CS / sizeof CS[0]; c++) {
     const size_t C = CS[c];
     for (int d = 0; d < 2; d++) {
@@ -408,12 +406,7 @@ START_TEST(wide_rung_opt_in) {
       random_case(&r, x, t, B, C);
       rumus_xent_params p = {RUMUS_REDUCTION_MEAN, -100, 0.1f, 1.0f};
       check_typed(ctx, d ? RUMUS_F16 : RUMUS_F32, x, t, B, C, p, "wide");
-      rumus_kernel_stat ks[64];
-      size_t n = 0;
-      TU_OK(ctx, rumus_ctx_kernel_profile(ctx, ks, 64, &n));
-      int seen = 0;
-      for (size_t i = 0; i < n && i < 64; i++)
-        seen |= strcmp(ks[i].kernel, "xent_fwd_bwd_wgc") == 0;
+      const int seen = tu_kernel_ran(ctx, "xent_fwd_bwd_wgc");
       ck_assert_msg(seen == (C <= 32768), "xent_fwd_bwd_wgc at %zu classes "
                     "(%s): %s", C, d ? "F16" : "F32",
                     seen ? "ran" : "did not run");

@@ -15,12 +15,27 @@ const char *tu_variant_name(int v) {
   return v == RUMUS_VARIANT_GPU ? "wg" : v == RUMUS_VARIANT_CPU ? "row" : "auto";
 }
 
-rumus_ctx *tu_ctx(void) {
+static rumus_ctx *ctx_with(unsigned flags) {
   rumus_ctx *ctx = NULL;
-  int st = rumus_ctx_create(&ctx, NULL, 0);
+  int st = rumus_ctx_create(&ctx, NULL, flags);
   ck_assert_msg(st == RUMUS_OK, "rumus_ctx_create: %s: %s", rumus_err_name(st),
                 rumus_last_create_error());
   return ctx;
+}
+
+rumus_ctx *tu_ctx(void) { return ctx_with(0); }
+
+rumus_ctx *tu_profiling_ctx(void) { return ctx_with(RUMUS_CTX_PROFILING); }
+
+int tu_kernel_ran(rumus_ctx *ctx, const char *name) {
+  /* Every (op, kernel) pair of a test's few launches: the library has
+   * fewer kernels than this. */
+  static rumus_kernel_stat ks[1024];
+  size_t n = 0;
+  TU_OK(ctx, rumus_ctx_kernel_profile(ctx, ks, 1024, &n));
+  for (size_t i = 0; i < n && i < 1024; i++)
+    if (strcmp(ks[i].kernel, name) == 0 && ks[i].launches > 0) return 1;
+  return 0;
 }
 
 void tu_free_all(rumus_ctx *ctx, ...) {

@@ -35,6 +35,11 @@
 /* A context on the default device (RUMUS_DEVICE honoured); fails the test
  * if none can be made. */
 rumus_ctx *tu_ctx(void);
+/* The same with a profiling queue (RUMUS_CTX_PROFILING). */
+rumus_ctx *tu_profiling_ctx(void);
+/* Whether kernel `name` ran since the last call of this function (or of
+ * rumus_ctx_kernel_profile) on a profiling context; waits for the queue. */
+int tu_kernel_ran(rumus_ctx *ctx, const char *name);
 /* Frees every tensor given (NULL-terminated list), then the context, and
  * asserts the context had no other live tensors. */
 void tu_free_all(rumus_ctx *ctx, ...);

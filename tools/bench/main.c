@@ -295,15 +295,25 @@ static int warm_up(bench_case *c, int warm) {
   return 0;
 }
 
-static int time_device(bench_case *c, const options *o) {
+/* One run of the op, its wall time in *wall (what sizes the warm-up and
+ * the repetitions); -1 after a failure (recorded). */
+static int first_run(bench_case *c, double *wall) {
   uint64_t ns = 0, span = 0;
-  double t0 = now_ns();
-  int st = run_timed(c, &ns, &span);
+  const double t0 = now_ns();
+  const int st = run_timed(c, &ns, &span);
   if (st != RUMUS_OK) {
     set_fail(c, st, "run");
     return -1;
   }
-  double one = now_ns() - t0;
+  *wall = now_ns() - t0;
+  return 0;
+}
+
+static int time_device(bench_case *c, const options *o) {
+  uint64_t ns = 0, span = 0;
+  double one, t0;
+  int st;
+  if (first_run(c, &one) != 0) return -1;
   int warm = o->warmup_set ? o->warmup : (one > 3e8 ? 0 : o->warmup);
   if (warm_up(c, warm) != 0) return -1;
   int reps = o->reps;
@@ -427,14 +437,9 @@ static int samples_alloc(paired_samples *p, int reps) {
 static int time_one_of_each(bench_case *c, int *use_peer, int large,
                             bench_copy *dc, host_copy *hc, double *one,
                             double *one_dev, const char **peer_name) {
-  uint64_t ns = 0, span = 0;
-  double t0 = now_ns();
-  int st = run_timed(c, &ns, &span);
-  if (st != RUMUS_OK) {
-    set_fail(c, st, "run");
-    return -1;
-  }
-  *one_dev = *one = now_ns() - t0;
+  if (first_run(c, one_dev) != 0) return -1;
+  *one = *one_dev;
+  double t0;
   *peer_name = NULL;
   if (*use_peer) {
     t0 = now_ns();

@@ -248,13 +248,7 @@ static int check_body(const unsigned char *buf, size_t len, const cnn_shape *s,
     return train_fail(err, errlen, TRAIN_EFORMAT,
                       "%s: trailing bytes after the %zu bytes of the model",
                       path, total);
-  uint32_t want = train_get32(buf + total - 4), have = train_crc32(buf, total - 4);
-  if (want != have)
-    return train_fail(err, errlen, TRAIN_EFORMAT,
-                      "%s: checksum mismatch (stored CRC-32 0x%08x, contents "
-                      "give 0x%08x): the file is corrupt",
-                      path, (unsigned)want, (unsigned)have);
-  return RUMUS_OK;
+  return train_check_crc(buf, total, path, err, errlen);
 }
 
 /* Every value finite, every running variance >= 0. */

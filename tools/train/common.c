@@ -179,6 +179,18 @@ uint32_t train_crc32(const unsigned char *p, size_t n) {
   return (uint32_t)c;
 }
 
+int train_check_crc(const unsigned char *buf, size_t total, const char *path,
+                    char *err, size_t errlen) {
+  const uint32_t want = train_get32(buf + total - 4),
+                 have = train_crc32(buf, total - 4);
+  if (want != have)
+    return train_fail(err, errlen, TRAIN_EFORMAT,
+                      "%s: checksum mismatch (stored CRC-32 0x%08x, contents "
+                      "give 0x%08x): the file is corrupt",
+                      path, (unsigned)want, (unsigned)have);
+  return RUMUS_OK;
+}
+
 int train_write_file(const char *path, const unsigned char *buf, size_t total,
                      char *err, size_t errlen) {
   size_t tlen = strlen(path) + 5;

@@ -112,6 +112,10 @@ void train_put_floats(unsigned char *p, const float *x, size_t n);
 void train_get_floats(float *x, const unsigned char *p, size_t n);
 /* zlib's crc32 of n bytes (any n). */
 uint32_t train_crc32(const unsigned char *p, size_t n);
+/* The CRC-32 in the last 4 bytes of a model file's total bytes (buf)
+ * against its contents: RUMUS_OK, or TRAIN_EFORMAT naming path. */
+int train_check_crc(const unsigned char *buf, size_t total, const char *path,
+                    char *err, size_t errlen);
 
 /*! train_write_file() : writes buf[0..n) to PATH.tmp, then renames it to
  *  path (no partial file under path).  @return RUMUS_OK, RUMUS_ENOMEM,

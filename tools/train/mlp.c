@@ -310,14 +310,7 @@ static int read_model_body(FILE *f, const char *path, const mlp_shape *s,
     return train_fail(err, errlen, TRAIN_EFORMAT,
                       "%s: trailing bytes after the %zu bytes of the model",
                       path, total);
-  uint32_t want = train_get32(buf + total - 4),
-           have = train_crc32(buf, total - 4);
-  if (want != have)
-    return train_fail(err, errlen, TRAIN_EFORMAT,
-                      "%s: checksum mismatch (stored CRC-32 0x%08x, contents "
-                      "give 0x%08x): the file is corrupt",
-                      path, (unsigned)want, (unsigned)have);
-  return RUMUS_OK;
+  return train_check_crc(buf, total, path, err, errlen);
 }
 
 /* The layers' weights and biases of a checked file's bytes into p. */
