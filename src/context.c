@@ -96,27 +96,17 @@ static int device_label(cl_platform_id p, cl_device_id d, char *buf,
   return RUMUS_OK;
 }
 
-/* cl_nv_device_attribute_query's registers per block, 0 elsewhere or
- * when the device does not say (the extension is optional, so its
- * failures are not errors). */
+/* cl_nv_device_attribute_query's registers per block into *regs, 0 where
+ * the device lacks the extension. */
 #define RUMUS_CL_DEVICE_REGISTERS_PER_BLOCK_NV 0x4002
-static cl_uint nv_registers_per_block(cl_device_id d) {
-  size_t len = 0;
-  if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &len) != CL_SUCCESS ||
-      len == 0)
-    return 0;
-  char *ext = malloc(len + 1);
-  if (ext == NULL) return 0;
-  cl_uint regs = 0;
-  if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, len, ext, NULL) == CL_SUCCESS) {
-    ext[len] = '\0';
-    if (strstr(ext, "cl_nv_device_attribute_query") != NULL &&
-        clGetDeviceInfo(d, RUMUS_CL_DEVICE_REGISTERS_PER_BLOCK_NV,
-                        sizeof regs, &regs, NULL) != CL_SUCCESS)
-      regs = 0;
-  }
-  free(ext);
-  return regs;
+static int nv_registers_per_block(cl_device_id d, cl_uint *regs) {
+  char ext[8192];
+  *regs = 0;
+  RUMUS__FORWARD(info_string(NULL, d, CL_DEVICE_EXTENSIONS,
+                             "CL_DEVICE_EXTENSIONS", ext, sizeof ext));
+  if (strstr(ext, "cl_nv_device_attribute_query") == NULL) return RUMUS_OK;
+  return device_info(d, RUMUS_CL_DEVICE_REGISTERS_PER_BLOCK_NV,
+                     "CL_DEVICE_REGISTERS_PER_BLOCK_NV", sizeof *regs, regs);
 }
 
 static int device_is_gpu(cl_device_id d, int *gpu) {
@@ -374,7 +364,7 @@ static int read_device(rumus_ctx *ctx) {
   cl_device_fp_config fp = 0;
   RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_SINGLE_FP_CONFIG, fp));
   ctx->cr_divide = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
-  ctx->regs_per_block = nv_registers_per_block(d);
+  RUMUS__FORWARD(nv_registers_per_block(d, &ctx->regs_per_block));
   if (ctx->max_wg == 0 || ctx->compute_units == 0)
     return create_fail(RUMUS_EUNSUPPORTED,
                        "the device reports %zu work-items per group and %u "
