@@ -987,7 +987,8 @@ __kernel RUMUS_WG_ATTR void bn_bwd_one(
  * re-read a channel that the first brought into the cache (a channel of
  * 32 x 56 x 56 floats is 392 KiB, in a core's L2), where the two-stage
  * path's passes each sweep every channel from memory.  The host takes it
- * when there are enough channels to keep every core busy. */
+ * when there are enough channels to keep every core busy.  The map's
+ * stores stream past the cache where the host asks (nt, bn_chan_map). */
 #if !BN_GPU
 /* Channel c's sums of the mode over its N planes of S (a: the reduced
  * tensor or dy, b: x for BN_BWD; about mc for BN_DEV and BN_BWD). */
@@ -1070,7 +1071,8 @@ inline void bn_chan_map(int mode, global const real_t *x,
 
 /* The training forward: mean, then the deviations (two passes, as
  * bn_fold_mean and bn_fold_var), then y = (x - mean) invstd gamma + beta
- * (gamma 1, beta 0 where not given) as bn_apply_fwd.  y may be x. */
+ * (gamma 1, beta 0 where not given) as bn_apply_fwd.  y may be x.  nt:
+ * streaming stores of y (bn_chan_map). */
 __kernel void bn_fwd_chan(global const real_t *x, ulong x_off,
                           global real_t *y, ulong y_off, ulong C, ulong S,
                           ulong N, float eps, float momentum,
@@ -1098,7 +1100,8 @@ __kernel void bn_fwd_chan(global const real_t *x, ulong x_off,
 }
 
 /* The backward: the sums of dy and dy (x - mean), dgamma and dbeta (as
- * bn_fold_bwd), then dx as bn_apply_bwd.  dx may be dy. */
+ * bn_fold_bwd), then dx as bn_apply_bwd.  dx may be dy.  nt: streaming
+ * stores of dx (bn_chan_map). */
 __kernel void bn_bwd_chan(global const real_t *dy, ulong dy_off,
                           global const real_t *x, ulong x_off,
                           global real_t *dx, ulong dx_off, ulong C, ulong S,

@@ -16,7 +16,9 @@
  * take their map into that launch; on the CPU variant a reduction is two
  * launches (stage 2 is a launch of its own), then the map, unless there
  * are enough channels for a work-item per channel (bn_fwd_chan,
- * bn_bwd_chan: every pass of a channel back to back, one launch).  The
+ * bn_bwd_chan: every pass of a channel back to back, one launch; their
+ * output in streaming stores when the tensors outgrow the caches,
+ * stream_out).  The
  * partial sums live in a reusable scratch slot of the context, not a
  * buffer created per call.
  */
@@ -519,12 +521,14 @@ static int run_chan(rumus_ctx *ctx, const char *op, const bn_geom *g,
  * channel's inputs in the core's cache) when the op's ntens tensors of
  * out's shape (x and y; x, dy and dx) are at least BN_STREAM_MIN bytes,
  * the storage is F32 or BF16 (cl/batchnorm.cl: no streaming F16 store)
- * and every plane is 8-element aligned.  Smaller ones would stay in the
- * last-level cache (tens of MiB on the CPUs PoCL runs on) for the next
- * op, where streaming sends the output to memory.
+ * and every plane is 8-element aligned.  Smaller ones stay in the
+ * last-level cache for the next op, where streaming would send the
+ * output to memory: on the 2-core EPYC guest (32 MiB of L3, shared) the
+ * streamed forward was slower at 64 x 32 x 14 x 14 (3.2 MB) and faster
+ * at 8 x 64 x 56 x 56 (12.8 MB), docs/PERFORMANCE.md.
  * RUMUS_BATCHNORM_STREAM=0 (or 1) turns them off (or on whatever the
  * size, alignment permitting): tests and sweeps. */
-#define BN_STREAM_MIN ((size_t)32 << 20)
+#define BN_STREAM_MIN ((size_t)8 << 20)
 
 static cl_int stream_out(const bn_shape *sh, const rumus_tensor *out,
                          size_t ntens) {
