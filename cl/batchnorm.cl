@@ -987,7 +987,8 @@ __kernel RUMUS_WG_ATTR void bn_bwd_one(
  * re-read a channel that the first brought into the cache (a channel of
  * 32 x 56 x 56 floats is 392 KiB, in a core's L2), where the two-stage
  * path's passes each sweep every channel from memory.  The host takes it
- * when there are enough channels to keep every core busy. */
+ * when there are enough channels to keep every core busy.  The map's
+ * stores stream past the cache where the host asks (nt, bn_chan_map). */
 #if !BN_GPU
 /* Channel c's sums of the mode over its N planes of S (a: the reduced
  * tensor or dy, b: x for BN_BWD; about mc for BN_DEV and BN_BWD). */
@@ -1001,10 +1002,68 @@ inline float2 bn_chan_sums(int mode, global const real_t *a,
   return bn_acc_total(&acc);
 }
 
-/* Channel c's map over its N planes (out may be x or dy). */
+/* Streaming (non-temporal) stores of the per-channel maps (nt, the
+ * host's choice: an output larger than the caches, every plane of it
+ * 8-element aligned, F32 or BF16 storage): a plain store first reads its
+ * line from memory (64 bytes read for 64 written), and the output,
+ * written once and not read again by this kernel, pushes the channel's
+ * inputs out of the core's cache, from where the pass that writes it
+ * re-reads them.  Clang for x86 (PoCL) only; elsewhere, and for F16,
+ * plain stores. */
+#if defined(__clang__) && defined(__x86_64__) && defined(__has_builtin)
+#if __has_builtin(__builtin_nontemporal_store) && \
+    __has_builtin(__builtin_ia32_sfence)
+#define BN_NT_OK 1
+#endif
+#endif
+#ifndef BN_NT_OK
+#define BN_NT_OK 0
+#endif
+
+#if BN_NT_OK
+#define BN_NTS_F32(v, p, i)                                                  \
+  __builtin_nontemporal_store((v), (global float8 *)((p) + (i)))
+#define BN_NTS_BF16(v, p, i)                                                 \
+  __builtin_nontemporal_store(rumus_f_to_bf168(v),                           \
+                              (global ushort8 *)((p) + (i)))
+#define BN_NTS_F16(v, p, i) STORE8(v, p, i)
+/* Stores 8 elements at p + i (8-element aligned), streaming. */
+#define BN_NT_STORE8(v, p, i) RUMUS_CAT(BN_NTS_, RUMUS_STORAGE)(v, p, i)
+
+/* bn_map_span's map of the S elements of plane `base`, 8 at a time with
+ * streaming stores (the same arithmetic, so the same bits). */
+inline void bn_map_plane_nt(int mode, global const real_t *x,
+                            global const real_t *dy, global real_t *out,
+                            size_t base, size_t S, float4 k) {
+  size_t j = 0;
+  for (; j + 8 <= S; j += 8) {
+    const float8 xv = LOAD8(x, base + j);
+    const float8 gv = mode == BN_GRAD ? LOAD8(dy, base + j) : xv;
+    BN_NT_STORE8(BN_MAP(mode, xv, gv, k), out, base + j);
+  }
+  for (; j < S; j++) { /* none: the host streams only when 8 divide S */
+    const float xv = LOAD(x, base + j);
+    const float gv = mode == BN_GRAD ? LOAD(dy, base + j) : xv;
+    STORE(BN_MAP(mode, xv, gv, k), out, base + j);
+  }
+}
+#endif
+
+/* Channel c's map over its N planes (out may be x or dy); nt: streaming
+ * stores (bn_map_plane_nt), fenced before the work-item ends (streaming
+ * stores are weakly ordered). */
 inline void bn_chan_map(int mode, global const real_t *x,
                         global const real_t *dy, global real_t *out,
-                        size_t c, size_t C, size_t S, size_t N, float4 k) {
+                        size_t c, size_t C, size_t S, size_t N, float4 k,
+                        int nt) {
+#if BN_NT_OK
+  if (nt) {
+    for (size_t n = 0; n < N; n++)
+      bn_map_plane_nt(mode, x, dy, out, (n * C + c) * S, S, k);
+    __builtin_ia32_sfence();
+    return;
+  }
+#endif
   for (size_t n = 0; n < N; n++)
     for (size_t c0 = 0; c0 < S; c0 += BN_SPAN)
       bn_map_span(mode, x, dy, out, (n * C + c) * S, c0, S, k);
@@ -1012,7 +1071,8 @@ inline void bn_chan_map(int mode, global const real_t *x,
 
 /* The training forward: mean, then the deviations (two passes, as
  * bn_fold_mean and bn_fold_var), then y = (x - mean) invstd gamma + beta
- * (gamma 1, beta 0 where not given) as bn_apply_fwd.  y may be x. */
+ * (gamma 1, beta 0 where not given) as bn_apply_fwd.  y may be x.  nt:
+ * streaming stores of y (bn_chan_map). */
 __kernel void bn_fwd_chan(global const real_t *x, ulong x_off,
                           global real_t *y, ulong y_off, ulong C, ulong S,
                           ulong N, float eps, float momentum,
@@ -1022,7 +1082,7 @@ __kernel void bn_fwd_chan(global const real_t *x, ulong x_off,
                           global float *rvar, ulong rv_off, int has_gamma,
                           global const float *gamma, ulong g_off,
                           int has_beta, global const float *beta,
-                          ulong b_off) {
+                          ulong b_off, int nt) {
   const size_t c = get_global_id(0);
   if (c >= (size_t)C) return;
   global const real_t *px = x + (size_t)x_off;
@@ -1036,11 +1096,12 @@ __kernel void bn_fwd_chan(global const real_t *x, ulong x_off,
   const float ga = has_gamma ? gamma[(size_t)g_off + c] : 1.0f;
   const float be = has_beta ? beta[(size_t)b_off + c] : 0.0f;
   bn_chan_map(BN_NORM, px, px, y + (size_t)y_off, c, C, S, N,
-              (float4)(mc, *ip * ga, be, 0.0f));
+              (float4)(mc, *ip * ga, be, 0.0f), nt);
 }
 
 /* The backward: the sums of dy and dy (x - mean), dgamma and dbeta (as
- * bn_fold_bwd), then dx as bn_apply_bwd.  dx may be dy. */
+ * bn_fold_bwd), then dx as bn_apply_bwd.  dx may be dy.  nt: streaming
+ * stores of dx (bn_chan_map). */
 __kernel void bn_bwd_chan(global const real_t *dy, ulong dy_off,
                           global const real_t *x, ulong x_off,
                           global real_t *dx, ulong dx_off, ulong C, ulong S,
@@ -1049,7 +1110,7 @@ __kernel void bn_bwd_chan(global const real_t *dy, ulong dy_off,
                           int has_gamma, global const float *gamma,
                           ulong g_off, int has_dgamma, global float *dgamma,
                           ulong dg_off, int has_dbeta, global float *dbeta,
-                          ulong db_off) {
+                          ulong db_off, int nt) {
   const size_t c = get_global_id(0);
   if (c >= (size_t)C) return;
   global const real_t *pg = dy + (size_t)dy_off, *px = x + (size_t)x_off;
@@ -1061,6 +1122,6 @@ __kernel void bn_bwd_chan(global const real_t *dy, ulong dy_off,
                                dbeta + (size_t)db_off + c);
   const float ga = has_gamma ? gamma[(size_t)g_off + c] : 1.0f;
   bn_chan_map(BN_GRAD, px, pg, dx + (size_t)dx_off, c, C, S, N,
-              (float4)(mc, ga * is, k.x, k.y));
+              (float4)(mc, ga * is, k.x, k.y), nt);
 }
 #endif

@@ -5,7 +5,8 @@
  * storage type, shapes with 1x1 images, N = 1, C = 1 and 5, odd H x W,
  * and 64 x 3 x 28 x 28 (several ranges per channel: the two-stage
  * reduction); the CPU variant's two paths (two-stage, a channel per
- * work-item) forced on C = 1, 5, 9, 16; affine and not; inputs and
+ * work-item) forced on C = 1, 5, 9, 16, and its streaming stores (the
+ * bits of plain ones); affine and not; inputs and
  * outputs in borrowed buffers at
  * odd element offsets with guard bytes; in place; bits equal run to run;
  * statistics of values far from 0 (1000 + U(-1, 1)); a NaN confined to
@@ -494,6 +495,64 @@ START_TEST(cpu_paths) {
 }
 END_TEST
 
+/* The CPU variant's per-channel training forward (in place: y == x) and
+ * backward (dx == dy) with RUMUS_BATCHNORM_STREAM=stream; *y and *dx their
+ * outputs (malloc'ed). */
+static void run_chan_once(rumus_ctx *ctx, const inputs *in, int stream,
+                          int in_place, float **y, float **dx) {
+  setenv("RUMUS_BATCHNORM_STREAM", stream ? "1" : "0", 1);
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  bn_tensors t = bn_make(ctx, in);
+  rumus_tensor *out = in_place ? t.x.t : t.y.t;
+  TU_OK(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, t.x.t, t.gamma.t,
+                                         t.beta.t, t.rm.t, t.rv.t, out,
+                                         t.sm.t, t.si.t));
+  *y = tu_download_f32(ctx, out);
+  TU_OK(ctx, rumus_tensor_upload_f32(t.x.t, in->x, in->n));
+  TU_OK(ctx, rumus_batchnorm2d_bwd(ctx, t.dy.t, t.x.t, t.gamma.t, t.sm.t,
+                                   t.si.t, in_place ? t.dy.t : t.dx.t,
+                                   t.dg.t, t.db.t));
+  *dx = tu_download_f32(ctx, in_place ? t.dy.t : t.dx.t);
+  bn_free(ctx, &t);
+}
+
+/* The per-channel kernels' streaming stores (RUMUS_BATCHNORM_STREAM=1,
+ * taken where H * W is a multiple of 8 and the outputs 8-element aligned:
+ * F32 and BF16; F16 keeps plain stores), storage tu_dtypes[_i]: against
+ * the float64 reference, and the bits of plain stores, out of place and
+ * in place. */
+static const shp STREAM_SHAPES[] = {{3, 5, 4, 2}, {2, 9, 4, 4},
+                                    {1, 3, 8, 5}};
+
+START_TEST(cpu_stream) {
+  rumus_ctx *ctx = tu_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  elem_off = 8;
+  setenv("RUMUS_BATCHNORM_CHANNEL", "1", 1);
+  for (size_t k = 0; k < sizeof STREAM_SHAPES / sizeof STREAM_SHAPES[0];
+       k++) {
+    inputs in = make_inputs(&STREAM_SHAPES[k], d, 450 + k);
+    setenv("RUMUS_BATCHNORM_STREAM", "1", 1);
+    run_bn(ctx, &in, k % 2 == 0);
+    for (int ip = 0; ip < 2; ip++) {
+      float *y0, *dx0, *y1, *dx1;
+      run_chan_once(ctx, &in, 0, ip, &y0, &dx0);
+      run_chan_once(ctx, &in, 1, ip, &y1, &dx1);
+      ck_assert_msg(memcmp(y0, y1, in.n * sizeof *y0) == 0,
+                    "streamed y differs, shape %zu, in place %d", k, ip);
+      ck_assert_msg(memcmp(dx0, dx1, in.n * sizeof *dx0) == 0,
+                    "streamed dx differs, shape %zu, in place %d", k, ip);
+      free(y0), free(dx0), free(y1), free(dx1);
+    }
+    free_inputs(&in);
+  }
+  unsetenv("RUMUS_BATCHNORM_STREAM");
+  unsetenv("RUMUS_BATCHNORM_CHANNEL");
+  elem_off = 3;
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* ---- Finite differences ----------------------------------------------- */
 
 /* L = sum g * y over the float64 training forward of (x, gamma, beta). */
@@ -893,6 +952,7 @@ int main(void) {
   tcase_add_loop_test(core, aligned_shapes, 0, 3);
   tcase_add_loop_test(core, bwd_finite_differences, 0, 2);
   tcase_add_loop_test(core, cpu_paths, 0, 6);
+  tcase_add_loop_test(core, cpu_stream, 0, 3);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, bn_in_place_and_repeatable);

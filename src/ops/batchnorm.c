@@ -16,7 +16,9 @@
  * take their map into that launch; on the CPU variant a reduction is two
  * launches (stage 2 is a launch of its own), then the map, unless there
  * are enough channels for a work-item per channel (bn_fwd_chan,
- * bn_bwd_chan: every pass of a channel back to back, one launch).  The
+ * bn_bwd_chan: every pass of a channel back to back, one launch; their
+ * output in streaming stores when the tensors outgrow the caches,
+ * stream_out).  The
  * partial sums live in a reusable scratch slot of the context, not a
  * buffer created per call.
  */
@@ -514,6 +516,30 @@ static int run_chan(rumus_ctx *ctx, const char *op, const bn_geom *g,
   return rumus__launch(ctx, op, &k, 1, &global, &local, nargs, args);
 }
 
+/* The per-channel kernels' nt: streaming stores of the output (the map
+ * pass then moves 2 lines per line written, not 3, and leaves the
+ * channel's inputs in the core's cache) when the op's ntens tensors of
+ * out's shape (x and y; x, dy and dx) are at least BN_STREAM_MIN bytes,
+ * the storage is F32 or BF16 (cl/batchnorm.cl: no streaming F16 store)
+ * and every plane is 8-element aligned.  Smaller ones stay in the
+ * last-level cache for the next op, where streaming would send the
+ * output to memory: on the 2-core EPYC guest (32 MiB of L3, shared) the
+ * streamed forward was slower at 64 x 32 x 14 x 14 (3.2 MB) and faster
+ * at 8 x 64 x 56 x 56 (12.8 MB), docs/PERFORMANCE.md.
+ * RUMUS_BATCHNORM_STREAM=0 (or 1) turns them off (or on whatever the
+ * size, alignment permitting): tests and sweeps. */
+#define BN_STREAM_MIN ((size_t)8 << 20)
+
+static cl_int stream_out(const bn_shape *sh, const rumus_tensor *out,
+                         size_t ntens) {
+  if (out->dtype == RUMUS_F16 || sh->S % 8 != 0 ||
+      !rumus__aligned(out, 0, 8))
+    return 0;
+  const char *v = getenv("RUMUS_BATCHNORM_STREAM");
+  if (v && (*v == '0' || *v == '1') && v[1] == '\0') return *v == '1';
+  return ntens * out->numel * rumus_dtype_size(out->dtype) >= BN_STREAM_MIN;
+}
+
 /* CPU: the training forward in one launch (bn_fwd_chan). */
 static int fwd_chan(rumus_ctx *ctx, const char *op, const bn_geom *g,
                     const bn_shape *sh, const rumus_batchnorm_params *p,
@@ -527,8 +553,8 @@ static int fwd_chan(rumus_ctx *ctx, const char *op, const bn_geom *g,
   const bn_arg be = arg_of(t->beta, t->save_mean);
   cl_ulong C = sh->C, S = sh->S, N = sh->N;
   cl_int has_run = t->rm != NULL, has_g = t->gamma != NULL,
-         has_b = t->beta != NULL;
-  const rumus__arg args[24] = {
+         has_b = t->beta != NULL, nt = stream_out(sh, t->y, 2);
+  const rumus__arg args[25] = {
       RUMUS__ARG(xa.mem),  RUMUS__ARG(xa.off),  RUMUS__ARG(ya.mem),
       RUMUS__ARG(ya.off),  RUMUS__ARG(C),       RUMUS__ARG(S),
       RUMUS__ARG(N),       RUMUS__ARG(p->eps),  RUMUS__ARG(p->momentum),
@@ -536,8 +562,9 @@ static int fwd_chan(rumus_ctx *ctx, const char *op, const bn_geom *g,
       RUMUS__ARG(ia.off),  RUMUS__ARG(has_run), RUMUS__ARG(ra.mem),
       RUMUS__ARG(ra.off),  RUMUS__ARG(va.mem),  RUMUS__ARG(va.off),
       RUMUS__ARG(has_g),   RUMUS__ARG(ga.mem),  RUMUS__ARG(ga.off),
-      RUMUS__ARG(has_b),   RUMUS__ARG(be.mem),  RUMUS__ARG(be.off)};
-  return run_chan(ctx, op, g, "bn_fwd_chan", args, 24, sh);
+      RUMUS__ARG(has_b),   RUMUS__ARG(be.mem),  RUMUS__ARG(be.off),
+      RUMUS__ARG(nt)};
+  return run_chan(ctx, op, g, "bn_fwd_chan", args, 25, sh);
 }
 
 /* Stage 1 and 2 of the mean, then of the variance (into save_mean,
@@ -681,8 +708,8 @@ static int bwd_chan(rumus_ctx *ctx, const char *op, const bn_geom *g,
   const bn_arg dga = arg_of(dgamma, save_mean), dba = arg_of(dbeta, save_mean);
   cl_ulong C = sh->C, S = sh->S, N = sh->N;
   cl_int has_g = gamma != NULL, has_dg = dgamma != NULL,
-         has_db = dbeta != NULL;
-  const rumus__arg args[22] = {
+         has_db = dbeta != NULL, nt = stream_out(sh, dx, 3);
+  const rumus__arg args[23] = {
       RUMUS__ARG(ya.mem),  RUMUS__ARG(ya.off),  RUMUS__ARG(xa.mem),
       RUMUS__ARG(xa.off),  RUMUS__ARG(da.mem),  RUMUS__ARG(da.off),
       RUMUS__ARG(C),       RUMUS__ARG(S),       RUMUS__ARG(N),
@@ -690,8 +717,8 @@ static int bwd_chan(rumus_ctx *ctx, const char *op, const bn_geom *g,
       RUMUS__ARG(ia.off),  RUMUS__ARG(has_g),   RUMUS__ARG(ga.mem),
       RUMUS__ARG(ga.off),  RUMUS__ARG(has_dg),  RUMUS__ARG(dga.mem),
       RUMUS__ARG(dga.off), RUMUS__ARG(has_db),  RUMUS__ARG(dba.mem),
-      RUMUS__ARG(dba.off)};
-  return run_chan(ctx, op, g, "bn_bwd_chan", args, 22, sh);
+      RUMUS__ARG(dba.off), RUMUS__ARG(nt)};
+  return run_chan(ctx, op, g, "bn_bwd_chan", args, 23, sh);
 }
 
 /* The backward's sums, dgamma, dbeta and coefficients (after the partial
