@@ -50,7 +50,8 @@
  *   q8_rows_<MR> (CPU): work-item (i, j) computes rows i MR .. of C at
  *       columns j NR ..: per 16-element chunk of K it dequantizes NR
  *       chunks of B into float16 registers and adds their products with
- *       MR chunks of A into MR x NR float16 accumulators; no barriers.
+ *       MR chunks of A into MR x NR float16 accumulators; no barriers,
+ *       no row tests in the loop (rows past M or N repeat the last one).
  *       M <= 8 takes the MR that holds every row (B read once), larger M
  *       MR = 4.
  * K's last chunk (K % 16 elements; K % 4 in q8_mv) is read element by
@@ -550,19 +551,20 @@ __kernel RUMUS_REQD_WG(16, 16, 1) void q8_tiled(
 Q8_INLINE float q8_hsum16(float16 v) { return rumus_hsum8(v.lo + v.hi); }
 
 /* NR dequantized chunks of B at column k (rows n0 .., the last row
- * repeated past N; their block's scales in s) times MR chunks of A, into
- * the accumulators. */
+ * repeated past N; their block's scales in s) times MR chunks of A (rows
+ * m0 .., the last row repeated past M, never stored), into the
+ * accumulators.  No row test in the loop: with one, PoCL's code stored
+ * every accumulator to memory after each product (14 stores of 64 bytes
+ * a chunk in q8_rows_8). */
 #define Q8_ROWS_CHUNK(LOADB, LOADA)                                          \
   do {                                                                       \
     float16 bv[8]; /* NR of them */                                          \
     Q8_UNROLL for (int j = 0; j < NR; j++)                                   \
       bv[j] = LOADB(q + min(n0 + (size_t)j, N - 1) * K + k) * s[j];          \
     Q8_UNROLL for (int i = 0; i < MR; i++) {                                 \
-      if (m0 + (size_t)i < M) {                                              \
-        const float16 av = LOADA(A + (m0 + (size_t)i) * K + k);              \
-        Q8_UNROLL for (int j = 0; j < NR; j++)                               \
-          acc[i][j] = fma(av, bv[j], acc[i][j]);                             \
-      }                                                                      \
+      const float16 av = LOADA(A + min(m0 + (size_t)i, M - 1) * K + k);      \
+      Q8_UNROLL for (int j = 0; j < NR; j++)                                 \
+        acc[i][j] = fma(av, bv[j], acc[i][j]);                               \
     }                                                                        \
   } while (0)
 
