@@ -810,50 +810,49 @@ POOL_INLINE void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
   avgpool_bwd_cols(gp, dr, l + n, W, oh0, oh1, io, ks, pd, cip, divisor);
 }
 
-/* The index check of 8 outputs from o of output row oh whose windows lie
- * inside the row, without dilation: t is in output ow's window iff t -
- * ((hs + i) W + ws) is in [0, kw) for one of its rows hs + i inside the
- * image (no division; maxpool_row_ok's answer).  When a lane fails,
- * maxpool_check_cols checks outputs `from` (not yet checked) to o + 8
- * again and reports. */
+/* The index check of 8 outputs from o of output row oh, without
+ * dilation: t is in output ow's window iff t - ((hs + i) W + ws) is in
+ * [max(0, -ws), min(kw, W - ws)) for one of its rows hs + i inside the
+ * image (no division; maxpool_row_ok's answer for the windows that reach
+ * an input, which every window does where the row is at least kw - pw
+ * wide; an empty window's -1 fails here and is checked again below).
+ * When a lane fails, maxpool_check_cols checks outputs `from` (not yet
+ * checked) to o + 8 again and reports. */
 inline void maxpool_check_vec(global const int *ip, size_t plane, long oh,
                               long o, long from, long4 io, long4 ks, long4 pd,
                               volatile global int *status) {
   const long hs = oh * ks.s2 - pd.s0, W = io.s1;
   const int8 t = vload8(0, ip + oh * io.s3 + o);
   const int8 ws = (int)(o * ks.s3 - pd.s1) + POOL_LANES8 * (int)ks.s3;
+  const int8 lo = max(0, -ws), hi = min((int)ks.s1, (int)W - ws);
   int8 ok = 0;
   for (long i = 0; i < ks.s0; i++) {
     const long r = hs + i;
     if (r < 0 || r >= io.s0) continue;
     const int8 off = t - ((int)(r * W) + ws);
-    ok |= off >= 0 && off < (int)ks.s1;
+    ok |= off >= lo && off < hi;
   }
   if (!all(ok))
     maxpool_check_cols(ip, plane, oh, from, o + 8, io, ks, pd, status);
 }
 
-/* Checks the indices of output row oh: 8 at a time where the windows lie
- * inside the row (no dilation; the last block moved back to end there),
- * the rest one at a time; each index is reported at most once. */
+/* Checks the indices of output row oh: 8 at a time without dilation
+ * (the last block moved back to end with the row), else (or in rows of
+ * fewer than 8) one at a time; each index is reported at most once. */
 POOL_INLINE void maxpool_check_row(global const int *ip, size_t plane, long oh,
                                    long4 io, long4 ks, long4 pd,
                                    volatile global int *status) {
-  const long s = ks.s3, p = pd.s1, r = io.s1 - ks.s1 + p, OW = io.s3;
-  const long f = (p + s - 1) / s;
-  const long e = pd.s2 == 1 && pd.s3 == 1 && r >= 0 ? min(OW, r / s + 1) : 0;
-  if (f + 8 > e) {
+  const long OW = io.s3;
+  if (pd.s2 != 1 || pd.s3 != 1 || OW < 8) {
     maxpool_check_cols(ip, plane, oh, 0, OW, io, ks, pd, status);
     return;
   }
-  maxpool_check_cols(ip, plane, oh, 0, f, io, ks, pd, status);
-  long from = f;
-  POOL_BLOCKS(o, f, e - 8, 8) {
+  long from = 0;
+  POOL_BLOCKS(o, 0, OW - 8, 8) {
     maxpool_check_vec(ip, plane, oh, o, from, io, ks, pd, status);
     from = o + 8;
-    if (o == e - 8) break;
+    if (o == OW - 8) break;
   }
-  maxpool_check_cols(ip, plane, oh, e, OW, io, ks, pd, status);
 }
 
 /* Max pooling's backward, windows 2 or 3 wide of stride 2 along w (no
@@ -883,6 +882,29 @@ inline void maxpool_bwd_vec(global const int *ip, global const real_t *gp,
   }
   const float16 eo = (float16)(e, o);
   POOL_STN(16, eo.s08192a3b4c5d6e7f, dr, b);
+}
+
+/* Inputs [a, b) of input row h beside maxpool_bwd_vec's blocks (its
+ * windows: stride 2, kw 2 or 3, no dilation): maxpool_bwd_cols's sums,
+ * the output columns by shifts instead of its divisions (which took a
+ * quarter of the kernel's time for the two inputs at a row's ends). */
+inline void maxpool_bwd_edge(global const int *ip, global const real_t *gp,
+                             global real_t *dr, long h, long a, long b,
+                             long oh0, long oh1, long4 io, long4 ks,
+                             long4 pd) {
+  const long OW = io.s3, k = ks.s1, p = pd.s1;
+  for (long w = a; w < b; w++) {
+    const long ow0 = max(0L, w + p - k + 2) >> 1;
+    const long ow1 = min(OW - 1, (w + p) >> 1);
+    const int q = (int)(h * io.s1 + w);
+    float s = 0.0f;
+    for (long oh = oh0; oh <= oh1; oh++)
+      for (long ow = ow0; ow <= ow1; ow++) {
+        const float v = LOAD(gp, oh * OW + ow);
+        s += ip[oh * OW + ow] == q ? v : 0.0f;
+      }
+    STORE(s, dr, w);
+  }
 }
 
 /* The blocks' first and last m0 for maxpool_bwd_vec (inputs inside the
@@ -919,12 +941,12 @@ POOL_INLINE void maxpool_bwd_row(global const real_t *dy,
     maxpool_bwd_cols(ip, gp, dr, h, 0, W, oh0, oh1, io, ks, pd);
     return;
   }
-  maxpool_bwd_cols(ip, gp, dr, h, 0, 2 * f - pd.s1, oh0, oh1, io, ks, pd);
+  maxpool_bwd_edge(ip, gp, dr, h, 0, 2 * f - pd.s1, oh0, oh1, io, ks, pd);
   POOL_BLOCKS(m, f, l, 8) {
     maxpool_bwd_vec(ip, gp, dr, h, m, oh0, oh1, io, ks, pd);
     if (m == l) break;
   }
-  maxpool_bwd_cols(ip, gp, dr, h, 2 * l - pd.s1 + 16, W, oh0, oh1, io, ks,
+  maxpool_bwd_edge(ip, gp, dr, h, 2 * l - pd.s1 + 16, W, oh0, oh1, io, ks,
                    pd);
 }
 
