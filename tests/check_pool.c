@@ -1050,6 +1050,53 @@ START_TEST(bad_indices_on_device) {
 }
 END_TEST
 
+/* The same on rows wide enough for the CPU variant's vector check (and, 16-bit,
+ * its row kernels), k3s2p1 on 4 x 64: an index one row above the first
+ * column of its window (off by one along w in the flattened plane: output
+ * (1, 0) naming (0, 63)), and one just past the last window's right edge
+ * (output (0, 31) naming (2, 0)), caught like the others.  Both variants,
+ * every storage type. */
+START_TEST(bad_indices_at_row_ends) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t in[4] = {1, 1, 4, 64}, out[4] = {1, 1, 2, 32};
+  const rumus_pool2d_params p = {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0};
+  const int32_t value[2] = {63, 128}, where[2] = {32, 31};
+  float dy[64];
+  int32_t good[64];
+  for (int j = 0; j < 64; j++) { /* each window's first element */
+    const int oh = j / 32, ow = j % 32;
+    dy[j] = (float)(j + 1);
+    good[j] = (oh > 0 ? 2 * oh - 1 : 0) * 64 + (ow > 0 ? 2 * ow - 1 : 0);
+  }
+  const rumus_dtype d = tu_dtypes[_i];
+  rumus_tensor *tg = tu_tensor_typed(ctx, d, 4, out, dy),
+               *tdx = tu_tensor_typed(ctx, d, 4, in, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int k = 0; k < 2; k++) {
+      int32_t bad[64];
+      memcpy(bad, good, sizeof bad);
+      bad[where[k]] = value[k];
+      rumus_tensor *ti = tu_tensor(ctx, RUMUS_I32, 4, out, bad);
+      TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
+      TU_STATUS(RUMUS_EINDEX, rumus_ctx_sync(ctx));
+      char want[96];
+      snprintf(want, sizeof want, "rumus_maxpool2d_bwd: index %d out of "
+               "range at row %d", value[k], where[k]);
+      ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), want), "%s: %s",
+                    tu_variant_name(tu_variants[v]), rumus_ctx_errmsg(ctx));
+      TU_OK(ctx, rumus_ctx_sync(ctx));
+      float *dx = tu_download_f32(ctx, tdx);
+      ck_assert_float_eq(dx[1], 2.0f);       /* output (0, 1) */
+      ck_assert_float_eq(dx[64 + 3], 35.0f); /* output (1, 2) */
+      free(dx);
+      rumus_tensor_free(ti);
+    }
+  }
+  tu_free_all(ctx, tg, tdx, NULL);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("pool");
   TCase *core = tu_tcase("core");
@@ -1069,6 +1116,7 @@ int main(void) {
   tcase_add_test(errors, bad_parameters);
   tcase_add_test(errors, bad_tensors);
   tcase_add_test(errors, bad_indices_on_device);
+  tcase_add_loop_test(errors, bad_indices_at_row_ends, 0, 3);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }
