@@ -555,12 +555,13 @@ inline long pool_fwd_span(long OW, long W, long k, long s, long p, long d,
             o = min(o##_, last))
 
 /* Max pooling of the n outputs from ow0 of plane xp, output row with
- * first tap row hs: maxpool_window's taps and test, lane by lane. */
-#define MAXPOOL_VEC(N)                                                       \
-  inline void maxpool_vec##N(global const real_t *xp, global real_t *yr,     \
-                             global int *ir, long ow0, long hs, long4 io,    \
-                             long4 ks, long4 pd) {                           \
-    const long W = io.s1, s = ks.s3, c0 = ow0 * s - pd.s1;                   \
+ * first tap row hs: maxpool_window's taps and test, lane by lane (the
+ * exact rule; maxpool_vec's fallback for windows with a NaN). */
+#define MAXPOOL_CHAIN(N)                                                     \
+  inline void maxpool_chain##N(global const real_t *xp, long c0, long hs,    \
+                               long4 io, long4 ks, long4 pd, float##N *mo,   \
+                               int##N *mio) {                                \
+    const long W = io.s1, s = ks.s3;                                         \
     float##N m = -INFINITY;                                                  \
     int##N mi = -1;                                                          \
     for (long i = 0; i < ks.s0; i++) {                                       \
@@ -575,11 +576,110 @@ inline long pool_fwd_span(long OW, long W, long k, long s, long p, long d,
         mi = select(mi, t, take);                                            \
       }                                                                      \
     }                                                                        \
+    *mo = m;                                                                 \
+    *mio = mi;                                                               \
+  }
+MAXPOOL_CHAIN(8)
+MAXPOOL_CHAIN(4)
+
+/* The same in fewer instructions a tap (the forward was bound by them:
+ * about 18 a tap of 8 lanes): the index starts at the window's first tap
+ * inside the image (-1 if none) and the max at -inf, so an all -inf
+ * window keeps its first tap without maxpool_window's mi < 0 test, and
+ * the test is one compare, !(v <= m): v > m, or v NaN, or m NaN.  The
+ * last differs from maxpool_window's (which keeps a NaN max), so a sum of
+ * the taps marks the lanes that met a NaN (or inf - inf) and those take
+ * maxpool_chain's answer. */
+#define MAXPOOL_FIRST(N)                                                     \
+  inline int##N maxpool_first##N(long c0, long hs, long4 io, long4 ks,       \
+                                 long4 pd) {                                 \
+    for (long i = 0; i < ks.s0; i++) {                                       \
+      const long h = hs + i * pd.s2;                                         \
+      if (h >= 0 && h < io.s0)                                               \
+        return (int)(h * io.s1 + c0) + POOL_LANES##N * (int)ks.s3;           \
+    }                                                                        \
+    return -1;                                                               \
+  }
+MAXPOOL_FIRST(8)
+MAXPOOL_FIRST(4)
+
+#define MAXPOOL_VEC(N)                                                       \
+  inline void maxpool_vec##N(global const real_t *xp, global real_t *yr,     \
+                             global int *ir, long ow0, long hs, long4 io,    \
+                             long4 ks, long4 pd) {                           \
+    const long W = io.s1, s = ks.s3, c0 = ow0 * s - pd.s1;                   \
+    float##N m = -INFINITY, nan = 0.0f;                                      \
+    int##N mi = maxpool_first##N(c0, hs, io, ks, pd);                        \
+    for (long i = 0; i < ks.s0; i++) {                                       \
+      const long h = hs + i * pd.s2;                                         \
+      if (h < 0 || h >= io.s0) continue;                                     \
+      for (long j = 0; j < ks.s1; j++) {                                     \
+        const long c = c0 + j * pd.s3;                                       \
+        const float##N v = pool_taps##N(xp + h * W, c, s, W);                \
+        const int##N take = !(v <= m);                                       \
+        m = select(m, v, take);                                              \
+        mi = select(mi, (int)(h * W + c) + POOL_LANES##N * (int)s, take);    \
+        nan += v;                                                            \
+      }                                                                      \
+    }                                                                        \
+    const int##N bad = isnan(nan);                                           \
+    if (any(bad)) {                                                          \
+      float##N a;                                                            \
+      int##N ai;                                                             \
+      maxpool_chain##N(xp, c0, hs, io, ks, pd, &a, &ai);                     \
+      m = select(m, a, bad);                                                 \
+      mi = select(mi, ai, bad);                                              \
+    }                                                                        \
     POOL_STN(N, m, yr, ow0);                                                 \
     vstore##N(mi, 0, ir + ow0);                                              \
   }
 MAXPOOL_VEC(8)
 MAXPOOL_VEC(4)
+
+/* maxpool_vec8 of the blocks from oa and from ob (>= oa) at once: two
+ * independent chains of compare and select (about 4 cycles a tap each). */
+inline void maxpool_vec8x2(global const real_t *xp, global real_t *yr,
+                           global int *ir, long oa, long ob, long hs,
+                           long4 io, long4 ks, long4 pd) {
+  const long W = io.s1, s = ks.s3, ca = oa * s - pd.s1, cb = ob * s - pd.s1;
+  float8 ma = -INFINITY, mb = -INFINITY, na = 0.0f, nb = 0.0f;
+  int8 ia = maxpool_first8(ca, hs, io, ks, pd),
+       ib = maxpool_first8(cb, hs, io, ks, pd);
+  /* pool_taps8's shifts and stride switch are not needed here */
+  const int even = s == 2 && cb + (ks.s1 - 1) * pd.s3 + 16 <= W;
+  for (long i = 0; i < ks.s0; i++) {
+    const long h = hs + i * pd.s2;
+    if (h < 0 || h >= io.s0) continue;
+    global const real_t *xr = xp + h * W;
+    for (long j = 0; j < ks.s1; j++) {
+      const long c = j * pd.s3;
+      float8 va, vb;
+      if (even) { /* stride 2, both loads inside the row */
+        va = POOL_LDN(16, xr, ca + c).even;
+        vb = POOL_LDN(16, xr, cb + c).even;
+      } else {
+        va = pool_taps8(xr, ca + c, s, W);
+        vb = pool_taps8(xr, cb + c, s, W);
+      }
+      const int8 ka = !(va <= ma), kb = !(vb <= mb);
+      ma = select(ma, va, ka);
+      ia = select(ia, (int)(h * W + ca + c) + POOL_LANES8 * (int)s, ka);
+      mb = select(mb, vb, kb);
+      ib = select(ib, (int)(h * W + cb + c) + POOL_LANES8 * (int)s, kb);
+      na += va;
+      nb += vb;
+    }
+  }
+  if (any(isnan(na) | isnan(nb))) { /* maxpool_vec8's fallback */
+    maxpool_vec8(xp, yr, ir, oa, hs, io, ks, pd);
+    maxpool_vec8(xp, yr, ir, ob, hs, io, ks, pd);
+    return;
+  }
+  POOL_STN(8, ma, yr, oa);
+  vstore8(ia, 0, ir + oa);
+  POOL_STN(8, mb, yr, ob);
+  vstore8(ib, 0, ir + ob);
+}
 
 /* Outputs [a, b) of a row of max pooling, one at a time. */
 inline void maxpool_fwd_cols(global const real_t *xp, global real_t *yr,
@@ -611,12 +711,16 @@ POOL_INLINE void maxpool_fwd_row(global const real_t *x, global real_t *y,
     return;
   }
   maxpool_fwd_cols(xp, yr, ir, 0, f, hs, io, ks, pd);
-  POOL_BLOCKS(o, f, l, n) {
-    if (n == 8)
-      maxpool_vec8(xp, yr, ir, o, hs, io, ks, pd);
-    else
+  if (n == 8) { /* pairs of blocks, the last pair ending at l + 8 */
+    long o = f;
+    for (; o + 8 < l; o += 16)
+      maxpool_vec8x2(xp, yr, ir, o, o + 8, hs, io, ks, pd);
+    maxpool_vec8x2(xp, yr, ir, min(o, l), l, hs, io, ks, pd);
+  } else {
+    POOL_BLOCKS(o, f, l, n) {
       maxpool_vec4(xp, yr, ir, o, hs, io, ks, pd);
-    if (o == l) break;
+      if (o == l) break;
+    }
   }
   maxpool_fwd_cols(xp, yr, ir, l + n, OW, hs, io, ks, pd);
 }
