@@ -2140,6 +2140,50 @@ void maxpool2d_bwd_planes(ulong n, ulong base, global const real_t *dy,
 #endif
 }
 
+/* dx row dst from the row src before it, W elements, the stored bits. */
+inline void pool_copy_row(global real_t *dst, global const real_t *src,
+                          long W) {
+  long w = 0;
+  if (sizeof(real_t) == 4) {
+    global const uint *a = (global const uint *)src;
+    global uint *b = (global uint *)dst;
+    for (; w + 8 <= W; w += 8) vstore8(vload8(0, a + w), 0, b + w);
+    for (; w < W; w++) b[w] = a[w];
+  } else {
+    global const ushort *a = (global const ushort *)src;
+    global ushort *b = (global ushort *)dst;
+    for (; w + 16 <= W; w += 16) vstore16(vload16(0, a + w), 0, b + w);
+    for (; w < W; w++) b[w] = a[w];
+  }
+}
+
+/* Input rows [r0, r1) of the average backward (N C H rows): a row's dx
+ * depends on its plane and its output rows [oh0, oh1] only, so a row with
+ * the same ones as the row before it (s h - 1 rows of s h where windows
+ * tile the image: three of four in the 4 x 4 tiles of adaptive pooling
+ * from 28 to 7) copies that row instead of dividing and adding again. */
+inline void avgpool_bwd_rows(global const real_t *dy, global real_t *dx,
+                             size_t r0, size_t r1, long4 io, long4 ks,
+                             long4 pd, int cip, int divisor) {
+  long h, p0 = -1, p1 = -1;
+  size_t plane = pool_plane(r0, io.s0, &h);
+  for (size_t r = r0; r < r1; r++) {
+    const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
+    const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+    global real_t *dr = dx + r * (size_t)io.s1;
+    if (r > r0 && h > 0 && oh0 == p0 && oh1 == p1)
+      pool_copy_row(dr, dr - io.s1, io.s1);
+    else
+      avgpool_bwd_row(dy, dx, plane, h, io, ks, pd, cip, divisor);
+    p0 = oh0;
+    p1 = oh1;
+    if (++h == io.s0) {
+      h = 0;
+      plane++;
+    }
+  }
+}
+
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
@@ -2153,8 +2197,10 @@ void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                       io, ks, pd, cip, divisor);
     return;
   }
-  POOL_ROWS(io.s0, avgpool_bwd_row(dy + dyo, dx + dxo, plane_, h_, io, ks, pd,
-                                   cip, divisor));
+  POOL_ITEM(n, base);
+  const size_t r0 = item * (size_t)rpw;
+  avgpool_bwd_rows(dy + dyo, dx + dxo, r0, min(r0 + (size_t)rpw, (size_t)rows),
+                   io, ks, pd, cip, divisor);
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
