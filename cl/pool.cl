@@ -725,6 +725,27 @@ POOL_INLINE void maxpool_fwd_row(global const real_t *x, global real_t *y,
   maxpool_fwd_cols(xp, yr, ir, l + n, OW, hs, io, ks, pd);
 }
 
+/* Windows that tile the row (kw = sw = 2 or 4): the taps of n windows
+ * in a row are the n sw elements from c, one load (two for 8 lanes of 4)
+ * where pool_taps loaded them again for each tap; added to acc in tap
+ * order. */
+inline float8 avg_tile8(global const real_t *r, long c, long s, float8 acc) {
+  const float16 a = POOL_LDN(16, r, c);
+  if (s == 2) return acc + a.even + a.odd;
+  const float16 b = POOL_LDN(16, r, c + 16);
+  return acc + (float8)(a.s048c, b.s048c) + (float8)(a.s159d, b.s159d) +
+         (float8)(a.s26ae, b.s26ae) + (float8)(a.s37bf, b.s37bf);
+}
+
+inline float4 avg_tile4(global const real_t *r, long c, long s, float4 acc) {
+  if (s == 2) {
+    const float8 a = POOL_LDN(8, r, c);
+    return acc + a.even + a.odd;
+  }
+  const float16 a = POOL_LDN(16, r, c);
+  return acc + a.s048c + a.s159d + a.s26ae + a.s37bf;
+}
+
 /* The window sums of the n outputs from ow0 over input rows [h0, h1)
  * (avgpool_at's order). */
 #define AVGPOOL_VEC(N)                                                       \
@@ -732,6 +753,11 @@ POOL_INLINE void maxpool_fwd_row(global const real_t *x, global real_t *y,
                                  long h1, long4 io, long4 ks, long4 pd) {    \
     const long W = io.s1, s = ks.s3, c0 = ow0 * s - pd.s1;                   \
     float##N acc = 0.0f;                                                     \
+    if (ks.s1 == s && (s == 2 || s == 4)) { /* inside the row: the span */   \
+      for (long h = h0; h < h1; h++)                                         \
+        acc = avg_tile##N(xp + h * W, c0, s, acc);                           \
+      return acc;                                                            \
+    }                                                                        \
     for (long h = h0; h < h1; h++)                                           \
       for (long j = 0; j < ks.s1; j++)                                       \
         acc += pool_taps##N(xp + h * W, c0 + j, s, W);                       \
