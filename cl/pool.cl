@@ -1912,7 +1912,9 @@ inline int avg_g_fits(long4 io, long4 ks) {
 }
 
 /* The g row of output row oh of plane gp into g: g[kw - 1 + ow] = dy /
- * divisor (avg_grad's term), zeros at the kw - 1 places on each side. */
+ * divisor (avg_grad's term), zeros at the kw - 1 places on each side;
+ * 8 outputs a division where the row has 8 (the divisors lane by lane,
+ * the integers avg_axis gives, converted as avg_divisor does). */
 inline void avg_g_row(private float *g, global const real_t *gp, long oh,
                       long4 io, long4 ks, long4 pd, int cip, int divisor) {
   const long OW = io.s3, k = ks.s1;
@@ -1920,6 +1922,19 @@ inline void avg_g_row(private float *g, global const real_t *gp, long oh,
   const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
   for (long i = 0; i < k - 1; i++) g[i] = g[k - 1 + OW + i] = 0.0f;
   global const real_t *gr = gp + oh * OW;
+  if (OW >= 8 && ph * k <= INT_MAX) {
+    const int W = (int)io.s1, p = (int)pd.s1, kh = (int)(h1 - h0);
+    POOL_BLOCKS(o, 0, OW - 8, 8) {
+      const int8 st = (int)o - p + POOL_LANES8, en = min(st + (int)k, W + p);
+      const int8 kept = min(en, W) - max(st, 0);
+      const float8 d =
+          divisor > 0 ? (float8)((float)divisor)
+                      : convert_float8(cip ? (int)ph * (en - st) : kh * kept);
+      vstore8(POOL_LDN(8, gr, o) / d, 0, g + k - 1 + o);
+      if (o == OW - 8) break;
+    }
+    return;
+  }
   for (long ow = 0; ow < OW; ow++) {
     const long pw = avg_axis(ow, k, 1, pd.s1, io.s1, &w0, &w1);
     g[k - 1 + ow] = LOAD(gr, ow) / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0),
@@ -1928,17 +1943,26 @@ inline void avg_g_row(private float *g, global const real_t *gp, long oh,
 }
 
 /* Input row dr from the ring's output rows [oh0, oh1]: lane w adds g[w +
- * pw + j] (output w + pw - kw + 1 + j), j < kw, of each row in turn. */
+ * pw + j] (output w + pw - kw + 1 + j), j < kw, of each row in turn; two
+ * blocks of 8 at once (the last pair moved back to end with the row), as
+ * each block is a chain of dependent adds. */
 inline void avg_g_sum(private const float *ring, global real_t *dr, long oh0,
                       long oh1, long W, long k, long p) {
-  POOL_BLOCKS(w, 0, W - 8, 8) {
-    float8 acc = 0.0f;
+  long a = 0;
+  for (;; a += 16) {
+    const long b = min(a + 8, W - 8);
+    a = min(a, W - 8);
+    float8 sa = 0.0f, sb = 0.0f;
     for (long oh = oh0; oh <= oh1; oh++) {
-      private const float *g = ring + (oh % AVG_GR) * AVG_GW + w + p;
-      for (long j = 0; j < k; j++) acc += vload8(0, g + j);
+      private const float *g = ring + (oh % AVG_GR) * AVG_GW + p;
+      for (long j = 0; j < k; j++) {
+        sa += vload8(0, g + a + j);
+        sb += vload8(0, g + b + j);
+      }
     }
-    POOL_STN(8, acc, dr, w);
-    if (w == W - 8) break;
+    POOL_STN(8, sa, dr, a);
+    POOL_STN(8, sb, dr, b);
+    if (b == W - 8) break;
   }
 }
 
@@ -1997,26 +2021,38 @@ inline void avg_x_row(private float *r, global const real_t *xp, long h,
 }
 
 /* Output row yr (row oh) from the ring's input rows [h0, h1): lanes ow
- * add r[ow + j], j < kw, of each row in turn, over their divisors. */
+ * add r[ow + j], j < kw, of each row in turn, over their divisors; two
+ * blocks of 8 at once (see avg_g_sum). */
+inline float8 avg_x_div(long o, int ph, int kh, int W, int k, int p,
+                        int cip, int divisor) {
+  const int8 st = (int)o - p + POOL_LANES8, en = min(st + k, W + p);
+  const int8 kept = min(en, W) - max(st, 0);
+  return divisor > 0 ? (float8)((float)divisor)
+                     : convert_float8(cip ? ph * (en - st) : kh * kept);
+}
+
 inline void avg_x_sum(private const float *ring, global real_t *yr, long oh,
                       long4 io, long4 ks, long4 pd, int cip, int divisor) {
   long h0, h1;
   const int ph = (int)avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
   const int kh = (int)(h1 - h0), W = (int)io.s1, k = (int)ks.s1,
             p = (int)pd.s1;
-  POOL_BLOCKS(o, 0, io.s3 - 8, 8) {
-    float8 acc = 0.0f;
+  const long last = io.s3 - 8;
+  long a = 0;
+  for (;; a += 16) {
+    const long b = min(a + 8, last);
+    a = min(a, last);
+    float8 sa = 0.0f, sb = 0.0f;
     for (long h = h0; h < h1; h++) {
-      private const float *r = ring + (h % AVG_GR) * AVG_GW + o;
-      for (long j = 0; j < k; j++) acc += vload8(0, r + j);
+      private const float *r = ring + (h % AVG_GR) * AVG_GW;
+      for (long j = 0; j < k; j++) {
+        sa += vload8(0, r + a + j);
+        sb += vload8(0, r + b + j);
+      }
     }
-    const int8 st = (int)o - p + POOL_LANES8, en = min(st + k, W + p);
-    const int8 kept = min(en, W) - max(st, 0);
-    const float8 d = divisor > 0
-                         ? (float8)((float)divisor)
-                         : convert_float8(cip ? ph * (en - st) : kh * kept);
-    POOL_STN(8, acc / d, yr, o);
-    if (o == io.s3 - 8) break;
+    POOL_STN(8, sa / avg_x_div(a, ph, kh, W, k, p, cip, divisor), yr, a);
+    POOL_STN(8, sb / avg_x_div(b, ph, kh, W, k, p, cip, divisor), yr, b);
+    if (b == last) break;
   }
 }
 
