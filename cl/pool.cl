@@ -555,12 +555,13 @@ inline long pool_fwd_span(long OW, long W, long k, long s, long p, long d,
             o = min(o##_, last))
 
 /* Max pooling of the n outputs from ow0 of plane xp, output row with
- * first tap row hs: maxpool_window's taps and test, lane by lane. */
-#define MAXPOOL_VEC(N)                                                       \
-  inline void maxpool_vec##N(global const real_t *xp, global real_t *yr,     \
-                             global int *ir, long ow0, long hs, long4 io,    \
-                             long4 ks, long4 pd) {                           \
-    const long W = io.s1, s = ks.s3, c0 = ow0 * s - pd.s1;                   \
+ * first tap row hs: maxpool_window's taps and test, lane by lane (the
+ * exact rule; maxpool_vec's fallback for windows with a NaN). */
+#define MAXPOOL_CHAIN(N)                                                     \
+  inline void maxpool_chain##N(global const real_t *xp, long c0, long hs,    \
+                               long4 io, long4 ks, long4 pd, float##N *mo,   \
+                               int##N *mio) {                                \
+    const long W = io.s1, s = ks.s3;                                         \
     float##N m = -INFINITY;                                                  \
     int##N mi = -1;                                                          \
     for (long i = 0; i < ks.s0; i++) {                                       \
@@ -575,11 +576,110 @@ inline long pool_fwd_span(long OW, long W, long k, long s, long p, long d,
         mi = select(mi, t, take);                                            \
       }                                                                      \
     }                                                                        \
+    *mo = m;                                                                 \
+    *mio = mi;                                                               \
+  }
+MAXPOOL_CHAIN(8)
+MAXPOOL_CHAIN(4)
+
+/* The same in fewer instructions a tap (the forward was bound by them:
+ * about 18 a tap of 8 lanes): the index starts at the window's first tap
+ * inside the image (-1 if none) and the max at -inf, so an all -inf
+ * window keeps its first tap without maxpool_window's mi < 0 test, and
+ * the test is one compare, !(v <= m): v > m, or v NaN, or m NaN.  The
+ * last differs from maxpool_window's (which keeps a NaN max), so a sum of
+ * the taps marks the lanes that met a NaN (or inf - inf) and those take
+ * maxpool_chain's answer. */
+#define MAXPOOL_FIRST(N)                                                     \
+  inline int##N maxpool_first##N(long c0, long hs, long4 io, long4 ks,       \
+                                 long4 pd) {                                 \
+    for (long i = 0; i < ks.s0; i++) {                                       \
+      const long h = hs + i * pd.s2;                                         \
+      if (h >= 0 && h < io.s0)                                               \
+        return (int)(h * io.s1 + c0) + POOL_LANES##N * (int)ks.s3;           \
+    }                                                                        \
+    return -1;                                                               \
+  }
+MAXPOOL_FIRST(8)
+MAXPOOL_FIRST(4)
+
+#define MAXPOOL_VEC(N)                                                       \
+  inline void maxpool_vec##N(global const real_t *xp, global real_t *yr,     \
+                             global int *ir, long ow0, long hs, long4 io,    \
+                             long4 ks, long4 pd) {                           \
+    const long W = io.s1, s = ks.s3, c0 = ow0 * s - pd.s1;                   \
+    float##N m = -INFINITY, nan = 0.0f;                                      \
+    int##N mi = maxpool_first##N(c0, hs, io, ks, pd);                        \
+    for (long i = 0; i < ks.s0; i++) {                                       \
+      const long h = hs + i * pd.s2;                                         \
+      if (h < 0 || h >= io.s0) continue;                                     \
+      for (long j = 0; j < ks.s1; j++) {                                     \
+        const long c = c0 + j * pd.s3;                                       \
+        const float##N v = pool_taps##N(xp + h * W, c, s, W);                \
+        const int##N take = !(v <= m);                                       \
+        m = select(m, v, take);                                              \
+        mi = select(mi, (int)(h * W + c) + POOL_LANES##N * (int)s, take);    \
+        nan += v;                                                            \
+      }                                                                      \
+    }                                                                        \
+    const int##N bad = isnan(nan);                                           \
+    if (any(bad)) {                                                          \
+      float##N a;                                                            \
+      int##N ai;                                                             \
+      maxpool_chain##N(xp, c0, hs, io, ks, pd, &a, &ai);                     \
+      m = select(m, a, bad);                                                 \
+      mi = select(mi, ai, bad);                                              \
+    }                                                                        \
     POOL_STN(N, m, yr, ow0);                                                 \
     vstore##N(mi, 0, ir + ow0);                                              \
   }
 MAXPOOL_VEC(8)
 MAXPOOL_VEC(4)
+
+/* maxpool_vec8 of the blocks from oa and from ob (>= oa) at once: two
+ * independent chains of compare and select (about 4 cycles a tap each). */
+inline void maxpool_vec8x2(global const real_t *xp, global real_t *yr,
+                           global int *ir, long oa, long ob, long hs,
+                           long4 io, long4 ks, long4 pd) {
+  const long W = io.s1, s = ks.s3, ca = oa * s - pd.s1, cb = ob * s - pd.s1;
+  float8 ma = -INFINITY, mb = -INFINITY, na = 0.0f, nb = 0.0f;
+  int8 ia = maxpool_first8(ca, hs, io, ks, pd),
+       ib = maxpool_first8(cb, hs, io, ks, pd);
+  /* pool_taps8's shifts and stride switch are not needed here */
+  const int even = s == 2 && cb + (ks.s1 - 1) * pd.s3 + 16 <= W;
+  for (long i = 0; i < ks.s0; i++) {
+    const long h = hs + i * pd.s2;
+    if (h < 0 || h >= io.s0) continue;
+    global const real_t *xr = xp + h * W;
+    for (long j = 0; j < ks.s1; j++) {
+      const long c = j * pd.s3;
+      float8 va, vb;
+      if (even) { /* stride 2, both loads inside the row */
+        va = POOL_LDN(16, xr, ca + c).even;
+        vb = POOL_LDN(16, xr, cb + c).even;
+      } else {
+        va = pool_taps8(xr, ca + c, s, W);
+        vb = pool_taps8(xr, cb + c, s, W);
+      }
+      const int8 ka = !(va <= ma), kb = !(vb <= mb);
+      ma = select(ma, va, ka);
+      ia = select(ia, (int)(h * W + ca + c) + POOL_LANES8 * (int)s, ka);
+      mb = select(mb, vb, kb);
+      ib = select(ib, (int)(h * W + cb + c) + POOL_LANES8 * (int)s, kb);
+      na += va;
+      nb += vb;
+    }
+  }
+  if (any(isnan(na) | isnan(nb))) { /* maxpool_vec8's fallback */
+    maxpool_vec8(xp, yr, ir, oa, hs, io, ks, pd);
+    maxpool_vec8(xp, yr, ir, ob, hs, io, ks, pd);
+    return;
+  }
+  POOL_STN(8, ma, yr, oa);
+  vstore8(ia, 0, ir + oa);
+  POOL_STN(8, mb, yr, ob);
+  vstore8(ib, 0, ir + ob);
+}
 
 /* Outputs [a, b) of a row of max pooling, one at a time. */
 inline void maxpool_fwd_cols(global const real_t *xp, global real_t *yr,
@@ -611,14 +711,39 @@ POOL_INLINE void maxpool_fwd_row(global const real_t *x, global real_t *y,
     return;
   }
   maxpool_fwd_cols(xp, yr, ir, 0, f, hs, io, ks, pd);
-  POOL_BLOCKS(o, f, l, n) {
-    if (n == 8)
-      maxpool_vec8(xp, yr, ir, o, hs, io, ks, pd);
-    else
+  if (n == 8) { /* pairs of blocks, the last pair ending at l + 8 */
+    long o = f;
+    for (; o + 8 < l; o += 16)
+      maxpool_vec8x2(xp, yr, ir, o, o + 8, hs, io, ks, pd);
+    maxpool_vec8x2(xp, yr, ir, min(o, l), l, hs, io, ks, pd);
+  } else {
+    POOL_BLOCKS(o, f, l, n) {
       maxpool_vec4(xp, yr, ir, o, hs, io, ks, pd);
-    if (o == l) break;
+      if (o == l) break;
+    }
   }
   maxpool_fwd_cols(xp, yr, ir, l + n, OW, hs, io, ks, pd);
+}
+
+/* Windows that tile the row (kw = sw = 2 or 4): the taps of n windows
+ * in a row are the n sw elements from c, one load (two for 8 lanes of 4)
+ * where pool_taps loaded them again for each tap; added to acc in tap
+ * order. */
+inline float8 avg_tile8(global const real_t *r, long c, long s, float8 acc) {
+  const float16 a = POOL_LDN(16, r, c);
+  if (s == 2) return acc + a.even + a.odd;
+  const float16 b = POOL_LDN(16, r, c + 16);
+  return acc + (float8)(a.s048c, b.s048c) + (float8)(a.s159d, b.s159d) +
+         (float8)(a.s26ae, b.s26ae) + (float8)(a.s37bf, b.s37bf);
+}
+
+inline float4 avg_tile4(global const real_t *r, long c, long s, float4 acc) {
+  if (s == 2) {
+    const float8 a = POOL_LDN(8, r, c);
+    return acc + a.even + a.odd;
+  }
+  const float16 a = POOL_LDN(16, r, c);
+  return acc + a.s048c + a.s159d + a.s26ae + a.s37bf;
 }
 
 /* The window sums of the n outputs from ow0 over input rows [h0, h1)
@@ -628,6 +753,11 @@ POOL_INLINE void maxpool_fwd_row(global const real_t *x, global real_t *y,
                                  long h1, long4 io, long4 ks, long4 pd) {    \
     const long W = io.s1, s = ks.s3, c0 = ow0 * s - pd.s1;                   \
     float##N acc = 0.0f;                                                     \
+    if (ks.s1 == s && (s == 2 || s == 4)) { /* inside the row: the span */   \
+      for (long h = h0; h < h1; h++)                                         \
+        acc = avg_tile##N(xp + h * W, c0, s, acc);                           \
+      return acc;                                                            \
+    }                                                                        \
     for (long h = h0; h < h1; h++)                                           \
       for (long j = 0; j < ks.s1; j++)                                       \
         acc += pool_taps##N(xp + h * W, c0 + j, s, W);                       \
@@ -810,50 +940,49 @@ POOL_INLINE void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
   avgpool_bwd_cols(gp, dr, l + n, W, oh0, oh1, io, ks, pd, cip, divisor);
 }
 
-/* The index check of 8 outputs from o of output row oh whose windows lie
- * inside the row, without dilation: t is in output ow's window iff t -
- * ((hs + i) W + ws) is in [0, kw) for one of its rows hs + i inside the
- * image (no division; maxpool_row_ok's answer).  When a lane fails,
- * maxpool_check_cols checks outputs `from` (not yet checked) to o + 8
- * again and reports. */
+/* The index check of 8 outputs from o of output row oh, without
+ * dilation: t is in output ow's window iff t - ((hs + i) W + ws) is in
+ * [max(0, -ws), min(kw, W - ws)) for one of its rows hs + i inside the
+ * image (no division; maxpool_row_ok's answer for the windows that reach
+ * an input, which every window does where the row is at least kw - pw
+ * wide; an empty window's -1 fails here and is checked again below).
+ * When a lane fails, maxpool_check_cols checks outputs `from` (not yet
+ * checked) to o + 8 again and reports. */
 inline void maxpool_check_vec(global const int *ip, size_t plane, long oh,
                               long o, long from, long4 io, long4 ks, long4 pd,
                               volatile global int *status) {
   const long hs = oh * ks.s2 - pd.s0, W = io.s1;
   const int8 t = vload8(0, ip + oh * io.s3 + o);
   const int8 ws = (int)(o * ks.s3 - pd.s1) + POOL_LANES8 * (int)ks.s3;
+  const int8 lo = max(0, -ws), hi = min((int)ks.s1, (int)W - ws);
   int8 ok = 0;
   for (long i = 0; i < ks.s0; i++) {
     const long r = hs + i;
     if (r < 0 || r >= io.s0) continue;
     const int8 off = t - ((int)(r * W) + ws);
-    ok |= off >= 0 && off < (int)ks.s1;
+    ok |= off >= lo && off < hi;
   }
   if (!all(ok))
     maxpool_check_cols(ip, plane, oh, from, o + 8, io, ks, pd, status);
 }
 
-/* Checks the indices of output row oh: 8 at a time where the windows lie
- * inside the row (no dilation; the last block moved back to end there),
- * the rest one at a time; each index is reported at most once. */
+/* Checks the indices of output row oh: 8 at a time without dilation
+ * (the last block moved back to end with the row), else (or in rows of
+ * fewer than 8) one at a time; each index is reported at most once. */
 POOL_INLINE void maxpool_check_row(global const int *ip, size_t plane, long oh,
                                    long4 io, long4 ks, long4 pd,
                                    volatile global int *status) {
-  const long s = ks.s3, p = pd.s1, r = io.s1 - ks.s1 + p, OW = io.s3;
-  const long f = (p + s - 1) / s;
-  const long e = pd.s2 == 1 && pd.s3 == 1 && r >= 0 ? min(OW, r / s + 1) : 0;
-  if (f + 8 > e) {
+  const long OW = io.s3;
+  if (pd.s2 != 1 || pd.s3 != 1 || OW < 8) {
     maxpool_check_cols(ip, plane, oh, 0, OW, io, ks, pd, status);
     return;
   }
-  maxpool_check_cols(ip, plane, oh, 0, f, io, ks, pd, status);
-  long from = f;
-  POOL_BLOCKS(o, f, e - 8, 8) {
+  long from = 0;
+  POOL_BLOCKS(o, 0, OW - 8, 8) {
     maxpool_check_vec(ip, plane, oh, o, from, io, ks, pd, status);
     from = o + 8;
-    if (o == e - 8) break;
+    if (o == OW - 8) break;
   }
-  maxpool_check_cols(ip, plane, oh, e, OW, io, ks, pd, status);
 }
 
 /* Max pooling's backward, windows 2 or 3 wide of stride 2 along w (no
@@ -883,6 +1012,29 @@ inline void maxpool_bwd_vec(global const int *ip, global const real_t *gp,
   }
   const float16 eo = (float16)(e, o);
   POOL_STN(16, eo.s08192a3b4c5d6e7f, dr, b);
+}
+
+/* Inputs [a, b) of input row h beside maxpool_bwd_vec's blocks (its
+ * windows: stride 2, kw 2 or 3, no dilation): maxpool_bwd_cols's sums,
+ * the output columns by shifts instead of its divisions (which took a
+ * quarter of the kernel's time for the two inputs at a row's ends). */
+inline void maxpool_bwd_edge(global const int *ip, global const real_t *gp,
+                             global real_t *dr, long h, long a, long b,
+                             long oh0, long oh1, long4 io, long4 ks,
+                             long4 pd) {
+  const long OW = io.s3, k = ks.s1, p = pd.s1;
+  for (long w = a; w < b; w++) {
+    const long ow0 = max(0L, w + p - k + 2) >> 1;
+    const long ow1 = min(OW - 1, (w + p) >> 1);
+    const int q = (int)(h * io.s1 + w);
+    float s = 0.0f;
+    for (long oh = oh0; oh <= oh1; oh++)
+      for (long ow = ow0; ow <= ow1; ow++) {
+        const float v = LOAD(gp, oh * OW + ow);
+        s += ip[oh * OW + ow] == q ? v : 0.0f;
+      }
+    STORE(s, dr, w);
+  }
 }
 
 /* The blocks' first and last m0 for maxpool_bwd_vec (inputs inside the
@@ -919,12 +1071,12 @@ POOL_INLINE void maxpool_bwd_row(global const real_t *dy,
     maxpool_bwd_cols(ip, gp, dr, h, 0, W, oh0, oh1, io, ks, pd);
     return;
   }
-  maxpool_bwd_cols(ip, gp, dr, h, 0, 2 * f - pd.s1, oh0, oh1, io, ks, pd);
+  maxpool_bwd_edge(ip, gp, dr, h, 0, 2 * f - pd.s1, oh0, oh1, io, ks, pd);
   POOL_BLOCKS(m, f, l, 8) {
     maxpool_bwd_vec(ip, gp, dr, h, m, oh0, oh1, io, ks, pd);
     if (m == l) break;
   }
-  maxpool_bwd_cols(ip, gp, dr, h, 2 * l - pd.s1 + 16, W, oh0, oh1, io, ks,
+  maxpool_bwd_edge(ip, gp, dr, h, 2 * l - pd.s1 + 16, W, oh0, oh1, io, ks,
                    pd);
 }
 
@@ -1760,7 +1912,9 @@ inline int avg_g_fits(long4 io, long4 ks) {
 }
 
 /* The g row of output row oh of plane gp into g: g[kw - 1 + ow] = dy /
- * divisor (avg_grad's term), zeros at the kw - 1 places on each side. */
+ * divisor (avg_grad's term), zeros at the kw - 1 places on each side;
+ * 8 outputs a division where the row has 8 (the divisors lane by lane,
+ * the integers avg_axis gives, converted as avg_divisor does). */
 inline void avg_g_row(private float *g, global const real_t *gp, long oh,
                       long4 io, long4 ks, long4 pd, int cip, int divisor) {
   const long OW = io.s3, k = ks.s1;
@@ -1768,6 +1922,19 @@ inline void avg_g_row(private float *g, global const real_t *gp, long oh,
   const long ph = avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
   for (long i = 0; i < k - 1; i++) g[i] = g[k - 1 + OW + i] = 0.0f;
   global const real_t *gr = gp + oh * OW;
+  if (OW >= 8 && ph * k <= INT_MAX) {
+    const int W = (int)io.s1, p = (int)pd.s1, kh = (int)(h1 - h0);
+    POOL_BLOCKS(o, 0, OW - 8, 8) {
+      const int8 st = (int)o - p + POOL_LANES8, en = min(st + (int)k, W + p);
+      const int8 kept = min(en, W) - max(st, 0);
+      const float8 d =
+          divisor > 0 ? (float8)((float)divisor)
+                      : convert_float8(cip ? (int)ph * (en - st) : kh * kept);
+      vstore8(POOL_LDN(8, gr, o) / d, 0, g + k - 1 + o);
+      if (o == OW - 8) break;
+    }
+    return;
+  }
   for (long ow = 0; ow < OW; ow++) {
     const long pw = avg_axis(ow, k, 1, pd.s1, io.s1, &w0, &w1);
     g[k - 1 + ow] = LOAD(gr, ow) / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0),
@@ -1776,17 +1943,26 @@ inline void avg_g_row(private float *g, global const real_t *gp, long oh,
 }
 
 /* Input row dr from the ring's output rows [oh0, oh1]: lane w adds g[w +
- * pw + j] (output w + pw - kw + 1 + j), j < kw, of each row in turn. */
+ * pw + j] (output w + pw - kw + 1 + j), j < kw, of each row in turn; two
+ * blocks of 8 at once (the last pair moved back to end with the row), as
+ * each block is a chain of dependent adds. */
 inline void avg_g_sum(private const float *ring, global real_t *dr, long oh0,
                       long oh1, long W, long k, long p) {
-  POOL_BLOCKS(w, 0, W - 8, 8) {
-    float8 acc = 0.0f;
+  long a = 0;
+  for (;; a += 16) {
+    const long b = min(a + 8, W - 8);
+    a = min(a, W - 8);
+    float8 sa = 0.0f, sb = 0.0f;
     for (long oh = oh0; oh <= oh1; oh++) {
-      private const float *g = ring + (oh % AVG_GR) * AVG_GW + w + p;
-      for (long j = 0; j < k; j++) acc += vload8(0, g + j);
+      private const float *g = ring + (oh % AVG_GR) * AVG_GW + p;
+      for (long j = 0; j < k; j++) {
+        sa += vload8(0, g + a + j);
+        sb += vload8(0, g + b + j);
+      }
     }
-    POOL_STN(8, acc, dr, w);
-    if (w == W - 8) break;
+    POOL_STN(8, sa, dr, a);
+    POOL_STN(8, sb, dr, b);
+    if (b == W - 8) break;
   }
 }
 
@@ -1845,26 +2021,38 @@ inline void avg_x_row(private float *r, global const real_t *xp, long h,
 }
 
 /* Output row yr (row oh) from the ring's input rows [h0, h1): lanes ow
- * add r[ow + j], j < kw, of each row in turn, over their divisors. */
+ * add r[ow + j], j < kw, of each row in turn, over their divisors; two
+ * blocks of 8 at once (see avg_g_sum). */
+inline float8 avg_x_div(long o, int ph, int kh, int W, int k, int p,
+                        int cip, int divisor) {
+  const int8 st = (int)o - p + POOL_LANES8, en = min(st + k, W + p);
+  const int8 kept = min(en, W) - max(st, 0);
+  return divisor > 0 ? (float8)((float)divisor)
+                     : convert_float8(cip ? ph * (en - st) : kh * kept);
+}
+
 inline void avg_x_sum(private const float *ring, global real_t *yr, long oh,
                       long4 io, long4 ks, long4 pd, int cip, int divisor) {
   long h0, h1;
   const int ph = (int)avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
   const int kh = (int)(h1 - h0), W = (int)io.s1, k = (int)ks.s1,
             p = (int)pd.s1;
-  POOL_BLOCKS(o, 0, io.s3 - 8, 8) {
-    float8 acc = 0.0f;
+  const long last = io.s3 - 8;
+  long a = 0;
+  for (;; a += 16) {
+    const long b = min(a + 8, last);
+    a = min(a, last);
+    float8 sa = 0.0f, sb = 0.0f;
     for (long h = h0; h < h1; h++) {
-      private const float *r = ring + (h % AVG_GR) * AVG_GW + o;
-      for (long j = 0; j < k; j++) acc += vload8(0, r + j);
+      private const float *r = ring + (h % AVG_GR) * AVG_GW;
+      for (long j = 0; j < k; j++) {
+        sa += vload8(0, r + a + j);
+        sb += vload8(0, r + b + j);
+      }
     }
-    const int8 st = (int)o - p + POOL_LANES8, en = min(st + k, W + p);
-    const int8 kept = min(en, W) - max(st, 0);
-    const float8 d = divisor > 0
-                         ? (float8)((float)divisor)
-                         : convert_float8(cip ? ph * (en - st) : kh * kept);
-    POOL_STN(8, acc / d, yr, o);
-    if (o == io.s3 - 8) break;
+    POOL_STN(8, sa / avg_x_div(a, ph, kh, W, k, p, cip, divisor), yr, a);
+    POOL_STN(8, sb / avg_x_div(b, ph, kh, W, k, p, cip, divisor), yr, b);
+    if (b == last) break;
   }
 }
 
@@ -2014,6 +2202,50 @@ void maxpool2d_bwd_planes(ulong n, ulong base, global const real_t *dy,
 #endif
 }
 
+/* dx row dst from the row src before it, W elements, the stored bits. */
+inline void pool_copy_row(global real_t *dst, global const real_t *src,
+                          long W) {
+  long w = 0;
+  if (sizeof(real_t) == 4) {
+    global const uint *a = (global const uint *)src;
+    global uint *b = (global uint *)dst;
+    for (; w + 8 <= W; w += 8) vstore8(vload8(0, a + w), 0, b + w);
+    for (; w < W; w++) b[w] = a[w];
+  } else {
+    global const ushort *a = (global const ushort *)src;
+    global ushort *b = (global ushort *)dst;
+    for (; w + 16 <= W; w += 16) vstore16(vload16(0, a + w), 0, b + w);
+    for (; w < W; w++) b[w] = a[w];
+  }
+}
+
+/* Input rows [r0, r1) of the average backward (N C H rows): a row's dx
+ * depends on its plane and its output rows [oh0, oh1] only, so a row with
+ * the same ones as the row before it (s h - 1 rows of s h where windows
+ * tile the image: three of four in the 4 x 4 tiles of adaptive pooling
+ * from 28 to 7) copies that row instead of dividing and adding again. */
+inline void avgpool_bwd_rows(global const real_t *dy, global real_t *dx,
+                             size_t r0, size_t r1, long4 io, long4 ks,
+                             long4 pd, int cip, int divisor) {
+  long h, p0 = -1, p1 = -1;
+  size_t plane = pool_plane(r0, io.s0, &h);
+  for (size_t r = r0; r < r1; r++) {
+    const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
+    const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+    global real_t *dr = dx + r * (size_t)io.s1;
+    if (r > r0 && h > 0 && oh0 == p0 && oh1 == p1)
+      pool_copy_row(dr, dr - io.s1, io.s1);
+    else
+      avgpool_bwd_row(dy, dx, plane, h, io, ks, pd, cip, divisor);
+    p0 = oh0;
+    p1 = oh1;
+    if (++h == io.s0) {
+      h = 0;
+      plane++;
+    }
+  }
+}
+
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
@@ -2027,8 +2259,10 @@ void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                       io, ks, pd, cip, divisor);
     return;
   }
-  POOL_ROWS(io.s0, avgpool_bwd_row(dy + dyo, dx + dxo, plane_, h_, io, ks, pd,
-                                   cip, divisor));
+  POOL_ITEM(n, base);
+  const size_t r0 = item * (size_t)rpw;
+  avgpool_bwd_rows(dy + dyo, dx + dxo, r0, min(r0 + (size_t)rpw, (size_t)rows),
+                   io, ks, pd, cip, divisor);
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)

@@ -580,6 +580,75 @@ START_TEST(max_special_values) {
 }
 END_TEST
 
+/* Ties, signed zeros, -inf and a few NaNs on rows wide enough for the
+ * CPU variant's vectors (8 lanes, pairs of blocks; NaN lanes fall back to
+ * the exact rule): indices as the reference's (first max in window
+ * order, the last NaN), values the bits of x at them (NaN: a NaN).  Storage
+ * tu_dtypes[_i], both variants, three windows. */
+START_TEST(max_ties_in_vectors) {
+  static const float pick[8] = {-INFINITY, -1.0f, -0.0f, 0.0f,
+                                0.0f,      1.0f,  2.0f,  2.0f};
+  static const rumus_pool2d_params ps[3] = {
+      {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0},  /* k3s2p1 */
+      {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0},  /* stride 1 */
+      {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}}; /* k2s2 */
+  const rumus_dtype d = tu_dtypes[_i];
+  const size_t in[4] = {2, 3, 7, 75}, nin = 2 * 3 * 7 * 75, planes = 6;
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng g;
+  tu_rng_seed(&g, 91);
+  float *x = tu_malloc(nin * sizeof *x);
+  for (size_t i = 0; i < nin; i++) {
+    const uint32_t u = tu_rand_u32(&g) % 256;
+    x[i] = u < 3 ? NAN : pick[u % 8];
+  }
+  rumus_tensor *tx = tu_tensor_typed(ctx, d, 4, in, x);
+  float *xd = tu_download_f32(ctx, tx);
+  for (int k = 0; k < 3; k++) {
+    size_t oh, ow;
+    TU_OK(ctx, rumus_pool2d_output_size(ctx, &ps[k], 7, 75, &oh, &ow));
+    const size_t out[4] = {2, 3, oh, ow}, no = planes * oh * ow;
+    double *want = tu_malloc(no * sizeof *want);
+    int32_t *want_idx = tu_malloc(no * sizeof *want_idx),
+            *idx = tu_malloc(no * sizeof *idx);
+    const ref_pool2d rp = ref_of(&ps[k]);
+    ref_maxpool2d_fwd(xd, planes, 7, 75, &rp, (long)oh, (long)ow, want,
+                      want_idx);
+    rumus_tensor *ty = tu_tensor_typed(ctx, d, 4, out, NULL),
+                 *ti = tu_tensor(ctx, RUMUS_I32, 4, out, NULL);
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &ps[k], tx, ty, ti));
+      TU_OK(ctx, rumus_ctx_sync(ctx));
+      float *y = tu_download_f32(ctx, ty);
+      TU_OK(ctx, rumus_tensor_download(ti, idx, no * sizeof *idx));
+      for (size_t i = 0; i < no; i++) {
+        const size_t plane = i / (oh * ow);
+        const float *at = &xd[plane * 7 * 75 + (idx[i] >= 0 ? idx[i] : 0)];
+        /* (a NaN's payload need not survive 16-bit storage) */
+        const int same = isnan(*at) ? isnan(y[i]) != 0
+                                    : memcmp(&y[i], at, sizeof *y) == 0;
+        ck_assert_msg(idx[i] == want_idx[i] && idx[i] >= 0 && same,
+                      "%s %s window %d output %zu: index %d (value %g), "
+                      "expected %d", tu_dtype_name(d),
+                      tu_variant_name(tu_variants[v]), k, i, idx[i],
+                      (double)y[i], want_idx[i]);
+      }
+      free(y);
+    }
+    rumus_tensor_free(ty);
+    rumus_tensor_free(ti);
+    free(want);
+    free(want_idx);
+    free(idx);
+  }
+  rumus_tensor_free(tx);
+  free(x);
+  free(xd);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Adaptive pooling of 3 x 5 x 7 x 5 to 1 x 1 (the GPU variant's own
  * kernels) at odd element offsets with guard bytes, variant v. */
 static void guarded_adaptive_o1(rumus_ctx *ctx, rumus_dtype d, const float *x,
@@ -1050,6 +1119,53 @@ START_TEST(bad_indices_on_device) {
 }
 END_TEST
 
+/* The same on rows wide enough for the CPU variant's vector check (and, 16-bit,
+ * its row kernels), k3s2p1 on 4 x 64: an index one row above the first
+ * column of its window (off by one along w in the flattened plane: output
+ * (1, 0) naming (0, 63)), and one just past the last window's right edge
+ * (output (0, 31) naming (2, 0)), caught like the others.  Both variants,
+ * every storage type. */
+START_TEST(bad_indices_at_row_ends) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t in[4] = {1, 1, 4, 64}, out[4] = {1, 1, 2, 32};
+  const rumus_pool2d_params p = {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0};
+  const int32_t value[2] = {63, 128}, where[2] = {32, 31};
+  float dy[64];
+  int32_t good[64];
+  for (int j = 0; j < 64; j++) { /* each window's first element */
+    const int oh = j / 32, ow = j % 32;
+    dy[j] = (float)(j + 1);
+    good[j] = (oh > 0 ? 2 * oh - 1 : 0) * 64 + (ow > 0 ? 2 * ow - 1 : 0);
+  }
+  const rumus_dtype d = tu_dtypes[_i];
+  rumus_tensor *tg = tu_tensor_typed(ctx, d, 4, out, dy),
+               *tdx = tu_tensor_typed(ctx, d, 4, in, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    for (int k = 0; k < 2; k++) {
+      int32_t bad[64];
+      memcpy(bad, good, sizeof bad);
+      bad[where[k]] = value[k];
+      rumus_tensor *ti = tu_tensor(ctx, RUMUS_I32, 4, out, bad);
+      TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
+      TU_STATUS(RUMUS_EINDEX, rumus_ctx_sync(ctx));
+      char want[96];
+      snprintf(want, sizeof want, "rumus_maxpool2d_bwd: index %d out of "
+               "range at row %d", value[k], where[k]);
+      ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), want), "%s: %s",
+                    tu_variant_name(tu_variants[v]), rumus_ctx_errmsg(ctx));
+      TU_OK(ctx, rumus_ctx_sync(ctx));
+      float *dx = tu_download_f32(ctx, tdx);
+      ck_assert_float_eq(dx[1], 2.0f);       /* output (0, 1) */
+      ck_assert_float_eq(dx[64 + 3], 35.0f); /* output (1, 2) */
+      free(dx);
+      rumus_tensor_free(ti);
+    }
+  }
+  tu_free_all(ctx, tg, tdx, NULL);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("pool");
   TCase *core = tu_tcase("core");
@@ -1060,6 +1176,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, max_special_values);
+  tcase_add_loop_test(limits, max_ties_in_vectors, 0, 3);
   tcase_add_loop_test(limits, guards_and_offsets, 0, 3);
   tcase_add_loop_test(limits, odd_offsets, 0, 3);
   tcase_add_loop_test(limits, k2_offsets, 0, 3);
@@ -1069,6 +1186,7 @@ int main(void) {
   tcase_add_test(errors, bad_parameters);
   tcase_add_test(errors, bad_tensors);
   tcase_add_test(errors, bad_indices_on_device);
+  tcase_add_loop_test(errors, bad_indices_at_row_ends, 0, 3);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }
