@@ -1374,55 +1374,66 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold(
 /* ---- Stage 2 of the CPU variant ------------------------------------------
  * ln_dparam_fold_one's work-items each add one column's blocks, a float
  * at a time, 64 KiB apart at 16384 columns: on PoCL stage 2 took about a
- * third of the backward's time there.  Here a work-item takes 8
- * consecutive columns in float8 lanes, the same additions per column in
- * the same order as ln_dparam_fold (nb <= LN_FOLD_G: the blocks in order)
- * or as ln_dparam_fold1 then ln_dparam_fold and ln_dparam_fold_one
- * (groups of LN_FOLD_G blocks in order, then the groups in order), so the
- * same bits; the row's last group of columns element by element. */
+ * third of the backward's time there.  Here a work-item takes a slab of
+ * LN_FOLD_S consecutive columns (a float array in private memory, added
+ * to in float8 lanes), the same additions per column in the same order as
+ * ln_dparam_fold (nb <= LN_FOLD_G: the blocks in order) or as
+ * ln_dparam_fold1 then ln_dparam_fold and ln_dparam_fold_one (groups of
+ * LN_FOLD_G blocks in order, then the groups in order), so the same bits.
+ * A slab of each block is LN_FOLD_S / 16 whole cache lines read in a
+ * stream: with 8 columns per work-item (32 bytes of a block, the blocks
+ * 64 KiB apart at 16384 columns, all in one cache set) stage 2 took 8-13
+ * ms of the backward's 50-100 there. */
+#ifndef LN_FOLD_S
+#define LN_FOLD_S 128 /* columns per work-item (layernorm.c's; 8 divides) */
+#endif
 
-/* Columns [j0, j0 + w) (w 8, or fewer at the row's end) of dgamma's (db:
- * dbeta's) blocks [k, k1) of part, from 0 in block order. */
-inline float8 ln_fold_item_blocks(global const float *part, size_t cols,
-                                  size_t nb, size_t j0, size_t w, size_t k,
-                                  size_t k1, int db) {
-  global const float *p = part + (db ? nb : 0) * cols + j0;
-  float8 s = 0.0f;
-  if (w == 8) {
-    for (; k < k1; k++) s += vload8(0, p + k * cols);
-    return s;
+/* t[q] = 0 + blocks [k, k1) of p's column q (row stride cols) in block
+ * order, for q < w. */
+inline void ln_fold_slab(global const float *p, size_t cols, size_t w,
+                         size_t k, size_t k1, float *t) {
+  for (size_t q = 0; q < w; q++) t[q] = 0.0f;
+  for (; k < k1; k++) {
+    global const float *r = p + k * cols;
+    size_t q = 0;
+    for (; q + 8 <= w; q += 8)
+      vstore8(vload8(0, t + q) + vload8(0, r + q), 0, t + q);
+    for (; q < w; q++) t[q] += r[q];
   }
-  float t[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  for (; k < k1; k++)
-    for (size_t q = 0; q < w; q++) t[q] += p[k * cols + q];
-  return vload8(0, t);
 }
 
-/* dgamma's (db: dbeta's) sums of columns [j0, j0 + w). */
-inline float8 ln_fold_item_sums(global const float *part, size_t cols,
-                                size_t nb, size_t j0, size_t w, int db) {
-  if (nb <= LN_FOLD_G)
-    return ln_fold_item_blocks(part, cols, nb, j0, w, 0, nb, db);
-  float8 s = 0.0f;
-  for (size_t h = 0; h < nb; h += LN_FOLD_G)
-    s += ln_fold_item_blocks(part, cols, nb, j0, w, h,
-                             min(h + LN_FOLD_G, nb), db);
-  return s;
+/* s[q] = dgamma's (p: dbeta's partials) sum of column j0 + q, q < w. */
+inline void ln_fold_slab_sums(global const float *p, size_t cols, size_t nb,
+                              size_t w, float *s) {
+  if (nb <= LN_FOLD_G) {
+    ln_fold_slab(p, cols, w, 0, nb, s);
+    return;
+  }
+  float t[LN_FOLD_S];
+  for (size_t q = 0; q < w; q++) s[q] = 0.0f;
+  for (size_t h = 0; h < nb; h += LN_FOLD_G) {
+    ln_fold_slab(p, cols, w, h, min(h + LN_FOLD_G, nb), t);
+    size_t q = 0;
+    for (; q + 8 <= w; q += 8)
+      vstore8(vload8(0, s + q) + vload8(0, t + q), 0, s + q);
+    for (; q < w; q++) s[q] += t[q];
+  }
 }
 
-/* Global ceil(cols / 8) (padded); arguments as ln_dparam_fold's. */
+/* Global ceil(cols / LN_FOLD_S) (padded); arguments as ln_dparam_fold's. */
 __kernel void ln_dparam_fold_item(global const float *part, ulong cols,
                                   ulong nb, int has_dg, global param_t *dg,
                                   ulong dg_off, int has_db,
                                   global param_t *db, ulong db_off) {
-  const size_t j0 = get_global_id(0) * 8, n = (size_t)cols;
+  const size_t j0 = get_global_id(0) * LN_FOLD_S, n = (size_t)cols;
   if (j0 >= n) return;
-  const size_t w = min((size_t)8, n - j0);
+  const size_t w = min((size_t)LN_FOLD_S, n - j0);
+  float s[LN_FOLD_S];
   for (int d = 0; d < 2; d++) {
     if (!(d ? has_db : has_dg)) continue;
-    float t[8];
-    vstore8(ln_fold_item_sums(part, n, (size_t)nb, j0, w, d), 0, t);
+    ln_fold_slab_sums(part + (d ? (size_t)nb : 0) * n + j0, n, (size_t)nb, w,
+                      s);
     for (size_t q = 0; q < w; q++)
-      PSTORE(t[q], d ? db : dg, (d ? db_off : dg_off) + j0 + q);
+      PSTORE(s[q], d ? db : dg, (d ? db_off : dg_off) + j0 + q);
   }
 }

@@ -40,6 +40,7 @@ static const char *const FILE_CL = "layernorm.cl";
 #define LN_MAX_PART ((size_t)1 << 21)
 #define LN_FOLD_G 64
 #define LN_FOLD_H 8 /* groups of stage 2's one-launch kernel at most */
+#define LN_FOLD_S 128 /* columns per work-item of the CPU variant's stage 2 */
 /* Rows under LN_BLK_MIN_COLS, which the _fused kernel's teams of 8
  * work-items take on the GPU: at most 8192 blocks, so that the teams stay
  * many (as before the _blk kernel). */
@@ -481,8 +482,9 @@ static int run_fold_one(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 2, g, l, 9, a);
 }
 
-/* Stage 2 on the CPU variant (a _row plan): ln_dparam_fold_item, 8
- * columns per work-item, the order of the other stage-2 kernels. */
+/* Stage 2 on the CPU variant (a _row plan): ln_dparam_fold_item,
+ * LN_FOLD_S columns per work-item, the order of the other stage-2
+ * kernels. */
 static int run_fold_item(rumus_ctx *ctx, const char *op,
                          const rumus__row_plan *plan, cl_mem part, size_t nb,
                          size_t cols, rumus_tensor *dgamma,
@@ -495,7 +497,8 @@ static int run_fold_item(rumus_ctx *ctx, const char *op,
       RUMUS__ARG(has_dg), RUMUS__ARG(ga.mem), RUMUS__ARG(ga.off),
       RUMUS__ARG(has_db), RUMUS__ARG(ba.mem), RUMUS__ARG(ba.off)};
   const rumus__kernel_ref k = {FILE_CL, plan->options, "ln_dparam_fold_item"};
-  size_t global = (cols + 7) / 8, local = rumus__row_local(ctx, global);
+  size_t global = (cols + LN_FOLD_S - 1) / LN_FOLD_S,
+         local = rumus__row_local(ctx, global);
   return rumus__launch(ctx, op, &k, 1, &global, &local, 9, a);
 }
 
