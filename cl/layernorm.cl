@@ -154,25 +154,68 @@ inline void ln_row_write(global const real_t *x, global real_t *y, size_t n,
   }
 }
 
+/* ln_row_write over row x, y, and ln_row_sum(xn, n, sq) of the next row
+ * xn in the same walk (returned): the next row's reads from memory go
+ * with this row's writes, as in a copy, rather than in a pass of their
+ * own.  The same operations per row, so the same bits. */
+inline float ln_row_write_sum(global const real_t *x, global real_t *y,
+                              size_t n, float mean, float rstd, int has_g,
+                              global const param_t *g, int has_b,
+                              global const param_t *b,
+                              global const real_t *xn, int sq) {
+  float8 a8 = 0.0f;
+  float a = 0.0f;
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    float8 v = (LOAD8(x, j) - mean) * rstd;
+    if (has_g) v *= PLOAD8(g, j);
+    if (has_b) v += PLOAD8(b, j);
+    STORE8(v, y, j);
+    const float8 u = LOAD8(xn, j);
+    a8 = sq ? fma(u, u, a8) : a8 + u;
+  }
+  for (; j < n; j++) {
+    float v = (LOAD(x, j) - mean) * rstd;
+    if (has_g) v *= PLOAD(g, j);
+    if (has_b) v += PLOAD(b, j);
+    STORE(v, y, j);
+    const float u = LOAD(xn, j);
+    a = sq ? fma(u, u, a) : a + u;
+  }
+  return a + rumus_hsum8(a8);
+}
+
+/* Rows r0 .. r1 - 1 (x, y: row r0's; stats: row r0's) one after
+ * another, each row's sum (of squares: RMS) taken in the walk that writes
+ * the row before it (ln_row_write_sum); the first's in a pass of its
+ * own, the last row written alone. */
 inline void ln_fwd_row_body(global const real_t *x, global real_t *y,
-                            size_t n, int rms, float eps, int has_g,
-                            global const param_t *g, int has_b,
+                            size_t n, size_t nr, int rms, float eps,
+                            int has_g, global const param_t *g, int has_b,
                             global const param_t *b, int has_stats,
                             global float *mean_out, global float *rstd_out) {
   const float fn = (float)n;
-  float mean = 0.0f, rstd;
-  if (rms) {
-    rstd = rms_rrms(ln_row_sum(x, n, 1), fn, eps);
-  } else {
-    const float m0 = ln_row_sum(x, n, 0) / fn;
-    const float2 s = ln_row_dev(x, n, m0);
-    mean = m0 + s.x / fn;
-    rstd = ln_rstd(s.x, s.y, fn, eps);
-  }
-  ln_row_write(x, y, n, mean, rstd, has_g, g, has_b && !rms, b);
-  if (has_stats) {
-    if (!rms) *mean_out = mean;
-    *rstd_out = rstd;
+  float s0 = ln_row_sum(x, n, rms);
+  for (size_t i = 0; i < nr; i++) {
+    global const real_t *xr = x + i * n;
+    float mean = 0.0f, rstd;
+    if (rms) {
+      rstd = rms_rrms(s0, fn, eps);
+    } else {
+      const float m0 = s0 / fn;
+      const float2 s = ln_row_dev(xr, n, m0);
+      mean = m0 + s.x / fn;
+      rstd = ln_rstd(s.x, s.y, fn, eps);
+    }
+    if (i + 1 < nr)
+      s0 = ln_row_write_sum(xr, y + i * n, n, mean, rstd, has_g, g,
+                            has_b && !rms, b, xr + n, rms);
+    else
+      ln_row_write(xr, y + i * n, n, mean, rstd, has_g, g, has_b && !rms, b);
+    if (has_stats) {
+      if (!rms) mean_out[i] = mean;
+      rstd_out[i] = rstd;
+    }
   }
 }
 
@@ -514,12 +557,14 @@ inline void ln_bwd_wg_body(global const real_t *dy, global const real_t *x,
 
 #define ROW_PTR(p, off, r) ((p) + (size_t)(off) + (r) * (size_t)cols)
 
+/* Work-item i: rows [i ri, (i + 1) ri) (the host's item_rows). */
 #define LN_FWD_ROW(name, rms)                                                \
-  __kernel void name(LN_FWD_ARGS) {                                          \
-    const size_t r = get_global_id(0);                                       \
+  __kernel void name(LN_FWD_ARGS, ulong ri) {                                \
+    const size_t r = get_global_id(0) * (size_t)ri;                          \
     if (r >= rows) return;                                                   \
-    ln_fwd_row_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,   \
-                    eps, has_g, g + g_off, has_b, b + b_off, has_stats,      \
+    ln_fwd_row_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols,        \
+                    min((size_t)ri, (size_t)rows - r), rms, eps, has_g,      \
+                    g + g_off, has_b, b + b_off, has_stats,                  \
                     mean + m_off + r, rstd + r_off + r);                     \
   }
 LN_FWD_ROW(layernorm_fwd_row, 0)
@@ -586,22 +631,89 @@ inline void ln_rowp_write(global const real_t *dy, global const real_t *x,
   }
 }
 
+/* dx of rows r (dy0, x0, dx0) and r + 1 (dy1, x1, dx1) of a block, as
+ * ln_rowp_write row after row, in one walk: the partials are loaded and
+ * stored once per two rows (the same fmas and adds, row r's first, so
+ * the same bits); at 16384 columns they are 128 KiB a row from L2.  m,
+ * rs, ca, cb: the two rows' mean, rstd and coefficients. */
+inline void ln_rowp_write2(global const real_t *dy0, global const real_t *x0,
+                           global real_t *dx0, global const real_t *dy1,
+                           global const real_t *x1, global real_t *dx1,
+                           size_t n, float2 m, float2 rs, float2 ca,
+                           float2 cb, int has_g, global const param_t *gm,
+                           global float *pg, int has_b, global float *pb,
+                           int first) {
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const float8 d0 = LOAD8(dy0, j), d1 = LOAD8(dy1, j);
+    float8 g0 = d0, g1 = d1;
+    if (has_g) {
+      const float8 gv = PLOAD8(gm, j);
+      g0 *= gv;
+      g1 *= gv;
+    }
+    const float8 xh0 = (LOAD8(x0, j) - m.x) * rs.x;
+    const float8 xh1 = (LOAD8(x1, j) - m.y) * rs.y;
+    const float8 sg = first ? (float8)(0.0f) : vload8(0, pg + j);
+    vstore8(fma(d1, xh1, fma(d0, xh0, sg)), 0, pg + j);
+    if (has_b) {
+      const float8 sb = first ? (float8)(0.0f) : vload8(0, pb + j);
+      vstore8((sb + d0) + d1, 0, pb + j);
+    }
+    STORE8(rs.x * (g0 - ca.x - xh0 * cb.x), dx0, j);
+    STORE8(rs.y * (g1 - ca.y - xh1 * cb.y), dx1, j);
+  }
+  for (; j < n; j++) {
+    const float d0 = LOAD(dy0, j), d1 = LOAD(dy1, j);
+    float g0 = d0, g1 = d1;
+    if (has_g) {
+      const float gv = PLOAD(gm, j);
+      g0 *= gv;
+      g1 *= gv;
+    }
+    const float xh0 = (LOAD(x0, j) - m.x) * rs.x;
+    const float xh1 = (LOAD(x1, j) - m.y) * rs.y;
+    pg[j] = fma(d1, xh1, fma(d0, xh0, first ? 0.0f : pg[j]));
+    if (has_b) pb[j] = ((first ? 0.0f : pb[j]) + d0) + d1;
+    STORE(rs.x * (g0 - ca.x - xh0 * cb.x), dx0, j);
+    STORE(rs.y * (g1 - ca.y - xh1 * cb.y), dx1, j);
+  }
+}
+
+/* Row r's mean, rstd and dx coefficients ca, cb (sums of dyr, xr; rms:
+ * RMS norm's). */
+#define LN_ROWP_ROW(rms, r, mu, rs, ca, cb, dyr, xr)                         \
+  global const real_t *dyr = ROW_PTR(dy, dy_off, r);                         \
+  global const real_t *xr = ROW_PTR(x, x_off, r);                            \
+  const float mu = rms ? 0.0f : mean[m_off + (r)], rs = rstd[r_off + (r)];   \
+  const float2 s##mu = ln_row_bwd_sums(dyr, xr, n, mu, rs, has_g, g + g_off);\
+  const float ca = rms ? 0.0f : s##mu.x / (float)n, cb = s##mu.y / (float)n
+
 /* Global nb (padded): block k of rb rows, partials at part[k cols] (sum
- * dy xhat) and part[(nb + k) cols] (sum dy), as ln_dparam_part_item. */
+ * dy xhat) and part[(nb + k) cols] (sum dy), as ln_dparam_part_item;
+ * rows by twos (LN_ROWP2 == 2), the last one alone. */
 #define LN_BWD_ROWP(name, rms)                                               \
-  __kernel void name(LN_BWD_ARGS, global float *part, ulong rb, ulong nb) {  \
+  __kernel void name(LN_BWD_ARGS, global float *part, ulong rb, ulong nb,    \
+                     int pairs) {                                            \
     const size_t k = get_global_id(0), n = (size_t)cols;                     \
     if (k >= (size_t)nb) return;                                             \
+    const size_t r0 = k * (size_t)rb;                                        \
     const size_t r1 = min((k + 1) * (size_t)rb, (size_t)rows);               \
     global float *pg = part + k * n, *pb = part + ((size_t)nb + k) * n;      \
-    for (size_t r = k * (size_t)rb; r < r1; r++) {                           \
-      const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];   \
-      global const real_t *dyr = ROW_PTR(dy, dy_off, r);                     \
-      global const real_t *xr = ROW_PTR(x, x_off, r);                        \
-      const float2 s = ln_row_bwd_sums(dyr, xr, n, mu, rs, has_g, g + g_off);\
-      ln_rowp_write(dyr, xr, ROW_PTR(dx, dx_off, r), n, mu, rs,              \
-                    rms ? 0.0f : s.x / (float)n, s.y / (float)n, has_g,      \
-                    g + g_off, pg, !rms, pb, r == k * (size_t)rb);           \
+    size_t r = r0;                                                           \
+    for (; pairs && r + 2 <= r1; r += 2) {                                   \
+      LN_ROWP_ROW(rms, r, mu0, rs0, ca0, cb0, dy0, x0);                      \
+      LN_ROWP_ROW(rms, r + 1, mu1, rs1, ca1, cb1, dy1, x1);                  \
+      ln_rowp_write2(dy0, x0, ROW_PTR(dx, dx_off, r), dy1, x1,               \
+                     ROW_PTR(dx, dx_off, r + 1), n, (float2)(mu0, mu1),      \
+                     (float2)(rs0, rs1), (float2)(ca0, ca1),                 \
+                     (float2)(cb0, cb1), has_g, g + g_off, pg, !rms, pb,     \
+                     r == r0);                                               \
+    }                                                                        \
+    for (; r < r1; r++) {                                                    \
+      LN_ROWP_ROW(rms, r, mu, rs, ca, cb, dyr, xr);                          \
+      ln_rowp_write(dyr, xr, ROW_PTR(dx, dx_off, r), n, mu, rs, ca, cb,      \
+                    has_g, g + g_off, pg, !rms, pb, r == r0);                \
     }                                                                        \
   }
 LN_BWD_ROWP(layernorm_bwd_rowp, 0)
