@@ -185,33 +185,81 @@ inline float ln_row_write_sum(global const real_t *x, global real_t *y,
   return a + rumus_hsum8(a8);
 }
 
-/* Rows r0 .. r1 - 1 (x, y: row r0's; stats: row r0's) one after
- * another, each row's sum (of squares: RMS) taken in the walk that writes
- * the row before it (ln_row_write_sum); the first's in a pass of its
- * own, the last row written alone. */
+/* Layer norm's walk over a row of a work-item's rows: ln_row_write over
+ * x, y, with ln_row_dev(xd, n, md) of the next row (from the cache) and
+ * ln_row_sum(xs, n, 0) of the one after it (from memory) in the same
+ * walk: .xy the sums of d, .z the sum.  The same operations per row as
+ * the one-pass helpers, so the same bits. */
+inline float4 ln_row_wds(global const real_t *x, global real_t *y, size_t n,
+                         float mean, float rstd, int has_g,
+                         global const param_t *g, int has_b,
+                         global const param_t *b, global const real_t *xd,
+                         float md, global const real_t *xs) {
+  float8 a8 = 0.0f, b8 = 0.0f, c8 = 0.0f;
+  float a = 0.0f, bb = 0.0f, c = 0.0f;
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    float8 v = (LOAD8(x, j) - mean) * rstd;
+    if (has_g) v *= PLOAD8(g, j);
+    if (has_b) v += PLOAD8(b, j);
+    STORE8(v, y, j);
+    const float8 d = LOAD8(xd, j) - md;
+    a8 += d;
+    b8 = fma(d, d, b8);
+    c8 += LOAD8(xs, j);
+  }
+  for (; j < n; j++) {
+    float v = (LOAD(x, j) - mean) * rstd;
+    if (has_g) v *= PLOAD(g, j);
+    if (has_b) v += PLOAD(b, j);
+    STORE(v, y, j);
+    const float d = LOAD(xd, j) - md;
+    a += d;
+    bb = fma(d, d, bb);
+    c += LOAD(xs, j);
+  }
+  return (float4)(a + rumus_hsum8(a8), bb + rumus_hsum8(b8),
+                  c + rumus_hsum8(c8), 0.0f);
+}
+
+/* Rows 0 .. nr - 1 from x, y (row 0's; stats: row 0's) one after
+ * another, each row's passes but the first's in the walks that write the
+ * rows before it, so the reads of one row from memory go with the writes
+ * of another, as in a copy, rather than in passes of their own: RMS norm
+ * a row's sum of squares in the walk writing the row before
+ * (ln_row_write_sum), layer norm its sum two rows before and its sums of
+ * d one row before (ln_row_wds).  Past the last row the walks re-read a
+ * cached row and drop the sums. */
 inline void ln_fwd_row_body(global const real_t *x, global real_t *y,
                             size_t n, size_t nr, int rms, float eps,
                             int has_g, global const param_t *g, int has_b,
                             global const param_t *b, int has_stats,
                             global float *mean_out, global float *rstd_out) {
   const float fn = (float)n;
-  float s0 = ln_row_sum(x, n, rms);
+  float s0 = ln_row_sum(x, n, rms), m0 = s0 / fn;
+  float2 dv = rms ? (float2)(0.0f) : ln_row_dev(x, n, m0);
+  float m1 = !rms && nr > 1 ? ln_row_sum(x + n, n, 0) / fn : 0.0f;
   for (size_t i = 0; i < nr; i++) {
     global const real_t *xr = x + i * n;
     float mean = 0.0f, rstd;
     if (rms) {
       rstd = rms_rrms(s0, fn, eps);
+      if (i + 1 < nr)
+        s0 = ln_row_write_sum(xr, y + i * n, n, 0.0f, rstd, has_g, g, 0, b,
+                              xr + n, 1);
+      else
+        ln_row_write(xr, y + i * n, n, 0.0f, rstd, has_g, g, 0, b);
     } else {
-      const float m0 = s0 / fn;
-      const float2 s = ln_row_dev(xr, n, m0);
-      mean = m0 + s.x / fn;
-      rstd = ln_rstd(s.x, s.y, fn, eps);
+      mean = m0 + dv.x / fn;
+      rstd = ln_rstd(dv.x, dv.y, fn, eps);
+      global const real_t *xd = i + 1 < nr ? xr + n : xr;
+      const float4 t = ln_row_wds(xr, y + i * n, n, mean, rstd, has_g, g,
+                                  has_b, b, xd, m1,
+                                  i + 2 < nr ? xr + 2 * n : xd);
+      m0 = m1;
+      dv = t.xy;
+      m1 = t.z / fn;
     }
-    if (i + 1 < nr)
-      s0 = ln_row_write_sum(xr, y + i * n, n, mean, rstd, has_g, g,
-                            has_b && !rms, b, xr + n, rms);
-    else
-      ln_row_write(xr, y + i * n, n, mean, rstd, has_g, g, has_b && !rms, b);
     if (has_stats) {
       if (!rms) mean_out[i] = mean;
       rstd_out[i] = rstd;
