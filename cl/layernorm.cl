@@ -28,7 +28,8 @@
  *          CACHE_V4 elements);
  *   *_wg   one work-group per row, strided float4 walks, x read once per
  *          pass (GPU, longer rows);
- *   *_row  one work-item per row, no barriers, float8 accumulators (CPU);
+ *   *_row  one work-item per row (the forward: per ri rows, the host's),
+ *          no barriers, float8 accumulators (CPU);
  * and the host's own choices on GPUs (local size at launch, no program
  * of their own): *_fwd_wide, one work-group per row holding it in
  * registers (rows the _wgc rungs do not hold, up to 16384); *_bwd_blk
