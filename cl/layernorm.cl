@@ -649,17 +649,28 @@ LN_BWD_ROW(rmsnorm_bwd_row, 1)
 /* dx = rstd * (g - ca - xhat * cb) over row r of block k, and part's
  * column sums of dy xhat and (has_b) dy (first: the block's first row,
  * which starts them from 0; RMS norm has no dbeta).  dy is read before dx
- * is written (in place). */
-inline void ln_rowp_write(global const real_t *dy, global const real_t *x,
-                          global real_t *dx, size_t n, float mean,
-                          float rstd, float ca, float cb, int has_g,
-                          global const param_t *gm, global float *pg,
-                          int has_b, global float *pb, int first) {
+ * is written (in place).  In the same walk, ln_row_bwd_sums of the next
+ * row (dyn, xn, its mean mn and rstd rn; returned), so its reads from
+ * memory go with this row's writes (the same operations, the same
+ * bits). */
+inline float2 ln_rowp_write(global const real_t *dy, global const real_t *x,
+                            global real_t *dx, size_t n, float mean,
+                            float rstd, float ca, float cb, int has_g,
+                            global const param_t *gm, global float *pg,
+                            int has_b, global float *pb, int first,
+                            global const real_t *dyn,
+                            global const real_t *xn, float mn, float rn) {
+  float8 a8 = 0.0f, b8 = 0.0f;
+  float a = 0.0f, b = 0.0f;
   size_t j = 0;
   for (; j + 8 <= n; j += 8) {
     const float8 d = LOAD8(dy, j);
-    float8 g = d;
-    if (has_g) g *= PLOAD8(gm, j);
+    float8 g = d, u = LOAD8(dyn, j);
+    if (has_g) {
+      const float8 gv = PLOAD8(gm, j);
+      g *= gv;
+      u *= gv;
+    }
     const float8 xh = (LOAD8(x, j) - mean) * rstd;
     const float8 sg = first ? (float8)(0.0f) : vload8(0, pg + j);
     vstore8(fma(d, xh, sg), 0, pg + j);
@@ -668,16 +679,25 @@ inline void ln_rowp_write(global const real_t *dy, global const real_t *x,
       vstore8(sb + d, 0, pb + j);
     }
     STORE8(rstd * (g - ca - xh * cb), dx, j);
+    a8 += u;
+    b8 = fma(u, (LOAD8(xn, j) - mn) * rn, b8);
   }
   for (; j < n; j++) {
     const float d = LOAD(dy, j);
-    float g = d;
-    if (has_g) g *= PLOAD(gm, j);
+    float g = d, u = LOAD(dyn, j);
+    if (has_g) {
+      const float gv = PLOAD(gm, j);
+      g *= gv;
+      u *= gv;
+    }
     const float xh = (LOAD(x, j) - mean) * rstd;
     pg[j] = fma(d, xh, first ? 0.0f : pg[j]);
     if (has_b) pb[j] = (first ? 0.0f : pb[j]) + d;
     STORE(rstd * (g - ca - xh * cb), dx, j);
+    a += u;
+    b = fma(u, (LOAD(xn, j) - mn) * rn, b);
   }
+  return (float2)(a + rumus_hsum8(a8), b + rumus_hsum8(b8));
 }
 
 /* dx of rows r (dy0, x0, dx0) and r + 1 (dy1, x1, dx1) of a block, as
@@ -740,7 +760,8 @@ inline void ln_rowp_write2(global const real_t *dy0, global const real_t *x0,
 
 /* Global nb (padded): block k of rb rows, partials at part[k cols] (sum
  * dy xhat) and part[(nb + k) cols] (sum dy), as ln_dparam_part_item;
- * rows by twos (LN_ROWP2 == 2), the last one alone. */
+ * rows by twos when pairs (the host's choice by the row length), the
+ * last one alone; a row's sums in the walk writing the row before. */
 #define LN_BWD_ROWP(name, rms)                                               \
   __kernel void name(LN_BWD_ARGS, global float *part, ulong rb, ulong nb,    \
                      int pairs) {                                            \
@@ -759,10 +780,25 @@ inline void ln_rowp_write2(global const real_t *dy0, global const real_t *x0,
                      (float2)(cb0, cb1), has_g, g + g_off, pg, !rms, pb,     \
                      r == r0);                                               \
     }                                                                        \
+    if (r == r1) return;                                                     \
+    float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];           \
+    const float2 s0 = ln_row_bwd_sums(ROW_PTR(dy, dy_off, r),                \
+                                      ROW_PTR(x, x_off, r), n, mu, rs,       \
+                                      has_g, g + g_off);                     \
+    /* the row's coefficients ca, cb */                                      \
+    float2 sr = (float2)(rms ? 0.0f : s0.x / (float)n, s0.y / (float)n);     \
     for (; r < r1; r++) {                                                    \
-      LN_ROWP_ROW(rms, r, mu, rs, ca, cb, dyr, xr);                          \
-      ln_rowp_write(dyr, xr, ROW_PTR(dx, dx_off, r), n, mu, rs, ca, cb,      \
-                    has_g, g + g_off, pg, !rms, pb, r == r0);                \
+      /* the next row's statistics (past the last: this row's, unused) */    \
+      const size_t rn = r + 1 < r1 ? r + 1 : r;                              \
+      const float mn = rms ? 0.0f : mean[m_off + rn], sn = rstd[r_off + rn]; \
+      const float2 s = ln_rowp_write(                                        \
+          ROW_PTR(dy, dy_off, r), ROW_PTR(x, x_off, r),                      \
+          ROW_PTR(dx, dx_off, r), n, mu, rs, sr.x, sr.y, has_g, g + g_off,   \
+          pg, !rms, pb, r == r0, ROW_PTR(dy, dy_off, rn),                    \
+          ROW_PTR(x, x_off, rn), mn, sn);                                    \
+      mu = mn;                                                               \
+      rs = sn;                                                               \
+      sr = (float2)(rms ? 0.0f : s.x / (float)n, s.y / (float)n);            \
     }                                                                        \
   }
 LN_BWD_ROWP(layernorm_bwd_rowp, 0)
