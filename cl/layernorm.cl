@@ -28,7 +28,8 @@
  *          CACHE_V4 elements);
  *   *_wg   one work-group per row, strided float4 walks, x read once per
  *          pass (GPU, longer rows);
- *   *_row  one work-item per row, no barriers, float8 accumulators (CPU);
+ *   *_row  one work-item per row (the forward: per ri rows, the host's),
+ *          no barriers, float8 accumulators (CPU);
  * and the host's own choices on GPUs (local size at launch, no program
  * of their own): *_fwd_wide, one work-group per row holding it in
  * registers (rows the _wgc rungs do not hold, up to 16384); *_bwd_blk
@@ -154,25 +155,116 @@ inline void ln_row_write(global const real_t *x, global real_t *y, size_t n,
   }
 }
 
+/* ln_row_write over row x, y, and ln_row_sum(xn, n, sq) of the next row
+ * xn in the same walk (returned): the next row's reads from memory go
+ * with this row's writes, as in a copy, rather than in a pass of their
+ * own.  The same operations per row, so the same bits. */
+inline float ln_row_write_sum(global const real_t *x, global real_t *y,
+                              size_t n, float mean, float rstd, int has_g,
+                              global const param_t *g, int has_b,
+                              global const param_t *b,
+                              global const real_t *xn, int sq) {
+  float8 a8 = 0.0f;
+  float a = 0.0f;
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    float8 v = (LOAD8(x, j) - mean) * rstd;
+    if (has_g) v *= PLOAD8(g, j);
+    if (has_b) v += PLOAD8(b, j);
+    STORE8(v, y, j);
+    const float8 u = LOAD8(xn, j);
+    a8 = sq ? fma(u, u, a8) : a8 + u;
+  }
+  for (; j < n; j++) {
+    float v = (LOAD(x, j) - mean) * rstd;
+    if (has_g) v *= PLOAD(g, j);
+    if (has_b) v += PLOAD(b, j);
+    STORE(v, y, j);
+    const float u = LOAD(xn, j);
+    a = sq ? fma(u, u, a) : a + u;
+  }
+  return a + rumus_hsum8(a8);
+}
+
+/* Layer norm's walk over a row of a work-item's rows: ln_row_write over
+ * x, y, with ln_row_dev(xd, n, md) of the next row (from the cache) and
+ * ln_row_sum(xs, n, 0) of the one after it (from memory) in the same
+ * walk: .xy the sums of d, .z the sum.  The same operations per row as
+ * the one-pass helpers, so the same bits. */
+inline float4 ln_row_wds(global const real_t *x, global real_t *y, size_t n,
+                         float mean, float rstd, int has_g,
+                         global const param_t *g, int has_b,
+                         global const param_t *b, global const real_t *xd,
+                         float md, global const real_t *xs) {
+  float8 a8 = 0.0f, b8 = 0.0f, c8 = 0.0f;
+  float a = 0.0f, bb = 0.0f, c = 0.0f;
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    float8 v = (LOAD8(x, j) - mean) * rstd;
+    if (has_g) v *= PLOAD8(g, j);
+    if (has_b) v += PLOAD8(b, j);
+    STORE8(v, y, j);
+    const float8 d = LOAD8(xd, j) - md;
+    a8 += d;
+    b8 = fma(d, d, b8);
+    c8 += LOAD8(xs, j);
+  }
+  for (; j < n; j++) {
+    float v = (LOAD(x, j) - mean) * rstd;
+    if (has_g) v *= PLOAD(g, j);
+    if (has_b) v += PLOAD(b, j);
+    STORE(v, y, j);
+    const float d = LOAD(xd, j) - md;
+    a += d;
+    bb = fma(d, d, bb);
+    c += LOAD(xs, j);
+  }
+  return (float4)(a + rumus_hsum8(a8), bb + rumus_hsum8(b8),
+                  c + rumus_hsum8(c8), 0.0f);
+}
+
+/* Rows 0 .. nr - 1 from x, y (row 0's; stats: row 0's) one after
+ * another, each row's passes but the first's in the walks that write the
+ * rows before it, so the reads of one row from memory go with the writes
+ * of another, as in a copy, rather than in passes of their own: RMS norm
+ * a row's sum of squares in the walk writing the row before
+ * (ln_row_write_sum), layer norm its sum two rows before and its sums of
+ * d one row before (ln_row_wds).  Past the last row the walks re-read a
+ * cached row and drop the sums. */
 inline void ln_fwd_row_body(global const real_t *x, global real_t *y,
-                            size_t n, int rms, float eps, int has_g,
-                            global const param_t *g, int has_b,
+                            size_t n, size_t nr, int rms, float eps,
+                            int has_g, global const param_t *g, int has_b,
                             global const param_t *b, int has_stats,
                             global float *mean_out, global float *rstd_out) {
   const float fn = (float)n;
-  float mean = 0.0f, rstd;
-  if (rms) {
-    rstd = rms_rrms(ln_row_sum(x, n, 1), fn, eps);
-  } else {
-    const float m0 = ln_row_sum(x, n, 0) / fn;
-    const float2 s = ln_row_dev(x, n, m0);
-    mean = m0 + s.x / fn;
-    rstd = ln_rstd(s.x, s.y, fn, eps);
-  }
-  ln_row_write(x, y, n, mean, rstd, has_g, g, has_b && !rms, b);
-  if (has_stats) {
-    if (!rms) *mean_out = mean;
-    *rstd_out = rstd;
+  float s0 = ln_row_sum(x, n, rms), m0 = s0 / fn;
+  float2 dv = rms ? (float2)(0.0f) : ln_row_dev(x, n, m0);
+  float m1 = !rms && nr > 1 ? ln_row_sum(x + n, n, 0) / fn : 0.0f;
+  for (size_t i = 0; i < nr; i++) {
+    global const real_t *xr = x + i * n;
+    float mean = 0.0f, rstd;
+    if (rms) {
+      rstd = rms_rrms(s0, fn, eps);
+      if (i + 1 < nr)
+        s0 = ln_row_write_sum(xr, y + i * n, n, 0.0f, rstd, has_g, g, 0, b,
+                              xr + n, 1);
+      else
+        ln_row_write(xr, y + i * n, n, 0.0f, rstd, has_g, g, 0, b);
+    } else {
+      mean = m0 + dv.x / fn;
+      rstd = ln_rstd(dv.x, dv.y, fn, eps);
+      global const real_t *xd = i + 1 < nr ? xr + n : xr;
+      const float4 t = ln_row_wds(xr, y + i * n, n, mean, rstd, has_g, g,
+                                  has_b, b, xd, m1,
+                                  i + 2 < nr ? xr + 2 * n : xd);
+      m0 = m1;
+      dv = t.xy;
+      m1 = t.z / fn;
+    }
+    if (has_stats) {
+      if (!rms) mean_out[i] = mean;
+      rstd_out[i] = rstd;
+    }
   }
 }
 
@@ -514,12 +606,14 @@ inline void ln_bwd_wg_body(global const real_t *dy, global const real_t *x,
 
 #define ROW_PTR(p, off, r) ((p) + (size_t)(off) + (r) * (size_t)cols)
 
+/* Work-item i: rows [i ri, (i + 1) ri) (the host's item_rows). */
 #define LN_FWD_ROW(name, rms)                                                \
-  __kernel void name(LN_FWD_ARGS) {                                          \
-    const size_t r = get_global_id(0);                                       \
+  __kernel void name(LN_FWD_ARGS, ulong ri) {                                \
+    const size_t r = get_global_id(0) * (size_t)ri;                          \
     if (r >= rows) return;                                                   \
-    ln_fwd_row_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,   \
-                    eps, has_g, g + g_off, has_b, b + b_off, has_stats,      \
+    ln_fwd_row_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols,        \
+                    min((size_t)ri, (size_t)rows - r), rms, eps, has_g,      \
+                    g + g_off, has_b, b + b_off, has_stats,                  \
                     mean + m_off + r, rstd + r_off + r);                     \
   }
 LN_FWD_ROW(layernorm_fwd_row, 0)
@@ -555,17 +649,28 @@ LN_BWD_ROW(rmsnorm_bwd_row, 1)
 /* dx = rstd * (g - ca - xhat * cb) over row r of block k, and part's
  * column sums of dy xhat and (has_b) dy (first: the block's first row,
  * which starts them from 0; RMS norm has no dbeta).  dy is read before dx
- * is written (in place). */
-inline void ln_rowp_write(global const real_t *dy, global const real_t *x,
-                          global real_t *dx, size_t n, float mean,
-                          float rstd, float ca, float cb, int has_g,
-                          global const param_t *gm, global float *pg,
-                          int has_b, global float *pb, int first) {
+ * is written (in place).  In the same walk, ln_row_bwd_sums of the next
+ * row (dyn, xn, its mean mn and rstd rn; returned), so its reads from
+ * memory go with this row's writes (the same operations, the same
+ * bits). */
+inline float2 ln_rowp_write(global const real_t *dy, global const real_t *x,
+                            global real_t *dx, size_t n, float mean,
+                            float rstd, float ca, float cb, int has_g,
+                            global const param_t *gm, global float *pg,
+                            int has_b, global float *pb, int first,
+                            global const real_t *dyn,
+                            global const real_t *xn, float mn, float rn) {
+  float8 a8 = 0.0f, b8 = 0.0f;
+  float a = 0.0f, b = 0.0f;
   size_t j = 0;
   for (; j + 8 <= n; j += 8) {
     const float8 d = LOAD8(dy, j);
-    float8 g = d;
-    if (has_g) g *= PLOAD8(gm, j);
+    float8 g = d, u = LOAD8(dyn, j);
+    if (has_g) {
+      const float8 gv = PLOAD8(gm, j);
+      g *= gv;
+      u *= gv;
+    }
     const float8 xh = (LOAD8(x, j) - mean) * rstd;
     const float8 sg = first ? (float8)(0.0f) : vload8(0, pg + j);
     vstore8(fma(d, xh, sg), 0, pg + j);
@@ -574,34 +679,126 @@ inline void ln_rowp_write(global const real_t *dy, global const real_t *x,
       vstore8(sb + d, 0, pb + j);
     }
     STORE8(rstd * (g - ca - xh * cb), dx, j);
+    a8 += u;
+    b8 = fma(u, (LOAD8(xn, j) - mn) * rn, b8);
   }
   for (; j < n; j++) {
     const float d = LOAD(dy, j);
-    float g = d;
-    if (has_g) g *= PLOAD(gm, j);
+    float g = d, u = LOAD(dyn, j);
+    if (has_g) {
+      const float gv = PLOAD(gm, j);
+      g *= gv;
+      u *= gv;
+    }
     const float xh = (LOAD(x, j) - mean) * rstd;
     pg[j] = fma(d, xh, first ? 0.0f : pg[j]);
     if (has_b) pb[j] = (first ? 0.0f : pb[j]) + d;
     STORE(rstd * (g - ca - xh * cb), dx, j);
+    a += u;
+    b = fma(u, (LOAD(xn, j) - mn) * rn, b);
+  }
+  return (float2)(a + rumus_hsum8(a8), b + rumus_hsum8(b8));
+}
+
+/* dx of rows r (dy0, x0, dx0) and r + 1 (dy1, x1, dx1) of a block, as
+ * ln_rowp_write row after row, in one walk: the partials are loaded and
+ * stored once per two rows (the same fmas and adds, row r's first, so
+ * the same bits); at 16384 columns they are 128 KiB a row from L2.  m,
+ * rs, ca, cb: the two rows' mean, rstd and coefficients. */
+inline void ln_rowp_write2(global const real_t *dy0, global const real_t *x0,
+                           global real_t *dx0, global const real_t *dy1,
+                           global const real_t *x1, global real_t *dx1,
+                           size_t n, float2 m, float2 rs, float2 ca,
+                           float2 cb, int has_g, global const param_t *gm,
+                           global float *pg, int has_b, global float *pb,
+                           int first) {
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const float8 d0 = LOAD8(dy0, j), d1 = LOAD8(dy1, j);
+    float8 g0 = d0, g1 = d1;
+    if (has_g) {
+      const float8 gv = PLOAD8(gm, j);
+      g0 *= gv;
+      g1 *= gv;
+    }
+    const float8 xh0 = (LOAD8(x0, j) - m.x) * rs.x;
+    const float8 xh1 = (LOAD8(x1, j) - m.y) * rs.y;
+    const float8 sg = first ? (float8)(0.0f) : vload8(0, pg + j);
+    vstore8(fma(d1, xh1, fma(d0, xh0, sg)), 0, pg + j);
+    if (has_b) {
+      const float8 sb = first ? (float8)(0.0f) : vload8(0, pb + j);
+      vstore8((sb + d0) + d1, 0, pb + j);
+    }
+    STORE8(rs.x * (g0 - ca.x - xh0 * cb.x), dx0, j);
+    STORE8(rs.y * (g1 - ca.y - xh1 * cb.y), dx1, j);
+  }
+  for (; j < n; j++) {
+    const float d0 = LOAD(dy0, j), d1 = LOAD(dy1, j);
+    float g0 = d0, g1 = d1;
+    if (has_g) {
+      const float gv = PLOAD(gm, j);
+      g0 *= gv;
+      g1 *= gv;
+    }
+    const float xh0 = (LOAD(x0, j) - m.x) * rs.x;
+    const float xh1 = (LOAD(x1, j) - m.y) * rs.y;
+    pg[j] = fma(d1, xh1, fma(d0, xh0, first ? 0.0f : pg[j]));
+    if (has_b) pb[j] = ((first ? 0.0f : pb[j]) + d0) + d1;
+    STORE(rs.x * (g0 - ca.x - xh0 * cb.x), dx0, j);
+    STORE(rs.y * (g1 - ca.y - xh1 * cb.y), dx1, j);
   }
 }
 
+/* Row r's mean, rstd and dx coefficients ca, cb (sums of dyr, xr; rms:
+ * RMS norm's). */
+#define LN_ROWP_ROW(rms, r, mu, rs, ca, cb, dyr, xr)                         \
+  global const real_t *dyr = ROW_PTR(dy, dy_off, r);                         \
+  global const real_t *xr = ROW_PTR(x, x_off, r);                            \
+  const float mu = rms ? 0.0f : mean[m_off + (r)], rs = rstd[r_off + (r)];   \
+  const float2 s##mu = ln_row_bwd_sums(dyr, xr, n, mu, rs, has_g, g + g_off);\
+  const float ca = rms ? 0.0f : s##mu.x / (float)n, cb = s##mu.y / (float)n
+
 /* Global nb (padded): block k of rb rows, partials at part[k cols] (sum
- * dy xhat) and part[(nb + k) cols] (sum dy), as ln_dparam_part_item. */
+ * dy xhat) and part[(nb + k) cols] (sum dy), as ln_dparam_part_item;
+ * rows by twos when pairs (the host's choice by the row length), the
+ * last one alone; a row's sums in the walk writing the row before. */
 #define LN_BWD_ROWP(name, rms)                                               \
-  __kernel void name(LN_BWD_ARGS, global float *part, ulong rb, ulong nb) {  \
+  __kernel void name(LN_BWD_ARGS, global float *part, ulong rb, ulong nb,    \
+                     int pairs) {                                            \
     const size_t k = get_global_id(0), n = (size_t)cols;                     \
     if (k >= (size_t)nb) return;                                             \
+    const size_t r0 = k * (size_t)rb;                                        \
     const size_t r1 = min((k + 1) * (size_t)rb, (size_t)rows);               \
     global float *pg = part + k * n, *pb = part + ((size_t)nb + k) * n;      \
-    for (size_t r = k * (size_t)rb; r < r1; r++) {                           \
-      const float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];   \
-      global const real_t *dyr = ROW_PTR(dy, dy_off, r);                     \
-      global const real_t *xr = ROW_PTR(x, x_off, r);                        \
-      const float2 s = ln_row_bwd_sums(dyr, xr, n, mu, rs, has_g, g + g_off);\
-      ln_rowp_write(dyr, xr, ROW_PTR(dx, dx_off, r), n, mu, rs,              \
-                    rms ? 0.0f : s.x / (float)n, s.y / (float)n, has_g,      \
-                    g + g_off, pg, !rms, pb, r == k * (size_t)rb);           \
+    size_t r = r0;                                                           \
+    for (; pairs && r + 2 <= r1; r += 2) {                                   \
+      LN_ROWP_ROW(rms, r, mu0, rs0, ca0, cb0, dy0, x0);                      \
+      LN_ROWP_ROW(rms, r + 1, mu1, rs1, ca1, cb1, dy1, x1);                  \
+      ln_rowp_write2(dy0, x0, ROW_PTR(dx, dx_off, r), dy1, x1,               \
+                     ROW_PTR(dx, dx_off, r + 1), n, (float2)(mu0, mu1),      \
+                     (float2)(rs0, rs1), (float2)(ca0, ca1),                 \
+                     (float2)(cb0, cb1), has_g, g + g_off, pg, !rms, pb,     \
+                     r == r0);                                               \
+    }                                                                        \
+    if (r == r1) return;                                                     \
+    float mu = rms ? 0.0f : mean[m_off + r], rs = rstd[r_off + r];           \
+    const float2 s0 = ln_row_bwd_sums(ROW_PTR(dy, dy_off, r),                \
+                                      ROW_PTR(x, x_off, r), n, mu, rs,       \
+                                      has_g, g + g_off);                     \
+    /* the row's coefficients ca, cb */                                      \
+    float2 sr = (float2)(rms ? 0.0f : s0.x / (float)n, s0.y / (float)n);     \
+    for (; r < r1; r++) {                                                    \
+      /* the next row's statistics (past the last: this row's, unused) */    \
+      const size_t rn = r + 1 < r1 ? r + 1 : r;                              \
+      const float mn = rms ? 0.0f : mean[m_off + rn], sn = rstd[r_off + rn]; \
+      const float2 s = ln_rowp_write(                                        \
+          ROW_PTR(dy, dy_off, r), ROW_PTR(x, x_off, r),                      \
+          ROW_PTR(dx, dx_off, r), n, mu, rs, sr.x, sr.y, has_g, g + g_off,   \
+          pg, !rms, pb, r == r0, ROW_PTR(dy, dy_off, rn),                    \
+          ROW_PTR(x, x_off, rn), mn, sn);                                    \
+      mu = mn;                                                               \
+      rs = sn;                                                               \
+      sr = (float2)(rms ? 0.0f : s.x / (float)n, s.y / (float)n);            \
     }                                                                        \
   }
 LN_BWD_ROWP(layernorm_bwd_rowp, 0)
@@ -1374,55 +1571,66 @@ __kernel RUMUS_REQD_WG(LN_FOLD_LS, 1, 1) void ln_dparam_fold(
 /* ---- Stage 2 of the CPU variant ------------------------------------------
  * ln_dparam_fold_one's work-items each add one column's blocks, a float
  * at a time, 64 KiB apart at 16384 columns: on PoCL stage 2 took about a
- * third of the backward's time there.  Here a work-item takes 8
- * consecutive columns in float8 lanes, the same additions per column in
- * the same order as ln_dparam_fold (nb <= LN_FOLD_G: the blocks in order)
- * or as ln_dparam_fold1 then ln_dparam_fold and ln_dparam_fold_one
- * (groups of LN_FOLD_G blocks in order, then the groups in order), so the
- * same bits; the row's last group of columns element by element. */
+ * third of the backward's time there.  Here a work-item takes a slab of
+ * LN_FOLD_S consecutive columns (a float array in private memory, added
+ * to in float8 lanes), the same additions per column in the same order as
+ * ln_dparam_fold (nb <= LN_FOLD_G: the blocks in order) or as
+ * ln_dparam_fold1 then ln_dparam_fold and ln_dparam_fold_one (groups of
+ * LN_FOLD_G blocks in order, then the groups in order), so the same bits.
+ * A slab of each block is LN_FOLD_S / 16 whole cache lines read in a
+ * stream: with 8 columns per work-item (32 bytes of a block, the blocks
+ * 64 KiB apart at 16384 columns, all in one cache set) stage 2 took 8-13
+ * ms of the backward's 50-100 there. */
+#ifndef LN_FOLD_S
+#define LN_FOLD_S 128 /* columns per work-item (layernorm.c's; 8 divides) */
+#endif
 
-/* Columns [j0, j0 + w) (w 8, or fewer at the row's end) of dgamma's (db:
- * dbeta's) blocks [k, k1) of part, from 0 in block order. */
-inline float8 ln_fold_item_blocks(global const float *part, size_t cols,
-                                  size_t nb, size_t j0, size_t w, size_t k,
-                                  size_t k1, int db) {
-  global const float *p = part + (db ? nb : 0) * cols + j0;
-  float8 s = 0.0f;
-  if (w == 8) {
-    for (; k < k1; k++) s += vload8(0, p + k * cols);
-    return s;
+/* t[q] = 0 + blocks [k, k1) of p's column q (row stride cols) in block
+ * order, for q < w. */
+inline void ln_fold_slab(global const float *p, size_t cols, size_t w,
+                         size_t k, size_t k1, float *t) {
+  for (size_t q = 0; q < w; q++) t[q] = 0.0f;
+  for (; k < k1; k++) {
+    global const float *r = p + k * cols;
+    size_t q = 0;
+    for (; q + 8 <= w; q += 8)
+      vstore8(vload8(0, t + q) + vload8(0, r + q), 0, t + q);
+    for (; q < w; q++) t[q] += r[q];
   }
-  float t[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  for (; k < k1; k++)
-    for (size_t q = 0; q < w; q++) t[q] += p[k * cols + q];
-  return vload8(0, t);
 }
 
-/* dgamma's (db: dbeta's) sums of columns [j0, j0 + w). */
-inline float8 ln_fold_item_sums(global const float *part, size_t cols,
-                                size_t nb, size_t j0, size_t w, int db) {
-  if (nb <= LN_FOLD_G)
-    return ln_fold_item_blocks(part, cols, nb, j0, w, 0, nb, db);
-  float8 s = 0.0f;
-  for (size_t h = 0; h < nb; h += LN_FOLD_G)
-    s += ln_fold_item_blocks(part, cols, nb, j0, w, h,
-                             min(h + LN_FOLD_G, nb), db);
-  return s;
+/* s[q] = dgamma's (p: dbeta's partials) sum of column j0 + q, q < w. */
+inline void ln_fold_slab_sums(global const float *p, size_t cols, size_t nb,
+                              size_t w, float *s) {
+  if (nb <= LN_FOLD_G) {
+    ln_fold_slab(p, cols, w, 0, nb, s);
+    return;
+  }
+  float t[LN_FOLD_S];
+  for (size_t q = 0; q < w; q++) s[q] = 0.0f;
+  for (size_t h = 0; h < nb; h += LN_FOLD_G) {
+    ln_fold_slab(p, cols, w, h, min(h + LN_FOLD_G, nb), t);
+    size_t q = 0;
+    for (; q + 8 <= w; q += 8)
+      vstore8(vload8(0, s + q) + vload8(0, t + q), 0, s + q);
+    for (; q < w; q++) s[q] += t[q];
+  }
 }
 
-/* Global ceil(cols / 8) (padded); arguments as ln_dparam_fold's. */
+/* Global ceil(cols / LN_FOLD_S) (padded); arguments as ln_dparam_fold's. */
 __kernel void ln_dparam_fold_item(global const float *part, ulong cols,
                                   ulong nb, int has_dg, global param_t *dg,
                                   ulong dg_off, int has_db,
                                   global param_t *db, ulong db_off) {
-  const size_t j0 = get_global_id(0) * 8, n = (size_t)cols;
+  const size_t j0 = get_global_id(0) * LN_FOLD_S, n = (size_t)cols;
   if (j0 >= n) return;
-  const size_t w = min((size_t)8, n - j0);
+  const size_t w = min((size_t)LN_FOLD_S, n - j0);
+  float s[LN_FOLD_S];
   for (int d = 0; d < 2; d++) {
     if (!(d ? has_db : has_dg)) continue;
-    float t[8];
-    vstore8(ln_fold_item_sums(part, n, (size_t)nb, j0, w, d), 0, t);
+    ln_fold_slab_sums(part + (d ? (size_t)nb : 0) * n + j0, n, (size_t)nb, w,
+                      s);
     for (size_t q = 0; q < w; q++)
-      PSTORE(t[q], d ? db : dg, (d ? db_off : dg_off) + j0 + q);
+      PSTORE(s[q], d ? db : dg, (d ? db_off : dg_off) + j0 + q);
   }
 }

@@ -458,16 +458,16 @@ START_TEST(bwd_grads_in_place) {
 }
 END_TEST
 
-/* The GPU variant's block backward under RUMUS_LN_BLK's settings (2 or 4
- * rows at once, unrolled or not): dx, dgamma and dbeta the bits of the
- * default (4 rows unrolled), for both norms, on rows of 257 (a tail
- * group) and 4096 (every lane full) with a block of rows that the row
- * count does not divide. */
-START_TEST(blk_rows_same_bits) {
+/* The backward of both norms on variant v under environment variable
+ * env's settings set[1..ns) (set[0]: NULL, unset): dx, dgamma and dbeta
+ * the bits of set[0]'s, and dx also without dgamma and dbeta (nodp), on
+ * rows of 257 (a tail group) and 4096 (every lane full) with a block of
+ * rows that the row count does not divide. */
+static void same_bits_under(int v, const char *env,
+                            const char *const *set, int ns, int nodp) {
   rumus_ctx *ctx = tu_ctx();
   static const shp S[] = {{203, 257}, {7, 4096}};
-  static const char *const SETTINGS[] = {NULL, "2u", "2", "4"};
-  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  tu_set_variant(ctx, v);
   for (int k = 0; k < 2; k++) {
     inputs in = make_inputs(&S[k], RUMUS_F32, RUMUS_F32, 90 + k);
     ln_tensors t = ln_make(ctx, &in);
@@ -476,27 +476,30 @@ START_TEST(blk_rows_same_bits) {
     const size_t len[3] = {in.n, S[k].cols, S[k].cols};
     for (int rms = 0; rms < 2; rms++) {
       float *ref[3] = {NULL, NULL, NULL};
-      for (int e = 0; e < 4; e++) {
-        if (SETTINGS[e]) setenv("RUMUS_LN_BLK", SETTINGS[e], 1);
+      for (int e = 0; e < ns + nodp; e++) {
+        const int dp = e < ns;
+        if (dp && set[e]) setenv(env, set[e], 1);
+        rumus_tensor *dg = dp ? t.dg.t : NULL, *db = dp ? t.db.t : NULL;
         if (rms)
           TU_OK(ctx, rumus_rmsnorm_bwd(ctx, t.dy.t, t.x.t, t.gamma.t,
-                                       t.rstd.t, t.dx.t, t.dg.t));
+                                       t.rstd.t, t.dx.t, dg));
         else
           TU_OK(ctx, rumus_layernorm_bwd(ctx, t.dy.t, t.x.t, t.gamma.t,
-                                         t.mean.t, t.rstd.t, t.dx.t, t.dg.t,
-                                         t.db.t));
-        unsetenv("RUMUS_LN_BLK");
+                                         t.mean.t, t.rstd.t, t.dx.t, dg, db));
+        unsetenv(env);
         rumus_tensor *outs[3] = {t.dx.t, t.dg.t, t.db.t};
-        for (int q = 0; q < (rms ? 2 : 3); q++) {
+        for (int q = 0; q < (!dp ? 1 : rms ? 2 : 3); q++) {
           float *got = tu_download(ctx, outs[q]);
           if (e == 0) {
             ref[q] = got;
             continue;
           }
           ck_assert_msg(memcmp(got, ref[q], len[q] * 4) == 0,
-                        "%s %zux%zu RUMUS_LN_BLK=%s: output %d differs",
-                        rms ? "rmsnorm" : "layernorm", S[k].rows, S[k].cols,
-                        SETTINGS[e], q);
+                        "%s %s %zux%zu %s=%s: output %d differs",
+                        rms ? "rmsnorm" : "layernorm", tu_variant_name(v),
+                        S[k].rows, S[k].cols, env,
+                        dp ? (set[e] ? set[e] : "(unset)") : "(no dgamma)",
+                        q);
           free(got);
         }
       }
@@ -506,6 +509,24 @@ START_TEST(blk_rows_same_bits) {
     free_inputs(&in);
   }
   tu_free_all(ctx, NULL);
+}
+
+/* The GPU variant's block backward under RUMUS_LN_BLK's settings (2 or 4
+ * rows at once, unrolled or not): the bits of the default (4 rows
+ * unrolled). */
+START_TEST(blk_rows_same_bits) {
+  static const char *const SETTINGS[] = {NULL, "2u", "2", "4"};
+  same_bits_under(RUMUS_VARIANT_GPU, "RUMUS_LN_BLK", SETTINGS, 4, 0);
+}
+END_TEST
+
+/* The CPU variant's _rowp kernels by twos (RUMUS_LN_ROWP=2) and row by
+ * row (1): the bits of the default (rows of 257 one by one, of 4096 by
+ * twos, the last row of an odd block alone), and dx the bits of the
+ * _row kernel's (the backward without dgamma and dbeta). */
+START_TEST(rowp_pairs_same_bits) {
+  static const char *const SETTINGS[] = {NULL, "1", "2"};
+  same_bits_under(RUMUS_VARIANT_CPU, "RUMUS_LN_ROWP", SETTINGS, 3, 1);
 }
 END_TEST
 
@@ -772,6 +793,7 @@ int main(void) {
   tcase_add_test(limits, in_place_repeatable);
   tcase_add_test(limits, bwd_grads_in_place);
   tcase_add_test(limits, blk_rows_same_bits);
+  tcase_add_test(limits, rowp_pairs_same_bits);
   tcase_add_test(limits, large_offset);
   tcase_add_test(limits, empty_tensors);
   tcase_add_test(limits, nan_and_inf_rows);

@@ -40,6 +40,7 @@ static const char *const FILE_CL = "layernorm.cl";
 #define LN_MAX_PART ((size_t)1 << 21)
 #define LN_FOLD_G 64
 #define LN_FOLD_H 8 /* groups of stage 2's one-launch kernel at most */
+#define LN_FOLD_S 128 /* columns per work-item of the CPU variant's stage 2 */
 /* Rows under LN_BLK_MIN_COLS, which the _fused kernel's teams of 8
  * work-items take on the GPU: at most 8192 blocks, so that the teams stay
  * many (as before the _blk kernel). */
@@ -273,11 +274,14 @@ typedef struct {
 /* Launches `base`_row, _wgc or _wg (or wide->kernel when wide->ls) over
  * rows x cols in chunks of rows; order[] gives the kernel's argument
  * order of ts's entries (row, stat or param by index into ts->t), then
- * `tail` (flags, eps) before rows and cols. */
+ * `tail` (flags, eps) before rows and cols.  ri: rows per work-item of
+ * a _row kernel that takes them as its last argument (the forward's),
+ * else 0. */
 static int run_rows(rumus_ctx *ctx, const char *op,
                     const rumus__row_plan *plan, const ln_tensors *ts,
                     const int *order, const rumus__arg *tail, size_t ntail,
-                    size_t rows, size_t cols, const ln_group *wide) {
+                    size_t rows, size_t cols, const ln_group *wide,
+                    size_t ri) {
   const int w = wide && wide->ls;
   const rumus__kernel_ref k = {FILE_CL, plan->options,
                                w ? wide->kernel : plan->kernel};
@@ -302,10 +306,14 @@ static int run_rows(rumus_ctx *ctx, const char *op,
     args[na++] = RUMUS__ARG(ncols);
     if (!w && plan->kind == RUMUS__ROWS_REGS)
       args[na++] = RUMUS__ARG(plan->rt); /* the wide kernels: no more */
+    const cl_ulong nri = ri;
+    const int item = plan->kind == RUMUS__ROWS_ITEM && ri;
+    if (item) args[na++] = RUMUS__ARG(nri);
     size_t local = w ? wide->ls : 0;
     const size_t global =
         w ? (size_t)nrows * local
-          : rumus__row_plan_global(ctx, plan, (size_t)nrows, 1, &local);
+          : rumus__row_plan_global(ctx, plan, (size_t)nrows, item ? ri : 1,
+                                   &local);
     RUMUS__FORWARD(rumus__launch(ctx, op, &k, 1, &global, &local, na, args));
   }
   return RUMUS_OK;
@@ -369,6 +377,16 @@ static int wide_local(rumus_ctx *ctx, const char *op,
 /* ---- Forward --------------------------------------------------------------- */
 
 /* Both forwards: beta and mean NULL for RMS norm. */
+/* Rows per work-item of the CPU variant's forward (_row kernels): a row's
+ * sum is taken in the walk that writes the row before, so a work-item
+ * needs several; LN_FWD_ROWS, or RUMUS_LN_FWDR (1 to 64: measurements). */
+#define LN_FWD_ROWS 8
+static size_t fwd_rows(void) {
+  const char *v = getenv("RUMUS_LN_FWDR");
+  const int n = v ? atoi(v) : 0;
+  return n >= 1 && n <= 64 ? (size_t)n : LN_FWD_ROWS;
+}
+
 static int forward(rumus_ctx *ctx, const char *op, const char *base,
                    const rumus_layernorm_params *params,
                    const rumus_tensor *x, const rumus_tensor *gamma,
@@ -412,7 +430,8 @@ static int forward(rumus_ctx *ctx, const char *op, const char *base,
     const ln_wide_shape w = wide_fwd(ctx);
     RUMUS__FORWARD(wide_local(ctx, op, &plan, base, &w, cols, &wide));
   }
-  return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols, &wide);
+  return run_rows(ctx, op, &plan, &ts, order, tail, 4, rows, cols, &wide,
+                  fwd_rows());
 }
 
 int rumus_layernorm_fwd(rumus_ctx *ctx, const rumus_layernorm_params *params,
@@ -481,8 +500,9 @@ static int run_fold_one(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 2, g, l, 9, a);
 }
 
-/* Stage 2 on the CPU variant (a _row plan): ln_dparam_fold_item, 8
- * columns per work-item, the order of the other stage-2 kernels. */
+/* Stage 2 on the CPU variant (a _row plan): ln_dparam_fold_item,
+ * LN_FOLD_S columns per work-item, the order of the other stage-2
+ * kernels. */
 static int run_fold_item(rumus_ctx *ctx, const char *op,
                          const rumus__row_plan *plan, cl_mem part, size_t nb,
                          size_t cols, rumus_tensor *dgamma,
@@ -495,7 +515,8 @@ static int run_fold_item(rumus_ctx *ctx, const char *op,
       RUMUS__ARG(has_dg), RUMUS__ARG(ga.mem), RUMUS__ARG(ga.off),
       RUMUS__ARG(has_db), RUMUS__ARG(ba.mem), RUMUS__ARG(ba.off)};
   const rumus__kernel_ref k = {FILE_CL, plan->options, "ln_dparam_fold_item"};
-  size_t global = (cols + 7) / 8, local = rumus__row_local(ctx, global);
+  size_t global = (cols + LN_FOLD_S - 1) / LN_FOLD_S,
+         local = rumus__row_local(ctx, global);
   return rumus__launch(ctx, op, &k, 1, &global, &local, 9, a);
 }
 
@@ -665,6 +686,20 @@ static int run_blk(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
 }
 
+/* Whether the _rowp kernels take a block's rows by twos (one load and
+ * store of the partials per two rows): for rows longer than
+ * LN_ROWP_PAIR_COLS, or as RUMUS_LN_ROWP (1 or 2) says.  Alternated
+ * runs on PoCL (2 loaded cores, % of STREAM copy, medians of 5):
+ * 2048 x 16384 68% by twos against 50% row by row, 65536 x 1024 74%
+ * against 82% (a row's dy, x, dx and the partials, 24 KiB, fit the L1
+ * cache; two rows' do not). */
+#define LN_ROWP_PAIR_COLS 1024
+static cl_int rowp_pairs(size_t cols) {
+  const char *v = getenv("RUMUS_LN_ROWP");
+  if (v && (atoi(v) == 1 || atoi(v) == 2)) return atoi(v) == 2;
+  return cols > LN_ROWP_PAIR_COLS;
+}
+
 /* CPU variant (a _row plan): dx and stage 1 in one launch of the plan's
  * kernel's _rowp twin (layernorm_bwd_rowp, rmsnorm_bwd_rowp), a work-item
  * per block of rb rows (the blocks and column order of
@@ -676,15 +711,17 @@ static int run_rowp(rumus_ctx *ctx, const char *op,
   char name[72];
   snprintf(name, sizeof name, "%sp", plan->kernel);
   const rumus__kernel_ref k = {FILE_CL, plan->options, name};
-  rumus__arg a[19];
+  rumus__arg a[20];
   size_t na = bwd_tensor_args(ts, a);
   cl_ulong nrows = rows, ncols = cols, nrb = rb, nnb = nb;
+  cl_int pairs = rowp_pairs(cols);
   a[na++] = RUMUS__ARG(has_g);
   a[na++] = RUMUS__ARG(nrows);
   a[na++] = RUMUS__ARG(ncols);
   a[na++] = RUMUS__ARG(part);
   a[na++] = RUMUS__ARG(nrb);
   a[na++] = RUMUS__ARG(nnb);
+  a[na++] = RUMUS__ARG(pairs);
   size_t global = nb, local = rumus__row_local(ctx, nb);
   return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
 }
@@ -724,7 +761,7 @@ static int run_with_dparam(rumus_ctx *ctx, const char *op,
         run_part(ctx, op, plan, dy, x, mean, rstd, part, rows, cols, rb, nb));
     const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
     RUMUS__FORWARD(
-        run_rows(ctx, op, plan, ts, BWD_ORDER, tail, 1, rows, cols, NULL));
+        run_rows(ctx, op, plan, ts, BWD_ORDER, tail, 1, rows, cols, NULL, 0));
   }
   return run_fold(ctx, op, plan, part, part2, nb, cols, dgamma, dbeta);
 }
@@ -786,7 +823,8 @@ static int backward(rumus_ctx *ctx, const char *op, const char *base,
                    nb);
   }
   const rumus__arg tail[1] = {RUMUS__ARG(has_g)};
-  return run_rows(ctx, op, &plan, &ts, BWD_ORDER, tail, 1, rows, cols, NULL);
+  return run_rows(ctx, op, &plan, &ts, BWD_ORDER, tail, 1, rows, cols, NULL,
+                  0);
 }
 
 int rumus_layernorm_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
