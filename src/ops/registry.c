@@ -124,7 +124,10 @@ static void plan_set(const rumus_ctx *ctx, const rumus__row_family *fam,
   plan->cache_v4 = kind == RUMUS__ROWS_REGS ? cache_v4 : 0;
   plan->rows_per_group = kind == RUMUS__ROWS_REGS ? wg / rt : 1;
   fam->options(ctx, plan, plan->options, sizeof plan->options);
-  if (kind == RUMUS__ROWS_REGS && wg > 256) { /* the wide rung's */
+  /* Register programs of more than 256 work-items (the wide rung, or a
+   * user's work-group size) get NVIDIA's register cap, without which
+   * rumus__kernel_wg_limit() would not admit them there. */
+  if (kind == RUMUS__ROWS_REGS && wg > 256) {
     const size_t used = strlen(plan->options);
     rumus__nv_maxrreg(ctx, "RUMUS_ROWS_MAXRREG", 128, plan->options + used,
                       sizeof plan->options - used);
