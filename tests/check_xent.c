@@ -387,17 +387,19 @@ END_TEST
 
 /* ---- limits --------------------------------------------------------------- */
 
-/* RUMUS_ROWS_WIDE_RUNG=1: rows of 8193 to 32768 classes held in the
- * registers of 512 work-items (xent_fwd_bwd_wgc at CACHE_V4 16), F32 and
- * F16 logits, smoothing, every reduction, both variants, against the
- * reference; the profile shows the _wgc kernel ran (and not past 32768). */
-START_TEST(wide_rung_opt_in) {
-  static const size_t CS[] = {8193, 20000, 32768, 32769};
-  const size_t B = 3;
-  setenv("RUMUS_ROWS_WIDE_RUNG", "1", 1);
+/* The wide rung, cross-entropy's default: rows of 8193 to 32768 classes
+ * held in the registers of 512 work-items (xent_fwd_bwd_wgc at CACHE_V4
+ * 16), F32 and F16 logits, smoothing, every reduction, both variants,
+ * against the reference; the profile shows the _wgc kernel ran (and not
+ * past 32768, nor under RUMUS_ROWS_WIDE_RUNG=0). */
+START_TEST(wide_rung_default) {
+  static const size_t CS[] = {8193, 20000, 32768, 32769, 8200};
+  const size_t B = 3, ncs = sizeof CS / sizeof CS[0];
   rumus_ctx *ctx = tu_profiling_ctx();
-  for (size_t c = 0; c < sizeof CS / sizeof CS[0]; c++) {
+  for (size_t c = 0; c < ncs; c++) {
     const size_t C = CS[c];
+    const int off = c == ncs - 1; /* the last case with the rung turned off */
+    if (off) setenv("RUMUS_ROWS_WIDE_RUNG", "0", 1);
     for (int d = 0; d < 2; d++) {
       float *x = tu_malloc(B * C * sizeof *x);
       int32_t *t = tu_malloc(B * sizeof *t);
@@ -407,8 +409,9 @@ START_TEST(wide_rung_opt_in) {
       rumus_xent_params p = {RUMUS_REDUCTION_MEAN, -100, 0.1f, 1.0f};
       check_typed(ctx, d ? RUMUS_F16 : RUMUS_F32, x, t, B, C, p, "wide");
       const int seen = tu_kernel_ran(ctx, "xent_fwd_bwd_wgc");
-      ck_assert_msg(seen == (C <= 32768), "xent_fwd_bwd_wgc at %zu classes "
-                    "(%s): %s", C, d ? "F16" : "F32",
+      ck_assert_msg(seen == (C <= 32768 && !off), "xent_fwd_bwd_wgc at %zu "
+                    "classes (%s%s): %s", C, d ? "F16" : "F32",
+                    off ? ", RUMUS_ROWS_WIDE_RUNG=0" : "",
                     seen ? "ran" : "did not run");
       free(x);
       free(t);
@@ -1093,7 +1096,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, workgroup_sizes);
-  tcase_add_test(limits, wide_rung_opt_in);
+  tcase_add_test(limits, wide_rung_default);
   tcase_add_test(limits, special_rows);
   tcase_add_loop_test(limits, typed_special_rows, 0, 2);
   tcase_add_test(limits, ignore_index);

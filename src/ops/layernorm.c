@@ -168,8 +168,10 @@ static void options_xt(const rumus_ctx *ctx, const rumus__row_plan *plan,
                        char *buf, size_t len) {
   ln_options(ctx, plan, plan->storage, buf, len);
 }
-static const rumus__row_family LN_F32 = {FILE_CL, options_f32, 0};
-static const rumus__row_family LN_XT = {FILE_CL, options_xt, 0};
+static const rumus__row_family LN_F32 = {FILE_CL, options_f32,
+                                         RUMUS__WIDE_NEVER};
+static const rumus__row_family LN_XT = {FILE_CL, options_xt,
+                                        RUMUS__WIDE_NEVER};
 
 /* A tensor's buffer and element offset as kernel arguments; a NULL
  * (absent) tensor passes `stand_in`'s buffer, which the kernel does not

@@ -162,8 +162,11 @@ typedef void (*rumus__row_options_fn)(const rumus_ctx *ctx,
 typedef struct {
   const char *file;
   rumus__row_options_fn options;
-  int wide_rung; /* takes the opt-in 512 x 16 rung (registry.c) */
+  int wide_rung; /* the 512 x 16 rung (registry.c): RUMUS__WIDE_* */
 } rumus__row_family;
+/* rumus__row_family.wide_rung: never, when RUMUS_ROWS_WIDE_RUNG=1, or
+ * unless RUMUS_ROWS_WIDE_RUNG=0. */
+enum { RUMUS__WIDE_NEVER, RUMUS__WIDE_OPT_IN, RUMUS__WIDE_DEFAULT };
 /* Fills *plan for kernel `base` of the family (align: RUMUS__ROW_ALIGN*
  * flags, or rumus__align4's result); builds the REGS program to learn
  * whether the device runs it at the rung's size.  @return RUMUS_OK or the

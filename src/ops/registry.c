@@ -83,13 +83,10 @@ int rumus__row_align(const rumus_ctx *ctx, const rumus_tensor *const *ts,
 /* The REGS rungs of the work-group variant, smallest first: (work-group
  * size, float4 per work-item).  On the H200 rows of 1024 ran fastest with
  * 128 (4 rows per group: 138 us for softmax at 65536 x 1024 against 148
- * with 256 and 231 with 512), and 8192 needs 256 x 8.  A rung of 512 x 16
- * (rows up to 32768 in registers) was tried and dropped when NVIDIA's
- * driver gave it a CL_KERNEL_WORK_GROUP_SIZE of 256, a figure it gives
- * every kernel (rumus__kernel_wg_limit); under a 128-register cap it is
- * untried.  One such row per compute unit leaves little work to overlap
- * with its barriers (a 1024 x 8 rung ran softmax at 32000 columns 1.6x
- * slower than the strided kernel). */
+ * with 256 and 231 with 512), and 8192 needs 256 x 8.  Longer rows take
+ * the wide rung below where the family does.  One such row per compute
+ * unit leaves little work to overlap with its barriers (a 1024 x 8 rung
+ * ran softmax at 32000 columns 1.6x slower than the strided kernel). */
 static const struct {
   size_t wg;
   int cache_v4;
@@ -97,20 +94,26 @@ static const struct {
 
 #define N_RUNGS (sizeof RUNGS / sizeof RUNGS[0])
 
-/* An opt-in rung, RUMUS_ROWS_WIDE_RUNG=1, for the families that take it
- * (softmax, cross-entropy): 512 work-items of 16 float4, rows up to 32768
- * read once into registers where the strided kernel reads them twice.
- * Its programs are built with a 128-register cap on NVIDIA's driver
- * (RUMUS_ROWS_MAXRREG), so that 512 work-items fit by
- * rumus__kernel_wg_limit()'s count.  Tested on PoCL, not yet measured on
- * a GPU: hence not a default. */
+/* A rung of 512 work-items of 16 float4 for the families that take it
+ * (rumus__row_family.wide_rung): rows up to 32768 read once into
+ * registers where the strided kernel reads them twice.  Its programs are
+ * built with a 128-register cap on NVIDIA's driver (RUMUS_ROWS_MAXRREG),
+ * so that 512 work-items fit by rumus__kernel_wg_limit()'s count.  On the
+ * H200 at 8192 x 32000 it took cross-entropy from 772 to 671 us of kernel
+ * time, but softmax's forward from 788 to 835 us and its backward (two
+ * rows in registers) from 1240 to 3799 us: so cross-entropy takes it by
+ * default and softmax only when asked (RUMUS_ROWS_WIDE_RUNG=1; =0 turns
+ * it off for both). */
 #define WIDE_RUNG_WG 512
 #define WIDE_RUNG_V4 16
 
 static int wide_rung_on(const rumus_ctx *ctx, const rumus__row_family *fam) {
+  if (fam->wide_rung == RUMUS__WIDE_NEVER || WIDE_RUNG_WG > ctx->max_wg)
+    return 0;
   const char *v = getenv("RUMUS_ROWS_WIDE_RUNG");
-  return fam->wide_rung && WIDE_RUNG_WG <= ctx->max_wg && v != NULL &&
-         strcmp(v, "1") == 0;
+  if (v != NULL && strcmp(v, "1") == 0) return 1;
+  if (v != NULL && strcmp(v, "0") == 0) return 0;
+  return fam->wide_rung == RUMUS__WIDE_DEFAULT;
 }
 
 /* Sets the plan's geometry, kernel name and options. */

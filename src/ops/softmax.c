@@ -39,7 +39,8 @@ static void softmax_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
   }
 }
 
-static const rumus__row_family SOFTMAX = {FILE_CL, softmax_options, 1};
+static const rumus__row_family SOFTMAX = {FILE_CL, softmax_options,
+                                           RUMUS__WIDE_OPT_IN};
 
 /* Launches `base`_row, _wgc or _wg (see rumus__row_plan_make) over rows x
  * cols; ts are the tensors in kernel order, each passed as (buffer,

@@ -97,9 +97,10 @@ static void xent_options_typed_loss(const rumus_ctx *ctx,
   xent_options_loss(ctx, plan, plan->storage, buf, len);
 }
 
-static const rumus__row_family XENT = {FILE_CL, xent_options, 1};
+static const rumus__row_family XENT = {FILE_CL, xent_options,
+                                        RUMUS__WIDE_DEFAULT};
 static const rumus__row_family XENT_TYPED_LOSS = {
-    FILE_CL, xent_options_typed_loss, 1};
+    FILE_CL, xent_options_typed_loss, RUMUS__WIDE_DEFAULT};
 
 /* The options of the count and sum kernels: those of the one-group-per-row
  * F32 program on unaligned tensors, which holds them too (the per-row
