@@ -15,6 +15,17 @@
  *                WA x WA input patch, zero outside the image;
  *   wino_output  y = A^T m A (+ bias) per (o, tile), written where it lies
  *                inside the output.
+ * The weight gradient (dw = sum over images and tiles of the correlation
+ * of the input patch with the dy tile) swaps the roles of A and G in the
+ * same identity, sum_xi A^T[i][xi] G[xi][k] B^T[xi][j] = [j == i + k]:
+ * per tile, dw = G^T [(A dy A^T) . (B^T d B)] G, so the host runs
+ *   M[s][xi][o][i] = sum_t U[s][xi][o][t] V[s][xi][i][t]
+ * over pieces s of the images (each its own K: the pieces add parallel
+ * work where O x I gives few tiles), and
+ *   wino_dy      U = A dy A^T per (o, tile), the WM x WM dy tile zero
+ *                outside dy, in wino_input's layout;
+ *   wino_wgrad   dw = G^T (sum_s M[s]) G per (o, i), the pieces added in
+ *                order.
  * Every transform is a fixed sequence of float operations per element:
  * the results are the same bits run to run.  Storage through real_t /
  * LOAD / STORE (cl/common.cl); the scratch U, V, M is float.  Work-items:
@@ -90,6 +101,43 @@ inline void wino_at(const float *m, float *o) {
 #endif
 }
 
+/* out = A m: one column (or row) of the dy transform (A^T's transpose:
+ * out[xi] = sum_i A^T[i][xi] m[i], m of WM values). */
+inline void wino_a(const float *m, float *o) {
+#if WM == 2
+  o[0] = m[0];
+  o[1] = m[0] + m[1];
+  o[2] = m[0] - m[1];
+  o[3] = -m[1];
+#else
+  const float e = m[0] + m[2], f = m[1] + m[3];
+  const float g = fma(4.0f, m[2], m[0]), h = fma(4.0f, m[3], m[1]);
+  o[0] = m[0];
+  o[1] = e + f;
+  o[2] = e - f;
+  o[3] = fma(2.0f, h, g);
+  o[4] = fma(-2.0f, h, g);
+  o[5] = m[3];
+#endif
+}
+
+/* out = G^T m: one column (or row) of the weight gradient's output
+ * transform (out[k] = sum_xi G[xi][k] m[xi], k < 3). */
+inline void wino_gt(const float *m, float *o) {
+#if WM == 2
+  const float s = m[1] + m[2];
+  o[0] = fma(0.5f, s, m[0]);
+  o[1] = 0.5f * (m[1] - m[2]);
+  o[2] = fma(0.5f, s, m[3]);
+#else
+  const float s = m[1] + m[2], d = m[1] - m[2];
+  const float p = m[3] + m[4], q = m[3] - m[4];
+  o[0] = fma(0.25f, m[0], fma(-1.0f / 6.0f, s, (1.0f / 24.0f) * p));
+  o[1] = fma(-1.0f / 6.0f, d, (1.0f / 12.0f) * q);
+  o[2] = fma(1.0f / 6.0f, p - s, m[5]);
+#endif
+}
+
 /* U[xi][o][i] = (G g G^T)[xi] for the 3 x 3 kernel g of output channel o
  * and input channel i: w[o][i] (flip 0, w is [O, I, 3, 3]) or w[i][o]
  * rotated by 180 degrees (flip 1, w is [I, O, 3, 3]). */
@@ -127,27 +175,46 @@ void wino_weight(global const real_t *w, ulong w_off, global float *U,
   for (int k = 0; k < WP; k++) u[k * plane] = r[k];
 }
 
-/* V[xi][i][t] = (B^T d B)[xi] for the input patch d of tile t (image
- * N0 + t / (TH TW), tile row t / TW mod TH, column t mod TW) of input
- * channel i; x is [N, I, H, W]. */
+/* Tile t of a launch over NP pieces of NBS images from image N0 (NT
+ * images in all, the last piece short), each piece LDV tiles wide: its
+ * piece *s, its image *n (past the images: not a tile) and its place
+ * (*y0, *x0) in tile units; 0 when t is padding.  t < 2^31 (the host's
+ * chunks): 32-bit divisions. */
+inline int wino_tile(size_t t, ulong TH, ulong TW, ulong N0, ulong NT,
+                     ulong NBS, ulong LDV, size_t *s, size_t *tl, size_t *n,
+                     uint *ty, uint *tx) {
+  const uint per = (uint)TH * (uint)TW, tu = (uint)t;
+  *s = tu / (uint)LDV;
+  *tl = tu - (uint)*s * (uint)LDV;
+  const uint img = (uint)*tl / per, r = (uint)*tl - img * per;
+  *n = (size_t)N0 + *s * (size_t)NBS + img;
+  *ty = r / (uint)TW;
+  *tx = r - *ty * (uint)TW;
+  return img < (uint)NBS && *s * (size_t)NBS + img < (size_t)NT;
+}
+
+/* V[s][xi][i][t] = (B^T d B)[xi] for the input patch d of tile t of piece
+ * s (wino_tile) of input channel i; x is [N, I, H, W].  The forward and
+ * the input gradient run one piece (NBS = NT). */
 __kernel RUMUS_REQD_WG(WWG, 1, 1)
 void wino_input(global const real_t *x, ulong x_off, global float *V,
                 ulong I, ulong H, ulong W, long PH, long PW, ulong TH,
-                ulong TW, ulong N0, ulong T, ulong LDV, ulong c0) {
+                ulong TW, ulong N0, ulong NT, ulong NBS, ulong LDV,
+                ulong c0) {
   const size_t t = get_global_id(0), i = get_global_id(1) + (size_t)c0;
-  if (t >= (size_t)LDV) return;
-  global float *v = V + i * (size_t)LDV + t;
+  const size_t np = ((size_t)NT + (size_t)NBS - 1) / (size_t)NBS;
+  if (t >= np * (size_t)LDV) return;
+  size_t s, tl, n;
+  uint ty, tx;
+  const int ok = wino_tile(t, TH, TW, N0, NT, NBS, LDV, &s, &tl, &n, &ty, &tx);
   const size_t plane = (size_t)I * (size_t)LDV;
-  if (t >= (size_t)T) {
+  global float *v = V + s * WP * plane + i * (size_t)LDV + tl;
+  if (!ok) {
     #pragma unroll
     for (int k = 0; k < WP; k++) v[k * plane] = 0.0f;
     return;
   }
-  /* T < 2^31 (the host's chunks): 32-bit divisions. */
-  const uint per = (uint)TH * (uint)TW, tu = (uint)t, r = tu % per;
-  const size_t n = (size_t)N0 + tu / per;
-  const long y0 = (long)(r / (uint)TW) * WM - PH;
-  const long x0 = (long)(r % (uint)TW) * WM - PW;
+  const long y0 = (long)ty * WM - PH, x0 = (long)tx * WM - PW;
   global const real_t *src =
       x + (size_t)x_off + (n * (size_t)I + i) * (size_t)H * (size_t)W;
   float d[WP], c[WP];
@@ -220,5 +287,93 @@ void wino_output(global const float *M, global const real_t *bias,
     for (int b = 0; b < WM; b++)
       if (x0 + b < (size_t)OW)
         STORE(out[b] + bv, dst, (y0 + a) * (size_t)OW + x0 + b);
+  }
+}
+
+/* U[s][xi][o][t] = (A dy A^T)[xi] for the WM x WM tile of dy (zero outside
+ * it) of tile t of piece s (wino_tile) of output channel o; dy is [N, O,
+ * OH, OW]. */
+__kernel RUMUS_REQD_WG(WWG, 1, 1)
+void wino_dy(global const real_t *dy, ulong dy_off, global float *U, ulong O,
+             ulong OH, ulong OW, ulong TH, ulong TW, ulong N0, ulong NT,
+             ulong NBS, ulong LDV, ulong c0) {
+  const size_t t = get_global_id(0), o = get_global_id(1) + (size_t)c0;
+  const size_t np = ((size_t)NT + (size_t)NBS - 1) / (size_t)NBS;
+  if (t >= np * (size_t)LDV) return;
+  size_t s, tl, n;
+  uint ty, tx;
+  const int ok = wino_tile(t, TH, TW, N0, NT, NBS, LDV, &s, &tl, &n, &ty, &tx);
+  const size_t plane = (size_t)O * (size_t)LDV;
+  global float *u = U + s * WP * plane + o * (size_t)LDV + tl;
+  if (!ok) {
+    #pragma unroll
+    for (int k = 0; k < WP; k++) u[k * plane] = 0.0f;
+    return;
+  }
+  const size_t y0 = (size_t)ty * WM, x0 = (size_t)tx * WM;
+  global const real_t *src =
+      dy + (size_t)dy_off + (n * (size_t)O + o) * (size_t)OH * (size_t)OW;
+  float d[WM * WM], c[WM * WA];
+  #pragma unroll
+  for (int a = 0; a < WM; a++) {
+    const int rin = y0 + a < (size_t)OH;
+    #pragma unroll
+    for (int b = 0; b < WM; b++)
+      d[a * WM + b] = rin && x0 + b < (size_t)OW
+                          ? LOAD(src, (y0 + a) * (size_t)OW + x0 + b)
+                          : 0.0f;
+  }
+  /* Columns (c holds A d column-major: WA per column), then rows. */
+  #pragma unroll
+  for (int b = 0; b < WM; b++) {
+    float col[WM];
+    #pragma unroll
+    for (int a = 0; a < WM; a++) col[a] = d[a * WM + b];
+    wino_a(col, c + b * WA);
+  }
+  #pragma unroll
+  for (int a = 0; a < WA; a++) {
+    float row[WM], out[WA];
+    #pragma unroll
+    for (int b = 0; b < WM; b++) row[b] = c[b * WA + a];
+    wino_a(row, out);
+    #pragma unroll
+    for (int b = 0; b < WA; b++) u[(a * WA + b) * plane] = out[b];
+  }
+}
+
+/* dw[o][i] = G^T m G, m = sum over the S pieces of M[s][*][o][i] in order
+ * of s; M's rows are LDM floats, dw is [O, I, 3, 3]. */
+__kernel RUMUS_REQD_WG(WWG, 1, 1)
+void wino_wgrad(global const float *M, global real_t *dw, ulong dw_off,
+                ulong O, ulong I, ulong LDM, ulong S, ulong c0) {
+  const size_t i = get_global_id(0), o = get_global_id(1) + (size_t)c0;
+  if (i >= (size_t)I) return;
+  const size_t plane = (size_t)O * (size_t)LDM, piece = WP * plane;
+  global const float *m = M + o * (size_t)LDM + i;
+  float v[WP], c[3 * WA];
+  #pragma unroll
+  for (int k = 0; k < WP; k++) v[k] = m[k * plane];
+  for (size_t s = 1; s < (size_t)S; s++) {
+    #pragma unroll
+    for (int k = 0; k < WP; k++) v[k] += m[s * piece + k * plane];
+  }
+  /* Columns: c[b][*] = G^T v[*][b] (column-major, 3 per column). */
+  #pragma unroll
+  for (int b = 0; b < WA; b++) {
+    float col[WA];
+    #pragma unroll
+    for (int a = 0; a < WA; a++) col[a] = v[a * WA + b];
+    wino_gt(col, c + b * 3);
+  }
+  global real_t *dst = dw + (size_t)dw_off + (o * (size_t)I + i) * 9;
+  #pragma unroll
+  for (int a = 0; a < 3; a++) {
+    float row[WA], out[3];
+    #pragma unroll
+    for (int b = 0; b < WA; b++) row[b] = c[b * 3 + a];
+    wino_gt(row, out);
+    #pragma unroll
+    for (int b = 0; b < 3; b++) STORE(out[b], dst, (size_t)(a * 3 + b));
   }
 }

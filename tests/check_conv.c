@@ -503,10 +503,11 @@ static void check_wino(const char *what, rumus_dtype d, int wm,
                  f * 1e-5 + tu_store_rtol(d));
 }
 
-/* y and dx of case g through the GPU variant with RUMUS_CONV2D_WINOGRAD
- * = wm (as set by the caller), checked against h; returned in out. */
+/* y, dx and dw of case g through the GPU variant with
+ * RUMUS_CONV2D_WINOGRAD = wm (as set by the caller), checked against h;
+ * returned in out. */
 static void wino_ops(rumus_ctx *ctx, const ref_conv_geo *g, rumus_dtype d,
-                     int wm, const sizes *s, const host *h, float *out[2]) {
+                     int wm, const sizes *s, const host *h, float *out[3]) {
   const rumus_conv2d_params p = params_of(g);
   const size_t bs[1] = {g->oc};
   rumus_tensor *x = tu_tensor_typed(ctx, d, 4, s->xs, h->x),
@@ -514,15 +515,20 @@ static void wino_ops(rumus_ctx *ctx, const ref_conv_geo *g, rumus_dtype d,
                *b = tu_tensor_typed(ctx, d, 1, bs, h->b),
                *y = tu_tensor_typed(ctx, d, 4, s->ys, NULL),
                *dy = tu_tensor_typed(ctx, d, 4, s->ys, h->dy),
-               *dx = tu_tensor_typed(ctx, d, 4, s->xs, NULL);
+               *dx = tu_tensor_typed(ctx, d, 4, s->xs, NULL),
+               *dw = tu_tensor_typed(ctx, d, 4, s->ws, NULL);
   TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x, w, b, y));
   TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, dy, w, dx));
+  TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &p, x, dy, dw));
   out[0] = tu_download_f32(ctx, y);
   out[1] = tu_download_f32(ctx, dx);
+  out[2] = tu_download_f32(ctx, dw);
   check_wino("conv_wino_fwd", d, wm, out[0], h->y, s->ny, g->c * 9);
   check_wino("conv_wino_bwd_data", d, wm, out[1], h->dx, s->nx, g->oc * 9);
-  rumus_tensor *const ts[] = {x, w, b, y, dy, dx};
-  for (int i = 0; i < 6; i++) rumus_tensor_free(ts[i]);
+  check_wino("conv_wino_bwd_weight", d, wm, out[2], h->dw, s->nw,
+             g->n * s->oh * s->ow);
+  rumus_tensor *const ts[] = {x, w, b, y, dy, dx, dw};
+  for (int i = 0; i < 7; i++) rumus_tensor_free(ts[i]);
 }
 
 static void set_wino(int wm) {
@@ -530,10 +536,62 @@ static void set_wino(int wm) {
   setenv("RUMUS_CONV2D_WINOGRAD", v, 1);
 }
 
-/* Case _i / 2 with F(2x2) or F(4x4) forced, every storage type; F32 the
- * same bits run to run and in chunks of one image (a scratch cap of 6 KiB:
- * 96 floats a product for F(2x2), 42 for F(4x4)); a cap of 1 KiB, where
- * not even one image fits, runs the implicit GEMM (its bits). */
+static void free3(float *v[3]) {
+  for (int k = 0; k < 3; k++) free(v[k]);
+}
+
+/* The weight gradient in 3 pieces (in two rounds for F(2x2) on case 0:
+ * a cap of 8 KiB holds 2 pieces' V and the 3 pieces' products): within
+ * the tolerance (wino_ops), and the same bits twice. */
+static void wino_pieces(rumus_ctx *ctx, const ref_conv_geo *g, int i,
+                        int wm, const sizes *s, const host *h) {
+  float *a[3], *b[3];
+  setenv("RUMUS_CONV2D_WINOGRAD_PIECES", "3", 1);
+  if (i == 0 && wm == 2) setenv("RUMUS_CONV2D_WINOGRAD_KB", "8", 1);
+  wino_ops(ctx, g, RUMUS_F32, wm, s, h, a);
+  wino_ops(ctx, g, RUMUS_F32, wm, s, h, b);
+  ck_assert_msg(memcmp(a[2], b[2], s->nw * 4) == 0,
+                "case %d: the pieces' second run gave other bits", i);
+  unsetenv("RUMUS_CONV2D_WINOGRAD_KB");
+  unsetenv("RUMUS_CONV2D_WINOGRAD_PIECES");
+  free3(a);
+  free3(b);
+}
+
+/* F32 only: the same bits run to run, chunks of one image (a scratch cap
+ * of 6 KiB: 96 floats a product for F(2x2), 42 for F(4x4)), pieces, and a
+ * cap of 1 KiB where not even one image fits: the implicit GEMM's bits. */
+static void wino_f32_runs(rumus_ctx *ctx, const ref_conv_geo *g, int i,
+                          int wm, const sizes *s, const host *h,
+                          float *first[3]) {
+  const size_t n[3] = {s->ny, s->nx, s->nw};
+  float *got[3];
+  wino_ops(ctx, g, RUMUS_F32, wm, s, h, got);
+  for (int k = 0; k < 3; k++)
+    ck_assert_msg(memcmp(got[k], first[k], n[k] * 4) == 0,
+                  "case %d op %d: a second run gave other bits", i, k);
+  free3(got);
+  setenv("RUMUS_CONV2D_WINOGRAD_KB", "6", 1);
+  wino_ops(ctx, g, RUMUS_F32, wm, s, h, got);
+  free3(got);
+  wino_pieces(ctx, g, i, wm, s, h);
+  /* Not even one image (but the 1x1 image of case 1, which fits): the
+   * implicit GEMM's bits. */
+  setenv("RUMUS_CONV2D_WINOGRAD_KB", i == 1 ? "0" : "1", 1);
+  wino_ops(ctx, g, RUMUS_F32, wm, s, h, got);
+  unsetenv("RUMUS_CONV2D_WINOGRAD_KB");
+  set_wino(0);
+  float *gemm[3];
+  wino_ops(ctx, g, RUMUS_F32, wm, s, h, gemm);
+  for (int k = 0; k < 3; k++)
+    ck_assert_msg(memcmp(got[k], gemm[k], n[k] * 4) == 0,
+                  "case %d op %d: the fallback is not the GEMM", i, k);
+  free3(got);
+  free3(gemm);
+}
+
+/* Case _i / 2 with F(2x2) or F(4x4) forced, every storage type, the three
+ * ops; F32 also through wino_f32_runs. */
 START_TEST(winograd) {
   const ref_conv_geo *g = &WINO[_i / 2];
   const int wm = _i % 2 ? 4 : 2;
@@ -545,37 +603,13 @@ START_TEST(winograd) {
     host h = host_make(g, &s, d, 900 + (uint64_t)_i);
     ref_conv2d_fwd(g, h.x, h.w, h.b, h.y);
     ref_conv2d_bwd_data(g, h.dy, h.w, h.dx);
+    ref_conv2d_bwd_weight(g, h.x, h.dy, h.dw);
     set_wino(wm);
-    float *first[2], *got[2];
+    float *first[3];
     wino_ops(ctx, g, d, wm, &s, &h, first);
-    const size_t n[2] = {s.ny, s.nx};
-    if (d == RUMUS_F32) {
-      wino_ops(ctx, g, d, wm, &s, &h, got);
-      for (int k = 0; k < 2; k++) {
-        ck_assert_msg(memcmp(got[k], first[k], n[k] * 4) == 0,
-                      "case %d op %d: a second run gave other bits", _i, k);
-        free(got[k]);
-      }
-      setenv("RUMUS_CONV2D_WINOGRAD_KB", "6", 1);
-      wino_ops(ctx, g, d, wm, &s, &h, got);
-      for (int k = 0; k < 2; k++) free(got[k]);
-      /* Not even one image (but the 1x1 image of case 1, which fits):
-       * the implicit GEMM's bits. */
-      setenv("RUMUS_CONV2D_WINOGRAD_KB", _i / 2 == 1 ? "0" : "1", 1);
-      wino_ops(ctx, g, d, wm, &s, &h, got);
-      unsetenv("RUMUS_CONV2D_WINOGRAD_KB");
-      set_wino(0);
-      float *gemm[2];
-      wino_ops(ctx, g, d, wm, &s, &h, gemm);
-      for (int k = 0; k < 2; k++) {
-        ck_assert_msg(memcmp(got[k], gemm[k], n[k] * 4) == 0,
-                      "case %d op %d: the fallback is not the GEMM", _i, k);
-        free(got[k]);
-        free(gemm[k]);
-      }
-    }
+    if (d == RUMUS_F32) wino_f32_runs(ctx, g, _i / 2, wm, &s, &h, first);
     unsetenv("RUMUS_CONV2D_WINOGRAD");
-    for (int k = 0; k < 2; k++) free(first[k]);
+    free3(first);
     host_free(&h);
   }
   tu_free_all(ctx, NULL);
@@ -583,9 +617,11 @@ START_TEST(winograd) {
 END_TEST
 
 /* The per-op overrides: RUMUS_CONV2D_WINOGRAD=4 with
- * RUMUS_CONV2D_BWD_DATA_WINOGRAD=0 gives the forward F(4x4)'s bits and
- * the input gradient the implicit GEMM's; RUMUS_CONV2D_FWD_WINOGRAD=2
- * over RUMUS_CONV2D_WINOGRAD=0 the forward F(2x2)'s bits. */
+ * RUMUS_CONV2D_BWD_DATA_WINOGRAD=0 gives the forward and weight gradient
+ * F(4x4)'s bits and the input gradient the implicit GEMM's;
+ * RUMUS_CONV2D_FWD_WINOGRAD=2 over RUMUS_CONV2D_WINOGRAD=0 the forward
+ * F(2x2)'s bits; RUMUS_CONV2D_BWD_WEIGHT_WINOGRAD=2 the same for the
+ * weight gradient. */
 START_TEST(winograd_per_op) {
   const ref_conv_geo *g = &WINO[0];
   const sizes s = sizes_of(g);
@@ -594,7 +630,8 @@ START_TEST(winograd_per_op) {
   host h = host_make(g, &s, RUMUS_F32, 66);
   ref_conv2d_fwd(g, h.x, h.w, h.b, h.y);
   ref_conv2d_bwd_data(g, h.dy, h.w, h.dx);
-  float *f4[2], *f2[2], *off[2], *mix[2];
+  ref_conv2d_bwd_weight(g, h.x, h.dy, h.dw);
+  float *f4[3], *f2[3], *off[3], *mix[3];
   set_wino(4);
   wino_ops(ctx, g, RUMUS_F32, 4, &s, &h, f4);
   set_wino(2);
@@ -602,25 +639,29 @@ START_TEST(winograd_per_op) {
   set_wino(0);
   wino_ops(ctx, g, RUMUS_F32, 2, &s, &h, off);
   setenv("RUMUS_CONV2D_FWD_WINOGRAD", "2", 1);
+  setenv("RUMUS_CONV2D_BWD_WEIGHT_WINOGRAD", "2", 1);
   wino_ops(ctx, g, RUMUS_F32, 2, &s, &h, mix);
   ck_assert(memcmp(mix[0], f2[0], s.ny * 4) == 0);
   ck_assert(memcmp(mix[1], off[1], s.nx * 4) == 0);
-  for (int k = 0; k < 2; k++) free(mix[k]);
+  ck_assert(memcmp(mix[2], f2[2], s.nw * 4) == 0);
+  free3(mix);
   unsetenv("RUMUS_CONV2D_FWD_WINOGRAD");
+  unsetenv("RUMUS_CONV2D_BWD_WEIGHT_WINOGRAD");
   set_wino(4);
   setenv("RUMUS_CONV2D_BWD_DATA_WINOGRAD", "0", 1);
   wino_ops(ctx, g, RUMUS_F32, 4, &s, &h, mix);
   ck_assert(memcmp(mix[0], f4[0], s.ny * 4) == 0);
   ck_assert(memcmp(mix[1], off[1], s.nx * 4) == 0);
-  ck_assert(memcmp(f4[1], off[1], s.nx * 4) != 0); /* another path */
+  ck_assert(memcmp(mix[2], f4[2], s.nw * 4) == 0);
+  for (int k = 0; k < 3; k++) /* other paths */
+    ck_assert_msg(memcmp(f4[k], off[k], (k == 0 ? s.ny : k == 1 ? s.nx : s.nw)
+                  * 4) != 0, "op %d: F(4x4) gave the GEMM's bits", k);
   unsetenv("RUMUS_CONV2D_BWD_DATA_WINOGRAD");
   unsetenv("RUMUS_CONV2D_WINOGRAD");
-  for (int k = 0; k < 2; k++) {
-    free(f4[k]);
-    free(f2[k]);
-    free(off[k]);
-    free(mix[k]);
-  }
+  free3(f4);
+  free3(f2);
+  free3(off);
+  free3(mix);
   host_free(&h);
   tu_free_all(ctx, NULL);
 }
@@ -653,9 +694,10 @@ START_TEST(winograd_fallback) {
 }
 END_TEST
 
-/* The Winograd input gradient against central differences of the float64
- * forward (pad 1 on 7x6, pad 0 on 5x5: the gradient's pad 2), both tile
- * sizes: atol, rtol 1e-4 as above, times the path's factor. */
+/* The Winograd input and weight gradients against central differences of
+ * the float64 forward (pad 1 on 7x6, pad 0 on 5x5: the input gradient's
+ * pad 2), both tile sizes: atol, rtol 1e-4 as above, times the path's
+ * factor. */
 START_TEST(winograd_finite_differences) {
   static const ref_conv_geo G[] = {
       {2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},
@@ -669,20 +711,28 @@ START_TEST(winograd_finite_differences) {
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
   host h = host_make(&g, &s, RUMUS_F32, 8);
   double *num_x = tu_malloc(s.nx * sizeof(double));
+  double *num_w = tu_malloc(s.nw * sizeof(double));
   central(&g, &s, h.x, h.w, h.dy, h.x, s.nx, num_x, h.y);
-  rumus_tensor *w = tu_tensor_typed(ctx, RUMUS_F32, 4, s.ws, h.w),
+  central(&g, &s, h.x, h.w, h.dy, h.w, s.nw, num_w, h.y);
+  rumus_tensor *x = tu_tensor_typed(ctx, RUMUS_F32, 4, s.xs, h.x),
+               *w = tu_tensor_typed(ctx, RUMUS_F32, 4, s.ws, h.w),
                *dy = tu_tensor_typed(ctx, RUMUS_F32, 4, s.ys, h.dy),
-               *dx = tu_tensor_typed(ctx, RUMUS_F32, 4, s.xs, NULL);
+               *dx = tu_tensor_typed(ctx, RUMUS_F32, 4, s.xs, NULL),
+               *dw = tu_tensor_typed(ctx, RUMUS_F32, 4, s.ws, NULL);
   set_wino(wm);
   TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, dy, w, dx));
+  TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &p, x, dy, dw));
   unsetenv("RUMUS_CONV2D_WINOGRAD");
-  float *gx = tu_download(ctx, dx);
+  float *gx = tu_download(ctx, dx), *gw = tu_download(ctx, dw);
   const double f = wm == 4 ? WINO_F4 : WINO_F2;
   tu_check_close("conv_wino_fd_dx", gx, num_x, s.nx, f * 1e-4, f * 1e-4);
+  tu_check_close("conv_wino_fd_dw", gw, num_w, s.nw, f * 1e-4, f * 1e-4);
   free(gx);
+  free(gw);
   free(num_x);
+  free(num_w);
   host_free(&h);
-  tu_free_all(ctx, w, dy, dx, NULL);
+  tu_free_all(ctx, x, w, dy, dx, dw, NULL);
 }
 END_TEST
 
@@ -700,24 +750,32 @@ START_TEST(winograd_offsets) {
   host h = host_make(g, &s, d, 32);
   ref_conv2d_fwd(g, h.x, h.w, h.b, h.y);
   ref_conv2d_bwd_data(g, h.dy, h.w, h.dx);
+  ref_conv2d_bwd_weight(g, h.x, h.dy, h.dw);
   cl_mem bufs[3];
   rumus_tensor *x = at_offset(ctx, d, s.xs, 3, h.x, &bufs[0]),
                *w = at_offset(ctx, d, s.ws, 5, h.w, &bufs[1]),
                *dy = at_offset(ctx, d, s.ys, 1, h.dy, &bufs[2]),
                *b = tu_tensor_typed(ctx, d, 1, bs, h.b);
   tu_guarded y = tu_guarded_typed(ctx, d, 4, s.ys, NULL),
-             dx = tu_guarded_typed(ctx, d, 4, s.xs, NULL);
+             dx = tu_guarded_typed(ctx, d, 4, s.xs, NULL),
+             dw = tu_guarded_typed(ctx, d, 4, s.ws, NULL);
   set_wino(wm);
   TU_OK(ctx, rumus_conv2d_fwd(ctx, &p, x, w, b, y.t));
   TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, dy, w, dx.t));
+  TU_OK(ctx, rumus_conv2d_bwd_weight(ctx, &p, x, dy, dw.t));
   unsetenv("RUMUS_CONV2D_WINOGRAD");
-  float *gy = tu_download_f32(ctx, y.t), *gx = tu_download_f32(ctx, dx.t);
+  float *gy = tu_download_f32(ctx, y.t), *gx = tu_download_f32(ctx, dx.t),
+        *gw = tu_download_f32(ctx, dw.t);
   check_wino("conv_wino_offsets_fwd", d, wm, gy, h.y, s.ny, g->c * 9);
   check_wino("conv_wino_offsets_bwd_data", d, wm, gx, h.dx, s.nx, g->oc * 9);
+  check_wino("conv_wino_offsets_bwd_weight", d, wm, gw, h.dw, s.nw,
+             g->n * s.oh * s.ow);
   free(gy);
   free(gx);
+  free(gw);
   tu_guarded_check_free(ctx, &y);
   tu_guarded_check_free(ctx, &dx);
+  tu_guarded_check_free(ctx, &dw);
   host_free(&h);
   rumus_tensor_free(x);
   rumus_tensor_free(w);

@@ -15,9 +15,9 @@
  * one by its tiles (TM x TN of C per work-group, RM x RN per work-item, TK
  * k per step), chosen by the rows of the op's GEMM or set for tuning by
  * RUMUS_CONV2D_TILE and its per-op forms (conv_tiles_env).  On the GPU
- * variant the forward and input gradient of 3x3, stride 1, dilation 1,
- * one-group convolutions may run as Winograd instead (conv_winograd.c,
- * which decides by the shape and RUMUS_CONV2D_WINOGRAD).
+ * variant the three ops of 3x3, stride 1, dilation 1, one-group
+ * convolutions may run as Winograd instead (conv_winograd.c, which
+ * decides by the shape and RUMUS_CONV2D_WINOGRAD).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -385,7 +385,7 @@ static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                    const rumus_tensor *bias, rumus_tensor *y) {
   rumus__wino_plan wp;
   const rumus__wino_geo wg = {g->n,  g->c,  g->h,  g->w, g->oc,
-                              g->oh, g->ow, g->ph, g->pw, 0};
+                              g->oh, g->ow, g->ph, g->pw, RUMUS__WINO_FWD};
   if (wino_shape(g) && rumus__wino_plan_make(ctx, &wg, &wp))
     return rumus__wino_run(ctx, op, &wp, x, w, bias, y);
   const conv_prog pr = prog_for(ctx, x->dtype, OP_FWD, g->oc / g->g);
@@ -483,7 +483,8 @@ static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
    * of dy with the rotated, transposed weights and padding 2 - pad. */
   rumus__wino_plan wp;
   const rumus__wino_geo wg = {g->n, g->oc, g->oh, g->ow, g->c, g->h, g->w,
-                              2 - (long)g->ph, 2 - (long)g->pw, 1};
+                              2 - (long)g->ph, 2 - (long)g->pw,
+                              RUMUS__WINO_BWD_DATA};
   if (wino_shape(g) && rumus__wino_plan_make(ctx, &wg, &wp))
     return rumus__wino_run(ctx, op, &wp, dy, w, NULL, dx);
   conv_prog pr = prog_for(ctx, dy->dtype, OP_BWD_DATA, g->c / g->g);
@@ -602,6 +603,12 @@ static int run_bwd_weight_dw(rumus_ctx *ctx, const char *op,
 static int run_bwd_weight(rumus_ctx *ctx, const char *op, const geo *g,
                           const rumus_tensor *x, const rumus_tensor *dy,
                           rumus_tensor *dw) {
+  rumus__wino_plan wp;
+  const rumus__wino_geo wg = {g->n,  g->c,  g->h,  g->w,
+                              g->oc, g->oh, g->ow, g->ph,
+                              g->pw, RUMUS__WINO_BWD_WEIGHT};
+  if (wino_shape(g) && rumus__wino_plan_make(ctx, &wg, &wp))
+    return rumus__wino_run_wgrad(ctx, op, &wp, x, dy, dw);
   const conv_prog pr = prog_for(ctx, x->dtype, OP_BWD_WEIGHT, g->oc / g->g);
   if (g->c == g->g) return run_bwd_weight_dw(ctx, op, &pr, g, x, dy, dw);
   size_t kc, S;

@@ -563,11 +563,11 @@ static rumus_tensor float_view(rumus_ctx *ctx, cl_mem mem, size_t floats) {
  * slot, so the caller may hold them (conv's Winograd path). */
 int rumus__gemm_tiled_f32(rumus_ctx *ctx, const char *op, cl_mem a,
                           size_t na, cl_mem b, size_t nb, cl_mem c, size_t nc,
-                          const rumus_gemm_layout *l) {
+                          int tb, const rumus_gemm_layout *l) {
   if (l->m == 0 || l->n == 0 || l->batch == 0) return RUMUS_OK;
   const rumus_tensor A = float_view(ctx, a, na), B = float_view(ctx, b, nb);
   rumus_tensor C = float_view(ctx, c, nc);
-  const problem p = {0, 0, 1.0f, 0.0f, &A, &B, &C, *l};
+  const problem p = {0, tb != 0, 1.0f, 0.0f, &A, &B, &C, *l};
   tiled_cfg env;
   const tiled_cfg *t = pick_tiles(ctx, l->m, l->n, l->batch, &env);
   RUMUS__FAIL_IF(t == NULL || !rumus__gpu_variant(ctx), ctx, RUMUS_EINVAL,

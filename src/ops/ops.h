@@ -28,8 +28,8 @@ RUMUS__HIDDEN int rumus__tensorops_warm(rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__attention_warm(rumus_ctx *ctx);
 
 /* ---- Float products for other families (src/ops/gemm.c) ----------------
- * rumus__gemm_tiled_f32: C_b = A_b B_b (no transposes, alpha 1, beta 0)
- * over the layout's batch, A, B and C float buffers of na, nb and nc
+ * rumus__gemm_tiled_f32: C_b = A_b B_b, or A_b B_b^T if tb (alpha 1, beta
+ * 0), over the layout's batch, A, B and C float buffers of na, nb and nc
  * floats (offsets in the layout, unchecked), through the GPU variant's
  * gemm_tiled alone: it takes no scratch slot, so a caller holding them
  * may call it.  rumus__gemm_tiled_fits: whether that runs on ctx (the GPU
@@ -38,26 +38,35 @@ RUMUS__HIDDEN int rumus__gemm_tiled_fits(const rumus_ctx *ctx);
 RUMUS__HIDDEN int rumus__gemm_tiled_f32(rumus_ctx *ctx, const char *op,
                                         cl_mem a, size_t na, cl_mem b,
                                         size_t nb, cl_mem c, size_t nc,
-                                        const rumus_gemm_layout *l);
+                                        int tb, const rumus_gemm_layout *l);
 
 /* ---- Conv's Winograd path (src/ops/conv_winograd.c) ----------------------
  * A 3x3, stride 1, dilation 1, one-group convolution of in [N, I, H, W]
- * into out [N, O, OH, OW] with pads ph, pw (negative: crops); flip 1
- * takes w as [I, O, 3, 3] rotated by 180 degrees (the input gradient),
- * flip 0 as [O, I, 3, 3].  rumus__wino_plan decides whether the path
- * runs (the override RUMUS_CONV2D_WINOGRAD, the shape, the scratch cap):
- * 0 if not, else 1 with *pl filled for rumus__wino_run. */
+ * into out [N, O, OH, OW] with pads ph, pw (negative: crops).  op says
+ * which product runs: RUMUS__WINO_FWD takes w as [O, I, 3, 3];
+ * RUMUS__WINO_BWD_DATA as [I, O, 3, 3] rotated by 180 degrees (the input
+ * gradient as a convolution of dy); RUMUS__WINO_BWD_WEIGHT computes the
+ * weight gradient dw [O, I, 3, 3] of that convolution from in (x) and
+ * dy [N, O, OH, OW].  rumus__wino_plan_make decides whether the path
+ * runs (the overrides RUMUS_CONV2D_*WINOGRAD, the shape, the scratch
+ * cap): 0 if not, else 1 with *pl filled for rumus__wino_run (forward,
+ * input gradient) or rumus__wino_run_wgrad. */
+enum { RUMUS__WINO_FWD, RUMUS__WINO_BWD_DATA, RUMUS__WINO_BWD_WEIGHT };
 typedef struct {
   size_t n, i, h, w, o, oh, ow;
   long ph, pw;
-  int flip;
+  int op; /* RUMUS__WINO_* */
 } rumus__wino_geo;
 typedef struct {
   rumus__wino_geo g;
   int wm;           /* output tile side: 2 or 4 */
   size_t th, tw;    /* tiles per image along H and W */
-  size_t nb;        /* images per chunk */
-  size_t ldu, ldv;  /* padded rows of U and of V / M */
+  size_t nb;        /* images per chunk (weight gradient: per piece) */
+  size_t ldu, ldv;  /* padded rows of U and of V / M (weight gradient:
+                       of M, and of U and V) */
+  size_t pieces;    /* weight gradient: pieces of the images, each its
+                       own product, added by the output transform */
+  size_t round;     /* weight gradient: pieces per round of launches */
 } rumus__wino_plan;
 RUMUS__HIDDEN int rumus__wino_plan_make(const rumus_ctx *ctx,
                                         const rumus__wino_geo *g,
@@ -68,6 +77,11 @@ RUMUS__HIDDEN int rumus__wino_run(rumus_ctx *ctx, const char *op,
                                   const rumus_tensor *w,
                                   const rumus_tensor *bias,
                                   rumus_tensor *out);
+RUMUS__HIDDEN int rumus__wino_run_wgrad(rumus_ctx *ctx, const char *op,
+                                        const rumus__wino_plan *pl,
+                                        const rumus_tensor *x,
+                                        const rumus_tensor *dy,
+                                        rumus_tensor *dw);
 RUMUS__HIDDEN int rumus__wino_warm(rumus_ctx *ctx);
 
 /* ---- Program options ------------------------------------------------------
