@@ -13,7 +13,9 @@
  * that tile the input a work-item per 2 outputs for the backwards, per 4
  * for the forwards (k2_plan, k2_fwd_plan; k3s2_window for the max
  * pooling of 3 x 3 windows, stride 2, padding 1); dilated max backward
- * keeps the element kernel (its _q form).  The CPU variant's row kernels
+ * keeps the element kernel (its _q form); RUMUS_MAXPOOL_BWD=tile runs the
+ * max backward by tiles staged in local memory instead (tile_plan).  The
+ * CPU variant's row kernels
  * take several consecutive rows a work-item (run_row_items); its F32 max
  * backward scatters by planes unless the rows gather in vectors
  * (max_bwd_vec); its adaptive pooling runs the average rows where the bins
