@@ -1079,6 +1079,99 @@ START_TEST(bad_tensors) {
 }
 END_TEST
 
+/* ---- GPU variant: the max backward by tiles -------------------------------
+ * RUMUS_MAXPOOL_BWD=tile runs maxpool2d_bwd_tile on the GPU variant:
+ * the same bits as the default kernels, against the reference, in
+ * guarded buffers at an aligned (0) and an odd (3) element offset. */
+
+/* kh, kw, sh, sw, ph, pw, dh, dw, ceil, count_include_pad, divisor */
+static const pool_case TILE_CASES[] = {
+    {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},   /* 1x1 image */
+    {2, 3, 12, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* k3s2p1, vec */
+    {3, 5, 7, 5, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},   /* k3s2p1, 7x5 */
+    {3, 5, 7, 5, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},   /* ceil mode */
+    {1, 2, 6, 8, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},   /* ceil, H even */
+    {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},   /* k2 */
+    {1, 1, 7, 5, {2, 2, 2, 2, 0, 0, 1, 1, 1, 1, 0}},   /* k2, partial */
+    {2, 2, 7, 5, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},   /* k3s1p1 */
+    {1, 2, 9, 12, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},  /* k3s1p1, vec */
+    {3, 2, 11, 13, {5, 5, 3, 3, 2, 2, 1, 1, 0, 1, 0}}, /* k5s3p2 */
+    {1, 5, 9, 9, {7, 7, 3, 3, 3, 3, 1, 1, 1, 1, 0}},   /* k7s3p3, ceil */
+    {3, 1, 7, 5, {3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}},   /* mixed axes */
+    /* several tiles: 256 columns a tile, rows by 8 */
+    {1, 2, 21, 300, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 1, 19, 40, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
+};
+
+/* maxpool2d_bwd of case k, storage d, on the GPU variant at element
+ * offset odd: the default kernels, then the tiles (which must run), the
+ * same bits, against the reference. */
+static void tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
+  const pool_case *pc = &TILE_CASES[k];
+  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
+  size_t oh, ow;
+  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
+  const size_t out[4] = {pc->n, pc->c, oh, ow};
+  const size_t planes = pc->n * pc->c, nin = planes * pc->h * pc->w,
+               nout = planes * oh * ow;
+  tu_rng r;
+  tu_rng_seed(&r, 300 + k);
+  float *x = rand_typed(&r, d, nin, -2, 2), *g = rand_typed(&r, d, nout, -1, 1);
+  tu_guarded gx = tu_guarded_typed_odd(ctx, d, 4, in, x, odd);
+  tu_guarded gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, odd);
+  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, odd);
+  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
+  tu_guarded gi = tu_guarded_tensor_at(ctx, RUMUS_I32, 4, out, NULL,
+                                       4096 + 4 * odd);
+  double *want = tu_malloc(nin * sizeof *want), ma, mr;
+  int32_t *idx = tu_malloc(nout * sizeof *idx);
+  tol_of(d, TOL_MAX_BWD, &ma, &mr);
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  unsetenv("RUMUS_MAXPOOL_BWD");
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx.t, gy.t, gi.t));
+  TU_OK(ctx, rumus_tensor_download(gi.t, idx, nout * sizeof *idx));
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+  float *old = tu_download_f32(ctx, gdx.t);
+  poison(gdx.t);
+  ck_assert(!tu_kernel_ran(ctx, "maxpool2d_bwd_tile"));
+  setenv("RUMUS_MAXPOOL_BWD", "tile", 1);
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+  unsetenv("RUMUS_MAXPOOL_BWD");
+  char name[96];
+  snprintf(name, sizeof name, "maxpool2d_bwd_tile_%s_case%zu_at%zu",
+           tu_dtype_name(d), k, odd);
+  ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_tile"), "%s: not run",
+                name);
+  float *got = tu_download_f32(ctx, gdx.t);
+  ref_maxpool2d_bwd(g, idx, planes, (long)pc->h, (long)pc->w, (long)oh,
+                    (long)ow, want);
+  tu_check_close(name, got, want, nin, ma, mr);
+  check_same_bits(name, old, got, nin * sizeof *got);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_guarded_check_free(ctx, &gx);
+  tu_guarded_check_free(ctx, &gy);
+  tu_guarded_check_free(ctx, &gg);
+  tu_guarded_check_free(ctx, &gdx);
+  tu_guarded_check_free(ctx, &gi);
+  free(old);
+  free(got);
+  free(x);
+  free(g);
+  free(want);
+  free(idx);
+}
+
+START_TEST(max_bwd_tiles) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  for (size_t k = 0; k < sizeof TILE_CASES / sizeof TILE_CASES[0]; k++) {
+    tile_case(ctx, k, d, 0);
+    tile_case(ctx, k, d, 3);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Indices outside the plane, or inside it but outside their window, are
  * caught on the device: RUMUS_EINDEX at the next sync, naming the index
  * and its position; the other outputs' gradients still arrive, and the
@@ -1095,8 +1188,9 @@ START_TEST(bad_indices_on_device) {
   const int32_t value[2] = {99, 3}, where[2] = {6, 2};
   rumus_tensor *tg = tu_tensor(ctx, RUMUS_F32, 4, out, dy),
                *tdx = tu_tensor(ctx, RUMUS_F32, 4, in, NULL);
-  for (int v = 0; v < 2; v++) {
-    tu_set_variant(ctx, tu_variants[v]);
+  for (int v = 0; v < 3; v++) { /* 2: the GPU variant's tiles */
+    tu_set_variant(ctx, tu_variants[v % 2]);
+    if (v == 2) setenv("RUMUS_MAXPOOL_BWD", "tile", 1);
     for (int k = 0; k < 2; k++) {
       rumus_tensor *ti = tu_tensor(ctx, RUMUS_I32, 4, out, bad[k]);
       TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &p, tg, ti, tdx));
@@ -1115,6 +1209,7 @@ START_TEST(bad_indices_on_device) {
       rumus_tensor_free(ti);
     }
   }
+  unsetenv("RUMUS_MAXPOOL_BWD");
   tu_free_all(ctx, tg, tdx, NULL);
 }
 END_TEST
@@ -1140,8 +1235,9 @@ START_TEST(bad_indices_at_row_ends) {
   const rumus_dtype d = tu_dtypes[_i];
   rumus_tensor *tg = tu_tensor_typed(ctx, d, 4, out, dy),
                *tdx = tu_tensor_typed(ctx, d, 4, in, NULL);
-  for (int v = 0; v < 2; v++) {
-    tu_set_variant(ctx, tu_variants[v]);
+  for (int v = 0; v < 3; v++) { /* 2: the GPU variant's tiles */
+    tu_set_variant(ctx, tu_variants[v % 2]);
+    if (v == 2) setenv("RUMUS_MAXPOOL_BWD", "tile", 1);
     for (int k = 0; k < 2; k++) {
       int32_t bad[64];
       memcpy(bad, good, sizeof bad);
@@ -1153,7 +1249,7 @@ START_TEST(bad_indices_at_row_ends) {
       snprintf(want, sizeof want, "rumus_maxpool2d_bwd: index %d out of "
                "range at row %d", value[k], where[k]);
       ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), want), "%s: %s",
-                    tu_variant_name(tu_variants[v]), rumus_ctx_errmsg(ctx));
+                    tu_variant_name(tu_variants[v % 2]), rumus_ctx_errmsg(ctx));
       TU_OK(ctx, rumus_ctx_sync(ctx));
       float *dx = tu_download_f32(ctx, tdx);
       ck_assert_float_eq(dx[1], 2.0f);       /* output (0, 1) */
@@ -1162,6 +1258,7 @@ START_TEST(bad_indices_at_row_ends) {
       rumus_tensor_free(ti);
     }
   }
+  unsetenv("RUMUS_MAXPOOL_BWD");
   tu_free_all(ctx, tg, tdx, NULL);
 }
 END_TEST
@@ -1180,6 +1277,7 @@ int main(void) {
   tcase_add_loop_test(limits, guards_and_offsets, 0, 3);
   tcase_add_loop_test(limits, odd_offsets, 0, 3);
   tcase_add_loop_test(limits, k2_offsets, 0, 3);
+  tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

@@ -13,7 +13,9 @@
  * that tile the input a work-item per 2 outputs for the backwards, per 4
  * for the forwards (k2_plan, k2_fwd_plan; k3s2_window for the max
  * pooling of 3 x 3 windows, stride 2, padding 1); dilated max backward
- * keeps the element kernel (its _q form).  The CPU variant's row kernels
+ * keeps the element kernel (its _q form); RUMUS_MAXPOOL_BWD=tile runs the
+ * max backward by tiles staged in local memory instead (tile_plan).  The
+ * CPU variant's row kernels
  * take several consecutive rows a work-item (run_row_items); its F32 max
  * backward scatters by planes unless the rows gather in vectors
  * (max_bwd_vec); its adaptive pooling runs the average rows where the bins
@@ -21,6 +23,8 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -468,6 +472,73 @@ static int run_fwd_quads(rumus_ctx *ctx, const char *op, const char *kernel,
                    pool_ls(ctx));
 }
 
+/* Outputs a tile kernel stages (POOL_TILE in cl/pool.cl). */
+#define POOL_TILE 1024
+
+/* The most outputs along one axis whose windows (k wide, stride s) can
+ * hold n consecutive inputs. */
+static uint64_t tile_span(uint64_t n, uint64_t k, uint64_t s) {
+  return (n + k - 2) / s + 1;
+}
+
+/* maxpool2d_bwd_tile (cl/pool.cl): 1 when it applies (where the quads
+ * do), with its tile tl = (TH, TW, tiles along h, along w), lanes 0 TW /
+ * 4, 1 W, 2 sh, 3 sw, 5 and 6 of (mg, sv), its work-groups and vec (W a
+ * multiple of 4, dx aligned).  Tiles of about 2048 inputs (rows of at
+ * most 256), fewer rows (then narrower) where their outputs would not
+ * fit in POOL_TILE. */
+static int tile_plan(const rumus_ctx *ctx, const pool_call *c,
+                     const rumus_tensor *dx, cl_uint8 *mg, cl_uint8 *sv,
+                     cl_uint4 *tl, size_t *groups, cl_int *vec) {
+  size_t quads;
+  if (!quad_plan(ctx, c, dx, 0, mg, sv, &quads, vec)) return 0;
+  const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1];
+  const uint64_t kh = (uint64_t)c->ks.s[0], kw = (uint64_t)c->ks.s[1],
+                 sh = (uint64_t)c->ks.s[2], sw = (uint64_t)c->ks.s[3];
+  uint64_t tw = (W + 3) / 4 * 4;
+  if (tw > 256) tw = 256;
+  uint64_t th = 2048 / tw > H ? H : 2048 / tw;
+  if (th == 0) th = 1;
+  while (th > 1 && tile_span(th, kh, sh) * tile_span(tw, kw, sw) > POOL_TILE)
+    th--;
+  while (tw > 4 && tile_span(th, kh, sh) * tile_span(tw, kw, sw) > POOL_TILE)
+    tw -= 4;
+  if (tile_span(th, kh, sh) * tile_span(tw, kw, sw) > POOL_TILE) return 0;
+  const uint64_t nth = (H + th - 1) / th, ntw = (W + tw - 1) / tw;
+  const uint64_t planes = dx->numel / (H * W);
+  if (planes * nth * ntw >= ((uint64_t)1 << 31) / POOL_LS) return 0;
+  const uint64_t d[7] = {tw / 4, W, sh, sw, 1, ntw, nth};
+  for (int k = 0; k < 8; k++) magic_of(k < 7 ? d[k] : 1, &mg->s[k], &sv->s[k]);
+  *tl = (cl_uint4){{(cl_uint)th, (cl_uint)tw, (cl_uint)nth, (cl_uint)ntw}};
+  *groups = (size_t)(planes * nth * ntw);
+  return 1;
+}
+
+/* RUMUS_MAXPOOL_BWD=tile picks maxpool2d_bwd_tile where it applies (GPU
+ * variant); unset or "old", the quad kernels (the default until the
+ * tiles are measured on the H200). */
+static int max_bwd_tiles(void) {
+  const char *v = getenv("RUMUS_MAXPOOL_BWD");
+  return v != NULL && strcmp(v, "tile") == 0;
+}
+
+/* Launches maxpool2d_bwd_tile with args[0 .. 12) (2 left for run_items):
+ * groups work-groups of pool_ls() work-items. */
+static int run_tiles(rumus_ctx *ctx, const char *op, const rumus_tensor *dx,
+                     const rumus__arg *args, size_t groups, cl_int vec,
+                     const cl_uint8 *mg, const cl_uint8 *sv,
+                     const cl_uint4 *tl) {
+  rumus__arg a[16];
+  for (size_t i = 0; i < 12; i++) a[i] = args[i];
+  a[12] = RUMUS__ARG(vec);
+  a[13] = RUMUS__ARG(*mg);
+  a[14] = RUMUS__ARG(*sv);
+  a[15] = RUMUS__ARG(*tl);
+  const size_t ls = pool_ls(ctx);
+  return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_tile", groups * ls, a,
+                   16, ls);
+}
+
 /* ---- Max pooling -------------------------------------------------------- */
 
 /* 1 if the CPU variant's max backward rows gather in vectors (cl/pool.cl's
@@ -546,6 +617,11 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   cl_uint8 mg, sv;
   size_t quads;
   cl_int vec;
+  cl_uint4 tl;
+  size_t groups;
+  if (max_bwd_tiles() &&
+      tile_plan(ctx, &c, dx, &mg, &sv, &tl, &groups, &vec))
+    return run_tiles(ctx, op, dx, args, groups, vec, &mg, &sv, &tl);
   if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "maxpool2d_bwd_k2", dx, args, 12, quads, vec,
                      &mg, &sv);
