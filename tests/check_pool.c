@@ -1081,8 +1081,9 @@ END_TEST
 
 /* ---- GPU variant: the max backward by tiles -------------------------------
  * RUMUS_MAXPOOL_BWD=tile runs maxpool2d_bwd_tile on the GPU variant:
- * the same bits as the default kernels, against the reference, in
- * guarded buffers at an aligned (0) and an odd (3) element offset. */
+ * the same bits as the quad kernels (=old), against the reference, in
+ * guarded buffers at an aligned (0) and an odd (3) element offset; unset,
+ * the tiles run where windows overlap. */
 
 /* kh, kw, sh, sw, ph, pw, dh, dw, ceil, count_include_pad, divisor */
 static const pool_case TILE_CASES[] = {
@@ -1127,7 +1128,7 @@ static void tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   int32_t *idx = tu_malloc(nout * sizeof *idx);
   tol_of(d, TOL_MAX_BWD, &ma, &mr);
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
-  unsetenv("RUMUS_MAXPOOL_BWD");
+  setenv("RUMUS_MAXPOOL_BWD", "old", 1);
   TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx.t, gy.t, gi.t));
   TU_OK(ctx, rumus_tensor_download(gi.t, idx, nout * sizeof *idx));
   TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
@@ -1146,6 +1147,18 @@ static void tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   ref_maxpool2d_bwd(g, idx, planes, (long)pc->h, (long)pc->w, (long)oh,
                     (long)ow, want);
   tu_check_close(name, got, want, nin, ma, mr);
+  check_same_bits(name, old, got, nin * sizeof *got);
+  /* The default: the tiles where windows overlap (the 1x1 image has none
+   * to overlap; the tiles take only shapes the quads take). */
+  poison(gdx.t);
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+  const int overlap = pc->p.stride_h < pc->p.kernel_h ||
+                      pc->p.stride_w < pc->p.kernel_w;
+  ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_tile") == overlap,
+                "%s: the default %s the tiles", name,
+                overlap ? "did not take" : "took");
+  free(got);
+  got = tu_download_f32(ctx, gdx.t);
   check_same_bits(name, old, got, nin * sizeof *got);
   TU_OK(ctx, rumus_ctx_sync(ctx));
   tu_guarded_check_free(ctx, &gx);

@@ -98,16 +98,20 @@ static size_t images_fit(size_t cap, size_t ch, size_t per, size_t n) {
 
 /* The weight gradient's pieces: by default enough for about two
  * work-groups per compute unit of a 132-unit GPU in the products (64 x 64
- * tiles assumed; O x I alone gives few at 64 channels), at most one per
- * image, at least what the cap allows per piece; M, one product per
- * piece, within the cap; pieces per round as the cap allows. */
+ * tiles assumed; O x I alone gives few at 64 channels), and at least 2
+ * (on the H200 at N = 64, F(4x4): 256 channels at 14^2 took 281 us in
+ * one piece, 230 in 2, 223 in 4, 246 in 8; 128 at 28^2 292, 240, 254;
+ * 64 at 56^2 696, 432, 348, 302), at most one per image, at least what
+ * the cap allows per piece; M, one product per piece, within the cap;
+ * pieces per round as the cap allows. */
 static int plan_wgrad(const rumus__wino_geo *g, size_t cap, size_t wp,
                       rumus__wino_plan *pl) {
   const size_t per = pl->th * pl->tw, ch = g->i > g->o ? g->i : g->o;
   const size_t nbmax = images_fit(cap, ch, per, g->n);
   if (nbmax == 0) return 0;
   const size_t tiles = wp * cdiv(g->o, 64) * cdiv(g->i, 64);
-  size_t want = env_size("RUMUS_CONV2D_WINOGRAD_PIECES", cdiv(264, tiles));
+  const size_t aim = cdiv(264, tiles);
+  size_t want = env_size("RUMUS_CONV2D_WINOGRAD_PIECES", aim > 2 ? aim : 2);
   want = want < 1 ? 1 : want > g->n ? g->n : want;
   size_t nb = cdiv(g->n, want);
   if (nb > nbmax) nb = nbmax;

@@ -13,8 +13,9 @@
  * that tile the input a work-item per 2 outputs for the backwards, per 4
  * for the forwards (k2_plan, k2_fwd_plan; k3s2_window for the max
  * pooling of 3 x 3 windows, stride 2, padding 1); dilated max backward
- * keeps the element kernel (its _q form); RUMUS_MAXPOOL_BWD=tile runs the
- * max backward by tiles staged in local memory instead (tile_plan).  The
+ * keeps the element kernel (its _q form); where windows overlap the max
+ * backward runs by tiles staged in local memory instead (tile_plan,
+ * max_bwd_tiles; RUMUS_MAXPOOL_BWD=tile or old forces a choice).  The
  * CPU variant's row kernels
  * take several consecutive rows a work-item (run_row_items); its F32 max
  * backward scatters by planes unless the rows gather in vectors
@@ -514,12 +515,17 @@ static int tile_plan(const rumus_ctx *ctx, const pool_call *c,
   return 1;
 }
 
-/* RUMUS_MAXPOOL_BWD=tile picks maxpool2d_bwd_tile where it applies (GPU
- * variant); unset or "old", the quad kernels (the default until the
- * tiles are measured on the H200). */
-static int max_bwd_tiles(void) {
+/* Whether the max backward takes maxpool2d_bwd_tile where it applies
+ * (GPU variant): by default where windows overlap (stride below the
+ * kernel on an axis: on the H200 k3s2p1 at 64x64x112 took 174 us against
+ * the quads' 194, k3s1p1 119 against 133, while windows that tile the
+ * input ran 1.6x slower than maxpool2d_bwd_k2); RUMUS_MAXPOOL_BWD=tile
+ * always, =old never. */
+static int max_bwd_tiles(const pool_call *c) {
   const char *v = getenv("RUMUS_MAXPOOL_BWD");
-  return v != NULL && strcmp(v, "tile") == 0;
+  if (v != NULL && strcmp(v, "tile") == 0) return 1;
+  if (v != NULL && strcmp(v, "old") == 0) return 0;
+  return c->ks.s[2] < c->ks.s[0] || c->ks.s[3] < c->ks.s[1];
 }
 
 /* Launches maxpool2d_bwd_tile with args[0 .. 12) (2 left for run_items):
@@ -619,7 +625,7 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   cl_int vec;
   cl_uint4 tl;
   size_t groups;
-  if (max_bwd_tiles() &&
+  if (max_bwd_tiles(&c) &&
       tile_plan(ctx, &c, dx, &mg, &sv, &tl, &groups, &vec))
     return run_tiles(ctx, op, dx, args, groups, vec, &mg, &sv, &tl);
   if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
