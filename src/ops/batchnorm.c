@@ -221,7 +221,16 @@ static int one_launch(const bn_shape *sh) { return sh->C <= RUMUS__TICKETS; }
  * values) may still be in a GPU's L2 cache. */
 static cl_ulong one_lag(const rumus_ctx *ctx, size_t parts) {
   const size_t cu = ctx->compute_units ? ctx->compute_units : 1;
-  return parts + 2 * cu;
+  /* RUMUS_BATCHNORM_LAG=k (0 to 64): k groups per compute unit instead
+   * of 2, for sweeps; any lag of at least parts gives the same bits. */
+  size_t k = 2;
+  const char *v = getenv("RUMUS_BATCHNORM_LAG");
+  if (v != NULL && v[0] >= '0' && v[0] <= '9') {
+    char *end;
+    const long x = strtol(v, &end, 10);
+    if (*end == '\0' && x <= 64) k = (size_t)x;
+  }
+  return parts + k * cu;
 }
 
 /* CPU: stage 1 of reduction `mode` ("sum", "dev", "bwd"): a (and b, mean)
