@@ -413,7 +413,8 @@ END_TEST
 /* The training forward in place (y == x) and without running statistics,
  * and the same bits on later runs, per variant, on the large shape; the
  * third and fourth under RUMUS_BATCHNORM_LAG=0 and 9 (the GPU variant's
- * one-launch kernels with other lags). */
+ * one-launch kernels with other lags), the fifth also under
+ * RUMUS_BATCHNORM_ONE=0 (its two-launch path). */
 START_TEST(bn_in_place_and_repeatable) {
   rumus_ctx *ctx = tu_ctx();
   const shp *s = &SHAPES[NSHAPES - 1];
@@ -422,8 +423,9 @@ START_TEST(bn_in_place_and_repeatable) {
     tu_set_variant(ctx, tu_variants[v]);
     bn_tensors t = bn_make(ctx, &in);
     float *first = NULL;
-    for (int run = 0; run < 4; run++) {
+    for (int run = 0; run < 5; run++) {
       if (run >= 2) setenv("RUMUS_BATCHNORM_LAG", run == 2 ? "0" : "9", 1);
+      if (run == 4) setenv("RUMUS_BATCHNORM_ONE", "0", 1);
       TU_OK(ctx, rumus_tensor_upload_f32(t.y.t, in.x, in.n));
       TU_OK(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, t.y.t, t.gamma.t,
                                              t.beta.t, NULL, NULL, t.y.t,
@@ -454,6 +456,7 @@ START_TEST(bn_in_place_and_repeatable) {
       free(y), free(dx), free(dg);
     }
     unsetenv("RUMUS_BATCHNORM_LAG");
+    unsetenv("RUMUS_BATCHNORM_ONE");
     free(first);
     bn_free(ctx, &t);
   }

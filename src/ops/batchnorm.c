@@ -25,6 +25,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -211,8 +212,14 @@ static void plan_parts(const rumus_ctx *ctx, const bn_geom *g,
 }
 
 /* GPU: the training forward and the backward run as one launch
- * (bn_fwd_one, bn_bwd_one) when each channel has a ticket word. */
-static int one_launch(const bn_shape *sh) { return sh->C <= RUMUS__TICKETS; }
+ * (bn_fwd_one, bn_bwd_one) when each channel has a ticket word, unless
+ * RUMUS_BATCHNORM_ONE=0 (the reduction and the map as two launches, the
+ * same sums: for sweeps). */
+static int one_launch(const bn_shape *sh) {
+  const char *v = getenv("RUMUS_BATCHNORM_ONE");
+  if (v != NULL && strcmp(v, "0") == 0) return 0;
+  return sh->C <= RUMUS__TICKETS;
+}
 
 /* Their lag (cl/batchnorm.cl): a map task comes parts + 2 CU positions
  * after the reduction task of its range, so its channel's last reduction
