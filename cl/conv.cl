@@ -1318,4 +1318,162 @@ FEW_KERNEL(1)
 FEW_KERNEL(2)
 FEW_KERNEL(3)
 FEW_KERNEL(4)
+/* ---- The same sums over P-tuples (FEW_PIX of the host: 4 or 8): a
+ * work-item takes columns iw, iw + SW, ..., iw + (P - 1) SW of one
+ * phase (dy columns ow .. ow + P - 1 at each tap), so each weight read
+ * from local memory feeds P pixels.  Along a tap row the taps step dy's
+ * column down by es: the P values of the next tap are those of this one
+ * shifted up by es, with es new ones at the bottom, so a row of the
+ * tuple's taps loads P - 1 + es (taps) values rather than P per tap (the
+ * window only ever indexed by constants).  Work-items run by row phase,
+ * column phase, row of that phase, then tuple, so the lanes of a warp
+ * share their taps even when a row holds few tuples. */
+
+/* Tuples of one column phase's wc columns. */
+#define FEW_TUP(wc, P) (((wc) + (P) - 1) / (P))
+
+/* Work-item i's row (n, ih), first column iw and pixels np (1 .. P). */
+inline void few_tuple(uint i, const geo_t *g, const int P, size_t *n,
+                      size_t *ih, int *iw, int *np) {
+  const int H = (int)g->h, W = (int)g->w, SH = (int)g->sh, SW = (int)g->sw;
+  const int wc = (W + SW - 1) / SW, fw = W % SW ? W % SW : SW;
+  const int hc = (H + SH - 1) / SH, fh = H % SH ? H % SH : SH;
+  const int t1 = FEW_TUP(wc, P), t2 = FEW_TUP(wc - 1, P);
+  const uint T = (uint)(fw * t1 + (SW - fw) * t2), img = (uint)H * T;
+  *n = i / img;
+  const uint v = i - (uint)*n * img;
+  int a, rows; /* row phase and its rows */
+  uint u;      /* index within the row phase */
+  if (v < (uint)(fh * hc) * T) {
+    a = (int)(v / ((uint)hc * T));
+    u = v - (uint)a * (uint)hc * T;
+    rows = hc;
+  } else {
+    const uint v2 = v - (uint)(fh * hc) * T;
+    a = fh + (int)(v2 / ((uint)(hc - 1) * T));
+    u = v2 - (uint)(a - fh) * (uint)(hc - 1) * T;
+    rows = hc - 1;
+  }
+  int m, tp, cols; /* column phase, its tuples per row and columns */
+  if (u < (uint)(fw * rows * t1)) {
+    m = (int)(u / (uint)(rows * t1));
+    u -= (uint)(m * rows * t1);
+    tp = t1;
+    cols = wc;
+  } else {
+    u -= (uint)(fw * rows * t1);
+    m = fw + (int)(u / (uint)(rows * t2));
+    u -= (uint)((m - fw) * rows * t2);
+    tp = t2;
+    cols = wc - 1;
+  }
+  const int k = (int)(u / (uint)tp), j = (int)u - k * tp;
+  *ih = (size_t)(a + SH * k);
+  *iw = m + SW * P * j;
+  *np = min(P, cols - P * j);
+}
+
+/* dy's value at column c of the row at rowb, 0 outside dy. */
+#define FEW_DY(c) ((uint)(c) < (uint)OW ? LOAD(dy, rowb + (size_t)(c)) : 0.0f)
+
+/* The body of conv_bwd_data_few<CG>p<P>: as bwd_data_few, P pixels. */
+inline void bwd_data_fewp(global const real_t *restrict dy, ulong dy_off,
+                          global const real_t *restrict w, ulong w_off,
+                          global real_t *restrict dx, ulong dx_off,
+                          long16 gv, ulong OB, ulong g0, local float *ws,
+                          const int CG, const int P) {
+  const geo_t g = geo_of(gv);
+  const size_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  const size_t cg = (size_t)CG, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t i = get_global_id(0), grp = get_global_id(1) + (size_t)g0;
+  const int W = (int)g.w, SW = (int)g.sw, wc = (W + SW - 1) / SW;
+  const int fw = W % SW ? W % SW : SW;
+  const size_t tpr = (size_t)(fw * FEW_TUP(wc, P) +
+                              (SW - fw) * FEW_TUP(wc - 1, P));
+  const int lid = (int)get_local_id(0), valid = i < g.n * g.h * tpr;
+  size_t n, ih;
+  int iw, np;
+  few_tuple(valid ? (uint)i : 0, &g, P, &n, &ih, &iw, &np);
+  /* The phase's taps whose dy lies inside dy for some pixel of the
+   * tuple: rows as for one pixel, columns from the first pixel's lowest
+   * to the last pixel's highest (dy column d0 + q - es l). */
+  int kh0, sth, oh0, esh, ilo, ihi, kw0, stw, ow0, esw, llo, lhi;
+  tap_range((int)ih + (int)g.ph, (int)g.kh, (int)g.dh, (int)g.sh,
+            (int)g.oh, &kh0, &sth, &oh0, &esh, &ilo, &ihi);
+  tap_range(iw + (int)g.pw, (int)g.kw, (int)g.dw, SW, (int)g.ow, &kw0,
+            &stw, &ow0, &esw, &llo, &lhi);
+  {
+    const int nk = kw0 < (int)g.kw ? ((int)g.kw - kw0 + stw - 1) / stw : 0;
+    const int d = ow0 + np - 1;
+    lhi = d >= 0 ? min(nk - 1, d / esw) : -1;
+  }
+  if (llo > lhi) ihi = ilo - 1; /* no column meets dy: no row either */
+  const int OW = (int)g.ow, KW = (int)g.kw, T = (int)taps;
+  const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
+  const size_t wb = (size_t)w_off + grp * ocg * cg * taps;
+  float acc[FEWC][8], v[8];
+  UNROLL for (int c = 0; c < CG; c++)
+    UNROLL for (int q = 0; q < P; q++) acc[c][q] = 0.0f;
+  for (size_t o0 = 0; o0 < ocg; o0 += (size_t)OB) {
+    const size_t on = min((size_t)OB, ocg - o0), nw = on * cg * taps;
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk's readers are done */
+    for (size_t k = (size_t)lid; k < nw; k += FEWWG)
+      ws[k] = LOAD(w, wb + o0 * cg * taps + k);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!valid) continue;
+    for (int o = 0; o < (int)on; o++) {
+      const size_t dyb = db + (o0 + (size_t)o) * ohw;
+      for (int r = ilo; r <= ihi; r++) {
+        const size_t rowb = dyb + (size_t)(oh0 - esh * r) * OW;
+        const int wr = o * (int)cg * T + (kh0 + sth * r) * KW + kw0;
+        /* Tap llo - 1's values but the last (shifted out at once). */
+        int col = ow0 - esw * llo + esw;
+        UNROLL for (int q = 0; q < P - 1; q++) v[q] = FEW_DY(col + q);
+        for (int l = llo; l <= lhi; l++) {
+          col -= esw;
+          if (esw == 1) {
+            UNROLL for (int q = P - 1; q > 0; q--) v[q] = v[q - 1];
+            v[0] = FEW_DY(col);
+          } else {
+            for (int e = esw - 1; e >= 0; e--) {
+              UNROLL for (int q = P - 1; q > 0; q--) v[q] = v[q - 1];
+              v[0] = FEW_DY(col + e);
+            }
+          }
+          const int wk = wr + stw * l;
+          UNROLL for (int c = 0; c < CG; c++) {
+            const float wv = ws[wk + c * T];
+            UNROLL for (int q = 0; q < P; q++)
+              acc[c][q] = fma(wv, v[q], acc[c][q]);
+          }
+        }
+      }
+    }
+  }
+  if (!valid) return;
+  const size_t xb = (size_t)dx_off + (n * g.c + grp * cg) * hw + ih * g.w +
+                    (size_t)iw;
+  UNROLL for (int c = 0; c < CG; c++)
+    UNROLL for (int q = 0; q < P; q++)
+      if (q < np) STORE(acc[c][q], dx, xb + (size_t)c * hw + (size_t)(q * SW));
+}
+#undef FEW_DY
+
+#define FEWP_KERNEL(CG, P)                                                  \
+  __kernel RUMUS_REQD_WG(FEWWG, 1, 1) void conv_bwd_data_few##CG##p##P(     \
+      global const real_t *restrict dy, ulong dy_off,                       \
+      global const real_t *restrict w, ulong w_off,                         \
+      global real_t *restrict dx, ulong dx_off, long16 gv, ulong OB,        \
+      ulong g0) {                                                           \
+    local float ws[FEWLW];                                                  \
+    bwd_data_fewp(dy, dy_off, w, w_off, dx, dx_off, gv, OB, g0, ws, CG, P); \
+  }
+FEWP_KERNEL(1, 4)
+FEWP_KERNEL(2, 4)
+FEWP_KERNEL(3, 4)
+FEWP_KERNEL(4, 4)
+FEWP_KERNEL(1, 8)
+FEWP_KERNEL(2, 8)
+FEWP_KERNEL(3, 8)
+FEWP_KERNEL(4, 8)
 #endif

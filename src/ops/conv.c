@@ -455,25 +455,38 @@ static int use_few(const rumus_ctx *ctx, const geo *g) {
          !conv_tiles_env(ctx, OP_BWD_DATA, &t);
 }
 
-/* conv_bwd_data_few<C / G> over every pair of dx pixels and group, OB
- * output channels' weights at a time in local memory. */
+/* Pixels per work-item of the few-channel input gradient:
+ * RUMUS_CONV2D_FEW_PIX of 4 or 8 (conv_bwd_data_few<CG>p<P>), else 2
+ * (conv_bwd_data_few<CG>, pairs).  Every value gives the same bits. */
+static int few_pix(void) {
+  const char *v = getenv("RUMUS_CONV2D_FEW_PIX");
+  if (v && (v[0] == '4' || v[0] == '8') && v[1] == '\0') return v[0] - '0';
+  return 2;
+}
+
+/* conv_bwd_data_few<C / G>[p<P>] over every P-tuple of one phase's dx
+ * pixels (pairs: P = 2) and group, OB output channels' weights at a time
+ * in local memory. */
 static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
                             const conv_prog *pr, const geo *g,
                             const rumus__arg *args) {
   const size_t per = g->c / g->g * g->kh * g->kw, sw = (size_t)g->sw;
-  /* Pairs of one phase's pixels per row (few_row_pairs in cl/conv.cl). */
+  const size_t p = (size_t)few_pix();
+  /* Tuples of one phase's pixels per row (few_row_pairs, FEW_TUP in
+   * cl/conv.cl): the first `full` phases hold wc columns, the others wc
+   * - 1. */
   const size_t wc = (g->w + sw - 1) / sw, full = g->w % sw ? g->w % sw : sw;
-  const size_t pix =
-      g->n * g->h * (full * ((wc + 1) / 2) + (sw - full) * (wc / 2));
+  const size_t t1 = (wc + p - 1) / p, t2 = (wc + p - 2) / p;
+  const size_t pix = g->n * g->h * (full * t1 + (sw - full) * t2);
   cl_ulong ob = FEW_LW / per;
   const rumus__arg a[] = {args[0], args[1], args[2], args[3], args[4],
                           args[5], args[6], RUMUS__ARG(ob), args[6]};
-  static const char *const NAMES[] = {"conv_bwd_data_few1",
-                                      "conv_bwd_data_few2",
-                                      "conv_bwd_data_few3",
-                                      "conv_bwd_data_few4"};
-  return launch_y(ctx, op, pr, NAMES[g->c / g->g - 1],
-                  (pix + FEW_WG - 1) / FEW_WG * FEW_WG, FEW_WG, g->g, a, 9);
+  char name[32];
+  snprintf(name, sizeof name, "conv_bwd_data_few%zu", g->c / g->g);
+  if (p > 2)
+    snprintf(name + strlen(name), sizeof name - strlen(name), "p%zu", p);
+  return launch_y(ctx, op, pr, name, (pix + FEW_WG - 1) / FEW_WG * FEW_WG,
+                  FEW_WG, g->g, a, 9);
 }
 
 static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
