@@ -1476,4 +1476,175 @@ FEWP_KERNEL(1, 8)
 FEWP_KERNEL(2, 8)
 FEWP_KERNEL(3, 8)
 FEWP_KERNEL(4, 8)
+/* ---- Columns of P-tuples (FEW_PIX v4 or v8): a work-item takes rows
+ * ih, ih + SH, ..., ih + (P - 1) SH of one column iw, and the lanes of a
+ * warp consecutive columns of one phase, so that every dy load of a warp
+ * is contiguous.  With dy's row stepping by one between a phase's row
+ * taps (DH divides SH), pixel p at row tap r reads dy row oh0 + p - r:
+ * the values of an output channel for every (p, r, l) are a window of P
+ * + FEWRT - 1 rows by FEWLT tap columns, loaded once per channel and
+ * indexed only by constants.  For phases of at most FEWRT x FEWLT taps
+ * (the host checks); the weights in local memory hold a tap's channels
+ * as one float4, read with one load. */
+#define FEWRT 4
+#define FEWLT 4
+
+/* Work-item i's first pixel (n, ih, iw) and its pixels np (1 .. P). */
+inline void few_column(uint i, const geo_t *g, const int P, size_t *n,
+                       size_t *ih, int *iw, int *np) {
+  const int H = (int)g->h, W = (int)g->w, SH = (int)g->sh, SW = (int)g->sw;
+  const int wc = (W + SW - 1) / SW, fw = W % SW ? W % SW : SW;
+  const int hc = (H + SH - 1) / SH, fh = H % SH ? H % SH : SH;
+  const int r1 = FEW_TUP(hc, P), r2 = FEW_TUP(hc - 1, P);
+  const uint img = (uint)((fh * r1 + (SH - fh) * r2) * W);
+  *n = i / img;
+  uint u = i - (uint)*n * img;
+  int a, tr, rows; /* row phase, its tuples of rows and its rows */
+  if (u < (uint)(fh * r1 * W)) {
+    a = (int)(u / (uint)(r1 * W));
+    u -= (uint)(a * r1 * W);
+    tr = r1;
+    rows = hc;
+  } else {
+    u -= (uint)(fh * r1 * W);
+    a = fh + (int)(u / (uint)(r2 * W));
+    u -= (uint)((a - fh) * r2 * W);
+    tr = r2;
+    rows = hc - 1;
+  }
+  int m, cols; /* column phase and its columns */
+  if (u < (uint)(fw * tr * wc)) {
+    m = (int)(u / (uint)(tr * wc));
+    u -= (uint)(m * tr * wc);
+    cols = wc;
+  } else {
+    u -= (uint)(fw * tr * wc);
+    m = fw + (int)(u / (uint)(tr * (wc - 1)));
+    u -= (uint)((m - fw) * tr * (wc - 1));
+    cols = wc - 1;
+  }
+  const int k = (int)(u / (uint)cols), j = (int)u - k * cols;
+  *ih = (size_t)(a + SH * P * k);
+  *iw = m + SW * j;
+  *np = min(P, rows - P * k);
+}
+
+/* Stages output channels o0 .. o0 + on of the group's weights (from wb)
+ * as ws[(o T + tap) 4 + c]. */
+inline void few_stage4(global const real_t *restrict w, size_t wb,
+                       size_t o0, size_t on, int CG, int T,
+                       local float *ws) {
+  const int per = CG * T, nw = (int)on * per;
+  for (int k = (int)get_local_id(0); k < nw; k += FEWWG) {
+    const int o = k / per, c = (k - o * per) / T, t = k - o * per - c * T;
+    ws[(o * T + t) * 4 + c] = LOAD(w, wb + o0 * (size_t)per + (size_t)k);
+  }
+}
+
+/* The body of conv_bwd_data_few<CG>v<P>. */
+inline void bwd_data_fewv(global const real_t *restrict dy, ulong dy_off,
+                          global const real_t *restrict w, ulong w_off,
+                          global real_t *restrict dx, ulong dx_off,
+                          long16 gv, ulong OB, ulong g0, local float4 *ws4,
+                          const int CG, const int P) {
+  const geo_t g = geo_of(gv);
+  const size_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  const size_t ocg = g.oc / g.g;
+  const size_t i = get_global_id(0), grp = get_global_id(1) + (size_t)g0;
+  const int H = (int)g.h, SH = (int)g.sh, hc = (H + SH - 1) / SH;
+  const int fh = H % SH ? H % SH : SH;
+  const size_t per = (size_t)(fh * FEW_TUP(hc, P) +
+                              (SH - fh) * FEW_TUP(hc - 1, P)) * g.w;
+  const int valid = i < g.n * per;
+  size_t n, ih;
+  int iw, np;
+  few_column(valid ? (uint)i : 0, &g, P, &n, &ih, &iw, &np);
+  /* Row taps meeting dy for some pixel (as the columns of
+   * bwd_data_fewp), column taps for the one column. */
+  int kh0, sth, oh0, esh, ilo, ihi, kw0, stw, ow0, esw, llo, lhi;
+  tap_range((int)ih + (int)g.ph, (int)g.kh, (int)g.dh, SH, (int)g.oh, &kh0,
+            &sth, &oh0, &esh, &ilo, &ihi);
+  tap_range(iw + (int)g.pw, (int)g.kw, (int)g.dw, (int)g.sw, (int)g.ow,
+            &kw0, &stw, &ow0, &esw, &llo, &lhi);
+  {
+    const int nk = kh0 < (int)g.kh ? ((int)g.kh - kh0 + sth - 1) / sth : 0;
+    const int d = oh0 + np - 1;
+    ihi = d >= 0 ? min(nk - 1, d / esh) : -1;
+  }
+  const int nr = ihi - ilo, nl = lhi - llo; /* taps past the first */
+  const int OH = (int)g.oh, OW = (int)g.ow, KW = (int)g.kw;
+  const int T = (int)(g.kh * g.kw);
+  /* Window entry (k, l): dy row rb + k, column ow0 - esw (llo + l);
+   * the bits of `need` mark those inside dy that some tap reads. */
+  const int rb = oh0 - ilo - (FEWRT - 1);
+  ulong need = 0;
+  UNROLL for (int k = 0; k < 8 + FEWRT - 1; k++)
+    UNROLL for (int l = 0; l < FEWLT; l++) {
+      const int row = rb + k, col = ow0 - esw * (llo + l);
+      const int in = (k < P + FEWRT - 1) & (k >= FEWRT - 1 - nr) &
+                     (l <= nl) & ((uint)row < (uint)OH) &
+                     ((uint)col < (uint)OW);
+      need |= (ulong)in << (k * FEWLT + l);
+    }
+  const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw +
+                    (size_t)(rb * OW + ow0 - esw * llo);
+  const size_t wb = (size_t)w_off + grp * ocg * (size_t)CG * (size_t)T;
+  const int wt0 = (kh0 + sth * ilo) * KW + kw0 + stw * llo, wrs = sth * KW;
+  float acc[FEWC][8], win[8 + FEWRT - 1][FEWLT];
+  UNROLL for (int c = 0; c < CG; c++)
+    UNROLL for (int p = 0; p < P; p++) acc[c][p] = 0.0f;
+  for (size_t o0 = 0; o0 < ocg; o0 += (size_t)OB) {
+    const size_t on = min((size_t)OB, ocg - o0);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk's readers are done */
+    few_stage4(w, wb, o0, on, CG, T, (local float *)ws4);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!valid || nr < 0 || nl < 0) continue;
+    for (int o = 0; o < (int)on; o++) {
+      const size_t ob = db + (o0 + (size_t)o) * ohw;
+      UNROLL for (int k = 0; k < P + FEWRT - 1; k++)
+        UNROLL for (int l = 0; l < FEWLT; l++)
+          win[k][l] = ((need >> (k * FEWLT + l)) & 1)
+                          ? LOAD(dy, ob + (size_t)(k * OW - esw * l))
+                          : 0.0f;
+      const int wo = o * T + wt0;
+      UNROLL for (int r = 0; r < FEWRT; r++) {
+        if (r > nr) break;
+        UNROLL for (int l = 0; l < FEWLT; l++) {
+          if (l > nl) break;
+          const float4 wv = ws4[wo + r * wrs + l * stw];
+          const float wc[4] = {wv.s0, wv.s1, wv.s2, wv.s3};
+          UNROLL for (int c = 0; c < CG; c++)
+            UNROLL for (int p = 0; p < P; p++)
+              acc[c][p] = fma(wc[c], win[FEWRT - 1 - r + p][l], acc[c][p]);
+        }
+      }
+    }
+  }
+  if (!valid) return;
+  const size_t xb = (size_t)dx_off + (n * g.c + grp * (size_t)CG) * hw +
+                    ih * g.w + (size_t)iw;
+  UNROLL for (int c = 0; c < CG; c++)
+    UNROLL for (int p = 0; p < P; p++)
+      if (p < np)
+        STORE(acc[c][p], dx, xb + (size_t)c * hw + (size_t)(p * SH) * g.w);
+}
+
+#define FEWV_KERNEL(CG, P)                                                  \
+  __kernel RUMUS_REQD_WG(FEWWG, 1, 1) void conv_bwd_data_few##CG##v##P(     \
+      global const real_t *restrict dy, ulong dy_off,                       \
+      global const real_t *restrict w, ulong w_off,                         \
+      global real_t *restrict dx, ulong dx_off, long16 gv, ulong OB,        \
+      ulong g0) {                                                           \
+    local float4 ws4[FEWLW / 4];                                            \
+    bwd_data_fewv(dy, dy_off, w, w_off, dx, dx_off, gv, OB, g0, ws4, CG,    \
+                  P);                                                       \
+  }
+FEWV_KERNEL(1, 4)
+FEWV_KERNEL(2, 4)
+FEWV_KERNEL(3, 4)
+FEWV_KERNEL(4, 4)
+FEWV_KERNEL(1, 8)
+FEWV_KERNEL(2, 8)
+FEWV_KERNEL(3, 8)
+FEWV_KERNEL(4, 8)
 #endif

@@ -332,12 +332,14 @@ START_TEST(direct_paths) {
 END_TEST
 
 /* The few-channel input gradient over P-tuples (RUMUS_CONV2D_FEW_PIX 4
- * and 8, conv_bwd_data_few<CG>p<P>) against the pairs (2) and the GEMM
- * (a tile override): 1 to 4 channels per group, strides 1 to 4,
- * kernels 1, 3, 5, 7 and 3x5, dilation 2 and 3 (dy columns stepping by
- * 2 and 3 between a phase's taps), 7x5 and 1x1 inputs, groups 2 and 3,
- * rows whose last tuple is partial, phases with no column (stride 3 over
- * 2 columns); F16 and BF16 storage in two of them. */
+ * and 8 along rows, conv_bwd_data_few<CG>p<P>; v4 and v8 down columns,
+ * conv_bwd_data_few<CG>v<P>, or the rows' kernel where a phase has more
+ * than 4 x 4 taps or DH does not divide SH) against the pairs (2) and
+ * the GEMM (a tile override): 1 to 4 channels per group, strides 1 to
+ * 4, kernels 1, 3, 5, 7, 3x4 and 3x5, dilation 2 and 3 (dy columns
+ * stepping by 2 and 3 between a phase's taps), 7x5 and 1x1 inputs,
+ * groups 2 and 3, last tuples partial, phases with no column (stride 3
+ * over 2 columns); F16 and BF16 storage in two of them. */
 static const conv_case FEW_CASES[] = {
     {{2, 3, 13, 11, 45, 7, 7, 2, 2, 3, 3, 1, 1, 1}, 0}, /* the stem's */
     {{1, 3, 30, 64, 16, 7, 7, 2, 2, 3, 3, 1, 1, 1}, 0}, /* several warps */
@@ -353,6 +355,8 @@ static const conv_case FEW_CASES[] = {
     {{2, 6, 9, 23, 6, 7, 7, 3, 2, 3, 3, 1, 1, 3}, 0},
     {{2, 1, 11, 17, 3, 1, 1, 2, 3, 0, 0, 1, 1, 1}, 0},
     {{1, 2, 20, 21, 5, 3, 3, 4, 4, 2, 2, 3, 3, 1}, 0},  /* es 3 */
+    {{1, 2, 12, 9, 3, 3, 3, 2, 3, 1, 1, 1, 2, 1}, 0},   /* columns es 2 */
+    {{1, 3, 10, 9, 4, 3, 4, 1, 1, 1, 2, 1, 1, 1}, 0},   /* 3 x 4 taps */
 };
 #define NFEW (sizeof FEW_CASES / sizeof FEW_CASES[0])
 
@@ -386,6 +390,17 @@ static float *few_dx(rumus_ctx *ctx, const conv_case *c, rumus_dtype d,
   return got;
 }
 
+static size_t gcd_of(size_t a, size_t b) { return b ? gcd_of(b, a % b) : a; }
+
+/* Whether the columns' kernel takes g (few_vert_fits in src/ops/conv.c). */
+static int few_vert(const ref_conv_geo *g) {
+  const size_t sh = (size_t)g->sh, sw = (size_t)g->sw;
+  const size_t sth = sh / gcd_of(sh, (size_t)g->dh);
+  const size_t stw = sw / gcd_of(sw, (size_t)g->dw);
+  return g->sh % g->dh == 0 && (g->kh + sth - 1) / sth <= 4 &&
+         (g->kw + stw - 1) / stw <= 4;
+}
+
 START_TEST(few_pixels) {
   const conv_case *c = &FEW_CASES[_i];
   const sizes s = sizes_of(&c->g);
@@ -402,9 +417,11 @@ START_TEST(few_pixels) {
     float *two = few_dx(ctx, c, d, &s, &h, "2", kernel);
     ck_assert(memcmp(two, pair, s.nx * sizeof(float)) == 0);
     free(two);
-    static const char *const PIX[] = {"4", "8"};
-    for (int k = 0; k < 2; k++) {
-      snprintf(kernel, sizeof kernel, "conv_bwd_data_few%dp%s", cg, PIX[k]);
+    static const char *const PIX[] = {"4", "8", "v4", "v8"};
+    for (int k = 0; k < 4; k++) {
+      const int v = PIX[k][0] == 'v';
+      snprintf(kernel, sizeof kernel, "conv_bwd_data_few%d%c%s", cg,
+               v && few_vert(&c->g) ? 'v' : 'p', PIX[k] + v);
       float *got = few_dx(ctx, c, d, &s, &h, PIX[k], kernel);
       ck_assert_msg(memcmp(got, pair, s.nx * sizeof(float)) == 0,
                     "few case %d %s: P = %s gives other bits than 2", _i,
