@@ -1373,6 +1373,18 @@ inline void few_tuple(uint i, const geo_t *g, const int P, size_t *n,
   *np = min(P, cols - P * j);
 }
 
+/* Stages output channels o0 .. o0 + on of the group's weights (from wb)
+ * as ws[(o T + tap) 4 + c]. */
+inline void few_stage4(global const real_t *restrict w, size_t wb,
+                       size_t o0, size_t on, int CG, int T,
+                       local float *ws) {
+  const int per = CG * T, nw = (int)on * per;
+  for (int k = (int)get_local_id(0); k < nw; k += FEWWG) {
+    const int o = k / per, c = (k - o * per) / T, t = k - o * per - c * T;
+    ws[(o * T + t) * 4 + c] = LOAD(w, wb + o0 * (size_t)per + (size_t)k);
+  }
+}
+
 /* dy's value at column c of the row at rowb, 0 outside dy. */
 #define FEW_DY(c) ((uint)(c) < (uint)OW ? LOAD(dy, rowb + (size_t)(c)) : 0.0f)
 
@@ -1380,7 +1392,7 @@ inline void few_tuple(uint i, const geo_t *g, const int P, size_t *n,
 inline void bwd_data_fewp(global const real_t *restrict dy, ulong dy_off,
                           global const real_t *restrict w, ulong w_off,
                           global real_t *restrict dx, ulong dx_off,
-                          long16 gv, ulong OB, ulong g0, local float *ws,
+                          long16 gv, ulong OB, ulong g0, local float4 *ws4,
                           const int CG, const int P) {
   const geo_t g = geo_of(gv);
   const size_t hw = g.h * g.w, ohw = g.oh * g.ow;
@@ -1390,7 +1402,7 @@ inline void bwd_data_fewp(global const real_t *restrict dy, ulong dy_off,
   const int fw = W % SW ? W % SW : SW;
   const size_t tpr = (size_t)(fw * FEW_TUP(wc, P) +
                               (SW - fw) * FEW_TUP(wc - 1, P));
-  const int lid = (int)get_local_id(0), valid = i < g.n * g.h * tpr;
+  const int valid = i < g.n * g.h * tpr;
   size_t n, ih;
   int iw, np;
   few_tuple(valid ? (uint)i : 0, &g, P, &n, &ih, &iw, &np);
@@ -1415,36 +1427,38 @@ inline void bwd_data_fewp(global const real_t *restrict dy, ulong dy_off,
   UNROLL for (int c = 0; c < CG; c++)
     UNROLL for (int q = 0; q < P; q++) acc[c][q] = 0.0f;
   for (size_t o0 = 0; o0 < ocg; o0 += (size_t)OB) {
-    const size_t on = min((size_t)OB, ocg - o0), nw = on * cg * taps;
+    const size_t on = min((size_t)OB, ocg - o0);
     barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk's readers are done */
-    for (size_t k = (size_t)lid; k < nw; k += FEWWG)
-      ws[k] = LOAD(w, wb + o0 * cg * taps + k);
+    few_stage4(w, wb, o0, on, CG, T, (local float *)ws4);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!valid) continue;
     for (int o = 0; o < (int)on; o++) {
       const size_t dyb = db + (o0 + (size_t)o) * ohw;
       for (int r = ilo; r <= ihi; r++) {
         const size_t rowb = dyb + (size_t)(oh0 - esh * r) * OW;
-        const int wr = o * (int)cg * T + (kh0 + sth * r) * KW + kw0;
-        /* Tap llo - 1's values but the last (shifted out at once). */
-        int col = ow0 - esw * llo + esw;
-        UNROLL for (int q = 0; q < P - 1; q++) v[q] = FEW_DY(col + q);
+        const int wr = o * T + (kh0 + sth * r) * KW + kw0;
+        int col = ow0 - esw * llo; /* tap l's first pixel's dy column */
+        UNROLL for (int q = 0; q < P; q++) v[q] = FEW_DY(col + q);
         for (int l = llo; l <= lhi; l++) {
+          /* The next tap's new values, loaded before this tap's sums. */
           col -= esw;
+          float nx = 0.0f;
+          if (esw == 1)
+            nx = ((l < lhi) & ((uint)col < (uint)OW)) ? LOAD(dy, rowb + col)
+                                                       : 0.0f;
+          const float4 wv = ws4[wr + stw * l];
+          const float wc[4] = {wv.s0, wv.s1, wv.s2, wv.s3};
+          UNROLL for (int c = 0; c < CG; c++)
+            UNROLL for (int q = 0; q < P; q++)
+              acc[c][q] = fma(wc[c], v[q], acc[c][q]);
           if (esw == 1) {
             UNROLL for (int q = P - 1; q > 0; q--) v[q] = v[q - 1];
-            v[0] = FEW_DY(col);
-          } else {
+            v[0] = nx;
+          } else { /* the values shift by esw */
             for (int e = esw - 1; e >= 0; e--) {
               UNROLL for (int q = P - 1; q > 0; q--) v[q] = v[q - 1];
               v[0] = FEW_DY(col + e);
             }
-          }
-          const int wk = wr + stw * l;
-          UNROLL for (int c = 0; c < CG; c++) {
-            const float wv = ws[wk + c * T];
-            UNROLL for (int q = 0; q < P; q++)
-              acc[c][q] = fma(wv, v[q], acc[c][q]);
           }
         }
       }
@@ -1465,8 +1479,9 @@ inline void bwd_data_fewp(global const real_t *restrict dy, ulong dy_off,
       global const real_t *restrict w, ulong w_off,                         \
       global real_t *restrict dx, ulong dx_off, long16 gv, ulong OB,        \
       ulong g0) {                                                           \
-    local float ws[FEWLW];                                                  \
-    bwd_data_fewp(dy, dy_off, w, w_off, dx, dx_off, gv, OB, g0, ws, CG, P); \
+    local float4 ws4[FEWLW / 4];                                            \
+    bwd_data_fewp(dy, dy_off, w, w_off, dx, dx_off, gv, OB, g0, ws4, CG,    \
+                  P);                                                       \
   }
 FEWP_KERNEL(1, 4)
 FEWP_KERNEL(2, 4)
@@ -1527,18 +1542,6 @@ inline void few_column(uint i, const geo_t *g, const int P, size_t *n,
   *ih = (size_t)(a + SH * P * k);
   *iw = m + SW * j;
   *np = min(P, rows - P * k);
-}
-
-/* Stages output channels o0 .. o0 + on of the group's weights (from wb)
- * as ws[(o T + tap) 4 + c]. */
-inline void few_stage4(global const real_t *restrict w, size_t wb,
-                       size_t o0, size_t on, int CG, int T,
-                       local float *ws) {
-  const int per = CG * T, nw = (int)on * per;
-  for (int k = (int)get_local_id(0); k < nw; k += FEWWG) {
-    const int o = k / per, c = (k - o * per) / T, t = k - o * per - c * T;
-    ws[(o * T + t) * 4 + c] = LOAD(w, wb + o0 * (size_t)per + (size_t)k);
-  }
 }
 
 /* The body of conv_bwd_data_few<CG>v<P>. */

@@ -490,14 +490,14 @@ static size_t gcd_of(size_t a, size_t b) {
 }
 
 /* Whether conv_bwd_data_few<CG>v<P> takes g: dy's row one down per row
- * tap of a phase (DH divides SH), at most FEW_RT x FEW_LT taps per phase
- * and a tap's float4 of weights within FEW_LW. */
+ * tap of a phase (DH divides SH) and at most FEW_RT x FEW_LT taps per
+ * phase. */
 static int few_vert_fits(const geo *g) {
   const size_t sh = (size_t)g->sh, dh = (size_t)g->dh, sw = (size_t)g->sw;
   const size_t sth = sh / gcd_of(sh, dh);
   const size_t stw = sw / gcd_of(sw, (size_t)g->dw);
   return sh % dh == 0 && (g->kh + sth - 1) / sth <= FEW_RT &&
-         (g->kw + stw - 1) / stw <= FEW_LT && 4 * g->kh * g->kw <= FEW_LW;
+         (g->kw + stw - 1) / stw <= FEW_LT;
 }
 
 /* Work-items of the few-channel kernels: n H (row tuples of a column
@@ -520,8 +520,10 @@ static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
   const size_t per = g->c / g->g * g->kh * g->kw;
   few_form f = few_env();
   if (f.vert && !few_vert_fits(g)) f.vert = 0;
+  /* The tuples' kernels hold a tap's channels as one float4. */
+  if (f.pix > 2 && 4 * g->kh * g->kw > FEW_LW) f.pix = 2;
   const size_t items = few_items(g, f.pix, f.vert);
-  cl_ulong ob = f.vert ? FEW_LW / (4 * g->kh * g->kw) : FEW_LW / per;
+  cl_ulong ob = f.pix > 2 ? FEW_LW / (4 * g->kh * g->kw) : FEW_LW / per;
   const rumus__arg a[] = {args[0], args[1], args[2], args[3], args[4],
                           args[5], args[6], RUMUS__ARG(ob), args[6]};
   char name[32];
