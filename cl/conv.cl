@@ -1318,16 +1318,17 @@ FEW_KERNEL(1)
 FEW_KERNEL(2)
 FEW_KERNEL(3)
 FEW_KERNEL(4)
-/* ---- The same sums over P-tuples (FEW_PIX of the host: 4 or 8): a
+/* ---- The same sums over P-tuples (RUMUS_CONV2D_FEW_PIX 4 or 8): a
  * work-item takes columns iw, iw + SW, ..., iw + (P - 1) SW of one
  * phase (dy columns ow .. ow + P - 1 at each tap), so each weight read
- * from local memory feeds P pixels.  Along a tap row the taps step dy's
- * column down by es: the P values of the next tap are those of this one
- * shifted up by es, with es new ones at the bottom, so a row of the
- * tuple's taps loads P - 1 + es (taps) values rather than P per tap (the
- * window only ever indexed by constants).  Work-items run by row phase,
- * column phase, row of that phase, then tuple, so the lanes of a warp
- * share their taps even when a row holds few tuples. */
+ * from local memory (a tap's channels as one float4) feeds P pixels.
+ * Along a tap row the taps step dy's column down by es: the P values of
+ * the next tap are those of this one shifted up by es, with es new ones
+ * at the bottom, so a row of the tuple's taps loads P + es (taps - 1)
+ * values rather than P per tap (the window only ever indexed by
+ * constants).  Work-items run by row phase, column phase, row of that
+ * phase, then tuple, so the lanes of a warp share their taps even when a
+ * row holds few tuples. */
 
 /* Tuples of one column phase's wc columns. */
 #define FEW_TUP(wc, P) (((wc) + (P) - 1) / (P))

@@ -14,7 +14,8 @@
  * guard bytes (groups 2 and depthwise); the CPU variant's depthwise
  * forward by rows (strides 1-3, dilation, partial blocks of 16, rows too
  * long for it); the GPU variant's direct kernels
- * (the few-channel input gradient the GEMM's bits, the depthwise weight
+ * (the few-channel input gradient the GEMM's bits, its wider tuples of
+ * RUMUS_CONV2D_FEW_PIX the pairs' bits over 16 shapes, the depthwise weight
  * gradient's blocks and tap launches); the GPU variant's Winograd path
  * (forced by RUMUS_CONV2D_WINOGRAD, F(2x2) and F(4x4), every storage
  * type, against the reference and central differences, at offsets with
