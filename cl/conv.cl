@@ -1318,4 +1318,337 @@ FEW_KERNEL(1)
 FEW_KERNEL(2)
 FEW_KERNEL(3)
 FEW_KERNEL(4)
+/* ---- The same sums over P-tuples (RUMUS_CONV2D_FEW_PIX 4 or 8): a
+ * work-item takes columns iw, iw + SW, ..., iw + (P - 1) SW of one
+ * phase (dy columns ow .. ow + P - 1 at each tap), so each weight read
+ * from local memory (a tap's channels as one float4) feeds P pixels.
+ * Along a tap row the taps step dy's column down by es: the P values of
+ * the next tap are those of this one shifted up by es, with es new ones
+ * at the bottom, so a row of the tuple's taps loads P + es (taps - 1)
+ * values rather than P per tap (the window only ever indexed by
+ * constants).  Work-items run by row phase, column phase, row of that
+ * phase, then tuple, so the lanes of a warp share their taps even when a
+ * row holds few tuples. */
+
+/* Tuples of one column phase's wc columns. */
+#define FEW_TUP(wc, P) (((wc) + (P) - 1) / (P))
+
+/* Work-item i's row (n, ih), first column iw and pixels np (1 .. P). */
+inline void few_tuple(uint i, const geo_t *g, const int P, size_t *n,
+                      size_t *ih, int *iw, int *np) {
+  const int H = (int)g->h, W = (int)g->w, SH = (int)g->sh, SW = (int)g->sw;
+  const int wc = (W + SW - 1) / SW, fw = W % SW ? W % SW : SW;
+  const int hc = (H + SH - 1) / SH, fh = H % SH ? H % SH : SH;
+  const int t1 = FEW_TUP(wc, P), t2 = FEW_TUP(wc - 1, P);
+  const uint T = (uint)(fw * t1 + (SW - fw) * t2), img = (uint)H * T;
+  *n = i / img;
+  const uint v = i - (uint)*n * img;
+  int a, rows; /* row phase and its rows */
+  uint u;      /* index within the row phase */
+  if (v < (uint)(fh * hc) * T) {
+    a = (int)(v / ((uint)hc * T));
+    u = v - (uint)a * (uint)hc * T;
+    rows = hc;
+  } else {
+    const uint v2 = v - (uint)(fh * hc) * T;
+    a = fh + (int)(v2 / ((uint)(hc - 1) * T));
+    u = v2 - (uint)(a - fh) * (uint)(hc - 1) * T;
+    rows = hc - 1;
+  }
+  int m, tp, cols; /* column phase, its tuples per row and columns */
+  if (u < (uint)(fw * rows * t1)) {
+    m = (int)(u / (uint)(rows * t1));
+    u -= (uint)(m * rows * t1);
+    tp = t1;
+    cols = wc;
+  } else {
+    u -= (uint)(fw * rows * t1);
+    m = fw + (int)(u / (uint)(rows * t2));
+    u -= (uint)((m - fw) * rows * t2);
+    tp = t2;
+    cols = wc - 1;
+  }
+  const int k = (int)(u / (uint)tp), j = (int)u - k * tp;
+  *ih = (size_t)(a + SH * k);
+  *iw = m + SW * P * j;
+  *np = min(P, cols - P * j);
+}
+
+/* Stages output channels o0 .. o0 + on of the group's weights (from wb)
+ * as ws[(o T + tap) 4 + c]. */
+inline void few_stage4(global const real_t *restrict w, size_t wb,
+                       size_t o0, size_t on, int CG, int T,
+                       local float *ws) {
+  const int per = CG * T, nw = (int)on * per;
+  for (int k = (int)get_local_id(0); k < nw; k += FEWWG) {
+    const int o = k / per, c = (k - o * per) / T, t = k - o * per - c * T;
+    ws[(o * T + t) * 4 + c] = LOAD(w, wb + o0 * (size_t)per + (size_t)k);
+  }
+}
+
+/* dy's value at column c of the row at rowb, 0 outside dy. */
+#define FEW_DY(c) ((uint)(c) < (uint)OW ? LOAD(dy, rowb + (size_t)(c)) : 0.0f)
+
+/* The body of conv_bwd_data_few<CG>p<P>: as bwd_data_few, P pixels. */
+inline void bwd_data_fewp(global const real_t *restrict dy, ulong dy_off,
+                          global const real_t *restrict w, ulong w_off,
+                          global real_t *restrict dx, ulong dx_off,
+                          long16 gv, ulong OB, ulong g0, local float4 *ws4,
+                          const int CG, const int P) {
+  const geo_t g = geo_of(gv);
+  const size_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  const size_t cg = (size_t)CG, ocg = g.oc / g.g, taps = g.kh * g.kw;
+  const size_t i = get_global_id(0), grp = get_global_id(1) + (size_t)g0;
+  const int W = (int)g.w, SW = (int)g.sw, wc = (W + SW - 1) / SW;
+  const int fw = W % SW ? W % SW : SW;
+  const size_t tpr = (size_t)(fw * FEW_TUP(wc, P) +
+                              (SW - fw) * FEW_TUP(wc - 1, P));
+  const int valid = i < g.n * g.h * tpr;
+  size_t n, ih;
+  int iw, np;
+  few_tuple(valid ? (uint)i : 0, &g, P, &n, &ih, &iw, &np);
+  /* The phase's taps whose dy lies inside dy for some pixel of the
+   * tuple: rows as for one pixel, columns from the first pixel's lowest
+   * to the last pixel's highest (dy column d0 + q - es l). */
+  int kh0, sth, oh0, esh, ilo, ihi, kw0, stw, ow0, esw, llo, lhi;
+  tap_range((int)ih + (int)g.ph, (int)g.kh, (int)g.dh, (int)g.sh,
+            (int)g.oh, &kh0, &sth, &oh0, &esh, &ilo, &ihi);
+  tap_range(iw + (int)g.pw, (int)g.kw, (int)g.dw, SW, (int)g.ow, &kw0,
+            &stw, &ow0, &esw, &llo, &lhi);
+  {
+    const int nk = kw0 < (int)g.kw ? ((int)g.kw - kw0 + stw - 1) / stw : 0;
+    const int d = ow0 + np - 1;
+    lhi = d >= 0 ? min(nk - 1, d / esw) : -1;
+  }
+  if (llo > lhi) ihi = ilo - 1; /* no column meets dy: no row either */
+  const int OW = (int)g.ow, KW = (int)g.kw, T = (int)taps;
+  const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
+  const size_t wb = (size_t)w_off + grp * ocg * cg * taps;
+  float acc[FEWC][8], v[8];
+  UNROLL for (int c = 0; c < CG; c++)
+    UNROLL for (int q = 0; q < P; q++) acc[c][q] = 0.0f;
+  for (size_t o0 = 0; o0 < ocg; o0 += (size_t)OB) {
+    const size_t on = min((size_t)OB, ocg - o0);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk's readers are done */
+    few_stage4(w, wb, o0, on, CG, T, (local float *)ws4);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!valid) continue;
+    for (int o = 0; o < (int)on; o++) {
+      const size_t dyb = db + (o0 + (size_t)o) * ohw;
+      for (int r = ilo; r <= ihi; r++) {
+        const size_t rowb = dyb + (size_t)(oh0 - esh * r) * OW;
+        const int wr = o * T + (kh0 + sth * r) * KW + kw0;
+        int col = ow0 - esw * llo; /* tap l's first pixel's dy column */
+        UNROLL for (int q = 0; q < P; q++) v[q] = FEW_DY(col + q);
+        for (int l = llo; l <= lhi; l++) {
+          /* The next tap's new values, loaded before this tap's sums. */
+          col -= esw;
+          float nx = 0.0f;
+          if (esw == 1)
+            nx = ((l < lhi) & ((uint)col < (uint)OW)) ? LOAD(dy, rowb + col)
+                                                       : 0.0f;
+          const float4 wv = ws4[wr + stw * l];
+          const float wc[4] = {wv.s0, wv.s1, wv.s2, wv.s3};
+          UNROLL for (int c = 0; c < CG; c++)
+            UNROLL for (int q = 0; q < P; q++)
+              acc[c][q] = fma(wc[c], v[q], acc[c][q]);
+          if (esw == 1) {
+            UNROLL for (int q = P - 1; q > 0; q--) v[q] = v[q - 1];
+            v[0] = nx;
+          } else { /* the values shift by esw */
+            for (int e = esw - 1; e >= 0; e--) {
+              UNROLL for (int q = P - 1; q > 0; q--) v[q] = v[q - 1];
+              v[0] = FEW_DY(col + e);
+            }
+          }
+        }
+      }
+    }
+  }
+  if (!valid) return;
+  const size_t xb = (size_t)dx_off + (n * g.c + grp * cg) * hw + ih * g.w +
+                    (size_t)iw;
+  UNROLL for (int c = 0; c < CG; c++)
+    UNROLL for (int q = 0; q < P; q++)
+      if (q < np) STORE(acc[c][q], dx, xb + (size_t)c * hw + (size_t)(q * SW));
+}
+#undef FEW_DY
+
+#define FEWP_KERNEL(CG, P)                                                  \
+  __kernel RUMUS_REQD_WG(FEWWG, 1, 1) void conv_bwd_data_few##CG##p##P(     \
+      global const real_t *restrict dy, ulong dy_off,                       \
+      global const real_t *restrict w, ulong w_off,                         \
+      global real_t *restrict dx, ulong dx_off, long16 gv, ulong OB,        \
+      ulong g0) {                                                           \
+    local float4 ws4[FEWLW / 4];                                            \
+    bwd_data_fewp(dy, dy_off, w, w_off, dx, dx_off, gv, OB, g0, ws4, CG,    \
+                  P);                                                       \
+  }
+FEWP_KERNEL(1, 4)
+FEWP_KERNEL(2, 4)
+FEWP_KERNEL(3, 4)
+FEWP_KERNEL(4, 4)
+FEWP_KERNEL(1, 8)
+FEWP_KERNEL(2, 8)
+FEWP_KERNEL(3, 8)
+FEWP_KERNEL(4, 8)
+/* ---- Columns of P-tuples (FEW_PIX v4 or v8): a work-item takes rows
+ * ih, ih + SH, ..., ih + (P - 1) SH of one column iw, and the lanes of a
+ * warp consecutive columns of one phase, so that every dy load of a warp
+ * is contiguous.  With dy's row stepping by one between a phase's row
+ * taps (DH divides SH), pixel p at row tap r reads dy row oh0 + p - r:
+ * the values of an output channel for every (p, r, l) are a window of P
+ * + FEWRT - 1 rows by FEWLT tap columns, loaded once per channel and
+ * indexed only by constants.  For phases of at most FEWRT x FEWLT taps
+ * (the host checks); the weights in local memory hold a tap's channels
+ * as one float4, read with one load. */
+#define FEWRT 4
+#define FEWLT 4
+
+/* Work-item i's first pixel (n, ih, iw) and its pixels np (1 .. P). */
+inline void few_column(uint i, const geo_t *g, const int P, size_t *n,
+                       size_t *ih, int *iw, int *np) {
+  const int H = (int)g->h, W = (int)g->w, SH = (int)g->sh, SW = (int)g->sw;
+  const int wc = (W + SW - 1) / SW, fw = W % SW ? W % SW : SW;
+  const int hc = (H + SH - 1) / SH, fh = H % SH ? H % SH : SH;
+  const int r1 = FEW_TUP(hc, P), r2 = FEW_TUP(hc - 1, P);
+  const uint img = (uint)((fh * r1 + (SH - fh) * r2) * W);
+  *n = i / img;
+  uint u = i - (uint)*n * img;
+  int a, tr, rows; /* row phase, its tuples of rows and its rows */
+  if (u < (uint)(fh * r1 * W)) {
+    a = (int)(u / (uint)(r1 * W));
+    u -= (uint)(a * r1 * W);
+    tr = r1;
+    rows = hc;
+  } else {
+    u -= (uint)(fh * r1 * W);
+    a = fh + (int)(u / (uint)(r2 * W));
+    u -= (uint)((a - fh) * r2 * W);
+    tr = r2;
+    rows = hc - 1;
+  }
+  int m, cols; /* column phase and its columns */
+  if (u < (uint)(fw * tr * wc)) {
+    m = (int)(u / (uint)(tr * wc));
+    u -= (uint)(m * tr * wc);
+    cols = wc;
+  } else {
+    u -= (uint)(fw * tr * wc);
+    m = fw + (int)(u / (uint)(tr * (wc - 1)));
+    u -= (uint)((m - fw) * tr * (wc - 1));
+    cols = wc - 1;
+  }
+  const int k = (int)(u / (uint)cols), j = (int)u - k * cols;
+  *ih = (size_t)(a + SH * P * k);
+  *iw = m + SW * j;
+  *np = min(P, rows - P * k);
+}
+
+/* The body of conv_bwd_data_few<CG>v<P>. */
+inline void bwd_data_fewv(global const real_t *restrict dy, ulong dy_off,
+                          global const real_t *restrict w, ulong w_off,
+                          global real_t *restrict dx, ulong dx_off,
+                          long16 gv, ulong OB, ulong g0, local float4 *ws4,
+                          const int CG, const int P) {
+  const geo_t g = geo_of(gv);
+  const size_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  const size_t ocg = g.oc / g.g;
+  const size_t i = get_global_id(0), grp = get_global_id(1) + (size_t)g0;
+  const int H = (int)g.h, SH = (int)g.sh, hc = (H + SH - 1) / SH;
+  const int fh = H % SH ? H % SH : SH;
+  const size_t per = (size_t)(fh * FEW_TUP(hc, P) +
+                              (SH - fh) * FEW_TUP(hc - 1, P)) * g.w;
+  const int valid = i < g.n * per;
+  size_t n, ih;
+  int iw, np;
+  few_column(valid ? (uint)i : 0, &g, P, &n, &ih, &iw, &np);
+  /* Row taps meeting dy for some pixel (as the columns of
+   * bwd_data_fewp), column taps for the one column. */
+  int kh0, sth, oh0, esh, ilo, ihi, kw0, stw, ow0, esw, llo, lhi;
+  tap_range((int)ih + (int)g.ph, (int)g.kh, (int)g.dh, SH, (int)g.oh, &kh0,
+            &sth, &oh0, &esh, &ilo, &ihi);
+  tap_range(iw + (int)g.pw, (int)g.kw, (int)g.dw, (int)g.sw, (int)g.ow,
+            &kw0, &stw, &ow0, &esw, &llo, &lhi);
+  {
+    const int nk = kh0 < (int)g.kh ? ((int)g.kh - kh0 + sth - 1) / sth : 0;
+    const int d = oh0 + np - 1;
+    ihi = d >= 0 ? min(nk - 1, d / esh) : -1;
+  }
+  const int nr = ihi - ilo, nl = lhi - llo; /* taps past the first */
+  const int OH = (int)g.oh, OW = (int)g.ow, KW = (int)g.kw;
+  const int T = (int)(g.kh * g.kw);
+  /* Window entry (k, l): dy row rb + k, column ow0 - esw (llo + l);
+   * the bits of `need` mark those inside dy that some tap reads. */
+  const int rb = oh0 - ilo - (FEWRT - 1);
+  ulong need = 0;
+  UNROLL for (int k = 0; k < 8 + FEWRT - 1; k++)
+    UNROLL for (int l = 0; l < FEWLT; l++) {
+      const int row = rb + k, col = ow0 - esw * (llo + l);
+      const int in = (k < P + FEWRT - 1) & (k >= FEWRT - 1 - nr) &
+                     (l <= nl) & ((uint)row < (uint)OH) &
+                     ((uint)col < (uint)OW);
+      need |= (ulong)in << (k * FEWLT + l);
+    }
+  const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw +
+                    (size_t)(rb * OW + ow0 - esw * llo);
+  const size_t wb = (size_t)w_off + grp * ocg * (size_t)CG * (size_t)T;
+  const int wt0 = (kh0 + sth * ilo) * KW + kw0 + stw * llo, wrs = sth * KW;
+  float acc[FEWC][8], win[8 + FEWRT - 1][FEWLT];
+  UNROLL for (int c = 0; c < CG; c++)
+    UNROLL for (int p = 0; p < P; p++) acc[c][p] = 0.0f;
+  for (size_t o0 = 0; o0 < ocg; o0 += (size_t)OB) {
+    const size_t on = min((size_t)OB, ocg - o0);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk's readers are done */
+    few_stage4(w, wb, o0, on, CG, T, (local float *)ws4);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!valid || nr < 0 || nl < 0) continue;
+    for (int o = 0; o < (int)on; o++) {
+      const size_t ob = db + (o0 + (size_t)o) * ohw;
+      UNROLL for (int k = 0; k < P + FEWRT - 1; k++)
+        UNROLL for (int l = 0; l < FEWLT; l++)
+          win[k][l] = ((need >> (k * FEWLT + l)) & 1)
+                          ? LOAD(dy, ob + (size_t)(k * OW - esw * l))
+                          : 0.0f;
+      const int wo = o * T + wt0;
+      UNROLL for (int r = 0; r < FEWRT; r++) {
+        if (r > nr) break;
+        UNROLL for (int l = 0; l < FEWLT; l++) {
+          if (l > nl) break;
+          const float4 wv = ws4[wo + r * wrs + l * stw];
+          const float wc[4] = {wv.s0, wv.s1, wv.s2, wv.s3};
+          UNROLL for (int c = 0; c < CG; c++)
+            UNROLL for (int p = 0; p < P; p++)
+              acc[c][p] = fma(wc[c], win[FEWRT - 1 - r + p][l], acc[c][p]);
+        }
+      }
+    }
+  }
+  if (!valid) return;
+  const size_t xb = (size_t)dx_off + (n * g.c + grp * (size_t)CG) * hw +
+                    ih * g.w + (size_t)iw;
+  UNROLL for (int c = 0; c < CG; c++)
+    UNROLL for (int p = 0; p < P; p++)
+      if (p < np)
+        STORE(acc[c][p], dx, xb + (size_t)c * hw + (size_t)(p * SH) * g.w);
+}
+
+#define FEWV_KERNEL(CG, P)                                                  \
+  __kernel RUMUS_REQD_WG(FEWWG, 1, 1) void conv_bwd_data_few##CG##v##P(     \
+      global const real_t *restrict dy, ulong dy_off,                       \
+      global const real_t *restrict w, ulong w_off,                         \
+      global real_t *restrict dx, ulong dx_off, long16 gv, ulong OB,        \
+      ulong g0) {                                                           \
+    local float4 ws4[FEWLW / 4];                                            \
+    bwd_data_fewv(dy, dy_off, w, w_off, dx, dx_off, gv, OB, g0, ws4, CG,    \
+                  P);                                                       \
+  }
+FEWV_KERNEL(1, 4)
+FEWV_KERNEL(2, 4)
+FEWV_KERNEL(3, 4)
+FEWV_KERNEL(4, 4)
+FEWV_KERNEL(1, 8)
+FEWV_KERNEL(2, 8)
+FEWV_KERNEL(3, 8)
+FEWV_KERNEL(4, 8)
 #endif

@@ -14,7 +14,8 @@
  * guard bytes (groups 2 and depthwise); the CPU variant's depthwise
  * forward by rows (strides 1-3, dilation, partial blocks of 16, rows too
  * long for it); the GPU variant's direct kernels
- * (the few-channel input gradient the GEMM's bits, the depthwise weight
+ * (the few-channel input gradient the GEMM's bits, its wider tuples of
+ * RUMUS_CONV2D_FEW_PIX the pairs' bits over 16 shapes, the depthwise weight
  * gradient's blocks and tap launches); the GPU variant's Winograd path
  * (forced by RUMUS_CONV2D_WINOGRAD, F(2x2) and F(4x4), every storage
  * type, against the reference and central differences, at offsets with
@@ -327,6 +328,117 @@ START_TEST(direct_paths) {
     free(first[k]);
   }
   host_free(&h);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* The few-channel input gradient over P-tuples (RUMUS_CONV2D_FEW_PIX 4
+ * and 8 along rows, conv_bwd_data_few<CG>p<P>; v4 and v8 down columns,
+ * conv_bwd_data_few<CG>v<P>, or the rows' kernel where a phase has more
+ * than 4 x 4 taps or DH does not divide SH) against the pairs (2) and
+ * the GEMM (a tile override): 1 to 4 channels per group, strides 1 to
+ * 4, kernels 1, 3, 5, 7, 3x4 and 3x5, dilation 2 and 3 (dy columns
+ * stepping by 2 and 3 between a phase's taps), 7x5 and 1x1 inputs,
+ * groups 2 and 3, last tuples partial, phases with no column (stride 3
+ * over 2 columns); F16 and BF16 storage in two of them. */
+static const conv_case FEW_CASES[] = {
+    {{2, 3, 13, 11, 45, 7, 7, 2, 2, 3, 3, 1, 1, 1}, 0}, /* the stem's */
+    {{1, 3, 30, 64, 16, 7, 7, 2, 2, 3, 3, 1, 1, 1}, 0}, /* several warps */
+    {{2, 4, 13, 11, 45, 7, 7, 2, 2, 3, 3, 1, 1, 1}, 0}, /* 2 weight chunks */
+    {{1, 1, 7, 5, 5, 5, 5, 2, 2, 2, 2, 1, 1, 1}, 0},
+    {{2, 2, 9, 10, 3, 3, 3, 3, 3, 0, 0, 2, 2, 1}, 0},   /* es 2 */
+    {{1, 3, 5, 2, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1}, 0},
+    {{3, 4, 7, 5, 6, 3, 5, 2, 1, 1, 2, 1, 1, 2}, 0},
+    {{3, 3, 1, 1, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 0},
+    {{1, 2, 1, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 0},
+    {{2, 3, 7, 5, 4, 3, 3, 2, 2, 0, 0, 2, 2, 1}, 0},
+    {{1, 4, 19, 37, 8, 5, 3, 1, 1, 2, 1, 1, 2, 2}, 0},  /* es 2, stride 1 */
+    {{2, 6, 9, 23, 6, 7, 7, 3, 2, 3, 3, 1, 1, 3}, 0},
+    {{2, 1, 11, 17, 3, 1, 1, 2, 3, 0, 0, 1, 1, 1}, 0},
+    {{1, 2, 20, 21, 5, 3, 3, 4, 4, 2, 2, 3, 3, 1}, 0},  /* es 3 */
+    {{1, 2, 12, 9, 3, 3, 3, 2, 3, 1, 1, 1, 2, 1}, 0},   /* columns es 2 */
+    {{1, 3, 10, 9, 4, 3, 4, 1, 1, 1, 2, 1, 1, 1}, 0},   /* 3 x 4 taps */
+};
+#define NFEW (sizeof FEW_CASES / sizeof FEW_CASES[0])
+
+/* dx of case c with storage d on the GPU variant with
+ * RUMUS_CONV2D_FEW_PIX = pix (NULL: unset), checked against the
+ * reference in h; asserts that kernel `kernel` ran (NULL: none checked). */
+static float *few_dx(rumus_ctx *ctx, const conv_case *c, rumus_dtype d,
+                     const sizes *s, const host *h, const char *pix,
+                     const char *kernel) {
+  const rumus_conv2d_params p = params_of(&c->g);
+  if (pix)
+    setenv("RUMUS_CONV2D_FEW_PIX", pix, 1);
+  else
+    unsetenv("RUMUS_CONV2D_FEW_PIX");
+  rumus_tensor *w = tu_tensor_typed(ctx, d, 4, s->ws, h->w),
+               *dy = tu_tensor_typed(ctx, d, 4, s->ys, h->dy),
+               *dx = tu_tensor_typed(ctx, d, 4, s->xs, NULL);
+  TU_OK(ctx, rumus_conv2d_bwd_data(ctx, &p, dy, w, dx));
+  unsetenv("RUMUS_CONV2D_FEW_PIX");
+  if (kernel)
+    ck_assert_msg(tu_kernel_ran(ctx, kernel), "%s did not run", kernel);
+  float *got = tu_download_f32(ctx, dx);
+  char name[64];
+  snprintf(name, sizeof name, "conv_few_%s_%s", pix ? pix : "gemm",
+           tu_dtype_name(d));
+  check_op(name, d, got, h->dx, s->nx,
+           (c->g.oc / c->g.g) * c->g.kh * c->g.kw);
+  rumus_tensor_free(w);
+  rumus_tensor_free(dy);
+  rumus_tensor_free(dx);
+  return got;
+}
+
+static size_t gcd_of(size_t a, size_t b) { return b ? gcd_of(b, a % b) : a; }
+
+/* Whether the columns' kernel takes g (few_vert_fits in src/ops/conv.c). */
+static int few_vert(const ref_conv_geo *g) {
+  const size_t sh = (size_t)g->sh, sw = (size_t)g->sw;
+  const size_t sth = sh / gcd_of(sh, (size_t)g->dh);
+  const size_t stw = sw / gcd_of(sw, (size_t)g->dw);
+  return g->sh % g->dh == 0 && (g->kh + sth - 1) / sth <= 4 &&
+         (g->kw + stw - 1) / stw <= 4;
+}
+
+START_TEST(few_pixels) {
+  const conv_case *c = &FEW_CASES[_i];
+  const sizes s = sizes_of(&c->g);
+  const int cg = (int)(c->g.c / c->g.g);
+  rumus_ctx *ctx = tu_profiling_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  for (int t = 0; t < (_i < 2 ? 3 : 1); t++) {
+    const rumus_dtype d = tu_dtypes[t];
+    host h = host_make(&c->g, &s, d, 300 + (uint64_t)_i);
+    ref_conv2d_bwd_data(&c->g, h.dy, h.w, h.dx);
+    char kernel[48];
+    snprintf(kernel, sizeof kernel, "conv_bwd_data_few%d", cg);
+    float *pair = few_dx(ctx, c, d, &s, &h, NULL, kernel);
+    float *two = few_dx(ctx, c, d, &s, &h, "2", kernel);
+    ck_assert(memcmp(two, pair, s.nx * sizeof(float)) == 0);
+    free(two);
+    static const char *const PIX[] = {"4", "8", "v4", "v8"};
+    for (int k = 0; k < 4; k++) {
+      const int v = PIX[k][0] == 'v';
+      snprintf(kernel, sizeof kernel, "conv_bwd_data_few%d%c%s", cg,
+               v && few_vert(&c->g) ? 'v' : 'p', PIX[k] + v);
+      float *got = few_dx(ctx, c, d, &s, &h, PIX[k], kernel);
+      ck_assert_msg(memcmp(got, pair, s.nx * sizeof(float)) == 0,
+                    "few case %d %s: P = %s gives other bits than 2", _i,
+                    tu_dtype_name(d), PIX[k]);
+      free(got);
+    }
+    setenv("RUMUS_CONV2D_BWD_DATA_TILE", "32x64x4x4", 1);
+    float *gemm = few_dx(ctx, c, d, &s, &h, "8", NULL);
+    unsetenv("RUMUS_CONV2D_BWD_DATA_TILE");
+    ck_assert_msg(memcmp(gemm, pair, s.nx * sizeof(float)) == 0,
+                  "few case %d %s: not the GEMM's bits", _i,
+                  tu_dtype_name(d));
+    free(gemm);
+    free(pair);
+    host_free(&h);
+  }
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -951,6 +1063,9 @@ int main(void) {
   tcase_add_test(core, tile_override);
   tcase_add_loop_test(core, direct_paths, 0, 3);
   suite_add_tcase(s, core);
+  TCase *few = tu_tcase("few");
+  tcase_add_loop_test(few, few_pixels, 0, (int)NFEW);
+  suite_add_tcase(s, few);
   TCase *wino = tu_tcase("winograd");
   tcase_add_loop_test(wino, winograd, 0, (int)(2 * NWINO));
   tcase_add_test(wino, winograd_per_op);

@@ -56,6 +56,9 @@ static const char *const FILE_CL = "conv.cl";
 #define FEW_C 4
 #define FEW_WG 256
 #define FEW_LW 4096
+/* Taps per phase of conv_bwd_data_few<CG>v<P> at most: FEWRT x FEWLT. */
+#define FEW_RT 4
+#define FEW_LT 4
 
 typedef struct {
   size_t n, c, h, w, oc, oh, ow, kh, kw, g;
@@ -455,25 +458,81 @@ static int use_few(const rumus_ctx *ctx, const geo *g) {
          !conv_tiles_env(ctx, OP_BWD_DATA, &t);
 }
 
-/* conv_bwd_data_few<C / G> over every pair of dx pixels and group, OB
- * output channels' weights at a time in local memory. */
+/* The few-channel input gradient's tuples (RUMUS_CONV2D_FEW_PIX): pix
+ * pixels per work-item, along a row (conv_bwd_data_few<CG>p<P>; 2, the
+ * default: conv_bwd_data_few<CG>) or down a column (vert,
+ * conv_bwd_data_few<CG>v<P>, "v4" and "v8").  Every form gives the same
+ * bits. */
+typedef struct {
+  size_t pix;
+  int vert;
+} few_form;
+
+static few_form few_env(void) {
+  few_form f = {2, 0};
+  const char *v = getenv("RUMUS_CONV2D_FEW_PIX");
+  if (v == NULL) return f;
+  const int vert = v[0] == 'v';
+  if ((v[vert] == '4' || v[vert] == '8') && v[vert + 1] == '\0') {
+    f.pix = (size_t)(v[vert] - '0');
+    f.vert = vert;
+  }
+  return f;
+}
+
+static size_t gcd_of(size_t a, size_t b) {
+  while (b) {
+    const size_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* Whether conv_bwd_data_few<CG>v<P> takes g: dy's row one down per row
+ * tap of a phase (DH divides SH) and at most FEW_RT x FEW_LT taps per
+ * phase. */
+static int few_vert_fits(const geo *g) {
+  const size_t sh = (size_t)g->sh, dh = (size_t)g->dh, sw = (size_t)g->sw;
+  const size_t sth = sh / gcd_of(sh, dh);
+  const size_t stw = sw / gcd_of(sw, (size_t)g->dw);
+  return sh % dh == 0 && (g->kh + sth - 1) / sth <= FEW_RT &&
+         (g->kw + stw - 1) / stw <= FEW_LT;
+}
+
+/* Work-items of the few-channel kernels: n H (row tuples of a column
+ * phase per row; few_row_pairs and FEW_TUP in cl/conv.cl) or n W (column
+ * tuples of a row phase per column). */
+static size_t few_items(const geo *g, size_t p, int vert) {
+  const size_t s = vert ? (size_t)g->sh : (size_t)g->sw;
+  const size_t e = vert ? g->h : g->w, other = vert ? g->w : g->h;
+  const size_t c = (e + s - 1) / s, full = e % s ? e % s : s;
+  const size_t t1 = (c + p - 1) / p, t2 = (c + p - 2) / p;
+  return g->n * other * (full * t1 + (s - full) * t2);
+}
+
+/* conv_bwd_data_few<C / G>[p<P> | v<P>] over every tuple of one phase's
+ * dx pixels (pairs: P = 2) and group, OB output channels' weights at a
+ * time in local memory. */
 static int run_bwd_data_few(rumus_ctx *ctx, const char *op,
                             const conv_prog *pr, const geo *g,
                             const rumus__arg *args) {
-  const size_t per = g->c / g->g * g->kh * g->kw, sw = (size_t)g->sw;
-  /* Pairs of one phase's pixels per row (few_row_pairs in cl/conv.cl). */
-  const size_t wc = (g->w + sw - 1) / sw, full = g->w % sw ? g->w % sw : sw;
-  const size_t pix =
-      g->n * g->h * (full * ((wc + 1) / 2) + (sw - full) * (wc / 2));
-  cl_ulong ob = FEW_LW / per;
+  const size_t per = g->c / g->g * g->kh * g->kw;
+  few_form f = few_env();
+  if (f.vert && !few_vert_fits(g)) f.vert = 0;
+  /* The tuples' kernels hold a tap's channels as one float4. */
+  if (f.pix > 2 && 4 * g->kh * g->kw > FEW_LW) f.pix = 2;
+  const size_t items = few_items(g, f.pix, f.vert);
+  cl_ulong ob = f.pix > 2 ? FEW_LW / (4 * g->kh * g->kw) : FEW_LW / per;
   const rumus__arg a[] = {args[0], args[1], args[2], args[3], args[4],
                           args[5], args[6], RUMUS__ARG(ob), args[6]};
-  static const char *const NAMES[] = {"conv_bwd_data_few1",
-                                      "conv_bwd_data_few2",
-                                      "conv_bwd_data_few3",
-                                      "conv_bwd_data_few4"};
-  return launch_y(ctx, op, pr, NAMES[g->c / g->g - 1],
-                  (pix + FEW_WG - 1) / FEW_WG * FEW_WG, FEW_WG, g->g, a, 9);
+  char name[32];
+  snprintf(name, sizeof name, "conv_bwd_data_few%zu", g->c / g->g);
+  if (f.pix > 2)
+    snprintf(name + strlen(name), sizeof name - strlen(name), "%c%zu",
+             f.vert ? 'v' : 'p', f.pix);
+  return launch_y(ctx, op, pr, name, (items + FEW_WG - 1) / FEW_WG * FEW_WG,
+                  FEW_WG, g->g, a, 9);
 }
 
 static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
