@@ -193,6 +193,26 @@ inline int wino_tile(size_t t, ulong TH, ulong TW, ulong N0, ulong NT,
   return img < (uint)NBS && *s * (size_t)NBS + img < (size_t)NT;
 }
 
+/* The column of tile t of channel ch in a pieces' scratch (V or U: rows
+ * of LDV floats, CH channels, WP planes a piece) for a launch as
+ * wino_tile's; zeros written there and NULL returned where t is padding
+ * or past the launch's pieces. */
+inline global float *wino_column(global float *base, size_t t, size_t ch,
+                                 ulong CH, ulong TH, ulong TW, ulong N0,
+                                 ulong NT, ulong NBS, ulong LDV, size_t *n,
+                                 uint *ty, uint *tx) {
+  const size_t np = ((size_t)NT + (size_t)NBS - 1) / (size_t)NBS;
+  if (t >= np * (size_t)LDV) return NULL;
+  size_t s, tl;
+  const int ok = wino_tile(t, TH, TW, N0, NT, NBS, LDV, &s, &tl, n, ty, tx);
+  const size_t plane = (size_t)CH * (size_t)LDV;
+  global float *v = base + s * WP * plane + ch * (size_t)LDV + tl;
+  if (ok) return v;
+  #pragma unroll
+  for (int k = 0; k < WP; k++) v[k * plane] = 0.0f;
+  return NULL;
+}
+
 /* V[s][xi][i][t] = (B^T d B)[xi] for the input patch d of tile t of piece
  * s (wino_tile) of input channel i; x is [N, I, H, W].  The forward and
  * the input gradient run one piece (NBS = NT). */
@@ -202,18 +222,12 @@ void wino_input(global const real_t *x, ulong x_off, global float *V,
                 ulong TW, ulong N0, ulong NT, ulong NBS, ulong LDV,
                 ulong c0) {
   const size_t t = get_global_id(0), i = get_global_id(1) + (size_t)c0;
-  const size_t np = ((size_t)NT + (size_t)NBS - 1) / (size_t)NBS;
-  if (t >= np * (size_t)LDV) return;
-  size_t s, tl, n;
+  size_t n;
   uint ty, tx;
-  const int ok = wino_tile(t, TH, TW, N0, NT, NBS, LDV, &s, &tl, &n, &ty, &tx);
+  global float *v =
+      wino_column(V, t, i, I, TH, TW, N0, NT, NBS, LDV, &n, &ty, &tx);
+  if (v == NULL) return;
   const size_t plane = (size_t)I * (size_t)LDV;
-  global float *v = V + s * WP * plane + i * (size_t)LDV + tl;
-  if (!ok) {
-    #pragma unroll
-    for (int k = 0; k < WP; k++) v[k * plane] = 0.0f;
-    return;
-  }
   const long y0 = (long)ty * WM - PH, x0 = (long)tx * WM - PW;
   global const real_t *src =
       x + (size_t)x_off + (n * (size_t)I + i) * (size_t)H * (size_t)W;
@@ -298,18 +312,12 @@ void wino_dy(global const real_t *dy, ulong dy_off, global float *U, ulong O,
              ulong OH, ulong OW, ulong TH, ulong TW, ulong N0, ulong NT,
              ulong NBS, ulong LDV, ulong c0) {
   const size_t t = get_global_id(0), o = get_global_id(1) + (size_t)c0;
-  const size_t np = ((size_t)NT + (size_t)NBS - 1) / (size_t)NBS;
-  if (t >= np * (size_t)LDV) return;
-  size_t s, tl, n;
+  size_t n;
   uint ty, tx;
-  const int ok = wino_tile(t, TH, TW, N0, NT, NBS, LDV, &s, &tl, &n, &ty, &tx);
+  global float *u =
+      wino_column(U, t, o, O, TH, TW, N0, NT, NBS, LDV, &n, &ty, &tx);
+  if (u == NULL) return;
   const size_t plane = (size_t)O * (size_t)LDV;
-  global float *u = U + s * WP * plane + o * (size_t)LDV + tl;
-  if (!ok) {
-    #pragma unroll
-    for (int k = 0; k < WP; k++) u[k * plane] = 0.0f;
-    return;
-  }
   const size_t y0 = (size_t)ty * WM, x0 = (size_t)tx * WM;
   global const real_t *src =
       dy + (size_t)dy_off + (n * (size_t)O + o) * (size_t)OH * (size_t)OW;

@@ -180,6 +180,15 @@ typedef struct {
   size_t nu, nv, nm;
 } wino_bufs;
 
+/* Begins the scratch and takes slots 0, 1, 2 for b's U, V and M (the
+ * caller ends the scratch whatever this returns). */
+static int bufs_take(rumus_ctx *ctx, const char *op, wino_bufs *b) {
+  rumus__scratch_begin(ctx);
+  RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 0, b->nu * sizeof(float), &b->u));
+  RUMUS__FORWARD(rumus__scratch_slot(ctx, op, 1, b->nv * sizeof(float), &b->v));
+  return rumus__scratch_slot(ctx, op, 2, b->nm * sizeof(float), &b->m);
+}
+
 static int run_weight(rumus_ctx *ctx, const char *op, const char *opts,
                       const rumus__wino_plan *pl, const rumus_tensor *w,
                       const wino_bufs *b) {
@@ -261,12 +270,7 @@ int rumus__wino_run(rumus_ctx *ctx, const char *op,
   wino_options(in->dtype, pl->wm, opts, sizeof opts);
   wino_bufs b = {NULL, NULL, NULL, wp * g->o * pl->ldu, wp * g->i * pl->ldv,
                  wp * g->o * pl->ldv};
-  rumus__scratch_begin(ctx);
-  int st = rumus__scratch_slot(ctx, op, 0, b.nu * sizeof(float), &b.u);
-  if (st == RUMUS_OK)
-    st = rumus__scratch_slot(ctx, op, 1, b.nv * sizeof(float), &b.v);
-  if (st == RUMUS_OK)
-    st = rumus__scratch_slot(ctx, op, 2, b.nm * sizeof(float), &b.m);
+  int st = bufs_take(ctx, op, &b);
   if (st == RUMUS_OK) st = run_weight(ctx, op, opts, pl, w, &b);
   for (size_t n0 = 0; st == RUMUS_OK && n0 < g->n; n0 += pl->nb)
     st = run_chunk(ctx, op, opts, pl, in, bias, out, &b, n0);
@@ -330,12 +334,7 @@ int rumus__wino_run_wgrad(rumus_ctx *ctx, const char *op,
   wino_bufs b = {NULL, NULL, NULL, pl->round * wp * g->o * pl->ldv,
                  pl->round * wp * g->i * pl->ldv,
                  pl->pieces * wp * g->o * pl->ldu};
-  rumus__scratch_begin(ctx);
-  int st = rumus__scratch_slot(ctx, op, 0, b.nu * sizeof(float), &b.u);
-  if (st == RUMUS_OK)
-    st = rumus__scratch_slot(ctx, op, 1, b.nv * sizeof(float), &b.v);
-  if (st == RUMUS_OK)
-    st = rumus__scratch_slot(ctx, op, 2, b.nm * sizeof(float), &b.m);
+  int st = bufs_take(ctx, op, &b);
   for (size_t p0 = 0; st == RUMUS_OK && p0 < pl->pieces; p0 += pl->round) {
     const size_t np = pl->pieces - p0 < pl->round ? pl->pieces - p0 : pl->round;
     st = run_wgrad_round(ctx, op, opts, pl, x, dy, &b, p0, np);
