@@ -350,6 +350,51 @@ BN_BIAS_WG_KERNEL(bn_bias_wg_f32, F32)
 #define BN_HOLD 16 /* values per work-item of a chunk (host: the same) */
 #endif
 
+#ifndef BN_STATS_TREES
+/* 1: a range held in registers takes the range's two passes (three
+ * trees); 0: each work-item's two passes over its values, then one tree
+ * merging (count, mean, M2) (RUMUS_BATCHNORM_STATS=trees on the host). */
+#define BN_STATS_TREES 0
+#endif
+
+/* Merges (n, mean, M2) of slot b into slot a (Chan et al.'s pairwise
+ * update; an empty b leaves a, an empty a takes b). */
+inline void bn_chan_merge(local float *ln, local float *lm, local float *l2,
+                          size_t a, size_t b) {
+  const float na = ln[a], nb = ln[b], n = na + nb;
+  if (nb == 0.0f) return;
+  const float d = lm[b] - lm[a], f = nb / n;
+  lm[a] = fma(d, f, lm[a]);
+  l2[a] = fma(d * d, na * f, l2[a] + l2[b]);
+  ln[a] = n;
+}
+
+/* The work-group's (mean, M2) of a chunk (bn_chunk's slots, nv of them
+ * valid): each work-item's two passes over its values, then a tree of
+ * bn_chan_merge (every work-item calls it: barriers). */
+inline float2 bn_chunk_stats(const float4 *va, int nv, local float *ln,
+                             local float *lm, local float *l2) {
+  const size_t lid = get_local_id(0);
+  float4 s = 0.0f, q = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; k++) s += va[k]; /* zeros past nv */
+  const float n = (float)nv, m = nv > 0 ? rumus_hsum4(s) / n : 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const float4 d = bn_valid(va[k] - m, k, nv);
+    q += d * d;
+  }
+  ln[lid] = n;
+  lm[lid] = m;
+  l2[lid] = rumus_hsum4(q);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = WG / 2; step > 0; step /= 2) {
+    if (lid < step) bn_chan_merge(ln, lm, l2, lid, lid + step);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return (float2)(lm[0], l2[0]);
+}
+
 inline float2 bn_range_stats(int vec, global const real_t *x, bn_range r,
                              size_t C, size_t S, local float *ls1,
                              local float *ls2, local float *ls3) {
@@ -366,6 +411,10 @@ inline float2 bn_range_stats(int vec, global const real_t *x, bn_range r,
     bn_walk w;
     bn_walk_range(&w, r, S, vec);
     const int nv = bn_chunk(vec, 0, x, x, &w, r.m1, C, r.c, S, va, vb);
+    if (!BN_STATS_TREES) {
+      const float2 mm = bn_chunk_stats(va, nv, ls1, ls2, ls3);
+      return (float2)(mm.x, mm.y < 0.0f ? 0.0f : mm.y);
+    }
     bn_chunk_acc(BN_SUM, va, vb, nv, 0.0f, &a0, &a0);
     rumus_wg_sum(ls1, rumus_hsum4(a0));
     r.mc = ls1[0] / n;

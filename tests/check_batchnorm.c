@@ -414,7 +414,8 @@ END_TEST
  * and the same bits on later runs, per variant, on the large shape; the
  * third and fourth under RUMUS_BATCHNORM_LAG=0 and 9 (the GPU variant's
  * one-launch kernels with other lags), the fifth also under
- * RUMUS_BATCHNORM_ONE=0 (its two-launch path). */
+ * RUMUS_BATCHNORM_ONE=0 (its two-launch path); the sixth under
+ * RUMUS_BATCHNORM_STATS=trees against the reference. */
 START_TEST(bn_in_place_and_repeatable) {
   rumus_ctx *ctx = tu_ctx();
   const shp *s = &SHAPES[NSHAPES - 1];
@@ -423,7 +424,13 @@ START_TEST(bn_in_place_and_repeatable) {
     tu_set_variant(ctx, tu_variants[v]);
     bn_tensors t = bn_make(ctx, &in);
     float *first = NULL;
-    for (int run = 0; run < 5; run++) {
+    double *want = tu_malloc(in.n * 8), *m = tu_malloc(s->C * 8),
+           *var = tu_malloc(s->C * 8);
+    ref_batchnorm2d_stats(in.x, s->N, s->C, s->H * s->W, m, var);
+    ref_batchnorm2d_apply(in.x, s->N, s->C, s->H * s->W, m, var, 1e-5,
+                          in.gamma, in.beta, want);
+    for (int run = 0; run < 6; run++) {
+      if (run == 5) setenv("RUMUS_BATCHNORM_STATS", "trees", 1);
       if (run >= 2) setenv("RUMUS_BATCHNORM_LAG", run == 2 ? "0" : "9", 1);
       if (run == 4) setenv("RUMUS_BATCHNORM_ONE", "0", 1);
       TU_OK(ctx, rumus_tensor_upload_f32(t.y.t, in.x, in.n));
@@ -434,19 +441,18 @@ START_TEST(bn_in_place_and_repeatable) {
                                        t.si.t, t.dx.t, t.dg.t, t.db.t));
       float *y = tu_download_f32(ctx, t.y.t), *dx = tu_download_f32(ctx, t.dx.t);
       float *dg = tu_download_f32(ctx, t.dg.t);
+      if (run == 0 || run == 5) {
+        /* Run 5: the earlier statistics kernel (three trees), other
+         * bits on the GPU variant. */
+        tu_check_close(run ? "bn_fwd_trees" : "bn_fwd_in_place", y, want,
+                       in.n, 2e-5, 2e-5);
+      }
       if (run == 0) {
         first = tu_malloc((2 * in.n + s->C) * sizeof *first);
         memcpy(first, y, in.n * 4);
         memcpy(first + in.n, dx, in.n * 4);
         memcpy(first + 2 * in.n, dg, s->C * 4);
-        double *want = tu_malloc(in.n * 8), *m = tu_malloc(s->C * 8),
-               *var = tu_malloc(s->C * 8);
-        ref_batchnorm2d_stats(in.x, s->N, s->C, s->H * s->W, m, var);
-        ref_batchnorm2d_apply(in.x, s->N, s->C, s->H * s->W, m, var, 1e-5,
-                              in.gamma, in.beta, want);
-        tu_check_close("bn_fwd_in_place", y, want, in.n, 2e-5, 2e-5);
-        free(want), free(m), free(var);
-      } else {
+      } else if (run < 5) {
         ck_assert_msg(memcmp(first, y, in.n * 4) == 0 &&
                           memcmp(first + in.n, dx, in.n * 4) == 0 &&
                           memcmp(first + 2 * in.n, dg, s->C * 4) == 0,
@@ -457,6 +463,8 @@ START_TEST(bn_in_place_and_repeatable) {
     }
     unsetenv("RUMUS_BATCHNORM_LAG");
     unsetenv("RUMUS_BATCHNORM_ONE");
+    unsetenv("RUMUS_BATCHNORM_STATS");
+    free(want), free(m), free(var);
     free(first);
     bn_free(ctx, &t);
   }

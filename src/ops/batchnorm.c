@@ -66,6 +66,7 @@ typedef struct {
   size_t vw, nv;   /* the maps' vector width and vectors per work-item */
   size_t ls;       /* the maps' local size */
   size_t fold_ls;  /* stage 2's local size */
+  int trees;       /* BN_STATS_TREES: RUMUS_BATCHNORM_STATS=trees */
   char opts[192];  /* the program's options */
 } bn_geom;
 
@@ -75,8 +76,9 @@ static void bn_options(const bn_geom *g, char *buf, size_t len) {
   rumus__options_head(head, sizeof head, g->storage, g->wg, g->align4);
   snprintf(buf, len,
            "%s -DBN_GPU=%d -DBN_VW=%zu -DBN_NV=%zu -DBN_FOLD_LS=%zu "
-           "-DBN_HOLD=%d",
-           head, g->gpu, g->vw, g->nv, g->fold_ls, BN_MIN_V_GPU);
+           "-DBN_HOLD=%d%s",
+           head, g->gpu, g->vw, g->nv, g->fold_ls, BN_MIN_V_GPU,
+           g->trees ? " -DBN_STATS_TREES=1" : "");
 }
 
 /* GPU: one float4 per work-item of the maps in groups of 256 (coalesced,
@@ -94,6 +96,11 @@ static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
   g->nv = g->gpu ? 1 : 4;
   g->ls = g->gpu ? 256 : 16;
   g->fold_ls = g->gpu ? 64 : 8;
+  /* The statistics of a range held in registers: per work-item, then one
+   * merging tree; RUMUS_BATCHNORM_STATS=trees: the range's own two
+   * passes, three trees (the earlier kernel, for A/B runs). */
+  const char *v = getenv("RUMUS_BATCHNORM_STATS");
+  g->trees = g->gpu && v != NULL && strcmp(v, "trees") == 0;
   while (g->ls > ctx->max_wg) g->ls /= 2;
   while (g->fold_ls > ctx->max_wg) g->fold_ls /= 2;
   bn_options(g, g->opts, sizeof g->opts);
