@@ -1408,6 +1408,90 @@ inline void maxpool_bwd_k3s2(global const real_t *dy, global const int *idx,
   pool_quad_store(dx + u.row * (size_t)io.s1 + u.w0, s, u.nw, vec);
 }
 
+/* The candidates of one output row for a block (maxpool_bwd_k3s2b): the
+ * indices and dy of columns ow, ow + 1 and (third) ow + 2 of row oh. */
+typedef struct {
+  int t0, t1, t2;
+  float g0, g1, g2;
+} pool_k3s2_row;
+
+inline pool_k3s2_row pool_k3s2_row_at(global const int *ip,
+                                      global const real_t *gp, uint j,
+                                      int third) {
+  pool_k3s2_row r;
+  r.t0 = ip[j];
+  r.t1 = ip[j + 1];
+  r.t2 = third ? ip[j + 2] : -1;
+  r.g0 = LOAD(gp, j);
+  r.g1 = LOAD(gp, j + 1);
+  r.g2 = third ? LOAD(gp, j + 2) : 0.0f;
+  return r;
+}
+
+/* s plus one output row's candidates for the input quad at qs, in
+ * maxpool_bwd_k3s2's order. */
+inline float4 pool_k3s2_add(float4 s, pool_k3s2_row r, int4 qs) {
+  s.s0 += r.t0 == qs.s0 ? r.g0 : 0.0f;
+  s.s1 += r.t0 == qs.s1 ? r.g0 : 0.0f;
+  s.s1 += r.t1 == qs.s1 ? r.g1 : 0.0f;
+  s.s2 += r.t1 == qs.s2 ? r.g1 : 0.0f;
+  s.s3 += r.t1 == qs.s3 ? r.g1 : 0.0f;
+  s.s3 += r.t2 == qs.s3 ? r.g2 : 0.0f;
+  return s;
+}
+
+/* 1 if t names an input of the window of output (oh, ow): rows 2 oh - 1
+ * .. 2 oh + 1, columns 2 ow - 1 .. 2 ow + 1, inside the H x W plane (lane
+ * 1 of (mg, sv): W). */
+inline int pool_k3s2_ok(int t, uint oh, uint ow, uint H, uint W, uint8 mg,
+                        uint8 sv) {
+  if ((uint)t >= H * W) return 0;
+  const uint ih = PQ((uint)t, 1), iw = (uint)t - ih * W;
+  return ih + 1u - 2u * oh < 3u && iw + 1u - 2u * ow < 3u;
+}
+
+/* The same backward by blocks: work-item (plane, a, m) (lanes 0 W / 4 and
+ * 6 A = the block rows per plane of (mg, sv)) writes dx rows 2 a and 2 a +
+ * 1 at columns 4 m .. 4 m + 3 (those inside dx) from output rows a and a
+ * + 1, columns 2 m .. 2 m + 2, and checks the indices of outputs (a, 2 m)
+ * and (a, 2 m + 1), its own: each output's dy and index is read by two
+ * work-items instead of three, each index checked once.  Row 2 a takes
+ * output row a, row 2 a + 1 rows a and a + 1, as maxpool_bwd_k3s2's rows
+ * do: the same sums, the same bits. */
+inline void maxpool_bwd_k3s2b(global const real_t *dy, global const int *idx,
+                              global real_t *dx, uint item, long4 io,
+                              volatile global int *status, int vec,
+                              uint8 mg, uint8 sv) {
+  const uint H = (uint)io.s0, W = (uint)io.s1, OH = (uint)io.s2;
+  const uint OW = (uint)io.s3, A = max((H + 1u) / 2u, OH);
+  const uint rb = PQ(item, 0), m = item - rb * (W / 4u);
+  const uint plane = PQ(rb, 6), a = rb - plane * A, ow = 2u * m;
+  const uint area_out = OH * OW, q = 2u * a * W + 4u * m;
+  global const int *ip = idx + (size_t)plane * area_out;
+  global const real_t *gp = dy + (size_t)plane * area_out;
+  global real_t *dp = dx + (size_t)plane * (size_t)(H * W);
+  const int third = ow + 2u < OW;
+  float4 s0 = (float4)(0.0f), s1 = (float4)(0.0f);
+  if (a < OH) {
+    const pool_k3s2_row r = pool_k3s2_row_at(ip, gp, a * OW + ow, third);
+    if (!pool_k3s2_ok(r.t0, a, ow, H, W, mg, sv))
+      rumus_report(status, DEVERR_POOL_INDEX, r.t0,
+                   (int)((size_t)plane * area_out + a * OW + ow));
+    if (!pool_k3s2_ok(r.t1, a, ow + 1u, H, W, mg, sv))
+      rumus_report(status, DEVERR_POOL_INDEX, r.t1,
+                   (int)((size_t)plane * area_out + a * OW + ow + 1u));
+    s0 = pool_k3s2_add(s0, r, (int)q + (int4)(0, 1, 2, 3));
+    s1 = pool_k3s2_add(s1, r, (int)(q + W) + (int4)(0, 1, 2, 3));
+  }
+  if (a + 1u < OH) {
+    const pool_k3s2_row r =
+        pool_k3s2_row_at(ip, gp, (a + 1u) * OW + ow, third);
+    s1 = pool_k3s2_add(s1, r, (int)(q + W) + (int4)(0, 1, 2, 3));
+  }
+  if (2u * a < H) pool_quad_store(dp + q, s0, 4u, vec);
+  if (2u * a + 1u < H) pool_quad_store(dp + q + W, s1, 4u, vec);
+}
+
 inline void avgpool_bwd_quad(global const real_t *dy, global real_t *dx,
                              uint item, long4 io, long4 ks, long4 pd, int cip,
                              int divisor, int vec, uint8 mg, uint8 sv) {
@@ -2615,6 +2699,19 @@ void maxpool2d_bwd_k3s2(ulong n, ulong base, global const real_t *dy,
   POOL_ITEM(n, base);
   maxpool_bwd_k3s2(dy + dyo, idx + io_, dx + dxo, (uint)item, io, ks, pd,
                    status, vec, mg, sv);
+}
+
+__kernel RUMUS_WG_ATTR
+void maxpool2d_bwd_k3s2b(ulong n, ulong base, global const real_t *dy,
+                         ulong dyo, global const int *idx, ulong io_,
+                         global real_t *dx, ulong dxo, long4 io, long4 ks,
+                         long4 pd, volatile global int *status, int vec,
+                         uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  (void)ks;
+  (void)pd;
+  maxpool_bwd_k3s2b(dy + dyo, idx + io_, dx + dxo, (uint)item, io, status,
+                    vec, mg, sv);
 }
 
 /* GPU variant, tiles: work-group first / WG + g of n / WG (every

@@ -1089,6 +1089,10 @@ END_TEST
 static const pool_case TILE_CASES[] = {
     {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},   /* 1x1 image */
     {2, 3, 12, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* k3s2p1, vec */
+    /* the blocks: H odd, ceil mode (an output row past ceil(H / 2)) */
+    {2, 3, 13, 8, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 12, 8, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},
+    {1, 1, 1, 4, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
     {3, 5, 7, 5, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},   /* k3s2p1, 7x5 */
     {3, 5, 7, 5, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},   /* ceil mode */
     {1, 2, 6, 8, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},   /* ceil, H even */
@@ -1148,15 +1152,39 @@ static void tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
                     (long)ow, want);
   tu_check_close(name, got, want, nin, ma, mr);
   check_same_bits(name, old, got, nin * sizeof *got);
-  /* The default: the tiles where windows overlap (the 1x1 image has none
-   * to overlap; the tiles take only shapes the quads take). */
+  /* 3 x 3 windows of stride 2, padding 1 on W = 2 OW, a multiple of 4:
+   * the blocks (RUMUS_MAXPOOL_BWD=block), the same bits. */
+  const int k3s2 = pc->p.kernel_h == 3 && pc->p.kernel_w == 3 &&
+                   pc->p.stride_h == 2 && pc->p.stride_w == 2 &&
+                   pc->p.padding_h == 1 && pc->p.padding_w == 1 &&
+                   pc->p.dilation_h == 1 && pc->p.dilation_w == 1 &&
+                   pc->w == 2 * ow && pc->w % 4 == 0;
+  if (k3s2) {
+    poison(gdx.t);
+    setenv("RUMUS_MAXPOOL_BWD", "block", 1);
+    TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+    unsetenv("RUMUS_MAXPOOL_BWD");
+    ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_k3s2b"),
+                  "%s: the blocks did not run", name);
+    free(got);
+    got = tu_download_f32(ctx, gdx.t);
+    check_same_bits(name, old, got, nin * sizeof *got);
+  }
+  /* The default: the blocks where they apply, else the tiles where
+   * windows overlap (the 1x1 image has none to overlap; the tiles take
+   * only shapes the quads take). */
   poison(gdx.t);
   TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
   const int overlap = pc->p.stride_h < pc->p.kernel_h ||
                       pc->p.stride_w < pc->p.kernel_w;
-  ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_tile") == overlap,
-                "%s: the default %s the tiles", name,
-                overlap ? "did not take" : "took");
+  /* One look at the profile (each look forgets what it counted). */
+  const char *want_k = k3s2      ? "maxpool2d_bwd_k3s2b"
+                       : overlap ? "maxpool2d_bwd_tile"
+                                 : NULL;
+  ck_assert_msg(want_k ? tu_kernel_ran(ctx, want_k)
+                       : !tu_kernel_ran(ctx, "maxpool2d_bwd_tile"),
+                "%s: the default did not take %s", name,
+                want_k ? want_k : "the quads");
   free(got);
   got = tu_download_f32(ctx, gdx.t);
   check_same_bits(name, old, got, nin * sizeof *got);
@@ -1248,9 +1276,11 @@ START_TEST(bad_indices_at_row_ends) {
   const rumus_dtype d = tu_dtypes[_i];
   rumus_tensor *tg = tu_tensor_typed(ctx, d, 4, out, dy),
                *tdx = tu_tensor_typed(ctx, d, 4, in, NULL);
-  for (int v = 0; v < 3; v++) { /* 2: the GPU variant's tiles */
+  /* 1: the GPU variant's blocks (maxpool2d_bwd_k3s2b), 2: its tiles, 3:
+   * its quads. */
+  for (int v = 0; v < 4; v++) {
     tu_set_variant(ctx, tu_variants[v % 2]);
-    if (v == 2) setenv("RUMUS_MAXPOOL_BWD", "tile", 1);
+    if (v >= 2) setenv("RUMUS_MAXPOOL_BWD", v == 2 ? "tile" : "old", 1);
     for (int k = 0; k < 2; k++) {
       int32_t bad[64];
       memcpy(bad, good, sizeof bad);

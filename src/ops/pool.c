@@ -413,6 +413,33 @@ static int k3s2_window(const pool_call *c) {
          io.s[1] == 2 * io.s[3] && io.s[1] % 4 == 0;
 }
 
+/* The max backward of those windows by blocks of 2 x 4 inputs
+ * (maxpool2d_bwd_k3s2b): 1 when it applies (GPU variant, k3s2_window,
+ * every position below 2^31; not under RUMUS_MAXPOOL_BWD=quad or tile),
+ * with lanes 0 W / 4, 1 W and 6 A (block rows per plane: max(ceil(H /
+ * 2), OH)) of (mg, sv), the blocks and vec (dx aligned to 4 elements).
+ * Each output's dy and index is read by two work-items, not three, and
+ * checked once. */
+static int k3s2_block_plan(const rumus_ctx *ctx, const pool_call *c,
+                           const rumus_tensor *dx, cl_uint8 *mg,
+                           cl_uint8 *sv, size_t *blocks, cl_int *vec) {
+  const char *v = getenv("RUMUS_MAXPOOL_BWD");
+  if (!rumus__gpu_variant(ctx) || dx->numel >= ((size_t)1 << 31) ||
+      !k3s2_window(c) || (v != NULL && strcmp(v, "block") != 0))
+    return 0;
+  const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1];
+  const uint64_t OH = (uint64_t)c->io.s[2];
+  const uint64_t A = (H + 1) / 2 > OH ? (H + 1) / 2 : OH;
+  const uint64_t planes = dx->numel / (H * W);
+  if (planes * A * (W / 4) >= ((uint64_t)1 << 31)) return 0;
+  for (int k = 0; k < 8; k++)
+    magic_of(k == 0 ? W / 4 : k == 1 ? W : k == 6 ? A : 1, &mg->s[k],
+             &sv->s[k]);
+  *blocks = (size_t)(planes * A * (W / 4));
+  *vec = rumus__aligned(dx, 0, 4);
+  return 1;
+}
+
 /* The max forward of 3 x 3 windows, stride 2, padding 1 (cl/pool.cl,
  * maxpool_fwd_k3s2): 1 when it applies (GPU variant, no dilation, W even,
  * OW = W / 2 a multiple of 4, every position below 2^31), with the lanes
@@ -625,6 +652,9 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   cl_int vec;
   cl_uint4 tl;
   size_t groups;
+  if (k3s2_block_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "maxpool2d_bwd_k3s2b", dx, args, 12, quads, vec,
+                     &mg, &sv);
   if (max_bwd_tiles(&c) &&
       tile_plan(ctx, &c, dx, &mg, &sv, &tl, &groups, &vec))
     return run_tiles(ctx, op, dx, args, groups, vec, &mg, &sv, &tl);
