@@ -473,6 +473,45 @@ START_TEST(bn_in_place_and_repeatable) {
 }
 END_TEST
 
+/* The GPU variant's launch choice: below 16 MiB of x one launch for the
+ * training forward and for the backward (bn_fwd_one, bn_bwd_one), from 16
+ * MiB two (bn_stats_wg and bn_apply_fwd, bn_bwd_wg and bn_apply_bwd);
+ * the larger shape's forward also against the reference. */
+START_TEST(gpu_launch_choice) {
+  static const shp S[2] = {{2, 4, 1024, 511}, {2, 4, 1024, 512}};
+  rumus_ctx *ctx = tu_profiling_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  for (int k = 0; k < 2; k++) {
+    inputs in = make_inputs(&S[k], RUMUS_F32, 90 + (uint64_t)k);
+    bn_tensors t = bn_make(ctx, &in);
+    TU_OK(ctx, rumus_batchnorm2d_fwd_train(ctx, NULL, t.x.t, t.gamma.t,
+                                           t.beta.t, NULL, NULL, t.y.t,
+                                           t.sm.t, t.si.t));
+    ck_assert_msg(tu_kernel_ran(ctx, k ? "bn_apply_fwd" : "bn_fwd_one"),
+                  "forward at %zu floats: not %s", in.n,
+                  k ? "two launches" : "one launch");
+    TU_OK(ctx, rumus_batchnorm2d_bwd(ctx, t.dy.t, t.x.t, t.gamma.t, t.sm.t,
+                                     t.si.t, t.dx.t, t.dg.t, t.db.t));
+    ck_assert_msg(tu_kernel_ran(ctx, k ? "bn_apply_bwd" : "bn_bwd_one"),
+                  "backward at %zu floats: not %s", in.n,
+                  k ? "two launches" : "one launch");
+    if (k) {
+      float *y = tu_download_f32(ctx, t.y.t);
+      double *want = tu_malloc(in.n * 8), *m = tu_malloc(S[k].C * 8),
+             *var = tu_malloc(S[k].C * 8);
+      ref_batchnorm2d_stats(in.x, S[k].N, S[k].C, S[k].H * S[k].W, m, var);
+      ref_batchnorm2d_apply(in.x, S[k].N, S[k].C, S[k].H * S[k].W, m, var,
+                            1e-5, in.gamma, in.beta, want);
+      tu_check_close("bn_fwd_two_launches", y, want, in.n, 2e-5, 2e-5);
+      free(y), free(want), free(m), free(var);
+    }
+    bn_free(ctx, &t);
+    free_inputs(&in);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* The CPU variant's paths, whatever the shape and the compute units
  * (RUMUS_BATCHNORM_CHANNEL): _i = 0 the two-stage reductions and maps,
  * 1 a channel per work-item (bn_fwd_chan, bn_bwd_chan); shapes with C = 1,
@@ -971,6 +1010,7 @@ int main(void) {
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, bn_in_place_and_repeatable);
+  tcase_add_test(limits, gpu_launch_choice);
   tcase_add_test(limits, empty_tensors);
   tcase_add_test(limits, many_channels);
   tcase_add_test(limits, nan_channel);

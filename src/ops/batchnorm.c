@@ -12,8 +12,9 @@
  * device has enough work-groups (GPU) or work-items (CPU) when C is small,
  * with a floor on the range length so that short channels stay whole.  On
  * the GPU variant each reduction is one launch (the last work-group of a
- * channel folds its ranges), and the training forward and the backward
- * take their map into that launch; on the CPU variant a reduction is two
+ * channel folds its ranges), and below ONE_MAX_BYTES the training forward
+ * and the backward take their map into that launch; on the CPU variant a
+ * reduction is two
  * launches (stage 2 is a launch of its own), then the map, unless there
  * are enough channels for a work-item per channel (bn_fwd_chan,
  * bn_bwd_chan: every pass of a channel back to back, one launch; their
@@ -219,13 +220,22 @@ static void plan_parts(const rumus_ctx *ctx, const bn_geom *g,
 }
 
 /* GPU: the training forward and the backward run as one launch
- * (bn_fwd_one, bn_bwd_one) when each channel has a ticket word, unless
- * RUMUS_BATCHNORM_ONE=0 (the reduction and the map as two launches, the
- * same sums: for sweeps). */
-static int one_launch(const bn_shape *sh) {
+ * (bn_fwd_one, bn_bwd_one) when each channel has a ticket word and x
+ * holds less than ONE_MAX_BYTES, else as the reduction and the map, two
+ * launches with the same sums.  On the H200 at 64x64x112 (411 MB) the
+ * two launches took 200 us for the forward and 284 us for the backward
+ * against the one launch's 218 and 298 (its maps wait for their
+ * channels); at 32x128x56 (51 MB) 64 and 84 us against 67 and 82; small
+ * batches pay for the second launch (about 6 us).
+ * RUMUS_BATCHNORM_ONE=0 or 1 forces a choice (sweeps, tests). */
+#define ONE_MAX_BYTES ((size_t)16 << 20)
+
+static int one_launch(const bn_shape *sh, rumus_dtype storage) {
+  if (sh->C > RUMUS__TICKETS) return 0;
   const char *v = getenv("RUMUS_BATCHNORM_ONE");
   if (v != NULL && strcmp(v, "0") == 0) return 0;
-  return sh->C <= RUMUS__TICKETS;
+  if (v != NULL && strcmp(v, "1") == 0) return 1;
+  return sh->N * sh->C * sh->S * rumus_dtype_size(storage) < ONE_MAX_BYTES;
 }
 
 /* Their lag (cl/batchnorm.cl): a map task comes parts + 2 CU positions
@@ -673,7 +683,7 @@ int rumus_batchnorm2d_fwd_train(rumus_ctx *ctx,
   bn_geom g;
   const rumus_tensor *big[2] = {x, y};
   geom_for(ctx, &sh, big, 2, &g);
-  if (g.gpu && one_launch(&sh)) {
+  if (g.gpu && one_launch(&sh, x->dtype)) {
     const bn_fwd_io t = {x,  gamma, beta, running_mean, running_var,
                          y,  save_mean, save_invstd};
     return fwd_one(ctx, op, &g, &sh, &p, &t);
@@ -772,7 +782,7 @@ static int run_bwd(rumus_ctx *ctx, const char *op, const bn_geom *g,
         RUMUS__ARG(has_db),  RUMUS__ARG(dba.mem), RUMUS__ARG(dba.off),
         RUMUS__ARG(dx->mem), RUMUS__ARG(dxo),     RUMUS__ARG(has_g),
         RUMUS__ARG(ga.mem),  RUMUS__ARG(ga.off),  RUMUS__ARG(lag)};
-    if (one_launch(sh))
+    if (one_launch(sh, g->storage))
       return run_fused(ctx, op, g, "bn_bwd_one", ya, xa, ma, sh, parts, L,
                        part, rest, 15, 1);
     RUMUS__FORWARD(run_fused(ctx, op, g, "bn_bwd_wg", ya, xa, ma, sh, parts,
