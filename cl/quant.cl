@@ -43,6 +43,10 @@
  *       used; the int8 become floats by an exact bit trick (q8_i8x4); a
  *       row group's lanes' sums are added in a fixed order in local
  *       memory, then the KS row groups' sums.
+ *   q8_mv16_<MB> (GPU, M <= MB, host's choice by RUMUS_Q8_MV=16): the
+ *       same in chunks of 16 int8 (one 16-byte load per lane and row),
+ *       the chunk's elements added quarter by quarter; RPW, KS and U per
+ *       MB in its Q8_V16_KERNEL lines, overridable by -D options.
  *   q8_tiled (GPU, M > 8): 64 x 64 tiles of C, 16 x 16 work-items of 4 x 4
  *       outputs; K in steps of 16: the work-group copies 64 x 16 of A and
  *       64 x 16 of B, dequantized on the way, into local memory (k-major),
@@ -54,8 +58,8 @@
  *       no row tests in the loop (rows past M or N repeat the last one).
  *       M <= 8 takes the MR that holds every row (B read once), larger M
  *       MR = 4.
- * K's last chunk (K % 16 elements; K % 4 in q8_mv) is read element by
- * element, zeros after the end.  Rows of B past N read row N - 1 (never
+ * K's last chunk (K % 16 elements, q8_mv16's too; K % 4 in q8_mv) is
+ * read element by element, zeros after the end.  Rows of B past N read row N - 1 (never
  * stored), so the inner loops carry no row test.  C's rows are ldc
  * apart: the host launches B in pieces of rows (its offsets and C's
  * advanced), so a launch's N may be less than C's row.
@@ -659,8 +663,8 @@ Q8_INLINE float4 q8_v16_atail(global const real_t *p, size_t k, size_t K) {
     C += (size_t)c_off;                                                      \
     Q8_V16_BODY();                                                           \
   }
-Q8_V16_KERNEL(1, Q8_V16_R(2), Q8_V16_S(1), Q8_V16_N(4))
-Q8_V16_KERNEL(2, Q8_V16_R(2), Q8_V16_S(1), Q8_V16_N(4))
+Q8_V16_KERNEL(1, Q8_V16_R(2), Q8_V16_S(2), Q8_V16_N(4))
+Q8_V16_KERNEL(2, Q8_V16_R(2), Q8_V16_S(2), Q8_V16_N(4))
 Q8_V16_KERNEL(4, Q8_V16_R(4), Q8_V16_S(2), Q8_V16_N(2))
 Q8_V16_KERNEL(8, Q8_V16_R(4), Q8_V16_S(2), Q8_V16_N(2))
 

@@ -7,7 +7,9 @@
  * use the program of their float tensor with an F32 C, so they share it
  * with the F32-output products.  rumus_matmul_q8 runs
  *   GPU variant  M <= 8: q8_mv_<MB>, B read once (memory-bound: a warp
- *                per RPW rows of B or per half of K of them);
+ *                per RPW rows of B or per half of K of them), 4 int8
+ *                a load per lane; RUMUS_Q8_MV=16: q8_mv16_<MB>, the same
+ *                in 16-byte loads (mv16_on);
  *                M > 8:  q8_tiled, 64 x 64 tiles through local memory;
  *   CPU variant  q8_rows_<MR>, barrier-free register blocks; M <= 8 in one
  *                row block (B read once).
@@ -54,7 +56,7 @@ static const struct {
  * Q8_V16_KERNEL lines. */
 static const struct {
   int rpw, ks, u;
-} MV16[] = {{2, 1, 4}, {2, 1, 4}, {4, 2, 2}, {4, 2, 2}};
+} MV16[] = {{2, 2, 4}, {2, 2, 4}, {4, 2, 2}, {4, 2, 2}};
 #define CPU_BIG 2 /* the bucket of M > 8 on the CPU variant */
 
 /* ---- Programs ----------------------------------------------------------- */
@@ -117,8 +119,10 @@ static void q8_options(const rumus_ctx *ctx, const q8_prog *p, char *buf,
     const mv16_knobs k = mv16_env();
     size_t n = 0;
     if (p->align16) n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_ALIGN16=1");
-    if (k.rpw) n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_RPW=%d", k.rpw);
-    if (k.ks) n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_KS=%d", k.ks);
+    if (k.rpw)
+      n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_RPW=%d", k.rpw);
+    if (k.ks)
+      n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_KS=%d", k.ks);
     if (k.u) snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_U=%d", k.u);
   }
   snprintf(buf, len, "%s -DQ8_CT=%s -DQ8_GPU=%d -DQ8_LPR=%d%s", head,
