@@ -533,15 +533,6 @@ START_TEST(matmul_batched) {
 }
 END_TEST
 
-/* q8_mv16_<MB> (RUMUS_Q8_MV=16, the GPU variant's 16-byte loads of B), on
- * a profiling context that shows it ran, twice for the same bits: M = 1,
- * 2, 3 and 8 (each MB, and unused rows of A); K = 4096 and 11008 (rows
- * 16-byte aligned: typed loads; 11008 = 21.5 groups of 16 x 32 lanes x 4
- * chunks at M = 1), 4100 (4-byte loads), 4095, 33 and 17 (byte loads,
- * tails of 15, 1 and 1); blocks 16, 32 and 256; N = 13 (part of a
- * work-group's rows); A in F32, F16 and BF16 (loop index), C in F32 or
- * A's type.  Loop index 3 .. 5: the same with the tuning overrides
- * RUMUS_Q8_MV16_RPW / _KS / _U at both ends of their ranges. */
 /* Asserts that the matrix-vector kernel of m rows (q8_mv16_<MB> when
  * mv16, else q8_mv_<MB>) ran since the last profile (which this one
  * ends). */
@@ -567,6 +558,15 @@ static void mv16_cases(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad) {
     }
 }
 
+/* q8_mv16_<MB> (RUMUS_Q8_MV=16, the GPU variant's 16-byte loads of B), on
+ * a profiling context that shows it ran, twice for the same bits: M = 1,
+ * 2, 3 and 8 (each MB, and unused rows of A); K = 4096 and 11008 (rows
+ * 16-byte aligned: typed loads; 11008 = 688 chunks, 2.7 groups of 4
+ * chunks x 64 lanes at M = 1), 4100 (4-byte loads), 4095, 33 and 17
+ * (byte loads; tails of 15, 1 and 1); blocks 16, 32 and 256; N = 13 (part
+ * of a work-group's rows); A in F32, F16 and BF16 (loop index), C in F32
+ * or A's type.  Loop index 3 and 4: the same with the tuning overrides
+ * RUMUS_Q8_MV16_RPW / _KS / _U at both ends of their ranges. */
 START_TEST(matmul_mv16) {
   static const char *const KNOBS[3][2] = {{"RUMUS_Q8_MV16_RPW", "1"},
                                           {"RUMUS_Q8_MV16_KS", "4"},
