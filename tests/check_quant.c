@@ -543,15 +543,18 @@ static void assert_mv_ran(rumus_ctx *ctx, size_t m, int mv16) {
   ck_assert_msg(tu_kernel_ran(ctx, name), "M %zu: %s did not run", m, name);
 }
 
-static void mv16_cases(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad) {
-  static const size_t KK[] = {4096, 11008, 4100, 4095, 33, 17};
+/* The first nk of the K below (the first three: aligned rows and not, a
+ * tail of 15 and of 1), each with blocks 16, 32 and 256 and M = 1, 2, 3
+ * and 8. */
+static void mv16_cases(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad,
+                       rumus_dtype ct, size_t nk) {
+  static const size_t KK[] = {4096, 4095, 17, 11008, 4100, 33};
   static const size_t BB[] = {16, 32, 256}, MM[] = {1, 2, 3, 8};
-  for (size_t x = 0; x < sizeof KK / sizeof KK[0]; x++)
+  for (size_t x = 0; x < nk; x++)
     for (size_t b = 0; b < 3; b++) {
       qmat B = qmat_new(rng, 13, KK[x], BB[b]);
       for (size_t i = 0; i < 4; i++) {
-        run_product_reps(ctx, rng, ad, i % 2 ? ad : RUMUS_F32, MM[i], &B,
-                         BB[b], 2);
+        run_product_reps(ctx, rng, ad, ct, MM[i], &B, BB[b], 2);
         assert_mv_ran(ctx, MM[i], 1);
       }
       qmat_free(&B);
@@ -564,9 +567,11 @@ static void mv16_cases(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad) {
  * 16-byte aligned: typed loads; 11008 = 688 chunks, 2.7 groups of 4
  * chunks x 64 lanes at M = 1), 4100 (4-byte loads), 4095, 33 and 17
  * (byte loads; tails of 15, 1 and 1); blocks 16, 32 and 256; N = 13 (part
- * of a work-group's rows); A in F32, F16 and BF16 (loop index), C in F32
- * or A's type.  Loop index 3 and 4: the same with the tuning overrides
- * RUMUS_Q8_MV16_RPW / _KS / _U at both ends of their ranges. */
+ * of a work-group's rows); A and C F32, F16 and F16, BF16 and F32 (loop
+ * index: one program for each alignment, as PoCL's builds of the GPU
+ * variant's programs take most of the time).  Loop index 3 and 4: K =
+ * 4096, 4095 and 17 with the tuning overrides RUMUS_Q8_MV16_RPW / _KS /
+ * _U at both ends of their ranges. */
 START_TEST(matmul_mv16) {
   static const char *const KNOBS[3][2] = {{"RUMUS_Q8_MV16_RPW", "1"},
                                           {"RUMUS_Q8_MV16_KS", "4"},
@@ -580,7 +585,12 @@ START_TEST(matmul_mv16) {
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
   tu_rng rng;
   tu_rng_seed(&rng, 500 + (uint64_t)_i);
-  mv16_cases(ctx, &rng, tu_dtypes[_i % 3]);
+  static const rumus_dtype AC[5][2] = {{RUMUS_F32, RUMUS_F32},
+                                       {RUMUS_F16, RUMUS_F16},
+                                       {RUMUS_BF16, RUMUS_F32},
+                                       {RUMUS_F32, RUMUS_F32},
+                                       {RUMUS_BF16, RUMUS_BF16}};
+  mv16_cases(ctx, &rng, AC[_i][0], AC[_i][1], _i < 3 ? 6 : 3);
   tu_free_all(ctx, NULL);
   unsetenv("RUMUS_Q8_MV");
   for (int e = 0; e < 3; e++) unsetenv(KNOBS[e][0]);
