@@ -474,6 +474,12 @@ Q8_MV_KERNEL(8, 4, 2, 4)
  * typed load (Q8_ALIGN16, which the host sets when K % 16 = 0 and the
  * offset of q is too), 4-byte aligned for four 4-byte loads
  * (RUMUS_ALIGN4), else vload16. */
+#ifndef Q8_MV16
+/* 1: the program holds q8_mv16_<MB> (the host sets it with RUMUS_Q8_MV=16
+ * only: the kernels triple the program's build time, on PoCL too). */
+#define Q8_MV16 0
+#endif
+#if Q8_MV16
 #ifndef Q8_ALIGN16
 #define Q8_ALIGN16 0
 #endif
@@ -667,6 +673,7 @@ Q8_V16_KERNEL(1, Q8_V16_R(2), Q8_V16_S(2), Q8_V16_N(4))
 Q8_V16_KERNEL(2, Q8_V16_R(2), Q8_V16_S(2), Q8_V16_N(4))
 Q8_V16_KERNEL(4, Q8_V16_R(4), Q8_V16_S(2), Q8_V16_N(2))
 Q8_V16_KERNEL(8, Q8_V16_R(4), Q8_V16_S(2), Q8_V16_N(2))
+#endif /* Q8_MV16 */
 
 /* ---- GPU: tiled product, M > 8 ------------------------------------------- */
 

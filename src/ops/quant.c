@@ -111,13 +111,13 @@ static int use_gpu(const rumus_ctx *ctx) {
 static void q8_options(const rumus_ctx *ctx, const q8_prog *p, char *buf,
                        size_t len) {
   (void)ctx;
-  char head[96], v16[80] = "";
+  char head[96], v16[96] = "";
   rumus__options_head(head, sizeof head, p->storage, MV_WG, p->align);
   if (p->gpu && mv16_on()) {
-    /* The overrides only where q8_mv16 runs: the default programs stay
-     * those of q8_mv. */
+    /* q8_mv16 and its overrides only where it may run: the default
+     * programs stay those of q8_mv. */
     const mv16_knobs k = mv16_env();
-    size_t n = 0;
+    size_t n = (size_t)snprintf(v16, sizeof v16, " -DQ8_MV16=1");
     if (p->align16) n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_ALIGN16=1");
     if (k.rpw)
       n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_RPW=%d", k.rpw);
