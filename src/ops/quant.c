@@ -51,13 +51,13 @@ static const struct {
   size_t mb, mv_rpw, mv_ks, rows_nr;
 } BUCKETS[] = {{1, 2, 1, 8}, {2, 2, 1, 4}, {4, 4, 2, 4}, {8, 4, 2, 2}};
 #define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
+#define CPU_BIG 2 /* the bucket of M > 8 on the CPU variant */
 
 /* q8_mv16_<MB>'s defaults of RPW, KS and U per bucket, as in cl/quant.cl's
  * Q8_V16_KERNEL lines. */
 static const struct {
   int rpw, ks, u;
 } MV16[] = {{2, 2, 4}, {2, 2, 4}, {4, 2, 2}, {4, 2, 2}};
-#define CPU_BIG 2 /* the bucket of M > 8 on the CPU variant */
 
 /* ---- Programs ----------------------------------------------------------- */
 
