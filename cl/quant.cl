@@ -43,6 +43,10 @@
  *       used; the int8 become floats by an exact bit trick (q8_i8x4); a
  *       row group's lanes' sums are added in a fixed order in local
  *       memory, then the KS row groups' sums.
+ *   q8_mv16_<MB> (GPU, M <= MB, host's choice by RUMUS_Q8_MV=16): the
+ *       same in chunks of 16 int8 (one 16-byte load per lane and row),
+ *       the chunk's elements added quarter by quarter; RPW, KS and U per
+ *       MB in its Q8_V16_KERNEL lines, overridable by -D options.
  *   q8_tiled (GPU, M > 8): 64 x 64 tiles of C, 16 x 16 work-items of 4 x 4
  *       outputs; K in steps of 16: the work-group copies 64 x 16 of A and
  *       64 x 16 of B, dequantized on the way, into local memory (k-major),
@@ -54,8 +58,8 @@
  *       no row tests in the loop (rows past M or N repeat the last one).
  *       M <= 8 takes the MR that holds every row (B read once), larger M
  *       MR = 4.
- * K's last chunk (K % 16 elements; K % 4 in q8_mv) is read element by
- * element, zeros after the end.  Rows of B past N read row N - 1 (never
+ * K's last chunk (K % 16 elements, q8_mv16's too; K % 4 in q8_mv) is
+ * read element by element, zeros after the end.  Rows of B past N read row N - 1 (never
  * stored), so the inner loops carry no row test.  C's rows are ldc
  * apart: the host launches B in pieces of rows (its offsets and C's
  * advanced), so a launch's N may be less than C's row.
@@ -457,6 +461,219 @@ Q8_MV_KERNEL(1, 2, 1, 8)
 Q8_MV_KERNEL(2, 2, 1, 8)
 Q8_MV_KERNEL(4, 4, 2, 4)
 Q8_MV_KERNEL(8, 4, 2, 4)
+
+/* ---- GPU: matrix-vector products in 16-byte chunks, M <= MB -------------- */
+
+/* q8_mv16_<MB> (RUMUS_Q8_MV=16): q8_mv's layout with chunks of 16 int8
+ * in place of quads: lane l of a row group loads chunk l of each 16
+ * Q8_LPR bytes of a row of B, one 16-byte load (a warp: 512 contiguous
+ * bytes per instruction; NVIDIA reaches copy speed only with 16-byte
+ * loads per lane), U chunks of each of RPW rows in flight.  A chunk
+ * starts at a multiple of 16 and blocks are 16 to 256 long: it lies in
+ * one block (one scale).  Rows of B must be 16-byte aligned for the
+ * typed load (Q8_ALIGN16, which the host sets when K % 16 = 0 and the
+ * offset of q is too), 4-byte aligned for four 4-byte loads
+ * (RUMUS_ALIGN4), else vload16. */
+#ifndef Q8_MV16
+/* 1: the program holds q8_mv16_<MB> (the host sets it with RUMUS_Q8_MV=16
+ * only: the kernels triple the program's build time, on PoCL too). */
+#define Q8_MV16 0
+#endif
+#if Q8_MV16
+#ifndef Q8_ALIGN16
+#define Q8_ALIGN16 0
+#endif
+#if Q8_ALIGN16
+#define Q8_LOADQ16(p, i) (*(global const uint4 *)((p) + (i)))
+#else
+#define Q8_LOADQ16(p, i)                                                     \
+  ((uint4)(as_uint(Q8_LOADQ4(p, i)), as_uint(Q8_LOADQ4(p, (i) + 4)),         \
+           as_uint(Q8_LOADQ4(p, (i) + 8)), as_uint(Q8_LOADQ4(p, (i) + 12))))
+#endif
+
+/* Quarter c (elements 4 c .. 4 c + 3) of a chunk of int8 held as a uint4,
+ * as exact floats. */
+Q8_INLINE float4 q8_quarter(uint4 b, int c) {
+  const uint w = c == 0 ? b.x : c == 1 ? b.y : c == 2 ? b.z : b.w;
+  return q8_i8x4(as_char4(w));
+}
+
+/* acc[i][j] plus the products of the chunk of the M rows of A at column
+ * k (LOADA: 4 elements, full or tail) with the chunks of B of the RPW
+ * rows, f(j, c) quarter c of row j's chunk as floats, s[j] its scale; in
+ * a fixed order, quarter by quarter (4 MB floats of A and 4 of B live at
+ * a time).  MB >= 4: the quarter of B is scaled once for the MB rows of
+ * A (q s is exact) and each product goes into acc in turn; fewer rows:
+ * the chunk's 16 products go into a float4 t, whose lanes are added and
+ * scaled once (a multiplication less per element and row). */
+#define Q8_V16_CHUNK(f, s, k, LOADA)                                         \
+  do {                                                                       \
+    float4 t[MB][RPW];                                                       \
+    Q8_UNROLL for (int c = 0; c < 4; c++) {                                  \
+      float4 a[MB];                                                          \
+      Q8_UNROLL for (int i = 0; i < MB; i++)                                 \
+        a[i] = (size_t)i < M ? LOADA(A + (size_t)i * K, (k) + 4 * c)         \
+                             : (float4)(0.0f);                               \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) {                              \
+        float4 b = f(j, c);                                                  \
+        if (MB >= 4) b *= s[j];                                              \
+        Q8_UNROLL for (int i = 0; i < MB; i++) {                             \
+          if (MB >= 4) {                                                     \
+            if ((size_t)i < M)                                               \
+              acc[i][j] = fma(a[i].w, b.w,                                   \
+                              fma(a[i].z, b.z,                               \
+                                  fma(a[i].y, b.y,                           \
+                                      fma(a[i].x, b.x, acc[i][j]))));        \
+          } else {                                                           \
+            t[i][j] = c == 0 ? a[i] * b : fma(a[i], b, t[i][j]);             \
+          }                                                                  \
+        }                                                                    \
+      }                                                                      \
+    }                                                                        \
+    if (MB < 4)                                                              \
+      Q8_UNROLL for (int i = 0; i < MB; i++)                                 \
+        Q8_UNROLL for (int j = 0; j < RPW; j++)                              \
+          if ((size_t)i < M)                                                 \
+            acc[i][j] = fma((t[i][j].x + t[i][j].y) + (t[i][j].z + t[i][j].w), \
+                            s[j], acc[i][j]);                                \
+  } while (0)
+
+#define Q8_V16_AFULL(p, k) LOAD4(p, k)
+/* Elements [k, k + 4) of a row of A whose last chunk starts at kt (K - kt
+ * elements left), zeros past K. */
+Q8_INLINE float4 q8_v16_atail(global const real_t *p, size_t k, size_t K) {
+  float4 v = 0.0f;
+  if (k < K) v.x = LOAD(p, k);
+  if (k + 1 < K) v.y = LOAD(p, k + 1);
+  if (k + 2 < K) v.z = LOAD(p, k + 2);
+  if (k + 3 < K) v.w = LOAD(p, k + 3);
+  return v;
+}
+#define Q8_V16_ATAIL(p, k) q8_v16_atail(p, k, K)
+
+/* U chunks of the lane from chunk g, Q8_LPR KS chunks apart: the int8 of
+ * its RPW rows and their scales are all loaded before any is used (U RPW
+ * 16-byte loads in flight), then each chunk is added in turn.  Scale u of
+ * row j is sp[j][so[u]] as in q8_mv.  LAST: chunks past K16 are skipped
+ * (the last group, partial). */
+#define Q8_V16_BQ(j, c) q8_quarter(bq[u][j], c)
+#define Q8_V16_STEPS(LAST)                                                   \
+  do {                                                                       \
+    uint4 bq[U][RPW];                                                        \
+    float s[U][RPW];                                                         \
+    Q8_UNROLL for (int u = 0; u < U; u++) {                                  \
+      const size_t gu = g + (size_t)u * stride;                              \
+      const int ok = !(LAST) || gu < K16;                                    \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) {                              \
+        bq[u][j] = ok ? Q8_LOADQ16(qr[j], gu * 16) : (uint4)(0u);            \
+        s[u][j] = ok ? vload_half(so[u], sp[j]) : 0.0f;                      \
+      }                                                                      \
+    }                                                                        \
+    Q8_UNROLL for (int u = 0; u < U; u++) {                                  \
+      const size_t gu = g + (size_t)u * stride;                              \
+      if (!(LAST) || gu < K16)                                               \
+        Q8_V16_CHUNK(Q8_V16_BQ, s[u], gu * 16, Q8_V16_AFULL);                \
+    }                                                                        \
+  } while (0)
+
+/* K's last K % 16 elements (chunk K16), by the lane whose turn it is,
+ * element by element, zeros after the end. */
+#define Q8_V16_BT(j, c) bt[j][c]
+#define Q8_V16_TAIL()                                                        \
+  do {                                                                       \
+    const size_t k = K16 * 16, n = K - k;                                    \
+    float4 bt[RPW][4];                                                       \
+    float s[RPW];                                                            \
+    Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
+      float e[16];                                                           \
+      Q8_UNROLL for (int x = 0; x < 16; x++)                                 \
+        e[x] = (size_t)x < n ? (float)qr[j][k + (size_t)x] : 0.0f;           \
+      Q8_UNROLL for (int c = 0; c < 4; c++)                                  \
+        bt[j][c] = (float4)(e[4 * c], e[4 * c + 1], e[4 * c + 2],            \
+                            e[4 * c + 3]);                                   \
+      s[j] = vload_half(min(n0 + (size_t)j, N - 1) * nb + (k >> shift), sc); \
+    }                                                                        \
+    Q8_V16_CHUNK(Q8_V16_BT, s, k, Q8_V16_ATAIL);                             \
+  } while (0)
+
+/* q8_mv's body in chunks: row group w takes RPW rows of B (row set w /
+ * KS) and the chunks w % KS, w % KS + KS, ... (times Q8_LPR, plus its
+ * lane) of K; q8_mv's reduction (Q8_MV_REDUCE). */
+#define Q8_V16_BODY()                                                        \
+  do {                                                                       \
+    const size_t lid = get_local_id(0), lane = lid % Q8_LPR;                 \
+    const size_t w = lid / Q8_LPR;                                           \
+    const size_t n0 = (get_group_id(0) * (Q8_MVG / KS) + w / KS) * RPW;      \
+    float acc[MB][RPW];                                                      \
+    Q8_UNROLL for (int i = 0; i < MB; i++)                                   \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) acc[i][j] = 0.0f;              \
+    global const char *qr[RPW]; /* rows past N read row N - 1 */             \
+    global const half *sp[RPW];                                              \
+    Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
+      const size_t n = min(n0 + (size_t)j, N - 1);                           \
+      qr[j] = q + n * K;                                                     \
+      sp[j] = sc + n * nb;                                                   \
+    }                                                                        \
+    const size_t K16 = K / 16, stride = (size_t)KS * Q8_LPR;                 \
+    const size_t g0 = (w % KS) * Q8_LPR + lane;                              \
+    /* A group spans 16 U stride elements, a multiple of 256 (the largest \
+     * block): its scales advance by a whole number of blocks. */            \
+    const size_t sstep = ((size_t)16 * U * stride) >> shift;                 \
+    uint so[U];                                                              \
+    Q8_UNROLL for (int u = 0; u < U; u++)                                    \
+      so[u] = (uint)(((g0 + (size_t)u * stride) * 16) >> shift);             \
+    size_t g = g0;                                                           \
+    for (; g + (size_t)(U - 1) * stride < K16; g += (size_t)U * stride) {    \
+      Q8_V16_STEPS(0);                                                       \
+      Q8_UNROLL for (int j = 0; j < RPW; j++) sp[j] += sstep;                \
+    }                                                                        \
+    if (g < K16) Q8_V16_STEPS(1);                                            \
+    if (K % 16 && K16 % stride == g0) Q8_V16_TAIL();                         \
+    Q8_MV_REDUCE();                                                          \
+  } while (0)
+
+/* The shapes of q8_mv16_<MB>: rows of B per row group (RPW), row groups
+ * per rows (KS) and chunks per row in flight (U), the host's tuning
+ * variables (RUMUS_Q8_MV16_RPW, _KS, _U: src/ops/quant.c) overriding
+ * the defaults of every MB; MB RPW <= Q8_LPR (the lanes that add the
+ * partial sums). */
+#ifdef Q8_V16_RPW
+#define Q8_V16_R(d) Q8_V16_RPW
+#else
+#define Q8_V16_R(d) d
+#endif
+#ifdef Q8_V16_KS
+#define Q8_V16_S(d) Q8_V16_KS
+#else
+#define Q8_V16_S(d) d
+#endif
+#ifdef Q8_V16_U
+#define Q8_V16_N(d) Q8_V16_U
+#else
+#define Q8_V16_N(d) d
+#endif
+
+#define Q8_V16_KERNEL(MB_, RPW_, KS_, U_)                                    \
+  __kernel RUMUS_WG_ATTR void q8_mv16_##MB_(                                 \
+      global const real_t *A, ulong a_off, global const char *q,             \
+      ulong q_off, global const half *sc, ulong sc_off, global ct_t *C,      \
+      ulong c_off, ulong M, ulong N, ulong K, ulong ldc, ulong nb,           \
+      uint shift) {                                                          \
+    enum { MB = MB_, RPW = RPW_, KS = KS_, U = U_ };                         \
+    typedef char q8_lanes_check[MB * RPW <= Q8_LPR ? 1 : -1];                \
+    typedef char q8_split_check[Q8_MVG % KS == 0 ? 1 : -1];                  \
+    local float red[Q8_MVG * MB * RPW * Q8_LPR];                             \
+    A += (size_t)a_off;                                                      \
+    q += (size_t)q_off;                                                      \
+    sc += (size_t)sc_off;                                                    \
+    C += (size_t)c_off;                                                      \
+    Q8_V16_BODY();                                                           \
+  }
+Q8_V16_KERNEL(1, Q8_V16_R(2), Q8_V16_S(2), Q8_V16_N(4))
+Q8_V16_KERNEL(2, Q8_V16_R(2), Q8_V16_S(2), Q8_V16_N(4))
+Q8_V16_KERNEL(4, Q8_V16_R(4), Q8_V16_S(2), Q8_V16_N(2))
+Q8_V16_KERNEL(8, Q8_V16_R(4), Q8_V16_S(2), Q8_V16_N(2))
+#endif /* Q8_MV16 */
 
 /* ---- GPU: tiled product, M > 8 ------------------------------------------- */
 

@@ -533,6 +533,70 @@ START_TEST(matmul_batched) {
 }
 END_TEST
 
+/* Asserts that the matrix-vector kernel of m rows (q8_mv16_<MB> when
+ * mv16, else q8_mv_<MB>) ran since the last profile (which this one
+ * ends). */
+static void assert_mv_ran(rumus_ctx *ctx, size_t m, int mv16) {
+  const size_t mb = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
+  char name[24];
+  snprintf(name, sizeof name, "q8_mv%s_%zu", mv16 ? "16" : "", mb);
+  ck_assert_msg(tu_kernel_ran(ctx, name), "M %zu: %s did not run", m, name);
+}
+
+/* The first nk of the K below (the first three: aligned rows and not, a
+ * tail of 15 and of 1), each with blocks 16, 32 and 256 and M = 1, 2, 3
+ * and 8. */
+static void mv16_cases(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad,
+                       rumus_dtype ct, size_t nk) {
+  static const size_t KK[] = {4096, 4095, 17, 11008, 4100, 33};
+  static const size_t BB[] = {16, 32, 256}, MM[] = {1, 2, 3, 8};
+  for (size_t x = 0; x < nk; x++)
+    for (size_t b = 0; b < 3; b++) {
+      qmat B = qmat_new(rng, 13, KK[x], BB[b]);
+      for (size_t i = 0; i < 4; i++) {
+        run_product_reps(ctx, rng, ad, ct, MM[i], &B, BB[b], 2);
+        assert_mv_ran(ctx, MM[i], 1);
+      }
+      qmat_free(&B);
+    }
+}
+
+/* q8_mv16_<MB> (RUMUS_Q8_MV=16, the GPU variant's 16-byte loads of B), on
+ * a profiling context that shows it ran, twice for the same bits: M = 1,
+ * 2, 3 and 8 (each MB, and unused rows of A); K = 4096 and 11008 (rows
+ * 16-byte aligned: typed loads; 11008 = 688 chunks, 2.7 groups of 4
+ * chunks x 64 lanes at M = 1), 4100 (4-byte loads), 4095, 33 and 17
+ * (byte loads; tails of 15, 1 and 1); blocks 16, 32 and 256; N = 13 (part
+ * of a work-group's rows); A and C F32, F16 and F16, BF16 and F32 (loop
+ * index: one program for each alignment, as PoCL's builds of the GPU
+ * variant's programs take most of the time).  Loop index 3 and 4: K =
+ * 4096, 4095 and 17 with the tuning overrides RUMUS_Q8_MV16_RPW / _KS /
+ * _U at both ends of their ranges. */
+START_TEST(matmul_mv16) {
+  static const char *const KNOBS[3][2] = {{"RUMUS_Q8_MV16_RPW", "1"},
+                                          {"RUMUS_Q8_MV16_KS", "4"},
+                                          {"RUMUS_Q8_MV16_U", "8"}};
+  static const char *const KNOBS2[3] = {"4", "1", "1"};
+  setenv("RUMUS_Q8_MV", "16", 1);
+  if (_i >= 3)
+    for (int e = 0; e < 3; e++)
+      setenv(KNOBS[e][0], _i == 3 ? KNOBS[e][1] : KNOBS2[e], 1);
+  rumus_ctx *ctx = tu_profiling_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  tu_rng rng;
+  tu_rng_seed(&rng, 500 + (uint64_t)_i);
+  static const rumus_dtype AC[5][2] = {{RUMUS_F32, RUMUS_F32},
+                                       {RUMUS_F16, RUMUS_F16},
+                                       {RUMUS_BF16, RUMUS_F32},
+                                       {RUMUS_F32, RUMUS_F32},
+                                       {RUMUS_BF16, RUMUS_BF16}};
+  mv16_cases(ctx, &rng, AC[_i][0], AC[_i][1], _i < 3 ? 6 : 3);
+  tu_free_all(ctx, NULL);
+  unsetenv("RUMUS_Q8_MV");
+  for (int e = 0; e < 3; e++) unsetenv(KNOBS[e][0]);
+}
+END_TEST
+
 /* ---- Limits ---------------------------------------------------------------
  */
 
@@ -662,6 +726,46 @@ START_TEST(guards_and_offsets) {
 }
 END_TEST
 
+/* q8_mv16 on tensors at odd offsets with guard bytes (rows of B not
+ * 16-byte aligned: 4-byte and byte loads) and at aligned offsets, K =
+ * 4096 and 4095, M = 1 and 8, and without the variable (the default:
+ * q8_mv_<MB> ran, q8_mv16 not). */
+START_TEST(matmul_mv16_offsets) {
+  if (_i < 2) setenv("RUMUS_Q8_MV", "16", 1);
+  rumus_ctx *ctx = tu_profiling_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  const size_t skip = _i % 2 ? 3 : 0;
+  tu_rng rng;
+  tu_rng_seed(&rng, 600 + (uint64_t)_i);
+  for (size_t k = 4095; k <= 4096; k++) {
+    qmat B = qmat_new(&rng, 11, k, 32);
+    const size_t sq[2] = {B.n, k}, ss[2] = {B.n, B.nb};
+    gview gq = gview_new(ctx, RUMUS_I8, 2, sq, B.q, skip),
+          gs = gview_new(ctx, RUMUS_F16, 2, ss, B.s, skip);
+    for (size_t m = 1; m <= 8; m += 7) {
+      const size_t sa[2] = {m, k}, sc[2] = {m, B.n};
+      float *a = tu_malloc(m * k * sizeof *a);
+      tu_fill_uniform(&rng, a, m * k, -1.0f, 1.0f);
+      gview ga = gview_new(ctx, RUMUS_F32, 2, sa, a, skip),
+            gc = gview_new(ctx, RUMUS_F32, 2, sc, NULL, skip);
+      TU_OK(ctx, rumus_matmul_q8(ctx, ga.t, gq.t, gs.t, 32, gc.t));
+      assert_mv_ran(ctx, m, _i < 2);
+      float *got = tu_download(ctx, gc.t);
+      check_product("matmul_q8 mv16 at an offset", RUMUS_F32, a, m, &B, got);
+      free(got);
+      free(a);
+      gview_check_free(ctx, &ga);
+      gview_check_free(ctx, &gc);
+    }
+    gview_check_free(ctx, &gq);
+    gview_check_free(ctx, &gs);
+    qmat_free(&B);
+  }
+  tu_free_all(ctx, NULL);
+  unsetenv("RUMUS_Q8_MV");
+}
+END_TEST
+
 /* K = 0 (C = 0; quantize and dequantize write nothing), M = 0 and
  * N = 0 (nothing at all). */
 START_TEST(empty_and_zero_k) {
@@ -772,10 +876,12 @@ END_TEST
 
 /* After rumus_cache_fill, F32 calls of every kernel of the family
  * (quantize, dequantize, each product path, aligned rows and not) build
- * nothing more, on either variant. */
+ * nothing more, on either variant; loop index 2, 3 with RUMUS_Q8_MV=16
+ * (q8_mv16's program of 16-byte aligned rows). */
 START_TEST(cache_fill_covers) {
+  if (_i >= 2) setenv("RUMUS_Q8_MV", "16", 1);
   rumus_ctx *ctx = tu_ctx();
-  tu_set_variant(ctx, tu_variants[_i]);
+  tu_set_variant(ctx, tu_variants[_i % 2]);
   TU_OK(ctx, rumus_cache_fill(ctx));
   rumus_cache_info before, after;
   TU_OK(ctx, rumus_cache_stats(ctx, &before));
@@ -811,6 +917,7 @@ START_TEST(cache_fill_covers) {
                 "%llu programs built after rumus_cache_fill",
                 (unsigned long long)(after.builds - before.builds));
   tu_free_all(ctx, NULL);
+  unsetenv("RUMUS_Q8_MV");
 }
 END_TEST
 
@@ -999,8 +1106,12 @@ int main(void) {
   tcase_add_test(limits, empty_and_zero_k);
   tcase_add_loop_test(limits, matmul_past_one_launch, 0, 2);
   tcase_add_test(limits, i8_tensors);
-  tcase_add_loop_test(limits, cache_fill_covers, 0, 2);
+  tcase_add_loop_test(limits, cache_fill_covers, 0, 4);
   suite_add_tcase(s, limits);
+  TCase *mv16 = tu_tcase("mv16");
+  tcase_add_loop_test(mv16, matmul_mv16, 0, 5);
+  tcase_add_loop_test(mv16, matmul_mv16_offsets, 0, 3);
+  suite_add_tcase(s, mv16);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_quantize);
   tcase_add_test(errors, bad_matmul);

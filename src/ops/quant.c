@@ -7,7 +7,9 @@
  * use the program of their float tensor with an F32 C, so they share it
  * with the F32-output products.  rumus_matmul_q8 runs
  *   GPU variant  M <= 8: q8_mv_<MB>, B read once (memory-bound: a warp
- *                per RPW rows of B or per half of K of them);
+ *                per RPW rows of B or per half of K of them), 4 int8
+ *                a load per lane; RUMUS_Q8_MV=16: q8_mv16_<MB>, the same
+ *                in 16-byte loads (mv16_on);
  *                M > 8:  q8_tiled, 64 x 64 tiles through local memory;
  *   CPU variant  q8_rows_<MR>, barrier-free register blocks; M <= 8 in one
  *                row block (B read once).
@@ -15,6 +17,8 @@
  * weight matrix is one product with M = the rows of every batch.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -49,13 +53,53 @@ static const struct {
 #define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
 #define CPU_BIG 2 /* the bucket of M > 8 on the CPU variant */
 
+/* q8_mv16_<MB>'s defaults of RPW, KS and U per bucket, as in cl/quant.cl's
+ * Q8_V16_KERNEL lines. */
+static const struct {
+  int rpw, ks, u;
+} MV16[] = {{2, 2, 4}, {2, 2, 4}, {4, 2, 2}, {4, 2, 2}};
+
 /* ---- Programs ----------------------------------------------------------- */
 
 typedef struct {
   rumus_dtype storage; /* x, y or A */
   rumus_dtype ct;      /* C (F32 for quantize and dequantize) */
   int gpu, align;      /* the GPU kernels; aligned q rows and A rows */
+  int align16;         /* q rows 16-byte aligned (q8_mv16's typed loads) */
 } q8_prog;
+
+/* ---- Choices by environment ---------------------------------------------- */
+
+/* The GPU variant's kernels for M <= 8: RUMUS_Q8_MV=16 q8_mv16_<MB>
+ * (16-byte loads of B per lane), else (4 or unset) q8_mv_<MB> (4-byte
+ * loads). */
+static int mv16_on(void) {
+  const char *v = getenv("RUMUS_Q8_MV");
+  return v != NULL && strcmp(v, "16") == 0;
+}
+
+/* A tuning override of q8_mv16 for every MB: variable `name` when it is
+ * one of the digits in `allowed`, else 0 (the kernels' defaults). */
+static int mv16_knob(const char *name, const char *allowed) {
+  const char *v = getenv(name);
+  if (v == NULL || v[0] == '\0' || v[1] != '\0' || !strchr(allowed, v[0]))
+    return 0;
+  return v[0] - '0';
+}
+
+/* q8_mv16's rows of B per row group, row groups per rows and chunks in
+ * flight: RUMUS_Q8_MV16_RPW (1, 2, 4), RUMUS_Q8_MV16_KS (1, 2, 4: row
+ * groups of a work-group, WG / Q8_LPR = 4, split K) and RUMUS_Q8_MV16_U
+ * (1, 2, 4, 8); MB RPW <= 32 holds for all. */
+typedef struct {
+  int rpw, ks, u;
+} mv16_knobs;
+static mv16_knobs mv16_env(void) {
+  const mv16_knobs k = {mv16_knob("RUMUS_Q8_MV16_RPW", "124"),
+                        mv16_knob("RUMUS_Q8_MV16_KS", "124"),
+                        mv16_knob("RUMUS_Q8_MV16_U", "1248")};
+  return k;
+}
 
 /* 1 when the context runs the GPU kernels. */
 static int use_gpu(const rumus_ctx *ctx) {
@@ -67,10 +111,22 @@ static int use_gpu(const rumus_ctx *ctx) {
 static void q8_options(const rumus_ctx *ctx, const q8_prog *p, char *buf,
                        size_t len) {
   (void)ctx;
-  char head[96];
+  char head[96], v16[96] = "";
   rumus__options_head(head, sizeof head, p->storage, MV_WG, p->align);
-  snprintf(buf, len, "%s -DQ8_CT=%s -DQ8_GPU=%d -DQ8_LPR=%d", head,
-           rumus__storage_tag(p->ct), p->gpu, MV_LPR);
+  if (p->gpu && mv16_on()) {
+    /* q8_mv16 and its overrides only where it may run: the default
+     * programs stay those of q8_mv. */
+    const mv16_knobs k = mv16_env();
+    size_t n = (size_t)snprintf(v16, sizeof v16, " -DQ8_MV16=1");
+    if (p->align16) n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_ALIGN16=1");
+    if (k.rpw)
+      n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_RPW=%d", k.rpw);
+    if (k.ks)
+      n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_KS=%d", k.ks);
+    if (k.u) snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_U=%d", k.u);
+  }
+  snprintf(buf, len, "%s -DQ8_CT=%s -DQ8_GPU=%d -DQ8_LPR=%d%s", head,
+           rumus__storage_tag(p->ct), p->gpu, MV_LPR, v16);
 }
 
 /* ---- Checks ------------------------------------------------------------- */
@@ -126,8 +182,8 @@ static int check_scales(rumus_ctx *ctx, const char *op, const char *sn,
 static int run_blocks(rumus_ctx *ctx, const char *op, const char *kname,
                       rumus_dtype storage, const rumus_tensor *const *ts,
                       size_t rows, size_t k, size_t bs) {
-  const q8_prog p = {storage, RUMUS_F32, use_gpu(ctx), 0};
-  char opts[192];
+  const q8_prog p = {storage, RUMUS_F32, use_gpu(ctx), 0, 0};
+  char opts[256];
   q8_options(ctx, &p, opts, sizeof opts);
   const rumus__kernel_ref kr = {FILE_CL, opts, kname};
   const size_t nb = (k + bs - 1) / bs, blocks = rows * nb;
@@ -230,15 +286,22 @@ static int launch_mm(rumus_ctx *ctx, const char *op, const q8_mm *p,
                        sizeof args / sizeof args[0], args);
 }
 
-/* GPU, M <= 8: q8_mv_<MB>, every row of A in one launch per piece of B. */
+/* GPU, M <= 8: q8_mv_<MB> or q8_mv16_<MB> (mv16), every row of A in one
+ * launch per piece of B. */
 static int run_mv(rumus_ctx *ctx, const char *op, const q8_mm *p,
-                  const char *opts) {
+                  const char *opts, int mv16) {
   const size_t b = bucket_of(p->m);
-  char kname[16];
-  snprintf(kname, sizeof kname, "q8_mv_%zu", BUCKETS[b].mb);
+  size_t rpw = BUCKETS[b].mv_rpw, ks = BUCKETS[b].mv_ks;
+  if (mv16) {
+    const mv16_knobs k = mv16_env();
+    rpw = (size_t)(k.rpw ? k.rpw : MV16[b].rpw);
+    ks = (size_t)(k.ks ? k.ks : MV16[b].ks);
+  }
+  char kname[24];
+  snprintf(kname, sizeof kname, "q8_mv%s_%zu", mv16 ? "16" : "",
+           BUCKETS[b].mb);
   const rumus__kernel_ref kr = {FILE_CL, opts, kname};
-  const size_t rows_per_group =
-      MV_WG / MV_LPR / BUCKETS[b].mv_ks * BUCKETS[b].mv_rpw;
+  const size_t rows_per_group = MV_WG / MV_LPR / ks * rpw;
   for (size_t n0 = 0; n0 < p->n; n0 += N_PIECE) {
     const size_t nc = p->n - n0 < N_PIECE ? p->n - n0 : N_PIECE;
     const size_t global = (nc + rows_per_group - 1) / rows_per_group * MV_WG;
@@ -294,14 +357,18 @@ static int run_rows(rumus_ctx *ctx, const char *op, const q8_mm *p,
 }
 
 static int run_mm(rumus_ctx *ctx, const char *op, const q8_mm *p) {
-  q8_prog g = {p->A->dtype, p->C->dtype, use_gpu(ctx), 0};
-  /* Typed loads of 4 int8 of q rows and of 4 elements of A rows. */
+  q8_prog g = {p->A->dtype, p->C->dtype, use_gpu(ctx), 0, 0};
+  /* Typed loads of 4 int8 of q rows and of 4 elements of A rows; with
+   * q8_mv16, of 16 int8 of q rows. */
   g.align = g.gpu && p->k % 4 == 0 && rumus__aligned(p->q, 0, 4) &&
             rumus__aligned(p->A, 0, 4);
-  char opts[192];
+  const int mv16 = g.gpu && p->m <= 8 && mv16_on();
+  g.align16 = mv16 && g.align && p->k % 16 == 0 && rumus__aligned(p->q, 0, 16);
+  char opts[256];
   q8_options(ctx, &g, opts, sizeof opts);
   if (!g.gpu) return run_rows(ctx, op, p, opts);
-  return p->m <= 8 ? run_mv(ctx, op, p, opts) : run_tiled(ctx, op, p, opts);
+  return p->m <= 8 ? run_mv(ctx, op, p, opts, mv16)
+                   : run_tiled(ctx, op, p, opts);
 }
 
 /* C is F32 or A's type, with A's leading extents and N last. */
@@ -371,12 +438,16 @@ int rumus_matmul_q8(rumus_ctx *ctx, const rumus_tensor *A,
 }
 
 /* The F32 program of the current variant: on the GPU variant with
- * unaligned and aligned rows. */
+ * unaligned and aligned rows, and with q8_mv16 (RUMUS_Q8_MV=16) rows
+ * 16-byte aligned. */
 int rumus__quant_warm(rumus_ctx *ctx) {
-  q8_prog g = {RUMUS_F32, RUMUS_F32, use_gpu(ctx), 0};
-  char opts[192];
+  q8_prog g = {RUMUS_F32, RUMUS_F32, use_gpu(ctx), 0, 0};
+  char opts[256];
   cl_program prog;
-  for (g.align = 0; g.align <= g.gpu; g.align++) {
+  const int levels = g.gpu ? (mv16_on() ? 3 : 2) : 1;
+  for (int l = 0; l < levels; l++) {
+    g.align = l > 0;
+    g.align16 = l > 1;
     q8_options(ctx, &g, opts, sizeof opts);
     RUMUS__FORWARD(
         rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
