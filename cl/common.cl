@@ -222,8 +222,13 @@ typedef struct __attribute__((packed, aligned(2))) {
 #define RUMUS_STA_F16(n, v, p, i)                                            \
   (*(global ushort##n *)((p) + (i)) = rumus_f_to_f16##n(v))
 #else
+/* Stores convert in registers (rumus_st_half): PoCL folds a whole
+ * vstorea_half8_rte into vcvtps2ph with a memory operand, which on AMD Zen
+ * 3 is several times slower than the register form and a plain store (F16
+ * AdamW at 2^24 elements took 142 ms of device time against 44 ms with
+ * this, on the 2-vCPU CI machine; the same rounding instruction). */
 #define RUMUS_LDA_F16(n, p, i) vloada_half##n(0, (p) + (i))
-#define RUMUS_STA_F16(n, v, p, i) vstorea_half##n##_rte((v), 0, (p) + (i))
+#define RUMUS_STA_F16(n, v, p, i) rumus_st_half##n((v), (p) + (i))
 #endif
 #define RUMUS_LDA_BF16(n, p, i)                                              \
   rumus_bf16_to_f##n(*(global const ushort##n *)((p) + (i)))
