@@ -669,10 +669,10 @@ Q8_INLINE float4 q8_v16_atail(global const real_t *p, size_t k, size_t K) {
     C += (size_t)c_off;                                                      \
     Q8_V16_BODY();                                                           \
   }
-Q8_V16_KERNEL(1, Q8_V16_R(2), Q8_V16_S(2), Q8_V16_N(4))
-Q8_V16_KERNEL(2, Q8_V16_R(2), Q8_V16_S(2), Q8_V16_N(4))
-Q8_V16_KERNEL(4, Q8_V16_R(4), Q8_V16_S(2), Q8_V16_N(2))
-Q8_V16_KERNEL(8, Q8_V16_R(4), Q8_V16_S(2), Q8_V16_N(2))
+Q8_V16_KERNEL(1, Q8_V16_R(4), Q8_V16_S(1), Q8_V16_N(2))
+Q8_V16_KERNEL(2, Q8_V16_R(4), Q8_V16_S(1), Q8_V16_N(2))
+Q8_V16_KERNEL(4, Q8_V16_R(4), Q8_V16_S(2), Q8_V16_N(4))
+Q8_V16_KERNEL(8, Q8_V16_R(4), Q8_V16_S(2), Q8_V16_N(4))
 #endif /* Q8_MV16 */
 
 /* ---- GPU: tiled product, M > 8 ------------------------------------------- */

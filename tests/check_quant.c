@@ -728,10 +728,10 @@ END_TEST
 
 /* q8_mv16 on tensors at odd offsets with guard bytes (rows of B not
  * 16-byte aligned: 4-byte and byte loads) and at aligned offsets, K =
- * 4096 and 4095, M = 1 and 8, and without the variable (the default:
- * q8_mv_<MB> ran, q8_mv16 not). */
+ * 4096 and 4095, M = 1 and 8, and under RUMUS_Q8_MV=4 (q8_mv_<MB> ran,
+ * q8_mv16 not). */
 START_TEST(matmul_mv16_offsets) {
-  if (_i < 2) setenv("RUMUS_Q8_MV", "16", 1);
+  setenv("RUMUS_Q8_MV", _i < 2 ? "16" : "4", 1);
   rumus_ctx *ctx = tu_profiling_ctx();
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
   const size_t skip = _i % 2 ? 3 : 0;
@@ -876,10 +876,10 @@ END_TEST
 
 /* After rumus_cache_fill, F32 calls of every kernel of the family
  * (quantize, dequantize, each product path, aligned rows and not) build
- * nothing more, on either variant; loop index 2, 3 with RUMUS_Q8_MV=16
- * (q8_mv16's program of 16-byte aligned rows). */
+ * nothing more, on either variant (q8_mv16's program of 16-byte aligned
+ * rows among them); loop index 2, 3 with RUMUS_Q8_MV=4 (q8_mv's). */
 START_TEST(cache_fill_covers) {
-  if (_i >= 2) setenv("RUMUS_Q8_MV", "16", 1);
+  if (_i >= 2) setenv("RUMUS_Q8_MV", "4", 1);
   rumus_ctx *ctx = tu_ctx();
   tu_set_variant(ctx, tu_variants[_i % 2]);
   TU_OK(ctx, rumus_cache_fill(ctx));

@@ -8,8 +8,8 @@
  * with the F32-output products.  rumus_matmul_q8 runs
  *   GPU variant  M <= 8: q8_mv_<MB>, B read once (memory-bound: a warp
  *                per RPW rows of B or per half of K of them), 4 int8
- *                a load per lane; RUMUS_Q8_MV=16: q8_mv16_<MB>, the same
- *                in 16-byte loads (mv16_on);
+ *                16-byte loads per lane, q8_mv16_<MB> (RUMUS_Q8_MV=4:
+ *                q8_mv_<MB>, 4-byte loads; mv16_on);
  *                M > 8:  q8_tiled, 64 x 64 tiles through local memory;
  *   CPU variant  q8_rows_<MR>, barrier-free register blocks; M <= 8 in one
  *                row block (B read once).
@@ -54,10 +54,11 @@ static const struct {
 #define CPU_BIG 2 /* the bucket of M > 8 on the CPU variant */
 
 /* q8_mv16_<MB>'s defaults of RPW, KS and U per bucket, as in cl/quant.cl's
- * Q8_V16_KERNEL lines. */
+ * Q8_V16_KERNEL lines: the best of eight settings on the H200 at M = 1
+ * (4, 1, 2) and at M = 8 (4, 2, 4); M = 2 and 4 take them untried. */
 static const struct {
   int rpw, ks, u;
-} MV16[] = {{2, 2, 4}, {2, 2, 4}, {4, 2, 2}, {4, 2, 2}};
+} MV16[] = {{4, 1, 2}, {4, 1, 2}, {4, 2, 4}, {4, 2, 4}};
 
 /* ---- Programs ----------------------------------------------------------- */
 
@@ -66,16 +67,20 @@ typedef struct {
   rumus_dtype ct;      /* C (F32 for quantize and dequantize) */
   int gpu, align;      /* the GPU kernels; aligned q rows and A rows */
   int align16;         /* q rows 16-byte aligned (q8_mv16's typed loads) */
+  int mv16;            /* holds q8_mv16 (products with M <= 8 only: its
+                          kernels triple a program's build time) */
 } q8_prog;
 
 /* ---- Choices by environment ---------------------------------------------- */
 
-/* The GPU variant's kernels for M <= 8: RUMUS_Q8_MV=16 q8_mv16_<MB>
- * (16-byte loads of B per lane), else (4 or unset) q8_mv_<MB> (4-byte
- * loads). */
+/* The GPU variant's kernels for M <= 8: q8_mv16_<MB> (16-byte loads of B
+ * per lane), or under RUMUS_Q8_MV=4 q8_mv_<MB> (4-byte loads).  On the
+ * H200 at M = 1 and 1 x 32768 x 8192 (285 MB of B) q8_mv took 116.7 us
+ * (60% of copy), q8_mv16 86.2 us (81%); 1 x 4096 x 11008 44.7 and 24.3
+ * us; M = 8 at 4096 x 4096 53.9 and 29.9 us. */
 static int mv16_on(void) {
   const char *v = getenv("RUMUS_Q8_MV");
-  return v != NULL && strcmp(v, "16") == 0;
+  return v == NULL || strcmp(v, "4") != 0;
 }
 
 /* A tuning override of q8_mv16 for every MB: variable `name` when it is
@@ -113,7 +118,7 @@ static void q8_options(const rumus_ctx *ctx, const q8_prog *p, char *buf,
   (void)ctx;
   char head[96], v16[96] = "";
   rumus__options_head(head, sizeof head, p->storage, MV_WG, p->align);
-  if (p->gpu && mv16_on()) {
+  if (p->gpu && p->mv16) {
     /* q8_mv16 and its overrides only where it may run: the default
      * programs stay those of q8_mv. */
     const mv16_knobs k = mv16_env();
@@ -182,7 +187,7 @@ static int check_scales(rumus_ctx *ctx, const char *op, const char *sn,
 static int run_blocks(rumus_ctx *ctx, const char *op, const char *kname,
                       rumus_dtype storage, const rumus_tensor *const *ts,
                       size_t rows, size_t k, size_t bs) {
-  const q8_prog p = {storage, RUMUS_F32, use_gpu(ctx), 0, 0};
+  const q8_prog p = {storage, RUMUS_F32, use_gpu(ctx), 0, 0, 0};
   char opts[256];
   q8_options(ctx, &p, opts, sizeof opts);
   const rumus__kernel_ref kr = {FILE_CL, opts, kname};
@@ -357,17 +362,18 @@ static int run_rows(rumus_ctx *ctx, const char *op, const q8_mm *p,
 }
 
 static int run_mm(rumus_ctx *ctx, const char *op, const q8_mm *p) {
-  q8_prog g = {p->A->dtype, p->C->dtype, use_gpu(ctx), 0, 0};
+  q8_prog g = {p->A->dtype, p->C->dtype, use_gpu(ctx), 0, 0, 0};
   /* Typed loads of 4 int8 of q rows and of 4 elements of A rows; with
    * q8_mv16, of 16 int8 of q rows. */
   g.align = g.gpu && p->k % 4 == 0 && rumus__aligned(p->q, 0, 4) &&
             rumus__aligned(p->A, 0, 4);
-  const int mv16 = g.gpu && p->m <= 8 && mv16_on();
-  g.align16 = mv16 && g.align && p->k % 16 == 0 && rumus__aligned(p->q, 0, 16);
+  g.mv16 = g.gpu && p->m <= 8 && mv16_on();
+  g.align16 =
+      g.mv16 && g.align && p->k % 16 == 0 && rumus__aligned(p->q, 0, 16);
   char opts[256];
   q8_options(ctx, &g, opts, sizeof opts);
   if (!g.gpu) return run_rows(ctx, op, p, opts);
-  return p->m <= 8 ? run_mv(ctx, op, p, opts, mv16)
+  return p->m <= 8 ? run_mv(ctx, op, p, opts, g.mv16)
                    : run_tiled(ctx, op, p, opts);
 }
 
@@ -437,17 +443,18 @@ int rumus_matmul_q8(rumus_ctx *ctx, const rumus_tensor *A,
   return run_mm(ctx, op, &p);
 }
 
-/* The F32 program of the current variant: on the GPU variant with
- * unaligned and aligned rows, and with q8_mv16 (RUMUS_Q8_MV=16) rows
- * 16-byte aligned. */
+/* The F32 programs of the current variant: on the GPU variant with
+ * unaligned and aligned rows, and unless RUMUS_Q8_MV=4 the same with
+ * q8_mv16 and with its rows 16-byte aligned. */
 int rumus__quant_warm(rumus_ctx *ctx) {
-  q8_prog g = {RUMUS_F32, RUMUS_F32, use_gpu(ctx), 0, 0};
+  q8_prog g = {RUMUS_F32, RUMUS_F32, use_gpu(ctx), 0, 0, 0};
   char opts[256];
   cl_program prog;
-  const int levels = g.gpu ? (mv16_on() ? 3 : 2) : 1;
+  const int levels = g.gpu ? (mv16_on() ? 5 : 2) : 1;
   for (int l = 0; l < levels; l++) {
-    g.align = l > 0;
-    g.align16 = l > 1;
+    g.align = l == 1 || l >= 3;
+    g.mv16 = l >= 2;
+    g.align16 = l == 4;
     q8_options(ctx, &g, opts, sizeof opts);
     RUMUS__FORWARD(
         rumus__program_get(ctx, "rumus_cache_fill", FILE_CL, opts, &prog));
