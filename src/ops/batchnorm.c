@@ -14,8 +14,8 @@
  * the GPU variant each reduction is one launch (the last work-group of a
  * channel folds its ranges), and below ONE_MAX_BYTES the training forward
  * and the backward take their map into that launch; on the CPU variant a
- * reduction is two
- * launches (stage 2 is a launch of its own), then the map, unless there
+ * reduction is two launches (stage 2 is a launch of its own), then the
+ * map, unless there
  * are enough channels for a work-item per channel (bn_fwd_chan,
  * bn_bwd_chan: every pass of a channel back to back, one launch; their
  * output in streaming stores when the tensors outgrow the caches,
