@@ -13,9 +13,11 @@
  * that tile the input a work-item per 2 outputs for the backwards, per 4
  * for the forwards (k2_plan, k2_fwd_plan; k3s2_window for the max
  * pooling of 3 x 3 windows, stride 2, padding 1); dilated max backward
- * keeps the element kernel (its _q form); where windows overlap the max
- * backward runs by tiles staged in local memory instead (tile_plan,
- * max_bwd_tiles; RUMUS_MAXPOOL_BWD=tile or old forces a choice).  The
+ * keeps the element kernel (its _q form); the max backward of 3 x 3
+ * windows, stride 2, padding 1 runs by 2 x 4 blocks of dx
+ * (k3s2_block_plan), other overlapping windows by tiles staged in local
+ * memory (tile_plan, max_bwd_tiles; RUMUS_MAXPOOL_BWD=block, tile or old
+ * forces a choice).  The
  * CPU variant's row kernels
  * take several consecutive rows a work-item (run_row_items); its F32 max
  * backward scatters by planes unless the rows gather in vectors
@@ -415,7 +417,7 @@ static int k3s2_window(const pool_call *c) {
 
 /* The max backward of those windows by blocks of 2 x 4 inputs
  * (maxpool2d_bwd_k3s2b): 1 when it applies (GPU variant, k3s2_window,
- * every position below 2^31; not under RUMUS_MAXPOOL_BWD=quad or tile),
+ * every position below 2^31; not under RUMUS_MAXPOOL_BWD=old or tile),
  * with lanes 0 W / 4, 1 W and 6 A (block rows per plane: max(ceil(H /
  * 2), OH)) of (mg, sv), the blocks and vec (dx aligned to 4 elements).
  * Each output's dy and index is read by two work-items, not three, and
