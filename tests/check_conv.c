@@ -677,19 +677,26 @@ static void wino_pieces(rumus_ctx *ctx, const ref_conv_geo *g, int i,
 /* F32 only: the same bits run to run, chunks of one image (a scratch cap
  * of 6 KiB: 96 floats a product for F(2x2), 42 for F(4x4)), pieces, and a
  * cap of 1 KiB where not even one image fits: the implicit GEMM's bits. */
+/* Asserts that the three ops' outputs a and b have the same bits. */
+static void same3(float *const a[3], float *const b[3], const sizes *s,
+                  int i, const char *what) {
+  const size_t n[3] = {s->ny, s->nx, s->nw};
+  for (int k = 0; k < 3; k++)
+    ck_assert_msg(memcmp(a[k], b[k], n[k] * 4) == 0, "case %d op %d: %s", i,
+                  k, what);
+}
+
 static void wino_f32_runs(rumus_ctx *ctx, const ref_conv_geo *g, int i,
                           int wm, const sizes *s, const host *h,
                           float *first[3]) {
-  const size_t n[3] = {s->ny, s->nx, s->nw};
   float *got[3];
   wino_ops(ctx, g, RUMUS_F32, wm, s, h, got);
-  for (int k = 0; k < 3; k++)
-    ck_assert_msg(memcmp(got[k], first[k], n[k] * 4) == 0,
-                  "case %d op %d: a second run gave other bits", i, k);
+  same3(got, first, s, i, "a second run gave other bits");
   free3(got);
   setenv("RUMUS_CONV2D_WINOGRAD_KB", "6", 1);
   wino_ops(ctx, g, RUMUS_F32, wm, s, h, got);
   free3(got);
+  unsetenv("RUMUS_CONV2D_WINOGRAD_KB");
   wino_pieces(ctx, g, i, wm, s, h);
   /* Not even one image (but the 1x1 image of case 1, which fits): the
    * implicit GEMM's bits. */
@@ -699,9 +706,7 @@ static void wino_f32_runs(rumus_ctx *ctx, const ref_conv_geo *g, int i,
   set_wino(0);
   float *gemm[3];
   wino_ops(ctx, g, RUMUS_F32, wm, s, h, gemm);
-  for (int k = 0; k < 3; k++)
-    ck_assert_msg(memcmp(got[k], gemm[k], n[k] * 4) == 0,
-                  "case %d op %d: the fallback is not the GEMM", i, k);
+  same3(got, gemm, s, i, "the fallback is not the GEMM");
   free3(got);
   free3(gemm);
 }
