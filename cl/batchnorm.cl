@@ -349,6 +349,11 @@ BN_BIAS_WG_KERNEL(bn_bias_wg_f32, F32)
 #ifndef BN_HOLD
 #define BN_HOLD 16 /* values per work-item of a chunk (host: the same) */
 #endif
+#ifndef BN_CHUNKS
+/* Chunks per work-item of a range held chunk by chunk (host: the same):
+ * a range of WG BN_HOLD BN_CHUNKS values is read once. */
+#define BN_CHUNKS 1
+#endif
 
 #ifndef BN_STATS_TREES
 /* 1: a range held in registers takes the range's two passes (three
@@ -369,12 +374,9 @@ inline void bn_chan_merge(local float *ln, local float *lm, local float *l2,
   ln[a] = n;
 }
 
-/* The work-group's (mean, M2) of a chunk (bn_chunk's slots, nv of them
- * valid): each work-item's two passes over its values, then a tree of
- * bn_chan_merge (every work-item calls it: barriers). */
-inline float2 bn_chunk_stats(const float4 *va, int nv, local float *ln,
-                             local float *lm, local float *l2) {
-  const size_t lid = get_local_id(0);
+/* A chunk's (count, mean, M2) (bn_chunk's slots, nv of them valid): two
+ * passes over the registers. */
+inline float3 bn_chunk_moments(const float4 *va, int nv) {
   float4 s = 0.0f, q = 0.0f;
 #pragma unroll
   for (int k = 0; k < 4; k++) s += va[k]; /* zeros past nv */
@@ -384,9 +386,38 @@ inline float2 bn_chunk_stats(const float4 *va, int nv, local float *ln,
     const float4 d = bn_valid(va[k] - m, k, nv);
     q += d * d;
   }
-  ln[lid] = n;
-  lm[lid] = m;
-  l2[lid] = rumus_hsum4(q);
+  return (float3)(n, m, rumus_hsum4(q));
+}
+
+/* (count, mean, M2) of a and b together: bn_chan_merge in registers (an
+ * empty a takes b exactly, so one chunk gives that chunk's moments). */
+inline float3 bn_moments_merge(float3 a, float3 b) {
+  const float n = a.x + b.x;
+  if (b.x == 0.0f) return a;
+  const float d = b.y - a.y, f = b.x / n;
+  return (float3)(n, fma(d, f, a.y), fma(d * d, a.x * f, a.z + b.z));
+}
+
+/* The work-group's (mean, M2) of a range of at most WG BN_HOLD BN_CHUNKS
+ * values: each work-item's chunks, each in two passes over registers and
+ * merged in walk order, then a tree of bn_chan_merge (every work-item
+ * calls it: barriers).  A range read once, in chunks of 16 KB per group:
+ * on the H200 groups of one chunk spent their time in the tree. */
+inline float2 bn_held_stats(int vec, global const real_t *x, bn_range r,
+                            size_t C, size_t S, local float *ln,
+                            local float *lm, local float *l2) {
+  const size_t lid = get_local_id(0);
+  float4 va[4], vb[4];
+  bn_walk w;
+  bn_walk_range(&w, r, S, vec);
+  float3 acc = 0.0f;
+  for (int j = 0; j < BN_CHUNKS && w.m < r.m1; j++) {
+    const int nv = bn_chunk(vec, 0, x, x, &w, r.m1, C, r.c, S, va, vb);
+    acc = bn_moments_merge(acc, bn_chunk_moments(va, nv));
+  }
+  ln[lid] = acc.x;
+  lm[lid] = acc.y;
+  l2[lid] = acc.z;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (size_t step = WG / 2; step > 0; step /= 2) {
     if (lid < step) bn_chan_merge(ln, lm, l2, lid, lid + step);
@@ -400,6 +431,10 @@ inline float2 bn_range_stats(int vec, global const real_t *x, bn_range r,
                              local float *ls2, local float *ls3) {
   const float n = (float)(r.m1 - r.m0);
   float2 s;
+  if (!BN_STATS_TREES && r.m1 - r.m0 <= (size_t)WG * BN_HOLD * BN_CHUNKS) {
+    const float2 mm = bn_held_stats(vec, x, r, C, S, ls1, ls2, ls3);
+    return (float2)(mm.x, mm.y < 0.0f ? 0.0f : mm.y);
+  }
   /* Three buffers: each tree's result is read by every work-item while
    * the next tree may already be filling its own. */
   if (r.m1 - r.m0 > (size_t)WG * BN_HOLD) {
@@ -411,10 +446,6 @@ inline float2 bn_range_stats(int vec, global const real_t *x, bn_range r,
     bn_walk w;
     bn_walk_range(&w, r, S, vec);
     const int nv = bn_chunk(vec, 0, x, x, &w, r.m1, C, r.c, S, va, vb);
-    if (!BN_STATS_TREES) {
-      const float2 mm = bn_chunk_stats(va, nv, ls1, ls2, ls3);
-      return (float2)(mm.x, mm.y < 0.0f ? 0.0f : mm.y);
-    }
     bn_chunk_acc(BN_SUM, va, vb, nv, 0.0f, &a0, &a0);
     rumus_wg_sum(ls1, rumus_hsum4(a0));
     r.mc = ls1[0] / n;

@@ -41,10 +41,14 @@ static const char *const FILE_CL = "batchnorm.cl";
 /* Ranges per channel: on the CPU variant enough for BN_ITEMS_PER_CU
  * work-items per compute unit over all channels, each range at least
  * BN_MIN_CPU elements; on the GPU variant ranges of at most BN_MIN_V_GPU
- * elements per work-item of a group (BN_HOLD in cl/batchnorm.cl: what
- * bn_stats_wg holds in registers); at most BN_MAX_PARTS. */
+ * elements per work-item of a group and chunk (BN_HOLD in
+ * cl/batchnorm.cl: what bn_stats_wg holds in registers at once) times
+ * the chunks a work-item takes (BN_CHUNKS), as long as the device keeps
+ * BN_GROUPS_PER_CU groups per compute unit; at most BN_MAX_PARTS. */
 #define BN_ITEMS_PER_CU 8
 #define BN_MIN_V_GPU 16
+#define BN_GROUPS_PER_CU 8
+#define BN_CHUNKS_DEFAULT 1
 #define BN_MIN_CPU 4096
 #define BN_MAX_PARTS 1024
 
@@ -68,6 +72,7 @@ typedef struct {
   size_t ls;       /* the maps' local size */
   size_t fold_ls;  /* stage 2's local size */
   int trees;       /* BN_STATS_TREES: RUMUS_BATCHNORM_STATS=trees */
+  int chunks;      /* BN_CHUNKS: RUMUS_BATCHNORM_CHUNKS=1..16 */
   char opts[192];  /* the program's options */
 } bn_geom;
 
@@ -77,9 +82,21 @@ static void bn_options(const bn_geom *g, char *buf, size_t len) {
   rumus__options_head(head, sizeof head, g->storage, g->wg, g->align4);
   snprintf(buf, len,
            "%s -DBN_GPU=%d -DBN_VW=%zu -DBN_NV=%zu -DBN_FOLD_LS=%zu "
-           "-DBN_HOLD=%d%s",
-           head, g->gpu, g->vw, g->nv, g->fold_ls, BN_MIN_V_GPU,
+           "-DBN_HOLD=%d -DBN_CHUNKS=%d%s",
+           head, g->gpu, g->vw, g->nv, g->fold_ls, BN_MIN_V_GPU, g->chunks,
            g->trees ? " -DBN_STATS_TREES=1" : "");
+}
+
+/* The GPU statistics' chunks per work-item: RUMUS_BATCHNORM_CHUNKS when
+ * it is 1 to 16 (sweeps), else BN_CHUNKS_DEFAULT. */
+static int bn_chunks_env(void) {
+  const char *v = getenv("RUMUS_BATCHNORM_CHUNKS");
+  if (v != NULL) {
+    char *end;
+    const long k = strtol(v, &end, 10);
+    if (end != v && *end == '\0' && k >= 1 && k <= 16) return (int)k;
+  }
+  return BN_CHUNKS_DEFAULT;
 }
 
 /* GPU: one float4 per work-item of the maps in groups of 256 (coalesced,
@@ -102,6 +119,7 @@ static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
    * passes, three trees (the earlier kernel, for A/B runs). */
   const char *v = getenv("RUMUS_BATCHNORM_STATS");
   g->trees = g->gpu && v != NULL && strcmp(v, "trees") == 0;
+  g->chunks = g->gpu && !g->trees ? bn_chunks_env() : 1;
   while (g->ls > ctx->max_wg) g->ls /= 2;
   while (g->fold_ls > ctx->max_wg) g->fold_ls /= 2;
   bn_options(g, g->opts, sizeof g->opts);
@@ -199,7 +217,17 @@ static bn_arg arg_of(const rumus_tensor *t, const rumus_tensor *stand_in) {
 static void plan_parts(const rumus_ctx *ctx, const bn_geom *g,
                        const bn_shape *sh, size_t *parts, size_t *L) {
   const size_t cu = ctx->compute_units ? ctx->compute_units : 1;
-  const size_t min_len = g->gpu ? g->wg * BN_MIN_V_GPU : BN_MIN_CPU;
+  size_t min_len = g->gpu ? g->wg * BN_MIN_V_GPU : BN_MIN_CPU;
+  /* GPU: ranges of up to g->chunks chunks, fewer where the groups would
+   * not fill the device (any length up to the kernel's BN_CHUNKS is read
+   * once). */
+  for (size_t k = g->gpu ? (size_t)g->chunks : 1; k > 1; k--) {
+    const size_t len = min_len * k;
+    if ((sh->M + len - 1) / len * sh->C >= BN_GROUPS_PER_CU * cu) {
+      min_len = len;
+      break;
+    }
+  }
   const size_t p_len = (sh->M + min_len - 1) / min_len;
   size_t p = (BN_ITEMS_PER_CU * cu + sh->C - 1) / sh->C;
   /* GPU: as many ranges as the length allows, so that bn_stats_wg holds
