@@ -349,11 +349,6 @@ BN_BIAS_WG_KERNEL(bn_bias_wg_f32, F32)
 #ifndef BN_HOLD
 #define BN_HOLD 16 /* values per work-item of a chunk (host: the same) */
 #endif
-#ifndef BN_PRELOAD
-/* 1: a work-item issues the loads of all its chunks before it uses the
- * first (registers for 16 BN_CHUNKS floats); 0: chunk by chunk. */
-#define BN_PRELOAD 0
-#endif
 #ifndef BN_CHUNKS
 /* Chunks per work-item of a range held chunk by chunk (host: the same):
  * a range of WG BN_HOLD BN_CHUNKS values is read once. */
@@ -407,7 +402,9 @@ inline float3 bn_moments_merge(float3 a, float3 b) {
  * values: each work-item's chunks, each in two passes over registers and
  * merged in walk order, then a tree of bn_chan_merge (every work-item
  * calls it: barriers).  A range read once, in chunks of 16 KB per group:
- * on the H200 groups of one chunk spent their time in the tree. */
+ * on the H200 groups of one chunk spent their time in the tree.  Loading
+ * every chunk before the first is used was slower there (88 -> 106 us at
+ * 64x64x112 with 4 chunks). */
 inline float2 bn_held_stats(int vec, global const real_t *x, bn_range r,
                             size_t C, size_t S, local float *ln,
                             local float *lm, local float *l2) {
@@ -415,23 +412,11 @@ inline float2 bn_held_stats(int vec, global const real_t *x, bn_range r,
   bn_walk w;
   bn_walk_range(&w, r, S, vec);
   float3 acc = 0.0f;
-#if BN_PRELOAD
-  /* Every chunk's loads issued before the first is used. */
-  float4 va[4 * BN_CHUNKS], vb[4];
-  int nv[BN_CHUNKS];
-#pragma unroll
-  for (int j = 0; j < BN_CHUNKS; j++)
-    nv[j] = bn_chunk(vec, 0, x, x, &w, r.m1, C, r.c, S, va + 4 * j, vb);
-#pragma unroll
-  for (int j = 0; j < BN_CHUNKS; j++)
-    acc = bn_moments_merge(acc, bn_chunk_moments(va + 4 * j, nv[j]));
-#else
   float4 va[4], vb[4];
   for (int j = 0; j < BN_CHUNKS && w.m < r.m1; j++) {
     const int nv = bn_chunk(vec, 0, x, x, &w, r.m1, C, r.c, S, va, vb);
     acc = bn_moments_merge(acc, bn_chunk_moments(va, nv));
   }
-#endif
   ln[lid] = acc.x;
   lm[lid] = acc.y;
   l2[lid] = acc.z;

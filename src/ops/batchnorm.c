@@ -49,7 +49,6 @@ static const char *const FILE_CL = "batchnorm.cl";
 #define BN_MIN_V_GPU 16
 #define BN_GROUPS_PER_CU 8
 #define BN_CHUNKS_DEFAULT 4
-#define BN_PRELOAD_DEFAULT 0
 #define BN_MIN_CPU 4096
 #define BN_MAX_PARTS 1024
 
@@ -74,7 +73,6 @@ typedef struct {
   size_t fold_ls;  /* stage 2's local size */
   int trees;       /* BN_STATS_TREES: RUMUS_BATCHNORM_STATS=trees */
   int chunks;      /* BN_CHUNKS: RUMUS_BATCHNORM_CHUNKS=1..16 */
-  int preload;     /* BN_PRELOAD: RUMUS_BATCHNORM_PRELOAD=1 */
   char opts[192];  /* the program's options */
 } bn_geom;
 
@@ -84,9 +82,9 @@ static void bn_options(const bn_geom *g, char *buf, size_t len) {
   rumus__options_head(head, sizeof head, g->storage, g->wg, g->align4);
   snprintf(buf, len,
            "%s -DBN_GPU=%d -DBN_VW=%zu -DBN_NV=%zu -DBN_FOLD_LS=%zu "
-           "-DBN_HOLD=%d -DBN_CHUNKS=%d -DBN_PRELOAD=%d%s",
+           "-DBN_HOLD=%d -DBN_CHUNKS=%d%s",
            head, g->gpu, g->vw, g->nv, g->fold_ls, BN_MIN_V_GPU, g->chunks,
-           g->preload, g->trees ? " -DBN_STATS_TREES=1" : "");
+           g->trees ? " -DBN_STATS_TREES=1" : "");
 }
 
 /* The GPU statistics' chunks per work-item: RUMUS_BATCHNORM_CHUNKS when
@@ -122,8 +120,6 @@ static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
   const char *v = getenv("RUMUS_BATCHNORM_STATS");
   g->trees = g->gpu && v != NULL && strcmp(v, "trees") == 0;
   g->chunks = g->gpu && !g->trees ? bn_chunks_env() : 1;
-  v = getenv("RUMUS_BATCHNORM_PRELOAD");
-  g->preload = v != NULL ? strcmp(v, "1") == 0 : BN_PRELOAD_DEFAULT;
   while (g->ls > ctx->max_wg) g->ls /= 2;
   while (g->fold_ls > ctx->max_wg) g->fold_ls /= 2;
   bn_options(g, g->opts, sizeof g->opts);
