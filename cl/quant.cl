@@ -31,22 +31,22 @@
  *   q8_quantize, q8_dequantize   one work-item per block (both variants):
  *       16-element vectors, a pass for amax and one for q; work-item g
  *       takes block g0 + g (launches in pieces).
- *   q8_mv_<MB> (GPU, M <= MB, MB = 1, 2, 4, 8): B is read once.  A
+ *   q8_mv16_<MB> (GPU, M <= MB, MB = 1, 2, 4, 8): B is read once.  A
  *       work-group of WG work-items is WG / Q8_LPR row groups of Q8_LPR
  *       lanes (a warp); RPW rows of B belong to KS row groups, which split
- *       K by quads (4 elements) of Q8_LPR: row group w takes the quads
- *       w % KS, w % KS + KS, ... of every 4 Q8_LPR elements, lane l the
- *       quad l of each, so that a load of 4 int8 of one row of B by a row
- *       group reads 4 Q8_LPR contiguous bytes and a float4 load of A 16
- *       Q8_LPR contiguous bytes (A comes from the cache, each quad for
- *       RPW rows of B).  U quads of each row are loaded before any is
- *       used; the int8 become floats by an exact bit trick (q8_i8x4); a
- *       row group's lanes' sums are added in a fixed order in local
- *       memory, then the KS row groups' sums.
- *   q8_mv16_<MB> (GPU, M <= MB, host's choice by RUMUS_Q8_MV=16): the
- *       same in chunks of 16 int8 (one 16-byte load per lane and row),
- *       the chunk's elements added quarter by quarter; RPW, KS and U per
- *       MB in its Q8_V16_KERNEL lines, overridable by -D options.
+ *       K by chunks (16 elements) of Q8_LPR: row group w takes the chunks
+ *       w % KS, w % KS + KS, ... of every 16 Q8_LPR elements, lane l the
+ *       chunk l of each, so that a row group's load of a chunk of one row
+ *       of B (16 int8: one 16-byte load per lane) reads 16 Q8_LPR
+ *       contiguous bytes (a warp: 512 bytes per instruction; NVIDIA
+ *       reaches copy speed only with 16-byte loads per lane).  A comes
+ *       from the cache, each chunk for RPW rows of B.  U chunks of each
+ *       row are loaded before any is used; the int8 become floats by an
+ *       exact bit trick (q8_i8x4); a row group's lanes' sums are added in
+ *       a fixed order in local memory, then the KS row groups' sums.  RPW,
+ *       KS and U per MB in its Q8_V16_KERNEL lines, overridable by -D
+ *       options.  (Loads of 4 int8 per lane, the earlier q8_mv_<MB>,
+ *       reached 60% of copy where these reach 80%.)
  *   q8_tiled (GPU, M > 8): 64 x 64 tiles of C, 16 x 16 work-items of 4 x 4
  *       outputs; K in steps of 16: the work-group copies 64 x 16 of A and
  *       64 x 16 of B, dequantized on the way, into local memory (k-major),
@@ -58,8 +58,8 @@
  *       no row tests in the loop (rows past M or N repeat the last one).
  *       M <= 8 takes the MR that holds every row (B read once), larger M
  *       MR = 4.
- * K's last chunk (K % 16 elements, q8_mv16's too; K % 4 in q8_mv) is
- * read element by element, zeros after the end.  Rows of B past N read row N - 1 (never
+ * K's last chunk (K % 16 elements) is read element by element, zeros
+ * after the end.  Rows of B past N read row N - 1 (never
  * stored), so the inner loops carry no row test.  C's rows are ldc
  * apart: the host launches B in pieces of rows (its offsets and C's
  * advanced), so a launch's N may be less than C's row.
@@ -72,11 +72,11 @@
 #define Q8_GPU 0 /* 1: the GPU variant's kernels, 0: the CPU variant's */
 #endif
 #ifndef Q8_LPR
-/* Lanes per row group of q8_mv_<MB>: a power of two that divides WG, at
+/* Lanes per row group of q8_mv16_<MB>: a power of two that divides WG, at
  * least MB * RPW (the lanes that add the partial sums). */
 #define Q8_LPR 32
 #endif
-#define Q8_MVG (WG / Q8_LPR) /* row groups per work-group of q8_mv */
+#define Q8_MVG (WG / Q8_LPR) /* row groups per work-group of q8_mv16 */
 
 /* static: PoCL builds with -Dinline=, and a body compiled on its own as
  * well, with MB or MR not constant there, fails its unroll pragmas. */
@@ -262,94 +262,6 @@ Q8_INLINE float4 q8_i8x4(char4 b) {
 #endif
 }
 
-/* The last n < 4 elements of a row from p, zeros after them. */
-Q8_INLINE float4 q8_tail_a4(global const real_t *p, size_t n) {
-  float4 v = 0.0f;
-  v.x = LOAD(p, 0);
-  if (n > 1) v.y = LOAD(p, 1);
-  if (n > 2) v.z = LOAD(p, 2);
-  return v;
-}
-Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
-  char4 v = (char4)(0);
-  v.x = p[0];
-  if (n > 1) v.y = p[1];
-  if (n > 2) v.z = p[2];
-  return v;
-}
-
-/* acc plus the products of a quad of A with a quad of B (f, its int8
- * values as floats) and the quad's scale s, in a fixed order: with MB >=
- * 4 f was multiplied by s once for the MB rows of A (f s is exact) and
- * the four products go into acc; with fewer rows the quad's dot product
- * is scaled (one multiplication less per element and row). */
-#define Q8_MV_ADD(a, f, s, acc)                                              \
-  (MB >= 4 ? fma((a).w, (f).w,                                               \
-                 fma((a).z, (f).z, fma((a).y, (f).y, fma((a).x, (f).x, acc)))) \
-           : fma(fma((a).w, (f).w,                                           \
-                     fma((a).z, (f).z, fma((a).y, (f).y, (a).x * (f).x))),   \
-                 s, acc))
-
-/* One quad at column k: the RPW quads of B in bq with their scales s,
- * times the quads of the M rows of A (LOADA: full or tail). */
-#define Q8_MV_QUAD(bq, s, k, LOADA)                                          \
-  do {                                                                       \
-    float4 f[RPW];                                                           \
-    Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
-      f[j] = q8_i8x4(bq[j]);                                                 \
-      if (MB >= 4) f[j] *= s[j];                                             \
-    }                                                                        \
-    Q8_UNROLL for (int i = 0; i < MB; i++) {                                 \
-      if ((size_t)i < M) {                                                   \
-        const float4 a = LOADA(A + (size_t)i * K, k);                        \
-        Q8_UNROLL for (int j = 0; j < RPW; j++)                              \
-          acc[i][j] = Q8_MV_ADD(a, f[j], s[j], acc[i][j]);                   \
-      }                                                                      \
-    }                                                                        \
-  } while (0)
-
-#define Q8_MV_AFULL(p, k) LOAD4(p, k)
-#define Q8_MV_ATAIL(p, k) q8_tail_a4((p) + (k), K - (k))
-
-/* U quads of the lane from quad g, Q8_LPR * KS quads apart: the int8 of
- * its RPW rows and their scales are all loaded before any is used (U *
- * RPW loads in flight), then each quad is added in turn.  Scale u of row
- * j is sp[j][so[u]]: sp[j] advances by a group's blocks, so[u] is fixed
- * (no 64-bit shift and address arithmetic per load).  LAST: quads past
- * K4 are skipped (the last group, partial, in one round trip rather than
- * one per quad). */
-#define Q8_MV_STEPS(LAST)                                                    \
-  do {                                                                       \
-    char4 bq[U][RPW];                                                        \
-    float s[U][RPW];                                                         \
-    Q8_UNROLL for (int u = 0; u < U; u++) {                                  \
-      const size_t gu = g + (size_t)u * stride, k = gu * 4;                  \
-      const int ok = !(LAST) || gu < K4;                                     \
-      Q8_UNROLL for (int j = 0; j < RPW; j++) {                              \
-        bq[u][j] = ok ? Q8_LOADQ4(qr[j], k) : (char4)(0);                    \
-        s[u][j] = ok ? vload_half(so[u], sp[j]) : 0.0f;                      \
-      }                                                                      \
-    }                                                                        \
-    Q8_UNROLL for (int u = 0; u < U; u++) {                                  \
-      const size_t gu = g + (size_t)u * stride, k = gu * 4;                  \
-      if (!(LAST) || gu < K4) Q8_MV_QUAD(bq[u], s[u], k, Q8_MV_AFULL);       \
-    }                                                                        \
-  } while (0)
-
-/* K's last K % 4 elements (quad K4 = K / 4), by the lane whose turn it
- * is. */
-#define Q8_MV_TAIL()                                                         \
-  do {                                                                       \
-    const size_t k = K4 * 4;                                                 \
-    char4 bq[RPW];                                                           \
-    float s[RPW];                                                            \
-    Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
-      bq[j] = q8_tail_q4(qr[j] + k, K - k);                                  \
-      s[j] = vload_half(min(n0 + (size_t)j, N - 1) * nb + (k >> shift), sc); \
-    }                                                                        \
-    Q8_MV_QUAD(bq, s, k, Q8_MV_ATAIL);                                       \
-  } while (0)
-
 /* The sums of the lanes' partial sums, in a fixed order.  Row group w
  * (Q8_LPR lanes) writes its MB * RPW partials per lane to local memory,
  * and lane o < MB * RPW adds output o's Q8_LPR partials (lanes 0, 1, ...
@@ -397,86 +309,17 @@ Q8_INLINE char4 q8_tail_q4(global const char *p, size_t n) {
     }                                                                        \
   } while (0)
 
-/* Row group w of the work-group takes RPW rows of B (row set w / KS) and
- * the quads w % KS, w % KS + KS, ... (times Q8_LPR, plus its lane) of K.
- * A macro, as the reductions above, so that MB, RPW, KS and U are the
- * kernel's constants where the compiler unrolls the loops over them (a
- * function's loops compiled on their own first were left rolled, their
- * arrays in memory). */
-#define Q8_MV_BODY()                                                         \
-  do {                                                                       \
-    const size_t lid = get_local_id(0), lane = lid % Q8_LPR;                 \
-    const size_t w = lid / Q8_LPR;                                           \
-    const size_t n0 = (get_group_id(0) * (Q8_MVG / KS) + w / KS) * RPW;      \
-    float acc[MB][RPW];                                                      \
-    Q8_UNROLL for (int i = 0; i < MB; i++)                                   \
-      Q8_UNROLL for (int j = 0; j < RPW; j++) acc[i][j] = 0.0f;              \
-    global const char *qr[RPW]; /* rows past N read row N - 1 */             \
-    global const half *sp[RPW];                                              \
-    Q8_UNROLL for (int j = 0; j < RPW; j++) {                                \
-      const size_t n = min(n0 + (size_t)j, N - 1);                           \
-      qr[j] = q + n * K;                                                     \
-      sp[j] = sc + n * nb;                                                   \
-    }                                                                        \
-    const size_t K4 = K / 4, stride = (size_t)KS * Q8_LPR;                   \
-    const size_t g0 = (w % KS) * Q8_LPR + lane;                              \
-    /* A group spans 4 U stride elements, a multiple of 256 (the largest \
-     * block): its scales advance by a whole number of blocks. */            \
-    const size_t sstep = ((size_t)4 * U * stride) >> shift;                  \
-    uint so[U];                                                              \
-    Q8_UNROLL for (int u = 0; u < U; u++)                                    \
-      so[u] = (uint)(((g0 + (size_t)u * stride) * 4) >> shift);              \
-    size_t g = g0;                                                           \
-    for (; g + (size_t)(U - 1) * stride < K4; g += (size_t)U * stride) {     \
-      Q8_MV_STEPS(0);                                                        \
-      Q8_UNROLL for (int j = 0; j < RPW; j++) sp[j] += sstep;                \
-    }                                                                        \
-    if (g < K4) Q8_MV_STEPS(1);                                              \
-    if (K % 4 && K4 % stride == g0) Q8_MV_TAIL();                            \
-    Q8_MV_REDUCE();                                                          \
-  } while (0)
-
-/* MB rows of A at most; RPW rows of B per row group (each quad of A read
- * from the cache serves RPW rows of B: 4 MB / RPW bytes of A per byte of
- * B at F32); KS row groups share them, splitting K, so that small N
- * still makes several work-groups per compute unit; U quads of each row
- * per lane in flight. */
-#define Q8_MV_KERNEL(MB_, RPW_, KS_, U_)                                     \
-  __kernel RUMUS_WG_ATTR void q8_mv_##MB_(                                   \
-      global const real_t *A, ulong a_off, global const char *q,             \
-      ulong q_off, global const half *sc, ulong sc_off, global ct_t *C,      \
-      ulong c_off, ulong M, ulong N, ulong K, ulong ldc, ulong nb,           \
-      uint shift) {                                                          \
-    enum { MB = MB_, RPW = RPW_, KS = KS_, U = U_ };                         \
-    /* Q8_MV_BODY's groups of quads span whole blocks of up to 256. */       \
-    typedef char q8_group_check[(4 * U * KS * Q8_LPR) % 256 == 0 ? 1 : -1];  \
-    local float red[Q8_MVG * MB * RPW * Q8_LPR];                             \
-    A += (size_t)a_off;                                                      \
-    q += (size_t)q_off;                                                      \
-    sc += (size_t)sc_off;                                                    \
-    C += (size_t)c_off;                                                      \
-    Q8_MV_BODY();                                                            \
-  }
-Q8_MV_KERNEL(1, 2, 1, 8)
-Q8_MV_KERNEL(2, 2, 1, 8)
-Q8_MV_KERNEL(4, 4, 2, 4)
-Q8_MV_KERNEL(8, 4, 2, 4)
-
 /* ---- GPU: matrix-vector products in 16-byte chunks, M <= MB -------------- */
 
-/* q8_mv16_<MB> (RUMUS_Q8_MV=16): q8_mv's layout with chunks of 16 int8
- * in place of quads: lane l of a row group loads chunk l of each 16
- * Q8_LPR bytes of a row of B, one 16-byte load (a warp: 512 contiguous
- * bytes per instruction; NVIDIA reaches copy speed only with 16-byte
- * loads per lane), U chunks of each of RPW rows in flight.  A chunk
- * starts at a multiple of 16 and blocks are 16 to 256 long: it lies in
- * one block (one scale).  Rows of B must be 16-byte aligned for the
- * typed load (Q8_ALIGN16, which the host sets when K % 16 = 0 and the
- * offset of q is too), 4-byte aligned for four 4-byte loads
+/* q8_mv16_<MB> (the header's layout): U chunks of each of RPW rows in
+ * flight.  A chunk starts at a multiple of 16 and blocks are 16 to 256
+ * long: it lies in one block (one scale).  Rows of B must be 16-byte
+ * aligned for the typed load (Q8_ALIGN16, which the host sets when K % 16
+ * = 0 and the offset of q is too), 4-byte aligned for four 4-byte loads
  * (RUMUS_ALIGN4), else vload16. */
 #ifndef Q8_MV16
-/* 1: the program holds q8_mv16_<MB> (the host sets it with RUMUS_Q8_MV=16
- * only: the kernels triple the program's build time, on PoCL too). */
+/* 1: the program holds q8_mv16_<MB> (the host sets it for products with
+ * M <= 8 only: the kernels triple a program's build time, on PoCL too). */
 #define Q8_MV16 0
 #endif
 #if Q8_MV16
@@ -554,8 +397,9 @@ Q8_INLINE float4 q8_v16_atail(global const real_t *p, size_t k, size_t K) {
 /* U chunks of the lane from chunk g, Q8_LPR KS chunks apart: the int8 of
  * its RPW rows and their scales are all loaded before any is used (U RPW
  * 16-byte loads in flight), then each chunk is added in turn.  Scale u of
- * row j is sp[j][so[u]] as in q8_mv.  LAST: chunks past K16 are skipped
- * (the last group, partial). */
+ * row j is sp[j][so[u]]: sp[j] advances by a group's blocks, so[u] is
+ * fixed (no 64-bit shift and address arithmetic per load).  LAST: chunks
+ * past K16 are skipped (the last group, partial). */
 #define Q8_V16_BQ(j, c) q8_quarter(bq[u][j], c)
 #define Q8_V16_STEPS(LAST)                                                   \
   do {                                                                       \
@@ -596,9 +440,12 @@ Q8_INLINE float4 q8_v16_atail(global const real_t *p, size_t k, size_t K) {
     Q8_V16_CHUNK(Q8_V16_BT, s, k, Q8_V16_ATAIL);                             \
   } while (0)
 
-/* q8_mv's body in chunks: row group w takes RPW rows of B (row set w /
- * KS) and the chunks w % KS, w % KS + KS, ... (times Q8_LPR, plus its
- * lane) of K; q8_mv's reduction (Q8_MV_REDUCE). */
+/* Row group w of the work-group takes RPW rows of B (row set w / KS) and
+ * the chunks w % KS, w % KS + KS, ... (times Q8_LPR, plus its lane) of K,
+ * then Q8_MV_REDUCE.  A macro, as the reduction, so that MB, RPW, KS and
+ * U are the kernel's constants where the compiler unrolls the loops over
+ * them (a function's loops compiled on their own first were left rolled,
+ * their arrays in memory). */
 #define Q8_V16_BODY()                                                        \
   do {                                                                       \
     const size_t lid = get_local_id(0), lane = lid % Q8_LPR;                 \

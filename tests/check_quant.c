@@ -421,10 +421,10 @@ static void run_product(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad,
 
 /* (N, K, block): K not a multiple of the block nor of 16 (47 not of 4);
  * K = 256 and 4096 with aligned rows (the GPU variant's typed loads);
- * blocks 256 and 16; K past one group of q8_mv's loads (32 lanes x 8
- * quads x 4 = 1024 elements, 2048 where two row groups split K: 4096,
- * and 4200 with the last group partial), N odd (q8_mv's row pairs and
- * 8-row work-groups). */
+ * blocks 256 and 16; K past one group of q8_mv16's loads (32 lanes x U
+ * chunks of 16: 1024 elements at M <= 2, 4096 where two row groups split
+ * K at M > 2: 4200 with the last group partial), N odd (q8_mv16's rows
+ * of 4 and work-groups of 16 or 8 rows). */
 static const size_t SHAPES[][3] = {{67, 100, 32}, {33, 256, 64},
                                    {9, 300, 256}, {131, 47, 16},
                                    {19, 4200, 64}, {6, 4096, 32}};
@@ -453,12 +453,12 @@ START_TEST(matmul_types) {
 }
 END_TEST
 
-/* Every M from 1 to 8 (each q8_mv_<MB> and its unused rows of A), run
- * twice for the same bits, A in every type: K = 1203 (one full group of
- * q8_mv's loads, then a partial one, then the last 3 elements in the
- * second row group splitting K) and 175 (a partial group only; the tail
- * quad in the second row group), N = 21 and 5 (part of a work-group's
- * rows). */
+/* Every M from 1 to 8 (each q8_mv16_<MB> and its unused rows of A), run
+ * twice for the same bits, A in every type: K = 1203 (75 chunks of 16 and
+ * 3 elements: at M <= 2 a full group of q8_mv16's loads, 64 chunks, then
+ * a partial one; at M > 2 a partial group of two row groups splitting K)
+ * and 175 (a partial group only, a tail of 15), N = 21 and 5 (part of a
+ * work-group's rows). */
 START_TEST(matmul_every_m) {
   static const rumus_dtype PAIRS[3][2] = {{RUMUS_F32, RUMUS_F32},
                                           {RUMUS_F16, RUMUS_F16},
@@ -480,9 +480,10 @@ START_TEST(matmul_every_m) {
 }
 END_TEST
 
-/* Every block size with K = 2101 (two full groups of q8_mv's loads at M
- * <= 2 and four at M > 2, whose scales advance by whole blocks, then a
- * partial group and a one-element tail), at M = 1, 2, 4, 8 and 9. */
+/* Every block size with K = 2101 (131 chunks of 16 and 5 elements: at M
+ * <= 2 two full groups of q8_mv16's loads, whose scales advance by whole
+ * blocks, then a partial group and the tail; at M > 2 one partial group),
+ * at M = 1, 2, 4, 8 and 9. */
 START_TEST(matmul_block_sizes) {
   rumus_ctx *ctx = tu_ctx();
   tu_set_variant(ctx, tu_variants[_i]);
@@ -533,13 +534,12 @@ START_TEST(matmul_batched) {
 }
 END_TEST
 
-/* Asserts that the matrix-vector kernel of m rows (q8_mv16_<MB> when
- * mv16, else q8_mv_<MB>) ran since the last profile (which this one
- * ends). */
-static void assert_mv_ran(rumus_ctx *ctx, size_t m, int mv16) {
+/* Asserts that the matrix-vector kernel of m rows (q8_mv16_<MB>) ran
+ * since the last profile (which this one ends). */
+static void assert_mv_ran(rumus_ctx *ctx, size_t m) {
   const size_t mb = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
   char name[24];
-  snprintf(name, sizeof name, "q8_mv%s_%zu", mv16 ? "16" : "", mb);
+  snprintf(name, sizeof name, "q8_mv16_%zu", mb);
   ck_assert_msg(tu_kernel_ran(ctx, name), "M %zu: %s did not run", m, name);
 }
 
@@ -555,13 +555,13 @@ static void mv16_cases(rumus_ctx *ctx, tu_rng *rng, rumus_dtype ad,
       qmat B = qmat_new(rng, 13, KK[x], BB[b]);
       for (size_t i = 0; i < 4; i++) {
         run_product_reps(ctx, rng, ad, ct, MM[i], &B, BB[b], 2);
-        assert_mv_ran(ctx, MM[i], 1);
+        assert_mv_ran(ctx, MM[i]);
       }
       qmat_free(&B);
     }
 }
 
-/* q8_mv16_<MB> (RUMUS_Q8_MV=16, the GPU variant's 16-byte loads of B), on
+/* q8_mv16_<MB> (the GPU variant's 16-byte loads of B), on
  * a profiling context that shows it ran, twice for the same bits: M = 1,
  * 2, 3 and 8 (each MB, and unused rows of A); K = 4096 and 11008 (rows
  * 16-byte aligned: typed loads; 11008 = 688 chunks, 2.7 groups of 4
@@ -577,7 +577,6 @@ START_TEST(matmul_mv16) {
                                           {"RUMUS_Q8_MV16_KS", "4"},
                                           {"RUMUS_Q8_MV16_U", "8"}};
   static const char *const KNOBS2[3] = {"4", "1", "1"};
-  setenv("RUMUS_Q8_MV", "16", 1);
   if (_i >= 3)
     for (int e = 0; e < 3; e++)
       setenv(KNOBS[e][0], _i == 3 ? KNOBS[e][1] : KNOBS2[e], 1);
@@ -592,7 +591,6 @@ START_TEST(matmul_mv16) {
                                        {RUMUS_BF16, RUMUS_BF16}};
   mv16_cases(ctx, &rng, AC[_i][0], AC[_i][1], _i < 3 ? 6 : 3);
   tu_free_all(ctx, NULL);
-  unsetenv("RUMUS_Q8_MV");
   for (int e = 0; e < 3; e++) unsetenv(KNOBS[e][0]);
 }
 END_TEST
@@ -728,10 +726,8 @@ END_TEST
 
 /* q8_mv16 on tensors at odd offsets with guard bytes (rows of B not
  * 16-byte aligned: 4-byte and byte loads) and at aligned offsets, K =
- * 4096 and 4095, M = 1 and 8, and under RUMUS_Q8_MV=4 (q8_mv_<MB> ran,
- * q8_mv16 not). */
+ * 4096 and 4095, M = 1 and 8. */
 START_TEST(matmul_mv16_offsets) {
-  setenv("RUMUS_Q8_MV", _i < 2 ? "16" : "4", 1);
   rumus_ctx *ctx = tu_profiling_ctx();
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
   const size_t skip = _i % 2 ? 3 : 0;
@@ -749,7 +745,7 @@ START_TEST(matmul_mv16_offsets) {
       gview ga = gview_new(ctx, RUMUS_F32, 2, sa, a, skip),
             gc = gview_new(ctx, RUMUS_F32, 2, sc, NULL, skip);
       TU_OK(ctx, rumus_matmul_q8(ctx, ga.t, gq.t, gs.t, 32, gc.t));
-      assert_mv_ran(ctx, m, _i < 2);
+      assert_mv_ran(ctx, m);
       float *got = tu_download(ctx, gc.t);
       check_product("matmul_q8 mv16 at an offset", RUMUS_F32, a, m, &B, got);
       free(got);
@@ -762,7 +758,6 @@ START_TEST(matmul_mv16_offsets) {
     qmat_free(&B);
   }
   tu_free_all(ctx, NULL);
-  unsetenv("RUMUS_Q8_MV");
 }
 END_TEST
 
@@ -877,11 +872,10 @@ END_TEST
 /* After rumus_cache_fill, F32 calls of every kernel of the family
  * (quantize, dequantize, each product path, aligned rows and not) build
  * nothing more, on either variant (q8_mv16's program of 16-byte aligned
- * rows among them); loop index 2, 3 with RUMUS_Q8_MV=4 (q8_mv's). */
+ * rows among them). */
 START_TEST(cache_fill_covers) {
-  if (_i >= 2) setenv("RUMUS_Q8_MV", "4", 1);
   rumus_ctx *ctx = tu_ctx();
-  tu_set_variant(ctx, tu_variants[_i % 2]);
+  tu_set_variant(ctx, tu_variants[_i]);
   TU_OK(ctx, rumus_cache_fill(ctx));
   rumus_cache_info before, after;
   TU_OK(ctx, rumus_cache_stats(ctx, &before));
@@ -917,7 +911,6 @@ START_TEST(cache_fill_covers) {
                 "%llu programs built after rumus_cache_fill",
                 (unsigned long long)(after.builds - before.builds));
   tu_free_all(ctx, NULL);
-  unsetenv("RUMUS_Q8_MV");
 }
 END_TEST
 
@@ -1106,11 +1099,11 @@ int main(void) {
   tcase_add_test(limits, empty_and_zero_k);
   tcase_add_loop_test(limits, matmul_past_one_launch, 0, 2);
   tcase_add_test(limits, i8_tensors);
-  tcase_add_loop_test(limits, cache_fill_covers, 0, 4);
+  tcase_add_loop_test(limits, cache_fill_covers, 0, 2);
   suite_add_tcase(s, limits);
   TCase *mv16 = tu_tcase("mv16");
   tcase_add_loop_test(mv16, matmul_mv16, 0, 5);
-  tcase_add_loop_test(mv16, matmul_mv16_offsets, 0, 3);
+  tcase_add_loop_test(mv16, matmul_mv16_offsets, 0, 2);
   suite_add_tcase(s, mv16);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_quantize);

@@ -6,10 +6,9 @@
  * alignment) holds every kernel of the family: quantize and dequantize
  * use the program of their float tensor with an F32 C, so they share it
  * with the F32-output products.  rumus_matmul_q8 runs
- *   GPU variant  M <= 8: q8_mv_<MB>, B read once (memory-bound: a warp
- *                per RPW rows of B or per half of K of them), 4 int8
- *                16-byte loads per lane, q8_mv16_<MB> (RUMUS_Q8_MV=4:
- *                q8_mv_<MB>, 4-byte loads; mv16_on);
+ *   GPU variant  M <= 8: q8_mv16_<MB>, B read once (memory-bound: a warp
+ *                per RPW rows of B or per part of K of them, 16-byte
+ *                loads per lane);
  *                M > 8:  q8_tiled, 64 x 64 tiles through local memory;
  *   CPU variant  q8_rows_<MR>, barrier-free register blocks; M <= 8 in one
  *                row block (B read once).
@@ -32,30 +31,29 @@ static const char *const FILE_CL = "quant.cl";
 /* Work-groups along grid dimension 1 (CUDA's limit, NVIDIA's OpenCL). */
 #define GRID_MAX ((size_t)65535)
 
-/* q8_mv: work-group size (4 warps: a GPU holds as many work-groups of 8
+/* q8_mv16: work-group size (4 warps: a GPU holds as many work-groups of 8
  * rows of B as its registers allow, and N = 4096 makes 512 of them) and
  * lanes per row group (Q8_LPR, a warp); q8_tiled: 64 x 64 tiles of 16 x
  * 16 work-items; flat kernels' local size on a GPU. */
 enum { MV_WG = 128, MV_LPR = 32, TILE = 64, TILE_LS = 16, FLAT_LS = 64 };
 /* The GPU kernels need these work-items (q8_tiled) and this local memory
- * (q8_mv_8: 8 x 4 partial sums of 128 work-items); a device without them
+ * (q8_mv16_8: 8 x 4 partial sums of 128 work-items); a device without them
  * runs the CPU kernels. */
 #define GPU_MIN_WG 256
 #define GPU_MIN_LOCAL (16 * 1024)
 
-/* Row buckets of the products with M <= 8 rows: q8_mv's rows of B per
- * row group (RPW) and row groups per rows (KS, splitting K), as in
- * cl/quant.cl's Q8_MV_KERNEL lines, and q8_rows' rows of B per work-item
- * (NR); M > 8 on the CPU variant takes the 4-row kernel. */
+/* Row buckets of the products with M <= 8 rows: q8_rows' rows of B per
+ * work-item (NR); M > 8 on the CPU variant takes the 4-row kernel. */
 static const struct {
-  size_t mb, mv_rpw, mv_ks, rows_nr;
-} BUCKETS[] = {{1, 2, 1, 8}, {2, 2, 1, 4}, {4, 4, 2, 4}, {8, 4, 2, 2}};
+  size_t mb, rows_nr;
+} BUCKETS[] = {{1, 8}, {2, 4}, {4, 4}, {8, 2}};
 #define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
 #define CPU_BIG 2 /* the bucket of M > 8 on the CPU variant */
 
-/* q8_mv16_<MB>'s defaults of RPW, KS and U per bucket, as in cl/quant.cl's
+/* q8_mv16_<MB>'s rows of B per row group (RPW), row groups per rows (KS,
+ * splitting K) and chunks in flight (U) per bucket, as in cl/quant.cl's
  * Q8_V16_KERNEL lines: the best of eight settings on the H200 at M = 1
- * (4, 1, 2) and at M = 8 (4, 2, 4); M = 2 and 4 take them untried. */
+ * (4, 1, 2) and at M = 8 (4, 2, 4), of seven at M = 2 to 6. */
 static const struct {
   int rpw, ks, u;
 } MV16[] = {{4, 1, 2}, {4, 1, 2}, {4, 2, 4}, {4, 2, 4}};
@@ -72,16 +70,6 @@ typedef struct {
 } q8_prog;
 
 /* ---- Choices by environment ---------------------------------------------- */
-
-/* The GPU variant's kernels for M <= 8: q8_mv16_<MB> (16-byte loads of B
- * per lane), or under RUMUS_Q8_MV=4 q8_mv_<MB> (4-byte loads).  On the
- * H200 at M = 1 and 1 x 32768 x 8192 (285 MB of B) q8_mv took 116.7 us
- * (60% of copy), q8_mv16 86.2 us (81%); 1 x 4096 x 11008 44.7 and 24.3
- * us; M = 8 at 4096 x 4096 53.9 and 29.9 us. */
-static int mv16_on(void) {
-  const char *v = getenv("RUMUS_Q8_MV");
-  return v == NULL || strcmp(v, "4") != 0;
-}
 
 /* A tuning override of q8_mv16 for every MB: variable `name` when it is
  * one of the digits in `allowed`, else 0 (the kernels' defaults). */
@@ -119,8 +107,7 @@ static void q8_options(const rumus_ctx *ctx, const q8_prog *p, char *buf,
   char head[96], v16[96] = "";
   rumus__options_head(head, sizeof head, p->storage, MV_WG, p->align);
   if (p->gpu && p->mv16) {
-    /* q8_mv16 and its overrides only where it may run: the default
-     * programs stay those of q8_mv. */
+    /* q8_mv16 and its overrides only where it may run (M <= 8). */
     const mv16_knobs k = mv16_env();
     size_t n = (size_t)snprintf(v16, sizeof v16, " -DQ8_MV16=1");
     if (p->align16) n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_ALIGN16=1");
@@ -291,20 +278,16 @@ static int launch_mm(rumus_ctx *ctx, const char *op, const q8_mm *p,
                        sizeof args / sizeof args[0], args);
 }
 
-/* GPU, M <= 8: q8_mv_<MB> or q8_mv16_<MB> (mv16), every row of A in one
- * launch per piece of B. */
+/* GPU, M <= 8: q8_mv16_<MB>, every row of A in one launch per piece of
+ * B. */
 static int run_mv(rumus_ctx *ctx, const char *op, const q8_mm *p,
-                  const char *opts, int mv16) {
+                  const char *opts) {
   const size_t b = bucket_of(p->m);
-  size_t rpw = BUCKETS[b].mv_rpw, ks = BUCKETS[b].mv_ks;
-  if (mv16) {
-    const mv16_knobs k = mv16_env();
-    rpw = (size_t)(k.rpw ? k.rpw : MV16[b].rpw);
-    ks = (size_t)(k.ks ? k.ks : MV16[b].ks);
-  }
+  const mv16_knobs k = mv16_env();
+  const size_t rpw = (size_t)(k.rpw ? k.rpw : MV16[b].rpw);
+  const size_t ks = (size_t)(k.ks ? k.ks : MV16[b].ks);
   char kname[24];
-  snprintf(kname, sizeof kname, "q8_mv%s_%zu", mv16 ? "16" : "",
-           BUCKETS[b].mb);
+  snprintf(kname, sizeof kname, "q8_mv16_%zu", BUCKETS[b].mb);
   const rumus__kernel_ref kr = {FILE_CL, opts, kname};
   const size_t rows_per_group = MV_WG / MV_LPR / ks * rpw;
   for (size_t n0 = 0; n0 < p->n; n0 += N_PIECE) {
@@ -367,13 +350,13 @@ static int run_mm(rumus_ctx *ctx, const char *op, const q8_mm *p) {
    * q8_mv16, of 16 int8 of q rows. */
   g.align = g.gpu && p->k % 4 == 0 && rumus__aligned(p->q, 0, 4) &&
             rumus__aligned(p->A, 0, 4);
-  g.mv16 = g.gpu && p->m <= 8 && mv16_on();
+  g.mv16 = g.gpu && p->m <= 8;
   g.align16 =
       g.mv16 && g.align && p->k % 16 == 0 && rumus__aligned(p->q, 0, 16);
   char opts[256];
   q8_options(ctx, &g, opts, sizeof opts);
   if (!g.gpu) return run_rows(ctx, op, p, opts);
-  return p->m <= 8 ? run_mv(ctx, op, p, opts, g.mv16)
+  return p->m <= 8 ? run_mv(ctx, op, p, opts)
                    : run_tiled(ctx, op, p, opts);
 }
 
@@ -444,13 +427,13 @@ int rumus_matmul_q8(rumus_ctx *ctx, const rumus_tensor *A,
 }
 
 /* The F32 programs of the current variant: on the GPU variant with
- * unaligned and aligned rows, and unless RUMUS_Q8_MV=4 the same with
- * q8_mv16 and with its rows 16-byte aligned. */
+ * unaligned and aligned rows, and the same with q8_mv16 (M <= 8) and with
+ * its rows 16-byte aligned. */
 int rumus__quant_warm(rumus_ctx *ctx) {
   q8_prog g = {RUMUS_F32, RUMUS_F32, use_gpu(ctx), 0, 0, 0};
   char opts[256];
   cl_program prog;
-  const int levels = g.gpu ? (mv16_on() ? 5 : 2) : 1;
+  const int levels = g.gpu ? 5 : 1;
   for (int l = 0; l < levels; l++) {
     g.align = l == 1 || l >= 3;
     g.mv16 = l >= 2;
