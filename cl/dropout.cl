@@ -383,7 +383,11 @@ void dropout_vec(global const real_t *x, ulong x_off, global real_t *y,
 #define DO_AS_UL RUMUS_CAT(as_ulong, DO_W)
 #define DO_AS_IV RUMUS_CAT(as_int, DO_W2)
 #define DO_AS_FV RUMUS_CAT(as_float, DO_W2)
-#define DO_U64_GROUPS (DO_W * DO_U64_ILP) /* groups per work-item */
+#ifndef DO_U64_REP
+#define DO_U64_REP 1 /* such blocks per work-item, one after another */
+#endif
+#define DO_U64_BLOCK (DO_W * DO_U64_ILP) /* groups of one block */
+#define DO_U64_GROUPS (DO_U64_BLOCK * DO_U64_REP) /* per work-item */
 /* Two-vector shuffles with constant masks, as DO_SHUF (T: the mask type
  * of shuffle2, where the builtin is missing). */
 #if defined(__has_builtin) && !defined(DO_SHUFFLEVECTOR)
@@ -473,7 +477,10 @@ void dropout_u64(global const real_t *x, ulong x_off, global real_t *y,
   y += y_off;
   const uint2 key = (uint2)((uint)seed, (uint)(seed >> 32));
   if (i + 4 * DO_U64_GROUPS <= (size_t)n) {
-    do_lanes_u64(x, y, i, g0 + (ulong)g, key, offset, thresh, scale);
+    for (int s = 0; s < DO_U64_REP; s++)
+      do_lanes_u64(x, y, i + 4 * DO_U64_BLOCK * (size_t)s,
+                   g0 + (ulong)(g + DO_U64_BLOCK * (size_t)s), key, offset,
+                   thresh, scale);
     return;
   }
   for (size_t k = 0; i + 4 * k < (size_t)n; k++)

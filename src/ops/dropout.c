@@ -36,10 +36,15 @@ static const char *const FILE_CL = "dropout.cl";
  * sweeps). */
 #define DO_ILP 4
 /* dropout_u64's calls per vector (DO_W: 4, a 256-bit register of 64-bit
- * lanes; RUMUS_DROPOUT_W=8 for 512-bit ones) and vectors per work-item
- * (DO_U64_ILP; RUMUS_DROPOUT_ILP=1..4 overrides, as for dropout_vec). */
+ * lanes; RUMUS_DROPOUT_W=8 for 512-bit ones), vectors per block, their
+ * rounds interleaved (DO_U64_ILP; RUMUS_DROPOUT_ILP=1..4, as for
+ * dropout_vec) and blocks per work-item (DO_U64_REP; RUMUS_DROPOUT_REP=
+ * 1..9): 128 elements a work-item.  2 x 4 calls kept the AVX2 state in
+ * registers (3 or 4 spilled and ran slower); 4 blocks spread the
+ * work-item's fixed costs (about 10% of the time at 1 block). */
 #define DO_W 4
 #define DO_U64_ILP 2
+#define DO_U64_REP 4
 #define DO_LS_CPU 16
 #define DO_LS_GPU 256
 
@@ -50,6 +55,7 @@ typedef struct {
   size_t groups, ls; /* groups per work-item, DO_LS */
   int ilp;           /* DO_ILP or DO_U64_ILP */
   int w;             /* DO_W */
+  int rep;           /* DO_U64_REP */
   const char *kernel;
 } geom;
 
@@ -73,9 +79,17 @@ static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
   const int gpu = rumus__gpu_variant(ctx), vec = !gpu && cpu_vec();
   g->storage = storage;
   g->align4 = align4;
-  g->ilp = env_digit("RUMUS_DROPOUT_ILP", 1, 4, vec ? DO_ILP : DO_U64_ILP);
-  g->w = env_digit("RUMUS_DROPOUT_W", 8, 8, DO_W);
-  g->groups = gpu ? 1 : vec ? (size_t)DO_VEC * g->ilp : (size_t)g->w * g->ilp;
+  /* The knobs shape the CPU kernels only: the GPU variant's program keeps
+   * its options (and its cache entry) whatever they say. */
+  g->ilp = gpu ? DO_U64_ILP
+               : env_digit("RUMUS_DROPOUT_ILP", 1, 4,
+                           vec ? DO_ILP : DO_U64_ILP);
+  g->w = gpu ? DO_W : env_digit("RUMUS_DROPOUT_W", 8, 8, DO_W);
+  g->rep =
+      gpu ? DO_U64_REP : env_digit("RUMUS_DROPOUT_REP", 1, 9, DO_U64_REP);
+  g->groups = gpu   ? 1
+              : vec ? (size_t)DO_VEC * g->ilp
+                    : (size_t)g->w * g->ilp * g->rep;
   g->kernel = gpu ? "dropout" : vec ? "dropout_vec" : "dropout_u64";
   g->ls = ctx->opt_wg ? (size_t)ctx->opt_wg : gpu ? DO_LS_GPU : DO_LS_CPU;
   while (g->ls > ctx->max_wg) g->ls /= 2;
@@ -88,8 +102,9 @@ static void dropout_options(const rumus_ctx *ctx, const geom *g, char *buf,
   rumus__options_head(head, sizeof head, g->storage, rumus__reduce_wg(ctx),
                       g->align4);
   snprintf(buf, len,
-           "%s -DDO_VEC=%d -DDO_ILP=%d -DDO_W=%d -DDO_U64_ILP=%d -DDO_LS=%zu",
-           head, DO_VEC, g->ilp, g->w, g->ilp, g->ls);
+           "%s -DDO_VEC=%d -DDO_ILP=%d -DDO_W=%d -DDO_U64_ILP=%d "
+           "-DDO_U64_REP=%d -DDO_LS=%zu",
+           head, DO_VEC, g->ilp, g->w, g->ilp, g->rep, g->ls);
 }
 
 /* p in [0, 1] (NaN fails both tests); in, out floating, of one type and
