@@ -8,10 +8,11 @@
  * element counts (the tensors are flat).  The mask is the same on every
  * variant and work-group size; the variant only picks the kernel: one
  * group of 4 elements (one Philox call) per work-item in groups of 256 on
- * GPUs (dropout); on PoCL, in groups of 16, DO_U64_ILP vectors of DO_W
- * calls per work-item, a call per 64-bit lane (dropout_u64), or, under
- * RUMUS_DROPOUT_CPU=vec, DO_ILP batches of DO_VEC groups in 32-bit lanes
- * (dropout_vec, the kernel before dropout_u64).
+ * GPUs (dropout); on PoCL, in groups of 16, DO_U64_REP blocks of
+ * DO_U64_ILP vectors of DO_W calls per work-item, a call per 64-bit lane
+ * (dropout_u64), or, under RUMUS_DROPOUT_CPU=vec, DO_ILP batches of
+ * DO_VEC groups in 32-bit lanes (dropout_vec, the kernel before
+ * dropout_u64).
  * RUMUS_OPT_WORKGROUP_SIZE, when set, is the local size on both.
  */
 #include <math.h>
