@@ -12,8 +12,12 @@
  *           offsets, forward and backward, F32 / F16 / BF16, both
  *           variants; the bytes are identical between the variants and
  *           between work-group sizes (RUMUS_OPT_WORKGROUP_SIZE 64 and the
- *           defaults), and the CPU variant's 1 to 4 batches of 16 groups
- *           per work-item give the reference's; the keep rate over 10^6
+ *           defaults), and each shape of the CPU variant's two kernels
+ *           (dropout_u64: 4 or 8 calls per vector, 1 to 4 vectors, 1 to
+ *           3 blocks per work-item; dropout_vec: 1 to 4 batches of 16
+ *           groups) runs and gives the reference's results and the GPU
+ *           variant kernel's bytes around its spans, at offsets with
+ *           both counter words nonzero; the keep rate over 10^6
  *           elements is within 6 sigma
  *           of the binomial's mean n (1 - p), offsets o and o + 1 and
  *           two seeds give masks that agree on a fraction within 6 sigma
@@ -233,33 +237,81 @@ START_TEST(same_bits_everywhere) {
 }
 END_TEST
 
-/* The CPU variant's batches per work-item (RUMUS_DROPOUT_ILP = _i + 1:
- * 64 (_i + 1) elements a work-item, the rest group by group): the
- * reference's mask and values on sizes around those spans, storage F32
- * and BF16, forward. */
-START_TEST(cpu_batches) {
-  static const size_t SIZES[] = {63, 64, 65, 257, 1001, 100003};
-  char ilp[2] = {(char)('1' + _i), '\0'};
-  setenv("RUMUS_DROPOUT_ILP", ilp, 1);
-  rumus_ctx *ctx = tu_ctx();
-  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
-  for (int t = 0; t < 2; t++) {
-    const rumus_dtype d = t ? RUMUS_BF16 : RUMUS_F32;
+/* The CPU variant's kernels and their shapes (environment settings;
+ * NULL unsets): dropout_u64 (the default) at 4 or 8 calls per vector, 1
+ * to 4 vectors per block, 1 to 3 blocks per work-item, and dropout_vec
+ * (RUMUS_DROPOUT_CPU=vec) at 1 to 4 batches of 16 groups. */
+static const struct {
+  const char *cpu, *ilp, *w, *rep, *kernel;
+} CPU_CFG[] = {
+    {NULL, NULL, NULL, NULL, "dropout_u64"},
+    {"u64", "1", "4", "1", "dropout_u64"},
+    {"u64", "3", "4", "2", "dropout_u64"},
+    {"u64", "4", "4", "3", "dropout_u64"},
+    {"u64", "1", "8", "1", "dropout_u64"},
+    {"u64", "2", "8", "3", "dropout_u64"},
+    {"vec", "1", NULL, NULL, "dropout_vec"},
+    {"vec", "2", NULL, NULL, "dropout_vec"},
+    {"vec", "3", NULL, NULL, "dropout_vec"},
+    {"vec", "4", NULL, NULL, "dropout_vec"},
+};
+enum { N_CPU_CFG = sizeof CPU_CFG / sizeof CPU_CFG[0] };
+
+static void set_env(const char *name, const char *value) {
+  if (value)
+    setenv(name, value, 1);
+  else
+    unsetenv(name);
+}
+
+static void set_cpu_cfg(int c) {
+  set_env("RUMUS_DROPOUT_CPU", c < 0 ? NULL : CPU_CFG[c].cpu);
+  set_env("RUMUS_DROPOUT_ILP", c < 0 ? NULL : CPU_CFG[c].ilp);
+  set_env("RUMUS_DROPOUT_W", c < 0 ? NULL : CPU_CFG[c].w);
+  set_env("RUMUS_DROPOUT_REP", c < 0 ? NULL : CPU_CFG[c].rep);
+}
+
+/* CPU kernel configuration _i (and the named kernel runs) on sizes around
+ * its spans per work-item, the rest group by group: forward and backward
+ * give the reference's mask and values (F32, BF16) and the same bytes as
+ * the GPU variant's kernel (F32, F16), under keys whose offsets have
+ * both words nonzero. */
+START_TEST(cpu_kernels) {
+  static const size_t SIZES[] = {1, 63, 64, 65, 129, 257, 1001, 4099, 100003};
+  static const uint64_t KEYS[][2] = {
+      {0x0123456789abcdefull, 0xfedcba9876543210ull},
+      {0xffffffff00000001ull, 0x00000001ffffffffull}};
+  set_cpu_cfg(_i);
+  rumus_ctx *ctx = tu_profiling_ctx();
+  for (int t = 0; t < 3; t++) {
+    const rumus_dtype d = tu_dtypes[t];
     for (size_t s = 0; s < sizeof SIZES / sizeof SIZES[0]; s++) {
       const size_t n = SIZES[s];
       float *x = inputs(d, 30 + s, n);
-      float *got = run_op(ctx, d, 0, 0.4f, 0x0123456789abcdefull,
-                          0xfedcba9876543210ull, x, n);
+      const int c = (int)(s % 2), k = (int)(s / 2 % 2);
+      const uint64_t seed = KEYS[c][0], off = KEYS[c][1];
+      tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+      float *got = run_op(ctx, d, k, 0.4f, seed, off, x, n);
+      ck_assert_msg(tu_kernel_ran(ctx, CPU_CFG[_i].kernel), "%s did not run",
+                    CPU_CFG[_i].kernel);
       char what[64];
-      snprintf(what, sizeof what, "cpu_ilp%s_%s_n%zu", ilp,
+      snprintf(what, sizeof what, "cpu_cfg%d_%s_%s_n%zu", _i, OP_NAMES[k],
                tu_dtype_name(d), n);
-      check_result(what, d, 0.4f, 0x0123456789abcdefull,
-                   0xfedcba9876543210ull, x, got, n);
+      if (d != RUMUS_F16)
+        check_result(what, d, 0.4f, seed, off, x, got, n);
+      if (d != RUMUS_BF16) {
+        tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+        float *gpu = run_op(ctx, d, k, 0.4f, seed, off, x, n);
+        ck_assert_msg(tu_kernel_ran(ctx, "dropout"), "dropout did not run");
+        ck_assert_msg(memcmp(got, gpu, n * sizeof *got) == 0,
+                      "%s: other bits than the GPU variant's", what);
+        free(gpu);
+      }
       free(got);
       free(x);
     }
   }
-  unsetenv("RUMUS_DROPOUT_ILP");
+  set_cpu_cfg(-1);
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -584,7 +636,7 @@ int main(void) {
   tcase_add_loop_test(core, philox_known_answer_device, 0, 2);
   tcase_add_loop_test(core, matches_reference, 0, 3);
   tcase_add_loop_test(core, same_bits_everywhere, 0, 2);
-  tcase_add_loop_test(core, cpu_batches, 0, 4);
+  tcase_add_loop_test(core, cpu_kernels, 0, N_CPU_CFG);
   tcase_add_loop_test(core, keep_rate_and_independence, 0, 2);
   tcase_add_test(core, bwd_finite_differences);
   suite_add_tcase(s, core);

@@ -8,13 +8,17 @@
  * element counts (the tensors are flat).  The mask is the same on every
  * variant and work-group size; the variant only picks the kernel: one
  * group of 4 elements (one Philox call) per work-item in groups of 256 on
- * GPUs (dropout), DO_ILP batches of DO_VEC groups per work-item in SIMD
- * lanes, in groups of 16, on PoCL (dropout_vec).
+ * GPUs (dropout); on PoCL, in groups of 16, DO_U64_REP blocks of
+ * DO_U64_ILP vectors of DO_W calls per work-item, a call per 64-bit lane
+ * (dropout_u64), or, under RUMUS_DROPOUT_CPU=vec, DO_ILP batches of
+ * DO_VEC groups in 32-bit lanes (dropout_vec, the kernel before
+ * dropout_u64).
  * RUMUS_OPT_WORKGROUP_SIZE, when set, is the local size on both.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -32,6 +36,16 @@ static const char *const FILE_CL = "dropout.cl";
  * interleaved (cl/dropout.cl's DO_ILP; RUMUS_DROPOUT_ILP=1..4 overrides:
  * sweeps). */
 #define DO_ILP 4
+/* dropout_u64's calls per vector (DO_W: 4, a 256-bit register of 64-bit
+ * lanes; RUMUS_DROPOUT_W=8 for 512-bit ones), vectors per block, their
+ * rounds interleaved (DO_U64_ILP; RUMUS_DROPOUT_ILP=1..4, as for
+ * dropout_vec) and blocks per work-item (DO_U64_REP; RUMUS_DROPOUT_REP=
+ * 1..9): 128 elements a work-item.  2 x 4 calls kept the AVX2 state in
+ * registers (3 or 4 spilled and ran slower); 4 blocks spread the
+ * work-item's fixed costs (about 10% of the time at 1 block). */
+#define DO_W 4
+#define DO_U64_ILP 2
+#define DO_U64_REP 4
 #define DO_LS_CPU 16
 #define DO_LS_GPU 256
 
@@ -39,26 +53,45 @@ static const char *const FILE_CL = "dropout.cl";
 typedef struct {
   rumus_dtype storage;
   int align4;
-  size_t groups, ls; /* groups per work-item (1 or DO_VEC DO_ILP), DO_LS */
-  int ilp;           /* DO_ILP */
+  size_t groups, ls; /* groups per work-item, DO_LS */
+  int ilp;           /* DO_ILP or DO_U64_ILP */
+  int w;             /* DO_W */
+  int rep;           /* DO_U64_REP */
   const char *kernel;
 } geom;
 
-/* DO_ILP: RUMUS_DROPOUT_ILP when it is 1 to 4, else DO_ILP. */
-static int do_ilp(void) {
-  const char *v = getenv("RUMUS_DROPOUT_ILP");
-  if (v && v[0] >= '1' && v[0] <= '4' && v[1] == '\0') return v[0] - '0';
-  return DO_ILP;
+/* A digit lo .. hi from environment variable name, else def. */
+static int env_digit(const char *name, int lo, int hi, int def) {
+  const char *v = getenv(name);
+  if (v && v[0] >= '0' + lo && v[0] <= '0' + hi && v[1] == '\0')
+    return v[0] - '0';
+  return def;
+}
+
+/* The CPU variant's kernel: dropout_vec under RUMUS_DROPOUT_CPU=vec, else
+ * dropout_u64. */
+static int cpu_vec(void) {
+  const char *v = getenv("RUMUS_DROPOUT_CPU");
+  return v != NULL && strcmp(v, "vec") == 0;
 }
 
 static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
                      geom *g) {
-  const int gpu = rumus__gpu_variant(ctx);
+  const int gpu = rumus__gpu_variant(ctx), vec = !gpu && cpu_vec();
   g->storage = storage;
   g->align4 = align4;
-  g->ilp = do_ilp();
-  g->groups = gpu ? 1 : DO_VEC * g->ilp;
-  g->kernel = gpu ? "dropout" : "dropout_vec";
+  /* The knobs shape the CPU kernels only: the GPU variant's program keeps
+   * its options (and its cache entry) whatever they say. */
+  g->ilp = gpu ? DO_U64_ILP
+               : env_digit("RUMUS_DROPOUT_ILP", 1, 4,
+                           vec ? DO_ILP : DO_U64_ILP);
+  g->w = gpu ? DO_W : env_digit("RUMUS_DROPOUT_W", 8, 8, DO_W);
+  g->rep =
+      gpu ? DO_U64_REP : env_digit("RUMUS_DROPOUT_REP", 1, 9, DO_U64_REP);
+  g->groups = gpu   ? 1
+              : vec ? (size_t)DO_VEC * g->ilp
+                    : (size_t)g->w * g->ilp * g->rep;
+  g->kernel = gpu ? "dropout" : vec ? "dropout_vec" : "dropout_u64";
   g->ls = ctx->opt_wg ? (size_t)ctx->opt_wg : gpu ? DO_LS_GPU : DO_LS_CPU;
   while (g->ls > ctx->max_wg) g->ls /= 2;
 }
@@ -69,8 +102,10 @@ static void dropout_options(const rumus_ctx *ctx, const geom *g, char *buf,
   char head[96];
   rumus__options_head(head, sizeof head, g->storage, rumus__reduce_wg(ctx),
                       g->align4);
-  snprintf(buf, len, "%s -DDO_VEC=%d -DDO_ILP=%d -DDO_LS=%zu", head, DO_VEC,
-           g->ilp, g->ls);
+  snprintf(buf, len,
+           "%s -DDO_VEC=%d -DDO_ILP=%d -DDO_W=%d -DDO_U64_ILP=%d "
+           "-DDO_U64_REP=%d -DDO_LS=%zu",
+           head, DO_VEC, g->ilp, g->w, g->ilp, g->rep, g->ls);
 }
 
 /* p in [0, 1] (NaN fails both tests); in, out floating, of one type and
@@ -112,7 +147,7 @@ static int launch(rumus_ctx *ctx, const char *op, float p, uint64_t seed,
                   rumus_tensor *out) {
   const rumus_tensor *ts[2] = {in, out};
   geom g;
-  char opts[160];
+  char opts[192];
   get_geom(ctx, in->dtype, rumus__align4(ctx, ts, 2, 0), &g);
   dropout_options(ctx, &g, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, g.kernel};
@@ -167,7 +202,7 @@ int rumus__dropout_warm(rumus_ctx *ctx) {
   const int aligns = rumus__gpu_variant(ctx) ? 2 : 1;
   for (int align4 = 0; align4 < aligns; align4++) {
     geom g;
-    char opts[160];
+    char opts[192];
     cl_program prog;
     get_geom(ctx, RUMUS_F32, align4, &g);
     dropout_options(ctx, &g, opts, sizeof opts);
