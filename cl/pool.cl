@@ -2510,6 +2510,46 @@ void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                    io, ks, pd, cip, divisor);
 }
 
+/* Windows that tile the image (kernel = stride, no padding, H = kh OH,
+ * W = kw OW, kw 1, 2 or 4, OW >= 4; the host checks): output rows [r0,
+ * r1) of the N C OH rows.  An output row's kh dx rows follow one another
+ * in memory, and each of its inputs takes 0 + dy / divisor
+ * (avgpool_bwd_map's value and bits), so a work-item reads dy rows and
+ * writes dx in full vectors: no per-row divisions and no row copies,
+ * which took most of the rows kernel's time on rows of 56. */
+inline void avgpool_bwd_tile_rows(global const real_t *dy, global real_t *dx,
+                                  size_t r0, size_t r1, long4 io, long4 ks,
+                                  int divisor) {
+  const long W = io.s1, OW = io.s3, kh = ks.s0, kw = ks.s1;
+  const float d = divisor > 0 ? (float)divisor : (float)(kh * kw);
+  const long n = OW >= 8 ? 8 : 4, l = OW - n;
+  for (size_t r = r0; r < r1; r++) {
+    global const real_t *gr = dy + r * (size_t)OW;
+    global real_t *dr = dx + r * (size_t)(kh * W);
+    POOL_BLOCKS(o, 0, l, n) {
+      if (n == 8) {
+        const float8 g = 0.0f + POOL_LDN(8, gr, o) / d;
+        for (long i = 0; i < kh; i++) pool_spread8(g, kw, dr + i * W, o * kw);
+      } else {
+        const float4 g = 0.0f + POOL_LDN(4, gr, o) / d;
+        for (long i = 0; i < kh; i++) pool_spread4(g, kw, dr + i * W, o * kw);
+      }
+      if (o == l) break;
+    }
+  }
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void avgpool2d_bwd_tiles(ulong n, ulong base, global const real_t *dy,
+                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
+                         long4 ks, long4 pd, int cip, int divisor, ulong rows,
+                         uint rpw) {
+  POOL_ITEM(n, base);
+  const size_t r0 = item * (size_t)rpw;
+  avgpool_bwd_tile_rows(dy + dyo, dx + dxo, r0,
+                        min(r0 + (size_t)rpw, (size_t)rows), io, ks, divisor);
+}
+
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void adaptive_avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                                  ulong dyo, global real_t *dx, ulong dxo,

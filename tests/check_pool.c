@@ -1213,6 +1213,85 @@ START_TEST(max_bwd_tiles) {
 }
 END_TEST
 
+/* ---- limits: the CPU variant's newer kernels ------------------------------ */
+
+/* Average backward shapes whose windows tile the image (kernel = stride,
+ * no padding, H = kh OH, W = kw OW, kw 1, 2 or 4, OW >= 4): the CPU
+ * variant's avgpool2d_bwd_tiles.  8 and 4 lanes, the last block moved
+ * back (OW 11, 5), a divisor, count_include_pad off, over 512 output rows
+ * (several a work-item, across planes). */
+static const pool_case AVG_TILE_CASES[] = {
+    {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 2, 8, 44, {4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 2, 4, 8, {2, 2, 2, 2, 0, 0, 1, 1, 1, 0, 3}},
+    {2, 2, 6, 22, {2, 2, 2, 2, 0, 0, 1, 1, 0, 0, 0}},
+    {1, 3, 9, 20, {3, 4, 3, 4, 0, 0, 1, 1, 0, 1, 0}},
+    {2, 2, 5, 9, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 2, 4, 10, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {4, 40, 6, 34, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+};
+
+/* rumus_avgpool2d_bwd of avg tile case k, storage d, on the CPU variant
+ * at element offset odd: RUMUS_POOL_CPU=old (the rows kernel), then the
+ * default, which must run avgpool2d_bwd_tiles: the same bits, against
+ * the reference, guards intact. */
+static void avg_tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d,
+                          size_t odd) {
+  const pool_case *pc = &AVG_TILE_CASES[k];
+  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
+  size_t oh, ow;
+  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
+  const size_t out[4] = {pc->n, pc->c, oh, ow};
+  const size_t planes = pc->n * pc->c, nin = planes * pc->h * pc->w,
+               nout = planes * oh * ow;
+  tu_rng r;
+  tu_rng_seed(&r, 400 + k);
+  float *g = rand_typed(&r, d, nout, -1, 1);
+  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, odd);
+  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
+  double *want = tu_malloc(nin * sizeof *want), ba, br;
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  char name[96];
+  snprintf(name, sizeof name, "avgpool2d_bwd_tiles_%s_case%zu_at%zu",
+           tu_dtype_name(d), k, odd);
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  setenv("RUMUS_POOL_CPU", "old", 1);
+  TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, gg.t, gdx.t));
+  unsetenv("RUMUS_POOL_CPU");
+  ck_assert_msg(!tu_kernel_ran(ctx, "avgpool2d_bwd_tiles"), "%s: old ran it",
+                name);
+  float *old = tu_download_f32(ctx, gdx.t);
+  poison(gdx.t);
+  TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, gg.t, gdx.t));
+  ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_bwd_tiles"), "%s: not run",
+                name);
+  float *got = tu_download_f32(ctx, gdx.t);
+  const ref_pool2d rp = ref_of(&pc->p);
+  ref_avgpool2d_bwd(g, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                    (long)ow, want);
+  tu_check_close(name, got, want, nin, ba, br);
+  check_same_bits(name, old, got, nin * sizeof *got);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_guarded_check_free(ctx, &gg);
+  tu_guarded_check_free(ctx, &gdx);
+  free(old);
+  free(got);
+  free(g);
+  free(want);
+}
+
+START_TEST(cpu_avg_bwd_tiles) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  for (size_t k = 0; k < sizeof AVG_TILE_CASES / sizeof AVG_TILE_CASES[0];
+       k++) {
+    avg_tile_case(ctx, k, d, 0);
+    avg_tile_case(ctx, k, d, 3);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Indices outside the plane, or inside it but outside their window, are
  * caught on the device: RUMUS_EINDEX at the next sync, naming the index
  * and its position; the other outputs' gradients still arrive, and the
@@ -1321,6 +1400,7 @@ int main(void) {
   tcase_add_loop_test(limits, odd_offsets, 0, 3);
   tcase_add_loop_test(limits, k2_offsets, 0, 3);
   tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
+  tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

@@ -716,6 +716,33 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   return run_rows(ctx, op, "avgpool2d_fwd", y, args, 11);
 }
 
+/* Whether the CPU variant's new kernels may run: RUMUS_POOL_CPU=old keeps
+ * the row kernels they replace (to compare the two in one build). */
+static int pool_cpu_new(const rumus_ctx *ctx) {
+  const char *v = getenv("RUMUS_POOL_CPU");
+  return !rumus__gpu_variant(ctx) && (v == NULL || strcmp(v, "old") != 0);
+}
+
+/* CPU variant: windows that tile the image (kernel = stride, 1, 2 or 4
+ * wide, no padding, H = kh OH, W = kw OW, OW >= 4) run
+ * avgpool2d_bwd_tiles over the N C OH output rows (each writes its kh dx
+ * rows in vectors; the bits of avgpool2d_bwd_rows).  1 if it ran (*rc its
+ * status). */
+static int avg_bwd_tiles(rumus_ctx *ctx, const char *op, const pool_call *c,
+                         const rumus_tensor *dx, const rumus__arg *args,
+                         int *rc) {
+  const cl_long H = c->io.s[0], W = c->io.s[1], OH = c->io.s[2],
+                OW = c->io.s[3], kh = c->ks.s[0], kw = c->ks.s[1];
+  if (!pool_cpu_new(ctx) || kh != c->ks.s[2] || kw != c->ks.s[3] ||
+      c->pd.s[0] != 0 || c->pd.s[1] != 0 || H != kh * OH || W != kw * OW ||
+      OW < 4 || (kw != 1 && kw != 2 && kw != 4))
+    return 0;
+  *rc = run_row_items(ctx, op, "avgpool2d_bwd_tiles", dx->dtype,
+                      dx->shape[0] * dx->shape[1] * (size_t)OH,
+                      (size_t)(kh * W), args, 11);
+  return 1;
+}
+
 int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *dy, rumus_tensor *dx) {
   const char *op = "rumus_avgpool2d_bwd";
@@ -752,6 +779,8 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
     return run_items(ctx, op, dx->dtype, "avgpool2d_bwd_q", dx->numel, aq, 13,
                      pool_ls(ctx));
   }
+  int rc;
+  if (avg_bwd_tiles(ctx, op, &c, dx, args, &rc)) return rc;
   return run_rows(ctx, op, "avgpool2d_bwd", dx, args, 11);
 }
 
