@@ -940,6 +940,50 @@ POOL_INLINE void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
   avgpool_bwd_cols(gp, dr, l + n, W, oh0, oh1, io, ks, pd, cip, divisor);
 }
 
+/* Non-temporal stores (past the caches, no read of the line first): the
+ * host passes -DPOOL_NT=1 for F32 programs of the CPU variant on a CPU
+ * device only, and sets a kernel's nt flag where the output outgrows the
+ * last-level cache (the next op would not find it there anyway).  Writes
+ * then cost their bytes once instead of twice (the line's read for
+ * ownership): on the 2-vCPU EPYC a 100 MB fill took 3.8 ms instead of
+ * 5.8. */
+#if defined(POOL_NT) && defined(__has_builtin)
+#if __has_builtin(__builtin_nontemporal_store)
+#define POOL_NT_STORES 1
+#endif
+#endif
+#ifndef POOL_NT_STORES
+#define POOL_NT_STORES 0
+#endif
+
+/* 8 floats v to p + i: non-temporal where nt and p + i is aligned to 32
+ * bytes (the vector store's alignment), else POOL_STN. */
+#if POOL_NT_STORES
+inline void pool_st8(float8 v, global real_t *p, long i, int nt) {
+  if (nt && ((size_t)(p + i) & 31) == 0)
+    __builtin_nontemporal_store(v, (global float8 *)(p + i));
+  else
+    POOL_STN(8, v, p, i);
+}
+#else
+inline void pool_st8(float8 v, global real_t *p, long i, int nt) {
+  POOL_STN(8, v, p, i);
+}
+#endif
+
+/* 16 floats (a, b) to p + i, as pool_st8 (float8 halves: PoCL warns of
+ * float16 arguments on AVX2). */
+inline void pool_st8x2(float8 a, float8 b, global real_t *p, long i, int nt) {
+  pool_st8(a, p, i, nt);
+  pool_st8(b, p, i + 8, nt);
+}
+
+/* Orders a work-item's non-temporal stores before the kernel's end (x86
+ * keeps them out of the usual store order). */
+inline void pool_nt_fence(int nt) {
+  if (POOL_NT_STORES && nt) write_mem_fence(CLK_GLOBAL_MEM_FENCE);
+}
+
 /* The index check of 8 outputs from o of output row oh, without
  * dilation: t is in output ow's window iff t - ((hs + i) W + ws) is in
  * [max(0, -ws), min(kw, W - ws)) for one of its rows hs + i inside the
@@ -1049,6 +1093,43 @@ inline int maxpool_bwd_span(long4 io, long4 ks, long4 pd, long *f, long *l) {
   return io.s1 >= 16 && *l >= *f;
 }
 
+/* 3 wide windows of stride 2 and padding 1 along w (no dilation), W even
+ * and at least 16: blocks of 16 inputs from w0 = 2 m0 (m0 = 0, 8, ...;
+ * the last moved back to end with the row), so the stores fall on whole
+ * vectors (non-temporal where nt and aligned) and no input is left for
+ * maxpool_bwd_edge.  Lane l's even input w0 + 2 l lies in output m0 + l's
+ * window only, its odd input in m0 + l's and m0 + l + 1's (none past the
+ * row's last output: that lane adds +0, which leaves a sum that started
+ * at +0 the same bits).  The terms and their order are maxpool_bwd_cols'. */
+inline void maxpool_bwd_vec3(global const int *ip, global const real_t *gp,
+                             global real_t *dr, long h, long m0, long oh0,
+                             long oh1, long4 io, int nt) {
+  const long OW = io.s3, w0 = 2 * m0;
+  const int8 qe = (int)(h * io.s1 + w0) + 2 * POOL_LANES8, qo = qe + 1;
+  const int last = m0 + 8 >= OW;
+  float8 e = 0.0f, o = 0.0f;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    global const int *ir = ip + oh * OW + m0;
+    global const real_t *gr = gp + oh * OW + m0;
+    const int8 t = vload8(0, ir);
+    const float8 g = POOL_LDN(8, gr, 0);
+    int8 tn;
+    float8 gn;
+    if (last) {
+      tn = (int8)(t.s123, t.s4567, -1);
+      gn = (float8)(g.s123, g.s4567, 0.0f);
+    } else {
+      tn = vload8(0, ir + 1);
+      gn = POOL_LDN(8, gr, 1);
+    }
+    e += select((float8)0.0f, g, t == qe);
+    o += select((float8)0.0f, g, t == qo);
+    o += select((float8)0.0f, gn, tn == qo);
+  }
+  const float16 eo = (float16)(e, o);
+  pool_st8x2(eo.s08192a3b, eo.s4c5d6e7f, dr, w0, nt);
+}
+
 /* Input row `row` of the N C H rows: checks the indices of output rows
  * h, h + H, ..., then sums (vector blocks where maxpool_bwd_span finds
  * them, the rest one input at a time). */
@@ -1078,6 +1159,31 @@ POOL_INLINE void maxpool_bwd_row(global const real_t *dy,
   }
   maxpool_bwd_edge(ip, gp, dr, h, 2 * l - pd.s1 + 16, W, oh0, oh1, io, ks,
                    pd);
+}
+
+/* maxpool_bwd_row for maxpool2d_bwd_k3rows (3 wide windows of stride 2,
+ * padding 1 along w, no dilation, W even and at least 16: the host
+ * checks): the index check, then maxpool_bwd_vec3's blocks over the
+ * whole row. */
+POOL_INLINE void maxpool_bwd_k3row(global const real_t *dy,
+                                   global const int *idx, global real_t *dx,
+                                   size_t plane, long h, long4 io, long4 ks,
+                                   long4 pd, volatile global int *status,
+                                   int nt) {
+  const size_t row = plane * (size_t)io.s0 + (size_t)h;
+  const long W = io.s1;
+  const size_t out0 = plane * (size_t)(io.s2 * io.s3);
+  global const int *ip = idx + out0;
+  global const real_t *gp = dy + out0;
+  for (long oh = h; oh < io.s2; oh += io.s0)
+    maxpool_check_row(ip, plane, oh, io, ks, pd, status);
+  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
+  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+  global real_t *dr = dx + row * (size_t)W;
+  POOL_BLOCKS(m, 0, W / 2 - 8, 8) {
+    maxpool_bwd_vec3(ip, gp, dr, h, m, oh0, oh1, io, nt);
+    if (m == W / 2 - 8) break;
+  }
 }
 
 /* ---- CPU variant: adaptive pooling to 1 x 1 ------------------------------
@@ -2430,6 +2536,17 @@ void maxpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                                    io, ks, pd, status));
 }
 
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void maxpool2d_bwd_k3rows(ulong n, ulong base, global const real_t *dy,
+                          ulong dyo, global const int *idx, ulong io_,
+                          global real_t *dx, ulong dxo, long4 io, long4 ks,
+                          long4 pd, volatile global int *status, int nt,
+                          ulong rows, uint rpw) {
+  POOL_ROWS(io.s0, maxpool_bwd_k3row(dy + dyo, idx + io_, dx + dxo, plane_,
+                                     h_, io, ks, pd, status, nt));
+  pool_nt_fence(nt);
+}
+
 /* 1 in the F32 program: maxpool2d_bwd_planes works on floats. */
 #define POOL_PLANES_F32 1
 #define POOL_PLANES_F16 0
@@ -2510,16 +2627,30 @@ void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                    io, ks, pd, cip, divisor);
 }
 
+/* pool_spread8 for windows 1, 2 or 4 wide, non-temporal where nt. */
+inline void pool_spread8_nt(float8 g, long s, global real_t *dr, long w,
+                            int nt) {
+  if (s == 1) {
+    pool_st8(g, dr, w, nt);
+  } else if (s == 2) {
+    pool_st8x2(g.s00112233, g.s44556677, dr, w, nt);
+  } else {
+    pool_st8x2(g.s00001111, g.s22223333, dr, w, nt);
+    pool_st8x2(g.s44445555, g.s66667777, dr, w + 16, nt);
+  }
+}
+
 /* Windows that tile the image (kernel = stride, no padding, H = kh OH,
  * W = kw OW, kw 1, 2 or 4, OW >= 4; the host checks): output rows [r0,
  * r1) of the N C OH rows.  An output row's kh dx rows follow one another
  * in memory, and each of its inputs takes 0 + dy / divisor
  * (avgpool_bwd_map's value and bits), so a work-item reads dy rows and
- * writes dx in full vectors: no per-row divisions and no row copies,
- * which took most of the rows kernel's time on rows of 56. */
+ * writes dx in full vectors (non-temporal where nt): no per-row
+ * divisions and no row copies, which took most of the rows kernel's time
+ * on rows of 56. */
 inline void avgpool_bwd_tile_rows(global const real_t *dy, global real_t *dx,
                                   size_t r0, size_t r1, long4 io, long4 ks,
-                                  int divisor) {
+                                  int divisor, int nt) {
   const long W = io.s1, OW = io.s3, kh = ks.s0, kw = ks.s1;
   const float d = divisor > 0 ? (float)divisor : (float)(kh * kw);
   const long n = OW >= 8 ? 8 : 4, l = OW - n;
@@ -2529,7 +2660,8 @@ inline void avgpool_bwd_tile_rows(global const real_t *dy, global real_t *dx,
     POOL_BLOCKS(o, 0, l, n) {
       if (n == 8) {
         const float8 g = 0.0f + POOL_LDN(8, gr, o) / d;
-        for (long i = 0; i < kh; i++) pool_spread8(g, kw, dr + i * W, o * kw);
+        for (long i = 0; i < kh; i++)
+          pool_spread8_nt(g, kw, dr + i * W, o * kw, nt);
       } else {
         const float4 g = 0.0f + POOL_LDN(4, gr, o) / d;
         for (long i = 0; i < kh; i++) pool_spread4(g, kw, dr + i * W, o * kw);
@@ -2537,17 +2669,19 @@ inline void avgpool_bwd_tile_rows(global const real_t *dy, global real_t *dx,
       if (o == l) break;
     }
   }
+  pool_nt_fence(nt);
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_bwd_tiles(ulong n, ulong base, global const real_t *dy,
                          ulong dyo, global real_t *dx, ulong dxo, long4 io,
-                         long4 ks, long4 pd, int cip, int divisor, ulong rows,
-                         uint rpw) {
+                         long4 ks, long4 pd, int cip, int divisor, int nt,
+                         ulong rows, uint rpw) {
   POOL_ITEM(n, base);
   const size_t r0 = item * (size_t)rpw;
   avgpool_bwd_tile_rows(dy + dyo, dx + dxo, r0,
-                        min(r0 + (size_t)rpw, (size_t)rows), io, ks, divisor);
+                        min(r0 + (size_t)rpw, (size_t)rows), io, ks, divisor,
+                        nt);
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)

@@ -1233,8 +1233,9 @@ static const pool_case AVG_TILE_CASES[] = {
 
 /* rumus_avgpool2d_bwd of avg tile case k, storage d, on the CPU variant
  * at element offset odd: RUMUS_POOL_CPU=old (the rows kernel), then the
- * default, which must run avgpool2d_bwd_tiles: the same bits, against
- * the reference, guards intact. */
+ * default, which must run avgpool2d_bwd_tiles, then with non-temporal
+ * stores forced (RUMUS_POOL_NT=1): the same bits, against the reference,
+ * guards intact. */
 static void avg_tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d,
                           size_t odd) {
   const pool_case *pc = &AVG_TILE_CASES[k];
@@ -1261,24 +1262,122 @@ static void avg_tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d,
   ck_assert_msg(!tu_kernel_ran(ctx, "avgpool2d_bwd_tiles"), "%s: old ran it",
                 name);
   float *old = tu_download_f32(ctx, gdx.t);
-  poison(gdx.t);
-  TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, gg.t, gdx.t));
-  ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_bwd_tiles"), "%s: not run",
-                name);
-  float *got = tu_download_f32(ctx, gdx.t);
   const ref_pool2d rp = ref_of(&pc->p);
   ref_avgpool2d_bwd(g, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
                     (long)ow, want);
-  tu_check_close(name, got, want, nin, ba, br);
-  check_same_bits(name, old, got, nin * sizeof *got);
+  for (int nt = 0; nt < 2; nt++) { /* then non-temporal stores forced */
+    poison(gdx.t);
+    if (nt) setenv("RUMUS_POOL_NT", "1", 1);
+    TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, gg.t, gdx.t));
+    unsetenv("RUMUS_POOL_NT");
+    ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_bwd_tiles"), "%s: not run",
+                  name);
+    float *got = tu_download_f32(ctx, gdx.t);
+    tu_check_close(name, got, want, nin, ba, br);
+    check_same_bits(name, old, got, nin * sizeof *got);
+    free(got);
+  }
   TU_OK(ctx, rumus_ctx_sync(ctx));
   tu_guarded_check_free(ctx, &gg);
   tu_guarded_check_free(ctx, &gdx);
   free(old);
-  free(got);
   free(g);
   free(want);
 }
+
+/* Max backward shapes of 3 x 3 windows (3 x 2 in one), stride 2,
+ * padding 1 along w, W even from 16: the CPU variant's
+ * maxpool2d_bwd_k3rows (the F32 rows from W = 64; below it F32 scatters
+ * by planes).  One block and several, the last moved back, the last
+ * output's window past the row's end or not (ceil mode), H odd and
+ * even, over 512 rows.  (bad_indices_at_row_ends runs it on wrong
+ * indices.) */
+static const pool_case MAX_K3_CASES[] = {
+    {1, 2, 7, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 1, 8, 34, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 5, 20, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},
+    {1, 2, 9, 64, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 1, 6, 66, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 1, 7, 80, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},
+    {1, 2, 6, 64, {2, 3, 2, 2, 0, 1, 1, 1, 0, 1, 0}},
+    {4, 20, 9, 64, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+};
+
+/* rumus_maxpool2d_bwd of max k3 case k, storage d, on the CPU variant at
+ * element offset odd: RUMUS_POOL_CPU=old, then the default (which must
+ * run maxpool2d_bwd_k3rows where the rows run), then with non-temporal
+ * stores forced (RUMUS_POOL_NT=1): the same bits, against the reference,
+ * guards intact. */
+static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
+  const pool_case *pc = &MAX_K3_CASES[k];
+  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
+  size_t oh, ow;
+  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
+  const size_t out[4] = {pc->n, pc->c, oh, ow};
+  const size_t planes = pc->n * pc->c, nin = planes * pc->h * pc->w,
+               nout = planes * oh * ow;
+  tu_rng r;
+  tu_rng_seed(&r, 500 + k);
+  float *x = rand_typed(&r, d, nin, -2, 2), *g = rand_typed(&r, d, nout, -1, 1);
+  tu_guarded gx = tu_guarded_typed_odd(ctx, d, 4, in, x, odd);
+  tu_guarded gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, odd);
+  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, odd);
+  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
+  tu_guarded gi = tu_guarded_tensor_at(ctx, RUMUS_I32, 4, out, NULL,
+                                       4096 + 4 * odd);
+  double *want = tu_malloc(nin * sizeof *want), ma, mr;
+  int32_t *idx = tu_malloc(nout * sizeof *idx);
+  tol_of(d, TOL_MAX_BWD, &ma, &mr);
+  char name[96];
+  snprintf(name, sizeof name, "maxpool2d_bwd_k3rows_%s_case%zu_at%zu",
+           tu_dtype_name(d), k, odd);
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx.t, gy.t, gi.t));
+  TU_OK(ctx, rumus_tensor_download(gi.t, idx, nout * sizeof *idx));
+  setenv("RUMUS_POOL_CPU", "old", 1);
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+  unsetenv("RUMUS_POOL_CPU");
+  ck_assert_msg(!tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows"), "%s: old ran it",
+                name);
+  float *old = tu_download_f32(ctx, gdx.t);
+  ref_maxpool2d_bwd(g, idx, planes, (long)pc->h, (long)pc->w, (long)oh,
+                    (long)ow, want);
+  const int planes_f32 = d == RUMUS_F32 && pc->w < 64;
+  for (int nt = 0; nt < 2; nt++) {
+    poison(gdx.t);
+    if (nt) setenv("RUMUS_POOL_NT", "1", 1);
+    TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+    unsetenv("RUMUS_POOL_NT");
+    ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows") == !planes_f32,
+                  "%s: k3rows %s", name, planes_f32 ? "ran" : "did not run");
+    float *got = tu_download_f32(ctx, gdx.t);
+    tu_check_close(name, got, want, nin, ma, mr);
+    check_same_bits(name, old, got, nin * sizeof *got);
+    free(got);
+  }
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_guarded_check_free(ctx, &gx);
+  tu_guarded_check_free(ctx, &gy);
+  tu_guarded_check_free(ctx, &gg);
+  tu_guarded_check_free(ctx, &gdx);
+  tu_guarded_check_free(ctx, &gi);
+  free(old);
+  free(x);
+  free(g);
+  free(want);
+  free(idx);
+}
+
+START_TEST(cpu_max_bwd_k3rows) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  for (size_t k = 0; k < sizeof MAX_K3_CASES / sizeof MAX_K3_CASES[0]; k++) {
+    max_k3_case(ctx, k, d, 0);
+    max_k3_case(ctx, k, d, 3);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
 
 START_TEST(cpu_avg_bwd_tiles) {
   rumus_ctx *ctx = tu_profiling_ctx();
@@ -1401,6 +1500,7 @@ int main(void) {
   tcase_add_loop_test(limits, k2_offsets, 0, 3);
   tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
+  tcase_add_loop_test(limits, cpu_max_bwd_k3rows, 0, 3);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

@@ -48,6 +48,25 @@ static size_t pool_ls(const rumus_ctx *ctx) {
   return ls;
 }
 
+/* Whether the program may store past the caches (cl/pool.cl's POOL_NT):
+ * F32 on the CPU variant of a CPU device (the compilers of GPUs are not
+ * asked to know the builtin). */
+static int pool_nt_program(const rumus_ctx *ctx, rumus_dtype storage) {
+  return storage == RUMUS_F32 && !ctx->is_gpu && !rumus__gpu_variant(ctx);
+}
+
+/* Outputs from this size on are stored past the caches where the program
+ * can (the last-level cache of the CPUs measured: 32 MiB). */
+#define NT_BYTES ((size_t)32 << 20)
+
+/* A kernel's nt flag for output t: RUMUS_POOL_NT=0 or 1 forces it. */
+static cl_int pool_nt(const rumus_ctx *ctx, const rumus_tensor *t) {
+  const char *v = getenv("RUMUS_POOL_NT");
+  if (!pool_nt_program(ctx, t->dtype)) return 0;
+  if (v != NULL) return strcmp(v, "0") != 0;
+  return rumus_tensor_nbytes(t) >= NT_BYTES;
+}
+
 /* The options of the family's program for `storage` (warm-up and
  * launches). */
 static void pool_options(const rumus_ctx *ctx, rumus_dtype storage, char *buf,
@@ -59,9 +78,10 @@ static void pool_options(const rumus_ctx *ctx, rumus_dtype storage, char *buf,
    * quotient differently in two of them, breaking the promise of the
    * same bits on both variants.  Correctly rounded division is the same
    * everywhere. */
-  snprintf(buf, len, "%s -DDEVERR_POOL_INDEX=%d -DROWS_WG=%d%s", head,
+  snprintf(buf, len, "%s -DDEVERR_POOL_INDEX=%d -DROWS_WG=%d%s%s", head,
            (int)RUMUS__DEVERR_POOL_INDEX, ROWS_WG,
-           ctx->cr_divide ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
+           ctx->cr_divide ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
+           pool_nt_program(ctx, storage) ? " -DPOOL_NT=1" : "");
 }
 
 /* Launches `kernel` over n elements in pieces of MAX_ITEMS; args[0] and
@@ -625,6 +645,31 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
 }
 
+/* Whether the CPU variant's new kernels may run: RUMUS_POOL_CPU=old keeps
+ * the row kernels they replace (to compare the two in one build). */
+static int pool_cpu_new(const rumus_ctx *ctx) {
+  const char *v = getenv("RUMUS_POOL_CPU");
+  return !rumus__gpu_variant(ctx) && (v == NULL || strcmp(v, "old") != 0);
+}
+
+/* The CPU variant's max backward by rows (args[0 .. 12)): for 3 wide
+ * windows of stride 2, padding 1 along w (no dilation) on rows of even
+ * width from 16, maxpool2d_bwd_k3rows (blocks aligned to the row, whole
+ * vector stores, non-temporal where pool_nt says; not under
+ * RUMUS_POOL_CPU=old), else maxpool2d_bwd_rows. */
+static int max_bwd_rows(rumus_ctx *ctx, const char *op, const pool_call *c,
+                        const rumus_tensor *dx, const rumus__arg *args) {
+  const cl_long W = c->io.s[1];
+  if (!pool_cpu_new(ctx) || c->ks.s[1] != 3 || c->ks.s[3] != 2 ||
+      c->pd.s[1] != 1 || c->pd.s[3] != 1 || W < 16 || W % 2 != 0)
+    return run_t_rows(ctx, op, "maxpool2d_bwd_rows", dx, args, 12);
+  rumus__arg a[13];
+  for (int i = 0; i < 12; i++) a[i] = args[i];
+  const cl_int nt = pool_nt(ctx, dx);
+  a[12] = RUMUS__ARG(nt);
+  return run_t_rows(ctx, op, "maxpool2d_bwd_k3rows", dx, a, 13);
+}
+
 int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *dy, const rumus_tensor *indices,
                         rumus_tensor *dx) {
@@ -684,7 +729,10 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (!rumus__gpu_variant(ctx) && dx->dtype == RUMUS_F32 && !max_bwd_vec(&c))
     return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_planes",
                      dx->shape[0] * dx->shape[1], args, 12, ROWS_WG);
-  return run_rows(ctx, op, "maxpool2d_bwd", dx, args, 12);
+  if (rumus__gpu_variant(ctx))
+    return run_items(ctx, op, dx->dtype, "maxpool2d_bwd", dx->numel, args, 12,
+                     pool_ls(ctx));
+  return max_bwd_rows(ctx, op, &c, dx, args);
 }
 
 /* ---- Average pooling ---------------------------------------------------- */
@@ -716,13 +764,6 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   return run_rows(ctx, op, "avgpool2d_fwd", y, args, 11);
 }
 
-/* Whether the CPU variant's new kernels may run: RUMUS_POOL_CPU=old keeps
- * the row kernels they replace (to compare the two in one build). */
-static int pool_cpu_new(const rumus_ctx *ctx) {
-  const char *v = getenv("RUMUS_POOL_CPU");
-  return !rumus__gpu_variant(ctx) && (v == NULL || strcmp(v, "old") != 0);
-}
-
 /* CPU variant: windows that tile the image (kernel = stride, 1, 2 or 4
  * wide, no padding, H = kh OH, W = kw OW, OW >= 4) run
  * avgpool2d_bwd_tiles over the N C OH output rows (each writes its kh dx
@@ -737,9 +778,13 @@ static int avg_bwd_tiles(rumus_ctx *ctx, const char *op, const pool_call *c,
       c->pd.s[0] != 0 || c->pd.s[1] != 0 || H != kh * OH || W != kw * OW ||
       OW < 4 || (kw != 1 && kw != 2 && kw != 4))
     return 0;
+  rumus__arg a[12];
+  for (int i = 0; i < 11; i++) a[i] = args[i];
+  const cl_int nt = pool_nt(ctx, dx);
+  a[11] = RUMUS__ARG(nt);
   *rc = run_row_items(ctx, op, "avgpool2d_bwd_tiles", dx->dtype,
                       dx->shape[0] * dx->shape[1] * (size_t)OH,
-                      (size_t)(kh * W), args, 11);
+                      (size_t)(kh * W), a, 12);
   return 1;
 }
 
