@@ -971,6 +971,17 @@ inline void pool_st8(float8 v, global real_t *p, long i, int nt) {
 }
 #endif
 
+/* pool_st8 for 8 ints (max pooling's indices). */
+inline void pool_st8i(int8 v, global int *p, long i, int nt) {
+#if POOL_NT_STORES
+  if (nt && ((size_t)(p + i) & 31) == 0) {
+    __builtin_nontemporal_store(v, (global int8 *)(p + i));
+    return;
+  }
+#endif
+  vstore8(v, 0, p + i);
+}
+
 /* 16 floats (a, b) to p + i, as pool_st8 (float8 halves: PoCL warns of
  * float16 arguments on AVX2). */
 inline void pool_st8x2(float8 a, float8 b, global real_t *p, long i, int nt) {
@@ -1184,6 +1195,125 @@ POOL_INLINE void maxpool_bwd_k3row(global const real_t *dy,
     maxpool_bwd_vec3(ip, gp, dr, h, m, oh0, oh1, io, nt);
     if (m == W / 2 - 8) break;
   }
+}
+
+/* Max forward, 3 wide windows of stride 2, padding 1 along w (no
+ * dilation), W = 2 OW from 16 (the host checks): blocks of 8 outputs from
+ * ow0 = 0, 8, ... (the last moved back to end with the row), so the
+ * stores of values and indices fall on whole, aligned vectors (non-
+ * temporal where nt).  Lane l's taps are columns 2 (ow0 + l) - 1, + 0,
+ * + 1: of the 16 inputs from 2 ow0, input 2 ow0 - 1 and the first 7 odd
+ * lanes (in block 0, lane 0's is the padding: -inf, never taken, and 0 in
+ * the NaN sum), then the even lanes, then the odd ones.  maxpool_vec's test (max from -inf,
+ * index from the first tap inside the image, !(v <= m)); a block that met
+ * a NaN (or inf - inf) is done again by the exact rule (maxpool_k3_exact).
+ * Two blocks at once: two chains of compares. */
+inline void maxpool_k3_taps(global const real_t *xr, long ow0, float8 *t0,
+                            float8 *s0, float8 *t1, float8 *t2) {
+  /* two halves: PoCL warns of float16 returns on AVX2 */
+  const float8 lo = POOL_LDN(8, xr, 2 * ow0), hi = POOL_LDN(8, xr, 2 * ow0 + 8);
+  *t1 = (float8)(lo.s0246, hi.s0246);
+  *t2 = (float8)(lo.s1357, hi.s1357);
+  if (ow0 > 0) {
+    *t0 = (float8)(LOAD(xr, 2 * ow0 - 1), (*t2).s0123, (*t2).s456);
+    *s0 = *t0;
+  } else {
+    *t0 = (float8)(-INFINITY, (*t2).s0123, (*t2).s456);
+    *s0 = (float8)(0.0f, (*t2).s0123, (*t2).s456);
+  }
+}
+
+#define MAXPOOL_K3_TAP(m, mi, nan, v, sv, t)                                 \
+  {                                                                          \
+    const int8 k_ = !((v) <= (m));                                           \
+    m = select(m, v, k_);                                                    \
+    mi = select(mi, t, k_);                                                  \
+    nan += (sv);                                                             \
+  }
+
+/* maxpool_k3_pair's fallback for the block from ow0: maxpool_chain's
+ * exact rule, converted as maxpool2d_fwd_rows converts each output (its
+ * vector blocks from output 1, its scalar output 0: F16 NaNs keep their
+ * bits). */
+inline void maxpool_k3_exact(global const real_t *xp, global real_t *yr,
+                             global int *ir, long ow0, long hs, long4 io,
+                             long4 ks, long4 pd) {
+  if (ow0 > 0) {
+    float8 m;
+    int8 mi;
+    maxpool_chain8(xp, 2 * ow0 - 1, hs, io, ks, pd, &m, &mi);
+    POOL_STN(8, m, yr, ow0);
+    vstore8(mi, 0, ir + ow0);
+    return;
+  }
+  for (long o = 1; o <= 4; o += 3) { /* outputs 1 to 4, 4 to 7 */
+    float4 m;
+    int4 mi;
+    maxpool_chain4(xp, 2 * o - 1, hs, io, ks, pd, &m, &mi);
+    POOL_STN(4, m, yr, o);
+    vstore4(mi, 0, ir + o);
+  }
+  maxpool_fwd_cols(xp, yr, ir, 0, 1, hs, io, ks, pd);
+}
+
+inline void maxpool_k3_pair(global const real_t *xp, global real_t *yr,
+                            global int *ir, long oa, long ob, long hs,
+                            long4 io, long4 ks, long4 pd, int nt) {
+  const long W = io.s1;
+  float8 ma = -INFINITY, mb = -INFINITY, na = 0.0f, nb = 0.0f;
+  int8 ia = -1, ib = -1;
+  int first = 1;
+  /* first tap's column less the window's: 1, but 0 for the padding */
+  const int8 one = 1, pad0 = (int8)(0, 1, 1, 1, 1, 1, 1, 1);
+  const int8 fa = oa > 0 ? one : pad0, fb = ob > 0 ? one : pad0;
+  for (long i = 0; i < ks.s0; i++) {
+    const long h = hs + i * pd.s2;
+    if (h < 0 || h >= io.s0) continue;
+    global const real_t *xr = xp + h * W;
+    const int8 ca = (int)(h * W + 2 * oa) + 2 * POOL_LANES8,
+               cb = (int)(h * W + 2 * ob) + 2 * POOL_LANES8;
+    if (first) { /* the first tap inside the image */
+      ia = ca - fa;
+      ib = cb - fb;
+      first = 0;
+    }
+    float8 a0, as0, a1, a2, b0, bs0, b1, b2;
+    maxpool_k3_taps(xr, oa, &a0, &as0, &a1, &a2);
+    maxpool_k3_taps(xr, ob, &b0, &bs0, &b1, &b2);
+    MAXPOOL_K3_TAP(ma, ia, na, a0, as0, ca - 1);
+    MAXPOOL_K3_TAP(mb, ib, nb, b0, bs0, cb - 1);
+    MAXPOOL_K3_TAP(ma, ia, na, a1, a1, ca);
+    MAXPOOL_K3_TAP(mb, ib, nb, b1, b1, cb);
+    MAXPOOL_K3_TAP(ma, ia, na, a2, a2, ca + 1);
+    MAXPOOL_K3_TAP(mb, ib, nb, b2, b2, cb + 1);
+  }
+  if (any(isnan(na))) {
+    maxpool_k3_exact(xp, yr, ir, oa, hs, io, ks, pd);
+  } else {
+    pool_st8(ma, yr, oa, nt);
+    pool_st8i(ia, ir, oa, nt);
+  }
+  if (any(isnan(nb))) {
+    maxpool_k3_exact(xp, yr, ir, ob, hs, io, ks, pd);
+  } else {
+    pool_st8(mb, yr, ob, nt);
+    pool_st8i(ib, ir, ob, nt);
+  }
+}
+
+/* Output row oh of plane `plane` (N C OH rows) by maxpool_k3_pair. */
+POOL_INLINE void maxpool_fwd_k3row(global const real_t *x, global real_t *y,
+                                   global int *idx, size_t plane, long oh,
+                                   long4 io, long4 ks, long4 pd, int nt) {
+  const size_t row = plane * (size_t)io.s2 + (size_t)oh;
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  global real_t *yr = y + row * (size_t)io.s3;
+  global int *ir = idx + row * (size_t)io.s3;
+  const long hs = oh * ks.s2 - pd.s0, l = io.s3 - 8;
+  long o = 0;
+  for (; o + 8 < l; o += 16)
+    maxpool_k3_pair(xp, yr, ir, o, o + 8, hs, io, ks, pd, nt);
+  maxpool_k3_pair(xp, yr, ir, min(o, l), l, hs, io, ks, pd, nt);
 }
 
 /* ---- CPU variant: adaptive pooling to 1 x 1 ------------------------------
@@ -2509,6 +2639,16 @@ void maxpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
                         long4 io, long4 ks, long4 pd, ulong rows, uint rpw) {
   POOL_ROWS(io.s2, maxpool_fwd_row(x + xo, y + yo, idx + io_, plane_, h_, io,
                                    ks, pd));
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void maxpool2d_fwd_k3rows(ulong n, ulong base, global const real_t *x,
+                          ulong xo, global real_t *y, ulong yo,
+                          global int *idx, ulong io_, long4 io, long4 ks,
+                          long4 pd, int nt, ulong rows, uint rpw) {
+  POOL_ROWS(io.s2, maxpool_fwd_k3row(x + xo, y + yo, idx + io_, plane_, h_,
+                                     io, ks, pd, nt));
+  pool_nt_fence(nt);
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)

@@ -1303,11 +1303,66 @@ static const pool_case MAX_K3_CASES[] = {
     {4, 20, 9, 64, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
 };
 
+/* rumus_maxpool2d_fwd of max k3 case k on the CPU variant into gy, gi:
+ * RUMUS_POOL_CPU=old, then the default (which must run
+ * maxpool2d_fwd_k3rows where W = 2 OW), then with non-temporal stores
+ * forced: the same values and indices each time (their bits; the old
+ * kernel's are checked against the reference elsewhere, NaN included). */
+static void max_k3_fwd(rumus_ctx *ctx, size_t k, const char *name,
+                       tu_guarded *gx, tu_guarded *gy, tu_guarded *gi,
+                       size_t nout, size_t ow) {
+  const pool_case *pc = &MAX_K3_CASES[k];
+  setenv("RUMUS_POOL_CPU", "old", 1);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx->t, gy->t, gi->t));
+  unsetenv("RUMUS_POOL_CPU");
+  ck_assert_msg(!tu_kernel_ran(ctx, "maxpool2d_fwd_k3rows"), "%s: old ran it",
+                name);
+  float *y0 = tu_download_f32(ctx, gy->t);
+  int32_t *i0 = tu_malloc(nout * sizeof *i0),
+          *i1 = tu_malloc(nout * sizeof *i1);
+  TU_OK(ctx, rumus_tensor_download(gi->t, i0, nout * sizeof *i0));
+  const int k3 = pc->w == 2 * ow;
+  for (int nt = 0; nt < 2; nt++) {
+    poison(gy->t);
+    poison(gi->t);
+    if (nt) setenv("RUMUS_POOL_NT", "1", 1);
+    TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx->t, gy->t, gi->t));
+    unsetenv("RUMUS_POOL_NT");
+    ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_fwd_k3rows") == k3,
+                  "%s: fwd k3rows %s", name, k3 ? "did not run" : "ran");
+    float *y1 = tu_download_f32(ctx, gy->t);
+    TU_OK(ctx, rumus_tensor_download(gi->t, i1, nout * sizeof *i1));
+    check_same_bits(name, y0, y1, nout * sizeof *y1);
+    for (size_t j = 0; j < nout; j++)
+      ck_assert_msg(i0[j] == i1[j], "%s: index %zu is %d, old %d", name, j,
+                    i1[j], i0[j]);
+    free(y1);
+  }
+  free(y0);
+  free(i0);
+  free(i1);
+}
+
+/* Ties (values on a grid of 0.5), NaNs, infinities and -0 in x (n
+ * values), so the forward's vector test meets its fallback. */
+static void special_x(float *x, size_t n, rumus_dtype d) {
+  for (size_t j = 0; j < n; j++) {
+    const unsigned u = (unsigned)(j * 2654435761u) >> 7;
+    x[j] = (float)(u % 5) * 0.5f - 1.0f;
+    if (u % 97 == 3) x[j] = NAN;
+    if (u % 89 == 5) x[j] = INFINITY;
+    if (u % 83 == 7) x[j] = -INFINITY;
+    if (u % 79 == 11) x[j] = -0.0f;
+  }
+  tu_round_to(d, x, n);
+}
+
 /* rumus_maxpool2d_bwd of max k3 case k, storage d, on the CPU variant at
  * element offset odd: RUMUS_POOL_CPU=old, then the default (which must
  * run maxpool2d_bwd_k3rows where the rows run), then with non-temporal
  * stores forced (RUMUS_POOL_NT=1): the same bits, against the reference,
- * guards intact. */
+ * guards intact.  The forward first (max_k3_fwd), on x and on special
+ * values. */
 static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   const pool_case *pc = &MAX_K3_CASES[k];
   const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
@@ -1332,8 +1387,29 @@ static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   snprintf(name, sizeof name, "maxpool2d_bwd_k3rows_%s_case%zu_at%zu",
            tu_dtype_name(d), k, odd);
   tu_set_variant(ctx, RUMUS_VARIANT_CPU);
-  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx.t, gy.t, gi.t));
+  float *sx = tu_malloc(nin * sizeof *sx);
+  special_x(sx, nin, d);
+  tu_guarded gs = tu_guarded_typed_odd(ctx, d, 4, in, sx, odd);
+  max_k3_fwd(ctx, k, name, &gs, &gy, &gi, nout, ow);
+  tu_guarded_check_free(ctx, &gs);
+  free(sx);
+  max_k3_fwd(ctx, k, name, &gx, &gy, &gi, nout, ow);
   TU_OK(ctx, rumus_tensor_download(gi.t, idx, nout * sizeof *idx));
+  { /* the forward against the reference */
+    double *wy = tu_malloc(nout * sizeof *wy);
+    int32_t *wi = tu_malloc(nout * sizeof *wi);
+    const ref_pool2d rp = ref_of(&pc->p);
+    ref_maxpool2d_fwd(x, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                      (long)ow, wy, wi);
+    float *y = tu_download_f32(ctx, gy.t);
+    tu_check_close(name, y, wy, nout, 0.0, 0.0);
+    for (size_t j = 0; j < nout; j++)
+      ck_assert_msg(idx[j] == wi[j], "%s: index %zu is %d, expected %d", name,
+                    j, idx[j], wi[j]);
+    free(y);
+    free(wy);
+    free(wi);
+  }
   setenv("RUMUS_POOL_CPU", "old", 1);
   TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
   unsetenv("RUMUS_POOL_CPU");
@@ -1368,7 +1444,7 @@ static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   free(idx);
 }
 
-START_TEST(cpu_max_bwd_k3rows) {
+START_TEST(cpu_max_k3rows) {
   rumus_ctx *ctx = tu_profiling_ctx();
   const rumus_dtype d = tu_dtypes[_i];
   for (size_t k = 0; k < sizeof MAX_K3_CASES / sizeof MAX_K3_CASES[0]; k++) {
@@ -1500,7 +1576,7 @@ int main(void) {
   tcase_add_loop_test(limits, k2_offsets, 0, 3);
   tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
-  tcase_add_loop_test(limits, cpu_max_bwd_k3rows, 0, 3);
+  tcase_add_loop_test(limits, cpu_max_k3rows, 0, 3);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");

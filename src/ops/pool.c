@@ -612,6 +612,42 @@ static int max_bwd_vec(const pool_call *c) {
   return (l1 < l2 ? l1 : l2) >= f;
 }
 
+/* Whether the CPU variant's new kernels may run: RUMUS_POOL_CPU=old keeps
+ * the row kernels they replace (to compare the two in one build). */
+static int pool_cpu_new(const rumus_ctx *ctx) {
+  const char *v = getenv("RUMUS_POOL_CPU");
+  return !rumus__gpu_variant(ctx) && (v == NULL || strcmp(v, "old") != 0);
+}
+
+/* Whether the CPU variant's max forward takes maxpool2d_fwd_k3rows: 3
+ * wide windows of stride 2, padding 1 along w, no dilation, W = 2 OW from
+ * 16 (blocks aligned to the row, whole vector stores, non-temporal where
+ * pool_nt says; not under RUMUS_POOL_CPU=old). */
+static int max_fwd_k3rows(const rumus_ctx *ctx, const pool_call *c) {
+  const cl_long W = c->io.s[1];
+  return pool_cpu_new(ctx) && c->ks.s[1] == 3 && c->ks.s[3] == 2 &&
+         c->pd.s[1] == 1 && c->pd.s[3] == 1 && W >= 16 &&
+         W == 2 * c->io.s[3];
+}
+
+/* The CPU variant's max backward by rows (args[0 .. 12)): for 3 wide
+ * windows of stride 2, padding 1 along w (no dilation) on rows of even
+ * width from 16, maxpool2d_bwd_k3rows (blocks aligned to the row, whole
+ * vector stores, non-temporal where pool_nt says; not under
+ * RUMUS_POOL_CPU=old), else maxpool2d_bwd_rows. */
+static int max_bwd_rows(rumus_ctx *ctx, const char *op, const pool_call *c,
+                        const rumus_tensor *dx, const rumus__arg *args) {
+  const cl_long W = c->io.s[1];
+  if (!pool_cpu_new(ctx) || c->ks.s[1] != 3 || c->ks.s[3] != 2 ||
+      c->pd.s[1] != 1 || c->pd.s[3] != 1 || W < 16 || W % 2 != 0)
+    return run_t_rows(ctx, op, "maxpool2d_bwd_rows", dx, args, 12);
+  rumus__arg a[13];
+  for (int i = 0; i < 12; i++) a[i] = args[i];
+  const cl_int nt = pool_nt(ctx, dx);
+  a[12] = RUMUS__ARG(nt);
+  return run_t_rows(ctx, op, "maxpool2d_bwd_k3rows", dx, a, 13);
+}
+
 int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *x, rumus_tensor *y,
                         rumus_tensor *indices) {
@@ -642,32 +678,14 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, items,
                          &mg, &sv);
+  if (max_fwd_k3rows(ctx, &c)) {
+    rumus__arg a[12];
+    for (int i = 0; i < 11; i++) a[i] = args[i];
+    const cl_int nt = pool_nt(ctx, y);
+    a[11] = RUMUS__ARG(nt);
+    return run_t_rows(ctx, op, "maxpool2d_fwd_k3rows", y, a, 12);
+  }
   return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
-}
-
-/* Whether the CPU variant's new kernels may run: RUMUS_POOL_CPU=old keeps
- * the row kernels they replace (to compare the two in one build). */
-static int pool_cpu_new(const rumus_ctx *ctx) {
-  const char *v = getenv("RUMUS_POOL_CPU");
-  return !rumus__gpu_variant(ctx) && (v == NULL || strcmp(v, "old") != 0);
-}
-
-/* The CPU variant's max backward by rows (args[0 .. 12)): for 3 wide
- * windows of stride 2, padding 1 along w (no dilation) on rows of even
- * width from 16, maxpool2d_bwd_k3rows (blocks aligned to the row, whole
- * vector stores, non-temporal where pool_nt says; not under
- * RUMUS_POOL_CPU=old), else maxpool2d_bwd_rows. */
-static int max_bwd_rows(rumus_ctx *ctx, const char *op, const pool_call *c,
-                        const rumus_tensor *dx, const rumus__arg *args) {
-  const cl_long W = c->io.s[1];
-  if (!pool_cpu_new(ctx) || c->ks.s[1] != 3 || c->ks.s[3] != 2 ||
-      c->pd.s[1] != 1 || c->pd.s[3] != 1 || W < 16 || W % 2 != 0)
-    return run_t_rows(ctx, op, "maxpool2d_bwd_rows", dx, args, 12);
-  rumus__arg a[13];
-  for (int i = 0; i < 12; i++) a[i] = args[i];
-  const cl_int nt = pool_nt(ctx, dx);
-  a[12] = RUMUS__ARG(nt);
-  return run_t_rows(ctx, op, "maxpool2d_bwd_k3rows", dx, a, 13);
 }
 
 int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
