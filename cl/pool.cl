@@ -2447,6 +2447,35 @@ inline void avg_g_sum(private const float *ring, global real_t *dr, long oh0,
   }
 }
 
+/* avg_g_sum for kw = 3, the taps written out: LLVM split the loop over
+ * the taps into one loop per block, a chain of dependent adds each (a
+ * third of the kernel's samples on one add); here the two blocks' adds
+ * alternate.  The same terms in the same order. */
+inline void avg_g_sum3(private const float *ring, global real_t *dr, long oh0,
+                       long oh1, long W, long p) {
+  long a = 0;
+  for (;; a += 16) {
+    const long b = min(a + 8, W - 8);
+    a = min(a, W - 8);
+    float8 sa = 0.0f, sb = 0.0f;
+    for (long oh = oh0; oh <= oh1; oh++) {
+      private const float *g = ring + (oh % AVG_GR) * AVG_GW + p;
+      const float8 a0 = vload8(0, g + a), a1 = vload8(0, g + a + 1),
+                   a2 = vload8(0, g + a + 2), b0 = vload8(0, g + b),
+                   b1 = vload8(0, g + b + 1), b2 = vload8(0, g + b + 2);
+      sa += a0;
+      sb += b0;
+      sa += a1;
+      sb += b1;
+      sa += a2;
+      sb += b2;
+    }
+    POOL_STN(8, sa, dr, a);
+    POOL_STN(8, sb, dr, b);
+    if (b == W - 8) break;
+  }
+}
+
 /* Input rows [r0, r1) of the N C H: the ring holds output rows [next -
  * AVG_GR, next) of the current plane (those below oh0 no longer needed). */
 inline void avgpool_bwd_grows(global const real_t *dy, global real_t *dx,
@@ -2462,7 +2491,10 @@ inline void avgpool_bwd_grows(global const real_t *dy, global real_t *dx,
     for (next = max(next, oh0); next <= oh1; next++)
       avg_g_row(ring + (next % AVG_GR) * AVG_GW, gp, next, io, ks, pd, cip,
                 divisor);
-    avg_g_sum(ring, dx + r * (size_t)io.s1, oh0, oh1, io.s1, ks.s1, pd.s1);
+    if (ks.s1 == 3)
+      avg_g_sum3(ring, dx + r * (size_t)io.s1, oh0, oh1, io.s1, pd.s1);
+    else
+      avg_g_sum(ring, dx + r * (size_t)io.s1, oh0, oh1, io.s1, ks.s1, pd.s1);
     if (++h == io.s0) {
       h = 0;
       plane++;
