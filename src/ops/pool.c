@@ -22,7 +22,13 @@
  * take several consecutive rows a work-item (run_row_items); its F32 max
  * backward scatters by planes unless the rows gather in vectors
  * (max_bwd_vec); its adaptive pooling runs the average rows where the bins
- * are such windows (adaptive_as_avg) and plane kernels to 1 x 1.
+ * are such windows (adaptive_as_avg) and plane kernels to 1 x 1.  On the
+ * CPU variant the max pooling of 3 wide windows of stride 2, padding 1
+ * along w runs row-aligned blocks (max_fwd_k3rows, max_bwd_rows) and the
+ * average backward of windows that tile the image runs by output rows
+ * (avg_bwd_tiles); RUMUS_POOL_CPU=old keeps the row kernels instead.  F32
+ * outputs of 32 MiB and more are stored past the caches there (pool_nt;
+ * RUMUS_POOL_NT=0 or 1 forces it).
  */
 #include <stdint.h>
 #include <stdio.h>
