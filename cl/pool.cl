@@ -1172,10 +1172,56 @@ POOL_INLINE void maxpool_bwd_row(global const real_t *dy,
                    pd);
 }
 
+/* The index check of maxpool2d_bwd_k3rows (no dilation along h): input
+ * row h checks the output rows whose first window row inside the image,
+ * max(0, oh sh - ph), is h (each output row once, every row of a window
+ * some input row).  Those are among the rows its gather reads, so their
+ * indices come from the cache; the row kernel's rows h, h + H, ... read
+ * the indices a second time from memory (40% of the kernel's time at
+ * 32x64x112/k3s2p1). */
+/* Output row oh: maxpool_check_vec's test over the whole row (blocks of
+ * 8 from 0, the last moved back; the image rows of the window as fixed
+ * loop bounds), the failures gathered and, if any, the row checked again
+ * one index at a time (maxpool_check_cols, which reports): no branch a
+ * block (the per-block test and fallback took a third of the kernel). */
+inline void maxpool_check_k3row(global const int *ip, size_t plane, long oh,
+                                long4 io, long4 ks, long4 pd,
+                                volatile global int *status) {
+  const long W = io.s1, OW = io.s3, hs = oh * ks.s2 - pd.s0;
+  const long r0 = max(0L, hs), r1 = min(hs + ks.s0, io.s0);
+  global const int *ir = ip + oh * OW;
+  int8 bad = 0;
+  POOL_BLOCKS(o, 0, OW - 8, 8) {
+    const int8 t = vload8(0, ir + o);
+    const int8 ws = (int)(2 * o - 1) + 2 * POOL_LANES8;
+    const int8 lo = max(0, -ws), hi = min(3, (int)W - ws);
+    int8 ok = 0;
+    for (long r = r0; r < r1; r++) {
+      const int8 off = t - ((int)(r * W) + ws);
+      ok |= off >= lo && off < hi;
+    }
+    bad |= ~ok;
+    if (o == OW - 8) break;
+  }
+  if (any(bad)) maxpool_check_cols(ip, plane, oh, 0, OW, io, ks, pd, status);
+}
+
+inline void maxpool_check_k3(global const int *ip, size_t plane, long h,
+                             long4 io, long4 ks, long4 pd,
+                             volatile global int *status) {
+  const long sh = ks.s2, ph = pd.s0;
+  if (h == 0) {
+    for (long oh = 0; oh <= min(io.s2 - 1, ph / sh); oh++)
+      maxpool_check_k3row(ip, plane, oh, io, ks, pd, status);
+  } else if ((h + ph) % sh == 0 && (h + ph) / sh < io.s2) {
+    maxpool_check_k3row(ip, plane, (h + ph) / sh, io, ks, pd, status);
+  }
+}
+
 /* maxpool_bwd_row for maxpool2d_bwd_k3rows (3 wide windows of stride 2,
- * padding 1 along w, no dilation, W even and at least 16: the host
- * checks): the index check, then maxpool_bwd_vec3's blocks over the
- * whole row. */
+ * padding 1 along w, no dilation on either axis, W even from 16: the host
+ * checks): the index check (maxpool_check_k3), then maxpool_bwd_vec3's
+ * blocks over the whole row. */
 POOL_INLINE void maxpool_bwd_k3row(global const real_t *dy,
                                    global const int *idx, global real_t *dx,
                                    size_t plane, long h, long4 io, long4 ks,
@@ -1186,8 +1232,7 @@ POOL_INLINE void maxpool_bwd_k3row(global const real_t *dy,
   const size_t out0 = plane * (size_t)(io.s2 * io.s3);
   global const int *ip = idx + out0;
   global const real_t *gp = dy + out0;
-  for (long oh = h; oh < io.s2; oh += io.s0)
-    maxpool_check_row(ip, plane, oh, io, ks, pd, status);
+  maxpool_check_k3(ip, plane, h, io, ks, pd, status);
   const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
   const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
   global real_t *dr = dx + row * (size_t)W;

@@ -1301,6 +1301,7 @@ static const pool_case MAX_K3_CASES[] = {
     {1, 1, 7, 80, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},
     {1, 2, 6, 64, {2, 3, 2, 2, 0, 1, 1, 1, 0, 1, 0}},
     {4, 20, 9, 64, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 6, 32, {3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0}}, /* stride 1 along h */
 };
 
 /* rumus_maxpool2d_fwd of max k3 case k on the CPU variant into gy, gi:
@@ -1455,6 +1456,62 @@ START_TEST(cpu_max_k3rows) {
 }
 END_TEST
 
+/* maxpool2d_bwd_k3rows checks each output row's indices from one input
+ * row (the first of its window inside the image; input row 0 takes
+ * several output rows where sh <= ph): a wrong index in any output row
+ * is caught, and its dx still arrives for the others. */
+START_TEST(cpu_max_k3rows_bad_indices) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_pool2d_params ps[2] = {{3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0},
+                                     {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}};
+  const rumus_dtype d = tu_dtypes[_i];
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  for (int c = 0; c < 2; c++) {
+    const size_t in[4] = {1, 2, 7, 64};
+    size_t oh, ow;
+    TU_OK(ctx, rumus_pool2d_output_size(ctx, &ps[c], in[2], in[3], &oh, &ow));
+    const size_t out[4] = {1, 2, oh, ow}, nout = 2 * oh * ow;
+    tu_rng r;
+    tu_rng_seed(&r, 600 + c);
+    float *x = rand_typed(&r, d, 2 * 7 * 64, -2, 2);
+    float *g = rand_typed(&r, d, nout, -1, 1);
+    rumus_tensor *tx = tu_tensor_typed(ctx, d, 4, in, x),
+                 *ty = tu_tensor_typed(ctx, d, 4, out, NULL),
+                 *tg = tu_tensor_typed(ctx, d, 4, out, g),
+                 *tdx = tu_tensor_typed(ctx, d, 4, in, NULL),
+                 *ti = tu_tensor(ctx, RUMUS_I32, 4, out, NULL);
+    TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &ps[c], tx, ty, ti));
+    int32_t *good = tu_malloc(nout * sizeof *good);
+    TU_OK(ctx, rumus_tensor_download(ti, good, nout * sizeof *good));
+    for (size_t row = 0; row < 2 * oh; row++) {
+      const size_t at = row * ow + (row * 5) % ow;
+      int32_t *bad = tu_malloc(nout * sizeof *bad);
+      memcpy(bad, good, nout * sizeof *bad);
+      bad[at] = good[at] + 64 * 3; /* three rows down: outside */
+      rumus_tensor *tb = tu_tensor(ctx, RUMUS_I32, 4, out, bad);
+      TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &ps[c], tg, tb, tdx));
+      TU_STATUS(RUMUS_EINDEX, rumus_ctx_sync(ctx));
+      ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows"),
+                    "case %d row %zu: k3rows did not run", c, row);
+      char want[96];
+      snprintf(want, sizeof want, "index %d out of range at row %zu",
+               bad[at], at);
+      ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), want),
+                    "case %d row %zu: %s", c, row, rumus_ctx_errmsg(ctx));
+      TU_OK(ctx, rumus_ctx_sync(ctx));
+      rumus_tensor_free(tb);
+      free(bad);
+    }
+    free(good);
+    free(x);
+    free(g);
+    rumus_tensor *ts[5] = {tx, ty, tg, tdx, ti};
+    for (int j = 0; j < 5; j++) rumus_tensor_free(ts[j]);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 START_TEST(cpu_avg_bwd_tiles) {
   rumus_ctx *ctx = tu_profiling_ctx();
   const rumus_dtype d = tu_dtypes[_i];
@@ -1584,6 +1641,7 @@ int main(void) {
   tcase_add_test(errors, bad_tensors);
   tcase_add_test(errors, bad_indices_on_device);
   tcase_add_loop_test(errors, bad_indices_at_row_ends, 0, 3);
+  tcase_add_loop_test(errors, cpu_max_k3rows_bad_indices, 0, 3);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }

@@ -637,15 +637,17 @@ static int max_fwd_k3rows(const rumus_ctx *ctx, const pool_call *c) {
 }
 
 /* The CPU variant's max backward by rows (args[0 .. 12)): for 3 wide
- * windows of stride 2, padding 1 along w (no dilation) on rows of even
- * width from 16, maxpool2d_bwd_k3rows (blocks aligned to the row, whole
- * vector stores, non-temporal where pool_nt says; not under
+ * windows of stride 2, padding 1 along w (no dilation on either axis) on
+ * rows of even width from 16, maxpool2d_bwd_k3rows (blocks aligned to the
+ * row, whole vector stores, non-temporal where pool_nt says, each index
+ * checked by an input row that reads it anyway; not under
  * RUMUS_POOL_CPU=old), else maxpool2d_bwd_rows. */
 static int max_bwd_rows(rumus_ctx *ctx, const char *op, const pool_call *c,
                         const rumus_tensor *dx, const rumus__arg *args) {
   const cl_long W = c->io.s[1];
   if (!pool_cpu_new(ctx) || c->ks.s[1] != 3 || c->ks.s[3] != 2 ||
-      c->pd.s[1] != 1 || c->pd.s[3] != 1 || W < 16 || W % 2 != 0)
+      c->pd.s[1] != 1 || c->pd.s[2] != 1 || c->pd.s[3] != 1 || W < 16 ||
+      W % 2 != 0)
     return run_t_rows(ctx, op, "maxpool2d_bwd_rows", dx, args, 12);
   rumus__arg a[13];
   for (int i = 0; i < 12; i++) a[i] = args[i];
