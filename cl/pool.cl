@@ -940,6 +940,61 @@ POOL_INLINE void avgpool_bwd_row(global const real_t *dy, global real_t *dx,
   avgpool_bwd_cols(gp, dr, l + n, W, oh0, oh1, io, ks, pd, cip, divisor);
 }
 
+/* Non-temporal stores (past the caches, no read of the line first): the
+ * host passes -DPOOL_NT=1 for F32 programs of the CPU variant on a CPU
+ * device only, and sets a kernel's nt flag where the output outgrows the
+ * last-level cache (the next op would not find it there anyway).  Writes
+ * then cost their bytes once instead of twice (the line's read for
+ * ownership): on the 2-vCPU EPYC a 100 MB fill took 3.8 ms instead of
+ * 5.8. */
+#if defined(POOL_NT) && defined(__has_builtin)
+#if __has_builtin(__builtin_nontemporal_store)
+#define POOL_NT_STORES 1
+#endif
+#endif
+#ifndef POOL_NT_STORES
+#define POOL_NT_STORES 0
+#endif
+
+/* 8 floats v to p + i: non-temporal where nt and p + i is aligned to 32
+ * bytes (the vector store's alignment), else POOL_STN. */
+#if POOL_NT_STORES
+inline void pool_st8(float8 v, global real_t *p, long i, int nt) {
+  if (nt && ((size_t)(p + i) & 31) == 0)
+    __builtin_nontemporal_store(v, (global float8 *)(p + i));
+  else
+    POOL_STN(8, v, p, i);
+}
+#else
+inline void pool_st8(float8 v, global real_t *p, long i, int nt) {
+  POOL_STN(8, v, p, i);
+}
+#endif
+
+/* pool_st8 for 8 ints (max pooling's indices). */
+inline void pool_st8i(int8 v, global int *p, long i, int nt) {
+#if POOL_NT_STORES
+  if (nt && ((size_t)(p + i) & 31) == 0) {
+    __builtin_nontemporal_store(v, (global int8 *)(p + i));
+    return;
+  }
+#endif
+  vstore8(v, 0, p + i);
+}
+
+/* 16 floats (a, b) to p + i, as pool_st8 (float8 halves: PoCL warns of
+ * float16 arguments on AVX2). */
+inline void pool_st8x2(float8 a, float8 b, global real_t *p, long i, int nt) {
+  pool_st8(a, p, i, nt);
+  pool_st8(b, p, i + 8, nt);
+}
+
+/* Orders a work-item's non-temporal stores before the kernel's end (x86
+ * keeps them out of the usual store order). */
+inline void pool_nt_fence(int nt) {
+  if (POOL_NT_STORES && nt) write_mem_fence(CLK_GLOBAL_MEM_FENCE);
+}
+
 /* The index check of 8 outputs from o of output row oh, without
  * dilation: t is in output ow's window iff t - ((hs + i) W + ws) is in
  * [max(0, -ws), min(kw, W - ws)) for one of its rows hs + i inside the
@@ -1049,6 +1104,43 @@ inline int maxpool_bwd_span(long4 io, long4 ks, long4 pd, long *f, long *l) {
   return io.s1 >= 16 && *l >= *f;
 }
 
+/* 3 wide windows of stride 2 and padding 1 along w (no dilation), W even
+ * and at least 16: blocks of 16 inputs from w0 = 2 m0 (m0 = 0, 8, ...;
+ * the last moved back to end with the row), so the stores fall on whole
+ * vectors (non-temporal where nt and aligned) and no input is left for
+ * maxpool_bwd_edge.  Lane l's even input w0 + 2 l lies in output m0 + l's
+ * window only, its odd input in m0 + l's and m0 + l + 1's (none past the
+ * row's last output: that lane adds +0, which leaves a sum that started
+ * at +0 the same bits).  The terms and their order are maxpool_bwd_cols'. */
+inline void maxpool_bwd_vec3(global const int *ip, global const real_t *gp,
+                             global real_t *dr, long h, long m0, long oh0,
+                             long oh1, long4 io, int nt) {
+  const long OW = io.s3, w0 = 2 * m0;
+  const int8 qe = (int)(h * io.s1 + w0) + 2 * POOL_LANES8, qo = qe + 1;
+  const int last = m0 + 8 >= OW;
+  float8 e = 0.0f, o = 0.0f;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    global const int *ir = ip + oh * OW + m0;
+    global const real_t *gr = gp + oh * OW + m0;
+    const int8 t = vload8(0, ir);
+    const float8 g = POOL_LDN(8, gr, 0);
+    int8 tn;
+    float8 gn;
+    if (last) {
+      tn = (int8)(t.s123, t.s4567, -1);
+      gn = (float8)(g.s123, g.s4567, 0.0f);
+    } else {
+      tn = vload8(0, ir + 1);
+      gn = POOL_LDN(8, gr, 1);
+    }
+    e += select((float8)0.0f, g, t == qe);
+    o += select((float8)0.0f, g, t == qo);
+    o += select((float8)0.0f, gn, tn == qo);
+  }
+  const float16 eo = (float16)(e, o);
+  pool_st8x2(eo.s08192a3b, eo.s4c5d6e7f, dr, w0, nt);
+}
+
 /* Input row `row` of the N C H rows: checks the indices of output rows
  * h, h + H, ..., then sums (vector blocks where maxpool_bwd_span finds
  * them, the rest one input at a time). */
@@ -1078,6 +1170,195 @@ POOL_INLINE void maxpool_bwd_row(global const real_t *dy,
   }
   maxpool_bwd_edge(ip, gp, dr, h, 2 * l - pd.s1 + 16, W, oh0, oh1, io, ks,
                    pd);
+}
+
+/* The index check of maxpool2d_bwd_k3rows (no dilation along h): input
+ * row h checks the output rows whose first window row inside the image,
+ * max(0, oh sh - ph), is h (each output row once, every row of a window
+ * some input row).  Those are among the rows its gather reads, so their
+ * indices come from the cache; the row kernel's rows h, h + H, ... read
+ * the indices a second time from memory (40% of the kernel's time at
+ * 32x64x112/k3s2p1). */
+/* Output row oh: maxpool_check_vec's test over the whole row (blocks of
+ * 8 from 0, the last moved back; the image rows of the window as fixed
+ * loop bounds), the failures gathered and, if any, the row checked again
+ * one index at a time (maxpool_check_cols, which reports): no branch a
+ * block (the per-block test and fallback took a third of the kernel). */
+inline void maxpool_check_k3row(global const int *ip, size_t plane, long oh,
+                                long4 io, long4 ks, long4 pd,
+                                volatile global int *status) {
+  const long W = io.s1, OW = io.s3, hs = oh * ks.s2 - pd.s0;
+  const long r0 = max(0L, hs), r1 = min(hs + ks.s0, io.s0);
+  global const int *ir = ip + oh * OW;
+  int8 bad = 0;
+  POOL_BLOCKS(o, 0, OW - 8, 8) {
+    const int8 t = vload8(0, ir + o);
+    const int8 ws = (int)(2 * o - 1) + 2 * POOL_LANES8;
+    const int8 lo = max(0, -ws), hi = min(3, (int)W - ws);
+    int8 ok = 0;
+    for (long r = r0; r < r1; r++) {
+      const int8 off = t - ((int)(r * W) + ws);
+      ok |= off >= lo && off < hi;
+    }
+    bad |= ~ok;
+    if (o == OW - 8) break;
+  }
+  if (any(bad)) maxpool_check_cols(ip, plane, oh, 0, OW, io, ks, pd, status);
+}
+
+inline void maxpool_check_k3(global const int *ip, size_t plane, long h,
+                             long4 io, long4 ks, long4 pd,
+                             volatile global int *status) {
+  const long sh = ks.s2, ph = pd.s0;
+  if (h == 0) {
+    for (long oh = 0; oh <= min(io.s2 - 1, ph / sh); oh++)
+      maxpool_check_k3row(ip, plane, oh, io, ks, pd, status);
+  } else if ((h + ph) % sh == 0 && (h + ph) / sh < io.s2) {
+    maxpool_check_k3row(ip, plane, (h + ph) / sh, io, ks, pd, status);
+  }
+}
+
+/* maxpool_bwd_row for maxpool2d_bwd_k3rows (3 wide windows of stride 2,
+ * padding 1 along w, no dilation on either axis, W even from 16: the host
+ * checks): the index check (maxpool_check_k3), then maxpool_bwd_vec3's
+ * blocks over the whole row. */
+POOL_INLINE void maxpool_bwd_k3row(global const real_t *dy,
+                                   global const int *idx, global real_t *dx,
+                                   size_t plane, long h, long4 io, long4 ks,
+                                   long4 pd, volatile global int *status,
+                                   int nt) {
+  const size_t row = plane * (size_t)io.s0 + (size_t)h;
+  const long W = io.s1;
+  const size_t out0 = plane * (size_t)(io.s2 * io.s3);
+  global const int *ip = idx + out0;
+  global const real_t *gp = dy + out0;
+  maxpool_check_k3(ip, plane, h, io, ks, pd, status);
+  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - (ks.s0 - 1) * pd.s2, ks.s2));
+  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+  global real_t *dr = dx + row * (size_t)W;
+  POOL_BLOCKS(m, 0, W / 2 - 8, 8) {
+    maxpool_bwd_vec3(ip, gp, dr, h, m, oh0, oh1, io, nt);
+    if (m == W / 2 - 8) break;
+  }
+}
+
+/* Max forward, 3 wide windows of stride 2, padding 1 along w (no
+ * dilation), W = 2 OW from 16 (the host checks): blocks of 8 outputs from
+ * ow0 = 0, 8, ... (the last moved back to end with the row), so the
+ * stores of values and indices fall on whole, aligned vectors (non-
+ * temporal where nt).  Lane l's taps are columns 2 (ow0 + l) - 1, + 0,
+ * + 1: of the 16 inputs from 2 ow0, input 2 ow0 - 1 and the first 7 odd
+ * lanes (in block 0, lane 0's is the padding: -inf, never taken, and 0 in
+ * the NaN sum), then the even lanes, then the odd ones.  maxpool_vec's test (max from -inf,
+ * index from the first tap inside the image, !(v <= m)); a block that met
+ * a NaN (or inf - inf) is done again by the exact rule (maxpool_k3_exact).
+ * Two blocks at once: two chains of compares. */
+inline void maxpool_k3_taps(global const real_t *xr, long ow0, float8 *t0,
+                            float8 *s0, float8 *t1, float8 *t2) {
+  /* two halves: PoCL warns of float16 returns on AVX2 */
+  const float8 lo = POOL_LDN(8, xr, 2 * ow0), hi = POOL_LDN(8, xr, 2 * ow0 + 8);
+  *t1 = (float8)(lo.s0246, hi.s0246);
+  *t2 = (float8)(lo.s1357, hi.s1357);
+  if (ow0 > 0) {
+    *t0 = (float8)(LOAD(xr, 2 * ow0 - 1), (*t2).s0123, (*t2).s456);
+    *s0 = *t0;
+  } else {
+    *t0 = (float8)(-INFINITY, (*t2).s0123, (*t2).s456);
+    *s0 = (float8)(0.0f, (*t2).s0123, (*t2).s456);
+  }
+}
+
+#define MAXPOOL_K3_TAP(m, mi, nan, v, sv, t)                                 \
+  {                                                                          \
+    const int8 k_ = !((v) <= (m));                                           \
+    m = select(m, v, k_);                                                    \
+    mi = select(mi, t, k_);                                                  \
+    nan += (sv);                                                             \
+  }
+
+/* maxpool_k3_pair's fallback for the block from ow0: maxpool_chain's
+ * exact rule, converted as maxpool2d_fwd_rows converts each output (its
+ * vector blocks from output 1, its scalar output 0: F16 NaNs keep their
+ * bits). */
+inline void maxpool_k3_exact(global const real_t *xp, global real_t *yr,
+                             global int *ir, long ow0, long hs, long4 io,
+                             long4 ks, long4 pd) {
+  if (ow0 > 0) {
+    float8 m;
+    int8 mi;
+    maxpool_chain8(xp, 2 * ow0 - 1, hs, io, ks, pd, &m, &mi);
+    POOL_STN(8, m, yr, ow0);
+    vstore8(mi, 0, ir + ow0);
+    return;
+  }
+  for (long o = 1; o <= 4; o += 3) { /* outputs 1 to 4, 4 to 7 */
+    float4 m;
+    int4 mi;
+    maxpool_chain4(xp, 2 * o - 1, hs, io, ks, pd, &m, &mi);
+    POOL_STN(4, m, yr, o);
+    vstore4(mi, 0, ir + o);
+  }
+  maxpool_fwd_cols(xp, yr, ir, 0, 1, hs, io, ks, pd);
+}
+
+inline void maxpool_k3_pair(global const real_t *xp, global real_t *yr,
+                            global int *ir, long oa, long ob, long hs,
+                            long4 io, long4 ks, long4 pd, int nt) {
+  const long W = io.s1;
+  float8 ma = -INFINITY, mb = -INFINITY, na = 0.0f, nb = 0.0f;
+  int8 ia = -1, ib = -1;
+  int first = 1;
+  /* first tap's column less the window's: 1, but 0 for the padding */
+  const int8 one = 1, pad0 = (int8)(0, 1, 1, 1, 1, 1, 1, 1);
+  const int8 fa = oa > 0 ? one : pad0, fb = ob > 0 ? one : pad0;
+  for (long i = 0; i < ks.s0; i++) {
+    const long h = hs + i * pd.s2;
+    if (h < 0 || h >= io.s0) continue;
+    global const real_t *xr = xp + h * W;
+    const int8 ca = (int)(h * W + 2 * oa) + 2 * POOL_LANES8,
+               cb = (int)(h * W + 2 * ob) + 2 * POOL_LANES8;
+    if (first) { /* the first tap inside the image */
+      ia = ca - fa;
+      ib = cb - fb;
+      first = 0;
+    }
+    float8 a0, as0, a1, a2, b0, bs0, b1, b2;
+    maxpool_k3_taps(xr, oa, &a0, &as0, &a1, &a2);
+    maxpool_k3_taps(xr, ob, &b0, &bs0, &b1, &b2);
+    MAXPOOL_K3_TAP(ma, ia, na, a0, as0, ca - 1);
+    MAXPOOL_K3_TAP(mb, ib, nb, b0, bs0, cb - 1);
+    MAXPOOL_K3_TAP(ma, ia, na, a1, a1, ca);
+    MAXPOOL_K3_TAP(mb, ib, nb, b1, b1, cb);
+    MAXPOOL_K3_TAP(ma, ia, na, a2, a2, ca + 1);
+    MAXPOOL_K3_TAP(mb, ib, nb, b2, b2, cb + 1);
+  }
+  if (any(isnan(na))) {
+    maxpool_k3_exact(xp, yr, ir, oa, hs, io, ks, pd);
+  } else {
+    pool_st8(ma, yr, oa, nt);
+    pool_st8i(ia, ir, oa, nt);
+  }
+  if (any(isnan(nb))) {
+    maxpool_k3_exact(xp, yr, ir, ob, hs, io, ks, pd);
+  } else {
+    pool_st8(mb, yr, ob, nt);
+    pool_st8i(ib, ir, ob, nt);
+  }
+}
+
+/* Output row oh of plane `plane` (N C OH rows) by maxpool_k3_pair. */
+POOL_INLINE void maxpool_fwd_k3row(global const real_t *x, global real_t *y,
+                                   global int *idx, size_t plane, long oh,
+                                   long4 io, long4 ks, long4 pd, int nt) {
+  const size_t row = plane * (size_t)io.s2 + (size_t)oh;
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  global real_t *yr = y + row * (size_t)io.s3;
+  global int *ir = idx + row * (size_t)io.s3;
+  const long hs = oh * ks.s2 - pd.s0, l = io.s3 - 8;
+  long o = 0;
+  for (; o + 8 < l; o += 16)
+    maxpool_k3_pair(xp, yr, ir, o, o + 8, hs, io, ks, pd, nt);
+  maxpool_k3_pair(xp, yr, ir, min(o, l), l, hs, io, ks, pd, nt);
 }
 
 /* ---- CPU variant: adaptive pooling to 1 x 1 ------------------------------
@@ -2211,6 +2492,35 @@ inline void avg_g_sum(private const float *ring, global real_t *dr, long oh0,
   }
 }
 
+/* avg_g_sum for kw = 3, the taps written out: LLVM split the loop over
+ * the taps into one loop per block, a chain of dependent adds each (a
+ * third of the kernel's samples on one add); here the two blocks' adds
+ * alternate.  The same terms in the same order. */
+inline void avg_g_sum3(private const float *ring, global real_t *dr, long oh0,
+                       long oh1, long W, long p) {
+  long a = 0;
+  for (;; a += 16) {
+    const long b = min(a + 8, W - 8);
+    a = min(a, W - 8);
+    float8 sa = 0.0f, sb = 0.0f;
+    for (long oh = oh0; oh <= oh1; oh++) {
+      private const float *g = ring + (oh % AVG_GR) * AVG_GW + p;
+      const float8 a0 = vload8(0, g + a), a1 = vload8(0, g + a + 1),
+                   a2 = vload8(0, g + a + 2), b0 = vload8(0, g + b),
+                   b1 = vload8(0, g + b + 1), b2 = vload8(0, g + b + 2);
+      sa += a0;
+      sb += b0;
+      sa += a1;
+      sb += b1;
+      sa += a2;
+      sb += b2;
+    }
+    POOL_STN(8, sa, dr, a);
+    POOL_STN(8, sb, dr, b);
+    if (b == W - 8) break;
+  }
+}
+
 /* Input rows [r0, r1) of the N C H: the ring holds output rows [next -
  * AVG_GR, next) of the current plane (those below oh0 no longer needed). */
 inline void avgpool_bwd_grows(global const real_t *dy, global real_t *dx,
@@ -2226,7 +2536,10 @@ inline void avgpool_bwd_grows(global const real_t *dy, global real_t *dx,
     for (next = max(next, oh0); next <= oh1; next++)
       avg_g_row(ring + (next % AVG_GR) * AVG_GW, gp, next, io, ks, pd, cip,
                 divisor);
-    avg_g_sum(ring, dx + r * (size_t)io.s1, oh0, oh1, io.s1, ks.s1, pd.s1);
+    if (ks.s1 == 3)
+      avg_g_sum3(ring, dx + r * (size_t)io.s1, oh0, oh1, io.s1, pd.s1);
+    else
+      avg_g_sum(ring, dx + r * (size_t)io.s1, oh0, oh1, io.s1, ks.s1, pd.s1);
     if (++h == io.s0) {
       h = 0;
       plane++;
@@ -2406,6 +2719,16 @@ void maxpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void maxpool2d_fwd_k3rows(ulong n, ulong base, global const real_t *x,
+                          ulong xo, global real_t *y, ulong yo,
+                          global int *idx, ulong io_, long4 io, long4 ks,
+                          long4 pd, int nt, ulong rows, uint rpw) {
+  POOL_ROWS(io.s2, maxpool_fwd_k3row(x + xo, y + yo, idx + io_, plane_, h_,
+                                     io, ks, pd, nt));
+  pool_nt_fence(nt);
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
                         global real_t *y, ulong yo, long4 io, long4 ks,
                         long4 pd, int cip, int divisor, ulong rows, uint rpw) {
@@ -2428,6 +2751,17 @@ void maxpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
                         uint rpw) {
   POOL_ROWS(io.s0, maxpool_bwd_row(dy + dyo, idx + io_, dx + dxo, plane_, h_,
                                    io, ks, pd, status));
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void maxpool2d_bwd_k3rows(ulong n, ulong base, global const real_t *dy,
+                          ulong dyo, global const int *idx, ulong io_,
+                          global real_t *dx, ulong dxo, long4 io, long4 ks,
+                          long4 pd, volatile global int *status, int nt,
+                          ulong rows, uint rpw) {
+  POOL_ROWS(io.s0, maxpool_bwd_k3row(dy + dyo, idx + io_, dx + dxo, plane_,
+                                     h_, io, ks, pd, status, nt));
+  pool_nt_fence(nt);
 }
 
 /* 1 in the F32 program: maxpool2d_bwd_planes works on floats. */
@@ -2508,6 +2842,63 @@ void avgpool2d_bwd_rows(ulong n, ulong base, global const real_t *dy,
   const size_t r0 = item * (size_t)rpw;
   avgpool_bwd_rows(dy + dyo, dx + dxo, r0, min(r0 + (size_t)rpw, (size_t)rows),
                    io, ks, pd, cip, divisor);
+}
+
+/* pool_spread8 for windows 1, 2 or 4 wide, non-temporal where nt. */
+inline void pool_spread8_nt(float8 g, long s, global real_t *dr, long w,
+                            int nt) {
+  if (s == 1) {
+    pool_st8(g, dr, w, nt);
+  } else if (s == 2) {
+    pool_st8x2(g.s00112233, g.s44556677, dr, w, nt);
+  } else {
+    pool_st8x2(g.s00001111, g.s22223333, dr, w, nt);
+    pool_st8x2(g.s44445555, g.s66667777, dr, w + 16, nt);
+  }
+}
+
+/* Windows that tile the image (kernel = stride, no padding, H = kh OH,
+ * W = kw OW, kw 1, 2 or 4, OW >= 4; the host checks): output rows [r0,
+ * r1) of the N C OH rows.  An output row's kh dx rows follow one another
+ * in memory, and each of its inputs takes 0 + dy / divisor
+ * (avgpool_bwd_map's value and bits), so a work-item reads dy rows and
+ * writes dx in full vectors (non-temporal where nt): no per-row
+ * divisions and no row copies, which took most of the rows kernel's time
+ * on rows of 56. */
+inline void avgpool_bwd_tile_rows(global const real_t *dy, global real_t *dx,
+                                  size_t r0, size_t r1, long4 io, long4 ks,
+                                  int divisor, int nt) {
+  const long W = io.s1, OW = io.s3, kh = ks.s0, kw = ks.s1;
+  const float d = divisor > 0 ? (float)divisor : (float)(kh * kw);
+  const long n = OW >= 8 ? 8 : 4, l = OW - n;
+  for (size_t r = r0; r < r1; r++) {
+    global const real_t *gr = dy + r * (size_t)OW;
+    global real_t *dr = dx + r * (size_t)(kh * W);
+    POOL_BLOCKS(o, 0, l, n) {
+      if (n == 8) {
+        const float8 g = 0.0f + POOL_LDN(8, gr, o) / d;
+        for (long i = 0; i < kh; i++)
+          pool_spread8_nt(g, kw, dr + i * W, o * kw, nt);
+      } else {
+        const float4 g = 0.0f + POOL_LDN(4, gr, o) / d;
+        for (long i = 0; i < kh; i++) pool_spread4(g, kw, dr + i * W, o * kw);
+      }
+      if (o == l) break;
+    }
+  }
+  pool_nt_fence(nt);
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void avgpool2d_bwd_tiles(ulong n, ulong base, global const real_t *dy,
+                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
+                         long4 ks, long4 pd, int cip, int divisor, int nt,
+                         ulong rows, uint rpw) {
+  POOL_ITEM(n, base);
+  const size_t r0 = item * (size_t)rpw;
+  avgpool_bwd_tile_rows(dy + dyo, dx + dxo, r0,
+                        min(r0 + (size_t)rpw, (size_t)rows), io, ks, divisor,
+                        nt);
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)

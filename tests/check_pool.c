@@ -1213,6 +1213,317 @@ START_TEST(max_bwd_tiles) {
 }
 END_TEST
 
+/* ---- limits: the CPU variant's newer kernels ------------------------------ */
+
+/* Average backward shapes whose windows tile the image (kernel = stride,
+ * no padding, H = kh OH, W = kw OW, kw 1, 2 or 4, OW >= 4): the CPU
+ * variant's avgpool2d_bwd_tiles.  8 and 4 lanes, the last block moved
+ * back (OW 11, 5), a divisor, count_include_pad off, over 512 output rows
+ * (several a work-item, across planes). */
+static const pool_case AVG_TILE_CASES[] = {
+    {2, 3, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 2, 8, 44, {4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 2, 4, 8, {2, 2, 2, 2, 0, 0, 1, 1, 1, 0, 3}},
+    {2, 2, 6, 22, {2, 2, 2, 2, 0, 0, 1, 1, 0, 0, 0}},
+    {1, 3, 9, 20, {3, 4, 3, 4, 0, 0, 1, 1, 0, 1, 0}},
+    {2, 2, 5, 9, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 2, 4, 10, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {4, 40, 6, 34, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+};
+
+/* rumus_avgpool2d_bwd of avg tile case k, storage d, on the CPU variant
+ * at element offset odd: RUMUS_POOL_CPU=old (the rows kernel), then the
+ * default, which must run avgpool2d_bwd_tiles, then with non-temporal
+ * stores forced (RUMUS_POOL_NT=1): the same bits, against the reference,
+ * guards intact. */
+static void avg_tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d,
+                          size_t odd) {
+  const pool_case *pc = &AVG_TILE_CASES[k];
+  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
+  size_t oh, ow;
+  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
+  const size_t out[4] = {pc->n, pc->c, oh, ow};
+  const size_t planes = pc->n * pc->c, nin = planes * pc->h * pc->w,
+               nout = planes * oh * ow;
+  tu_rng r;
+  tu_rng_seed(&r, 400 + k);
+  float *g = rand_typed(&r, d, nout, -1, 1);
+  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, odd);
+  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
+  double *want = tu_malloc(nin * sizeof *want), ba, br;
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  char name[96];
+  snprintf(name, sizeof name, "avgpool2d_bwd_tiles_%s_case%zu_at%zu",
+           tu_dtype_name(d), k, odd);
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  setenv("RUMUS_POOL_CPU", "old", 1);
+  TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, gg.t, gdx.t));
+  unsetenv("RUMUS_POOL_CPU");
+  ck_assert_msg(!tu_kernel_ran(ctx, "avgpool2d_bwd_tiles"), "%s: old ran it",
+                name);
+  float *old = tu_download_f32(ctx, gdx.t);
+  const ref_pool2d rp = ref_of(&pc->p);
+  ref_avgpool2d_bwd(g, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                    (long)ow, want);
+  for (int nt = 0; nt < 2; nt++) { /* then non-temporal stores forced */
+    poison(gdx.t);
+    if (nt) setenv("RUMUS_POOL_NT", "1", 1);
+    TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, gg.t, gdx.t));
+    unsetenv("RUMUS_POOL_NT");
+    ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_bwd_tiles"), "%s: not run",
+                  name);
+    float *got = tu_download_f32(ctx, gdx.t);
+    tu_check_close(name, got, want, nin, ba, br);
+    check_same_bits(name, old, got, nin * sizeof *got);
+    free(got);
+  }
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_guarded_check_free(ctx, &gg);
+  tu_guarded_check_free(ctx, &gdx);
+  free(old);
+  free(g);
+  free(want);
+}
+
+/* Max backward shapes of 3 x 3 windows (3 x 2 in one), stride 2,
+ * padding 1 along w, W even from 16: the CPU variant's
+ * maxpool2d_bwd_k3rows (the F32 rows from W = 64; below it F32 scatters
+ * by planes).  One block and several, the last moved back, the last
+ * output's window past the row's end or not (ceil mode), H odd and
+ * even, over 512 rows.  (bad_indices_at_row_ends runs it on wrong
+ * indices.) */
+static const pool_case MAX_K3_CASES[] = {
+    {1, 2, 7, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 1, 8, 34, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 5, 20, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},
+    {1, 2, 9, 64, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 1, 6, 66, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 1, 7, 80, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}},
+    {1, 2, 6, 64, {2, 3, 2, 2, 0, 1, 1, 1, 0, 1, 0}},
+    {4, 20, 9, 64, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 6, 32, {3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0}}, /* stride 1 along h */
+};
+
+/* rumus_maxpool2d_fwd of max k3 case k on the CPU variant into gy, gi:
+ * RUMUS_POOL_CPU=old, then the default (which must run
+ * maxpool2d_fwd_k3rows where W = 2 OW), then with non-temporal stores
+ * forced: the same values and indices each time (their bits; the old
+ * kernel's are checked against the reference elsewhere, NaN included). */
+static void max_k3_fwd(rumus_ctx *ctx, size_t k, const char *name,
+                       tu_guarded *gx, tu_guarded *gy, tu_guarded *gi,
+                       size_t nout, size_t ow) {
+  const pool_case *pc = &MAX_K3_CASES[k];
+  setenv("RUMUS_POOL_CPU", "old", 1);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx->t, gy->t, gi->t));
+  unsetenv("RUMUS_POOL_CPU");
+  ck_assert_msg(!tu_kernel_ran(ctx, "maxpool2d_fwd_k3rows"), "%s: old ran it",
+                name);
+  float *y0 = tu_download_f32(ctx, gy->t);
+  int32_t *i0 = tu_malloc(nout * sizeof *i0),
+          *i1 = tu_malloc(nout * sizeof *i1);
+  TU_OK(ctx, rumus_tensor_download(gi->t, i0, nout * sizeof *i0));
+  const int k3 = pc->w == 2 * ow;
+  for (int nt = 0; nt < 2; nt++) {
+    poison(gy->t);
+    poison(gi->t);
+    if (nt) setenv("RUMUS_POOL_NT", "1", 1);
+    TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx->t, gy->t, gi->t));
+    unsetenv("RUMUS_POOL_NT");
+    ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_fwd_k3rows") == k3,
+                  "%s: fwd k3rows %s", name, k3 ? "did not run" : "ran");
+    float *y1 = tu_download_f32(ctx, gy->t);
+    TU_OK(ctx, rumus_tensor_download(gi->t, i1, nout * sizeof *i1));
+    check_same_bits(name, y0, y1, nout * sizeof *y1);
+    for (size_t j = 0; j < nout; j++)
+      ck_assert_msg(i0[j] == i1[j], "%s: index %zu is %d, old %d", name, j,
+                    i1[j], i0[j]);
+    free(y1);
+  }
+  free(y0);
+  free(i0);
+  free(i1);
+}
+
+/* Ties (values on a grid of 0.5), NaNs, infinities and -0 in x (n
+ * values), so the forward's vector test meets its fallback. */
+static void special_x(float *x, size_t n, rumus_dtype d) {
+  for (size_t j = 0; j < n; j++) {
+    const unsigned u = (unsigned)(j * 2654435761u) >> 7;
+    x[j] = (float)(u % 5) * 0.5f - 1.0f;
+    if (u % 97 == 3) x[j] = NAN;
+    if (u % 89 == 5) x[j] = INFINITY;
+    if (u % 83 == 7) x[j] = -INFINITY;
+    if (u % 79 == 11) x[j] = -0.0f;
+  }
+  tu_round_to(d, x, n);
+}
+
+/* rumus_maxpool2d_bwd of max k3 case k, storage d, on the CPU variant at
+ * element offset odd: RUMUS_POOL_CPU=old, then the default (which must
+ * run maxpool2d_bwd_k3rows where the rows run), then with non-temporal
+ * stores forced (RUMUS_POOL_NT=1): the same bits, against the reference,
+ * guards intact.  The forward first (max_k3_fwd), on x and on special
+ * values. */
+static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
+  const pool_case *pc = &MAX_K3_CASES[k];
+  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
+  size_t oh, ow;
+  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
+  const size_t out[4] = {pc->n, pc->c, oh, ow};
+  const size_t planes = pc->n * pc->c, nin = planes * pc->h * pc->w,
+               nout = planes * oh * ow;
+  tu_rng r;
+  tu_rng_seed(&r, 500 + k);
+  float *x = rand_typed(&r, d, nin, -2, 2), *g = rand_typed(&r, d, nout, -1, 1);
+  tu_guarded gx = tu_guarded_typed_odd(ctx, d, 4, in, x, odd);
+  tu_guarded gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, odd);
+  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, odd);
+  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
+  tu_guarded gi = tu_guarded_tensor_at(ctx, RUMUS_I32, 4, out, NULL,
+                                       4096 + 4 * odd);
+  double *want = tu_malloc(nin * sizeof *want), ma, mr;
+  int32_t *idx = tu_malloc(nout * sizeof *idx);
+  tol_of(d, TOL_MAX_BWD, &ma, &mr);
+  char name[96];
+  snprintf(name, sizeof name, "maxpool2d_bwd_k3rows_%s_case%zu_at%zu",
+           tu_dtype_name(d), k, odd);
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  float *sx = tu_malloc(nin * sizeof *sx);
+  special_x(sx, nin, d);
+  tu_guarded gs = tu_guarded_typed_odd(ctx, d, 4, in, sx, odd);
+  max_k3_fwd(ctx, k, name, &gs, &gy, &gi, nout, ow);
+  tu_guarded_check_free(ctx, &gs);
+  free(sx);
+  max_k3_fwd(ctx, k, name, &gx, &gy, &gi, nout, ow);
+  TU_OK(ctx, rumus_tensor_download(gi.t, idx, nout * sizeof *idx));
+  { /* the forward against the reference */
+    double *wy = tu_malloc(nout * sizeof *wy);
+    int32_t *wi = tu_malloc(nout * sizeof *wi);
+    const ref_pool2d rp = ref_of(&pc->p);
+    ref_maxpool2d_fwd(x, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                      (long)ow, wy, wi);
+    float *y = tu_download_f32(ctx, gy.t);
+    tu_check_close(name, y, wy, nout, 0.0, 0.0);
+    for (size_t j = 0; j < nout; j++)
+      ck_assert_msg(idx[j] == wi[j], "%s: index %zu is %d, expected %d", name,
+                    j, idx[j], wi[j]);
+    free(y);
+    free(wy);
+    free(wi);
+  }
+  setenv("RUMUS_POOL_CPU", "old", 1);
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+  unsetenv("RUMUS_POOL_CPU");
+  ck_assert_msg(!tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows"), "%s: old ran it",
+                name);
+  float *old = tu_download_f32(ctx, gdx.t);
+  ref_maxpool2d_bwd(g, idx, planes, (long)pc->h, (long)pc->w, (long)oh,
+                    (long)ow, want);
+  const int planes_f32 = d == RUMUS_F32 && pc->w < 64;
+  for (int nt = 0; nt < 2; nt++) {
+    poison(gdx.t);
+    if (nt) setenv("RUMUS_POOL_NT", "1", 1);
+    TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+    unsetenv("RUMUS_POOL_NT");
+    ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows") == !planes_f32,
+                  "%s: k3rows %s", name, planes_f32 ? "ran" : "did not run");
+    float *got = tu_download_f32(ctx, gdx.t);
+    tu_check_close(name, got, want, nin, ma, mr);
+    check_same_bits(name, old, got, nin * sizeof *got);
+    free(got);
+  }
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_guarded_check_free(ctx, &gx);
+  tu_guarded_check_free(ctx, &gy);
+  tu_guarded_check_free(ctx, &gg);
+  tu_guarded_check_free(ctx, &gdx);
+  tu_guarded_check_free(ctx, &gi);
+  free(old);
+  free(x);
+  free(g);
+  free(want);
+  free(idx);
+}
+
+START_TEST(cpu_max_k3rows) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  for (size_t k = 0; k < sizeof MAX_K3_CASES / sizeof MAX_K3_CASES[0]; k++) {
+    max_k3_case(ctx, k, d, 0);
+    max_k3_case(ctx, k, d, 3);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* maxpool2d_bwd_k3rows checks each output row's indices from one input
+ * row (the first of its window inside the image; input row 0 takes
+ * several output rows where sh <= ph): a wrong index in any output row
+ * is caught, and its dx still arrives for the others. */
+START_TEST(cpu_max_k3rows_bad_indices) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_pool2d_params ps[2] = {{3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0},
+                                     {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}};
+  const rumus_dtype d = tu_dtypes[_i];
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  for (int c = 0; c < 2; c++) {
+    const size_t in[4] = {1, 2, 7, 64};
+    size_t oh, ow;
+    TU_OK(ctx, rumus_pool2d_output_size(ctx, &ps[c], in[2], in[3], &oh, &ow));
+    const size_t out[4] = {1, 2, oh, ow}, nout = 2 * oh * ow;
+    tu_rng r;
+    tu_rng_seed(&r, 600 + c);
+    float *x = rand_typed(&r, d, 2 * 7 * 64, -2, 2);
+    float *g = rand_typed(&r, d, nout, -1, 1);
+    rumus_tensor *tx = tu_tensor_typed(ctx, d, 4, in, x),
+                 *ty = tu_tensor_typed(ctx, d, 4, out, NULL),
+                 *tg = tu_tensor_typed(ctx, d, 4, out, g),
+                 *tdx = tu_tensor_typed(ctx, d, 4, in, NULL),
+                 *ti = tu_tensor(ctx, RUMUS_I32, 4, out, NULL);
+    TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &ps[c], tx, ty, ti));
+    int32_t *good = tu_malloc(nout * sizeof *good);
+    TU_OK(ctx, rumus_tensor_download(ti, good, nout * sizeof *good));
+    for (size_t row = 0; row < 2 * oh; row++) {
+      const size_t at = row * ow + (row * 5) % ow;
+      int32_t *bad = tu_malloc(nout * sizeof *bad);
+      memcpy(bad, good, nout * sizeof *bad);
+      bad[at] = good[at] + 64 * 3; /* three rows down: outside */
+      rumus_tensor *tb = tu_tensor(ctx, RUMUS_I32, 4, out, bad);
+      TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &ps[c], tg, tb, tdx));
+      TU_STATUS(RUMUS_EINDEX, rumus_ctx_sync(ctx));
+      ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows"),
+                    "case %d row %zu: k3rows did not run", c, row);
+      char want[96];
+      snprintf(want, sizeof want, "index %d out of range at row %zu",
+               bad[at], at);
+      ck_assert_msg(strstr(rumus_ctx_errmsg(ctx), want),
+                    "case %d row %zu: %s", c, row, rumus_ctx_errmsg(ctx));
+      TU_OK(ctx, rumus_ctx_sync(ctx));
+      rumus_tensor_free(tb);
+      free(bad);
+    }
+    free(good);
+    free(x);
+    free(g);
+    rumus_tensor *ts[5] = {tx, ty, tg, tdx, ti};
+    for (int j = 0; j < 5; j++) rumus_tensor_free(ts[j]);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+START_TEST(cpu_avg_bwd_tiles) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  for (size_t k = 0; k < sizeof AVG_TILE_CASES / sizeof AVG_TILE_CASES[0];
+       k++) {
+    avg_tile_case(ctx, k, d, 0);
+    avg_tile_case(ctx, k, d, 3);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Indices outside the plane, or inside it but outside their window, are
  * caught on the device: RUMUS_EINDEX at the next sync, naming the index
  * and its position; the other outputs' gradients still arrive, and the
@@ -1321,6 +1632,8 @@ int main(void) {
   tcase_add_loop_test(limits, odd_offsets, 0, 3);
   tcase_add_loop_test(limits, k2_offsets, 0, 3);
   tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
+  tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
+  tcase_add_loop_test(limits, cpu_max_k3rows, 0, 3);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
@@ -1328,6 +1641,7 @@ int main(void) {
   tcase_add_test(errors, bad_tensors);
   tcase_add_test(errors, bad_indices_on_device);
   tcase_add_loop_test(errors, bad_indices_at_row_ends, 0, 3);
+  tcase_add_loop_test(errors, cpu_max_k3rows_bad_indices, 0, 3);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }

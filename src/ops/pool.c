@@ -22,7 +22,13 @@
  * take several consecutive rows a work-item (run_row_items); its F32 max
  * backward scatters by planes unless the rows gather in vectors
  * (max_bwd_vec); its adaptive pooling runs the average rows where the bins
- * are such windows (adaptive_as_avg) and plane kernels to 1 x 1.
+ * are such windows (adaptive_as_avg) and plane kernels to 1 x 1.  On the
+ * CPU variant the max pooling of 3 wide windows of stride 2, padding 1
+ * along w runs row-aligned blocks (max_fwd_k3rows, max_bwd_rows) and the
+ * average backward of windows that tile the image runs by output rows
+ * (avg_bwd_tiles); RUMUS_POOL_CPU=old keeps the row kernels instead.  F32
+ * outputs of 32 MiB and more are stored past the caches there (pool_nt;
+ * RUMUS_POOL_NT=0 or 1 forces it).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +54,25 @@ static size_t pool_ls(const rumus_ctx *ctx) {
   return ls;
 }
 
+/* Whether the program may store past the caches (cl/pool.cl's POOL_NT):
+ * F32 on the CPU variant of a CPU device (the compilers of GPUs are not
+ * asked to know the builtin). */
+static int pool_nt_program(const rumus_ctx *ctx, rumus_dtype storage) {
+  return storage == RUMUS_F32 && !ctx->is_gpu && !rumus__gpu_variant(ctx);
+}
+
+/* Outputs from this size on are stored past the caches where the program
+ * can (the last-level cache of the CPUs measured: 32 MiB). */
+#define NT_BYTES ((size_t)32 << 20)
+
+/* A kernel's nt flag for output t: RUMUS_POOL_NT=0 or 1 forces it. */
+static cl_int pool_nt(const rumus_ctx *ctx, const rumus_tensor *t) {
+  const char *v = getenv("RUMUS_POOL_NT");
+  if (!pool_nt_program(ctx, t->dtype)) return 0;
+  if (v != NULL) return strcmp(v, "0") != 0;
+  return rumus_tensor_nbytes(t) >= NT_BYTES;
+}
+
 /* The options of the family's program for `storage` (warm-up and
  * launches). */
 static void pool_options(const rumus_ctx *ctx, rumus_dtype storage, char *buf,
@@ -59,9 +84,10 @@ static void pool_options(const rumus_ctx *ctx, rumus_dtype storage, char *buf,
    * quotient differently in two of them, breaking the promise of the
    * same bits on both variants.  Correctly rounded division is the same
    * everywhere. */
-  snprintf(buf, len, "%s -DDEVERR_POOL_INDEX=%d -DROWS_WG=%d%s", head,
+  snprintf(buf, len, "%s -DDEVERR_POOL_INDEX=%d -DROWS_WG=%d%s%s", head,
            (int)RUMUS__DEVERR_POOL_INDEX, ROWS_WG,
-           ctx->cr_divide ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
+           ctx->cr_divide ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
+           pool_nt_program(ctx, storage) ? " -DPOOL_NT=1" : "");
 }
 
 /* Launches `kernel` over n elements in pieces of MAX_ITEMS; args[0] and
@@ -592,6 +618,44 @@ static int max_bwd_vec(const pool_call *c) {
   return (l1 < l2 ? l1 : l2) >= f;
 }
 
+/* Whether the CPU variant's new kernels may run: RUMUS_POOL_CPU=old keeps
+ * the row kernels they replace (to compare the two in one build). */
+static int pool_cpu_new(const rumus_ctx *ctx) {
+  const char *v = getenv("RUMUS_POOL_CPU");
+  return !rumus__gpu_variant(ctx) && (v == NULL || strcmp(v, "old") != 0);
+}
+
+/* Whether the CPU variant's max forward takes maxpool2d_fwd_k3rows: 3
+ * wide windows of stride 2, padding 1 along w, no dilation, W = 2 OW from
+ * 16 (blocks aligned to the row, whole vector stores, non-temporal where
+ * pool_nt says; not under RUMUS_POOL_CPU=old). */
+static int max_fwd_k3rows(const rumus_ctx *ctx, const pool_call *c) {
+  const cl_long W = c->io.s[1];
+  return pool_cpu_new(ctx) && c->ks.s[1] == 3 && c->ks.s[3] == 2 &&
+         c->pd.s[1] == 1 && c->pd.s[3] == 1 && W >= 16 &&
+         W == 2 * c->io.s[3];
+}
+
+/* The CPU variant's max backward by rows (args[0 .. 12)): for 3 wide
+ * windows of stride 2, padding 1 along w (no dilation on either axis) on
+ * rows of even width from 16, maxpool2d_bwd_k3rows (blocks aligned to the
+ * row, whole vector stores, non-temporal where pool_nt says, each index
+ * checked by an input row that reads it anyway; not under
+ * RUMUS_POOL_CPU=old), else maxpool2d_bwd_rows. */
+static int max_bwd_rows(rumus_ctx *ctx, const char *op, const pool_call *c,
+                        const rumus_tensor *dx, const rumus__arg *args) {
+  const cl_long W = c->io.s[1];
+  if (!pool_cpu_new(ctx) || c->ks.s[1] != 3 || c->ks.s[3] != 2 ||
+      c->pd.s[1] != 1 || c->pd.s[2] != 1 || c->pd.s[3] != 1 || W < 16 ||
+      W % 2 != 0)
+    return run_t_rows(ctx, op, "maxpool2d_bwd_rows", dx, args, 12);
+  rumus__arg a[13];
+  for (int i = 0; i < 12; i++) a[i] = args[i];
+  const cl_int nt = pool_nt(ctx, dx);
+  a[12] = RUMUS__ARG(nt);
+  return run_t_rows(ctx, op, "maxpool2d_bwd_k3rows", dx, a, 13);
+}
+
 int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *x, rumus_tensor *y,
                         rumus_tensor *indices) {
@@ -622,6 +686,13 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, items,
                          &mg, &sv);
+  if (max_fwd_k3rows(ctx, &c)) {
+    rumus__arg a[12];
+    for (int i = 0; i < 11; i++) a[i] = args[i];
+    const cl_int nt = pool_nt(ctx, y);
+    a[11] = RUMUS__ARG(nt);
+    return run_t_rows(ctx, op, "maxpool2d_fwd_k3rows", y, a, 12);
+  }
   return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
 }
 
@@ -684,7 +755,10 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (!rumus__gpu_variant(ctx) && dx->dtype == RUMUS_F32 && !max_bwd_vec(&c))
     return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_planes",
                      dx->shape[0] * dx->shape[1], args, 12, ROWS_WG);
-  return run_rows(ctx, op, "maxpool2d_bwd", dx, args, 12);
+  if (rumus__gpu_variant(ctx))
+    return run_items(ctx, op, dx->dtype, "maxpool2d_bwd", dx->numel, args, 12,
+                     pool_ls(ctx));
+  return max_bwd_rows(ctx, op, &c, dx, args);
 }
 
 /* ---- Average pooling ---------------------------------------------------- */
@@ -714,6 +788,30 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
     return run_fwd_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, items,
                          &mg, &sv);
   return run_rows(ctx, op, "avgpool2d_fwd", y, args, 11);
+}
+
+/* CPU variant: windows that tile the image (kernel = stride, 1, 2 or 4
+ * wide, no padding, H = kh OH, W = kw OW, OW >= 4) run
+ * avgpool2d_bwd_tiles over the N C OH output rows (each writes its kh dx
+ * rows in vectors; the bits of avgpool2d_bwd_rows).  1 if it ran (*rc its
+ * status). */
+static int avg_bwd_tiles(rumus_ctx *ctx, const char *op, const pool_call *c,
+                         const rumus_tensor *dx, const rumus__arg *args,
+                         int *rc) {
+  const cl_long H = c->io.s[0], W = c->io.s[1], OH = c->io.s[2],
+                OW = c->io.s[3], kh = c->ks.s[0], kw = c->ks.s[1];
+  if (!pool_cpu_new(ctx) || kh != c->ks.s[2] || kw != c->ks.s[3] ||
+      c->pd.s[0] != 0 || c->pd.s[1] != 0 || H != kh * OH || W != kw * OW ||
+      OW < 4 || (kw != 1 && kw != 2 && kw != 4))
+    return 0;
+  rumus__arg a[12];
+  for (int i = 0; i < 11; i++) a[i] = args[i];
+  const cl_int nt = pool_nt(ctx, dx);
+  a[11] = RUMUS__ARG(nt);
+  *rc = run_row_items(ctx, op, "avgpool2d_bwd_tiles", dx->dtype,
+                      dx->shape[0] * dx->shape[1] * (size_t)OH,
+                      (size_t)(kh * W), a, 12);
+  return 1;
 }
 
 int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
@@ -752,6 +850,8 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
     return run_items(ctx, op, dx->dtype, "avgpool2d_bwd_q", dx->numel, aq, 13,
                      pool_ls(ctx));
   }
+  int rc;
+  if (avg_bwd_tiles(ctx, op, &c, dx, args, &rc)) return rc;
   return run_rows(ctx, op, "avgpool2d_bwd", dx, args, 11);
 }
 
