@@ -1390,6 +1390,134 @@ LN_INLINE void ln_bwd_wide_rows(global const real_t *dy,
 LN_BWD_WIDE(layernorm_bwd_wide, 0)
 LN_BWD_WIDE(rmsnorm_bwd_wide, 1)
 
+/* ---- Row-in-registers backward (GPU variant, RUMUS_LN_BWD_ROW) ---------
+ * One work-group per block of the gradients' rows (as _blk and _wide),
+ * walking its rows one at a time with the whole row of dy and x in
+ * registers: work-item lid holds float4 groups lid + v ls (v < NV, the
+ * kernel's _regNV suffix; ls at launch), every load of a row issued
+ * before the first use, so each row is read from memory once (the _wide
+ * kernel reads it twice) and its two sums take one float2 sum
+ * (LN_GRP_SUM: two barriers; successive rows alternate between buf's two
+ * halves of ls + 32 entries, so no third).  The partials take each
+ * column's terms in row order, one fma per term, and the row sums are
+ * added in the order of _blk (NV 2) and _wide (NV LN_WBV, ls LN_WBLS), so
+ * with those layouts dx and the partials are their bits. */
+#ifndef LN_RMAXV
+#define LN_RMAXV 8 /* the largest NV (the host's) */
+#endif
+
+/* Loads a row's dy and x groups (all before their use; full: the
+ * work-item's groups all lie inside the row). */
+LN_INLINE void ln_reg_load(global const real_t *dy, global const real_t *x,
+                           size_t n, int full, const int nv, float4 *d,
+                           float4 *xv) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+#pragma unroll
+  for (int v = 0; v < LN_RMAXV; v++) {
+    if (v >= nv) continue; /* not break: the loop unrolls */
+    const size_t q = lid + (size_t)v * ls;
+    d[v] = full ? LOAD4(dy, q * 4) : rumus_load4_fill(dy, q, n, 0.0f);
+    xv[v] = full ? LOAD4(x, q * 4) : rumus_load4_fill(x, q, n, 0.0f);
+  }
+}
+
+/* A row's first half: its loads, xv made xhat, the partials' terms; the
+ * work-item's row sums returned (full: a constant at each call, the
+ * work-item's groups all inside the row). */
+LN_INLINE float2 ln_reg_sums(global const real_t *dy, global const real_t *x,
+                             size_t n, float mu, float rs, int rms, int has_g,
+                             global const param_t *gm, const int full,
+                             const int nv, float4 *d, float4 *xh, float4 *sg,
+                             float4 *sb) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  ln_reg_load(dy, x, n, full, nv, d, xh);
+  float a = 0.0f, b = 0.0f;
+#pragma unroll
+  for (int v = 0; v < LN_RMAXV; v++) {
+    if (v >= nv) continue;
+    const size_t q = lid + (size_t)v * ls;
+    xh[v] = (xh[v] - mu) * rs;
+    const float4 g = d[v] * ln_gam4(has_g, gm, q, n, full);
+    a += rumus_hsum4(g); /* g is 0 past the row's end */
+    b += dot(g, xh[v]);
+    if (q * 4 >= n) continue;
+    sg[v] = fma(d[v], xh[v], sg[v]);
+    if (!rms) sb[v] += d[v];
+  }
+  return (float2)(a, b);
+}
+
+/* A row's second half: dx = rs (g - ca - xhat cb). */
+LN_INLINE void ln_reg_dx(global real_t *dx, size_t n, float rs, float ca,
+                         float cb, int has_g, global const param_t *gm,
+                         const int full, const int nv, const float4 *d,
+                         const float4 *xh) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+#pragma unroll
+  for (int v = 0; v < LN_RMAXV; v++) {
+    const size_t q = lid + (size_t)v * ls;
+    if (v >= nv || q * 4 >= n) continue;
+    const float4 g = d[v] * ln_gam4(has_g, gm, q, n, full);
+    const float4 o = rs * (g - ca - xh[v] * cb);
+    if (full) STORE4(o, dx, q * 4);
+    else rumus_store4_part(o, dx, q, n);
+  }
+}
+
+/* Block k's rows [r0, r1) (pointers from the tensors' starts); buf: 2 (ls
+ * + 32) entries.  The barriers lie outside the two copies of each half,
+ * so every work-item takes them whichever copy it runs. */
+LN_INLINE void ln_reg_body(global const real_t *dy, global const real_t *x,
+                           global real_t *dx, global const float *mean,
+                           global const float *rstd, size_t n, size_t r0,
+                           size_t r1, int rms, int has_g,
+                           global const param_t *gm, local float2 *buf,
+                           int has_part, global float *part, size_t k,
+                           size_t nb, const int nv) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  const float fn = (float)n;
+  float4 sg[LN_RMAXV], sb[LN_RMAXV];
+#pragma unroll
+  for (int v = 0; v < LN_RMAXV; v++) sg[v] = sb[v] = (float4)(0.0f);
+  const int full = (lid + (size_t)(nv - 1) * ls) * 4 + 4 <= n;
+  for (size_t r = r0; r < r1; r++) { /* uniform over the group */
+    const float mu = rms ? 0.0f : mean[r], rs = rstd[r];
+    global const real_t *dyr = dy + r * n, *xr = x + r * n;
+    float4 d[LN_RMAXV], xh[LN_RMAXV];
+    const float2 t =
+        full ? ln_reg_sums(dyr, xr, n, mu, rs, rms, has_g, gm, 1, nv, d, xh,
+                           sg, sb)
+             : ln_reg_sums(dyr, xr, n, mu, rs, rms, has_g, gm, 0, nv, d, xh,
+                           sg, sb);
+    const float2 s = ln_grp2l2(buf + ((r - r0) & 1) * (ls + 32), t, ls);
+    const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
+    if (full)
+      ln_reg_dx(dx + r * n, n, rs, ca, cb, has_g, gm, 1, nv, d, xh);
+    else
+      ln_reg_dx(dx + r * n, n, rs, ca, cb, has_g, gm, 0, nv, d, xh);
+  }
+  if (has_part) ln_part_out(sg, sb, !rms, nv, part, k, n, nb);
+}
+
+#define LN_BWD_REG(name, rms, nv)                                            \
+  __kernel void name(LN_BWD_ARGS, local float2 *buf, int has_part,          \
+                     global float *part, ulong rb, ulong nb) {               \
+    const size_t k = get_group_id(0);                                        \
+    const size_t r0 = k * (size_t)rb;                                        \
+    const size_t r1 = min(r0 + (size_t)rb, (size_t)rows);                    \
+    ln_reg_body(dy + dy_off, x + x_off, dx + dx_off, mean + m_off,           \
+                rstd + r_off, cols, r0, r1, rms, has_g, g + g_off, buf,      \
+                has_part, part, k, nb, nv);                                  \
+  }
+LN_BWD_REG(layernorm_bwd_reg1, 0, 1)
+LN_BWD_REG(layernorm_bwd_reg2, 0, 2)
+LN_BWD_REG(layernorm_bwd_reg4, 0, 4)
+LN_BWD_REG(layernorm_bwd_reg8, 0, 8)
+LN_BWD_REG(rmsnorm_bwd_reg1, 1, 1)
+LN_BWD_REG(rmsnorm_bwd_reg2, 1, 2)
+LN_BWD_REG(rmsnorm_bwd_reg4, 1, 4)
+LN_BWD_REG(rmsnorm_bwd_reg8, 1, 8)
+
 /* ---- Gradients of gamma and beta ----------------------------------------
  * Stage 1: block k of the rows [k RB, min((k + 1) RB, rows)) and column j:
  * part[k cols + j] = sum dy xhat (dgamma), part[(nb + k) cols + j] = sum dy
