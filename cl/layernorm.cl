@@ -392,36 +392,59 @@ LN_GRP_SUM(ln_grp2l2, float2)
 LN_GRP_SUM(ln_grp2l4, float4)
 LN_GRP_SUM(ln_grp2l8, float8)
 
-/* Row of n elements (n = 0 for padding rows: they load and store nothing
+#ifndef LN_WLS
+#define LN_WLS 512 /* work-items of the wide forward (host: layernorm.c's) */
+#endif
+#ifndef LN_WV
+#define LN_WV 8 /* float4 groups per work-item (host: layernorm.c's) */
+#endif
+#define LN_FWD_MAXV (CACHE_V4 > LN_WV ? CACHE_V4 : LN_WV)
+
+/* A sum over the lane's row: its segment of rt work-items (the _wgc
+ * kernels; la 2 WG entries) or the wide kernel's LN_WLS (la LN_WLS + 32). */
+LN_INLINE float ln_fwd_sum(local float *la, float a, uint rt, const int wide) {
+  return wide ? ln_grp2l(la, a, LN_WLS) : ln_seg2l(la, a, rt);
+}
+LN_INLINE float2 ln_fwd_sum2(local float2 *lbc, float2 a, uint rt,
+                             const int wide) {
+  return wide ? ln_grp2l2(lbc, a, LN_WLS) : ln_seg2l2(lbc, a, rt);
+}
+
+/* The register forward of the _wgc kernels (wide 0: rt work-items a row,
+ * nv = CACHE_V4) and of the wide kernel (wide 1: LN_WLS, nv = LN_WV).
+ * Row of n elements (n = 0 for padding rows: they load and store nothing
  * but take part in the barriers); the lane holds groups lane, lane + rt,
  * ...  la and lbc are distinct, so successive reductions need no barrier
- * between them. */
-LN_INLINE void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
-                               size_t n, uint rt, int rms, float eps, int has_g,
-                               global const param_t *g, int has_b,
-                               global const param_t *b, local float *la,
-                               local float2 *lbc, float *mean_o,
-                               float *rstd_o) {
+ * between them.  Every load is issued before the sums; the loops are
+ * unrolled (constant trip counts with guards) so that the row stays in
+ * registers. */
+LN_INLINE void ln_fwd_regs_body(global const real_t *x, global real_t *y,
+                                size_t n, uint rt, const int nv,
+                                const int wide, int rms, float eps, int has_g,
+                                global const param_t *g, int has_b,
+                                global const param_t *b, local float *la,
+                                local float2 *lbc, float *mean_o,
+                                float *rstd_o) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
-  float4 v[CACHE_V4];
+  float4 v[LN_FWD_MAXV];
   float a = 0.0f;
   /* Without the tests of the row's end where the lane's last group lies
-   * inside the row (fewer registers: ln_fwd_wide_body's). */
-  const int full = (lane + (size_t)(CACHE_V4 - 1) * rt) * 4 + 4 <= n;
+   * inside the row (fewer registers). */
+  const int full = (lane + (size_t)(nv - 1) * rt) * 4 + 4 <= n;
   if (full) {
 #pragma unroll
-    for (int k = 0; k < CACHE_V4; k++)
-      v[k] = LOAD4(x, (lane + (size_t)k * rt) * 4);
+    for (int k = 0; k < LN_FWD_MAXV; k++)
+      if (k < nv) v[k] = LOAD4(x, (lane + (size_t)k * rt) * 4);
   } else {
 #pragma unroll
-    for (int k = 0; k < CACHE_V4; k++)
-      v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, 0.0f);
+    for (int k = 0; k < LN_FWD_MAXV; k++)
+      if (k < nv) v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, 0.0f);
   }
 #pragma unroll
-  for (int k = 0; k < CACHE_V4; k++)
-    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
-  const float s0 = ln_seg2l(la, a, rt);
+  for (int k = 0; k < LN_FWD_MAXV; k++)
+    if (k < nv) a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
+  const float s0 = ln_fwd_sum(la, a, rt, wide);
   float mean = 0.0f, rstd;
   if (rms) {
     rstd = rms_rrms(s0, fn, eps);
@@ -429,18 +452,20 @@ LN_INLINE void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
     const float m0 = s0 / fn;
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
-    for (int k = 0; k < CACHE_V4; k++) {
+    for (int k = 0; k < LN_FWD_MAXV; k++) {
+      if (k >= nv) continue; /* not break: the loop unrolls */
       const float4 d = (v[k] - m0) * ln_mask4(lane + (size_t)k * rt, n);
       s1 += rumus_hsum4(d);
       s2 += dot(d, d);
     }
-    const float2 s = ln_seg2l2(lbc, (float2)(s1, s2), rt);
+    const float2 s = ln_fwd_sum2(lbc, (float2)(s1, s2), rt, wide);
     mean = m0 + s.x / fn;
     rstd = ln_rstd(s.x, s.y, fn, eps);
   }
   if (full) {
 #pragma unroll
-    for (int k = 0; k < CACHE_V4; k++) {
+    for (int k = 0; k < LN_FWD_MAXV; k++) {
+      if (k >= nv) continue;
       const size_t j = (lane + (size_t)k * rt) * 4;
       float4 o = (v[k] - mean) * rstd;
       if (has_g) o *= PLOAD4(g, j);
@@ -449,9 +474,9 @@ LN_INLINE void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
     }
   } else {
 #pragma unroll
-    for (int k = 0; k < CACHE_V4; k++) {
+    for (int k = 0; k < LN_FWD_MAXV; k++) {
       const size_t q = lane + (size_t)k * rt;
-      if (q * 4 >= n) continue; /* not break: the loop unrolls */
+      if (k >= nv || q * 4 >= n) continue;
       float4 o = (v[k] - mean) * rstd;
       if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
       if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
@@ -836,78 +861,7 @@ LN_FWD_WG(rmsnorm_fwd_wg, 1)
  * rolled loop puts the array on the stack).  The sums take two levels
  * (LN_GRP_SUM: two barriers each, not log2 LN_WLS). */
 
-#ifndef LN_WLS
-#define LN_WLS 512 /* work-items of the wide forward (host: layernorm.c's) */
-#endif
-#ifndef LN_WV
-#define LN_WV 8 /* float4 groups per work-item (host: layernorm.c's) */
-#endif
-
-LN_INLINE void ln_fwd_wide_body(global const real_t *x, global real_t *y,
-                                size_t n, int rms, float eps, int has_g,
-                                global const param_t *g, int has_b,
-                                global const param_t *b, local float *la,
-                                local float2 *lbc, float *mean_o,
-                                float *rstd_o) {
-  const size_t lid = get_local_id(0);
-  const float fn = (float)n;
-  float4 v[LN_WV];
-  float a = 0.0f;
-  /* Every load issued before the sums; without the tests of the row's
-   * end where the work-item's last group lies inside the row. */
-  const int full = (lid + (size_t)(LN_WV - 1) * LN_WLS) * 4 + 4 <= n;
-  if (full) {
-#pragma unroll
-    for (int k = 0; k < LN_WV; k++)
-      v[k] = LOAD4(x, (lid + (size_t)k * LN_WLS) * 4);
-  } else {
-#pragma unroll
-    for (int k = 0; k < LN_WV; k++)
-      v[k] = rumus_load4_fill(x, lid + (size_t)k * LN_WLS, n, 0.0f);
-  }
-#pragma unroll
-  for (int k = 0; k < LN_WV; k++)
-    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
-  const float s0 = ln_grp2l(la, a, LN_WLS);
-  float mean = 0.0f, rstd;
-  if (rms) {
-    rstd = rms_rrms(s0, fn, eps);
-  } else {
-    const float m0 = s0 / fn;
-    float s1 = 0.0f, s2 = 0.0f;
-#pragma unroll
-    for (int k = 0; k < LN_WV; k++) {
-      const float4 d = (v[k] - m0) * ln_mask4(lid + (size_t)k * LN_WLS, n);
-      s1 += rumus_hsum4(d);
-      s2 += dot(d, d);
-    }
-    const float2 s = ln_grp2l2(lbc, (float2)(s1, s2), LN_WLS);
-    mean = m0 + s.x / fn;
-    rstd = ln_rstd(s.x, s.y, fn, eps);
-  }
-  if (full) {
-#pragma unroll
-    for (int k = 0; k < LN_WV; k++) {
-      const size_t j = (lid + (size_t)k * LN_WLS) * 4;
-      float4 o = (v[k] - mean) * rstd;
-      if (has_g) o *= PLOAD4(g, j);
-      if (has_b) o += PLOAD4(b, j);
-      STORE4(o, y, j);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < LN_WV; k++) {
-      const size_t q = lid + (size_t)k * LN_WLS;
-      if (q * 4 >= n) continue;
-      float4 o = (v[k] - mean) * rstd;
-      if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
-      if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
-      rumus_store4_part(o, y, q, n);
-    }
-  }
-  *mean_o = mean;
-  *rstd_o = rstd;
-}
+/* (LN_WLS and LN_WV: above, with ln_fwd_regs_body.) */
 
 #define LN_FWD_WIDE(name, rms)                                               \
   __kernel RUMUS_REQD_WG(LN_WLS, 1, 1) void name(LN_FWD_ARGS) {              \
@@ -915,9 +869,9 @@ LN_INLINE void ln_fwd_wide_body(global const real_t *x, global real_t *y,
     local float2 lbc[LN_WLS + 32];                                           \
     const size_t r = get_group_id(0);                                        \
     float mu, rs;                                                            \
-    ln_fwd_wide_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,  \
-                     eps, has_g, g + g_off, has_b && !rms, b + b_off, la,    \
-                     lbc, &mu, &rs);                                         \
+    ln_fwd_regs_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols,      \
+                     LN_WLS, LN_WV, 1, rms, eps, has_g, g + g_off,           \
+                     has_b && !rms, b + b_off, la, lbc, &mu, &rs);           \
     LN_STATS_OUT(r, get_local_id(0) == 0, rms)                               \
   }
 LN_FWD_WIDE(layernorm_fwd_wide, 0)
@@ -947,9 +901,9 @@ LN_BWD_WG(rmsnorm_bwd_wg, 1)
     local float2 lbc[2 * WG];                                                \
     const size_t r = WGC_ROW(rt);                                            \
     float mu, rs;                                                            \
-    ln_fwd_wgc_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),    \
-                    rt, rms, eps, has_g, g + g_off, has_b && !rms,           \
-                    b + b_off, la, lbc, &mu, &rs);                           \
+    ln_fwd_regs_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),   \
+                     rt, CACHE_V4, 0, rms, eps, has_g, g + g_off,            \
+                     has_b && !rms, b + b_off, la, lbc, &mu, &rs);           \
     LN_STATS_OUT(r, WGC_N(r) && get_local_id(0) % rt == 0, rms)                   \
   }
 LN_FWD_WGC(layernorm_fwd_wgc, 0)
