@@ -410,6 +410,65 @@ LN_INLINE float2 ln_fwd_sum2(local float2 *lbc, float2 a, uint rt,
   return wide ? ln_grp2l2(lbc, a, LN_WLS) : ln_seg2l2(lbc, a, rt);
 }
 
+#ifndef LN_FWD_ONE
+#define LN_FWD_ONE 0 /* 1: the wide forward's statistics in one sum (host's) */
+#endif
+
+/* Chan's merge of the moments b = (mean, M2) of nb elements into a's, of
+ * *na elements. */
+inline float2 ln_merge(float *na, float2 a, float nb, float2 b) {
+  if (nb == 0.0f) return a;
+  if (*na == 0.0f) {
+    *na = nb;
+    return b;
+  }
+  const float n = *na + nb, delta = b.x - a.x, f = nb / n;
+  const float2 m = (float2)(a.x + delta * f,
+                            a.y + b.y + delta * delta * (f * *na));
+  *na = n;
+  return m;
+}
+
+/* The wide forward's row moments (mean, sum of squared deviations) in one
+ * two-level sum (LN_WV float4 per work-item in v, LN_WLS work-items): each
+ * work-item's own count, mean and M2 from its registers, then Chan's
+ * merges in a fixed order, as LN_GRP_SUM adds (lc, lm: LN_WLS + 32
+ * entries). */
+LN_INLINE float2 ln_wide_moments(const float4 *v, size_t n, local float *lc,
+                                 local float2 *lm) {
+  const size_t lid = get_local_id(0);
+  float c = 0.0f, s = 0.0f, m2 = 0.0f;
+#pragma unroll
+  for (int k = 0; k < LN_WV; k++) {
+    const size_t j = (lid + (size_t)k * LN_WLS) * 4;
+    c += j >= n ? 0.0f : (n - j >= 4 ? 4.0f : (float)(n - j));
+    s += rumus_hsum4(v[k]); /* 0 past the row's end */
+  }
+  const float mi = c > 0.0f ? s / c : 0.0f;
+#pragma unroll
+  for (int k = 0; k < LN_WV; k++) {
+    const float4 d = (v[k] - mi) * ln_mask4(lid + (size_t)k * LN_WLS, n);
+    m2 += dot(d, d);
+  }
+  lc[lid] = c;
+  lm[lid] = (float2)(mi, m2);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < 32) {
+    float cc = c;
+    float2 t = (float2)(mi, m2);
+    for (size_t i = lid + 32; i < LN_WLS; i += 32)
+      t = ln_merge(&cc, t, lc[i], lm[i]);
+    lc[LN_WLS + lid] = cc;
+    lm[LN_WLS + lid] = t;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float cc = lc[LN_WLS];
+  float2 t = lm[LN_WLS];
+  for (int i = 1; i < 32; i++)
+    t = ln_merge(&cc, t, lc[LN_WLS + i], lm[LN_WLS + i]);
+  return t;
+}
+
 /* The register forward of the _wgc kernels (wide 0: rt work-items a row,
  * nv = CACHE_V4) and of the wide kernel (wide 1: LN_WLS, nv = LN_WV).
  * Row of n elements (n = 0 for padding rows: they load and store nothing
@@ -441,14 +500,22 @@ LN_INLINE void ln_fwd_regs_body(global const real_t *x, global real_t *y,
     for (int k = 0; k < LN_FWD_MAXV; k++)
       if (k < nv) v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, 0.0f);
   }
-#pragma unroll
-  for (int k = 0; k < LN_FWD_MAXV; k++)
-    if (k < nv) a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
-  const float s0 = ln_fwd_sum(la, a, rt, wide);
   float mean = 0.0f, rstd;
-  if (rms) {
-    rstd = rms_rrms(s0, fn, eps);
+  if (LN_FWD_ONE && wide && !rms) { /* one sum: two barriers, not four */
+    const float2 t = ln_wide_moments(v, n, la, lbc);
+    const float var = t.y / fn;
+    mean = t.x;
+    rstd = 1.0f / sqrt((var < 0.0f ? 0.0f : var) + eps); /* NaN stays */
+  } else if (rms) {
+#pragma unroll
+    for (int k = 0; k < LN_FWD_MAXV; k++)
+      if (k < nv) a += dot(v[k], v[k]);
+    rstd = rms_rrms(ln_fwd_sum(la, a, rt, wide), fn, eps);
   } else {
+#pragma unroll
+    for (int k = 0; k < LN_FWD_MAXV; k++)
+      if (k < nv) a += rumus_hsum4(v[k]);
+    const float s0 = ln_fwd_sum(la, a, rt, wide);
     const float m0 = s0 / fn;
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll

@@ -602,6 +602,36 @@ START_TEST(reg_rows) {
 }
 END_TEST
 
+/* The layer norm's wide forward with its statistics in one sum
+ * (RUMUS_LN_FWD_ONE=1) on x of type tu_dtypes[_i]: it runs, and y, mean,
+ * rstd (and the backward after it) against the reference, on rows the
+ * wide kernel holds (8193 to 16384: full, a tail, every lane of a
+ * float4 group), gamma F32 or x's type. */
+START_TEST(fwd_one_sum) {
+  static const shp S[] = {{2, 16384}, {3, 15001}, {2, 8195}, {4, 12002}};
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  setenv("RUMUS_LN_FWD_ONE", "1", 1);
+  for (size_t k = 0; k < sizeof S / sizeof S[0]; k++) {
+    const rumus_dtype pd = k % 2 && d != RUMUS_F32 ? d : RUMUS_F32;
+    inputs in = make_inputs(&S[k], d, pd, 400 + k);
+    ln_tensors t = ln_make(ctx, &in);
+    char tag[96];
+    snprintf(tag, sizeof tag, "one_%s_p%s_%zux%zu", tu_dtype_name(d),
+             tu_dtype_name(pd), S[k].rows, S[k].cols);
+    tu_kernel_ran(ctx, "layernorm_fwd_wide"); /* forgets what ran before */
+    run_norm(ctx, &in, &t, 0, k != 2, tag);
+    ck_assert_msg(tu_kernel_ran(ctx, "layernorm_fwd_wide"),
+                  "%s: layernorm_fwd_wide did not run", tag);
+    ln_free(ctx, &t);
+    free_inputs(&in);
+  }
+  unsetenv("RUMUS_LN_FWD_ONE");
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* Rows of 1000 + U(-1, 1) (std 0.58), where E[x^2] - E[x]^2 in float
  * would lose the variance: rstd within rtol 1e-4, y within atol 2e-4 (the
  * float mean's rounding, ulp(1000) / 2 = 3e-5, times rstd 1.7, plus the
@@ -867,6 +897,7 @@ int main(void) {
   tcase_add_test(limits, blk_rows_same_bits);
   tcase_add_test(limits, rowp_pairs_same_bits);
   tcase_add_loop_test(limits, reg_rows, 0, 3);
+  tcase_add_loop_test(limits, fwd_one_sum, 0, 3);
   tcase_add_test(limits, large_offset);
   tcase_add_test(limits, empty_tensors);
   tcase_add_test(limits, nan_and_inf_rows);

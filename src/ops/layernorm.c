@@ -124,6 +124,17 @@ static ln_blk_shape blk_shape(void) {
   return b;
 }
 
+/* RUMUS_LN_FWD_ONE=1: the layer norm's wide forward (rows of 8193 to
+ * 16384 on GPUs) takes a row's mean and variance in one two-level sum
+ * (each work-item's moments from its registers, Chan's merges in a fixed
+ * order: two barriers where the mean and then the sums of d = x - mean
+ * take four).  Off by default until measured on the H200; other bits
+ * than the default's (the same to within the reference's tolerances). */
+static int fwd_one(void) {
+  const char *v = getenv("RUMUS_LN_FWD_ONE");
+  return v != NULL && strcmp(v, "1") == 0;
+}
+
 /* The local size of the stage kernels (LN_FOLD_LS): a column per
  * work-item, 32 per group on GPUs (coalesced), 8 on CPUs. */
 static size_t fold_ls(const rumus_ctx *ctx, const rumus__row_plan *plan) {
@@ -148,8 +159,9 @@ static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
     const ln_blk_shape k = blk_shape();
     snprintf(gpu, sizeof gpu,
              " -DLN_WLS=%zu -DLN_WV=%zu -DLN_WBLS=%zu -DLN_WBV=%zu"
-             " -DLN_WBB=%zu -DLN_WBR=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d",
-             f.ls, f.v, b.ls, b.v, b.b, b.r, k.rows, k.unroll);
+             " -DLN_WBB=%zu -DLN_WBR=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d%s",
+             f.ls, f.v, b.ls, b.v, b.b, b.r, k.rows, k.unroll,
+             fwd_one() ? " -DLN_FWD_ONE=1" : "");
     /* 128 registers on NVIDIA: the _blk kernel then runs at 512 work-items
      * (rows up to 4096) by rumus__kernel_wg_limit()'s count, where the
      * driver's own figure (256) kept rows past 2048 off it. */
