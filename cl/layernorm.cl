@@ -392,55 +392,147 @@ LN_GRP_SUM(ln_grp2l2, float2)
 LN_GRP_SUM(ln_grp2l4, float4)
 LN_GRP_SUM(ln_grp2l8, float8)
 
-/* Row of n elements (n = 0 for padding rows: they load and store nothing
+#ifndef LN_WLS
+#define LN_WLS 512 /* work-items of the wide forward (host: layernorm.c's) */
+#endif
+#ifndef LN_WV
+#define LN_WV 8 /* float4 groups per work-item (host: layernorm.c's) */
+#endif
+#define LN_FWD_MAXV (CACHE_V4 > LN_WV ? CACHE_V4 : LN_WV)
+
+/* A sum over the lane's row: its segment of rt work-items (the _wgc
+ * kernels; la 2 WG entries) or the wide kernel's LN_WLS (la LN_WLS + 32). */
+LN_INLINE float ln_fwd_sum(local float *la, float a, uint rt, const int wide) {
+  return wide ? ln_grp2l(la, a, LN_WLS) : ln_seg2l(la, a, rt);
+}
+LN_INLINE float2 ln_fwd_sum2(local float2 *lbc, float2 a, uint rt,
+                             const int wide) {
+  return wide ? ln_grp2l2(lbc, a, LN_WLS) : ln_seg2l2(lbc, a, rt);
+}
+
+#ifndef LN_FWD_ONE
+#define LN_FWD_ONE 0 /* 1: the wide forward's statistics in one sum (host's) */
+#endif
+
+/* Chan's merge of the moments b = (mean, M2) of nb elements into a's, of
+ * *na elements. */
+inline float2 ln_merge(float *na, float2 a, float nb, float2 b) {
+  if (nb == 0.0f) return a;
+  if (*na == 0.0f) {
+    *na = nb;
+    return b;
+  }
+  const float n = *na + nb, delta = b.x - a.x, f = nb / n;
+  const float2 m = (float2)(a.x + delta * f,
+                            a.y + b.y + delta * delta * (f * *na));
+  *na = n;
+  return m;
+}
+
+/* The wide forward's row moments (mean, sum of squared deviations) in one
+ * two-level sum (LN_WV float4 per work-item in v, LN_WLS work-items): each
+ * work-item's own count, mean and M2 from its registers, then Chan's
+ * merges in a fixed order, as LN_GRP_SUM adds (lc, lm: LN_WLS + 32
+ * entries). */
+LN_INLINE float2 ln_wide_moments(const float4 *v, size_t n, local float *lc,
+                                 local float2 *lm) {
+  const size_t lid = get_local_id(0);
+  float c = 0.0f, s = 0.0f, m2 = 0.0f;
+#pragma unroll
+  for (int k = 0; k < LN_WV; k++) {
+    const size_t j = (lid + (size_t)k * LN_WLS) * 4;
+    c += j >= n ? 0.0f : (n - j >= 4 ? 4.0f : (float)(n - j));
+    s += rumus_hsum4(v[k]); /* 0 past the row's end */
+  }
+  const float mi = c > 0.0f ? s / c : 0.0f;
+#pragma unroll
+  for (int k = 0; k < LN_WV; k++) {
+    const float4 d = (v[k] - mi) * ln_mask4(lid + (size_t)k * LN_WLS, n);
+    m2 += dot(d, d);
+  }
+  lc[lid] = c;
+  lm[lid] = (float2)(mi, m2);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < 32) {
+    float cc = c;
+    float2 t = (float2)(mi, m2);
+    for (size_t i = lid + 32; i < LN_WLS; i += 32)
+      t = ln_merge(&cc, t, lc[i], lm[i]);
+    lc[LN_WLS + lid] = cc;
+    lm[LN_WLS + lid] = t;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float cc = lc[LN_WLS];
+  float2 t = lm[LN_WLS];
+  for (int i = 1; i < 32; i++)
+    t = ln_merge(&cc, t, lc[LN_WLS + i], lm[LN_WLS + i]);
+  return t;
+}
+
+/* The register forward of the _wgc kernels (wide 0: rt work-items a row,
+ * nv = CACHE_V4) and of the wide kernel (wide 1: LN_WLS, nv = LN_WV).
+ * Row of n elements (n = 0 for padding rows: they load and store nothing
  * but take part in the barriers); the lane holds groups lane, lane + rt,
  * ...  la and lbc are distinct, so successive reductions need no barrier
- * between them. */
-LN_INLINE void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
-                               size_t n, uint rt, int rms, float eps, int has_g,
-                               global const param_t *g, int has_b,
-                               global const param_t *b, local float *la,
-                               local float2 *lbc, float *mean_o,
-                               float *rstd_o) {
+ * between them.  Every load is issued before the sums; the loops are
+ * unrolled (constant trip counts with guards) so that the row stays in
+ * registers. */
+LN_INLINE void ln_fwd_regs_body(global const real_t *x, global real_t *y,
+                                size_t n, uint rt, const int nv,
+                                const int wide, int rms, float eps, int has_g,
+                                global const param_t *g, int has_b,
+                                global const param_t *b, local float *la,
+                                local float2 *lbc, float *mean_o,
+                                float *rstd_o) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
-  float4 v[CACHE_V4];
+  float4 v[LN_FWD_MAXV];
   float a = 0.0f;
   /* Without the tests of the row's end where the lane's last group lies
-   * inside the row (fewer registers: ln_fwd_wide_body's). */
-  const int full = (lane + (size_t)(CACHE_V4 - 1) * rt) * 4 + 4 <= n;
+   * inside the row (fewer registers). */
+  const int full = (lane + (size_t)(nv - 1) * rt) * 4 + 4 <= n;
   if (full) {
 #pragma unroll
-    for (int k = 0; k < CACHE_V4; k++)
-      v[k] = LOAD4(x, (lane + (size_t)k * rt) * 4);
+    for (int k = 0; k < LN_FWD_MAXV; k++)
+      if (k < nv) v[k] = LOAD4(x, (lane + (size_t)k * rt) * 4);
   } else {
 #pragma unroll
-    for (int k = 0; k < CACHE_V4; k++)
-      v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, 0.0f);
+    for (int k = 0; k < LN_FWD_MAXV; k++)
+      if (k < nv) v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, 0.0f);
   }
-#pragma unroll
-  for (int k = 0; k < CACHE_V4; k++)
-    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
-  const float s0 = ln_seg2l(la, a, rt);
   float mean = 0.0f, rstd;
-  if (rms) {
-    rstd = rms_rrms(s0, fn, eps);
+  if (LN_FWD_ONE && wide && !rms) { /* one sum: two barriers, not four */
+    const float2 t = ln_wide_moments(v, n, la, lbc);
+    const float var = t.y / fn;
+    mean = t.x;
+    rstd = 1.0f / sqrt((var < 0.0f ? 0.0f : var) + eps); /* NaN stays */
+  } else if (rms) {
+#pragma unroll
+    for (int k = 0; k < LN_FWD_MAXV; k++)
+      if (k < nv) a += dot(v[k], v[k]);
+    rstd = rms_rrms(ln_fwd_sum(la, a, rt, wide), fn, eps);
   } else {
+#pragma unroll
+    for (int k = 0; k < LN_FWD_MAXV; k++)
+      if (k < nv) a += rumus_hsum4(v[k]);
+    const float s0 = ln_fwd_sum(la, a, rt, wide);
     const float m0 = s0 / fn;
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
-    for (int k = 0; k < CACHE_V4; k++) {
+    for (int k = 0; k < LN_FWD_MAXV; k++) {
+      if (k >= nv) continue; /* not break: the loop unrolls */
       const float4 d = (v[k] - m0) * ln_mask4(lane + (size_t)k * rt, n);
       s1 += rumus_hsum4(d);
       s2 += dot(d, d);
     }
-    const float2 s = ln_seg2l2(lbc, (float2)(s1, s2), rt);
+    const float2 s = ln_fwd_sum2(lbc, (float2)(s1, s2), rt, wide);
     mean = m0 + s.x / fn;
     rstd = ln_rstd(s.x, s.y, fn, eps);
   }
   if (full) {
 #pragma unroll
-    for (int k = 0; k < CACHE_V4; k++) {
+    for (int k = 0; k < LN_FWD_MAXV; k++) {
+      if (k >= nv) continue;
       const size_t j = (lane + (size_t)k * rt) * 4;
       float4 o = (v[k] - mean) * rstd;
       if (has_g) o *= PLOAD4(g, j);
@@ -449,9 +541,9 @@ LN_INLINE void ln_fwd_wgc_body(global const real_t *x, global real_t *y,
     }
   } else {
 #pragma unroll
-    for (int k = 0; k < CACHE_V4; k++) {
+    for (int k = 0; k < LN_FWD_MAXV; k++) {
       const size_t q = lane + (size_t)k * rt;
-      if (q * 4 >= n) continue; /* not break: the loop unrolls */
+      if (k >= nv || q * 4 >= n) continue;
       float4 o = (v[k] - mean) * rstd;
       if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
       if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
@@ -836,78 +928,7 @@ LN_FWD_WG(rmsnorm_fwd_wg, 1)
  * rolled loop puts the array on the stack).  The sums take two levels
  * (LN_GRP_SUM: two barriers each, not log2 LN_WLS). */
 
-#ifndef LN_WLS
-#define LN_WLS 512 /* work-items of the wide forward (host: layernorm.c's) */
-#endif
-#ifndef LN_WV
-#define LN_WV 8 /* float4 groups per work-item (host: layernorm.c's) */
-#endif
-
-LN_INLINE void ln_fwd_wide_body(global const real_t *x, global real_t *y,
-                                size_t n, int rms, float eps, int has_g,
-                                global const param_t *g, int has_b,
-                                global const param_t *b, local float *la,
-                                local float2 *lbc, float *mean_o,
-                                float *rstd_o) {
-  const size_t lid = get_local_id(0);
-  const float fn = (float)n;
-  float4 v[LN_WV];
-  float a = 0.0f;
-  /* Every load issued before the sums; without the tests of the row's
-   * end where the work-item's last group lies inside the row. */
-  const int full = (lid + (size_t)(LN_WV - 1) * LN_WLS) * 4 + 4 <= n;
-  if (full) {
-#pragma unroll
-    for (int k = 0; k < LN_WV; k++)
-      v[k] = LOAD4(x, (lid + (size_t)k * LN_WLS) * 4);
-  } else {
-#pragma unroll
-    for (int k = 0; k < LN_WV; k++)
-      v[k] = rumus_load4_fill(x, lid + (size_t)k * LN_WLS, n, 0.0f);
-  }
-#pragma unroll
-  for (int k = 0; k < LN_WV; k++)
-    a += rms ? dot(v[k], v[k]) : rumus_hsum4(v[k]);
-  const float s0 = ln_grp2l(la, a, LN_WLS);
-  float mean = 0.0f, rstd;
-  if (rms) {
-    rstd = rms_rrms(s0, fn, eps);
-  } else {
-    const float m0 = s0 / fn;
-    float s1 = 0.0f, s2 = 0.0f;
-#pragma unroll
-    for (int k = 0; k < LN_WV; k++) {
-      const float4 d = (v[k] - m0) * ln_mask4(lid + (size_t)k * LN_WLS, n);
-      s1 += rumus_hsum4(d);
-      s2 += dot(d, d);
-    }
-    const float2 s = ln_grp2l2(lbc, (float2)(s1, s2), LN_WLS);
-    mean = m0 + s.x / fn;
-    rstd = ln_rstd(s.x, s.y, fn, eps);
-  }
-  if (full) {
-#pragma unroll
-    for (int k = 0; k < LN_WV; k++) {
-      const size_t j = (lid + (size_t)k * LN_WLS) * 4;
-      float4 o = (v[k] - mean) * rstd;
-      if (has_g) o *= PLOAD4(g, j);
-      if (has_b) o += PLOAD4(b, j);
-      STORE4(o, y, j);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < LN_WV; k++) {
-      const size_t q = lid + (size_t)k * LN_WLS;
-      if (q * 4 >= n) continue;
-      float4 o = (v[k] - mean) * rstd;
-      if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
-      if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
-      rumus_store4_part(o, y, q, n);
-    }
-  }
-  *mean_o = mean;
-  *rstd_o = rstd;
-}
+/* (LN_WLS and LN_WV: above, with ln_fwd_regs_body.) */
 
 #define LN_FWD_WIDE(name, rms)                                               \
   __kernel RUMUS_REQD_WG(LN_WLS, 1, 1) void name(LN_FWD_ARGS) {              \
@@ -915,9 +936,9 @@ LN_INLINE void ln_fwd_wide_body(global const real_t *x, global real_t *y,
     local float2 lbc[LN_WLS + 32];                                           \
     const size_t r = get_group_id(0);                                        \
     float mu, rs;                                                            \
-    ln_fwd_wide_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols, rms,  \
-                     eps, has_g, g + g_off, has_b && !rms, b + b_off, la,    \
-                     lbc, &mu, &rs);                                         \
+    ln_fwd_regs_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols,      \
+                     LN_WLS, LN_WV, 1, rms, eps, has_g, g + g_off,           \
+                     has_b && !rms, b + b_off, la, lbc, &mu, &rs);           \
     LN_STATS_OUT(r, get_local_id(0) == 0, rms)                               \
   }
 LN_FWD_WIDE(layernorm_fwd_wide, 0)
@@ -947,9 +968,9 @@ LN_BWD_WG(rmsnorm_bwd_wg, 1)
     local float2 lbc[2 * WG];                                                \
     const size_t r = WGC_ROW(rt);                                            \
     float mu, rs;                                                            \
-    ln_fwd_wgc_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),    \
-                    rt, rms, eps, has_g, g + g_off, has_b && !rms,           \
-                    b + b_off, la, lbc, &mu, &rs);                           \
+    ln_fwd_regs_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),   \
+                     rt, CACHE_V4, 0, rms, eps, has_g, g + g_off,            \
+                     has_b && !rms, b + b_off, la, lbc, &mu, &rs);           \
     LN_STATS_OUT(r, WGC_N(r) && get_local_id(0) % rt == 0, rms)                   \
   }
 LN_FWD_WGC(layernorm_fwd_wgc, 0)
@@ -1389,6 +1410,134 @@ LN_INLINE void ln_bwd_wide_rows(global const real_t *dy,
   }
 LN_BWD_WIDE(layernorm_bwd_wide, 0)
 LN_BWD_WIDE(rmsnorm_bwd_wide, 1)
+
+/* ---- Row-in-registers backward (GPU variant, RUMUS_LN_BWD_ROW) ---------
+ * One work-group per block of the gradients' rows (as _blk and _wide),
+ * walking its rows one at a time with the whole row of dy and x in
+ * registers: work-item lid holds float4 groups lid + v ls (v < NV, the
+ * kernel's _regNV suffix; ls at launch), every load of a row issued
+ * before the first use, so each row is read from memory once (the _wide
+ * kernel reads it twice) and its two sums take one float2 sum
+ * (LN_GRP_SUM: two barriers; successive rows alternate between buf's two
+ * halves of ls + 32 entries, so no third).  The partials take each
+ * column's terms in row order, one fma per term, and the row sums are
+ * added in the order of _blk (NV 2) and _wide (NV LN_WBV, ls LN_WBLS), so
+ * with those layouts dx and the partials are their bits. */
+#ifndef LN_RMAXV
+#define LN_RMAXV 8 /* the largest NV (the host's) */
+#endif
+
+/* Loads a row's dy and x groups (all before their use; full: the
+ * work-item's groups all lie inside the row). */
+LN_INLINE void ln_reg_load(global const real_t *dy, global const real_t *x,
+                           size_t n, int full, const int nv, float4 *d,
+                           float4 *xv) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+#pragma unroll
+  for (int v = 0; v < LN_RMAXV; v++) {
+    if (v >= nv) continue; /* not break: the loop unrolls */
+    const size_t q = lid + (size_t)v * ls;
+    d[v] = full ? LOAD4(dy, q * 4) : rumus_load4_fill(dy, q, n, 0.0f);
+    xv[v] = full ? LOAD4(x, q * 4) : rumus_load4_fill(x, q, n, 0.0f);
+  }
+}
+
+/* A row's first half: its loads, xv made xhat, the partials' terms; the
+ * work-item's row sums returned (full: a constant at each call, the
+ * work-item's groups all inside the row). */
+LN_INLINE float2 ln_reg_sums(global const real_t *dy, global const real_t *x,
+                             size_t n, float mu, float rs, int rms, int has_g,
+                             global const param_t *gm, const int full,
+                             const int nv, float4 *d, float4 *xh, float4 *sg,
+                             float4 *sb) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  ln_reg_load(dy, x, n, full, nv, d, xh);
+  float a = 0.0f, b = 0.0f;
+#pragma unroll
+  for (int v = 0; v < LN_RMAXV; v++) {
+    if (v >= nv) continue;
+    const size_t q = lid + (size_t)v * ls;
+    xh[v] = (xh[v] - mu) * rs;
+    const float4 g = d[v] * ln_gam4(has_g, gm, q, n, full);
+    a += rumus_hsum4(g); /* g is 0 past the row's end */
+    b += dot(g, xh[v]);
+    if (q * 4 >= n) continue;
+    sg[v] = fma(d[v], xh[v], sg[v]);
+    if (!rms) sb[v] += d[v];
+  }
+  return (float2)(a, b);
+}
+
+/* A row's second half: dx = rs (g - ca - xhat cb). */
+LN_INLINE void ln_reg_dx(global real_t *dx, size_t n, float rs, float ca,
+                         float cb, int has_g, global const param_t *gm,
+                         const int full, const int nv, const float4 *d,
+                         const float4 *xh) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+#pragma unroll
+  for (int v = 0; v < LN_RMAXV; v++) {
+    const size_t q = lid + (size_t)v * ls;
+    if (v >= nv || q * 4 >= n) continue;
+    const float4 g = d[v] * ln_gam4(has_g, gm, q, n, full);
+    const float4 o = rs * (g - ca - xh[v] * cb);
+    if (full) STORE4(o, dx, q * 4);
+    else rumus_store4_part(o, dx, q, n);
+  }
+}
+
+/* Block k's rows [r0, r1) (pointers from the tensors' starts); buf: 2 (ls
+ * + 32) entries.  The barriers lie outside the two copies of each half,
+ * so every work-item takes them whichever copy it runs. */
+LN_INLINE void ln_reg_body(global const real_t *dy, global const real_t *x,
+                           global real_t *dx, global const float *mean,
+                           global const float *rstd, size_t n, size_t r0,
+                           size_t r1, int rms, int has_g,
+                           global const param_t *gm, local float2 *buf,
+                           int has_part, global float *part, size_t k,
+                           size_t nb, const int nv) {
+  const size_t lid = get_local_id(0), ls = get_local_size(0);
+  const float fn = (float)n;
+  float4 sg[LN_RMAXV], sb[LN_RMAXV];
+#pragma unroll
+  for (int v = 0; v < LN_RMAXV; v++) sg[v] = sb[v] = (float4)(0.0f);
+  const int full = (lid + (size_t)(nv - 1) * ls) * 4 + 4 <= n;
+  for (size_t r = r0; r < r1; r++) { /* uniform over the group */
+    const float mu = rms ? 0.0f : mean[r], rs = rstd[r];
+    global const real_t *dyr = dy + r * n, *xr = x + r * n;
+    float4 d[LN_RMAXV], xh[LN_RMAXV];
+    const float2 t =
+        full ? ln_reg_sums(dyr, xr, n, mu, rs, rms, has_g, gm, 1, nv, d, xh,
+                           sg, sb)
+             : ln_reg_sums(dyr, xr, n, mu, rs, rms, has_g, gm, 0, nv, d, xh,
+                           sg, sb);
+    const float2 s = ln_grp2l2(buf + ((r - r0) & 1) * (ls + 32), t, ls);
+    const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
+    if (full)
+      ln_reg_dx(dx + r * n, n, rs, ca, cb, has_g, gm, 1, nv, d, xh);
+    else
+      ln_reg_dx(dx + r * n, n, rs, ca, cb, has_g, gm, 0, nv, d, xh);
+  }
+  if (has_part) ln_part_out(sg, sb, !rms, nv, part, k, n, nb);
+}
+
+#define LN_BWD_REG(name, rms, nv)                                            \
+  __kernel void name(LN_BWD_ARGS, local float2 *buf, int has_part,          \
+                     global float *part, ulong rb, ulong nb) {               \
+    const size_t k = get_group_id(0);                                        \
+    const size_t r0 = k * (size_t)rb;                                        \
+    const size_t r1 = min(r0 + (size_t)rb, (size_t)rows);                    \
+    ln_reg_body(dy + dy_off, x + x_off, dx + dx_off, mean + m_off,           \
+                rstd + r_off, cols, r0, r1, rms, has_g, g + g_off, buf,      \
+                has_part, part, k, nb, nv);                                  \
+  }
+LN_BWD_REG(layernorm_bwd_reg1, 0, 1)
+LN_BWD_REG(layernorm_bwd_reg2, 0, 2)
+LN_BWD_REG(layernorm_bwd_reg4, 0, 4)
+LN_BWD_REG(layernorm_bwd_reg8, 0, 8)
+LN_BWD_REG(rmsnorm_bwd_reg1, 1, 1)
+LN_BWD_REG(rmsnorm_bwd_reg2, 1, 2)
+LN_BWD_REG(rmsnorm_bwd_reg4, 1, 4)
+LN_BWD_REG(rmsnorm_bwd_reg8, 1, 8)
 
 /* ---- Gradients of gamma and beta ----------------------------------------
  * Stage 1: block k of the rows [k RB, min((k + 1) RB, rows)) and column j:
