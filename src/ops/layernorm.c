@@ -345,6 +345,19 @@ static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
                               rumus__align4(ctx, al, nal, cols), cols, plan);
 }
 
+/* *fits: 1 when the device runs kernel `name` of plan's program at ls
+ * work-items (rumus__kernel_wg_limit: its registers, not the driver's
+ * figure). */
+static int kernel_fits(rumus_ctx *ctx, const char *op,
+                       const rumus__row_plan *plan, const char *name,
+                       size_t ls, int *fits) {
+  const rumus__kernel_ref kr = {FILE_CL, plan->options, name};
+  size_t limit;
+  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &kr, &limit));
+  *fits = limit >= ls;
+  return RUMUS_OK;
+}
+
 /* A work-group kernel of the GPU variant ("`base`_`suffix`": _blk; lfl
  * floats of local memory per work-item), its local size k->ls
  * for rows of cols: the fewest work-items (a power of two from 32, at
@@ -363,10 +376,9 @@ static int group_local(rumus_ctx *ctx, const char *op,
   while (l * 4 * nv < cols) l *= 2;
   if (l > max_ls || l > ctx->max_wg) return RUMUS_OK;
   snprintf(k->kernel, sizeof k->kernel, "%s_%s", base, suffix);
-  const rumus__kernel_ref kr = {FILE_CL, plan->options, k->kernel};
-  size_t limit;
-  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &kr, &limit));
-  if (limit >= l) k->ls = l;
+  int fits;
+  RUMUS__FORWARD(kernel_fits(ctx, op, plan, k->kernel, l, &fits));
+  if (fits) k->ls = l;
   return RUMUS_OK;
 }
 
@@ -381,10 +393,9 @@ static int wide_local(rumus_ctx *ctx, const char *op,
   if (plan->kind == RUMUS__ROWS_ITEM || ctx->opt_wg) return RUMUS_OK;
   if (cols > 4 * w->ls * w->v || w->ls > ctx->max_wg) return RUMUS_OK;
   snprintf(k->kernel, sizeof k->kernel, "%s_wide", base);
-  const rumus__kernel_ref kr = {FILE_CL, plan->options, k->kernel};
-  size_t limit;
-  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &kr, &limit));
-  if (limit >= w->ls) k->ls = w->ls;
+  int fits;
+  RUMUS__FORWARD(kernel_fits(ctx, op, plan, k->kernel, w->ls, &fits));
+  if (fits) k->ls = w->ls;
   return RUMUS_OK;
 }
 
@@ -489,11 +500,7 @@ static int fold_one(rumus_ctx *ctx, const char *op,
   const size_t wg = fold_ls(ctx, plan) * LN_FOLD_H;
   if (nb <= LN_FOLD_G || nb > LN_FOLD_G * LN_FOLD_H || wg > ctx->max_wg)
     return RUMUS_OK;
-  const rumus__kernel_ref k = {FILE_CL, plan->options, "ln_dparam_fold_one"};
-  size_t limit;
-  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
-  *one = limit >= wg;
-  return RUMUS_OK;
+  return kernel_fits(ctx, op, plan, "ln_dparam_fold_one", wg, one);
 }
 
 /* Stage 2 by ln_dparam_fold_one: a group of (fold_ls, LN_FOLD_H) per
@@ -608,11 +615,7 @@ static int fused_ref(rumus_ctx *ctx, const char *op,
   *ok = 0;
   if (plan->kind != RUMUS__ROWS_REGS) return RUMUS_OK;
   snprintf(name, len, "%s_fused", base);
-  const rumus__kernel_ref k = {FILE_CL, plan->options, name};
-  size_t limit;
-  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
-  *ok = limit >= plan->wg;
-  return RUMUS_OK;
+  return kernel_fits(ctx, op, plan, name, plan->wg, ok);
 }
 
 /* ts's entries (dy, x, dx, mean, rstd, gamma) in the backward kernels'
@@ -686,10 +689,9 @@ static int reg_local(rumus_ctx *ctx, const char *op,
   while (l * 4 * v < cols) l *= 2;
   if (v > LN_REG_MAX_V || l > ctx->max_wg) return RUMUS_OK;
   snprintf(k->kernel, sizeof k->kernel, "%s_reg%zu", base, v);
-  const rumus__kernel_ref kr = {FILE_CL, plan->options, k->kernel};
-  size_t limit;
-  RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &kr, &limit));
-  if (limit >= l) k->ls = l;
+  int fits;
+  RUMUS__FORWARD(kernel_fits(ctx, op, plan, k->kernel, l, &fits));
+  if (fits) k->ls = l;
   return RUMUS_OK;
 }
 
