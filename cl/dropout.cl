@@ -127,6 +127,14 @@ void dropout(global const real_t *x, ulong x_off, global real_t *y,
            thresh, scale);
 }
 
+#ifndef DO_CPU_KERNELS
+/* 1: the program holds the CPU variant's kernels below (the host leaves
+ * them out of the GPU variant's program: they are of no use there, and a
+ * GPU compiler need not see their 64-bit lane tricks). */
+#define DO_CPU_KERNELS 1
+#endif
+#if DO_CPU_KERNELS
+
 /* ---- CPU variant: DO_VEC groups per work-item, in SIMD lanes ------------
  * PoCL runs the scalar generator one call at a time (its work-group
  * vectoriser does not take it): 2^24 F32 elements took 170 ms on the
@@ -492,3 +500,4 @@ void dropout_u64(global const real_t *x, ulong x_off, global real_t *y,
     do_group(x, y, i + 4 * k, (size_t)n, g0 + (ulong)(g + k), key, offset,
              thresh, scale);
 }
+#endif /* DO_CPU_KERNELS */

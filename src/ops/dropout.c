@@ -104,8 +104,9 @@ static void dropout_options(const rumus_ctx *ctx, const geom *g, char *buf,
                       g->align4);
   snprintf(buf, len,
            "%s -DDO_VEC=%d -DDO_ILP=%d -DDO_W=%d -DDO_U64_ILP=%d "
-           "-DDO_U64_REP=%d -DDO_LS=%zu",
-           head, DO_VEC, g->ilp, g->w, g->ilp, g->rep, g->ls);
+           "-DDO_U64_REP=%d -DDO_LS=%zu -DDO_CPU_KERNELS=%d",
+           head, DO_VEC, g->ilp, g->w, g->ilp, g->rep, g->ls,
+           strcmp(g->kernel, "dropout") != 0);
 }
 
 /* p in [0, 1] (NaN fails both tests); in, out floating, of one type and
@@ -147,7 +148,7 @@ static int launch(rumus_ctx *ctx, const char *op, float p, uint64_t seed,
                   rumus_tensor *out) {
   const rumus_tensor *ts[2] = {in, out};
   geom g;
-  char opts[192];
+  char opts[256];
   get_geom(ctx, in->dtype, rumus__align4(ctx, ts, 2, 0), &g);
   dropout_options(ctx, &g, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, g.kernel};
@@ -202,7 +203,7 @@ int rumus__dropout_warm(rumus_ctx *ctx) {
   const int aligns = rumus__gpu_variant(ctx) ? 2 : 1;
   for (int align4 = 0; align4 < aligns; align4++) {
     geom g;
-    char opts[192];
+    char opts[256];
     cl_program prog;
     get_geom(ctx, RUMUS_F32, align4, &g);
     dropout_options(ctx, &g, opts, sizeof opts);
