@@ -4,6 +4,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -51,8 +52,10 @@ void bench_print_table(const bench_run *r, FILE *f) {
   if (r->dtype != RUMUS_F32)
     fprintf(f, "storage: %s for the ops that take it (the others F32)\n",
             rumus_dtype_name(r->dtype));
-  fprintf(f, "host:   %s, %d OpenMP threads; BLAS: %s\n", r->host_cpu,
-          r->threads, r->blas ? r->blas : "none");
+  const char *wait = getenv("OMP_WAIT_POLICY");
+  fprintf(f, "host:   %s, %d OpenMP threads (OMP_WAIT_POLICY %s); BLAS: %s\n",
+          r->host_cpu, r->threads, wait ? wait : "unset",
+          r->blas ? r->blas : "none");
   fprintf(f, "host load average (1, 5, 15 min): %s at the start, %s at the end\n",
           r->load_start, r->load_end);
   fprintf(f, "device copy kernel (float4, 2 x %.0f MiB): %.1f GB/s"
