@@ -359,6 +359,8 @@ static int read_device(rumus_ctx *ctx) {
   RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, ctx->max_wg));
   RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_LOCAL_MEM_SIZE, ctx->local_mem));
   RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, ctx->max_alloc));
+  RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT,
+                             ctx->float_width));
   /* A family that needs division rounded the same in every kernel asks
    * for it where the device offers it. */
   cl_device_fp_config fp = 0;

@@ -51,6 +51,7 @@ struct rumus_ctx {
   int profiling;        /* the queue has CL_QUEUE_PROFILING_ENABLE */
   int cr_divide;        /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT */
   cl_uint regs_per_block; /* NVIDIA's CL_DEVICE_REGISTERS_PER_BLOCK_NV, or 0 */
+  cl_uint float_width;  /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (CPU: SIMD) */
 
   /* Options. */
   int opt_variant;

@@ -679,6 +679,58 @@ START_TEST(tile_override) {
 }
 END_TEST
 
+/* RUMUS_GEMM_CPU_NV: the CPU variant's register block at 1 to 4 float16
+ * vectors per row, every transpose, N past one and two blocks' widths and
+ * not a multiple of 16, an F16 A and B with F32 C too; out-of-range values
+ * ("0", "5", "12") are ignored (the default program, no new build).  The
+ * default follows the device (1 on AVX2, 4 on AVX-512), so this case
+ * runs both on any CPU. */
+START_TEST(cpu_nv_override) {
+  static const char *const NVS[] = {"1", "2", "3", "4", "0", "5", "12"};
+  const size_t M = 13, N = 139, K = 37;
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  tu_rng r;
+  tu_rng_seed(&r, 700 + (uint64_t)_i);
+  float *a = random_typed(&r, RUMUS_F16, M * K, -1, 1),
+        *b = random_typed(&r, RUMUS_F16, N * K, -1, 1),
+        *c = random_floats(&r, M * N, -1, 1);
+  rumus_tensor *tC = tu_tensor_2d(ctx, M, N, NULL);
+  /* Warm the default program so that an ignored value builds nothing. */
+  size_t sa[2] = {M, K}, sb[2] = {K, N};
+  rumus_tensor *tA = tu_tensor_2d(ctx, M, K, a), *tB = tu_tensor_2d(ctx, K, N, b);
+  rumus_gemm_layout l = {M, N, K, 1, 0, K, 0, 0, N, 0, 0, N, 0};
+  check_one(ctx, "cpu_nv_default", 0, 0, 1.0f, 0.5f, tA, a, M * K, tB, b,
+            K * N, tC, c, M * N, &l, 0);
+  rumus_cache_info before, after;
+  TU_OK(ctx, rumus_cache_stats(ctx, &before));
+  setenv("RUMUS_GEMM_CPU_NV", NVS[_i], 1);
+  check_one(ctx, "cpu_nv", 0, 0, 1.0f, 0.5f, tA, a, M * K, tB, b, K * N, tC,
+            c, M * N, &l, 0);
+  TU_OK(ctx, rumus_cache_stats(ctx, &after));
+  if (_i >= 4) ck_assert_uint_eq(after.builds, before.builds);
+  rumus_tensor_free(tA);
+  rumus_tensor_free(tB);
+  for (int t = 1; t < 4; t++) { /* the other transposes; F16 A and B */
+    const int ta = t & 1, tb = t >> 1;
+    sa[0] = ta ? K : M, sa[1] = ta ? M : K;
+    sb[0] = tb ? N : K, sb[1] = tb ? K : N;
+    tA = tu_tensor_typed(ctx, RUMUS_F16, 2, sa, a);
+    tB = tu_tensor_typed(ctx, RUMUS_F16, 2, sb, b);
+    rumus_gemm_layout lt = {M, N, K, 1, 0, sa[1], 0, 0, sb[1], 0, 0, N, 0};
+    check_one(ctx, "cpu_nv", ta, tb, -1.0f, 1.0f, tA, a, M * K, tB, b, K * N,
+              tC, c, M * N, &lt, 0);
+    rumus_tensor_free(tA);
+    rumus_tensor_free(tB);
+  }
+  unsetenv("RUMUS_GEMM_CPU_NV");
+  free(a);
+  free(b);
+  free(c);
+  tu_free_all(ctx, tC, NULL);
+}
+END_TEST
+
 /* Split-K (the work-group variant, few output tiles, K >= 1024): every
  * transpose, 16-bit storage with a C of its type or F32, an offset and
  * padded pitches through rumus_gemm_ex, beta 0 over a NaN C and beta 0.5,
@@ -927,6 +979,7 @@ int main(void) {
   tcase_add_loop_test(limits, split_k, 0, 12);
   tcase_add_loop_test(limits, tile_override, 0, 6);
   tcase_add_loop_test(limits, splitk_override, 0, 3);
+  tcase_add_loop_test(limits, cpu_nv_override, 0, 7);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_input);

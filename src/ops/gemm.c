@@ -43,16 +43,29 @@ static const tiled_cfg GPU_TILES[] = {
 };
 #define N_TILES (sizeof GPU_TILES / sizeof GPU_TILES[0])
 
-/* Register block of gemm_packed (MR rows, NV float16 columns: MR * NV + NV
- * + 1 of the 32 AVX-512 registers) and its local size along the row
- * blocks (work-items of a group share one B panel).  On PoCL, one
- * AVX-512 core, 1024^3: 6 x 64 gave 109 GFLOP/s, 8 x 32, 12 x 32, 14 x 32
- * and 4 x 64 94-101; on 2 busy cores 6 x 64, 8 x 48 and 12 x 32 were
- * within the noise, 6 x 64 ahead or level.  Local sizes 1 to 16 were
- * within the noise. */
-enum { CPU_MR = 6, CPU_NV = 4, CPU_NR = 16 * CPU_NV, CPU_LOCAL = 8 };
+/* Register block of gemm_packed: MR rows of NV float16 vectors, MR * NV
+ * accumulators + NV + 1 vectors in registers, and its local size along
+ * the row blocks (work-items of a group share one B panel).  A float16
+ * is one register where the device's native float vectors are 16 wide
+ * (AVX-512: 6 x 4 + 4 + 1 of 32) and two where they are 8 wide (AVX2:
+ * 6 x 1 takes 12 + 2 + 1 of 16), so NV follows the native width
+ * (cpu_nv).  On PoCL, one AVX-512 core, 1024^3: 6 x 64 gave 109 GFLOP/s,
+ * 8 x 32, 12 x 32, 14 x 32 and 4 x 64 94-101; on 2 busy cores 6 x 64,
+ * 8 x 48 and 12 x 32 were within the noise, 6 x 64 ahead or level.  On
+ * 2 AVX2 cores (AMD EPYC), 2048^3: 6 x 64 ran at 0.34x OpenBLAS's sgemm
+ * (its 48 accumulator registers spilled), 6 x 16 at 0.95x.  Local sizes
+ * 1 to 16 were within the noise. */
+enum { CPU_MR = 6, CPU_LOCAL = 8 };
 /* k-steps per work-item of the pack kernels (PKB in gemm.cl), local size. */
 enum { PACK_KB = 16, PACK_LOCAL = 8 };
+
+/* gemm_packed's float16 vectors per row (NV): 4 on 16-wide native float
+ * vectors, else 1; RUMUS_GEMM_CPU_NV=1..4 sets it (A/B runs). */
+static int cpu_nv(const rumus_ctx *ctx) {
+  const char *e = getenv("RUMUS_GEMM_CPU_NV");
+  if (e && e[0] >= '1' && e[0] <= '4' && e[1] == '\0') return e[0] - '0';
+  return ctx->float_width >= 16 ? 4 : 1;
+}
 
 /* Work-groups per launch along grid dimensions 1 and 2 (CUDA's limit,
  * which NVIDIA's OpenCL inherits). */
@@ -164,7 +177,7 @@ static void gemm_options(const rumus_ctx *ctx, const gemm_prog *g, char *buf,
              t->lpad, t->dbuf);
   else
     snprintf(buf, len, "%s -DTA=%d -DTB=%d -DMR=%d -DNV=%d", head, g->ta,
-             g->tb, CPU_MR, CPU_NV);
+             g->tb, CPU_MR, cpu_nv(ctx));
 }
 
 /* Whether gemm_tiled fits the device (work-group size, local memory). */
@@ -407,8 +420,9 @@ static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
   const rumus__kernel_ref kpa = {FILE_CL, opts, "gemm_pack_a"},
                           kpb = {FILE_CL, opts, "gemm_pack_b"},
                           kmm = {FILE_CL, opts, "gemm_packed"};
+  const size_t nv = (size_t)cpu_nv(ctx), nr = 16 * nv;
   const size_t mp = (l->m + CPU_MR - 1) / CPU_MR * CPU_MR;
-  const size_t np = (l->n + CPU_NR - 1) / CPU_NR * CPU_NR;
+  const size_t np = (l->n + nr - 1) / nr * nr;
   const size_t widest = mp > np ? mp : np;
   /* K in chunks of kc, the batch in chunks of bc, so that one packed
    * operand holds at most SCRATCH_CAP floats (or one K step). */
@@ -462,9 +476,9 @@ static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
       const size_t kbn = (kn + PACK_KB - 1) / PACK_KB;
       const size_t ga[3] = {p->ta ? mp / CPU_MR : kbn, p->ta ? kbn : mp / CPU_MR,
                             bat_a ? bn : 1};
-      const size_t gb[3] = {kbn, np / CPU_NR * (p->tb ? CPU_NV : 1),
+      const size_t gb[3] = {kbn, np / nr * (p->tb ? nv : 1),
                             bat_b ? bn : 1};
-      const size_t gm[3] = {mp / CPU_MR, np / CPU_NR, bn};
+      const size_t gm[3] = {mp / CPU_MR, np / nr, bn};
       if (kn > 0) {
         st = rumus__launch(ctx, op, &kpa, 3, ga, lpack, 7, aa);
         if (st == RUMUS_OK) st = rumus__launch(ctx, op, &kpb, 3, gb, lpack, 7, ba);
