@@ -665,7 +665,21 @@ Q8_INLINE void q8_rows_body(const int MR, const int NR,
         STORE_C(q8_hsum16(acc[i][j]), C, (m0 + i) * ldc + n0 + j);
 }
 
-/* MR x NR: 8 or 16 float16 accumulators (AVX-512 has 32 registers). */
+/* MR x NR: 8 or 16 float16 accumulators (AVX-512 has 32 registers); the
+ * host halves NR where the vectors are 8 lanes (rows_nr in
+ * src/ops/quant.c). */
+#ifndef Q8_NR1
+#define Q8_NR1 8
+#endif
+#ifndef Q8_NR2
+#define Q8_NR2 4
+#endif
+#ifndef Q8_NR4
+#define Q8_NR4 4
+#endif
+#ifndef Q8_NR8
+#define Q8_NR8 2
+#endif
 #define Q8_ROWS_KERNEL(MR, NR)                                               \
   __kernel void q8_rows_##MR(                                                \
       global const real_t *A, ulong a_off, global const char *q,             \
@@ -676,8 +690,8 @@ Q8_INLINE void q8_rows_body(const int MR, const int NR,
                  sc + (size_t)sc_off, C + (size_t)c_off, M, N, K, ldc, nb,   \
                  shift);                                                     \
   }
-Q8_ROWS_KERNEL(1, 8)
-Q8_ROWS_KERNEL(2, 4)
-Q8_ROWS_KERNEL(4, 4)
-Q8_ROWS_KERNEL(8, 2)
+Q8_ROWS_KERNEL(1, Q8_NR1)
+Q8_ROWS_KERNEL(2, Q8_NR2)
+Q8_ROWS_KERNEL(4, Q8_NR4)
+Q8_ROWS_KERNEL(8, Q8_NR8)
 #endif

@@ -500,6 +500,28 @@ START_TEST(matmul_block_sizes) {
 }
 END_TEST
 
+/* The CPU kernels with both tables of rows of B per work-item
+ * (RUMUS_Q8_CPU_NR: "wide", the AVX-512 default, and "narrow", AVX2's):
+ * every bucket of M (1, 2, 3-4, 5-8, past 8), N not a multiple of any
+ * NR, K with a short last chunk, run twice for the same bits. */
+START_TEST(matmul_cpu_tables) {
+  static const char *const TABLES[] = {"wide", "narrow"};
+  static const size_t MM[] = {1, 2, 3, 7, 9};
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  tu_rng rng;
+  tu_rng_seed(&rng, 450 + (uint64_t)_i);
+  setenv("RUMUS_Q8_CPU_NR", TABLES[_i], 1);
+  qmat B = qmat_new(&rng, 23, 331, 32);
+  for (size_t i = 0; i < sizeof MM / sizeof MM[0]; i++)
+    run_product_reps(ctx, &rng, i % 2 ? RUMUS_F16 : RUMUS_F32, RUMUS_F32,
+                     MM[i], &B, 0, 2);
+  qmat_free(&B);
+  unsetenv("RUMUS_Q8_CPU_NR");
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* A [batch, M, K] times B into C [batch, M, N]: batch * M rows, on the
  * matrix-vector (2 x 3) and tiled (3 x 20) kernels. */
 START_TEST(matmul_batched) {
@@ -1092,6 +1114,7 @@ int main(void) {
   tcase_add_loop_test(core, matmul_every_m, 0, 2);
   tcase_add_loop_test(core, matmul_block_sizes, 0, 2);
   tcase_add_loop_test(core, matmul_batched, 0, 2);
+  tcase_add_loop_test(core, matmul_cpu_tables, 0, 2);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_loop_test(limits, matmul_short_rows, 0, 2);

@@ -50,6 +50,20 @@ static const struct {
 #define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
 #define CPU_BIG 2 /* the bucket of M > 8 on the CPU variant */
 
+/* q8_rows' rows of B per work-item on this context: the table's, which
+ * fill 16 or 8 of the 32 AVX-512 registers with float16 accumulators,
+ * halved where the native float vectors are narrower than 16 lanes (AVX2:
+ * a float16 is two of its 16 registers).  RUMUS_Q8_CPU_NR=wide or narrow
+ * sets the choice (A/B runs). */
+static size_t rows_nr(const rumus_ctx *ctx, size_t bucket) {
+  const char *e = getenv("RUMUS_Q8_CPU_NR");
+  int narrow = ctx->float_width < 16;
+  if (e && strcmp(e, "wide") == 0) narrow = 0;
+  if (e && strcmp(e, "narrow") == 0) narrow = 1;
+  static const size_t NARROW[N_BUCKETS] = {4, 2, 1, 1};
+  return narrow ? NARROW[bucket] : BUCKETS[bucket].rows_nr;
+}
+
 /* q8_mv16_<MB>'s rows of B per row group (RPW), row groups per rows (KS,
  * splitting K) and chunks in flight (U) per bucket, as in cl/quant.cl's
  * Q8_V16_KERNEL lines: the best of eight settings on the H200 at M = 1
@@ -103,7 +117,6 @@ static int use_gpu(const rumus_ctx *ctx) {
 /* The options of the program (warm-up and launches). */
 static void q8_options(const rumus_ctx *ctx, const q8_prog *p, char *buf,
                        size_t len) {
-  (void)ctx;
   char head[96], v16[96] = "";
   rumus__options_head(head, sizeof head, p->storage, MV_WG, p->align);
   if (p->gpu && p->mv16) {
@@ -117,6 +130,10 @@ static void q8_options(const rumus_ctx *ctx, const q8_prog *p, char *buf,
       n += snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_KS=%d", k.ks);
     if (k.u) snprintf(v16 + n, sizeof v16 - n, " -DQ8_V16_U=%d", k.u);
   }
+  if (!p->gpu)
+    snprintf(v16, sizeof v16, " -DQ8_NR1=%zu -DQ8_NR2=%zu -DQ8_NR4=%zu "
+             "-DQ8_NR8=%zu", rows_nr(ctx, 0), rows_nr(ctx, 1),
+             rows_nr(ctx, 2), rows_nr(ctx, 3));
   snprintf(buf, len, "%s -DQ8_CT=%s -DQ8_GPU=%d -DQ8_LPR=%d%s", head,
            rumus__storage_tag(p->ct), p->gpu, MV_LPR, v16);
 }
@@ -326,7 +343,7 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const q8_mm *p,
 static int run_rows(rumus_ctx *ctx, const char *op, const q8_mm *p,
                     const char *opts) {
   const size_t b = p->m <= 8 ? bucket_of(p->m) : CPU_BIG;
-  const size_t mr = BUCKETS[b].mb, nr = BUCKETS[b].rows_nr;
+  const size_t mr = BUCKETS[b].mb, nr = rows_nr(ctx, b);
   char kname[16];
   snprintf(kname, sizeof kname, "q8_rows_%zu", mr);
   const rumus__kernel_ref kr = {FILE_CL, opts, kname};
