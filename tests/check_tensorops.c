@@ -132,7 +132,8 @@ START_TEST(permute_every_permutation) {
 END_TEST
 
 /* 1 to 8 dimensions (extents 1, 2, 7, 129), the head split and merge,
- * transposes of several tiles, 0-D and 1 x 1; storage _i. */
+ * transposes of several tiles and bands of tiles, 0-D and 1 x 1;
+ * storage _i. */
 START_TEST(permute_shapes) {
   const rumus_dtype d = tu_dtypes[_i];
   rumus_ctx *ctx = tu_ctx();
@@ -163,11 +164,14 @@ START_TEST(permute_shapes) {
   run_permute(ctx, &r, d, 4, head7, split, 1);
   const int tr[2] = {1, 0}, tr3[3] = {0, 2, 1};
   const size_t t1[2] = {129, 67}, t2[2] = {64, 96}, t3[2] = {1, 1},
-               t4[3] = {3, 33, 65};
+               t4[3] = {3, 33, 65}, t5[3] = {2, 37, 545};
   run_permute(ctx, &r, d, 2, t1, tr, 0);
   run_permute(ctx, &r, d, 2, t2, tr, 0);
   run_permute(ctx, &r, d, 2, t3, tr, 1);
   run_permute(ctx, &r, d, 3, t4, tr3, 1);
+  /* 18 columns of tiles on the CPU variant: a band of 16 and one of 2,
+   * in each of two planes. */
+  run_permute(ctx, &r, d, 3, t5, tr3, 0);
   run_permute(ctx, &r, d, 0, t3, tr, 0); /* a scalar */
   tu_free_all(ctx, NULL);
 }
