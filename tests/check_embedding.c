@@ -193,7 +193,7 @@ static void bwd_case(rumus_ctx *ctx, tu_rng *r, rumus_dtype d, rumus_dtype gd,
 
 /* Backward, dout storage tu_dtypes[_i / 2], dweight that type (_i even) or
  * F32: every dim; random ids with padding_idx, 5000 repeats of one id
- * among random ones, all ids equal. */
+ * among random ones, all ids equal; rows of 517. */
 START_TEST(bwd_cases) {
   const rumus_dtype d = tu_dtypes[_i / 2], gd = _i % 2 ? RUMUS_F32 : d;
   rumus_ctx *ctx = tu_ctx();
@@ -205,6 +205,10 @@ START_TEST(bwd_cases) {
     bwd_case(ctx, &r, d, gd, IDS_SKEWED, dim > 64 ? 6000 : 9000, 300, dim, -1);
     bwd_case(ctx, &r, d, gd, IDS_EQUAL, 600, 5, dim, -1);
   }
+  /* Rows of 517: the CPU sums' second group of 8-column blocks (512
+   * columns per work-item), its last block 5 wide; sorted scheme (rows
+   * above the dense scheme's 128), repeats across tiles. */
+  bwd_case(ctx, &r, d, gd, IDS_SKEWED, 900, 211, 517, 3);
   /* padding_idx that every id names: dweight all 0. */
   bwd_case(ctx, &r, d, gd, IDS_EQUAL, 40, 5, 3, 2);
   tu_free_all(ctx, NULL);

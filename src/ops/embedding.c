@@ -8,6 +8,7 @@
  * work-items per launch of the flat kernels.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -35,6 +36,7 @@ static const char *const FILE_CL = "embedding.cl";
 #define EMB_DENSE_MIN 64
 #define EMB_DENSE_PART 8
 #define EMB_SLAB 1024 /* columns per CPU work-item (cl/embedding.cl) */
+#define EMB_RB 64 /* 8-column blocks per CPU work-item of the sums */
 /* Scratch slots of the backward (keys and positions twice, the digit
  * table, its chunk sums, lead, tail, the rows' ranges). */
 #define EMB_SLOTS 9
@@ -52,8 +54,9 @@ static void emb_options(const rumus_ctx *ctx, rumus_dtype storage,
                         rumus_dtype grad, char *buf, size_t len) {
   char head[96];
   rumus__options_head(head, sizeof head, storage, emb_ls(ctx), 0);
-  snprintf(buf, len, "%s -DGRAD_STORAGE=%s -DDEVERR_EMBED_ID=%d", head,
-           rumus__storage_tag(grad), (int)RUMUS__DEVERR_EMBED_ID);
+  snprintf(buf, len, "%s -DGRAD_STORAGE=%s -DDEVERR_EMBED_ID=%d -DEMB_RB=%d",
+           head, rumus__storage_tag(grad), (int)RUMUS__DEVERR_EMBED_ID,
+           EMB_RB);
 }
 
 /* One launch of `kernel` over `items` work-items (padded). */
@@ -61,7 +64,11 @@ static int launch(rumus_ctx *ctx, const char *op, const char *opts,
                   const char *kernel, size_t items, const rumus__arg *args,
                   size_t na) {
   const rumus__kernel_ref k = {FILE_CL, opts, kernel};
-  size_t global = items, local = emb_ls(ctx);
+  /* The CPU sums (_row) take few, long work-items: groups of up to 8 so
+   * that both cores get some. */
+  const int row = strstr(kernel, "_row") != NULL;
+  size_t global = items;
+  size_t local = row ? rumus__row_local(ctx, items) : emb_ls(ctx);
   return rumus__launch(ctx, op, &k, 1, &global, &local, na, args);
 }
 
@@ -312,12 +319,13 @@ static int bwd_sort(rumus_ctx *ctx, const char *op, emb_bwd *b, int *cur) {
 
 /* The tiles' sums (stage 1), the rows' segments and folds (stage 2) on
  * the sorted list key[cur], val[cur]; the CPU variant's kernels (_row)
- * take c8, the number of 8-column blocks, after dim. */
+ * take c8, the number of 8-column blocks, after dim, EMB_RB of them per
+ * work-item. */
 static int bwd_sums(rumus_ctx *ctx, const char *op, emb_bwd *b, int cur,
                     const rumus_tensor *dout, rumus_tensor *dw) {
   cl_ulong dim = b->dim, c8 = (b->dim + 7) / 8, dyo = rumus__off(dout),
            dwo = rumus__off(dw);
-  const size_t per = b->gpu ? b->dim : (size_t)c8;
+  const size_t per = b->gpu ? b->dim : (size_t)(c8 + EMB_RB - 1) / EMB_RB;
   rumus__arg a[14];
   size_t na = 2; /* count, first: run_items */
   if (b->n > 0) {
