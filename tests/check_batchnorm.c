@@ -176,11 +176,7 @@ static void run_bias(rumus_ctx *ctx, const inputs *in, int f32b) {
     tu_check_bound(name_of(nm, sizeof nm, "bias_grad", in->d, v, s), got, wdb,
                    bound, s->C);
     free(got);
-    tu_guarded_check_free(ctx, &x);
-    tu_guarded_check_free(ctx, &y);
-    tu_guarded_check_free(ctx, &tb);
-    tu_guarded_check_free(ctx, &dy);
-    tu_guarded_check_free(ctx, &db);
+    tu_guarded_check_free_all(ctx, &x, &y, &tb, &dy, &db, NULL);
   }
   free(b), free(want), free(wdb), free(bound);
 }

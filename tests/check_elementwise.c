@@ -1286,11 +1286,7 @@ START_TEST(guard_bytes) {
     check_bias_grad("bias_grad_guarded", got, b, R, F);
     free(got);
     TU_OK(ctx, rumus_ctx_sync(ctx));
-    tu_guarded_check_free(ctx, &ga);
-    tu_guarded_check_free(ctx, &gb);
-    tu_guarded_check_free(ctx, &go);
-    tu_guarded_check_free(ctx, &gbias);
-    tu_guarded_check_free(ctx, &gdb);
+    tu_guarded_check_free_all(ctx, &ga, &gb, &go, &gbias, &gdb, NULL);
   }
   free(a);
   free(b);
@@ -1330,10 +1326,7 @@ START_TEST(empty_tensors) {
     for (int j = 0; j < 5; j++) ck_assert_msg(got[j] == 0.0f, "dbias[%d] = %g over 0 rows", j, got[j]);
     free(got);
     TU_OK(ctx, rumus_ctx_sync(ctx));
-    tu_guarded_check_free(ctx, &e);
-    tu_guarded_check_free(ctx, &e05);
-    tu_guarded_check_free(ctx, &e40);
-    tu_guarded_check_free(ctx, &b5);
+    tu_guarded_check_free_all(ctx, &e, &e05, &e40, &b5, NULL);
   }
   tu_free_all(ctx, NULL);
 }

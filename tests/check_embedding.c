@@ -313,11 +313,7 @@ START_TEST(guards_and_offsets) {
     free(got);
   }
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_guarded_check_free(ctx, &gw);
-  tu_guarded_check_free(ctx, &gi);
-  tu_guarded_check_free(ctx, &go);
-  tu_guarded_check_free(ctx, &gdy);
-  tu_guarded_check_free(ctx, &gdw);
+  tu_guarded_check_free_all(ctx, &gw, &gi, &go, &gdy, &gdw, NULL);
   free(w);
   free(dy);
   free(ids);

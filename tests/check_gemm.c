@@ -462,9 +462,7 @@ static void run_guarded(rumus_ctx *ctx, int ta, int tb, rumus_dtype ab,
               K * N, gC.t, c, M * N, &l, 0);
     check_one(ctx, "guarded", ta, tb, 0.0f, -0.5f, gA.t, a, M * K, gB.t, b,
               K * N, gC.t, c, M * N, &l, 0);
-    tu_guarded_check_free(ctx, &gA);
-    tu_guarded_check_free(ctx, &gB);
-    tu_guarded_check_free(ctx, &gC);
+    tu_guarded_check_free_all(ctx, &gA, &gB, &gC, NULL);
   }
   free(a);
   free(b);

@@ -776,9 +776,7 @@ START_TEST(steps_guarded) {
                g = tu_guarded_tensor(ctx, RUMUS_F32, 2, shape, NULL),
                b = tu_guarded_tensor(ctx, RUMUS_F32, 2, shape, NULL);
     sgd_run(ctx, c, n, p.t, g.t, b.t, 31);
-    tu_guarded_check_free(ctx, &p);
-    tu_guarded_check_free(ctx, &g);
-    tu_guarded_check_free(ctx, &b);
+    tu_guarded_check_free_all(ctx, &p, &g, &b, NULL);
   }
   for (int k = 1; k <= 3; k += 2) { /* adam_wd, adamw_wd */
     const adam_case *c = &ADAM_CASES[k];
@@ -787,10 +785,7 @@ START_TEST(steps_guarded) {
                m = tu_guarded_tensor(ctx, RUMUS_F32, 2, shape, NULL),
                v = tu_guarded_tensor(ctx, RUMUS_F32, 2, shape, NULL);
     adam_run(ctx, c, n, p.t, g.t, m.t, v.t, 32 + (uint64_t)k);
-    tu_guarded_check_free(ctx, &p);
-    tu_guarded_check_free(ctx, &g);
-    tu_guarded_check_free(ctx, &m);
-    tu_guarded_check_free(ctx, &v);
+    tu_guarded_check_free_all(ctx, &p, &g, &m, &v, NULL);
   }
   /* sum of squares from a guarded input into a guarded accumulator. */
   float x[3 * 337];

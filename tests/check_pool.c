@@ -676,10 +676,7 @@ static void guarded_adaptive_o1(rumus_ctx *ctx, rumus_dtype d, const float *x,
   tu_check_close(name, got, want, nin, ba, br);
   free(got);
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_guarded_check_free(ctx, &gx);
-  tu_guarded_check_free(ctx, &gy);
-  tu_guarded_check_free(ctx, &gg);
-  tu_guarded_check_free(ctx, &gdx);
+  tu_guarded_check_free_all(ctx, &gx, &gy, &gg, &gdx, NULL);
 }
 
 /* Every op in borrowed buffers at an offset (4096 bytes in) with guard
@@ -740,11 +737,7 @@ START_TEST(guards_and_offsets) {
     guarded_adaptive_o1(ctx, d, x, g, v);
   }
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_guarded_check_free(ctx, &gx);
-  tu_guarded_check_free(ctx, &gy);
-  tu_guarded_check_free(ctx, &gg);
-  tu_guarded_check_free(ctx, &gdx);
-  tu_guarded_check_free(ctx, &gi);
+  tu_guarded_check_free_all(ctx, &gx, &gy, &gg, &gdx, &gi, NULL);
   free(x);
   free(g);
   free(want);
@@ -1189,11 +1182,7 @@ static void tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   got = tu_download_f32(ctx, gdx.t);
   check_same_bits(name, old, got, nin * sizeof *got);
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_guarded_check_free(ctx, &gx);
-  tu_guarded_check_free(ctx, &gy);
-  tu_guarded_check_free(ctx, &gg);
-  tu_guarded_check_free(ctx, &gdx);
-  tu_guarded_check_free(ctx, &gi);
+  tu_guarded_check_free_all(ctx, &gx, &gy, &gg, &gdx, &gi, NULL);
   free(old);
   free(got);
   free(x);
@@ -1433,11 +1422,7 @@ static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
     free(got);
   }
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_guarded_check_free(ctx, &gx);
-  tu_guarded_check_free(ctx, &gy);
-  tu_guarded_check_free(ctx, &gg);
-  tu_guarded_check_free(ctx, &gdx);
-  tu_guarded_check_free(ctx, &gi);
+  tu_guarded_check_free_all(ctx, &gx, &gy, &gg, &gdx, &gi, NULL);
   free(old);
   free(x);
   free(g);

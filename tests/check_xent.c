@@ -605,10 +605,7 @@ START_TEST(logits_3d_guarded) {
       char name[64];
       snprintf(name, sizeof name, "3d_%s_%s", tu_variant_name(tu_variants[v]), red_name(p.reduction));
       compare(ctx, name, p.reduction, gl.t, gg.t, &want, B, C, grad_scale_of(t, B, &p));
-      tu_guarded_check_free(ctx, &gx);
-      tu_guarded_check_free(ctx, &gt);
-      tu_guarded_check_free(ctx, &gl);
-      tu_guarded_check_free(ctx, &gg);
+      tu_guarded_check_free_all(ctx, &gx, &gt, &gl, &gg, NULL);
     }
     ref_free(&want);
   }
@@ -659,10 +656,7 @@ START_TEST(typed_guarded) {
                tu_variant_name(tu_variants[v]), red_name(p.reduction));
       compare(ctx, name, p.reduction, gl.t, gg.t, &want, B, C,
               grad_scale_of(t, B, &p));
-      tu_guarded_check_free(ctx, &gx);
-      tu_guarded_check_free(ctx, &gt);
-      tu_guarded_check_free(ctx, &gl);
-      tu_guarded_check_free(ctx, &gg);
+      tu_guarded_check_free_all(ctx, &gx, &gt, &gl, &gg, NULL);
     }
     ref_free(&want);
   }
@@ -840,10 +834,7 @@ START_TEST(bad_targets) {
           for (size_t j = 0; j < C; j++) nonzero += g[BAD_ROW * C + j] != 0.0f;
           ck_assert_msg(nonzero == 0, "%s: %zu nonzero gradients in the bad row", name, nonzero);
           free(g);
-          tu_guarded_check_free(ctx, &gx);
-          tu_guarded_check_free(ctx, &gt);
-          tu_guarded_check_free(ctx, &gl);
-          tu_guarded_check_free(ctx, &gg);
+          tu_guarded_check_free_all(ctx, &gx, &gt, &gl, &gg, NULL);
           ref_free(&want);
         }
       }
@@ -933,10 +924,7 @@ START_TEST(wgc_padding) {
               nonzero += (g[j] != 0.0f) + (g[(B - 2) * C + j] != 0.0f) + (g[(B - 1) * C + j] != 0.0f);
             ck_assert_msg(nonzero == 0, "%s: %zu nonzero gradients in ignored or bad rows", name, nonzero);
             free(g);
-            tu_guarded_check_free(ctx, &gx);
-            tu_guarded_check_free(ctx, &gt);
-            tu_guarded_check_free(ctx, &gl);
-            tu_guarded_check_free(ctx, &gg);
+            tu_guarded_check_free_all(ctx, &gx, &gt, &gl, &gg, NULL);
             ref_free(&want);
           }
         }

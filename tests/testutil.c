@@ -126,6 +126,14 @@ void tu_guarded_check_free(rumus_ctx *ctx, tu_guarded *g) {
   g->buf = NULL;
 }
 
+void tu_guarded_check_free_all(rumus_ctx *ctx, ...) {
+  va_list ap;
+  va_start(ap, ctx);
+  tu_guarded *g;
+  while ((g = va_arg(ap, tu_guarded *)) != NULL) tu_guarded_check_free(ctx, g);
+  va_end(ap);
+}
+
 /* The comparison loop behind tu_check_close (bound NULL: atol + rtol
  * |want|) and tu_check_bound. */
 static double compare(const char *what, const float *got, const double *want,

@@ -74,6 +74,8 @@ tu_guarded tu_guarded_tensor_at(rumus_ctx *ctx, rumus_dtype dtype, int ndim,
                                 size_t guard);
 /* Asserts the guard bytes are intact, then frees tensor and buffer. */
 void tu_guarded_check_free(rumus_ctx *ctx, tu_guarded *g);
+/* tu_guarded_check_free of each tu_guarded * up to a NULL. */
+void tu_guarded_check_free_all(rumus_ctx *ctx, ...);
 
 /* The one comparator of the tests: n float results against their float64
  * reference.  Element i passes when |got - want| <= atol + rtol * |want|
