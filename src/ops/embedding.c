@@ -37,6 +37,7 @@ static const char *const FILE_CL = "embedding.cl";
 #define EMB_DENSE_PART 8
 #define EMB_SLAB 1024 /* columns per CPU work-item (cl/embedding.cl) */
 #define EMB_RB 64 /* 8-column blocks per CPU work-item of the sums */
+#define EMB_BR 256 /* rows per CPU work-item of the bounds (cl/embedding.cl) */
 /* Scratch slots of the backward (keys and positions twice, the digit
  * table, its chunk sums, lead, tail, the rows' ranges). */
 #define EMB_SLOTS 9
@@ -347,10 +348,12 @@ static int bwd_sums(rumus_ctx *ctx, const char *op, emb_bwd *b, int cur,
   }
   na = 2;
   a[na++] = RUMUS__ARG(b->n);
+  if (!b->gpu) a[na++] = RUMUS__ARG(b->rows);
   a[na++] = RUMUS__ARG(b->key[cur]);
   a[na++] = RUMUS__ARG(b->range);
-  RUMUS__FORWARD(
-      run_items(ctx, op, b->opts, "embedding_bounds", b->rows, a, na));
+  RUMUS__FORWARD(run_items(
+      ctx, op, b->opts, b->gpu ? "embedding_bounds" : "embedding_bounds_row",
+      b->gpu ? b->rows : (b->rows + EMB_BR - 1) / EMB_BR, a, na));
   na = 2;
   a[na++] = RUMUS__ARG(dim);
   if (!b->gpu) a[na++] = RUMUS__ARG(c8);
