@@ -199,16 +199,19 @@ static void conv_options(const conv_prog *p, char *buf, size_t len) {
 /* The CPU kernels' register tile: LANES columns per work-item (one
  * float16 or float8 of accumulators per row) and NB blocks of up to MB
  * rows (MG = NB MB rows per gather of the columns' B values).  From
- * RUMUS_CONV2D_CPU_TILE = LANESxMBxNB (LANES 8 or 16, MB 4 to 16, NB 1
- * to 32) if set and valid, else by the device's native float vector:
- * 16 (AVX-512, 32 zmm) takes 16 x 16 x 4, 16 MB float16 accumulators;
- * narrower (AVX2, 16 ymm) 16 x 4 x 32, whose 4 float16 accumulators are
- * 8 ymm and a k's 2 ymm of B and 4 broadcasts of A 6 loads per 8 fma
- * (16 float16 are 32 ymm: they spilled), the 32 blocks keeping a
- * gather's cost spread over 128 rows.  On 2 AMD EPYC (AVX2) cores,
- * PoCL, 8 x C x C x S with C/S = 64/56, 128/28, 256/14: the forward went
- * from 0.3-0.5x to 0.7-1.0x of im2col + OpenBLAS sgemm; 8 x 8 x 8 (float8)
- * measured 0.35-0.45x, its 8 broadcasts per 8 fma bound by the loads. */
+ * RUMUS_CONV2D_CPU_TILE = LANESxMBxNB (LANES 8 or 16, MB 4 to 16, MB NB
+ * at most 128) if set and valid, else by the device's native float
+ * vector: 16 (AVX-512, 32 zmm) takes 16 x 16 x 4, 16 float16
+ * accumulators per block; narrower (AVX2, 16 ymm) 16 x 4 x 32, whose 4
+ * float16 accumulators are 8 ymm, a k costing 6 loads (2 ymm of B, 4
+ * broadcasts of A) per 8 fma (16 float16 are 32 ymm: they spilled), and
+ * whose 32 blocks keep a gather's cost spread over 128 rows.  On 2 AMD EPYC (AVX2) cores,
+ * PoCL, 8 x C -> C x S x S with C/S = 64/56, 128/28, 256/14: every op
+ * 1.5-2.7x faster than with 16 x 16 x 4 (the forward 0.4-0.5x of
+ * im2col + OpenBLAS sgemm -> 0.5-0.9x); 16 x 4 x 16 as fast at 64
+ * channels, slower from 128; 8 x 8 x 8 (float8) about as slow as 16 x
+ * 16 x 4, its 8 broadcasts of A per 8 fma bound by the loads; 16 x 6 x
+ * 21 and 16 x 8 x 16 slower too. */
 typedef struct {
   int lanes, mb, nb;
 } cpu_tile;
