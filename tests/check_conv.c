@@ -15,8 +15,8 @@
  * forward by rows (strides 1-3, dilation, partial blocks of 16, rows too
  * long for it); the CPU variant's register tiles (RUMUS_CONV2D_CPU_TILE:
  * float16 and float8 columns, 4 to 16 rows per block, 3 to 32 blocks,
- * every case and one of over 128 rows, the same bits with every tile and
- * run to run); the GPU variant's direct kernels
+ * every case and one of over 128 rows in every storage type, the same
+ * bits with every tile and run to run); the GPU variant's direct kernels
  * (the few-channel input gradient the GEMM's bits, its wider tuples of
  * RUMUS_CONV2D_FEW_PIX the pairs' bits over 16 shapes, the depthwise weight
  * gradient's blocks and tap launches); the GPU variant's Winograd path
