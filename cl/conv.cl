@@ -33,8 +33,8 @@
  * kernels' gathers (the host keeps padded extents below 2^30): 64-bit
  * coordinates made the forward's gather 1.6x slower on PoCL.
  *
- * CPU variant (CONV_GPU 0): barrier-free, one work-item per LANES
- * columns and 4 blocks of MB rows (MG), float16 accumulators; the B
+ * CPU variant (CONV_GPU 0): barrier-free, one work-item per LANES (8 or
+ * 16) columns and NB blocks of MB rows (MG), floatL accumulators; the B
  * values of a k are gathered lane by lane (coordinates per lane computed
  * once per work-item) and A is broadcast.  The input gradient's columns
  * are LANES pixels of one row and one stride phase, and its k only the
@@ -51,7 +51,13 @@
 #define CONV_GPU 0 /* 1: the local-memory tiled kernels, 0: the CPU ones */
 #endif
 #ifndef MB
-#define MB 4 /* CPU: rows (channels) of a register block: 1, 4 or 16 */
+#define MB 4 /* CPU: rows (channels) of a register block: 1 or 4 to 16 */
+#endif
+#ifndef LANES
+#define LANES 16 /* CPU: columns per work-item, one floatL: 8 or 16 */
+#endif
+#ifndef NB
+#define NB 4 /* CPU: register blocks of MB rows per work-item */
 #endif
 #ifndef TS
 #define TS 16 /* GPU: tile edge (work-group TS x TS) */
@@ -60,7 +66,6 @@
 #define CPU_WG 8 /* CPU: work-group size along dimension 0 */
 #endif
 
-#define LANES 16 /* CPU: columns per work-item, one float16 */
 #define UNROLL _Pragma("unroll")
 
 typedef struct {
@@ -207,15 +212,29 @@ void conv_bwd_weight_dw_cpu(global const real_t *restrict x, ulong x_off,
 
 #if !CONV_GPU
 /* ---- CPU variant ----------------------------------------------------------
- * A work-item owns LANES columns and up to MG = 4 MB rows.  k runs in
+ * A work-item owns LANES columns and up to MG = NB MB rows.  k runs in
  * chunks of KCH: the chunk's B values are gathered once into `col` (one
- * float16 per k, in L1) with the offset of A's element for each k, then
- * every block of MB rows multiplies the chunk, its float16 accumulators
+ * floatL per k, in L1) with the offset of A's element for each k, then
+ * every block of MB rows multiplies the chunk, its floatL accumulators
  * kept in `acc` between chunks.  Gathering once per chunk for all MG rows,
  * instead of once per block of MB rows, made the forward at 64 x 32 ->
  * 64 x 14 x 14 about 3x faster on the CI machine. */
 
-#define MG (4 * MB) /* rows per work-item */
+/* The accumulators' vector.  The host (conv.c's cpu_tile_for) picks
+ * LANES, MB and NB by the device's native float width so that a block's
+ * MB accumulators and a k's B vector stay in vector registers: AVX-512
+ * 16 float16 (16 of its 32 zmm), AVX2 4 float16 (8 of its 16 ymm) in 32
+ * blocks. */
+#if LANES == 16
+#define floatL float16
+#define VLOADL vload16
+#elif LANES == 8
+#define floatL float8
+#define VLOADL vload8
+#else
+#error "LANES must be 8 or 16"
+#endif
+#define MG (NB * MB) /* rows per work-item */
 #define KCH 128     /* k per chunk */
 
 /* acc[b * MB + m] += sum over the chunk's kn k of A[abase + (r0 + b MB +
@@ -223,18 +242,18 @@ void conv_bwd_weight_dw_cpu(global const real_t *restrict x, ulong x_off,
  * it re-read the last one; they are not stored). */
 inline void cpu_chunk(global const real_t *restrict A, size_t abase,
                       size_t astride, size_t r0, size_t rows,
-                      const size_t *aoff, const float16 *col, size_t kn,
-                      float16 *acc) {
-  for (size_t b = 0; b < 4 && r0 + b * MB < rows; b++) {
+                      const size_t *aoff, const floatL *col, size_t kn,
+                      floatL *acc) {
+  for (size_t b = 0; b < NB && r0 + b * MB < rows; b++) {
     size_t ar[MB];
     UNROLL for (int m = 0; m < MB; m++)
       ar[m] = abase + min(r0 + b * MB + m, rows - 1) * astride;
-    float16 a[MB];
+    floatL a[MB];
     UNROLL for (int m = 0; m < MB; m++) a[m] = acc[b * MB + m];
     for (size_t k = 0; k < kn; k++) {
-      const float16 v = col[k];
+      const floatL v = col[k];
       UNROLL for (int m = 0; m < MB; m++)
-        a[m] = fma((float16)LOAD(A, ar[m] + aoff[k]), v, a[m]);
+        a[m] = fma((floatL)LOAD(A, ar[m] + aoff[k]), v, a[m]);
     }
     UNROLL for (int m = 0; m < MB; m++) acc[b * MB + m] = a[m];
   }
@@ -245,12 +264,12 @@ inline void cpu_chunk(global const real_t *restrict A, size_t abase,
  * when `run`. */
 inline void cpu_store(global real_t *out, const size_t *base, size_t pitch,
                       size_t r0, size_t rows, size_t lanes, int run,
-                      const float16 *acc, global const real_t *add,
+                      const floatL *acc, global const real_t *add,
                       size_t add_off) {
   for (size_t m = 0; m < MG && r0 + m < rows; m++) {
-    const float16 v = acc[m] + (add ? LOAD(add, add_off + m) : 0.0f);
+    const floatL v = acc[m] + (add ? LOAD(add, add_off + m) : 0.0f);
     if (run) {
-      RUMUS_STOREN(RUMUS_STORAGE, 16, v, out, base[0] + m * pitch);
+      RUMUS_STOREN(RUMUS_STORAGE, LANES, v, out, base[0] + m * pitch);
     } else {
       const float *e = (const float *)&v;
       for (size_t j = 0; j < lanes; j++) STORE(e[j], out, base[j] + m * pitch);
@@ -284,7 +303,7 @@ void conv_fwd_cpu(global const real_t *restrict x, ulong x_off,
     ih0[j] = q0 + j < np ? (int)(oh * g.sh - g.ph) : (int)g.h; /* 0 past */
     iw0[j] = (int)(ow * g.sw - g.pw);
   }
-  float16 acc[MG], col[KCH];
+  floatL acc[MG], col[KCH];
   size_t aoff[KCH];
   for (int m = 0; m < MG; m++) acc[m] = 0.0f;
   size_t c = 0;
@@ -302,7 +321,7 @@ void conv_fwd_cpu(global const real_t *restrict x, ulong x_off,
                     ? LOAD(x, xb[j] + xcb + (size_t)ih * W + iw)
                     : 0.0f;
       }
-      col[k] = vload16(0, xv);
+      col[k] = VLOADL(0, xv);
       aoff[k] = k0 + k;
       if (++kw == g.kw) {
         kw = 0;
@@ -335,17 +354,17 @@ void conv_fwd_cpu(global const real_t *restrict x, ulong x_off,
 
 /* The gather of one k: lane j holds dy[., oh, ow0 + j] where lane j is a
  * pixel and ow0 + j lies in [0, OW). */
-inline float16 phase_gather(global const real_t *restrict dy, size_t rowb,
+inline floatL phase_gather(global const real_t *restrict dy, size_t rowb,
                             int ow0, int OW, int lanes) {
   if (lanes == LANES && ow0 >= 0 && ow0 <= OW - LANES) /* one vector load */
-    return RUMUS_LOADN(RUMUS_STORAGE, 16, dy, rowb + (size_t)ow0);
+    return RUMUS_LOADN(RUMUS_STORAGE, LANES, dy, rowb + (size_t)ow0);
   float dv[LANES];
   for (int j = 0; j < LANES; j++) {
     const int ow = ow0 + j;
     const int in = (j < lanes) & ((uint)ow < (uint)OW);
     dv[j] = in ? LOAD(dy, rowb + ow) : 0.0f;
   }
-  return vload16(0, dv);
+  return VLOADL(0, dv);
 }
 
 __kernel RUMUS_REQD_WG(CPU_WG, 1, 1)
@@ -374,7 +393,7 @@ void conv_bwd_data_cpu(global const real_t *restrict dy, ulong dy_off,
   const int kh0 = phase_first(th, (int)g.kh, (int)g.dh, (int)g.sh, &sth);
   const int kw0 = phase_first(tw, (int)g.kw, (int)g.dw, SW, &stw);
   const size_t db = (size_t)dy_off + (n * g.oc + grp * ocg) * ohw;
-  float16 acc[MG], col[KCH];
+  floatL acc[MG], col[KCH];
   size_t aoff[KCH];
   for (int m = 0; m < MG; m++) acc[m] = 0.0f;
   const size_t abase = (size_t)w_off + grp * ocg * cg * taps;
@@ -387,12 +406,12 @@ void conv_bwd_data_cpu(global const real_t *restrict dy, ulong dy_off,
       for (int kw = kw0; kw < (int)g.kw; kw += stw) {
         /* SW divides tw - kw DW exactly: no rounding of negatives. */
         const int ow0 = (tw - kw * (int)g.dw) / SW + blk * LANES;
-        const float16 v = phase_gather(dy, rowb, ow0, (int)g.ow, lanes);
+        const floatL v = phase_gather(dy, rowb, ow0, (int)g.ow, lanes);
         const size_t ao = o * cg * taps + (size_t)(kh * (int)g.kw + kw);
         if (MB == 1) { /* cg < 4: too few rows to pay for the chunk */
           UNROLL for (int m = 0; m < MG; m++)
             if (r0 + m < cg)
-              acc[m] = fma((float16)LOAD(w, abase + (r0 + m) * taps + ao), v,
+              acc[m] = fma((floatL)LOAD(w, abase + (r0 + m) * taps + ao), v,
                            acc[m]);
           continue;
         }
@@ -442,7 +461,7 @@ void conv_bwd_weight_cpu(global const real_t *restrict x, ulong x_off,
     offw[j] = (int)(kw * g.dw - g.pw);
   }
   const size_t qa = s * (size_t)KC, qb = min(qa + (size_t)KC, np);
-  float16 acc[MG], col[KCH];
+  floatL acc[MG], col[KCH];
   size_t aoff[KCH];
   for (int m = 0; m < MG; m++) acc[m] = 0.0f;
   size_t n = qa / ohw, p = qa - n * ohw;
@@ -460,7 +479,7 @@ void conv_bwd_weight_cpu(global const real_t *restrict x, ulong x_off,
                     ? LOAD(x, xc[j] + xn + (size_t)ih * W + iw)
                     : 0.0f;
       }
-      col[k] = vload16(0, xv);
+      col[k] = VLOADL(0, xv);
       aoff[k] = n * g.oc * ohw + p;
       p++;
       if (++ow == g.ow) {
@@ -497,14 +516,15 @@ void conv_bwd_weight_cpu(global const real_t *restrict x, ulong x_off,
  * whole: for each kh it copies input row ih once into a private row with
  * its zero padding (prow[iw + PW] = x[ih, iw]), then every tap of that kh
  * adds to the row's float16 accumulators with one vector read of the
- * private row per LANES outputs (stride 1: contiguous; stride 2: the even
+ * private row per DW_VL outputs (stride 1: contiguous; stride 2: the even
  * lanes of two reads).  Each output's sum is the taps (kh, kw) upwards
  * from 0 with one fma each (0 in the padding), then the bias: the sums of
  * conv_fwd_cpu and conv_fwd_direct, so the same bits.  The host takes it
  * where the padded row fits DW_ROW floats and the output row DW_OW
  * (conv.c's dw_row_fits). */
+#define DW_VL 16     /* outputs per vector (float16) */
 #define DW_ROW 1024 /* floats of the private padded row */
-#define DW_OW 256   /* outputs per row at most (DW_OW / LANES float16) */
+#define DW_OW 256   /* outputs per row at most (DW_OW / DW_VL float16) */
 
 /* Input row ih of the plane at xb (W wide; a row outside [0, H): zeros)
  * into prow[0 .. need), element iw at iw + pw. */
@@ -518,8 +538,8 @@ inline void dw_load_row(global const real_t *restrict x, size_t xb, int ih,
   }
 }
 
-/* The LANES values of tap column c (= kw DW) for outputs ow0 .. ow0 +
- * LANES - 1: prow[(ow0 + j) SW + c]. */
+/* The DW_VL values of tap column c (= kw DW) for outputs ow0 .. ow0 +
+ * DW_VL - 1: prow[(ow0 + j) SW + c]. */
 inline float16 dw_row_taps(const float *prow, int ow0, int sw, int c) {
   const int b = ow0 * sw + c;
   if (sw == 1) return vload16(0, prow + b);
@@ -527,8 +547,8 @@ inline float16 dw_row_taps(const float *prow, int ow0, int sw, int c) {
     const float16 lo = vload16(0, prow + b), hi = vload16(0, prow + b + 16);
     return (float16)(lo.even, hi.even);
   }
-  float v[LANES];
-  for (int j = 0; j < LANES; j++) v[j] = prow[b + j * sw];
+  float v[DW_VL];
+  for (int j = 0; j < DW_VL; j++) v[j] = prow[b + j * sw];
   return vload16(0, v);
 }
 
@@ -545,13 +565,13 @@ void conv_fwd_dw_cpu(global const real_t *restrict x, ulong x_off,
   const size_t n = no / (size_t)g.oc, o = no - n * (size_t)g.oc;
   const size_t grp = o / (size_t)(g.oc / g.g);
   const int OW = (int)g.ow, KW = (int)g.kw, sw = (int)g.sw, dw = (int)g.dw;
-  const int nb = (OW + LANES - 1) / LANES;
+  const int nb = (OW + DW_VL - 1) / DW_VL;
   /* The private row's extent that the reads reach (dw_row_fits). */
-  const int need = (nb * LANES - 1) * sw + (KW - 1) * dw + 1 + (sw == 2);
+  const int need = (nb * DW_VL - 1) * sw + (KW - 1) * dw + 1 + (sw == 2);
   const size_t xb = (size_t)x_off + (n * (size_t)g.c + grp) * (size_t)(g.h * g.w);
   const size_t wb = (size_t)w_off + o * (size_t)(g.kh * g.kw);
   float prow[DW_ROW];
-  float16 acc[DW_OW / LANES];
+  float16 acc[DW_OW / DW_VL];
   for (int b = 0; b < nb; b++) acc[b] = 0.0f;
   for (int kh = 0; kh < (int)g.kh; kh++) {
     dw_load_row(x, xb, (int)oh * (int)g.sh - (int)g.ph + kh * (int)g.dh,
@@ -559,15 +579,15 @@ void conv_fwd_dw_cpu(global const real_t *restrict x, ulong x_off,
     for (int kw = 0; kw < KW; kw++) {
       const float16 wv = (float16)LOAD(w, wb + (size_t)(kh * KW + kw));
       for (int b = 0; b < nb; b++)
-        acc[b] = fma(wv, dw_row_taps(prow, b * LANES, sw, kw * dw), acc[b]);
+        acc[b] = fma(wv, dw_row_taps(prow, b * DW_VL, sw, kw * dw), acc[b]);
     }
   }
   const float add = has_bias ? LOAD(bias, (size_t)b_off + o) : 0.0f;
   const size_t yb = (size_t)y_off + i * (size_t)OW;
   for (int b = 0; b < nb; b++) {
     const float16 v = acc[b] + add;
-    const int ow0 = b * LANES;
-    if (ow0 + LANES <= OW) {
+    const int ow0 = b * DW_VL;
+    if (ow0 + DW_VL <= OW) {
       RUMUS_STOREN(RUMUS_STORAGE, 16, v, y, yb + (size_t)ow0);
     } else {
       const float *e = (const float *)&v;

@@ -13,7 +13,10 @@
  * gradient the same bits run to run); borrowed buffers at offsets with
  * guard bytes (groups 2 and depthwise); the CPU variant's depthwise
  * forward by rows (strides 1-3, dilation, partial blocks of 16, rows too
- * long for it); the GPU variant's direct kernels
+ * long for it); the CPU variant's register tiles (RUMUS_CONV2D_CPU_TILE:
+ * float16 and float8 columns, 4 to 16 rows per block, 3 to 32 blocks,
+ * every case and one of over 128 rows in every storage type, the same
+ * bits with every tile and run to run); the GPU variant's direct kernels
  * (the few-channel input gradient the GEMM's bits, its wider tuples of
  * RUMUS_CONV2D_FEW_PIX the pairs' bits over 16 shapes, the depthwise weight
  * gradient's blocks and tap launches); the GPU variant's Winograd path
@@ -237,6 +240,95 @@ START_TEST(shapes) {
     }
     host_free(&h);
   }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* The CPU variant's register tiles (RUMUS_CONV2D_CPU_TILE = LANESxMBxNB):
+ * AVX-512's 16 x 16 x 4, AVX2's 16 x 4 x 32, float8 columns (8 x 8 x 8)
+ * and an odd block (8 x 5 x 3: 15 rows per work-item), each against the
+ * reference over the case below (every storage type) and every case
+ * (F32), all with the first tile's bits; the last tile again gives them
+ * again. */
+static const char *const CPU_TILES[] = {"16x16x4", "16x4x32", "8x8x8",
+                                        "8x5x3"};
+#define NCPU_TILES (sizeof CPU_TILES / sizeof CPU_TILES[0])
+/* Above 128 rows in every op (two work-items along them at 16 x 4 x 32),
+ * 15 pixels and 27 taps per group: partial blocks of columns. */
+static const conv_case CPU_TILE_CASE = {
+    {1, 133, 5, 3, 131, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1};
+
+/* Case c with storage d through tile `tile` on ctx's CPU variant into
+ * got, checking the GEMM kernels ran and, for big, that the tile built
+ * programs. */
+static void run_cpu_tile(rumus_ctx *ctx, const conv_case *c, rumus_dtype d,
+                         const sizes *s, const host *h, const char *tile,
+                         int big, float *got[3]) {
+  setenv("RUMUS_CONV2D_CPU_TILE", tile, 1);
+  rumus_cache_info before, after;
+  TU_OK(ctx, rumus_cache_stats(ctx, &before));
+  char tag[64];
+  snprintf(tag, sizeof tag, "conv_cpu_tile_%s_%s_oc%zu", tile,
+           tu_dtype_name(d), c->g.oc);
+  run_case(ctx, c, d, s, h, tag, got);
+  TU_OK(ctx, rumus_cache_stats(ctx, &after));
+  unsetenv("RUMUS_CONV2D_CPU_TILE");
+  if (big)
+    ck_assert_msg(after.builds > before.builds, "tile %s built nothing",
+                  tile);
+  /* One profile read (tu_kernel_ran forgets what it has seen). */
+  rumus_kernel_stat ks[64];
+  size_t nk = 0;
+  TU_OK(ctx, rumus_ctx_kernel_profile(ctx, ks, 64, &nk));
+  int ran = 0;
+  for (size_t k = 0; k < nk && k < 64; k++)
+    ran |= (strcmp(ks[k].kernel, "conv_fwd_cpu") == 0) |
+           (strcmp(ks[k].kernel, "conv_bwd_data_cpu") == 0) << 1 |
+           (strcmp(ks[k].kernel, "conv_bwd_weight_cpu") == 0) << 2;
+  /* One input channel per group takes the row and depthwise kernels. */
+  const int one = c->g.c == (size_t)c->g.g;
+  ck_assert_msg((ran & 2) && (one || ran == 7), "tile %s: kernels %d", tile,
+                ran);
+}
+
+/* Case c with storage d through every tile of CPU_TILES on ctx's CPU
+ * variant: the reference, and the first tile's bits from every other
+ * and from the last one run again; `big`: each tile after the first
+ * built a program. */
+static void check_cpu_tiles(rumus_ctx *ctx, const conv_case *c,
+                            rumus_dtype d, uint64_t seed, int big) {
+  const sizes s = sizes_of(&c->g);
+  host h = host_make(&c->g, &s, d, seed);
+  ref_conv2d_fwd(&c->g, h.x, h.w, c->bias ? h.b : NULL, h.y);
+  ref_conv2d_bwd_data(&c->g, h.dy, h.w, h.dx);
+  ref_conv2d_bwd_weight(&c->g, h.x, h.dy, h.dw);
+  const size_t n[3] = {s.ny, s.nx, s.nw};
+  float *first[3], *got[3];
+  run_cpu_tile(ctx, c, d, &s, &h, CPU_TILES[0], 0, first);
+  for (size_t t = 1; t <= NCPU_TILES; t++) {
+    const char *tile = CPU_TILES[t < NCPU_TILES ? t : t - 1];
+    run_cpu_tile(ctx, c, d, &s, &h, tile, big && t < NCPU_TILES, got);
+    for (int k = 0; k < 3; k++) {
+      ck_assert_msg(memcmp(first[k], got[k], n[k] * sizeof(float)) == 0,
+                    "seed %d %s op %d: tile %s's bits differ from %s's",
+                    (int)seed, tu_dtype_name(d), k, tile, CPU_TILES[0]);
+      free(got[k]);
+    }
+  }
+  for (int k = 0; k < 3; k++) free(first[k]);
+  host_free(&h);
+}
+
+START_TEST(cpu_tiles) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  /* The big case first, its F32 programs the first of their tile; then
+   * with 16-bit storage, then every case. */
+  check_cpu_tiles(ctx, &CPU_TILE_CASE, RUMUS_F32, 700, 1);
+  check_cpu_tiles(ctx, &CPU_TILE_CASE, RUMUS_F16, 701, 0);
+  check_cpu_tiles(ctx, &CPU_TILE_CASE, RUMUS_BF16, 702, 0);
+  for (size_t i = 0; i < NCASES; i++)
+    check_cpu_tiles(ctx, &CASES[i], RUMUS_F32, 710 + (uint64_t)i, 0);
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -1070,6 +1162,7 @@ int main(void) {
   tcase_add_loop_test(core, shapes, 0, (int)NCASES);
   tcase_add_loop_test(core, finite_differences, 0, 2);
   tcase_add_test(core, tile_override);
+  tcase_add_test(core, cpu_tiles);
   tcase_add_loop_test(core, direct_paths, 0, 3);
   suite_add_tcase(s, core);
   TCase *few = tu_tcase("few");

@@ -10,8 +10,9 @@
  * the input gradient's GEMM may take wider tiles (WIDE_TILES).  Every
  * tensor of a call has x's (or dy's) floating storage type: the program's
  * RUMUS_STORAGE.  A program holds one variant's kernels: the CPU one is
- * specialised by MB, the channels of its register block (1, 4 or 16,
- * chosen by the channels per group; a work-item takes 4 blocks), the GPU
+ * specialised by its register tile (cpu_tile: LANES columns, NB blocks
+ * of MB channels per work-item, by the device's vector width or
+ * RUMUS_CONV2D_CPU_TILE; MB lowered by the channels per group), the GPU
  * one by its tiles (TM x TN of C per work-group, RM x RN per work-item, TK
  * k per step), chosen by the rows of the op's GEMM or set for tuning by
  * RUMUS_CONV2D_TILE and its per-op forms (conv_tiles_env).  On the GPU
@@ -28,7 +29,8 @@
 static const char *const FILE_CL = "conv.cl";
 
 #define CPU_WG 8   /* CPU kernels' work-group size (CPU_WG in cl/conv.cl) */
-#define LANES 16   /* columns per CPU work-item (LANES in cl/conv.cl) */
+/* conv_fwd_dw_cpu's outputs per vector (DW_VL in cl/conv.cl). */
+#define DW_VL 16
 /* The weight gradient's chunks of pixels (weight_chunks): as many as
  * bring the work-groups of nominal 64 x 64 tiles to about WG_AIM (a
  * GPU's compute units several times over), at most S_MAX, with at least
@@ -93,7 +95,9 @@ enum { OP_FWD, OP_BWD_DATA, OP_BWD_WEIGHT };
 typedef struct {
   rumus_dtype storage;
   int gpu;
-  int mb;           /* CPU: channels of a register block (4 per work-item) */
+  int mb;           /* CPU: channels of a register block */
+  int lanes;        /* CPU: columns per work-item, 8 or 16 */
+  int nb;           /* CPU: register blocks per work-item (cpu_tile) */
   conv_tiles tiles; /* GPU */
 } conv_prog;
 
@@ -187,18 +191,56 @@ static void conv_options(const conv_prog *p, char *buf, size_t len) {
     snprintf(buf, len, "%s -DCONV_GPU=1 -DTM=%d -DTN=%d -DTK=%d -DRM=%d "
              "-DRN=%d", head, t->tm, t->tn, t->tk, t->rm, t->rn);
   else
-    snprintf(buf, len, "%s -DCONV_GPU=0 -DMB=%d -DCPU_WG=%d", head, p->mb,
-             CPU_WG);
+    snprintf(buf, len,
+             "%s -DCONV_GPU=0 -DMB=%d -DNB=%d -DLANES=%d -DCPU_WG=%d", head,
+             p->mb, p->nb, p->lanes, CPU_WG);
+}
+
+/* The CPU kernels' register tile: LANES columns per work-item (one
+ * float16 or float8 of accumulators per row) and NB blocks of up to MB
+ * rows (MG = NB MB rows per gather of the columns' B values).  From
+ * RUMUS_CONV2D_CPU_TILE = LANESxMBxNB (LANES 8 or 16, MB 4 to 16, MB NB
+ * at most 128) if set and valid, else by the device's native float
+ * vector: 16 (AVX-512, 32 zmm) takes 16 x 16 x 4, 16 float16
+ * accumulators per block; narrower (AVX2, 16 ymm) 16 x 4 x 32, whose 4
+ * float16 accumulators are 8 ymm, a k costing 6 loads (2 ymm of B, 4
+ * broadcasts of A) per 8 fma (16 float16 are 32 ymm: they spilled), and
+ * whose 32 blocks keep a gather's cost spread over 128 rows.  On 2 AMD EPYC (AVX2) cores,
+ * PoCL, 8 x C -> C x S x S with C/S = 64/56, 128/28, 256/14: every op
+ * 1.5-2.7x faster than with 16 x 16 x 4 (the forward 0.4-0.5x of
+ * im2col + OpenBLAS sgemm -> 0.5-0.9x); 16 x 4 x 16 as fast at 64
+ * channels, slower from 128; 8 x 8 x 8 (float8) about as slow as 16 x
+ * 16 x 4, its 8 broadcasts of A per 8 fma bound by the loads; 16 x 6 x
+ * 21 and 16 x 8 x 16 slower too. */
+typedef struct {
+  int lanes, mb, nb;
+} cpu_tile;
+
+static cpu_tile cpu_tile_for(const rumus_ctx *ctx) {
+  long f[3];
+  if (rumus__env_tiling("RUMUS_CONV2D_CPU_TILE", f, 3, 3) &&
+      (f[0] == 8 || f[0] == 16) && f[1] >= 4 && f[1] <= 16 &&
+      f[1] * f[2] <= 128)
+    return (cpu_tile){(int)f[0], (int)f[1], (int)f[2]};
+  if (ctx->float_width >= 16) return (cpu_tile){16, 16, 4};
+  return (cpu_tile){16, 4, 32};
 }
 
 /* The program that runs op over rows (channels per group) on this
- * context: CPU, MB is the largest of 16, 4 and 1 not above rows
- * (depthwise: 1); GPU, pick_tiles. */
+ * context: CPU, cpu_tile_for's tile with MB lowered to 4 below MB rows
+ * and to 1 (in 4 blocks) below 4 (depthwise: 1); GPU, pick_tiles. */
 static conv_prog prog_for(const rumus_ctx *ctx, rumus_dtype storage, int op,
                           size_t rows) {
-  conv_prog p = {storage, rumus__gpu_variant(ctx), 1, {0, 0, 0, 0, 0}};
-  p.mb = rows >= 16 ? 16 : rows >= 4 ? 4 : 1;
-  if (p.gpu) p.tiles = pick_tiles(ctx, op, rows);
+  conv_prog p = {storage, rumus__gpu_variant(ctx), 1, 16, 4,
+                 {0, 0, 0, 0, 0}};
+  if (p.gpu) {
+    p.tiles = pick_tiles(ctx, op, rows);
+    return p;
+  }
+  const cpu_tile t = cpu_tile_for(ctx);
+  p.lanes = t.lanes;
+  p.mb = rows >= (size_t)t.mb ? t.mb : rows >= 4 ? 4 : 1;
+  if (p.mb > 1) p.nb = t.nb;
   return p;
 }
 
@@ -303,7 +345,7 @@ static const rumus_conv2d_params *params_or_defaults(
 
 /* ---- Launches ------------------------------------------------------------- */
 
-/* Launches kernel `name` over cols x rows x nz (per work-item: LANES
+/* Launches kernel `name` over cols x rows x nz (per work-item: lanes
  * columns and 4 MB rows on the CPU variant, MG in cl/conv.cl; an RM x RN
  * block of a TM x TN tile per work-group on the GPU variant), in pieces
  * of MAX_Z along dimension 2; the last argument is z0, the piece's first
@@ -322,8 +364,9 @@ static int launch_z(rumus_ctx *ctx, const char *op, const conv_prog *pr,
     global[0] = (cols + (size_t)t->tn - 1) / (size_t)t->tn * local[0];
     global[1] = (rows + (size_t)t->tm - 1) / (size_t)t->tm * local[1];
   } else {
-    global[0] = (cols + LANES - 1) / LANES;
-    global[1] = (rows + 4 * (size_t)pr->mb - 1) / (4 * (size_t)pr->mb);
+    global[0] = (cols + (size_t)pr->lanes - 1) / (size_t)pr->lanes;
+    const size_t mg = (size_t)pr->nb * (size_t)pr->mb;
+    global[1] = (rows + mg - 1) / mg;
   }
   return rumus__launch_pieces(ctx, op, &k, 3, global, local, 2, nz, MAX_Z,
                               nargs, args);
@@ -376,8 +419,8 @@ static int wino_shape(const geo *g) {
  * reach within DW_ROW floats (the kernel's `need`). */
 static int dw_row_fits(const geo *g) {
   if (g->c / g->g != 1 || g->ow > DW_OW) return 0;
-  const size_t nb = (g->ow + LANES - 1) / LANES;
-  const size_t need = (nb * LANES - 1) * (size_t)g->sw +
+  const size_t nb = (g->ow + DW_VL - 1) / DW_VL;
+  const size_t need = (nb * DW_VL - 1) * (size_t)g->sw +
                       (g->kw - 1) * (size_t)g->dw + 1 + (g->sw == 2);
   return g->sw <= DW_ROW && g->dw <= DW_ROW && g->kw <= DW_ROW &&
          need <= DW_ROW;
@@ -579,12 +622,12 @@ static int run_bwd_data(rumus_ctx *ctx, const char *op, const geo *g,
   if (pr.gpu) /* one channel per group: direct */
     return launch_flat(ctx, op, &pr, "conv_bwd_data_direct", dx->numel,
                        args, 8);
-  /* CPU: LANES columns of one input row and one stride phase per
+  /* CPU: lanes columns of one input row and one stride phase per
    * work-item (cl/conv.cl), so a row takes SW phases of nbw blocks. */
-  const size_t sw = (size_t)g->sw;
-  const size_t nbw = ((g->w + sw - 1) / sw + LANES - 1) / LANES;
+  const size_t sw = (size_t)g->sw, nl = (size_t)pr.lanes;
+  const size_t nbw = ((g->w + sw - 1) / sw + nl - 1) / nl;
   return launch_z(ctx, op, &pr, "conv_bwd_data_cpu",
-                  g->n * g->h * sw * nbw * LANES, g->c / g->g, g->g, args, 8);
+                  g->n * g->h * sw * nbw * nl, g->c / g->g, g->g, args, 8);
 }
 
 /* The weight gradient's chunks of pixels: *kc pixels each, *s of them
