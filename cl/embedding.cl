@@ -488,7 +488,8 @@ inline void emb_tile_blocks(global const real_t *g, global const uint *val,
     const size_t c = cb * 8;
     const uint w = (uint)min((size_t)8, dim - c);
     float8 s = (float8)(0.0f);
-    for (uint q = i; q < j; q++) s += emb_load8(g, (size_t)val[q] * dim + c, w);
+    for (uint q = i; q < j; q++)
+      s += emb_load8(g, (size_t)val[q] * dim + c, w);
     if (where == 0) emb_store8(s, dwr + c, w);
     else if (where == 1) emb_store8_f(s, lead + c, w);
     else if (where == 2) emb_store8_f(s, tail + c, w);
@@ -496,14 +497,16 @@ inline void emb_tile_blocks(global const real_t *g, global const uint *val,
 }
 
 /* Stage 1, CPU: item = tile * nb + group of EMB_RB column blocks. */
-__kernel void embedding_tile_row(ulong cnt, ulong base, uint n, uint rows, ulong dim,
+__kernel void embedding_tile_row(ulong cnt, ulong base, uint n, uint rows,
+                                 ulong dim,
                         ulong c8, global const uint *key,
                         global const uint *val, global const real_t *dy,
                         ulong dyo, global grad_t *dw, ulong dwo,
                         global float *lead, global float *tail) {
   EMB_ITEM(cnt, base);
   const size_t nb = (c8 + EMB_RB - 1) / EMB_RB, t = item / nb;
-  const size_t b0 = (item - t * nb) * EMB_RB, b1 = min((size_t)c8, b0 + EMB_RB);
+  const size_t b0 = (item - t * nb) * EMB_RB;
+  const size_t b1 = min((size_t)c8, b0 + EMB_RB);
   const uint a = (uint)t * EMB_TILE, b = min(n, a + EMB_TILE);
   const size_t po = t * dim; /* lead / tail: [tiles, dim] */
   for (uint i = a; i < b;) {
@@ -535,7 +538,9 @@ void embedding_bounds(ulong cnt, ulong base, uint n, global const uint *key,
  * binary search for its first row, then a walk up the sorted keys (the
  * same ranges; a search per row, latency-bound, took 0.75-1.4 ms for
  * 32000 rows on 2 AVX2 cores). */
+#ifndef EMB_BR
 #define EMB_BR 256
+#endif
 __kernel void embedding_bounds_row(ulong cnt, ulong base, uint n, uint rows,
                                    global const uint *key,
                                    global uint *range) {
@@ -582,7 +587,8 @@ __kernel void embedding_fold_row(ulong cnt, ulong base, ulong dim, ulong c8,
                         ulong dwo) {
   EMB_ITEM(cnt, base);
   const size_t nb = (c8 + EMB_RB - 1) / EMB_RB, r = item / nb;
-  const size_t b0 = (item - r * nb) * EMB_RB, b1 = min((size_t)c8, b0 + EMB_RB);
+  const size_t b0 = (item - r * nb) * EMB_RB;
+  const size_t b1 = min((size_t)c8, b0 + EMB_RB);
   global grad_t *out = dw + dwo + r * dim;
   const uint t0 = range[2 * r], t1 = range[2 * r + 1];
   if (t0 == t1) return; /* stored by stage 1 */

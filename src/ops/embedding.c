@@ -37,7 +37,7 @@ static const char *const FILE_CL = "embedding.cl";
 #define EMB_DENSE_PART 8
 #define EMB_SLAB 1024 /* columns per CPU work-item (cl/embedding.cl) */
 #define EMB_RB 64 /* 8-column blocks per CPU work-item of the sums */
-#define EMB_BR 256 /* rows per CPU work-item of the bounds (cl/embedding.cl) */
+#define EMB_BR 256 /* rows per CPU work-item of the segment bounds */
 /* Scratch slots of the backward (keys and positions twice, the digit
  * table, its chunk sums, lead, tail, the rows' ranges). */
 #define EMB_SLOTS 9
@@ -55,9 +55,10 @@ static void emb_options(const rumus_ctx *ctx, rumus_dtype storage,
                         rumus_dtype grad, char *buf, size_t len) {
   char head[96];
   rumus__options_head(head, sizeof head, storage, emb_ls(ctx), 0);
-  snprintf(buf, len, "%s -DGRAD_STORAGE=%s -DDEVERR_EMBED_ID=%d -DEMB_RB=%d",
+  snprintf(buf, len,
+           "%s -DGRAD_STORAGE=%s -DDEVERR_EMBED_ID=%d -DEMB_RB=%d -DEMB_BR=%d",
            head, rumus__storage_tag(grad), (int)RUMUS__DEVERR_EMBED_ID,
-           EMB_RB);
+           EMB_RB, EMB_BR);
 }
 
 /* One launch of `kernel` over `items` work-items (padded). */
