@@ -530,78 +530,6 @@ START_TEST(rowp_pairs_same_bits) {
 }
 END_TEST
 
-/* The backward of both norms into t (dgamma, dbeta when dp); the outputs
- * downloaded into out (dx, dgamma, dbeta; NULL where absent). */
-static void bwd_outputs(rumus_ctx *ctx, ln_tensors *t, int rms, int dp,
-                        float **out) {
-  rumus_tensor *dg = dp ? t->dg.t : NULL, *db = dp && !rms ? t->db.t : NULL;
-  if (rms)
-    TU_OK(ctx, rumus_rmsnorm_bwd(ctx, t->dy.t, t->x.t, t->gamma.t,
-                                 t->rstd.t, t->dx.t, dg));
-  else
-    TU_OK(ctx, rumus_layernorm_bwd(ctx, t->dy.t, t->x.t, t->gamma.t,
-                                   t->mean.t, t->rstd.t, t->dx.t, dg, db));
-  out[0] = tu_download_f32(ctx, t->dx.t); /* 16-bit values exactly */
-  out[1] = dg ? tu_download_f32(ctx, t->dg.t) : NULL;
-  out[2] = db ? tu_download_f32(ctx, t->db.t) : NULL;
-}
-
-/* The GPU variant's row-in-registers backward (RUMUS_LN_BWD_ROW=LS, the
- * _regV kernels) on x of type tu_dtypes[_i] (gamma of x's type on odd
- * cases): it runs (the profile says so), its results against the
- * reference, dgamma and dbeta the bits of the default path's (the same
- * blocks, the same order per column), dx the same bits without dgamma
- * and dbeta, and dx the default's bits where it takes their layout (LS
- * 512: rows of 4096 as _blk, of 16384 as _wide).  Odd rows, tails,
- * blocks the rows do not divide, every V. */
-START_TEST(reg_rows) {
-  static const struct {
-    const char *set;
-    shp s;
-    int v, same_dx;
-  } C[] = {{"512", {20, 4096}, 2, 1},   {"512", {3, 16384}, 8, 1},
-           {"1024", {3, 16387}, 8, 0},  {"256", {9, 2051}, 4, 0},
-           {"1", {5, 15001}, 8, 0},     {"1024", {11, 3000}, 1, 0}};
-  rumus_ctx *ctx = tu_profiling_ctx();
-  const rumus_dtype d = tu_dtypes[_i];
-  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
-  for (size_t c = 0; c < sizeof C / sizeof C[0]; c++) {
-    const rumus_dtype pd = c % 2 && d != RUMUS_F32 ? d : RUMUS_F32;
-    inputs in = make_inputs(&C[c].s, d, pd, 300 + c);
-    ln_tensors t = ln_make(ctx, &in);
-    for (int rms = 0; rms < 2; rms++) {
-      char tag[96], kn[64];
-      snprintf(tag, sizeof tag, "reg_%s_%s_p%s_%zux%zu_%s",
-               rms ? "rmsnorm" : "layernorm", tu_dtype_name(d),
-               tu_dtype_name(pd), C[c].s.rows, C[c].s.cols, C[c].set);
-      snprintf(kn, sizeof kn, "%s_bwd_reg%d", rms ? "rmsnorm" : "layernorm",
-               C[c].v);
-      run_norm(ctx, &in, &t, rms, 1, tag); /* the forward and statistics */
-      float *old[3], *got[3], *nodp[3];
-      bwd_outputs(ctx, &t, rms, 1, old);
-      tu_kernel_ran(ctx, kn); /* forgets what ran before */
-      setenv("RUMUS_LN_BWD_ROW", C[c].set, 1);
-      run_norm(ctx, &in, &t, rms, 1, tag);
-      ck_assert_msg(tu_kernel_ran(ctx, kn), "%s: %s did not run", tag, kn);
-      bwd_outputs(ctx, &t, rms, 1, got);
-      bwd_outputs(ctx, &t, rms, 0, nodp);
-      ck_assert_msg(tu_kernel_ran(ctx, kn), "%s: %s did not run", tag, kn);
-      unsetenv("RUMUS_LN_BWD_ROW");
-      const size_t len[3] = {in.n, C[c].s.cols, C[c].s.cols};
-      ck_assert_msg(memcmp(nodp[0], got[0], len[0] * 4) == 0,
-                    "%s: dx differs without dgamma", tag);
-      for (int q = C[c].same_dx ? 0 : 1; q < (rms ? 2 : 3); q++)
-        ck_assert_msg(memcmp(old[q], got[q], len[q] * 4) == 0,
-                      "%s: output %d is not the default path's bits", tag, q);
-      for (int q = 0; q < 3; q++) free(old[q]), free(got[q]), free(nodp[q]);
-    }
-    ln_free(ctx, &t);
-    free_inputs(&in);
-  }
-  tu_free_all(ctx, NULL);
-}
-END_TEST
-
 /* The layer norm's wide forward with its statistics in one sum
  * (RUMUS_LN_FWD_ONE=1) on x of type tu_dtypes[_i]: it runs, and y, mean,
  * rstd (and the backward after it) against the reference, on rows the
@@ -896,7 +824,6 @@ int main(void) {
   tcase_add_test(limits, bwd_grads_in_place);
   tcase_add_test(limits, blk_rows_same_bits);
   tcase_add_test(limits, rowp_pairs_same_bits);
-  tcase_add_loop_test(limits, reg_rows, 0, 3);
   tcase_add_loop_test(limits, fwd_one_sum, 0, 3);
   tcase_add_test(limits, large_offset);
   tcase_add_test(limits, empty_tensors);

@@ -655,49 +655,8 @@ static int run_fused(rumus_ctx *ctx, const char *op,
   return rumus__launch(ctx, op, &k, 1, &global, &local, na, a);
 }
 
-/* The row-in-registers backward (*_bwd_regV, cl/layernorm.cl), off by
- * default until measured on the H200: RUMUS_LN_BWD_ROW=LS (a power of two,
- * 32 to 1024: the largest local size; any other value but 0: 512) runs it
- * for rows longer than LN_REG_MIN_COLS (shorter ones: the _blk kernel's
- * rows at once), V = the fewest float4 per work-item (1, 2, 4 or 8) with
- * which LS work-items hold a row, the local size the fewest work-items
- * (from 32) that hold it in V.  At 512: rows of 4096 in _blk's layout
- * (V 2) and of 16384 in _wide's (V 8), so the same bits as those. */
-#define LN_REG_MIN_COLS 2048
-#define LN_REG_MAX_V 8
-static size_t reg_target(void) {
-  const char *v = getenv("RUMUS_LN_BWD_ROW");
-  if (v == NULL || *v == '\0' || strcmp(v, "0") == 0) return 0;
-  const long n = atol(v);
-  return n >= 32 && n <= 1024 && (n & (n - 1)) == 0 ? (size_t)n : 512;
-}
-
-/* The _regV kernel for rows of cols as reg_target() says, in k (ls 0:
- * none: off, the CPU variant, a user's work-group size, rows outside its
- * range, or a local size the device does not run it at). */
-static int reg_local(rumus_ctx *ctx, const char *op,
-                     const rumus__row_plan *plan, const char *base,
-                     size_t cols, ln_group *k) {
-  k->ls = 0;
-  k->lfl = 4; /* two halves of ls + 32 float2 */
-  const size_t target = reg_target();
-  if (target == 0 || plan->kind == RUMUS__ROWS_ITEM || ctx->opt_wg ||
-      cols <= LN_REG_MIN_COLS)
-    return RUMUS_OK;
-  size_t v = 1, l = 32;
-  while (4 * target * v < cols) v *= 2;
-  while (l * 4 * v < cols) l *= 2;
-  if (v > LN_REG_MAX_V || l > ctx->max_wg) return RUMUS_OK;
-  snprintf(k->kernel, sizeof k->kernel, "%s_reg%zu", base, v);
-  int fits;
-  RUMUS__FORWARD(kernel_fits(ctx, op, plan, k->kernel, l, &fits));
-  if (fits) k->ls = l;
-  return RUMUS_OK;
-}
-
 /* How the GPU variant's backward runs, in order of preference: the
- * _regV kernel when RUMUS_LN_BWD_ROW asks for it, the block kernel (rows
- * from LN_BLK_MIN_COLS up to 8 ls), the _fused kernel (REGS plans; its
+ * block kernel (rows from LN_BLK_MIN_COLS up to 8 ls), the _fused kernel (REGS plans; its
  * _wgc twin without the gradients), the wide kernel, else
  * stage 1 and the row kernels.  *k names the group kernel (ls 0: none),
  * *fused the _fused kernel's use. */
@@ -706,8 +665,7 @@ static int bwd_choice(rumus_ctx *ctx, const char *op,
                       size_t cols, ln_group *k, int *fused, char *fname,
                       size_t flen) {
   *fused = 0;
-  RUMUS__FORWARD(reg_local(ctx, op, plan, base, cols, k));
-  if (k->ls) return RUMUS_OK;
+  k->ls = 0;
   if (cols >= LN_BLK_MIN_COLS)
     RUMUS__FORWARD(group_local(ctx, op, plan, base, "blk", LN_BV, 8,
                                LN_BLK_MAX_LS, cols, k));
@@ -719,7 +677,7 @@ static int bwd_choice(rumus_ctx *ctx, const char *op,
 }
 
 /* dx (and stage 1 into part when has_part) by the group kernel gk (_blk:
- * a float8 per work-item of local memory, _regV: two float2, _wide: none
+ * a float8 per work-item of local memory, _wide: none
  * as an argument): a work-group of gk->ls per block of rb rows. */
 static int run_blk(rumus_ctx *ctx, const char *op,
                    const rumus__row_plan *plan, const ln_group *gk,
@@ -735,7 +693,7 @@ static int run_blk(rumus_ctx *ctx, const char *op,
   a[na++] = RUMUS__ARG(has_g);
   a[na++] = RUMUS__ARG(nrows);
   a[na++] = RUMUS__ARG(ncols);
-  if (gk->lfl) /* _blk's and _regV's LN_GRP_SUM buffers */
+  if (gk->lfl) /* _blk's LN_GRP_SUM buffer */
     a[na++] = RUMUS__ARG_LOCAL((ls + 32) * gk->lfl * sizeof(float));
   a[na++] = RUMUS__ARG(has_part);
   a[na++] = RUMUS__ARG(pm);
