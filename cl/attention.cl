@@ -20,9 +20,12 @@
  * program's RUMUS_STORAGE) read at mask + m_off + b msb + h msh + i msi +
  * j msj: the host passes 0 for a broadcast axis.
  *
- * Row kernels (*_row, CPU variant, and the fallback of the GPU variant):
- * one work-item per query row (forward, dq) or key row (dk / dv), no
- * barriers, the row and its accumulators in private floats.  Keys (or
+ * Row kernels (*_row, the fallback of the GPU variant, and the CPU
+ * variant's under ATT_ROWS = 1): one work-item per query row (forward,
+ * dq) or key row (dk / dv), no barriers, the row and its accumulators in
+ * private floats; the *_rows kernels (CPU variant, ATT_ROWS = 2 or 4) do
+ * the same for ATT_ROWS rows per work-item with the same bits (their
+ * section below).  Keys (or
  * queries) go in blocks of KB = 8: their dot products run as 8
  * independent float8 chains (block_dots), their exponentials are one
  * float8 rumus_exp_shifted8 (common.cl: PoCL's exp is far slower), and
@@ -339,6 +342,304 @@ __kernel void attn_dq_row(global const real_t *q, ulong q_off,
   }
   row_store(gq, scale, dq + (size_t)dq_off + r * HEAD_DIM);
 }
+
+/* ---- Several rows per work-item (CPU variant, ATT_ROWS > 1) -------------- */
+
+/* A work-item of the *_rows kernels owns NR consecutive query rows
+ * (forward, dq) or key rows (dk / dv) of one head, so that each chunk of a
+ * key (query) row it loads from cache feeds NR dot products and NR axpys
+ * instead of one.  Each row's arithmetic is that of the one-row kernels
+ * above, operation for operation, so the results are the same bits: the
+ * dot product of every (row, key) pair is the same float8 chain and lane
+ * reduction (hsum8x8 reduces every lane by the same tree), and each
+ * accumulator sees the same fmas in the same key order.  Rows that see
+ * fewer keys (causal) or start later (causal dk / dv) switch the other
+ * lanes of a block off; a work-item's rows past the head's end load its
+ * last row (valid memory), see no keys and store nothing. */
+#ifndef ATT_ROWS
+#define ATT_ROWS 1
+#endif
+
+#if ATT_ROWS > 1
+#define NR ATT_ROWS
+/* out[r] = a[r] . b_t, lane t, for the KB stored rows b_t = base + (j0 +
+ * t) HEAD_DIM (lanes past nt repeat row nt - 1), one key at a time: its
+ * chunks each feed the NR rows' chains.  On 2 AVX2 cores (PoCL) this ran
+ * the backward at 2 rows 1.2-1.6 times the speed of passes over 2 or 4
+ * keys (8 chains in flight, more than the fma latency needs, but more
+ * values live). */
+inline void rows_dots(float8 a[NR][DV], global const real_t *base, size_t j0,
+                      int nt, float8 *out) {
+  float8 acc[NR][KB];
+  for (int t = 0; t < KB; t++) {
+    global const real_t *b = base + (j0 + (size_t)min(t, nt - 1)) * HEAD_DIM;
+    for (int r = 0; r < NR; r++) acc[r][t] = 0.0f;
+    for (int c = 0; c < DV; c++) {
+      const float8 y = chunk_load(b, c);
+      for (int r = 0; r < NR; r++) acc[r][t] = fma(a[r][c], y, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < NR; r++) out[r] = hsum8x8(acc[r]);
+}
+
+/* acc[r] += w[r][t] b_t for the stored rows b_t = base + (j0 + t)
+ * HEAD_DIM, t < nt, where on[r][t]; keys ascending for every row.  A full
+ * block with every pair on (the usual case) runs chunk by chunk, each
+ * row's chunk held while the block's keys are added. */
+inline void rows_axpy(float8 acc[NR][DV], float w[NR][KB], int on[NR][KB],
+                      global const real_t *base, size_t j0, int nt) {
+  int all = nt == KB;
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < KB; t++) all &= on[r][t];
+  global const real_t *b = base + j0 * HEAD_DIM;
+  if (all) {
+    for (int c = 0; c < DV; c++) {
+      float8 x[NR];
+      for (int r = 0; r < NR; r++) x[r] = acc[r][c];
+      for (int t = 0; t < KB; t++) {
+        const float8 y = chunk_load(b + t * HEAD_DIM, c);
+        for (int r = 0; r < NR; r++) x[r] = fma((float8)(w[r][t]), y, x[r]);
+      }
+      for (int r = 0; r < NR; r++) acc[r][c] = x[r];
+    }
+    return;
+  }
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < nt; t++)
+      if (on[r][t]) row_axpy(acc[r], w[r][t], b + t * HEAD_DIM);
+}
+
+/* The work-item's first row and head for T rows per head; returns from
+ * the kernel for a padding work-item. */
+#define ROWS_OWNER(T)                                                        \
+  const size_t per = ((size_t)(T) + NR - 1) / NR;                            \
+  const size_t bh = get_global_id(0) / per;                                  \
+  if (bh * (size_t)(T) >= rows) return;                                      \
+  const size_t first = (get_global_id(0) - bh * per) * NR
+
+inline void rows_off(int *on, float *w) {
+  for (int t = 0; t < KB; t++) {
+    on[t] = 0;
+    w[t] = 0.0f;
+  }
+}
+
+/* fwd_row's step over the key block at j0 for one row that sees keys
+ * below jend, from its dot products: the weights w[t] of the block's
+ * values (on[t]: added). */
+inline void fwd_step(float8 dots, global const mask_t *mr, int has_mask,
+                     ulong msj, size_t j0, size_t jend, float *m, float *l,
+                     float8 *acc, float *w, int *on) {
+  rows_off(on, w);
+  if (j0 >= jend) return;
+  const int nt = (int)min((size_t)KB, jend - j0);
+  float mk[KB];
+  for (int t = 0; t < KB; t++)
+    mk[t] = has_mask && t < nt ? MLOAD(mr, (j0 + t) * (size_t)msj) : 0.0f;
+  const float8 s8 =
+      select(dots + vload8(0, mk), (float8)(-INFINITY), block_past(nt));
+  const float mn = fmax(*m, rumus_hmax8(s8));
+  if (mn == -INFINITY) {
+    if (any(isnan(s8))) *l = NAN;
+    return;
+  }
+  const float alpha = exp(*m - mn);
+  const float8 p = rumus_exp_shifted8(s8 - mn);
+  *l = fma(*l, alpha, rumus_hsum8(p));
+  row_scale(acc, alpha);
+  vstore8(p, 0, w);
+  for (int t = 0; t < KB; t++) on[t] = t < nt && w[t] != 0.0f;
+  *m = mn;
+}
+
+__kernel void attn_fwd_rows(global const real_t *q, ulong q_off,
+                            global const real_t *k, ulong k_off,
+                            global const real_t *v, ulong v_off,
+                            global real_t *o, ulong o_off, global float *lse,
+                            ulong lse_off, int has_lse, ATT_ARGS) {
+  ROWS_OWNER(Tq);
+  const size_t kv0 = bh * (size_t)Tk * HEAD_DIM;
+  global const real_t *kb = k + (size_t)k_off + kv0;
+  global const real_t *vb = v + (size_t)v_off + kv0;
+  float8 qv[NR][DV], acc[NR][DV];
+  float m[NR], l[NR];
+  size_t jend[NR], jmax = 0;
+  global const mask_t *mr[NR];
+  for (int r = 0; r < NR; r++) {
+    const size_t i = min(first + r, (size_t)Tq - 1);
+    jend[r] = first + r >= (size_t)Tq ? 0
+              : causal                ? min((size_t)Tk, i + 1)
+                                      : (size_t)Tk;
+    jmax = max(jmax, jend[r]);
+    mr[r] = mask_row(mask, m_off, bh, i, H, msb, msh, msi);
+    row_load(q + (size_t)q_off + (bh * (size_t)Tq + i) * HEAD_DIM, scale,
+             qv[r]);
+    row_zero(acc[r]);
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+  }
+  for (size_t j0 = 0; j0 < jmax; j0 += KB) {
+    const int nt = (int)min((size_t)KB, jmax - j0);
+    float8 dots[NR];
+    float w[NR][KB];
+    int on[NR][KB];
+    rows_dots(qv, kb, j0, nt, dots);
+    for (int r = 0; r < NR; r++)
+      fwd_step(dots[r], mr[r], has_mask, msj, j0, jend[r], &m[r], &l[r],
+               acc[r], w[r], on[r]);
+    rows_axpy(acc, w, on, vb, j0, nt);
+  }
+  for (int r = 0; r < NR && first + r < (size_t)Tq; r++) {
+    const size_t row = bh * (size_t)Tq + first + r;
+    const int empty = m[r] == -INFINITY && l[r] == 0.0f;
+    row_store(acc[r], empty ? 0.0f : 1.0f / l[r],
+              o + (size_t)o_off + row * HEAD_DIM);
+    if (has_lse)
+      lse[(size_t)lse_off + row] = empty ? -INFINITY : m[r] + log(l[r]);
+  }
+}
+
+/* attn_dq_row's step for one row over the key block at j0 from the
+ * scores' and dP's dot products: the weights w[t] (dS) of the block's
+ * keys. */
+inline void dq_step(float8 sd, float8 pd, global const mask_t *mr,
+                    int has_mask, ulong msj, size_t j0, size_t jend,
+                    float8 l8, float8 e8, float *w, int *on) {
+  rows_off(on, w);
+  if (j0 >= jend) return;
+  const int nt = (int)min((size_t)KB, jend - j0);
+  float mk[KB];
+  for (int t = 0; t < KB; t++)
+    mk[t] = has_mask && t < nt ? MLOAD(mr, (j0 + t) * (size_t)msj) : 0.0f;
+  const float8 s8 =
+      select(sd + vload8(0, mk), (float8)(-INFINITY), block_past(nt));
+  const float8 p = block_p(s8, l8);
+  float pp[KB];
+  vstore8(p, 0, pp);
+  vstore8(p * (pd - e8), 0, w);
+  for (int t = 0; t < KB; t++) on[t] = t < nt && pp[t] != 0.0f;
+}
+
+__kernel void attn_dq_rows(global const real_t *q, ulong q_off,
+                           global const real_t *k, ulong k_off,
+                           global const real_t *v, ulong v_off,
+                           global const real_t *dout, ulong do_off,
+                           global const float *lse, ulong lse_off,
+                           global const float *delta, global real_t *dq,
+                           ulong dq_off, ATT_ARGS) {
+  ROWS_OWNER(Tq);
+  const size_t kv0 = bh * (size_t)Tk * HEAD_DIM;
+  global const real_t *kb = k + (size_t)k_off + kv0;
+  global const real_t *vb = v + (size_t)v_off + kv0;
+  float8 qv[NR][DV], gv[NR][DV], gq[NR][DV], l8[NR], e8[NR];
+  size_t jend[NR], jmax = 0;
+  global const mask_t *mr[NR];
+  for (int r = 0; r < NR; r++) {
+    const size_t i = min(first + r, (size_t)Tq - 1);
+    const size_t row = bh * (size_t)Tq + i;
+    jend[r] = first + r >= (size_t)Tq ? 0
+              : causal                ? min((size_t)Tk, i + 1)
+                                      : (size_t)Tk;
+    jmax = max(jmax, jend[r]);
+    mr[r] = mask_row(mask, m_off, bh, i, H, msb, msh, msi);
+    row_load(q + (size_t)q_off + row * HEAD_DIM, scale, qv[r]);
+    row_load(dout + (size_t)do_off + row * HEAD_DIM, 1.0f, gv[r]);
+    row_zero(gq[r]);
+    l8[r] = (float8)(lse[(size_t)lse_off + row]);
+    e8[r] = (float8)(delta[row]);
+  }
+  for (size_t j0 = 0; j0 < jmax; j0 += KB) {
+    const int nt = (int)min((size_t)KB, jmax - j0);
+    float8 sd[NR], pd[NR];
+    float w[NR][KB];
+    int on[NR][KB];
+    rows_dots(qv, kb, j0, nt, sd);
+    rows_dots(gv, vb, j0, nt, pd);
+    for (int r = 0; r < NR; r++)
+      dq_step(sd[r], pd[r], mr[r], has_mask, msj, j0, jend[r], l8[r], e8[r],
+              w[r], on[r]);
+    rows_axpy(gq, w, on, kb, j0, nt);
+  }
+  for (int r = 0; r < NR && first + r < (size_t)Tq; r++)
+    row_store(gq[r], scale,
+              dq + (size_t)dq_off + (bh * (size_t)Tq + first + r) * HEAD_DIM);
+}
+
+/* attn_dkdv_row's step for key row j (queries from istart) over the
+ * query block at i: the weights wv[t] (P) and wk[t] (dS) of the block's
+ * dout and q rows. */
+inline void dkdv_step(float8 sd, float8 pd, global const mask_t *mr,
+                      int has_mask, ulong msi, ulong msj, size_t j,
+                      size_t istart, size_t i, int nt, float8 ls8,
+                      float8 de8, float *wv, float *wk, int *on) {
+  float mk[KB];
+  int in[KB];
+  for (int t = 0; t < KB; t++) {
+    in[t] = t < nt && i + t >= istart;
+    mk[t] = has_mask && in[t]
+                ? MLOAD(mr, (i + t) * (size_t)msi + j * (size_t)msj)
+                : 0.0f;
+  }
+  const float8 s8 =
+      select(sd + vload8(0, mk), (float8)(-INFINITY), block_past(nt));
+  const float8 p = block_p(s8, ls8);
+  vstore8(p, 0, wv);
+  vstore8(p * (pd - de8), 0, wk);
+  for (int t = 0; t < KB; t++) on[t] = in[t] && wv[t] != 0.0f;
+}
+
+__kernel void attn_dkdv_rows(global const real_t *q, ulong q_off,
+                             global const real_t *k, ulong k_off,
+                             global const real_t *v, ulong v_off,
+                             global const real_t *dout, ulong do_off,
+                             global const float *lse, ulong lse_off,
+                             global const float *delta,
+                             global real_t *dk, ulong dk_off,
+                             global real_t *dv, ulong dv_off, int has_dk,
+                             int has_dv, ATT_ARGS) {
+  ROWS_OWNER(Tk);
+  const size_t nq = (size_t)Tq, q0 = bh * nq;
+  global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
+  global const real_t *db = dout + (size_t)do_off + q0 * HEAD_DIM;
+  global const float *lb = lse + (size_t)lse_off + q0;
+  global const float *eb = delta + q0;
+  global const mask_t *mr = mask_row(mask, m_off, bh, 0, H, msb, msh, msi);
+  float8 kv[NR][DV], vv[NR][DV], gk[NR][DV], gv[NR][DV];
+  size_t jr[NR], istart[NR], imin = nq;
+  for (int r = 0; r < NR; r++) {
+    jr[r] = min(first + r, (size_t)Tk - 1);
+    const size_t row = bh * (size_t)Tk + jr[r];
+    istart[r] = first + r >= (size_t)Tk ? nq : causal ? jr[r] : 0;
+    imin = min(imin, istart[r]);
+    row_load(k + (size_t)k_off + row * HEAD_DIM, scale, kv[r]);
+    row_load(v + (size_t)v_off + row * HEAD_DIM, 1.0f, vv[r]);
+    row_zero(gk[r]);
+    row_zero(gv[r]);
+  }
+  for (size_t i = imin; i < nq; i += KB) {
+    const int nt = (int)min((size_t)KB, nq - i);
+    float ls[KB], de[KB], wv[NR][KB], wk[NR][KB];
+    int on[NR][KB];
+    for (int t = 0; t < KB; t++) {
+      ls[t] = t < nt ? lb[i + t] : 0.0f;
+      de[t] = t < nt ? eb[i + t] : 0.0f;
+    }
+    float8 sd[NR], pd[NR];
+    rows_dots(kv, qb, i, nt, sd);
+    rows_dots(vv, db, i, nt, pd);
+    for (int r = 0; r < NR; r++)
+      dkdv_step(sd[r], pd[r], mr, has_mask, msi, msj, jr[r], istart[r], i,
+                nt, vload8(0, ls), vload8(0, de), wv[r], wk[r], on[r]);
+    rows_axpy(gv, wv, on, db, i, nt);
+    rows_axpy(gk, wk, on, qb, i, nt);
+  }
+  for (int r = 0; r < NR && first + r < (size_t)Tk; r++) {
+    const size_t row = bh * (size_t)Tk + first + r;
+    if (has_dk) row_store(gk[r], scale, dk + (size_t)dk_off + row * HEAD_DIM);
+    if (has_dv) row_store(gv[r], 1.0f, dv + (size_t)dv_off + row * HEAD_DIM);
+  }
+}
+#endif /* ATT_ROWS > 1 */
 
 /* ---- Work-group variant -------------------------------------------------- */
 

@@ -8,7 +8,9 @@
  * buffer at an odd element offset with guard bytes; the backward against
  * central finite differences of the float64 forward; fully masked rows (out 0,
  * lse -inf, zero gradients), NaN confined to its row; bits equal run to
- * run (also over partial tiles); the GPU variant's tiled kernels with
+ * run (also over partial tiles); the CPU variant's kernels of 2 and 4
+ * rows per work-item against those of one row, bit for bit; the GPU
+ * variant's tiled kernels with
  * partial tiles in every dimension under the default tiling, tile
  * overrides (also forward and backward apart) and an invalid one; bad
  * arguments with exact statuses.
@@ -432,6 +434,75 @@ START_TEST(same_bits) {
 }
 END_TEST
 
+/* ---- Rows per work-item (CPU variant) ------------------------------------ */
+
+/* RUMUS_ATTENTION_CPU_ROWS = 2 and 4 (several query or key rows per
+ * work-item) give the bits of 1 (the one-row kernels) in out, lse, dq, dk
+ * and dv: lengths 1, 7 and 129 (tail work-items), Tq != Tk both ways,
+ * causal and not, D = 32 and 128, B * H = 1 and 6, masks broadcast and
+ * full with every fifth element -inf and one fully masked row (skipped
+ * keys, lse -inf); F32 and BF16 storage.  One context for the case, so
+ * each program builds once. */
+static const acase ROWS_CASES[] = {
+    {1, 1, 1, 1, 32, 0, 0, {0}, 0},
+    {1, 1, 7, 7, 32, 1, 0, {0}, 0},
+    {2, 3, 7, 129, 32, 0, 2, {7, 129}, 0},
+    {1, 6, 129, 129, 32, 1, 4, {1, 6, 129, 129}, 0},
+    {1, 1, 129, 129, 128, 1, 0, {0}, 0},
+    {2, 3, 129, 7, 128, 1, 3, {3, 129, 7}, 0},
+    {1, 1, 7, 129, 128, 0, 2, {1, 129}, 0},
+};
+#define NROWS_CASES (sizeof ROWS_CASES / sizeof ROWS_CASES[0])
+
+/* The five outputs of one forward and backward under
+ * RUMUS_ATTENTION_CPU_ROWS=nr, as floats into got[0 .. 5). */
+static void rows_run(rumus_ctx *ctx, const inputs *in, const char *nr,
+                     float *got[5]) {
+  setenv("RUMUS_ATTENTION_CPU_ROWS", nr, 1);
+  dev t = make_dev(ctx, in);
+  const rumus_attention_params p = params_of(&in->c);
+  TU_OK(ctx, rumus_attention_fwd(ctx, &p, t.q.t, t.k.t, t.v.t, t.mask.t,
+                                 t.out.t, t.lse.t));
+  TU_OK(ctx, rumus_attention_bwd(ctx, &p, t.q.t, t.k.t, t.v.t, t.mask.t,
+                                 t.out.t, t.lse.t, t.dout.t, t.dq.t, t.dk.t,
+                                 t.dv.t));
+  const rumus_tensor *outs[5] = {t.out.t, t.lse.t, t.dq.t, t.dk.t, t.dv.t};
+  for (int o = 0; o < 5; o++) got[o] = get(ctx, outs[o]);
+  free_dev(ctx, &t);
+  unsetenv("RUMUS_ATTENTION_CPU_ROWS");
+}
+
+START_TEST(cpu_rows_bits) {
+  static const char *const OUT[5] = {"out", "lse", "dq", "dk", "dv"};
+  const rumus_dtype d = _i ? RUMUS_BF16 : RUMUS_F32;
+  rumus_ctx *ctx = tu_ctx();
+  tu_set_variant(ctx, RUMUS_VARIANT_CPU);
+  for (size_t ci = 0; ci < NROWS_CASES; ci++) {
+    const acase *c = &ROWS_CASES[ci];
+    if (d != RUMUS_F32 && ci != 2 && ci != 5) continue;
+    inputs in = make_inputs(c, d, RUMUS_F32, 500 + ci);
+    const size_t row = c->mnd ? c->mshape[c->mnd - 1] : 0;
+    for (size_t e = 0; e < in.nm; e++)
+      if (e % 5 == 0 || (e >= 2 * row && e < 3 * row)) in.mask[e] = -INFINITY;
+    const size_t n[5] = {in.nq, in.nq / c->D, in.nq, in.nk, in.nk};
+    float *one[5], *got[5];
+    rows_run(ctx, &in, "1", one);
+    for (int nr = 2; nr <= 4; nr += 2) {
+      rows_run(ctx, &in, nr == 2 ? "2" : "4", got);
+      for (int o = 0; o < 5; o++) {
+        ck_assert_msg(memcmp(one[o], got[o], n[o] * sizeof(float)) == 0,
+                      "%s differs from one row per work-item with %d "
+                      "(case %zu, %s)", OUT[o], nr, ci, tu_dtype_name(d));
+        free(got[o]);
+      }
+    }
+    for (int o = 0; o < 5; o++) free(one[o]);
+    free_inputs(&in);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* ---- Tiles --------------------------------------------------------------- */
 
 /* Partial tiles of the GPU variant's tiled kernels in every dimension
@@ -802,6 +873,9 @@ int main(void) {
   tcase_add_loop_test(limits, tilings_typed, 0, 2);
   tcase_add_test(limits, empty);
   suite_add_tcase(s, limits);
+  TCase *rows = tu_tcase("cpu_rows");
+  tcase_add_loop_test(rows, cpu_rows_bits, 0, 2);
+  suite_add_tcase(s, rows);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_args_fwd);
   tcase_add_test(errors, bad_args_bwd);

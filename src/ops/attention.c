@@ -180,6 +180,23 @@ static int tiles_prefetch(void) {
   return v != NULL && strcmp(v, "1") == 0;
 }
 
+/* Rows per work-item of the CPU variant's row kernels (cl/attention.cl's
+ * ATT_ROWS: the *_rows kernels for 2 or 4, each key or query chunk loaded
+ * once for that many rows; the one-row kernels for 1, and always on the
+ * GPU variant, whose row kernels are a fallback).  2: on 2 AVX2 cores
+ * (PoCL) at D = 64 and 128 it ran the forward 1.1-1.7 times and forward
+ * plus backward 1.5-1.6 times the speed of one row, and 4 rows (whose
+ * accumulators and rows outgrow the 16 vector registers) the forward at
+ * one row's speed and the backward slower.  RUMUS_ATTENTION_CPU_ROWS = 1, 2 or 4 replaces the choice; every
+ * choice gives the same bits. */
+static int cpu_rows(const rumus_ctx *ctx) {
+  if (rumus__gpu_variant(ctx)) return 1;
+  const char *v = getenv("RUMUS_ATTENTION_CPU_ROWS");
+  if (v != NULL && (!strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "4")))
+    return atoi(v);
+  return 2;
+}
+
 /* The options of the family's program for storage `st`, mask storage `mt`
  * and head dim D, for the launches of `set` (warm-up and launches).  One
  * program holds the row and work-group kernels and the tiled kernels
@@ -213,9 +230,12 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
              "-DATT_PREFETCH=%d -DATT_DBUF=%d%s", bits, t->bm, t->bn, t->rm,
              t->rn, t->dc, t->dckv, tiles_prefetch(), tiles_dbuf(), nv);
   }
+  const int nr = cpu_rows(ctx);
+  char rows[24] = "";
+  if (nr > 1) snprintf(rows, sizeof rows, " -DATT_ROWS=%d", nr);
   snprintf(buf, len, "%s -DHEAD_DIM=%zu -DMASK_STORAGE=%s -DATT_WG=%d "
-           "-DATT_BT=%zu%s", head, D, rumus__storage_tag(mt), ATT_WG,
-           bt ? bt : 8, tiles);
+           "-DATT_BT=%zu%s%s", head, D, rumus__storage_tag(mt), ATT_WG,
+           bt ? bt : 8, rows, tiles);
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -434,8 +454,12 @@ static int launch(rumus_ctx *ctx, const char *op, const char *opts,
   }
   int wg;
   RUMUS__FORWARD(use_wg(ctx, op, opts, base, D, &wg));
-  snprintf(name, sizeof name, "%s_%s", base, wg ? "wg" : "row");
-  if (!wg) return launch_rows(ctx, op, opts, name, bh * per_head, na, args);
+  const size_t nr = wg ? 1 : (size_t)cpu_rows(ctx);
+  snprintf(name, sizeof name, "%s_%s", base,
+           wg ? "wg" : nr > 1 ? "rows" : "row");
+  if (!wg)
+    return launch_rows(ctx, op, opts, name, bh * ((per_head + nr - 1) / nr),
+                       na, args);
   const rumus__kernel_ref k = {FILE_CL, opts, name};
   const size_t local = ATT_WG;
   const size_t global = bh * ((per_head + ATT_WG - 1) / ATT_WG) * ATT_WG;
