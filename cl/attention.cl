@@ -173,6 +173,16 @@ inline float8 block_p(float8 s, float8 lse) {
                 lse == (float8)(-INFINITY));
 }
 
+/* A key block's scores from their dot products: the mask added, keys at
+ * nt and past -inf. */
+inline float8 block_scores(float8 dots, global const mask_t *mr,
+                           int has_mask, ulong msj, size_t j0, int nt) {
+  float mk[KB];
+  for (int t = 0; t < KB; t++)
+    mk[t] = has_mask && t < nt ? MLOAD(mr, (j0 + t) * (size_t)msj) : 0.0f;
+  return select(dots + vload8(0, mk), (float8)(-INFINITY), block_past(nt));
+}
+
 /* ---- Forward ------------------------------------------------------------- */
 
 /* One query row: online softmax over key blocks. */
@@ -186,11 +196,8 @@ inline void fwd_row(global const real_t *qr, global const real_t *kb,
   float m = -INFINITY, l = 0.0f;
   for (size_t j0 = 0; j0 < jend; j0 += KB) {
     const int nt = (int)min((size_t)KB, jend - j0);
-    float mk[KB];
-    for (int t = 0; t < KB; t++)
-      mk[t] = has_mask && t < nt ? MLOAD(mr, (j0 + t) * (size_t)msj) : 0.0f;
-    const float8 s8 = select(block_dots(qv, kb, j0, nt) + vload8(0, mk),
-                             (float8)(-INFINITY), block_past(nt));
+    const float8 s8 =
+        block_scores(block_dots(qv, kb, j0, nt), mr, has_mask, msj, j0, nt);
     const float mn = fmax(m, rumus_hmax8(s8));
     if (mn == -INFINITY) { /* nothing but -inf so far (fmax skips NaN) */
       if (any(isnan(s8))) l = NAN;
@@ -251,16 +258,22 @@ __kernel void attn_delta_row(global const real_t *o, ulong o_off,
   delta[r] = s;
 }
 
+/* The arguments of the dq kernels and of the dk / dv kernels (row, rows,
+ * wg and tile alike). */
+#define DQ_ARGS                                                              \
+  global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,  \
+      global const real_t *v, ulong v_off, global const real_t *dout,        \
+      ulong do_off, global const float *lse, ulong lse_off,                  \
+      global const float *delta, global real_t *dq, ulong dq_off, ATT_ARGS
+#define DKDV_ARGS                                                            \
+  global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,  \
+      global const real_t *v, ulong v_off, global const real_t *dout,        \
+      ulong do_off, global const float *lse, ulong lse_off,                  \
+      global const float *delta, global real_t *dk, ulong dk_off,            \
+      global real_t *dv, ulong dv_off, int has_dk, int has_dv, ATT_ARGS
+
 /* dk and dv of one key row j: queries i >= i0 ascending in blocks. */
-__kernel void attn_dkdv_row(global const real_t *q, ulong q_off,
-                            global const real_t *k, ulong k_off,
-                            global const real_t *v, ulong v_off,
-                            global const real_t *dout, ulong do_off,
-                            global const float *lse, ulong lse_off,
-                            global const float *delta,
-                            global real_t *dk, ulong dk_off,
-                            global real_t *dv, ulong dv_off, int has_dk,
-                            int has_dv, ATT_ARGS) {
+__kernel void attn_dkdv_row(DKDV_ARGS) {
   const size_t r = get_global_id(0);
   if (r >= rows) return;
   const size_t bh = r / (size_t)Tk, j = r - bh * (size_t)Tk;
@@ -305,13 +318,7 @@ __kernel void attn_dkdv_row(global const real_t *q, ulong q_off,
 }
 
 /* dq of one query row: keys ascending in blocks. */
-__kernel void attn_dq_row(global const real_t *q, ulong q_off,
-                          global const real_t *k, ulong k_off,
-                          global const real_t *v, ulong v_off,
-                          global const real_t *dout, ulong do_off,
-                          global const float *lse, ulong lse_off,
-                          global const float *delta, global real_t *dq,
-                          ulong dq_off, ATT_ARGS) {
+__kernel void attn_dq_row(DQ_ARGS) {
   const size_t r = get_global_id(0);
   if (r >= rows) return;
   const size_t bh = r / (size_t)Tq, i = r - bh * (size_t)Tq;
@@ -328,11 +335,8 @@ __kernel void attn_dq_row(global const real_t *q, ulong q_off,
   const float8 e8 = (float8)(delta[r]);
   for (size_t j0 = 0; j0 < jend; j0 += KB) {
     const int nt = (int)min((size_t)KB, jend - j0);
-    float mk[KB];
-    for (int t = 0; t < KB; t++)
-      mk[t] = has_mask && t < nt ? MLOAD(mr, (j0 + t) * (size_t)msj) : 0.0f;
-    const float8 s8 = select(block_dots(qv, kb, j0, nt) + vload8(0, mk),
-                             (float8)(-INFINITY), block_past(nt));
+    const float8 s8 =
+        block_scores(block_dots(qv, kb, j0, nt), mr, has_mask, msj, j0, nt);
     const float8 p = block_p(s8, l8);
     float pp[KB], dd[KB];
     vstore8(p, 0, pp);
@@ -433,11 +437,7 @@ inline void fwd_step(float8 dots, global const mask_t *mr, int has_mask,
   rows_off(on, w);
   if (j0 >= jend) return;
   const int nt = (int)min((size_t)KB, jend - j0);
-  float mk[KB];
-  for (int t = 0; t < KB; t++)
-    mk[t] = has_mask && t < nt ? MLOAD(mr, (j0 + t) * (size_t)msj) : 0.0f;
-  const float8 s8 =
-      select(dots + vload8(0, mk), (float8)(-INFINITY), block_past(nt));
+  const float8 s8 = block_scores(dots, mr, has_mask, msj, j0, nt);
   const float mn = fmax(*m, rumus_hmax8(s8));
   if (mn == -INFINITY) {
     if (any(isnan(s8))) *l = NAN;
@@ -508,11 +508,7 @@ inline void dq_step(float8 sd, float8 pd, global const mask_t *mr,
   rows_off(on, w);
   if (j0 >= jend) return;
   const int nt = (int)min((size_t)KB, jend - j0);
-  float mk[KB];
-  for (int t = 0; t < KB; t++)
-    mk[t] = has_mask && t < nt ? MLOAD(mr, (j0 + t) * (size_t)msj) : 0.0f;
-  const float8 s8 =
-      select(sd + vload8(0, mk), (float8)(-INFINITY), block_past(nt));
+  const float8 s8 = block_scores(sd, mr, has_mask, msj, j0, nt);
   const float8 p = block_p(s8, l8);
   float pp[KB];
   vstore8(p, 0, pp);
@@ -520,13 +516,7 @@ inline void dq_step(float8 sd, float8 pd, global const mask_t *mr,
   for (int t = 0; t < KB; t++) on[t] = t < nt && pp[t] != 0.0f;
 }
 
-__kernel void attn_dq_rows(global const real_t *q, ulong q_off,
-                           global const real_t *k, ulong k_off,
-                           global const real_t *v, ulong v_off,
-                           global const real_t *dout, ulong do_off,
-                           global const float *lse, ulong lse_off,
-                           global const float *delta, global real_t *dq,
-                           ulong dq_off, ATT_ARGS) {
+__kernel void attn_dq_rows(DQ_ARGS) {
   ROWS_OWNER(Tq);
   const size_t kv0 = bh * (size_t)Tk * HEAD_DIM;
   global const real_t *kb = k + (size_t)k_off + kv0;
@@ -588,15 +578,7 @@ inline void dkdv_step(float8 sd, float8 pd, global const mask_t *mr,
   for (int t = 0; t < KB; t++) on[t] = in[t] && wv[t] != 0.0f;
 }
 
-__kernel void attn_dkdv_rows(global const real_t *q, ulong q_off,
-                             global const real_t *k, ulong k_off,
-                             global const real_t *v, ulong v_off,
-                             global const real_t *dout, ulong do_off,
-                             global const float *lse, ulong lse_off,
-                             global const float *delta,
-                             global real_t *dk, ulong dk_off,
-                             global real_t *dv, ulong dv_off, int has_dk,
-                             int has_dv, ATT_ARGS) {
+__kernel void attn_dkdv_rows(DKDV_ARGS) {
   ROWS_OWNER(Tk);
   const size_t nq = (size_t)Tq, q0 = bh * nq;
   global const real_t *qb = q + (size_t)q_off + q0 * HEAD_DIM;
@@ -741,12 +723,7 @@ inline void tile_rows(global const float *p, size_t t0, size_t n,
     dst[t] = t < n ? p[t0 + t] : 0.0f;
 }
 
-__kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dkdv_wg(
-    global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
-    global const real_t *v, ulong v_off, global const real_t *dout,
-    ulong do_off, global const float *lse, ulong lse_off,
-    global const float *delta, global real_t *dk, ulong dk_off,
-    global real_t *dv, ulong dv_off, int has_dk, int has_dv, ATT_ARGS) {
+__kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dkdv_wg(DKDV_ARGS) {
   local float qt[ATT_BT * DPAD], dt[ATT_BT * DPAD], lt[ATT_BT], et[ATT_BT];
   WG_ROWS(Tk);
   const size_t j = live ? me : r0, r = bh * (size_t)Tk + j;
@@ -785,11 +762,7 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dkdv_wg(
   if (has_dv) row_store(gv, 1.0f, dv + (size_t)dv_off + r * HEAD_DIM);
 }
 
-__kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(
-    global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
-    global const real_t *v, ulong v_off, global const real_t *dout,
-    ulong do_off, global const float *lse, ulong lse_off,
-    global const float *delta, global real_t *dq, ulong dq_off, ATT_ARGS) {
+__kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(DQ_ARGS) {
   local float kt[ATT_BT * DPAD], vt[ATT_BT * DPAD];
   WG_ROWS(Tq);
   const size_t i = live ? me : r0, r = bh * (size_t)Tq + i;
@@ -1330,11 +1303,7 @@ inline float2 tile_grad(float s, float dp, float ls, float de) {
   return (float2)(p, p == 0.0f ? 0.0f : p * (dp - de));
 }
 
-__kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
-    global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
-    global const real_t *v, ulong v_off, global const real_t *dout,
-    ulong do_off, global const float *lse, ulong lse_off,
-    global const float *delta, global real_t *dq, ulong dq_off, ATT_ARGS) {
+__kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(DQ_ARGS) {
   local float area[NBUF * HALF(4, ATT_DC)] ALIGN16, dst[ATT_BN * LDM] ALIGN16;
   local int bad[2];
   TILE_OWNER(Tq, causal);
@@ -1382,12 +1351,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(
  * walks the queries in tiles of BN (columns tx RN + c).  Per query tile,
  * S^T and dP^T, then dv += P^T dout and dk += dS^T q through one local
  * tile (P, then dS). */
-__kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(
-    global const real_t *q, ulong q_off, global const real_t *k, ulong k_off,
-    global const real_t *v, ulong v_off, global const real_t *dout,
-    ulong do_off, global const float *lse, ulong lse_off,
-    global const float *delta, global real_t *dk, ulong dk_off,
-    global real_t *dv, ulong dv_off, int has_dk, int has_dv, ATT_ARGS) {
+__kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(DKDV_ARGS) {
   local float area[NBUF * HALF(4, ATT_DCKV)] ALIGN16, ps[ATT_BN * LDM] ALIGN16;
   local float lt[ATT_BN], et[ATT_BN];
   local int bad[2];

@@ -187,8 +187,8 @@ static int tiles_prefetch(void) {
  * (PoCL) at D = 64 and 128 it ran the forward 1.1-1.7 times and forward
  * plus backward 1.5-1.6 times the speed of one row, and 4 rows (whose
  * accumulators and rows outgrow the 16 vector registers) the forward at
- * one row's speed and the backward slower.  RUMUS_ATTENTION_CPU_ROWS = 1, 2 or 4 replaces the choice; every
- * choice gives the same bits. */
+ * one row's speed and the backward slower.  RUMUS_ATTENTION_CPU_ROWS = 1,
+ * 2 or 4 replaces the choice; every choice gives the same bits. */
 static int cpu_rows(const rumus_ctx *ctx) {
   if (rumus__gpu_variant(ctx)) return 1;
   const char *v = getenv("RUMUS_ATTENTION_CPU_ROWS");
