@@ -177,7 +177,7 @@ START_TEST(gpt_options) {
   ck_assert_uint_eq(o.layers, 2);
   ck_assert_uint_eq(o.width, 128);
   ck_assert_uint_eq(o.batch, 32);
-  ck_assert_int_eq(o.steps, 1000);
+  ck_assert_int_eq(o.steps, 5000);
   ck_assert(o.lr == 2e-3f);
   ck_assert(!o.untied);
   ck_assert_int_eq(parse(&o, err, 6, "--model=gpt", "--preset", "h200", "--untied",

@@ -57,7 +57,7 @@ void train_usage(FILE *f) {
           "  --help            this text\n"
           "GPT (--model gpt; defaults from --preset):\n"
           "  --preset P        pocl (default: 2 layers, 4 heads, width 128,\n"
-          "                    context 64, batch 32, 1000 steps, lr 0.002) or\n"
+          "                    context 64, batch 32, 5000 steps, lr 0.002) or\n"
           "                    h200 (6, 6, 384, 256, batch 64, 5000, lr 0.001)\n"
           "  --layers N --heads N --width N --context N   the model's size\n"
           "  --steps N         optimizer steps; --warmup N linear warm-up\n"
@@ -202,7 +202,7 @@ void train_gpt_defaults(train_opts *o) {
   if (!o->width) o->width = big ? 384 : 128;
   if (!o->context) o->context = big ? 256 : 64;
   if (!o->batch_given) o->batch = big ? 64 : 32;
-  if (!o->steps) o->steps = big ? 5000 : 1000;
+  if (!o->steps) o->steps = 5000;
   /* nanoGPT's 1e-3 for the larger model; the small one learns faster at
    * 2e-3 (PoCL, 1200 steps: validation loss 1.92 against 2.01 at 1e-3). */
   if (!o->lr_given) o->lr = big ? 1e-3f : 2e-3f;
