@@ -656,10 +656,10 @@ static int run_fused(rumus_ctx *ctx, const char *op,
 }
 
 /* How the GPU variant's backward runs, in order of preference: the
- * block kernel (rows from LN_BLK_MIN_COLS up to 8 ls), the _fused kernel (REGS plans; its
- * _wgc twin without the gradients), the wide kernel, else
- * stage 1 and the row kernels.  *k names the group kernel (ls 0: none),
- * *fused the _fused kernel's use. */
+ * block kernel (rows from LN_BLK_MIN_COLS up to 8 ls), the _fused kernel
+ * (REGS plans; its _wgc twin without the gradients), the wide kernel,
+ * else stage 1 and the row kernels.  *k names the group kernel (ls 0:
+ * none), *fused the _fused kernel's use. */
 static int bwd_choice(rumus_ctx *ctx, const char *op,
                       const rumus__row_plan *plan, const char *base,
                       size_t cols, ln_group *k, int *fused, char *fname,
