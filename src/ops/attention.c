@@ -48,10 +48,14 @@ typedef struct {
   int bm, bn, rm, rn, dc, dckv;
 } att_tiles;
 
-/* Head-dim chunks of 8: on NVIDIA's compiler (ptxas as a guide) the
- * 64 x 64 x 4 x 4 kernels then fit 128 registers without spills (forward,
- * dq) or nearly (dk / dv), where chunks of 16 need 160 to 250. */
-static const att_tiles DEFAULT_TILES = {64, 64, 4, 4, 8, 8};
+/* 8 x 4 score blocks (128 work-items a group), head-dim chunks of 16 for
+ * the forward and dq and of 8 for dk / dv: on the H100 at B = 8, H = 16,
+ * D = 64, T = 1024 and 4096, 1.01-1.04 times the forward speed and
+ * 1.08-1.14 times the forward + backward speed of 64 x 64 x 4 x 4 x 8 x 8
+ * (two float4 reads of local memory per 32 fmas instead of per 16), where
+ * 8 x 8 blocks (64 work-items) and 4 x 8 were slower than both, with a
+ * 128- or a 255-register cap (bench/results/h100/session-1302). */
+static const att_tiles DEFAULT_TILES = {64, 64, 8, 4, 16, 8};
 
 /* Floats of one chunk buffer (cl/attention.cl's HALF): n d-major sides
  * of dc rows of pitch ldb, or one chunk of dc rows of dpt floats. */
@@ -220,9 +224,10 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
     bits = 2;
   const att_tiles *t = set == ATT_FWD ? &tf : &tb;
   if (bits) {
-    /* 128 registers: two groups of 256 work-items per compute unit
-     * (65536 registers), where ptxas alone gives the tiled kernels 160 to
-     * 250 and one group (its barriers then idle the unit). */
+    /* 128 registers: four groups of 128 work-items per compute unit
+     * (65536 registers), where ptxas alone gives the tiled kernels up to
+     * 250 and fewer groups (whose barriers then idle the unit); at the
+     * default tiles a 255 cap ran within 1% (session-1302). */
     char nv[40];
     rumus__nv_maxrreg(ctx, "RUMUS_ATTENTION_MAXRREG", 128, nv, sizeof nv);
     snprintf(tiles, sizeof tiles, " -DATT_TILED=%d -DATT_BM=%d -DATT_BN=%d "
