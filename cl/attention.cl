@@ -863,6 +863,12 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(DQ_ARGS) {
 #define ATT_DBUF 0 /* 1: two local buffers per staged chunk, one barrier a
                       chunk; 0: one buffer, two barriers (CHUNK_WALK) */
 #endif
+#ifndef ATT_V4
+#define ATT_V4 0 /* 1: staging moves float4s (LOAD4: one wide load where the
+                    host set RUMUS_ALIGN4) with one index computation per
+                    four values; needs HEAD_DIM, the chunk depths and DPT
+                    multiples of 4 (the host checks) */
+#endif
 
 /* Every loop of constant trip count in the tiled kernels is unrolled, so
  * that the register blocks stay in registers (a block indexed in a loop
@@ -884,13 +890,39 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(DQ_ARGS) {
  * before the product of the previous chunk (CHUNK_WALK): fetch_* loads a
  * work-item's share (at most npf elements, npf = PF(rows, dims)) into r,
  * put_* stores it into a free local buffer. */
+#if ATT_V4
+/* (With ATT_V4 whole float4s: element e of a share is float4 e / 4.) */
+#define PF(nb, dc) (4 * (((nb) * (dc) / 4 + NTT - 1) / NTT))
+#else
 #define PF(nb, dc) (((nb) * (dc) + NTT - 1) / NTT)
+#endif
+
+/* The float4 of a share at row `row`, dims d .. d + 3 of p, into r[0 ..
+ * 4) (zero unless in: row < T, d < HEAD_DIM); 1 if one is not finite. */
+inline int fetch4(global const real_t *p, size_t row, size_t T, int d,
+                  int in, float s, float *r) {
+  float4 v = (float4)(0.0f);
+  if (in && row < T && d < HEAD_DIM) v = LOAD4(p, row * HEAD_DIM + d) * s;
+  r[0] = v.x;
+  r[1] = v.y;
+  r[2] = v.z;
+  r[3] = v.w;
+  return !isfinite(v.x) | !isfinite(v.y) | !isfinite(v.z) | !isfinite(v.w);
+}
 
 /* Rows t0 .. t0 + nb of a [T, HEAD_DIM] matrix p (rows past T zero), dims
  * d0 .. d0 + dc, times s: the work-item's share into r. */
 inline void fetch_dmajor(global const real_t *p, size_t t0, size_t T,
                          int d0, int dc, int nb, float s, float *r,
                          int npf) {
+#if ATT_V4
+  const int q = dc / 4; /* float4s per row */
+  AUNROLL for (int u = 0; u < npf / 4; u++) {
+    const int e = get_local_id(0) + u * NTT, t = e / q;
+    fetch4(p, t0 + (size_t)t, T, d0 + 4 * (e - t * q), e < nb * q, s,
+           r + 4 * u);
+  }
+#else
   AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     const int t = e / dc, dd = e - t * dc;
@@ -900,16 +932,28 @@ inline void fetch_dmajor(global const real_t *p, size_t t0, size_t T,
                ? LOAD(p, row * HEAD_DIM + d) * s
                : 0.0f;
   }
+#endif
 }
 
 /* The share fetched by fetch_dmajor, d-major into x[dd * ld + t]. */
 inline void put_dmajor(const float *r, int dc, int nb, int ld,
                        local float *x, int npf) {
+#if ATT_V4
+  const int q = dc / 4;
+  AUNROLL for (int u = 0; u < npf / 4; u++) {
+    const int e = get_local_id(0) + u * NTT, t = e / q;
+    const int dd = 4 * (e - t * q);
+    if (e < nb * q) {
+      AUNROLL for (int k = 0; k < 4; k++) x[(dd + k) * ld + t] = r[4 * u + k];
+    }
+  }
+#else
   AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     const int t = e / dc, dd = e - t * dc;
     if (e < nb * dc) x[dd * ld + t] = r[u];
   }
+#endif
 }
 
 /* Rows t0 .. t0 + dc of p (past T zero), the work-item's share of the
@@ -917,6 +961,14 @@ inline void put_dmajor(const float *r, int dc, int nb, int ld,
 inline int fetch_rows(global const real_t *p, size_t t0, size_t T, int dc,
                       float *r, int npf) {
   int nf = 0;
+#if ATT_V4
+  const int q = DPT / 4;
+  AUNROLL for (int u = 0; u < npf / 4; u++) {
+    const int e = get_local_id(0) + u * NTT, t = e / q;
+    nf |= fetch4(p, t0 + (size_t)t, T, 4 * (e - t * q), e < dc * q, 1.0f,
+                 r + 4 * u);
+  }
+#else
   AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     const int t = e / DPT, d = e - t * DPT;
@@ -926,6 +978,7 @@ inline int fetch_rows(global const real_t *p, size_t t0, size_t T, int dc,
                : 0.0f;
     nf |= !isfinite(r[u]);
   }
+#endif
   return nf;
 }
 
@@ -933,10 +986,19 @@ inline int fetch_rows(global const real_t *p, size_t t0, size_t T, int dc,
  * `stamp` when nf (a value not finite). */
 inline void put_rows(const float *r, int dc, local float *x, int npf,
                      local int *bad, int stamp, int nf) {
+#if ATT_V4
+  AUNROLL for (int u = 0; u < npf / 4; u++) {
+    const int e = get_local_id(0) + u * NTT;
+    if (e < dc * DPT / 4) /* x is 16-byte aligned: one wide store */
+      ((local float4 *)x)[e] =
+          (float4)(r[4 * u], r[4 * u + 1], r[4 * u + 2], r[4 * u + 3]);
+  }
+#else
   AUNROLL for (int u = 0; u < npf; u++) {
     const int e = get_local_id(0) + u * NTT;
     if (e < dc * DPT) x[e] = r[u];
   }
+#endif
   if (nf) *bad = stamp; /* every writer writes the same value */
 }
 

@@ -184,6 +184,17 @@ static int tiles_prefetch(void) {
   return v != NULL && strcmp(v, "1") == 0;
 }
 
+/* ATT_V4 of the tiled kernels: float4 staging where the head dim, the
+ * chunk depths and the tile's float4 columns allow it (cl/attention.cl);
+ * RUMUS_ATTENTION_V4=0 keeps the scalar staging (the same bits: only the
+ * loads change). */
+static int tiles_v4(const att_tiles *t, size_t D) {
+  const char *v = getenv("RUMUS_ATTENTION_V4");
+  if (v != NULL && strcmp(v, "0") == 0) return 0;
+  return D % 4 == 0 && t->dc % 4 == 0 && t->dckv % 4 == 0 &&
+         (t->bn / t->rn) % 4 == 0;
+}
+
 /* Rows per work-item of the CPU variant's row kernels (cl/attention.cl's
  * ATT_ROWS: the *_rows kernels for 2 or 4, each key or query chunk loaded
  * once for that many rows; the one-row kernels for 1, and always on the
@@ -202,15 +213,16 @@ static int cpu_rows(const rumus_ctx *ctx) {
 }
 
 /* The options of the family's program for storage `st`, mask storage `mt`
- * and head dim D, for the launches of `set` (warm-up and launches).  One
+ * and head dim D, for the launches of `set` (warm-up and launches);
+ * align4: the staged tensors allow RUMUS_ALIGN4 (warm-up: offset 0).  One
  * program holds the row and work-group kernels and the tiled kernels
  * (ATT_TILED) of the sets whose tiles pick_tiles() gives: both sets when
  * their tiles agree (the usual case: one program), else the one set.  A
  * tiling that the device cannot run would fail the whole build. */
 static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
-                        size_t D, int set, char *buf, size_t len) {
-  char head[96], tiles[224] = "";
-  rumus__options_head(head, sizeof head, st, 1, 0);
+                        size_t D, int set, int align4, char *buf,
+                        size_t len) {
+  char head[96], tiles[240] = "";
   const size_t bt = tile_rows(ctx, D);
   att_tiles tf, tb;
   const int f = pick_tiles(ctx, st, D, ATT_FWD, &tf);
@@ -223,6 +235,8 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
   else if (set == ATT_BWD && b)
     bits = 2;
   const att_tiles *t = set == ATT_FWD ? &tf : &tb;
+  const int v4 = bits && tiles_v4(t, D); /* bits 3: tf and tb agree */
+  rumus__options_head(head, sizeof head, st, 1, v4 && align4);
   if (bits) {
     /* 128 registers: four groups of 128 work-items per compute unit
      * (65536 registers), where ptxas alone gives the tiled kernels up to
@@ -232,8 +246,9 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
     rumus__nv_maxrreg(ctx, "RUMUS_ATTENTION_MAXRREG", 128, nv, sizeof nv);
     snprintf(tiles, sizeof tiles, " -DATT_TILED=%d -DATT_BM=%d -DATT_BN=%d "
              "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d "
-             "-DATT_PREFETCH=%d -DATT_DBUF=%d%s", bits, t->bm, t->bn, t->rm,
-             t->rn, t->dc, t->dckv, tiles_prefetch(), tiles_dbuf(), nv);
+             "-DATT_PREFETCH=%d -DATT_DBUF=%d -DATT_V4=%d%s", bits, t->bm,
+             t->bn, t->rm, t->rn, t->dc, t->dckv, tiles_prefetch(),
+             tiles_dbuf(), v4, nv);
   }
   const int nr = cpu_rows(ctx);
   char rows[24] = "";
@@ -241,6 +256,14 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
   snprintf(buf, len, "%s -DHEAD_DIM=%zu -DMASK_STORAGE=%s -DATT_WG=%d "
            "-DATT_BT=%zu%s%s", head, D, rumus__storage_tag(mt), ATT_WG,
            bt ? bt : 8, rows, tiles);
+}
+
+/* 1 if the staged tensors ts[0 .. n) all start at a multiple of 4
+ * elements (with D % 4 == 0 every staged row then does: RUMUS_ALIGN4). */
+static int staged_aligned4(const rumus_tensor *const *ts, int n) {
+  for (int i = 0; i < n; i++)
+    if (!rumus__aligned(ts[i], 0, 4)) return 0;
+  return 1;
 }
 
 /* ---- Argument checks --------------------------------------------------- */
@@ -494,8 +517,9 @@ int rumus_attention_fwd(rumus_ctx *ctx, const rumus_attention_params *params,
   const size_t rows = s.B * s.H * s.Tq;
   if (rows == 0) return RUMUS_OK;
   char opts[400];
+  const rumus_tensor *staged[3] = {q, k, v};
   att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, ATT_FWD,
-              opts, sizeof opts);
+              staged_aligned4(staged, 3), opts, sizeof opts);
   const att_arg ts[5] = {arg_of(q, q), arg_of(k, q), arg_of(v, q),
                          arg_of(out, q), arg_of(lse, q)};
   att_tail t = tail_of(&s, mask, q, scale, p.causal);
@@ -607,8 +631,9 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
   const size_t rows = s.B * s.H * s.Tq;
   if (dq == NULL && dk == NULL && dv == NULL) return RUMUS_OK;
   char opts[400];
+  const rumus_tensor *staged[4] = {q, k, v, dout};
   att_options(ctx, q->dtype, mask ? mask->dtype : RUMUS_F32, s.D, ATT_BWD,
-              opts, sizeof opts);
+              staged_aligned4(staged, 4), opts, sizeof opts);
   /* delta of every query row; a stand-in of one float without queries
    * (dk and dv are then 0: the kernels read no delta). */
   cl_mem delta;
@@ -629,7 +654,7 @@ int rumus__attention_warm(rumus_ctx *ctx) {
     for (int set = ATT_FWD; set <= ATT_BWD; set++) {
       char opts[400];
       cl_program prog;
-      att_options(ctx, RUMUS_F32, RUMUS_F32, WARM_D[i], set, opts,
+      att_options(ctx, RUMUS_F32, RUMUS_F32, WARM_D[i], set, 1, opts,
                   sizeof opts);
       RUMUS__FORWARD(rumus__program_get(ctx, "rumus_cache_fill", FILE_CL,
                                         opts, &prog));
