@@ -169,6 +169,7 @@ enum {
 #define GELU_K2C3 0.2140644488178f   /* 3 * GELU_K2C */
 #define INV_SQRT2 0.70710678118654752f
 #define INV_SQRT2PI 0.39894228040143268f
+#define LN2 0.69314718056f
 #define GELU_CLAMP 20.0f /* |x| beyond which gelu_tanh' is 0 or 1 */
 
 /* e^x for x in [-87, 88]: the polynomial of common.cl (rumus_exp_poly*). */
@@ -269,7 +270,7 @@ EW_INLINE vec_t gelu_erf_fwd_short(vec_t x) {
   P = fma(P, t, 0.4744854341f);
   P = fma(P, t, 0.2544484541f);
   P = fma(P, t, 1.018011836f);
-  P = fma(P, t, -1.266541547f - 0.69314718056f); /* - ln 2: halves */
+  P = fma(P, t, -1.266541547f - LN2); /* - ln 2: halves */
   const vec_t h = t * ew_exp(fma(-a, a, P)); /* Phi(-|x|), >= -81.7 */
   return select(x * select(1.0f - h, h, x < 0.0f), fmax(x, 0.0f),
                 fabs(x) > 12.7f);
@@ -278,7 +279,7 @@ EW_INLINE vec_t gelu_erf_fwd_short(vec_t x) {
 EW_INLINE vec_t gelu_erf_bwd_short(vec_t xc) {
   const vec_t a = fabs(xc) * INV_SQRT2; /* xc in [-13, 13]: a <= 9.2 */
   const vec_t t = ERFC_T(a);
-  const vec_t M = t * ew_exp(erfc_poly(t) - 0.69314718056f);
+  const vec_t M = t * ew_exp(erfc_poly(t) - LN2);
   const vec_t E = ew_exp(-a * a); /* >= -84.5 */
   const vec_t neg = select(-M, M, xc < 0.0f);
   return select((vec_t)1.0f, (vec_t)0.0f, xc < 0.0f) +
