@@ -863,6 +863,15 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(DQ_ARGS) {
 #define ATT_DBUF 0 /* 1: two local buffers per staged chunk, one barrier a
                       chunk; 0: one buffer, two barriers (CHUNK_WALK) */
 #endif
+#ifndef ATT_INTERIOR
+#define ATT_INTERIOR 1 /* 1: tiles wholly inside the matrix, below the
+                          diagonal when causal and without a mask skip
+                          tile_score (the same bits) */
+#endif
+#ifndef ATT_EXP2
+#define ATT_EXP2 0 /* 1: scores in log2 units (log2 e folded into the scale,
+                      exp2 for exp), the log-sum-exp stored in natural log */
+#endif
 #ifndef ATT_V4
 #define ATT_V4 0 /* 1: staging moves float4s (LOAD4: one wide load where the
                     host set RUMUS_ALIGN4) with one index computation per
@@ -1060,6 +1069,20 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
   const size_t o0 = ((LAST_FIRST) ? nblk_ - 1 - b_ : b_) * ATT_BM;           \
   const int tx = (int)get_local_id(0) % NTX, ty = (int)get_local_id(0) / NTX
 
+/* Scores are in units of SUNIT: natural log, or log2 with ATT_EXP2, where
+ * the score product carries log2 e in its scale, SEXP is exp2 and the
+ * stored log-sum-exp is converted back (fewer instructions per
+ * probability on GPUs than a correctly rounded-ish exp). */
+#if ATT_EXP2
+#define SUNIT 1.44269504088896341f
+#define SEXP(x) exp2(x)
+#define SLOG(x) log2(x)
+#else
+#define SUNIT 1.0f
+#define SEXP(x) exp(x)
+#define SLOG(x) log(x)
+#endif
+
 /* The score of (query i, key j) from the product s (already scaled), or
  * -inf outside the matrix or past the diagonal when causal. */
 inline float tile_score(float s, size_t i, size_t j, ulong Tq, ulong Tk,
@@ -1067,7 +1090,17 @@ inline float tile_score(float s, size_t i, size_t j, ulong Tq, ulong Tk,
                         ulong msi, ulong msj) {
   if (i >= (size_t)Tq || j >= (size_t)Tk || (causal && j > i))
     return -INFINITY;
-  return has_mask ? s + MLOAD(mb, i * (size_t)msi + j * (size_t)msj) : s;
+  return has_mask ? s + MLOAD(mb, i * (size_t)msi + j * (size_t)msj) * SUNIT
+                  : s;
+}
+
+/* 1 if every score of the tile of rows r0 .. r0 + nr (queries) and columns
+ * c0 .. c0 + nc (keys) is valid and unmasked, so that tile_score would
+ * return it unchanged (uniform over the group). */
+inline int tile_inside(size_t r0, int nr, size_t c0, int nc, size_t Tr,
+                       size_t Tc, int causal, int has_mask) {
+  return ATT_INTERIOR && !has_mask && r0 + nr <= Tr && c0 + nc <= Tc &&
+         (!causal || c0 + nc - 1 <= r0);
 }
 
 /* max that propagates NaN (a NaN score makes its row NaN). */
@@ -1271,10 +1304,10 @@ inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *ls,
     AUNROLL for (int t = 0; t < NTX; t++) mn = nmax(mn, part[t]);
     /* All -inf so far: shift by 0 (probabilities 0, alpha irrelevant). */
     const float sh = mn == -INFINITY ? 0.0f : mn;
-    alpha[r] = exp(m[r] - sh);
+    alpha[r] = SEXP(m[r] - sh);
     float ps = 0.0f;
     AUNROLL for (int c = 0; c < ATT_RN; c++) {
-      sc[r][c] = exp(sc[r][c] - sh); /* the probability, in place */
+      sc[r][c] = SEXP(sc[r][c] - sh); /* the probability, in place */
       ps += sc[r][c];
     }
     ls[r] = fma(ls[r], alpha[r], ps);
@@ -1326,13 +1359,14 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     float sc[ATT_RM][ATT_RN];
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
-    scores2_dc(sc, sc, qb, qb, o0, Tq, scale, kb, kb, j0, Tk, area,
+    scores2_dc(sc, sc, qb, qb, o0, Tq, scale * SUNIT, kb, kb, j0, Tk, area,
                HALF(2, ATT_DC), tx, ty);
-    AUNROLL for (int r = 0; r < ATT_RM; r++)
-      AUNROLL for (int c = 0; c < ATT_RN; c++)
-        sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
-                              j0 + (size_t)(tx * ATT_RN + c), Tq, kend, causal,
-                              has_mask, mb, msi, msj);
+    if (!tile_inside(o0, ATT_BM, j0, ATT_BN, Tq, kend, causal, has_mask))
+      AUNROLL for (int r = 0; r < ATT_RM; r++)
+        AUNROLL for (int c = 0; c < ATT_RN; c++)
+          sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
+                                j0 + (size_t)(tx * ATT_RN + c), Tq, kend,
+                                causal, has_mask, mb, msi, msj);
     fwd_softmax(sc, m, ls, alpha, red_max, pt, tx, ty);
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < RD; c++) acc[r][c] *= alpha[r];
@@ -1347,7 +1381,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     const size_t i = o0 + (size_t)(ty * ATT_RM + r);
     if (has_lse && tx == 0 && i < (size_t)Tq)
       lse[(size_t)lse_off + bh * (size_t)Tq + i] =
-          empty ? -INFINITY : m[r] + log(l[r]);
+          empty ? -INFINITY : (m[r] + SLOG(l[r])) * (1.0f / SUNIT);
   }
   block_store(acc, f, o + (size_t)o_off + bh * (size_t)Tq * HEAD_DIM, o0,
               Tq, tx, ty);
@@ -1359,9 +1393,10 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
 /* P and dS of a (query, key) pair from the scaled, masked score s, the
  * dot product dp = dout_i . v_j, and the query's lse and delta: P = 0
  * where lse is -inf (a fully masked row) or s is -inf; dS = 0 where P is
- * (a NaN in v reaches only rows that attend to its key). */
+ * (a NaN in v reaches only rows that attend to its key).  s and ls in
+ * SUNIT. */
 inline float2 tile_grad(float s, float dp, float ls, float de) {
-  const float p = ls == -INFINITY ? 0.0f : exp(s - ls);
+  const float p = ls == -INFINITY ? 0.0f : SEXP(s - ls);
   return (float2)(p, p == 0.0f ? 0.0f : p * (dp - de));
 }
 
@@ -1381,7 +1416,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(DQ_ARGS) {
   float acc[ATT_RM][RD], ls[ATT_RM], de[ATT_RM];
   AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const size_t i = o0 + (size_t)(ty * ATT_RM + r);
-    ls[r] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
+    ls[r] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] * SUNIT : -INFINITY;
     de[r] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
     AUNROLL for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
   }
@@ -1390,13 +1425,17 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(DQ_ARGS) {
     float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
-    scores4_dc(sc, dp, qb, db, o0, Tq, scale, kb, vb, j0, Tk, area,
+    scores4_dc(sc, dp, qb, db, o0, Tq, scale * SUNIT, kb, vb, j0, Tk, area,
                HALF(4, ATT_DC), tx, ty);
+    const int inside =
+        tile_inside(o0, ATT_BM, j0, ATT_BN, Tq, kend, causal, has_mask);
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) {
-        const float s = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
-                                   j0 + (size_t)(tx * ATT_RN + c), Tq, kend,
-                                   causal, has_mask, mb, msi, msj);
+        const float s =
+            inside ? sc[r][c]
+                   : tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
+                                j0 + (size_t)(tx * ATT_RN + c), Tq, kend,
+                                causal, has_mask, mb, msi, msj);
         sc[r][c] = tile_grad(s, dp[r][c], ls[r], de[r]).y; /* dS */
       }
     /* dst is free: the walks end with a barrier. */
@@ -1439,18 +1478,23 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(DKDV_ARGS) {
      * first barrier of the scores' walk publishes them. */
     for (int t = get_local_id(0); t < ATT_BN; t += NTT) {
       const size_t i = i0 + (size_t)t;
-      lt[t] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] : -INFINITY;
+      lt[t] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] * SUNIT
+                             : -INFINITY;
       et[t] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
     }
-    scores4_dckv(sc, dp, kb, vb, o0, Tk, scale, qb, db, i0, Tq, area,
+    scores4_dckv(sc, dp, kb, vb, o0, Tk, scale * SUNIT, qb, db, i0, Tq, area,
                  HALF(4, ATT_DCKV), tx, ty);
     /* Transposed: score (key row r, query column c). */
+    const int inside =
+        tile_inside(i0, ATT_BN, o0, ATT_BM, Tq, Tk, causal, has_mask);
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) {
         const int qi = tx * ATT_RN + c;
-        const float s = tile_score(sc[r][c], i0 + (size_t)qi,
-                                   o0 + (size_t)(ty * ATT_RM + r), Tq, Tk,
-                                   causal, has_mask, mb, msi, msj);
+        const float s =
+            inside ? sc[r][c]
+                   : tile_score(sc[r][c], i0 + (size_t)qi,
+                                o0 + (size_t)(ty * ATT_RM + r), Tq, Tk,
+                                causal, has_mask, mb, msi, msj);
         const float2 g = tile_grad(s, dp[r][c], lt[qi], et[qi]);
         sc[r][c] = g.x; /* P and dS, in place */
         dp[r][c] = g.y;

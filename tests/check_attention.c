@@ -516,43 +516,50 @@ END_TEST
  * two programs), and the code choices: RUMUS_ATTENTION_PREFETCH=1
  * (global loads overlapping the previous chunk's product) and
  * RUMUS_ATTENTION_DBUF=1 (two local buffers per chunk; an odd number of
- * chunks at D = 40), alone and together. */
-static const char *const TILINGS[][5] = {
-    {NULL, NULL, NULL, NULL, NULL},
-    {"off", NULL, NULL, NULL, NULL},
-    {"default", NULL, NULL, NULL, NULL},
-    {"32x16x2x4x8x4", NULL, NULL, NULL, NULL},
-    {"16x48x4x3x16x16", NULL, NULL, NULL, NULL},
-    {"64x64x3x4", NULL, NULL, NULL, NULL},
-    {NULL, "64x32x4x4x32", "32x64x2x4x8x16", NULL, NULL},
-    {"default", NULL, NULL, "1", NULL},
-    {"default", NULL, NULL, NULL, "1"},
-    {"64x64x4x4x16x16", NULL, NULL, "1", "1"},
-    {"16x48x4x3x16x16", NULL, NULL, NULL, "1"},
+ * chunks at D = 40), alone and together, RUMUS_ATTENTION_INTERIOR=0
+ * (every tile tested against the matrix, the diagonal and the mask) and
+ * RUMUS_ATTENTION_EXP2=1 (scores in log2 units).  The third case has
+ * tiles wholly inside the matrix (no mask, not causal). */
+static const char *const TILINGS[][7] = {
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
+    {"off", NULL, NULL, NULL, NULL, NULL, NULL},
+    {"default", NULL, NULL, NULL, NULL, NULL, NULL},
+    {"32x16x2x4x8x4", NULL, NULL, NULL, NULL, NULL, NULL},
+    {"16x48x4x3x16x16", NULL, NULL, NULL, NULL, NULL, NULL},
+    {"64x64x3x4", NULL, NULL, NULL, NULL, NULL, NULL},
+    {NULL, "64x32x4x4x32", "32x64x2x4x8x16", NULL, NULL, NULL, NULL},
+    {"default", NULL, NULL, "1", NULL, NULL, NULL},
+    {"default", NULL, NULL, NULL, "1", NULL, NULL},
+    {"64x64x4x4x16x16", NULL, NULL, "1", "1", NULL, NULL},
+    {"16x48x4x3x16x16", NULL, NULL, NULL, "1", NULL, "1"},
+    {"default", NULL, NULL, NULL, NULL, "0", NULL},
+    {"default", NULL, NULL, NULL, NULL, NULL, "1"},
 };
 #define NTILINGS (sizeof TILINGS / sizeof TILINGS[0])
 
-static const char *const TILE_VARS[5] = {
-    "RUMUS_ATTENTION_TILE", "RUMUS_ATTENTION_FWD_TILE",
+static const char *const TILE_VARS[7] = {
+    "RUMUS_ATTENTION_TILE",     "RUMUS_ATTENTION_FWD_TILE",
     "RUMUS_ATTENTION_BWD_TILE", "RUMUS_ATTENTION_PREFETCH",
-    "RUMUS_ATTENTION_DBUF"};
+    "RUMUS_ATTENTION_DBUF",     "RUMUS_ATTENTION_INTERIOR",
+    "RUMUS_ATTENTION_EXP2"};
 
 START_TEST(tilings) {
-  static const acase C[2] = {
+  static const acase C[3] = {
       {2, 1, 130, 67, 40, 1, 2, {130, 67}, 0},
       {1, 2, 17, 145, 40, 0, 0, {0}, 0},
+      {1, 1, 130, 67, 40, 0, 0, {0}, 0},
   };
   rumus_ctx *ctx = tu_ctx();
-  for (int e = 0; e < 5; e++)
+  for (int e = 0; e < 7; e++)
     if (TILINGS[_i][e]) setenv(TILE_VARS[e], TILINGS[_i][e], 1);
-  for (int c = 0; c < 2; c++) {
+  for (int c = 0; c < 3; c++) {
     inputs in = make_inputs(&C[c], RUMUS_F32, RUMUS_F32, 500 + (uint64_t)c);
     wants w = make_wants(&in);
     run_case_on(ctx, &in, &w, RUMUS_VARIANT_GPU);
     free_wants(&w);
     free_inputs(&in);
   }
-  for (int e = 0; e < 5; e++) unsetenv(TILE_VARS[e]);
+  for (int e = 0; e < 7; e++) unsetenv(TILE_VARS[e]);
   tu_free_all(ctx, NULL);
 }
 END_TEST

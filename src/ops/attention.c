@@ -75,15 +75,21 @@ static size_t tiles_wgs(const att_tiles *t) {
  * backward's dq and dk / dv. */
 enum { ATT_FWD = 0, ATT_BWD = 1 };
 
+/* A tuning switch of the tiled kernels: 1 when the variable `name` is
+ * "1", 0 when it is "0", else the default. */
+static int env_switch(const char *name, int dflt) {
+  const char *v = getenv(name);
+  if (v != NULL && strcmp(v, "1") == 0) return 1;
+  if (v != NULL && strcmp(v, "0") == 0) return 0;
+  return dflt;
+}
+
 /* ATT_DBUF of the tiled kernels: RUMUS_ATTENTION_DBUF=1 stages each
  * chunk in one of two local buffers (one barrier a chunk, twice the
  * chunk memory), anything else or unset in one (two barriers a chunk:
  * the default, as it needs fewer registers; ptxas puts the forward and
  * dq at D = 64 within 128 registers without spills only so). */
-static int tiles_dbuf(void) {
-  const char *v = getenv("RUMUS_ATTENTION_DBUF");
-  return v != NULL && strcmp(v, "1") == 0;
-}
+static int tiles_dbuf(void) { return env_switch("RUMUS_ATTENTION_DBUF", 0); }
 
 /* Bytes of local memory of the set's largest tiled kernel at head dim D
  * (the sizes of cl/attention.cl's local arrays: NBUF chunk buffers of
@@ -180,9 +186,18 @@ static int same_tiles(const att_tiles *a, const att_tiles *b) {
  * wait in registers: more of them live), anything else or unset does not
  * (the default: fewer registers, see DEFAULT_TILES). */
 static int tiles_prefetch(void) {
-  const char *v = getenv("RUMUS_ATTENTION_PREFETCH");
-  return v != NULL && strcmp(v, "1") == 0;
+  return env_switch("RUMUS_ATTENTION_PREFETCH", 0);
 }
+
+/* ATT_INTERIOR and ATT_EXP2 of the tiled kernels (cl/attention.cl):
+ * RUMUS_ATTENTION_INTERIOR=0 tests every score of every tile against the
+ * matrix, the diagonal and the mask (the same bits as the default, which
+ * skips that for tiles wholly inside); RUMUS_ATTENTION_EXP2=0|1 takes
+ * scores in natural-log or log2 units (exp or exp2 per probability). */
+static int tiles_interior(void) {
+  return env_switch("RUMUS_ATTENTION_INTERIOR", 1);
+}
+static int tiles_exp2(void) { return env_switch("RUMUS_ATTENTION_EXP2", 0); }
 
 /* ATT_V4 of the tiled kernels: float4 staging where the head dim, the
  * chunk depths and the tile's float4 columns allow it (cl/attention.cl);
@@ -246,9 +261,10 @@ static void att_options(const rumus_ctx *ctx, rumus_dtype st, rumus_dtype mt,
     rumus__nv_maxrreg(ctx, "RUMUS_ATTENTION_MAXRREG", 128, nv, sizeof nv);
     snprintf(tiles, sizeof tiles, " -DATT_TILED=%d -DATT_BM=%d -DATT_BN=%d "
              "-DATT_RM=%d -DATT_RN=%d -DATT_DC=%d -DATT_DCKV=%d "
-             "-DATT_PREFETCH=%d -DATT_DBUF=%d -DATT_V4=%d%s", bits, t->bm,
-             t->bn, t->rm, t->rn, t->dc, t->dckv, tiles_prefetch(),
-             tiles_dbuf(), v4, nv);
+             "-DATT_PREFETCH=%d -DATT_DBUF=%d -DATT_V4=%d "
+             "-DATT_INTERIOR=%d -DATT_EXP2=%d%s", bits, t->bm, t->bn, t->rm,
+             t->rn, t->dc, t->dckv, tiles_prefetch(), tiles_dbuf(), v4,
+             tiles_interior(), tiles_exp2(), nv);
   }
   const int nr = cpu_rows(ctx);
   char rows[24] = "";
