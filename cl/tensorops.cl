@@ -263,7 +263,10 @@ kernel RUMUS_REQD_WG(TILE * TILE_ROWS, 1, 1) void to_tile(
  * tensor's edge go element by element.  (Element by element throughout,
  * the reads of a power-of-two stride fell into one L1 set: a 1024 x 1024
  * transpose ran at 12% of copy on PoCL.) */
-#define CT 32
+#ifndef TO_CT
+#define TO_CT 32 /* the host passes its choice (permute_tile) */
+#endif
+#define CT TO_CT
 #ifndef TO_BAND
 /* Tiles go in bands of TO_BAND tiles along x's rows (y's columns), row
  * by row of tiles within a band: a band's tiles read TO_BAND * CT
