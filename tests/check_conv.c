@@ -95,6 +95,14 @@ static const conv_case CASES[] = {
     {{1, 2, 3, 70, 4, 3, 3, 2, 2, 1, 1, 1, 1, 2}, 1},
     {{2, 3, 4, 53, 3, 3, 5, 1, 3, 1, 2, 1, 2, 3}, 0},
     {{1, 1, 2, 300, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1},
+    /* Its runs of output channels that share an input channel: 37 of
+     * one (a run of 32 in quads, then a quad and one) over rows of 20
+     * (two blocks); 6 per group, stride 2 (one block); a 7x7 kernel over
+     * rows of 200, whose 7 padded rows outgrow its private rows (copied
+     * again per channel). */
+    {{2, 1, 5, 20, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1},
+    {{1, 2, 6, 18, 12, 3, 3, 2, 2, 1, 1, 1, 1, 2}, 0},
+    {{1, 1, 8, 200, 5, 7, 7, 1, 1, 3, 3, 1, 1, 1}, 1},
 };
 #define DW_CASE 16
 #define FEW_CASE 17

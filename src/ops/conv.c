@@ -409,10 +409,12 @@ static int wino_shape(const geo *g) {
          g->dh == 1 && g->dw == 1 && g->g == 1;
 }
 
-/* cl/conv.cl's conv_fwd_dw_cpu: the private row's floats and the outputs
- * of a row it holds at most. */
+/* cl/conv.cl's conv_fwd_dw_cpu: the private rows' floats, the outputs
+ * of a row it holds at most, and its output channels per work-item at
+ * most. */
 #define DW_ROW 1024
 #define DW_OW 256
+#define DW_OB 32
 
 /* Whether conv_fwd_dw_cpu takes the forward: one input channel per group,
  * an output row of at most DW_OW, and the padded input row its tap reads
@@ -450,8 +452,9 @@ static int run_fwd(rumus_ctx *ctx, const char *op, const geo *g,
                        sizeof args / sizeof args[0]);
   if (!pr.gpu && dw_row_fits(g)) /* one channel per group: rows */
     return launch_flat(ctx, op, &pr, "conv_fwd_dw_cpu",
-                       g->n * g->oc * g->oh, args,
-                       sizeof args / sizeof args[0]);
+                       g->n * g->g * ((g->oc / g->g + DW_OB - 1) / DW_OB) *
+                           g->oh,
+                       args, sizeof args / sizeof args[0]);
   return launch_z(ctx, op, &pr, pr.gpu ? "conv_fwd_wg" : "conv_fwd_cpu",
                   g->n * g->oh * g->ow, g->oc / g->g, g->g, args,
                   sizeof args / sizeof args[0]);
