@@ -14,7 +14,13 @@
 # OUT_DIR/<step>.txt; the last lines of each are printed with its status.
 # Exits non-zero when any step failed.  CHECK_INFO=0 skips rumus-info's
 # step: it builds every program of both variants first, which on a cold
-# NVIDIA driver took longer than 420 s.
+# NVIDIA driver took longer than 420 s.  CHECK_ONLY="check_a check_b"
+# runs those test programs alone (and skips rumus-train's step);
+# CHECK_SPLIT=1 runs each program once per Check test case (the
+# tu_tcase names of tests/NAME.c beside this script, through CK_RUN_CASE),
+# all at once: a cold driver compiles each process's kernels on its own
+# core (check_attention's 28 tiled programs did not finish in 330 s in
+# one process).
 set -u
 build=$1
 out=$2
@@ -40,18 +46,37 @@ step() { # name, command...
 
 [ "${CHECK_INFO:-1}" = 0 ] || step info "$build/rumus-info" -d "$dev" || fail=1
 
+# The Check test cases of test program $1 (none found: run it whole).
+cases_of() {
+  [ "${CHECK_SPLIT:-0}" = 1 ] || return 0
+  sed -n 's/.*tu_tcase("\([A-Za-z0-9_]*\)").*/\1/p' \
+    "$(dirname "$0")/../tests/$1.c" 2>/dev/null
+}
+
 # The test programs at once: each builds its kernels on its own contexts.
 pids=
 for t in "$build"/tests/check_*; do
   [ -x "$t" ] || continue
   case $t in *.o) continue ;; esac
   n=$(basename "$t")
-  CK_FORK=no CK_DEFAULT_TIMEOUT=600 step "$n" "$t" &
-  pids="$pids $!"
+  if [ -n "${CHECK_ONLY:-}" ]; then
+    case " $CHECK_ONLY " in *" $n "*) ;; *) continue ;; esac
+  fi
+  cases=$(cases_of "$n")
+  if [ -z "$cases" ]; then
+    CK_FORK=no CK_DEFAULT_TIMEOUT=600 step "$n" "$t" &
+    pids="$pids $!"
+    continue
+  fi
+  for c in $cases; do
+    CK_RUN_CASE=$c CK_FORK=no CK_DEFAULT_TIMEOUT=600 step "$n.$c" "$t" &
+    pids="$pids $!"
+  done
 done
 for p in $pids; do wait "$p" || fail=1; done
 
-step train "$build/rumus-train" --device "$dev" || fail=1
+[ -n "${CHECK_ONLY:-}" ] || step train "$build/rumus-train" --device "$dev" ||
+  fail=1
 
 cat "$out/status.txt"
 for f in "$out"/*.txt; do
