@@ -415,6 +415,8 @@ static int wino_shape(const geo *g) {
 #define DW_ROW 1024
 #define DW_OW 256
 #define DW_OB 32
+/* conv_bwd_weight_dw_cpu's output channels per work-item (DWOB). */
+#define DW_OCB 4
 
 /* Whether conv_fwd_dw_cpu takes the forward: one input channel per group,
  * an output row of at most DW_OW, and the padded input row its tap reads
@@ -692,6 +694,11 @@ static int run_bwd_weight_dw(rumus_ctx *ctx, const char *op,
     RUMUS__FORWARD(
         rumus__scratch(ctx, op, B * dw->numel * sizeof(float), &part));
   const int wg = pr->gpu && ctx->max_wg >= DW_LANES;
+  /* The CPU kernel: DW_OCB output channels per work-item, or one for
+   * depthwise layers. */
+  const size_t ocg = g->oc / g->g, ocb = ocg > 1 ? DW_OCB : 1;
+  const char *cpu_kernel =
+      ocb > 1 ? "conv_bwd_weight_dw_cpu" : "conv_bwd_weight_dw1_cpu";
   const cl_long16 gv = geo_arg(g);
   cl_ulong xo = rumus__off(x), dyo = rumus__off(dy), dwo = rumus__off(dw),
            BB = B;
@@ -706,9 +713,9 @@ static int run_bwd_weight_dw(rumus_ctx *ctx, const char *op,
   int st = RUMUS_OK;
   for (size_t t = 0; st == RUMUS_OK && t < taps; t += DW_TAPS) {
     t0 = (cl_int)t;
-    st = launch_y(ctx, op, pr,
-                  wg ? "conv_bwd_weight_dw" : "conv_bwd_weight_dw_cpu",
-                  wg ? B * DW_LANES : B, wg ? DW_LANES : 1, g->oc, args,
+    st = launch_y(ctx, op, pr, wg ? "conv_bwd_weight_dw" : cpu_kernel,
+                  wg ? B * DW_LANES : B, wg ? DW_LANES : 1,
+                  wg ? g->oc : g->g * ((ocg + ocb - 1) / ocb), args,
                   sizeof args / sizeof args[0]);
   }
   if (st == RUMUS_OK && B > 1) st = run_wsum(ctx, op, pr, part, B, dw);
