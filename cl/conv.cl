@@ -582,10 +582,16 @@ inline float16 dw_row_taps(const float *prow, int ow0, int sw, int c) {
   return vload16(0, v);
 }
 
-/* Outputs 0 .. OW of a row from its nb float16 accumulators plus add, at
- * y[yb ..). */
-inline void dw_store_row(const float16 *acc, int nb, float add, int OW,
-                         global real_t *restrict y, size_t yb) {
+/* Output row oh of channel o of image n from its nb float16 accumulators
+ * plus the channel's bias. */
+inline void dw_store_row(const float16 *acc, int nb, geo_t g,
+                         global const real_t *restrict bias, ulong b_off,
+                         int has_bias, global real_t *restrict y, ulong y_off,
+                         size_t n, size_t o, size_t oh) {
+  const int OW = (int)g.ow;
+  const float add = has_bias ? LOAD(bias, (size_t)b_off + o) : 0.0f;
+  const size_t yb = (size_t)y_off +
+                    ((n * (size_t)g.oc + o) * (size_t)g.oh + oh) * (size_t)OW;
   for (int b = 0; b < nb; b++) {
     const float16 v = acc[b] + add;
     const int ow0 = b * DW_VL;
@@ -604,8 +610,7 @@ inline void dw_store_row(const float16 *acc, int nb, float add, int OW,
  * over a run-time count of blocks kept them in memory).  The same sums as
  * one channel at a time. */
 #define DW_CB 4
-inline void dw_fwd_quad(global const real_t *restrict x, size_t xb,
-                        global const real_t *restrict w, ulong w_off,
+inline void dw_fwd_quad(global const real_t *restrict w, ulong w_off,
                         global const real_t *restrict bias, ulong b_off,
                         int has_bias, global real_t *restrict y, ulong y_off,
                         geo_t g, size_t n, size_t o, size_t oh,
@@ -626,13 +631,9 @@ inline void dw_fwd_quad(global const real_t *restrict x, size_t xb,
         a[c][1] = fma(wv, t1, a[c][1]);
       }
     }
-  for (int c = 0; c < DW_CB; c++) {
-    const size_t oc = o + (size_t)c;
-    const float add = has_bias ? LOAD(bias, (size_t)b_off + oc) : 0.0f;
-    const size_t yb =
-        (size_t)y_off + ((n * (size_t)g.oc + oc) * (size_t)g.oh + oh) * (size_t)g.ow;
-    dw_store_row(a[c], nb, add, (int)g.ow, y, yb);
-  }
+  for (int c = 0; c < DW_CB; c++)
+    dw_store_row(a[c], nb, g, bias, b_off, has_bias, y, y_off, n,
+                 o + (size_t)c, oh);
 }
 
 __kernel RUMUS_REQD_WG(CPU_WG, 1, 1)
@@ -666,7 +667,7 @@ void conv_fwd_dw_cpu(global const real_t *restrict x, ulong x_off,
   int c = 0;
   if (keep && nb <= 2)
     for (; c + DW_CB <= no; c += DW_CB)
-      dw_fwd_quad(x, xb, w, w_off, bias, b_off, has_bias, y, y_off, g, n,
+      dw_fwd_quad(w, w_off, bias, b_off, has_bias, y, y_off, g, n,
                   o0 + (size_t)c, oh, prow, need, nb);
   for (; c < no; c++) {
     const size_t o = o0 + (size_t)c;
@@ -684,9 +685,7 @@ void conv_fwd_dw_cpu(global const real_t *restrict x, ulong x_off,
           acc[b] = fma(wv, dw_row_taps(row, b * DW_VL, sw, kw * dw), acc[b]);
       }
     }
-    const float add = has_bias ? LOAD(bias, (size_t)b_off + o) : 0.0f;
-    const size_t yb = (size_t)y_off + ((n * (size_t)g.oc + o) * (size_t)g.oh + oh) * (size_t)OW;
-    dw_store_row(acc, nb, add, OW, y, yb);
+    dw_store_row(acc, nb, g, bias, b_off, has_bias, y, y_off, n, o, oh);
   }
 }
 #else
