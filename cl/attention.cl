@@ -864,13 +864,15 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(DQ_ARGS) {
                       chunk; 0: one buffer, two barriers (CHUNK_WALK) */
 #endif
 #ifndef ATT_INTERIOR
-#define ATT_INTERIOR 1 /* 1: tiles wholly inside the matrix, below the
-                          diagonal when causal and without a mask skip
-                          tile_score (the same bits) */
+#define ATT_INTERIOR 2 /* bit 1: the forward's, bit 2: the backward's tiles
+                          wholly inside the matrix, below the diagonal when
+                          causal and without a mask skip tile_score (the
+                          same bits either way) */
 #endif
 #ifndef ATT_EXP2
-#define ATT_EXP2 0 /* 1: scores in log2 units (log2 e folded into the scale,
-                      exp2 for exp), the log-sum-exp stored in natural log */
+#define ATT_EXP2 1 /* 1: scores in log2 units (log2 e folded into the scale,
+                      exp2 for exp), the log-sum-exp stored in natural log;
+                      0: natural log units and exp */
 #endif
 #ifndef ATT_V4
 #define ATT_V4 0 /* 1: staging moves float4s (LOAD4: one wide load where the
@@ -1094,13 +1096,14 @@ inline float tile_score(float s, size_t i, size_t j, ulong Tq, ulong Tk,
                   : s;
 }
 
-/* 1 if every score of the tile of rows r0 .. r0 + nr (queries) and columns
- * c0 .. c0 + nc (keys) is valid and unmasked, so that tile_score would
- * return it unchanged (uniform over the group). */
-inline int tile_inside(size_t r0, int nr, size_t c0, int nc, size_t Tr,
-                       size_t Tc, int causal, int has_mask) {
-  return ATT_INTERIOR && !has_mask && r0 + nr <= Tr && c0 + nc <= Tc &&
-         (!causal || c0 + nc - 1 <= r0);
+/* 1 if the kernels of ATT_INTERIOR's bit `set` (1: forward, 2: backward)
+ * skip tile_score on the tile of rows r0 .. r0 + nr (queries) and columns
+ * c0 .. c0 + nc (keys) because every score of it is valid and unmasked, so
+ * that tile_score would return it unchanged (uniform over the group). */
+inline int tile_inside(int set, size_t r0, int nr, size_t c0, int nc,
+                       size_t Tr, size_t Tc, int causal, int has_mask) {
+  return (ATT_INTERIOR & set) && !has_mask && r0 + nr <= Tr &&
+         c0 + nc <= Tc && (!causal || c0 + nc - 1 <= r0);
 }
 
 /* max that propagates NaN (a NaN score makes its row NaN). */
@@ -1361,7 +1364,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
       AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
     scores2_dc(sc, sc, qb, qb, o0, Tq, scale * SUNIT, kb, kb, j0, Tk, area,
                HALF(2, ATT_DC), tx, ty);
-    if (!tile_inside(o0, ATT_BM, j0, ATT_BN, Tq, kend, causal, has_mask))
+    if (!tile_inside(1, o0, ATT_BM, j0, ATT_BN, Tq, kend, causal, has_mask))
       AUNROLL for (int r = 0; r < ATT_RM; r++)
         AUNROLL for (int c = 0; c < ATT_RN; c++)
           sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
@@ -1428,7 +1431,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(DQ_ARGS) {
     scores4_dc(sc, dp, qb, db, o0, Tq, scale * SUNIT, kb, vb, j0, Tk, area,
                HALF(4, ATT_DC), tx, ty);
     const int inside =
-        tile_inside(o0, ATT_BM, j0, ATT_BN, Tq, kend, causal, has_mask);
+        tile_inside(2, o0, ATT_BM, j0, ATT_BN, Tq, kend, causal, has_mask);
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) {
         const float s =
@@ -1486,7 +1489,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(DKDV_ARGS) {
                  HALF(4, ATT_DCKV), tx, ty);
     /* Transposed: score (key row r, query column c). */
     const int inside =
-        tile_inside(i0, ATT_BN, o0, ATT_BM, Tq, Tk, causal, has_mask);
+        tile_inside(2, i0, ATT_BN, o0, ATT_BM, Tq, Tk, causal, has_mask);
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) {
         const int qi = tx * ATT_RN + c;

@@ -516,10 +516,12 @@ END_TEST
  * two programs), and the code choices: RUMUS_ATTENTION_PREFETCH=1
  * (global loads overlapping the previous chunk's product) and
  * RUMUS_ATTENTION_DBUF=1 (two local buffers per chunk; an odd number of
- * chunks at D = 40), alone and together, RUMUS_ATTENTION_INTERIOR=0
- * (every tile tested against the matrix, the diagonal and the mask) and
- * RUMUS_ATTENTION_EXP2=1 (scores in log2 units).  The third case has
- * tiles wholly inside the matrix (no mask, not causal). */
+ * chunks at D = 40), alone and together, RUMUS_ATTENTION_INTERIOR=0 and
+ * 3 (every tile tested against the matrix, the diagonal and the mask, or
+ * none wholly inside, in both sets; the default skips the test in the
+ * backward alone) and RUMUS_ATTENTION_EXP2=0 (scores in natural-log
+ * units).  The third case has tiles wholly inside the matrix (no mask,
+ * not causal). */
 static const char *const TILINGS[][7] = {
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
     {"off", NULL, NULL, NULL, NULL, NULL, NULL},
@@ -533,7 +535,8 @@ static const char *const TILINGS[][7] = {
     {"64x64x4x4x16x16", NULL, NULL, "1", "1", NULL, NULL},
     {"16x48x4x3x16x16", NULL, NULL, NULL, "1", NULL, "1"},
     {"default", NULL, NULL, NULL, NULL, "0", NULL},
-    {"default", NULL, NULL, NULL, NULL, NULL, "1"},
+    {"default", NULL, NULL, NULL, NULL, "3", NULL},
+    {"default", NULL, NULL, NULL, NULL, NULL, "0"},
 };
 #define NTILINGS (sizeof TILINGS / sizeof TILINGS[0])
 

@@ -57,6 +57,12 @@ typedef struct {
  * 128- or a 255-register cap (bench/results/h100/session-1302). */
 static const att_tiles DEFAULT_TILES = {64, 64, 8, 4, 16, 8};
 
+/* The backward's first choice: dk / dv's head-dim chunks of 16 as well
+ * (half the chunk barriers), where the device's local memory takes them:
+ * on the H100 at the shapes above, 1.05-1.06 times the forward + backward
+ * speed of DEFAULT_TILES (bench/results/h100/session-2249). */
+static const att_tiles DEFAULT_BWD_TILES = {64, 64, 8, 4, 16, 16};
+
 /* Floats of one chunk buffer (cl/attention.cl's HALF): n d-major sides
  * of dc rows of pitch ldb, or one chunk of dc rows of dpt floats. */
 static size_t att_half(size_t n, size_t dc, size_t ldb, size_t dpt) {
@@ -152,8 +158,10 @@ static int tiles_from_env(const rumus_ctx *ctx, const char *name, size_t D,
  * the *_wg and *_row kernels run instead.  A tiling in
  * RUMUS_ATTENTION_FWD_TILE or RUMUS_ATTENTION_BWD_TILE (else
  * RUMUS_ATTENTION_TILE) replaces the choice; "off" there keeps the
- * work-group kernels, "default" takes DEFAULT_TILES for every storage.
- * Without either, F32 takes DEFAULT_TILES where the device takes them (D
+ * work-group kernels, "default" takes the default tiles for every storage.
+ * Without either, F32 takes the default tiles (the backward
+ * DEFAULT_BWD_TILES where they fit, else DEFAULT_TILES) where the device
+ * takes them (D
  * <= TILE_MAX_D, local memory): on the H200 they ran 1.3-1.9 times the
  * work-group kernels' speed and passed check_attention's F32 shapes,
  * while its first 16-bit case at D = 128 did not finish within a minute
@@ -172,6 +180,8 @@ static int pick_tiles(const rumus_ctx *ctx, rumus_dtype st, size_t D, int set,
   const int forced = v != NULL && strcmp(v, "default") == 0;
   if (v != NULL && strcmp(v, "off") == 0) return 0;
   if (!forced && st != RUMUS_F32) return 0;
+  *t = DEFAULT_BWD_TILES;
+  if (set == ATT_BWD && tiles_ok(ctx, t, D, set)) return 1;
   *t = DEFAULT_TILES;
   return tiles_ok(ctx, t, D, set);
 }
@@ -189,15 +199,23 @@ static int tiles_prefetch(void) {
   return env_switch("RUMUS_ATTENTION_PREFETCH", 0);
 }
 
-/* ATT_INTERIOR and ATT_EXP2 of the tiled kernels (cl/attention.cl):
- * RUMUS_ATTENTION_INTERIOR=0 tests every score of every tile against the
- * matrix, the diagonal and the mask (the same bits as the default, which
- * skips that for tiles wholly inside); RUMUS_ATTENTION_EXP2=0|1 takes
- * scores in natural-log or log2 units (exp or exp2 per probability). */
+/* ATT_INTERIOR of the tiled kernels (cl/attention.cl), the sets that skip
+ * the per-score test against the matrix, the diagonal and the mask on
+ * tiles wholly inside (the same bits either way): bit 1 the forward, bit
+ * 2 the backward.  Default 2: on the H100 (session-2249) the skip ran the
+ * backward 4-5% faster and the forward 2-5% slower.
+ * RUMUS_ATTENTION_INTERIOR=0..3 replaces it. */
 static int tiles_interior(void) {
-  return env_switch("RUMUS_ATTENTION_INTERIOR", 1);
+  const char *v = getenv("RUMUS_ATTENTION_INTERIOR");
+  if (v != NULL && v[0] >= '0' && v[0] <= '3' && v[1] == '\0')
+    return v[0] - '0';
+  return 2;
 }
-static int tiles_exp2(void) { return env_switch("RUMUS_ATTENTION_EXP2", 0); }
+
+/* ATT_EXP2: scores in log2 units, exp2 per probability (1, the default: on
+ * the H100 1-2% faster forward and 4% faster forward + backward than exp
+ * in natural-log units, session-2249); RUMUS_ATTENTION_EXP2=0 takes exp. */
+static int tiles_exp2(void) { return env_switch("RUMUS_ATTENTION_EXP2", 1); }
 
 /* ATT_V4 of the tiled kernels: float4 staging where the head dim, the
  * chunk depths and the tile's float4 columns allow it (cl/attention.cl);
