@@ -309,13 +309,35 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
  * they gain) and a multiple of SPLITK_ALIGN (aligned slice offsets). */
 #define SPLITK_MIN_K 512
 #define SPLITK_ALIGN 16
-/* Slices enough for this many work-groups per compute unit.  On the H200
- * the weight gradients of the GPT's linear layers (27 to 36 output tiles
- * for 132 compute units, K = 16384) ran fastest with the most slices
- * tried, about 30 (1152x384x16384: 857 us whole, 655 at 8 slices, 428 at
- * 29; bench/results/h200/session-2208/u/splitk): short slices in many
- * waves beat a few long ones, whose last wave leaves units idle. */
-#define SPLITK_GROUPS_PER_CU 8
+/* Work-groups of gemm_tiled that a compute unit runs at once (its
+ * 128 x 128 tiles: 256 work-items; two in an NVIDIA SM's 65536 registers
+ * at up to 128 each, which the slice counts below bear out).  Slices fill whole waves of this many groups per
+ * unit: on the H200 the weight gradients of the GPT's linear layers (9 to
+ * 36 output tiles for 132 compute units, K = 16384) ran fastest at 29
+ * slices, 0.99 of a whole number of such waves (1152x384x16384: 857 us
+ * whole, 655 at 8 slices, 428 at 29), and a few slices past a wave cost
+ * a mostly idle extra one (384x384x16384: 210 us at 14 slices, 126
+ * groups; 337 at 16, 144; bench/results/h200/session-2208/u/splitk). */
+#define SPLITK_GROUPS_PER_CU 2
+
+/* The share of the slots of their waves that `groups` work-groups fill,
+ * `slots` at a time: groups / (waves * slots). */
+static double wave_fill(size_t groups, size_t slots) {
+  const size_t waves = (groups + slots - 1) / slots;
+  return (double)groups / (double)(waves * slots);
+}
+
+/* Of 2 .. smax slices for `tiles` output tiles, the most whose groups
+ * fill their waves within 2% as well as the best count does (shorter
+ * slices in more waves ran faster, see above). */
+static size_t splitk_best(size_t tiles, size_t smax, size_t slots) {
+  double best = 0.0;
+  for (size_t s = 2; s <= smax; s++)
+    if (wave_fill(tiles * s, slots) > best) best = wave_fill(tiles * s, slots);
+  size_t s = smax;
+  while (s > 2 && wave_fill(tiles * s, slots) < 0.98 * best) s--;
+  return s;
+}
 
 /* The number of slices for p (1: no split).  The tuning override
  * RUMUS_GEMM_SPLITK=S forces S slices (within the limits) on any product
@@ -336,8 +358,7 @@ static size_t splitk_slices(const rumus_ctx *ctx, const problem *p) {
     return (size_t)forced < smax ? (size_t)forced : smax;
   const size_t tiles = (l->m + t->tsm - 1) / t->tsm * ((l->n + t->tsn - 1) / t->tsn);
   if (tiles >= ctx->compute_units) return 1;
-  const size_t s = (SPLITK_GROUPS_PER_CU * ctx->compute_units + tiles - 1) / tiles;
-  return s < smax ? s : smax;
+  return splitk_best(tiles, smax, SPLITK_GROUPS_PER_CU * ctx->compute_units);
 }
 
 /* The slices' partials: S float matrices [M][ldp] sp apart in `mem`. */
