@@ -154,19 +154,17 @@ static int tiles_from_env(const rumus_ctx *ctx, const char *name, size_t D,
   return 1;
 }
 
-/* The set's tiles at head dim D for storage st on the GPU variant, 0 if
- * the *_wg and *_row kernels run instead.  A tiling in
- * RUMUS_ATTENTION_FWD_TILE or RUMUS_ATTENTION_BWD_TILE (else
- * RUMUS_ATTENTION_TILE) replaces the choice; "off" there keeps the
- * work-group kernels, "default" takes the default tiles for every storage.
- * Without either, F32 takes the default tiles (the backward
- * DEFAULT_BWD_TILES where they fit, else DEFAULT_TILES) where the device
- * takes them (D
- * <= TILE_MAX_D, local memory): on the H200 they ran 1.3-1.9 times the
- * work-group kernels' speed and passed check_attention's F32 shapes,
- * while its first 16-bit case at D = 128 did not finish within a minute
- * (building or running, not yet known), so 16-bit storage keeps the
- * work-group kernels until that is found. */
+/* The set's tiles at head dim D for storage st on the GPU variant, 0 if the
+ * *_wg and *_row kernels run instead.  A tiling in RUMUS_ATTENTION_FWD_TILE
+ * or RUMUS_ATTENTION_BWD_TILE (else RUMUS_ATTENTION_TILE) replaces the
+ * choice; "off" there keeps the work-group kernels, "default" takes the
+ * default tiles for every storage.  Without either, F32 takes the default
+ * tiles (the backward DEFAULT_BWD_TILES where they fit, else DEFAULT_TILES)
+ * where the device takes them (D <= TILE_MAX_D, local memory): on the H200
+ * they ran 1.3-1.9 times the work-group kernels' speed and passed
+ * check_attention's F32 shapes, while its first 16-bit case at D = 128 did
+ * not finish within a minute (building or running, not yet known), so 16-bit
+ * storage keeps the work-group kernels until that is found. */
 static int pick_tiles(const rumus_ctx *ctx, rumus_dtype st, size_t D, int set,
                       att_tiles *t) {
   static const char *const NAMES[2] = {"RUMUS_ATTENTION_FWD_TILE",

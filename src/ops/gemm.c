@@ -309,15 +309,16 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
  * they gain) and a multiple of SPLITK_ALIGN (aligned slice offsets). */
 #define SPLITK_MIN_K 512
 #define SPLITK_ALIGN 16
-/* Work-groups of gemm_tiled that a compute unit runs at once (its
- * 128 x 128 tiles: 256 work-items; two in an NVIDIA SM's 65536 registers
- * at up to 128 each, which the slice counts below bear out).  Slices fill whole waves of this many groups per
- * unit: on the H200 the weight gradients of the GPT's linear layers (9 to
- * 36 output tiles for 132 compute units, K = 16384) ran fastest at 29
- * slices, 0.99 of a whole number of such waves (1152x384x16384: 857 us
- * whole, 655 at 8 slices, 428 at 29), and a few slices past a wave cost
- * a mostly idle extra one (384x384x16384: 210 us at 14 slices, 126
- * groups; 337 at 16, 144; bench/results/h200/session-2208/u/splitk). */
+/* Work-groups of gemm_tiled that a compute unit runs at once (its 128 x 128
+ * tiles: 256 work-items; two in an NVIDIA SM's 65536 registers at up to 128
+ * each, which the slice counts below bear out).  Slices fill whole waves of
+ * this many groups per unit: on the H200 the weight gradients of the GPT's
+ * linear layers (9 to 36 output tiles for 132 compute units, K = 16384) ran
+ * fastest at 29 slices, 0.99 of a whole number of such waves
+ * (1152x384x16384: 857 us whole, 655 at 8 slices, 428 at 29), and a few
+ * slices past a wave cost a mostly idle extra one (384x384x16384: 210 us at
+ * 14 slices, 126 groups; 337 at 16, 144;
+ * bench/results/h200/session-2208/u/splitk). */
 #define SPLITK_GROUPS_PER_CU 2
 
 /* The share of the slots of their waves that `groups` work-groups fill,
