@@ -351,12 +351,16 @@ static size_t splitk_slices(const rumus_ctx *ctx, const problem *p) {
     if (tiled_fits(ctx, &GPU_TILES[i])) t = &GPU_TILES[i];
   if (t == NULL || l->batch != 1 || l->k < 2 * SPLITK_MIN_K) return 1;
   const size_t part = l->m * rumus__round_up(l->n, 4); /* floats a slice */
+  const size_t scap = SCRATCH_CAP / part;
+  long forced; /* may cut slices shorter than SPLITK_MIN_K, for sweeps */
+  if (rumus__env_tiling("RUMUS_GEMM_SPLITK", &forced, 1, 1)) {
+    size_t s = (size_t)forced, most = l->k / SPLITK_ALIGN;
+    if (s > most) s = most;
+    return s > scap ? scap : s < 1 ? 1 : s;
+  }
   size_t smax = l->k / SPLITK_MIN_K;
-  if (smax > SCRATCH_CAP / part) smax = SCRATCH_CAP / part;
+  if (smax > scap) smax = scap;
   if (smax < 2) return 1;
-  long forced;
-  if (rumus__env_tiling("RUMUS_GEMM_SPLITK", &forced, 1, 1))
-    return (size_t)forced < smax ? (size_t)forced : smax;
   const size_t tiles = (l->m + t->tsm - 1) / t->tsm * ((l->n + t->tsn - 1) / t->tsn);
   if (tiles >= ctx->compute_units) return 1;
   return splitk_best(tiles, smax, SPLITK_GROUPS_PER_CU * ctx->compute_units);
