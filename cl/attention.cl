@@ -258,6 +258,35 @@ __kernel void attn_delta_row(global const real_t *o, ulong o_off,
   delta[r] = s;
 }
 
+/* delta for the work-group variant: DELTA_LANES work-items per row, lane
+ * l summing elements l, l + DELTA_LANES, ..., so that a warp's loads
+ * cover whole rows contiguously (attn_delta_row's work-items read rows
+ * HEAD_DIM apart), then the lanes' sums added by a fixed tree in local
+ * memory.  DELTA_WG work-items per group (src/ops/attention.c). */
+#define DELTA_LANES 16
+#define DELTA_WG 256
+__kernel RUMUS_REQD_WG(DELTA_WG, 1, 1) void attn_delta_wg(
+    global const real_t *o, ulong o_off, global const real_t *dout,
+    ulong do_off, global float *delta, ulong rows) {
+  local float part[DELTA_WG];
+  const size_t lid = get_local_id(0), lane = lid % DELTA_LANES;
+  const size_t r = get_global_id(0) / DELTA_LANES;
+  float s = 0.0f;
+  if (r < rows) {
+    global const real_t *orow = o + (size_t)o_off + r * HEAD_DIM;
+    global const real_t *drow = dout + (size_t)do_off + r * HEAD_DIM;
+    for (size_t d = lane; d < HEAD_DIM; d += DELTA_LANES)
+      s = fma(LOAD(orow, d), LOAD(drow, d), s);
+  }
+  part[lid] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t step = DELTA_LANES / 2; step > 0; step /= 2) {
+    if (lane < step) part[lid] += part[lid + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lane == 0 && r < rows) delta[r] = part[lid];
+}
+
 /* The arguments of the dq kernels and of the dk / dv kernels (row, rows,
  * wg and tile alike). */
 #define DQ_ARGS                                                              \

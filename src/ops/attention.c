@@ -28,6 +28,9 @@ typedef struct {
 
 /* Work-items (rows) per group of the work-group kernels (ATT_WG). */
 #define ATT_WG 64
+/* attn_delta_wg's work-items per row and per group (cl/attention.cl). */
+#define DELTA_LANES 16
+#define DELTA_WG 256
 
 /* Rows per local-memory tile of the work-group kernels (ATT_BT): two
  * tiles of DPAD floats per row, and two floats per row, fit the device's
@@ -590,7 +593,10 @@ static int check_bwd(rumus_ctx *ctx, const char *op, const att_bwd *a,
   return rumus__check_overlaps(ctx, op, names, all, 10, 3, -1);
 }
 
-/* delta = rowsum(dout * out) into the F32 scratch `delta`. */
+/* delta = rowsum(dout * out) into the F32 scratch `delta`: attn_delta_wg
+ * on the work-group variant, else attn_delta_row (a work-item per row
+ * read out and dout at a third of the copy bandwidth on an H100: 263 us
+ * at 8x16x4096x64, bench/results/h100/session-2249/a/attn_kernels.txt). */
 static int run_delta(rumus_ctx *ctx, const char *op, const char *opts,
                      const att_bwd *a, cl_mem delta, size_t rows) {
   const att_arg o = arg_of(a->out, a->q), d = arg_of(a->dout, a->q);
@@ -600,6 +606,16 @@ static int run_delta(rumus_ctx *ctx, const char *op, const char *opts,
   na = push_t(args, na, &d);
   args[na++] = RUMUS__ARG(delta);
   args[na++] = RUMUS__ARG(nrows);
+  if (rumus__gpu_variant(ctx) && ctx->max_wg >= DELTA_WG) {
+    const rumus__kernel_ref k = {FILE_CL, opts, "attn_delta_wg"};
+    size_t limit;
+    RUMUS__FORWARD(rumus__kernel_wg_limit(ctx, op, &k, &limit));
+    if (limit >= DELTA_WG) {
+      const size_t local = DELTA_WG,
+                   global = rumus__round_up(rows * DELTA_LANES, DELTA_WG);
+      return rumus__launch(ctx, op, &k, 1, &global, &local, na, args);
+    }
+  }
   return launch_rows(ctx, op, opts, "attn_delta_row", rows, na, args);
 }
 
