@@ -169,8 +169,9 @@ END { if (missing) exit 1 }
   awk '
     /^Environment variables$/ { on = 1; getline; next }
     on && /^[A-Z][a-z ]+$/ { exit }
-    on && /^[A-Z_]+ / {
-      n = $1; sub(/^[A-Z_]+[ \t]+/, "")
+    on && /^[A-Z][A-Z0-9_]*[ ,]/ {
+      # the name (with its ", _SUFFIX" siblings) ends at two spaces
+      n = $0; sub(/  .*/, "", n); sub(/^[^ ]*(, [^ ]+)*[ \t]+/, "")
       printf ".TP\n.B %s\n%s\n", n, $0; next
     }
     on && /^[ \t]+[^ \t]/ { sub(/^[ \t]+/, ""); print; next }

@@ -352,6 +352,7 @@ static size_t splitk_slices(const rumus_ctx *ctx, const problem *p) {
   if (t == NULL || l->batch != 1 || l->k < 2 * SPLITK_MIN_K) return 1;
   const size_t part = l->m * rumus__round_up(l->n, 4); /* floats a slice */
   const size_t scap = SCRATCH_CAP / part;
+  if (scap < 2) return 1;
   long forced; /* may cut slices shorter than SPLITK_MIN_K, for sweeps */
   if (rumus__env_tiling("RUMUS_GEMM_SPLITK", &forced, 1, 1)) {
     size_t s = (size_t)forced, most = l->k / SPLITK_ALIGN;
