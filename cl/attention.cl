@@ -899,9 +899,10 @@ __kernel RUMUS_REQD_WG(ATT_WG, 1, 1) void attn_dq_wg(DQ_ARGS) {
                           same bits either way) */
 #endif
 #ifndef ATT_EXP2
-#define ATT_EXP2 1 /* 1: scores in log2 units (log2 e folded into the scale,
-                      exp2 for exp), the log-sum-exp stored in natural log;
-                      0: natural log units and exp */
+#define ATT_EXP2 2 /* bit 1: the forward's, bit 2: the backward's scores in
+                      log2 units (log2 e folded into the scale, exp2 for
+                      exp, the log-sum-exp stored in natural log); a clear
+                      bit: natural log units and exp */
 #endif
 #ifndef ATT_V4
 #define ATT_V4 0 /* 1: staging moves float4s (LOAD4: one wide load where the
@@ -1100,29 +1101,27 @@ inline void put_rows(const float *r, int dc, local float *x, int npf,
   const size_t o0 = ((LAST_FIRST) ? nblk_ - 1 - b_ : b_) * ATT_BM;           \
   const int tx = (int)get_local_id(0) % NTX, ty = (int)get_local_id(0) / NTX
 
-/* Scores are in units of SUNIT: natural log, or log2 with ATT_EXP2, where
- * the score product carries log2 e in its scale, SEXP is exp2 and the
- * stored log-sum-exp is converted back (fewer instructions per
- * probability on GPUs than a correctly rounded-ish exp). */
-#if ATT_EXP2
-#define SUNIT 1.44269504088896341f
-#define SEXP(x) exp2(x)
-#define SLOG(x) log2(x)
-#else
-#define SUNIT 1.0f
-#define SEXP(x) exp(x)
-#define SLOG(x) log(x)
-#endif
+/* The scores of the kernels of ATT_EXP2's bit `set` (1: forward, 2:
+ * backward) are in units of SUNIT(set): natural log, or log2 where the
+ * bit is set, the score product then carrying log2 e in its scale, SEXP
+ * being exp2 and the stored log-sum-exp converted back (fewer
+ * instructions per probability on GPUs than exp).  `set` is a constant
+ * at every use, so each kernel compiles one of the two forms. */
+#define EXP2_IN(set) ((ATT_EXP2 & (set)) != 0)
+#define SUNIT(set) (EXP2_IN(set) ? 1.44269504088896341f : 1.0f)
+#define SEXP(set, x) (EXP2_IN(set) ? exp2(x) : exp(x))
+#define SLOG(set, x) (EXP2_IN(set) ? log2(x) : log(x))
 
 /* The score of (query i, key j) from the product s (already scaled), or
  * -inf outside the matrix or past the diagonal when causal. */
-inline float tile_score(float s, size_t i, size_t j, ulong Tq, ulong Tk,
-                        int causal, int has_mask, global const mask_t *mb,
-                        ulong msi, ulong msj) {
+inline float tile_score(int set, float s, size_t i, size_t j, ulong Tq,
+                        ulong Tk, int causal, int has_mask,
+                        global const mask_t *mb, ulong msi, ulong msj) {
   if (i >= (size_t)Tq || j >= (size_t)Tk || (causal && j > i))
     return -INFINITY;
-  return has_mask ? s + MLOAD(mb, i * (size_t)msi + j * (size_t)msj) * SUNIT
-                  : s;
+  return has_mask
+             ? s + MLOAD(mb, i * (size_t)msi + j * (size_t)msj) * SUNIT(set)
+             : s;
 }
 
 /* 1 if the kernels of ATT_INTERIOR's bit `set` (1: forward, 2: backward)
@@ -1336,10 +1335,10 @@ inline void fwd_softmax(float sc[ATT_RM][ATT_RN], float *m, float *ls,
     AUNROLL for (int t = 0; t < NTX; t++) mn = nmax(mn, part[t]);
     /* All -inf so far: shift by 0 (probabilities 0, alpha irrelevant). */
     const float sh = mn == -INFINITY ? 0.0f : mn;
-    alpha[r] = SEXP(m[r] - sh);
+    alpha[r] = SEXP(1, m[r] - sh);
     float ps = 0.0f;
     AUNROLL for (int c = 0; c < ATT_RN; c++) {
-      sc[r][c] = SEXP(sc[r][c] - sh); /* the probability, in place */
+      sc[r][c] = SEXP(1, sc[r][c] - sh); /* the probability, in place */
       ps += sc[r][c];
     }
     ls[r] = fma(ls[r], alpha[r], ps);
@@ -1391,12 +1390,12 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     float sc[ATT_RM][ATT_RN];
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = 0.0f;
-    scores2_dc(sc, sc, qb, qb, o0, Tq, scale * SUNIT, kb, kb, j0, Tk, area,
-               HALF(2, ATT_DC), tx, ty);
+    scores2_dc(sc, sc, qb, qb, o0, Tq, scale * SUNIT(1), kb, kb, j0, Tk,
+               area, HALF(2, ATT_DC), tx, ty);
     if (!tile_inside(1, o0, ATT_BM, j0, ATT_BN, Tq, kend, causal, has_mask))
       AUNROLL for (int r = 0; r < ATT_RM; r++)
         AUNROLL for (int c = 0; c < ATT_RN; c++)
-          sc[r][c] = tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
+          sc[r][c] = tile_score(1, sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
                                 j0 + (size_t)(tx * ATT_RN + c), Tq, kend,
                                 causal, has_mask, mb, msi, msj);
     fwd_softmax(sc, m, ls, alpha, red_max, pt, tx, ty);
@@ -1413,7 +1412,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
     const size_t i = o0 + (size_t)(ty * ATT_RM + r);
     if (has_lse && tx == 0 && i < (size_t)Tq)
       lse[(size_t)lse_off + bh * (size_t)Tq + i] =
-          empty ? -INFINITY : (m[r] + SLOG(l[r])) * (1.0f / SUNIT);
+          empty ? -INFINITY : (m[r] + SLOG(1, l[r])) * (1.0f / SUNIT(1));
   }
   block_store(acc, f, o + (size_t)o_off + bh * (size_t)Tq * HEAD_DIM, o0,
               Tq, tx, ty);
@@ -1426,9 +1425,9 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_fwd_tile(
  * dot product dp = dout_i . v_j, and the query's lse and delta: P = 0
  * where lse is -inf (a fully masked row) or s is -inf; dS = 0 where P is
  * (a NaN in v reaches only rows that attend to its key).  s and ls in
- * SUNIT. */
+ * SUNIT(2). */
 inline float2 tile_grad(float s, float dp, float ls, float de) {
-  const float p = ls == -INFINITY ? 0.0f : SEXP(s - ls);
+  const float p = ls == -INFINITY ? 0.0f : SEXP(2, s - ls);
   return (float2)(p, p == 0.0f ? 0.0f : p * (dp - de));
 }
 
@@ -1448,7 +1447,8 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(DQ_ARGS) {
   float acc[ATT_RM][RD], ls[ATT_RM], de[ATT_RM];
   AUNROLL for (int r = 0; r < ATT_RM; r++) {
     const size_t i = o0 + (size_t)(ty * ATT_RM + r);
-    ls[r] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] * SUNIT : -INFINITY;
+    ls[r] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] * SUNIT(2)
+                           : -INFINITY;
     de[r] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
     AUNROLL for (int c = 0; c < RD; c++) acc[r][c] = 0.0f;
   }
@@ -1457,15 +1457,15 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dq_tile(DQ_ARGS) {
     float sc[ATT_RM][ATT_RN], dp[ATT_RM][ATT_RN];
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) sc[r][c] = dp[r][c] = 0.0f;
-    scores4_dc(sc, dp, qb, db, o0, Tq, scale * SUNIT, kb, vb, j0, Tk, area,
-               HALF(4, ATT_DC), tx, ty);
+    scores4_dc(sc, dp, qb, db, o0, Tq, scale * SUNIT(2), kb, vb, j0, Tk,
+               area, HALF(4, ATT_DC), tx, ty);
     const int inside =
         tile_inside(2, o0, ATT_BM, j0, ATT_BN, Tq, kend, causal, has_mask);
     AUNROLL for (int r = 0; r < ATT_RM; r++)
       AUNROLL for (int c = 0; c < ATT_RN; c++) {
         const float s =
             inside ? sc[r][c]
-                   : tile_score(sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
+                   : tile_score(2, sc[r][c], o0 + (size_t)(ty * ATT_RM + r),
                                 j0 + (size_t)(tx * ATT_RN + c), Tq, kend,
                                 causal, has_mask, mb, msi, msj);
         sc[r][c] = tile_grad(s, dp[r][c], ls[r], de[r]).y; /* dS */
@@ -1510,12 +1510,12 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(DKDV_ARGS) {
      * first barrier of the scores' walk publishes them. */
     for (int t = get_local_id(0); t < ATT_BN; t += NTT) {
       const size_t i = i0 + (size_t)t;
-      lt[t] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] * SUNIT
+      lt[t] = i < (size_t)Tq ? lse[(size_t)lse_off + q0 + i] * SUNIT(2)
                              : -INFINITY;
       et[t] = i < (size_t)Tq ? delta[q0 + i] : 0.0f;
     }
-    scores4_dckv(sc, dp, kb, vb, o0, Tk, scale * SUNIT, qb, db, i0, Tq, area,
-                 HALF(4, ATT_DCKV), tx, ty);
+    scores4_dckv(sc, dp, kb, vb, o0, Tk, scale * SUNIT(2), qb, db, i0, Tq,
+                 area, HALF(4, ATT_DCKV), tx, ty);
     /* Transposed: score (key row r, query column c). */
     const int inside =
         tile_inside(2, i0, ATT_BN, o0, ATT_BM, Tq, Tk, causal, has_mask);
@@ -1524,7 +1524,7 @@ __kernel RUMUS_REQD_WG(NTT, 1, 1) void attn_dkdv_tile(DKDV_ARGS) {
         const int qi = tx * ATT_RN + c;
         const float s =
             inside ? sc[r][c]
-                   : tile_score(sc[r][c], i0 + (size_t)qi,
+                   : tile_score(2, sc[r][c], i0 + (size_t)qi,
                                 o0 + (size_t)(ty * ATT_RM + r), Tq, Tk,
                                 causal, has_mask, mb, msi, msj);
         const float2 g = tile_grad(s, dp[r][c], lt[qi], et[qi]);

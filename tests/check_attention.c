@@ -519,8 +519,9 @@ END_TEST
  * chunks at D = 40), alone and together, RUMUS_ATTENTION_INTERIOR=0 and
  * 3 (every tile tested against the matrix, the diagonal and the mask, or
  * none wholly inside, in both sets; the default skips the test in the
- * backward alone) and RUMUS_ATTENTION_EXP2=0 (scores in natural-log
- * units).  The third case has tiles wholly inside the matrix (no mask,
+ * backward alone) and RUMUS_ATTENTION_EXP2=0 and 3 (scores in
+ * natural-log units in both sets, or in log2 units with exp2 in both; the
+ * default takes log2 units in the backward alone).  The third case has tiles wholly inside the matrix (no mask,
  * not causal). */
 static const char *const TILINGS[][7] = {
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
@@ -537,6 +538,7 @@ static const char *const TILINGS[][7] = {
     {"default", NULL, NULL, NULL, NULL, "0", NULL},
     {"default", NULL, NULL, NULL, NULL, "3", NULL},
     {"default", NULL, NULL, NULL, NULL, NULL, "0"},
+    {"default", NULL, NULL, NULL, NULL, NULL, "3"},
 };
 #define NTILINGS (sizeof TILINGS / sizeof TILINGS[0])
 

@@ -200,23 +200,29 @@ static int tiles_prefetch(void) {
   return env_switch("RUMUS_ATTENTION_PREFETCH", 0);
 }
 
-/* ATT_INTERIOR of the tiled kernels (cl/attention.cl), the sets that skip
- * the per-score test against the matrix, the diagonal and the mask on
- * tiles wholly inside (the same bits either way): bit 1 the forward, bit
- * 2 the backward.  Default 2: on the H100 (session-2249) the skip ran the
- * backward 4-5% faster and the forward 2-5% slower.
- * RUMUS_ATTENTION_INTERIOR=0..3 replaces it. */
-static int tiles_interior(void) {
-  const char *v = getenv("RUMUS_ATTENTION_INTERIOR");
+/* A bit set of the two kernel sets (bit 1 the forward, bit 2 the
+ * backward) from environment variable `name` ("0" to "3"), else dflt. */
+static int env_sets(const char *name, int dflt) {
+  const char *v = getenv(name);
   if (v != NULL && v[0] >= '0' && v[0] <= '3' && v[1] == '\0')
     return v[0] - '0';
-  return 2;
+  return dflt;
 }
 
-/* ATT_EXP2: scores in log2 units, exp2 per probability (1, the default: on
- * the H100 1-2% faster forward and 4% faster forward + backward than exp
- * in natural-log units, session-2249); RUMUS_ATTENTION_EXP2=0 takes exp. */
-static int tiles_exp2(void) { return env_switch("RUMUS_ATTENTION_EXP2", 1); }
+/* ATT_INTERIOR of the tiled kernels (cl/attention.cl), the sets that skip
+ * the per-score test against the matrix, the diagonal and the mask on
+ * tiles wholly inside (the same bits either way).  ATT_EXP2, the sets
+ * whose scores are in log2 units with exp2 per probability (else natural
+ * log and exp).  Default 2 for both, the backward alone: on the H100 the
+ * backward ran 4-5% faster with the skip and 4% faster with exp2
+ * (session-2249), while the forward ran fastest with neither (8x16x4096x64:
+ * 20.1 ms, 21.1 with the skip, 24.1 with exp2, 20.7 with both;
+ * bench/results/h100/session-0153/b/).  RUMUS_ATTENTION_INTERIOR and
+ * RUMUS_ATTENTION_EXP2 = 0..3 replace them. */
+static int tiles_interior(void) {
+  return env_sets("RUMUS_ATTENTION_INTERIOR", 2);
+}
+static int tiles_exp2(void) { return env_sets("RUMUS_ATTENTION_EXP2", 2); }
 
 /* ATT_V4 of the tiled kernels: float4 staging where the head dim, the
  * chunk depths and the tile's float4 columns allow it (cl/attention.cl);
