@@ -9,7 +9,10 @@
  * at offset + z * stride (stride 0 repeats one matrix over the batch).
  * Index math is size_t: tensors over 2^31 elements are addressed correctly.
  * With beta == 0 the old C is never read, so NaN there does not propagate.
- * K == 0 gives beta * C (the host passes alpha = 0 then).
+ * K == 0 gives beta * C (the host passes alpha = 0 then).  Where the
+ * host passes a bias (rumus_gemm_bias; a NULL buffer and has_bias 0
+ * otherwise), bias[n] of C's type joins every element of column n as C
+ * is stored, after beta * C.
  *
  * GPU variant (gemm_tiled): one work-group of RTSN x RTSM = (TSN / WPTN) x
  * (TSM / WPTM) work-items computes a TSM x TSN tile of C; each work-item
@@ -255,19 +258,23 @@ inline void tiled_store_b(local float *Bs, const float4 *rb, int tid) {
   }
 }
 
-/* C[m][n0 + n .. + 3] = alpha * acc + beta * C, guarded against N. */
+/* C[m][n .. n + 3] = alpha * acc + beta * C + bias[n .. n + 3] (bias
+ * NULL: none), guarded against N. */
 inline void tiled_store_c(global c_t *C, size_t ldc, size_t m, size_t n,
-                          size_t N, float4 acc, float alpha, float beta) {
+                          size_t N, float4 acc, float alpha, float beta,
+                          global const c_t *bias) {
   const size_t at = m * ldc + n;
   float4 v = alpha * acc;
   if (n + 3 < N) {
     if (beta != 0.0f) v += beta * LOADC4(C, at);
+    if (bias) v += RUMUS_LOADN(RUMUS_STORAGE_C, 4, bias, n);
     STOREC4(v, C, at);
   } else {
     float e[4] = {v.x, v.y, v.z, v.w};
     for (int c = 0; c < 4 && n + c < N; c++) {
       float r = e[c];
       if (beta != 0.0f) r += beta * LOADC(C, at + c);
+      if (bias) r += LOADC(bias, n + c);
       STOREC(r, C, at + c);
     }
   }
@@ -304,7 +311,8 @@ inline void tiled_multiply(float acc[WPTM][WPTN], local const float *As,
 inline void gemm_tiled_body(global const real_t *A, size_t lda,
                             global const real_t *B, size_t ldb,
                             global c_t *C, size_t ldc, size_t M, size_t N,
-                            size_t K, float alpha, float beta, local float *As,
+                            size_t K, float alpha, float beta,
+                            global const c_t *bias, local float *As,
                             local float *Bs) {
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
   const int tid = ty * RTSN + tx;
@@ -364,7 +372,7 @@ inline void gemm_tiled_body(global const real_t *A, size_t lda,
             tiled_store_c(C, ldc, m, n, N,
                           (float4)(acc[i][j], acc[i][j + 1], acc[i][j + 2],
                                    acc[i][j + 3]),
-                          alpha, beta);
+                          alpha, beta, bias);
         }
       }
     }
@@ -375,7 +383,8 @@ void gemm_tiled(
     global const real_t *A, ulong a_off, ulong lda, ulong stride_a,
     global const real_t *B, ulong b_off, ulong ldb, ulong stride_b,
     global c_t *C, ulong c_off, ulong ldc, ulong stride_c, ulong M,
-    ulong N, ulong K, float alpha, float beta) {
+    ulong N, ulong K, float alpha, float beta, global const c_t *bias,
+    ulong bias_off, int has_bias) {
   /* float4 arrays: the slices are read and written as float4, which needs
    * 16-byte alignment (a float array is only 4-byte aligned). */
   local float4 As[DBUF * LSA / 4];
@@ -384,15 +393,19 @@ void gemm_tiled(
   gemm_tiled_body(A + (size_t)a_off + z * (size_t)stride_a, lda,
                   B + (size_t)b_off + z * (size_t)stride_b, ldb,
                   C + (size_t)c_off + z * (size_t)stride_c, ldc, M, N, K,
-                  alpha, beta, (local float *)As, (local float *)Bs);
+                  alpha, beta, has_bias ? bias + (size_t)bias_off : 0,
+                  (local float *)As, (local float *)Bs);
 }
 
 /* Split-K's second pass (GPU variant, src/ops/gemm.c): C = the sum of
  * the S float partials P[s][m][n] (pitch ldp, slices sp apart; alpha is
- * in them) in slice order + beta * C, one work-item per element. */
+ * in them) in slice order + beta * C + bias[n], one work-item per
+ * element. */
 __kernel void gemm_splitk_sum(global const float *P, ulong ldp, ulong sp,
                               ulong S, global c_t *C, ulong c_off, ulong ldc,
-                              ulong M, ulong N, float beta) {
+                              ulong M, ulong N, float beta,
+                              global const c_t *bias, ulong bias_off,
+                              int has_bias) {
   const size_t n = get_global_id(0), m = get_global_id(1);
   if (n >= N || m >= M) return;
   global const float *p = P + m * (size_t)ldp + n;
@@ -400,6 +413,7 @@ __kernel void gemm_splitk_sum(global const float *P, ulong ldp, ulong sp,
   for (size_t s = 0; s < S; s++) acc += p[s * (size_t)sp];
   global c_t *c = C + (size_t)c_off + m * (size_t)ldc + n;
   if (beta != 0.0f) acc += beta * LOADC(c, 0);
+  if (has_bias) acc += LOADC(bias, (size_t)bias_off + n);
   STOREC(acc, c, 0);
 }
 
@@ -513,7 +527,8 @@ __kernel void gemm_packed(global const float *restrict Ap, ulong stride_ap,
                           global const float *restrict Bp, ulong stride_bp,
                           global c_t *restrict C, ulong c_off, ulong ldc,
                           ulong stride_c, ulong M, ulong N, ulong K,
-                          float alpha, float beta) {
+                          float alpha, float beta, global const c_t *bias,
+                          ulong bias_off, int has_bias) {
   const size_t q = get_global_id(0), p = get_global_id(1), z = get_global_id(2);
   const size_t i0 = q * MR, j0 = p * NR;
   if (i0 >= M || j0 >= N) return;
@@ -538,10 +553,12 @@ __kernel void gemm_packed(global const float *restrict Ap, ulong stride_ap,
   UNROLL for (int r = 0; r < MR; r++) {
     if (i0 + r >= M) break;
     global c_t *c = C + (i0 + r) * (size_t)ldc + j0;
+    global const c_t *bj = bias + (size_t)bias_off + j0;
     if (j0 + NR <= N) {
       UNROLL for (int v = 0; v < NV; v++) {
         float16 y = alpha * acc[r][v];
         if (beta != 0.0f) y += beta * LOADC16(c, 16 * v);
+        if (has_bias) y += LOADC16(bj, 16 * v);
         STOREC16(y, c, 16 * v);
       }
     } else {
@@ -550,6 +567,7 @@ __kernel void gemm_packed(global const float *restrict Ap, ulong stride_ap,
       for (size_t j = 0; j < NR && j0 + j < N; j++) {
         float y = alpha * row[j];
         if (beta != 0.0f) y += beta * LOADC(c, j);
+        if (has_bias) y += LOADC(bj, j);
         STOREC(y, c, j);
       }
     }

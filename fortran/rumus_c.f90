@@ -555,6 +555,21 @@ module rumus_c
       type(c_ptr), value :: C
       integer(c_int) :: rumus_gemm
     end function rumus_gemm
+    function rumus_gemm_bias(ctx, ta, tb, alpha, A, B, beta, bias, C) bind(C, &
+        name="rumus_gemm_bias")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      integer(c_int), value :: ta
+      integer(c_int), value :: tb
+      real(c_float), value :: alpha
+      type(c_ptr), value :: A
+      type(c_ptr), value :: B
+      real(c_float), value :: beta
+      type(c_ptr), value :: bias
+      type(c_ptr), value :: C
+      integer(c_int) :: rumus_gemm_bias
+    end function rumus_gemm_bias
     function rumus_gemm_ex(ctx, ta, tb, alpha, A, B, beta, C, layout) bind(C, name="rumus_gemm_ex")
       import
       implicit none

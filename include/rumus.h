@@ -595,6 +595,25 @@ RUMUS_API int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
                          float alpha, const rumus_tensor *A,
                          const rumus_tensor *B, float beta, rumus_tensor *C);
 
+/*! rumus_gemm_bias() :
+ *  rumus_gemm() with a bias row added in the same pass (PyTorch's
+ *  F.linear(x, W, b) is rumus_gemm_bias(ctx, RUMUS_NO_TRANS, RUMUS_TRANS,
+ *  1, x, W, 0, b, y)): C = alpha * op(A) * op(B) + beta * C + bias, the
+ *  1-D bias [N], of C's type, added to every row of C (of every batch),
+ *  in that order and in float, each element of C rounded once.  With F32
+ *  C, alpha 1 and beta 0 the result has the bits of rumus_gemm() followed
+ *  by rumus_bias_add(); a 16-bit C rounds once where that pair rounds
+ *  twice.  K == 0 or alpha == 0 gives beta * C + bias.  The bias must not
+ *  share memory with C.
+ *  @return as rumus_gemm(), and RUMUS_ENULL (bias NULL), RUMUS_EDTYPE
+ *          (bias not C's type), RUMUS_ESHAPE (bias not [N]), RUMUS_EINVAL
+ *          (bias overlapping C). */
+RUMUS_API int rumus_gemm_bias(rumus_ctx *ctx, rumus_transpose ta,
+                              rumus_transpose tb, float alpha,
+                              const rumus_tensor *A, const rumus_tensor *B,
+                              float beta, const rumus_tensor *bias,
+                              rumus_tensor *C);
+
 /* Strided-batch description for rumus_gemm_ex(): element offsets, leading
  * sizes (row pitch, in elements) and batch strides (0 repeats a matrix). */
 typedef struct {

@@ -888,6 +888,173 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* rumus_gemm_bias: C = alpha op(A) op(B) + beta C + bias on both variants,
+ * against the float64 reference of the stored values, with 3-D batches
+ * (the bias on every batch), K = 0 (beta C + bias), split-K products
+ * (forced, on the GPU variant) and 16-bit storage; with F32 C, alpha 1
+ * and beta 0 the bits of rumus_gemm then rumus_bias_add. */
+typedef struct {
+  size_t batch, m, n, k;
+  int ta, tb;
+  rumus_dtype ab, ct;
+  const char *splitk;
+  float alpha, beta;
+} bias_case;
+
+static const bias_case BIAS_CASES[] = {
+    {1, 37, 45, 29, 0, 1, RUMUS_F32, RUMUS_F32, NULL, 1.0f, 0.0f},
+    {1, 37, 45, 29, 1, 0, RUMUS_F32, RUMUS_F32, NULL, 0.5f, 0.25f},
+    {3, 13, 70, 33, 0, 0, RUMUS_F32, RUMUS_F32, NULL, 1.0f, 1.0f},
+    {1, 20, 37, 1100, 1, 0, RUMUS_F32, RUMUS_F32, "3", 0.75f, 0.5f},
+    {1, 20, 37, 1100, 1, 0, RUMUS_F32, RUMUS_F32, "3", 1.0f, 0.0f},
+    {1, 9, 17, 0, 0, 1, RUMUS_F32, RUMUS_F32, NULL, 1.0f, 0.5f},
+    {1, 37, 45, 29, 0, 1, RUMUS_F16, RUMUS_F16, NULL, 1.0f, 0.0f},
+    {1, 37, 45, 29, 0, 1, RUMUS_BF16, RUMUS_BF16, NULL, 1.0f, 0.5f},
+    {1, 37, 45, 29, 0, 1, RUMUS_F16, RUMUS_F32, NULL, 1.0f, 0.0f},
+    {1, 20, 37, 1100, 1, 0, RUMUS_BF16, RUMUS_BF16, "3", 1.0f, 0.0f},
+    {1, 37, 130, 29, 0, 1, RUMUS_BF16, RUMUS_BF16, NULL, 1.0f, 0.0f},
+    {2, 19, 130, 29, 0, 0, RUMUS_F16, RUMUS_F16, NULL, 1.0f, 0.5f},
+};
+#define NBIAS_CASES (sizeof BIAS_CASES / sizeof BIAS_CASES[0])
+
+/* want[z][i][j] = alpha (op(A_z) op(B))[i][j] + beta c0 + bias[j]. */
+static void ref_bias(const bias_case *c, const float *a, const float *b,
+                     const float *c0, const float *bias, double *want) {
+  const size_t lda = c->ta ? c->m : c->k, ldb = c->tb ? c->k : c->n;
+  for (size_t z = 0; z < c->batch; z++) {
+    const size_t zc = z * c->m * c->n;
+    ref_gemm(c->ta, c->tb, c->m, c->n, c->k, c->alpha, a + z * c->m * c->k,
+             lda, b, ldb, c->beta, c0 + zc, c->n, want + zc);
+    for (size_t i = 0; i < c->m * c->n; i++) want[zc + i] += bias[i % c->n];
+  }
+}
+
+START_TEST(bias_epilogue) {
+  const bias_case *c = &BIAS_CASES[_i];
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 700 + (uint64_t)_i);
+  const size_t an = c->batch * c->m * c->k, bn = c->k * c->n,
+               cn = c->batch * c->m * c->n;
+  float *a = random_typed(&r, c->ab, an, -1, 1),
+        *b = random_typed(&r, c->ab, bn, -1, 1),
+        *c0 = random_typed(&r, c->ct, cn, -1, 1),
+        *bias = random_typed(&r, c->ct, c->n, -2, 2);
+  const size_t sa[3] = {c->batch, c->ta ? c->k : c->m, c->ta ? c->m : c->k},
+               sb[2] = {c->tb ? c->n : c->k, c->tb ? c->k : c->n},
+               sc[3] = {c->batch, c->m, c->n};
+  const int nd = c->batch > 1 ? 3 : 2;
+  rumus_tensor *tA = tu_tensor_typed(ctx, c->ab, nd, sa + 3 - nd, a),
+               *tB = tu_tensor_typed(ctx, c->ab, 2, sb, b),
+               *tC = tu_tensor_typed(ctx, c->ct, nd, sc + 3 - nd, NULL),
+               *tP = tu_tensor_typed(ctx, c->ct, nd, sc + 3 - nd, NULL),
+               *tb = tu_tensor_typed(ctx, c->ct, 1, &c->n, bias);
+  double *want = malloc(cn * sizeof *want);
+  ck_assert_ptr_nonnull(want);
+  ref_bias(c, a, b, c0, bias, want);
+  const double tol = tolerance(c->k, c->alpha, absmax(a, an), absmax(b, bn),
+                               c->beta, absmax(c0, cn)) +
+                     2e-7 * absmax(bias, c->n);
+  const double rtol = tu_store_rtol(c->ct);
+  if (c->splitk) setenv("RUMUS_GEMM_SPLITK", c->splitk, 1);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    TU_OK(ctx, rumus_tensor_upload_f32(tC, c0, cn));
+    TU_OK(ctx, rumus_gemm_bias(ctx, c->ta, c->tb, c->alpha, tA, tB, c->beta,
+                               tb, tC));
+    float *got = tu_download_f32(ctx, tC);
+    char name[96];
+    snprintf(name, sizeof name, "gemm_bias_%zu_%s", (size_t)_i,
+             tu_variant_name(tu_variants[v]));
+    tu_check_close(name, got, want, cn, tol * (1.0 + rtol) +
+                   tu_store_atol(c->ct), rtol);
+    if (c->ct == RUMUS_F32 && c->alpha == 1.0f && c->beta == 0.0f) {
+      TU_OK(ctx, rumus_gemm(ctx, c->ta, c->tb, 1.0f, tA, tB, 0.0f, tP));
+      TU_OK(ctx, rumus_bias_add(ctx, tP, tb));
+      float *pair = tu_download_f32(ctx, tP);
+      ck_assert_msg(memcmp(got, pair, cn * sizeof *got) == 0,
+                    "%s: not the bits of rumus_gemm + rumus_bias_add", name);
+      free(pair);
+    }
+    free(got);
+  }
+  unsetenv("RUMUS_GEMM_SPLITK");
+  free(want);
+  free(a);
+  free(b);
+  free(c0);
+  free(bias);
+  tu_free_all(ctx, tA, tB, tC, tP, tb, NULL);
+}
+END_TEST
+
+/* rumus_gemm_bias's own errors, and guard bytes around C and the bias
+ * (a view inside a larger buffer) on both variants. */
+START_TEST(bias_errors) {
+  rumus_ctx *ctx = tu_ctx();
+  const size_t M = 5, N = 7, K = 3, sa[2] = {M, K}, sb[2] = {K, N},
+               sc[2] = {M, N}, s1 = N, s2[2] = {1, N}, s8 = N + 1;
+  float a[15], b[21];
+  for (int i = 0; i < 15; i++) a[i] = (float)(i % 5) - 2.0f;
+  for (int i = 0; i < 21; i++) b[i] = (float)(i % 7) * 0.5f - 1.0f;
+  rumus_tensor *tA = tu_tensor(ctx, RUMUS_F32, 2, sa, a),
+               *tB = tu_tensor(ctx, RUMUS_F32, 2, sb, b),
+               *tC = tu_tensor(ctx, RUMUS_F32, 2, sc, NULL),
+               *b16 = tu_tensor_typed(ctx, RUMUS_F16, 1, &s1, NULL),
+               *b2d = tu_tensor(ctx, RUMUS_F32, 2, s2, NULL),
+               *b8 = tu_tensor(ctx, RUMUS_F32, 1, &s8, NULL);
+  ck_assert_int_eq(rumus_gemm_bias(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f,
+                                   tA, tB, 0.0f, NULL, tC),
+                   RUMUS_ENULL);
+  ck_assert_int_eq(rumus_gemm_bias(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f,
+                                   tA, tB, 0.0f, b16, tC),
+                   RUMUS_EDTYPE);
+  ck_assert_int_eq(rumus_gemm_bias(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f,
+                                   tA, tB, 0.0f, b2d, tC),
+                   RUMUS_ESHAPE);
+  ck_assert_int_eq(rumus_gemm_bias(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f,
+                                   tA, tB, 0.0f, b8, tC),
+                   RUMUS_ESHAPE);
+  /* A bias over the last elements of C, in one buffer. */
+  cl_int e;
+  cl_mem mem = clCreateBuffer(rumus_ctx_cl_context(ctx), CL_MEM_READ_WRITE,
+                              64 * sizeof(float), NULL, &e);
+  ck_assert_int_eq(e, CL_SUCCESS);
+  rumus_tensor *vc = NULL, *vo = NULL;
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, sc, mem, 0, &vc));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 1, &s1, mem,
+                               (M * N - 2) * sizeof(float), &vo));
+  TU_STATUS(RUMUS_EINVAL,
+            rumus_gemm_bias(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, tA,
+                            tB, 0.0f, vo, vc));
+  ck_assert_ptr_nonnull(strstr(rumus_ctx_errmsg(ctx), "overlap"));
+  /* Guard bytes around C and around a bias at an unaligned offset. */
+  float bias[7];
+  for (int i = 0; i < 7; i++) bias[i] = (float)i - 3.5f;
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    tu_guarded gC = tu_guarded_typed(ctx, RUMUS_F32, 2, sc, NULL),
+               gb = tu_guarded_typed_odd(ctx, RUMUS_F32, 1, &s1, bias, 3);
+    TU_OK(ctx, rumus_gemm_bias(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, tA,
+                               tB, 0.0f, gb.t, gC.t));
+    float *got = tu_download(ctx, gC.t);
+    double want[35];
+    for (size_t i = 0; i < M * N; i++) {
+      want[i] = bias[i % N];
+      for (size_t k = 0; k < K; k++)
+        want[i] += (double)a[i / N * K + k] * b[k * N + i % N];
+    }
+    tu_check_close("gemm_bias_guarded", got, want, M * N, 1e-5, 0);
+    free(got);
+    tu_guarded_check_free_all(ctx, &gC, &gb, NULL);
+  }
+  rumus_tensor_free(vo);
+  rumus_tensor_free(vc);
+  clReleaseMemObject(mem);
+  tu_free_all(ctx, tA, tB, tC, b16, b2d, b8, NULL);
+}
+END_TEST
+
 /* Storage combinations other than A and B of one type T with C of T or
  * F32: RUMUS_EDTYPE before any other check of shapes or layout, with a
  * message naming the tensors and their types. */
@@ -978,10 +1145,12 @@ int main(void) {
   tcase_add_loop_test(limits, tile_override, 0, 6);
   tcase_add_loop_test(limits, splitk_override, 0, 3);
   tcase_add_loop_test(limits, cpu_nv_override, 0, 7);
+  tcase_add_loop_test(limits, bias_epilogue, 0, (int)NBIAS_CASES);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
   tcase_add_test(errors, bad_input);
   tcase_add_test(errors, bad_types);
+  tcase_add_test(errors, bias_errors);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }

@@ -140,7 +140,21 @@ typedef struct {
   const rumus_tensor *A, *B;
   rumus_tensor *C;
   rumus_gemm_layout l;
+  const rumus_tensor *bias; /* [N], C's type, added to every row; or NULL */
 } problem;
+
+/* The bias arguments of the kernels (none: a NULL buffer, has_bias 0). */
+typedef struct {
+  cl_mem mem;
+  cl_ulong off;
+  cl_int on;
+} bias_arg;
+
+static bias_arg bias_of(const problem *p) {
+  if (p->bias == NULL) return (bias_arg){NULL, 0, 0};
+  return (bias_arg){p->bias->mem, rumus__off(p->bias), 1};
+}
+static const bias_arg NO_BIAS = {NULL, 0, 0};
 
 /* A view of t from element off (of t), rows ld apart, batches stride
  * apart, whose float4 groups are all aligned. */
@@ -238,7 +252,8 @@ static int launch_tiled(rumus_ctx *ctx, const char *op,
                         const rumus__kernel_ref *k, const tiled_cfg *t,
                         const tiled_view *a, const tiled_view *b,
                         const tiled_view *c, size_t m, size_t n, size_t kk,
-                        float alpha, float beta, size_t batch) {
+                        float alpha, float beta, const bias_arg *bias,
+                        size_t batch) {
   const size_t rtsm = (size_t)(t->tsm / t->wptm),
                rtsn = (size_t)(t->tsn / t->wptn);
   const size_t local[3] = {rtsn, rtsm, 1};
@@ -251,7 +266,8 @@ static int launch_tiled(rumus_ctx *ctx, const char *op,
       RUMUS__ARG(b->ld), RUMUS__ARG(b->stride), RUMUS__ARG(c->mem),
       RUMUS__ARG(c->off), RUMUS__ARG(c->ld), RUMUS__ARG(c->stride),
       RUMUS__ARG(M), RUMUS__ARG(N), RUMUS__ARG(K), RUMUS__ARG(alpha),
-      RUMUS__ARG(beta)};
+      RUMUS__ARG(beta), RUMUS__ARG(bias->mem), RUMUS__ARG(bias->off),
+      RUMUS__ARG(bias->on)};
   return rumus__launch(ctx, op, k, 3, global, local,
                        sizeof args / sizeof args[0], args);
 }
@@ -276,6 +292,7 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
   char opts[320];
   gemm_options(ctx, &g, opts, sizeof opts);
   const rumus__kernel_ref k = {FILE_CL, opts, "gemm_tiled"};
+  const bias_arg bias = bias_of(p);
   const size_t rows_max = GRID_MAX * (size_t)t->tsm;
   for (size_t b0 = 0; b0 < l->batch; b0 += GRID_MAX) {
     size_t bc = l->batch - b0 < GRID_MAX ? l->batch - b0 : GRID_MAX;
@@ -291,7 +308,7 @@ static int run_tiled(rumus_ctx *ctx, const char *op, const problem *p,
                             l->c_offset + b0 * l->stride_c + m0 * l->ldc,
                             l->ldc, l->stride_c};
       RUMUS__FORWARD(launch_tiled(ctx, op, &k, t, &a, &b, &c, mc, l->n, l->k,
-                                  p->alpha, p->beta, bc));
+                                  p->alpha, p->beta, &bias, bc));
     }
   }
   return RUMUS_OK;
@@ -392,12 +409,12 @@ static int splitk_products(rumus_ctx *ctx, const char *op, const problem *p,
   const size_t full = sp->s - 1;
   if (full > 0)
     RUMUS__FORWARD(launch_tiled(ctx, op, &k, t, &a, &b, &c, l->m, l->n,
-                                sp->kc, p->alpha, 0.0f, full));
+                                sp->kc, p->alpha, 0.0f, &NO_BIAS, full));
   a.off += full * da;
   b.off += full * db;
   c.off += full * sp->sp;
   return launch_tiled(ctx, op, &k, t, &a, &b, &c, l->m, l->n,
-                      l->k - full * sp->kc, p->alpha, 0.0f, 1);
+                      l->k - full * sp->kc, p->alpha, 0.0f, &NO_BIAS, 1);
 }
 
 static int run_splitk(rumus_ctx *ctx, const char *op, const problem *p,
@@ -426,11 +443,13 @@ static int run_splitk(rumus_ctx *ctx, const char *op, const problem *p,
   if (st == RUMUS_OK) {
     cl_ulong ldp = sp.ldp, spp = sp.sp, S = sp.s, co = l->c_offset,
              ldc = l->ldc, M = l->m, N = l->n;
+    bias_arg bias = bias_of(p);
     const rumus__arg args[] = {
-        RUMUS__ARG(sp.mem), RUMUS__ARG(ldp), RUMUS__ARG(spp),
-        RUMUS__ARG(S),      RUMUS__ARG(p->C->mem), RUMUS__ARG(co),
-        RUMUS__ARG(ldc),    RUMUS__ARG(M), RUMUS__ARG(N),
-        RUMUS__ARG(p->beta)};
+        RUMUS__ARG(sp.mem),    RUMUS__ARG(ldp),      RUMUS__ARG(spp),
+        RUMUS__ARG(S),         RUMUS__ARG(p->C->mem), RUMUS__ARG(co),
+        RUMUS__ARG(ldc),       RUMUS__ARG(M),        RUMUS__ARG(N),
+        RUMUS__ARG(p->beta),   RUMUS__ARG(bias.mem), RUMUS__ARG(bias.off),
+        RUMUS__ARG(bias.on)};
     const size_t global[3] = {l->n, l->m, 1}, local[3] = {64, 4, 1};
     st = rumus__launch(ctx, op, &ksum, 3, global, local,
                        sizeof args / sizeof args[0], args);
@@ -488,6 +507,8 @@ static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
       cl_ulong sap = bat_a ? (cl_ulong)(mp * kn) : 0,
                sbp = bat_b ? (cl_ulong)(np * kn) : 0;
       float beta = k0 == 0 ? p->beta : 1.0f;
+      /* The bias joins the last chunk's sums (C holds the earlier ones). */
+      bias_arg bias = k0 + kn >= l->k ? bias_of(p) : NO_BIAS;
       const rumus__arg aa[] = {RUMUS__ARG(p->A->mem), RUMUS__ARG(ao),
                                RUMUS__ARG(lda), RUMUS__ARG(sa), RUMUS__ARG(ap),
                                RUMUS__ARG(M), RUMUS__ARG(Kc)};
@@ -499,7 +520,8 @@ static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
           RUMUS__ARG(sbp), RUMUS__ARG(p->C->mem), RUMUS__ARG(co),
           RUMUS__ARG(ldc), RUMUS__ARG(sc), RUMUS__ARG(M),
           RUMUS__ARG(N),   RUMUS__ARG(Kc), RUMUS__ARG(p->alpha),
-          RUMUS__ARG(beta)};
+          RUMUS__ARG(beta), RUMUS__ARG(bias.mem), RUMUS__ARG(bias.off),
+          RUMUS__ARG(bias.on)};
       const size_t kbn = (kn + PACK_KB - 1) / PACK_KB;
       const size_t ga[3] = {p->ta ? mp / CPU_MR : kbn, p->ta ? kbn : mp / CPU_MR,
                             bat_a ? bn : 1};
@@ -555,13 +577,41 @@ static int check_c_apart(rumus_ctx *ctx, const char *op, const problem *p) {
   return RUMUS_OK;
 }
 
+/* The bias of rumus_gemm_bias(): [N] of C's type, apart from C's bytes
+ * (it is read while C is written). */
+static int check_bias(rumus_ctx *ctx, const char *op, const problem *p) {
+  const rumus_tensor *b = p->bias;
+  if (b == NULL) return RUMUS_OK;
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "bias", b));
+  RUMUS__FAIL_IF(b->dtype != p->C->dtype, ctx, RUMUS_EDTYPE,
+                 "%s: bias is %s and C %s; bias must be C's type", op,
+                 type_name(b->dtype), type_name(p->C->dtype));
+  char sb[RUMUS__SHAPE_BUF];
+  rumus__shape_str(b, sb, sizeof sb);
+  RUMUS__FAIL_IF(b->ndim != 1 || b->shape[0] != p->l.n, ctx, RUMUS_ESHAPE,
+                 "%s: bias %s must be [%zu], one value per column of C", op,
+                 sb, p->l.n);
+  if (b->mem != p->C->mem) return RUMUS_OK;
+  const rumus_gemm_layout *l = &p->l;
+  size_t c0, c1;
+  view_bytes(p->C, l->c_offset, l->ldc, l->stride_c, l->m, l->n, l->batch,
+             &c0, &c1);
+  const size_t b0 = b->offset, b1 = b0 + l->n * rumus_dtype_size(b->dtype);
+  RUMUS__FAIL_IF(b0 < c1 && c0 < b1, ctx, RUMUS_EINVAL,
+                 "%s: C (bytes %zu to %zu) and bias (bytes %zu to %zu) "
+                 "overlap in one buffer", op, c0, c1, b0, b1);
+  return RUMUS_OK;
+}
+
 static int run(rumus_ctx *ctx, const char *op, int ta, int tb, float alpha,
                const rumus_tensor *A, const rumus_tensor *B, float beta,
-               rumus_tensor *C, const rumus_gemm_layout *user) {
+               rumus_tensor *C, const rumus_tensor *bias,
+               const rumus_gemm_layout *user) {
   if (user->m == 0 || user->n == 0 || user->batch == 0) return RUMUS_OK;
-  problem p = {ta, tb, alpha, beta, A, B, C, *user};
-  if (p.l.k == 0 || alpha == 0.0f) { /* C = beta * C; A, B not read */
-    if (beta == 1.0f) return RUMUS_OK;
+  problem p = {ta, tb, alpha, beta, A, B, C, *user, bias};
+  RUMUS__FORWARD(check_bias(ctx, op, &p));
+  if (p.l.k == 0 || alpha == 0.0f) { /* C = beta * C (+ bias); A, B not read */
+    if (beta == 1.0f && bias == NULL) return RUMUS_OK;
     p.l.k = 0;
     p.alpha = 0.0f;
   } else {
@@ -608,7 +658,7 @@ int rumus__gemm_tiled_f32(rumus_ctx *ctx, const char *op, cl_mem a,
   if (l->m == 0 || l->n == 0 || l->batch == 0) return RUMUS_OK;
   const rumus_tensor A = float_view(ctx, a, na), B = float_view(ctx, b, nb);
   rumus_tensor C = float_view(ctx, c, nc);
-  const problem p = {0, tb != 0, 1.0f, 0.0f, &A, &B, &C, *l};
+  const problem p = {0, tb != 0, 1.0f, 0.0f, &A, &B, &C, *l, NULL};
   tiled_cfg env;
   const tiled_cfg *t = pick_tiles(ctx, l->m, l->n, l->batch, &env);
   RUMUS__FAIL_IF(t == NULL || !rumus__gpu_variant(ctx), ctx, RUMUS_EINVAL,
@@ -653,13 +703,14 @@ int rumus_gemm_ex(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
     RUMUS__FORWARD(check_extent(ctx, op, "B", B, l->b_offset, l->ldb,
                                 l->stride_b, b_rows, b_cols, l->batch));
   }
-  return run(ctx, op, ta, tb, alpha, A, B, beta, C, l);
+  return run(ctx, op, ta, tb, alpha, A, B, beta, C, NULL, l);
 }
 
-int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
-               float alpha, const rumus_tensor *A, const rumus_tensor *B,
-               float beta, rumus_tensor *C) {
-  static const char op[] = "rumus_gemm";
+/* rumus_gemm() and rumus_gemm_bias(): the 2-D and 3-D shapes' layout. */
+static int gemm_shaped(rumus_ctx *ctx, const char *op, rumus_transpose ta,
+                       rumus_transpose tb, float alpha, const rumus_tensor *A,
+                       const rumus_tensor *B, float beta, rumus_tensor *C,
+                       const rumus_tensor *bias) {
   if (ctx == NULL) return RUMUS_ENULL;
   RUMUS__FORWARD(check_types(ctx, op, A, B, C));
   RUMUS__FORWARD(check_trans(ctx, op, "ta", ta));
@@ -700,7 +751,22 @@ int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
   l.stride_b = B->ndim == 3 ? bs[0] * bs[1] : 0;
   l.ldc = cs[1];
   l.stride_c = cs[0] * cs[1];
-  return run(ctx, op, ta, tb, alpha, A, B, beta, C, &l);
+  return run(ctx, op, ta, tb, alpha, A, B, beta, C, bias, &l);
+}
+
+int rumus_gemm(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
+               float alpha, const rumus_tensor *A, const rumus_tensor *B,
+               float beta, rumus_tensor *C) {
+  return gemm_shaped(ctx, "rumus_gemm", ta, tb, alpha, A, B, beta, C, NULL);
+}
+
+int rumus_gemm_bias(rumus_ctx *ctx, rumus_transpose ta, rumus_transpose tb,
+                    float alpha, const rumus_tensor *A, const rumus_tensor *B,
+                    float beta, const rumus_tensor *bias, rumus_tensor *C) {
+  static const char op[] = "rumus_gemm_bias";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FAIL_IF(bias == NULL, ctx, RUMUS_ENULL, "%s: bias is NULL", op);
+  return gemm_shaped(ctx, op, ta, tb, alpha, A, B, beta, C, bias);
 }
 
 /* Builds the F32 programs of the current variant for the four transposes:

@@ -395,9 +395,9 @@ static const rumus_attention_params causal = {0.0f, 1};
 
 /* out = in W^T + b for the linear layer whose weight is tensor w. */
 static int linear(gpt *m, size_t w, rumus_tensor *in, rumus_tensor *out) {
-  RCALL(m, "rumus_gemm (forward)",
-        rumus_gemm(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, in, m->pc[w], 0.0f, out));
-  RCALL(m, "rumus_bias_add", rumus_bias_add(m->ctx, out, m->pc[w + 1]));
+  RCALL(m, "rumus_gemm_bias (forward)",
+        rumus_gemm_bias(m->ctx, RUMUS_NO_TRANS, RUMUS_TRANS, 1.0f, in, m->pc[w], 0.0f,
+                        m->pc[w + 1], out));
   return RUMUS_OK;
 }
 
