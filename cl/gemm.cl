@@ -10,7 +10,7 @@
  * Index math is size_t: tensors over 2^31 elements are addressed correctly.
  * With beta == 0 the old C is never read, so NaN there does not propagate.
  * K == 0 gives beta * C (the host passes alpha = 0 then).  Where the
- * host passes a bias (rumus_gemm_bias; a NULL buffer and has_bias 0
+ * host passes a bias (rumus_gemm_bias; has_bias 0 and an unread buffer
  * otherwise), bias[n] of C's type joins every element of column n as C
  * is stored, after beta * C.
  *

@@ -143,7 +143,9 @@ typedef struct {
   const rumus_tensor *bias; /* [N], C's type, added to every row; or NULL */
 } problem;
 
-/* The bias arguments of the kernels (none: a NULL buffer, has_bias 0). */
+/* The bias arguments of the kernels.  Without a bias, has_bias 0 and a
+ * buffer that is never read (C's: a NULL buffer argument is valid OpenCL,
+ * but a real one leaves nothing to a driver's reading of the rules). */
 typedef struct {
   cl_mem mem;
   cl_ulong off;
@@ -151,10 +153,10 @@ typedef struct {
 } bias_arg;
 
 static bias_arg bias_of(const problem *p) {
-  if (p->bias == NULL) return (bias_arg){NULL, 0, 0};
+  if (p->bias == NULL) return (bias_arg){p->C->mem, 0, 0};
   return (bias_arg){p->bias->mem, rumus__off(p->bias), 1};
 }
-static const bias_arg NO_BIAS = {NULL, 0, 0};
+static bias_arg no_bias(cl_mem unread) { return (bias_arg){unread, 0, 0}; }
 
 /* A view of t from element off (of t), rows ld apart, batches stride
  * apart, whose float4 groups are all aligned. */
@@ -407,14 +409,15 @@ static int splitk_products(rumus_ctx *ctx, const char *op, const problem *p,
              b = {p->B->mem, l->b_offset, l->ldb, db},
              c = {sp->mem, 0, sp->ldp, sp->sp};
   const size_t full = sp->s - 1;
+  const bias_arg none = no_bias(sp->mem);
   if (full > 0)
     RUMUS__FORWARD(launch_tiled(ctx, op, &k, t, &a, &b, &c, l->m, l->n,
-                                sp->kc, p->alpha, 0.0f, &NO_BIAS, full));
+                                sp->kc, p->alpha, 0.0f, &none, full));
   a.off += full * da;
   b.off += full * db;
   c.off += full * sp->sp;
   return launch_tiled(ctx, op, &k, t, &a, &b, &c, l->m, l->n,
-                      l->k - full * sp->kc, p->alpha, 0.0f, &NO_BIAS, 1);
+                      l->k - full * sp->kc, p->alpha, 0.0f, &none, 1);
 }
 
 static int run_splitk(rumus_ctx *ctx, const char *op, const problem *p,
@@ -508,7 +511,7 @@ static int run_packed(rumus_ctx *ctx, const char *op, const problem *p) {
                sbp = bat_b ? (cl_ulong)(np * kn) : 0;
       float beta = k0 == 0 ? p->beta : 1.0f;
       /* The bias joins the last chunk's sums (C holds the earlier ones). */
-      bias_arg bias = k0 + kn >= l->k ? bias_of(p) : NO_BIAS;
+      bias_arg bias = k0 + kn >= l->k ? bias_of(p) : no_bias(p->C->mem);
       const rumus__arg aa[] = {RUMUS__ARG(p->A->mem), RUMUS__ARG(ao),
                                RUMUS__ARG(lda), RUMUS__ARG(sa), RUMUS__ARG(ap),
                                RUMUS__ARG(M), RUMUS__ARG(Kc)};
