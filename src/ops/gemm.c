@@ -594,8 +594,9 @@ static int check_bias(rumus_ctx *ctx, const char *op, const problem *p) {
   RUMUS__FAIL_IF(b->ndim != 1 || b->shape[0] != p->l.n, ctx, RUMUS_ESHAPE,
                  "%s: bias %s must be [%zu], one value per column of C", op,
                  sb, p->l.n);
-  if (b->mem != p->C->mem) return RUMUS_OK;
   const rumus_gemm_layout *l = &p->l;
+  if (b->mem != p->C->mem || l->m == 0 || l->n == 0 || l->batch == 0)
+    return RUMUS_OK; /* C empty: nothing is written */
   size_t c0, c1;
   view_bytes(p->C, l->c_offset, l->ldc, l->stride_c, l->m, l->n, l->batch,
              &c0, &c1);
@@ -610,9 +611,9 @@ static int run(rumus_ctx *ctx, const char *op, int ta, int tb, float alpha,
                const rumus_tensor *A, const rumus_tensor *B, float beta,
                rumus_tensor *C, const rumus_tensor *bias,
                const rumus_gemm_layout *user) {
-  if (user->m == 0 || user->n == 0 || user->batch == 0) return RUMUS_OK;
   problem p = {ta, tb, alpha, beta, A, B, C, *user, bias};
   RUMUS__FORWARD(check_bias(ctx, op, &p));
+  if (user->m == 0 || user->n == 0 || user->batch == 0) return RUMUS_OK;
   if (p.l.k == 0 || alpha == 0.0f) { /* C = beta * C (+ bias); A, B not read */
     if (beta == 1.0f && bias == NULL) return RUMUS_OK;
     p.l.k = 0;
