@@ -15,6 +15,7 @@ op (which matter only for the smallest shapes).  The counterparts:
   softmax_fwd      torch.softmax          softmax_bwd      autograd of it
   log_softmax_fwd  F.log_softmax          log_softmax_bwd  autograd of it
   gemm             torch.mm (TF32 off: cuBLAS FP32), transposes as views
+  gemm_bias        torch.addmm(bias, A, B): the product and its bias row
   bias_add         y.add_(bias)           bias_grad        dy.sum(0)
   add, mul         torch.add / torch.mul into a preallocated out
   axpy             y.add_(x, alpha=0.5)
@@ -141,12 +142,16 @@ def make_case(rec, dev):
         y = torch.softmax(x, -1) if op == "softmax_bwd" else F.log_softmax(x, -1)
         dy = rand(r, c)
         return (lambda: torch.autograd.grad(y, x, dy, retain_graph=True)), "autograd.grad"
-    if op == "gemm":
+    if op in ("gemm", "gemm_bias"):
         m, nn_, k = d
         a = rand(k, m).t() if rec["trans_a"] else rand(m, k)
         b = rand(nn_, k).t() if rec["trans_b"] else rand(k, nn_)
         out = torch.empty(m, nn_, device=dev, dtype=dt)
-        return (lambda: torch.mm(a, b, out=out)), f"torch.mm {'FP32' if dt == torch.float32 else str(dt)[6:]}"
+        kind = 'FP32' if dt == torch.float32 else str(dt)[6:]
+        if op == "gemm_bias":  # F.linear's product and bias, one cuBLASLt call
+            bias = rand(nn_)
+            return (lambda: torch.addmm(bias, a, b, out=out)), f"torch.addmm {kind}"
+        return (lambda: torch.mm(a, b, out=out)), f"torch.mm {kind}"
     if op == "bias_add":
         r, c = rows_cols()
         y, b = rand(r, c), rand(c)

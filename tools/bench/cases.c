@@ -254,6 +254,41 @@ static double check_gemm(bench_case *c, void *const *got) {
   return maxerr / maxval;
 }
 
+/* C = op(A) op(B) + bias (rumus_gemm_bias: a linear layer's forward, as
+ * F.linear): the GEMM's bytes and the bias's N; 2 M N K + M N flops. */
+static const char *describe_gemm_bias(bench_case *c) {
+  const char *why = describe_gemm(c);
+  if (why) return why;
+  const size_t m = c->shape.d[0], n = c->shape.d[1];
+  tensor(c, "bias", BT_IN, RUMUS_F32, 1, n, 0, -1, 1);
+  c->bytes += F4 * (double)n;
+  c->flops += (double)m * (double)n;
+  return NULL;
+}
+static int run_gemm_bias(bench_case *c) {
+  return rumus_gemm_bias(c->ctx, c->shape.ta ? RUMUS_TRANS : RUMUS_NO_TRANS,
+                         c->shape.tb ? RUMUS_TRANS : RUMUS_NO_TRANS, 1.0f,
+                         T(0), T(1), 0.0f, T(3), T(2));
+}
+static const char *peer_gemm_bias(bench_case *c) {
+  const char *name = peer_gemm(c);
+  if (name == NULL) return NULL;
+  peer_bias_add(P(2), H(3), c->shape.d[0], c->shape.d[1]);
+  return name;
+}
+/* check_gemm's sampled entries, each less its bias. */
+static double check_gemm_bias(bench_case *c, void *const *got) {
+  const size_t m = c->shape.d[0], n = c->shape.d[1];
+  float *cc = malloc(m * n * sizeof *cc);
+  if (cc == NULL) return -1.0;
+  const float *y = got[2], *b = H(3);
+  for (size_t i = 0; i < m * n; i++) cc[i] = y[i] - b[i % n];
+  void *less[4] = {got[0], got[1], cc, got[3]};
+  const double e = check_gemm(c, less);
+  free(cc);
+  return e;
+}
+
 /* ---- Bias ---------------------------------------------------------------- */
 
 /* bias add: y += bias per row: read y and bias, write y; 1 flop. */
@@ -1350,6 +1385,10 @@ const bench_op bench_ops[] = {
     {"gemm", "gemm", GEMM_DEFAULT, "4096x4096x4096", 0,
      "MxNxK[:op(A)op(B)], beta 0: bytes 4(MK + KN + MN), flops 2MNK",
      describe_gemm, run_gemm, peer_gemm, check_gemm, NULL},
+    {"gemm_bias", "gemm", "1024x1024x1024,16384x1152x384:nt", NULL, 0,
+     "MxNxK[:op(A)op(B)], C = op(A) op(B) + bias: bytes 4(MK + KN + MN + N), "
+     "flops 2MNK + MN",
+     describe_gemm_bias, run_gemm_bias, peer_gemm_bias, check_gemm_bias, NULL},
     {"bias_add", "elementwise", "128x256,1024x1024,4096x4096,65536x1024", NULL,
      1, "y[R,C] += bias[C]: bytes 4(2RC + C), flops RC", describe_bias_add,
      run_bias_add, peer_bias_add_, NULL, NULL},
