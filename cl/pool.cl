@@ -3120,3 +3120,186 @@ void maxpool2d_bwd_tile(ulong n, ulong first, global const real_t *dy,
   maxpool_bwd_tile(dy + dyo, idx + io_, dx + dxo, grp, io, ks, pd, status,
                    vec, mg, sv, tl, lg, lt);
 }
+
+/* ---- GPU variant: average pooling by bands in local memory ----------------
+ * The quads read each input once per window that holds it, from the
+ * caches: 3 x 3 windows of stride 1 at 128x512x28 ran at a fifth of the
+ * copy bandwidth on the H200 (nine loads an output, the backward's
+ * divisors recomputed nine times an input).  Here a work-group takes a
+ * band of rows of one plane and stages what its windows read in local
+ * memory once, coalesced, four loads a lane in flight: the forward BR
+ * output rows [oh0, oh1) and the input rows their windows touch, [r0,
+ * r1); the backward BR dx rows [h0, h1) and dy / divisor of the output
+ * rows whose windows touch them, [q0, q1).  Then each lane computes its
+ * outputs (dx elements), lane l taking l, l + WG, ... of the band.  The
+ * sums are those of avgpool_at and avgpool_bwd_item in the same order
+ * and the staged quotient is the element kernel's term: the same bits.
+ * The host sizes the band to at most BAND_CAP staged floats and passes
+ * bd = (BR, bands per plane); every extent and product fits in int.
+ * Adaptive pooling whose bins divide the input runs here as average
+ * pooling with kernel = stride = the bin (pool.c, adaptive_as_avg). */
+#ifndef BAND_CAP
+#define BAND_CAP 2048
+#endif
+
+/* avg_axis in int. */
+inline int avg_axis_i(int o, int k, int s, int p, int n, int *lo, int *hi) {
+  const int start = o * s - p, end = min(start + k, n + p);
+  *lo = max(start, 0);
+  *hi = min(end, n);
+  return end - start;
+}
+
+/* floor(a / s) for a >= 0 and ceil(a / s) for any a, s >= 1 (no division
+ * for the stride 1 the bands are for). */
+inline int band_fdiv(int a, int s) { return s == 1 ? a : a / s; }
+inline int band_cdiv(int a, int s) {
+  return s == 1 ? a : a >= 0 ? (a + s - 1) / s : -(-a / s);
+}
+
+/* Lane counters over the elements of a band's rows of width w: element
+ * l, l + WG, ... as (row, column). */
+typedef struct {
+  int r, c, dr, dc, w;
+} band_walk;
+
+inline band_walk band_walk_of(int w) {
+  band_walk b;
+  const int lid = (int)get_local_id(0);
+  b.w = w;
+  b.r = lid / w;
+  b.c = lid - b.r * w;
+  b.dr = WG / w;
+  b.dc = WG - b.dr * w;
+  return b;
+}
+
+inline void band_step(band_walk *b) {
+  b->c += b->dc;
+  b->r += b->dr;
+  if (b->c >= b->w) {
+    b->c -= b->w;
+    b->r++;
+  }
+}
+
+/* Stages src[0 .. n) into t. */
+inline void band_stage(global const real_t *src, int n, local float *t) {
+  for (int i = (int)get_local_id(0); i < n; i += 4 * WG) {
+    float v[4];
+    for (int k = 0; k < 4; k++)
+      v[k] = i + k * WG < n ? LOAD(src, i + k * WG) : 0.0f;
+    for (int k = 0; k < 4; k++)
+      if (i + k * WG < n) t[i + k * WG] = v[k];
+  }
+}
+
+/* Stages dy / divisor of output rows [q0, q0 + rows) of plane gp
+ * (rows x OW floats) into t. */
+inline void band_stage_grad(global const real_t *gp, int q0, int rows,
+                            int4 io, int4 ks, int2 pd, int cip, int divisor,
+                            local float *t) {
+  const int OW = io.s3, n = rows * OW;
+  band_walk b = band_walk_of(OW);
+  for (int i = (int)get_local_id(0); i < n; i += 4 * WG) {
+    float v[4];
+    int oh[4], ow[4];
+    for (int k = 0; k < 4; k++) {
+      oh[k] = q0 + b.r;
+      ow[k] = b.c;
+      v[k] = i + k * WG < n ? LOAD(gp, q0 * OW + i + k * WG) : 0.0f;
+      band_step(&b);
+    }
+    for (int k = 0; k < 4; k++) {
+      if (i + k * WG >= n) break;
+      int h0, h1, w0, w1;
+      const int ph = avg_axis_i(oh[k], ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+      const int pw = avg_axis_i(ow[k], ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+      t[i + k * WG] =
+          v[k] / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+    }
+  }
+}
+
+inline void avgpool_fwd_band(global const real_t *x, global real_t *y,
+                             uint grp, int4 io, int4 ks, int2 pd, int cip,
+                             int divisor, int2 bd, local float *t) {
+  const int H = io.s0, W = io.s1, OH = io.s2, OW = io.s3;
+  const uint plane = grp / (uint)bd.s1;
+  const int oh0 = (int)(grp - plane * (uint)bd.s1) * bd.s0;
+  const int oh1 = min(oh0 + bd.s0, OH);
+  const int r0 = max(0, oh0 * ks.s2 - pd.s0);
+  const int r1 = max(r0, min(H, (oh1 - 1) * ks.s2 - pd.s0 + ks.s0));
+  band_stage(x + (size_t)plane * (size_t)(H * W) + (size_t)(r0 * W),
+             (r1 - r0) * W, t);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  global real_t *yp =
+      y + (size_t)plane * (size_t)(OH * OW) + (size_t)(oh0 * OW);
+  const int n = (oh1 - oh0) * OW;
+  band_walk b = band_walk_of(OW);
+  for (int o = (int)get_local_id(0); o < n; o += WG) {
+    int h0, h1, w0, w1;
+    const int ph = avg_axis_i(oh0 + b.r, ks.s0, ks.s2, pd.s0, H, &h0, &h1);
+    const int pw = avg_axis_i(b.c, ks.s1, ks.s3, pd.s1, W, &w0, &w1);
+    float s = 0.0f;
+    for (int h = h0; h < h1; h++)
+      for (int w = w0; w < w1; w++) s += t[(h - r0) * W + w];
+    STORE(s / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor), yp,
+          o);
+    band_step(&b);
+  }
+}
+
+inline void avgpool_bwd_band(global const real_t *dy, global real_t *dx,
+                             uint grp, int4 io, int4 ks, int2 pd, int cip,
+                             int divisor, int2 bd, local float *t) {
+  const int H = io.s0, W = io.s1, OH = io.s2, OW = io.s3;
+  const uint plane = grp / (uint)bd.s1;
+  const int h0 = (int)(grp - plane * (uint)bd.s1) * bd.s0;
+  const int h1 = min(h0 + bd.s0, H);
+  const int q0 = max(0, band_cdiv(h0 + pd.s0 - ks.s0 + 1, ks.s2));
+  const int q1 = max(q0, min(OH, band_fdiv(h1 - 1 + pd.s0, ks.s2) + 1));
+  band_stage_grad(dy + (size_t)plane * (size_t)(OH * OW), q0, q1 - q0, io,
+                  ks, pd, cip, divisor, t);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  global real_t *dp = dx + (size_t)plane * (size_t)(H * W) + (size_t)(h0 * W);
+  const int n = (h1 - h0) * W;
+  band_walk b = band_walk_of(W);
+  for (int e = (int)get_local_id(0); e < n; e += WG) {
+    const int h = h0 + b.r, w = b.c;
+    const int a0 = max(q0, band_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
+    const int a1 = min(q1 - 1, band_fdiv(h + pd.s0, ks.s2));
+    const int c0 = max(0, band_cdiv(w + pd.s1 - ks.s1 + 1, ks.s3));
+    const int c1 = min(OW - 1, band_fdiv(w + pd.s1, ks.s3));
+    float s = 0.0f;
+    for (int oh = a0; oh <= a1; oh++)
+      for (int ow = c0; ow <= c1; ow++) s += t[(oh - q0) * OW + ow];
+    STORE(s, dp, e);
+    band_step(&b);
+  }
+}
+
+/* GPU variant, bands: work-group first / WG + g (every work-item real:
+ * the barrier needs them all). */
+__kernel RUMUS_WG_ATTR
+void avgpool2d_fwd_band(ulong n, ulong first, global const real_t *x,
+                        ulong xo, global real_t *y, ulong yo, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor, int2 bd) {
+  local float t[BAND_CAP];
+  (void)n;
+  const uint grp = (uint)(first / WG) + (uint)get_group_id(0);
+  avgpool_fwd_band(x + xo, y + yo, grp, convert_int4(io), convert_int4(ks),
+                   convert_int2(pd.s01), cip, divisor, bd, t);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_bwd_band(ulong n, ulong first, global const real_t *dy,
+                        ulong dyo, global real_t *dx, ulong dxo, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor, int2 bd) {
+  local float t[BAND_CAP];
+  (void)n;
+  const uint grp = (uint)(first / WG) + (uint)get_group_id(0);
+  avgpool_bwd_band(dy + dyo, dx + dxo, grp, convert_int4(io),
+                   convert_int4(ks), convert_int2(pd.s01), cip, divisor, bd,
+                   t);
+}

@@ -128,6 +128,9 @@ static const size_t ADA_CASES[][6] = {
     /* over 512 rows (several a work-item, across planes), as average
      * pooling and not */
     {4, 40, 6, 8, 6, 4}, {4, 40, 7, 5, 3, 2},
+    /* bins dividing a plane of more than 2048: the GPU variant's bands,
+     * two of them forward */
+    {1, 2, 64, 64, 8, 8},
     /* to 1 x 1 over 512 planes: the CPU variant's plane kernels take
      * several a work-item */
     {8, 80, 3, 5, 1, 1},
@@ -1202,6 +1205,111 @@ START_TEST(max_bwd_tiles) {
 }
 END_TEST
 
+/* Average pooling shapes for the GPU variant's bands (avgpool2d_*_band,
+ * staging at most 2048 floats): planes over that in two or more bands
+ * (stride 1 and 2, ceil mode, rows of 300 with a divisor), mixed axes;
+ * then windows that do not overlap, which take the bands only when
+ * RUMUS_AVGPOOL_BAND=1 forces them (windows that tile the image, and
+ * gaps between windows, whose inputs get 0). */
+static const pool_case BAND_CASES[] = {
+    {1, 2, 50, 61, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
+    {2, 1, 70, 40, {5, 5, 2, 2, 2, 2, 1, 1, 1, 1, 0}},
+    {1, 1, 200, 80, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 9, 300, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 7}},
+    {2, 3, 7, 5, {3, 2, 1, 2, 1, 1, 1, 1, 1, 0, 0}},
+    {2, 3, 12, 28, {4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 1, 40, 100, {2, 2, 3, 3, 0, 0, 1, 1, 0, 1, 0}},
+};
+
+/* Runs case pc's forward and backward on (gx, gy) and (gg, gdx) and
+ * downloads y and dx; `ran` says whether the bands ran, both or
+ * neither (asserted). */
+static void band_run(rumus_ctx *ctx, const char *name,
+                     const rumus_pool2d_params *p, tu_guarded *gx,
+                     tu_guarded *gy, tu_guarded *gg, tu_guarded *gdx,
+                     int ran, float **y, float **dx) {
+  poison(gy->t);
+  poison(gdx->t);
+  TU_OK(ctx, rumus_avgpool2d_fwd(ctx, p, gx->t, gy->t));
+  ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_fwd_band") == ran,
+                "%s: the forward bands ran: %d", name, !ran);
+  TU_OK(ctx, rumus_avgpool2d_bwd(ctx, p, gg->t, gdx->t));
+  ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_bwd_band") == ran,
+                "%s: the backward bands ran: %d", name, !ran);
+  *y = tu_download_f32(ctx, gy->t);
+  *dx = tu_download_f32(ctx, gdx->t);
+}
+
+/* Band case k, storage d, GPU variant, element offset odd: the quads
+ * (RUMUS_AVGPOOL_BAND=0), then the bands (the default where windows
+ * overlap, else forced): against the reference, the same bits, guards
+ * intact. */
+static void band_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
+  const pool_case *pc = &BAND_CASES[k];
+  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
+  size_t oh, ow;
+  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
+  const size_t out[4] = {pc->n, pc->c, oh, ow};
+  const size_t planes = pc->n * pc->c, nin = planes * pc->h * pc->w,
+               nout = planes * oh * ow;
+  tu_rng r;
+  tu_rng_seed(&r, 500 + k);
+  float *x = rand_typed(&r, d, nin, -2, 2), *g = rand_typed(&r, d, nout, -1, 1);
+  tu_guarded gx = tu_guarded_typed_odd(ctx, d, 4, in, x, odd);
+  tu_guarded gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, odd);
+  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, odd);
+  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
+  char name[96];
+  snprintf(name, sizeof name, "avgpool2d_band_%s_case%zu_at%zu",
+           tu_dtype_name(d), k, odd);
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  float *y0, *dx0, *y1, *dx1;
+  setenv("RUMUS_AVGPOOL_BAND", "0", 1);
+  band_run(ctx, name, &pc->p, &gx, &gy, &gg, &gdx, 0, &y0, &dx0);
+  const int overlap = pc->p.stride_h < pc->p.kernel_h ||
+                      pc->p.stride_w < pc->p.kernel_w;
+  if (overlap)
+    unsetenv("RUMUS_AVGPOOL_BAND");
+  else
+    setenv("RUMUS_AVGPOOL_BAND", "1", 1);
+  band_run(ctx, name, &pc->p, &gx, &gy, &gg, &gdx, 1, &y1, &dx1);
+  unsetenv("RUMUS_AVGPOOL_BAND");
+  const ref_pool2d rp = ref_of(&pc->p);
+  double *want = tu_malloc(nout * sizeof *want);
+  double *want_dx = tu_malloc(nin * sizeof *want_dx), fa, fr, ba, br;
+  ref_avgpool2d_fwd(x, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                    (long)ow, want);
+  ref_avgpool2d_bwd(g, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                    (long)ow, want_dx);
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  tu_check_close(name, y1, want, nout, fa, fr);
+  tu_check_close(name, dx1, want_dx, nin, ba, br);
+  check_same_bits(name, y0, y1, nout * sizeof *y1);
+  check_same_bits(name, dx0, dx1, nin * sizeof *dx1);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  tu_guarded_check_free_all(ctx, &gx, &gy, &gg, &gdx, NULL);
+  free(y0);
+  free(dx0);
+  free(y1);
+  free(dx1);
+  free(want);
+  free(want_dx);
+  free(x);
+  free(g);
+}
+
+START_TEST(avg_bands) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  for (size_t k = 0; k < sizeof BAND_CASES / sizeof BAND_CASES[0]; k++) {
+    band_case(ctx, k, d, 0);
+    band_case(ctx, k, d, 3);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 /* ---- limits: the CPU variant's newer kernels ------------------------------ */
 
 /* Average backward shapes whose windows tile the image (kernel = stride,
@@ -1617,6 +1725,7 @@ int main(void) {
   tcase_add_loop_test(limits, odd_offsets, 0, 3);
   tcase_add_loop_test(limits, k2_offsets, 0, 3);
   tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
+  tcase_add_loop_test(limits, avg_bands, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k3rows, 0, 3);
   tcase_add_test(limits, empty_tensors);

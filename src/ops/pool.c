@@ -600,6 +600,93 @@ static int run_tiles(rumus_ctx *ctx, const char *op, const rumus_tensor *dx,
                    16, ls);
 }
 
+/* ---- GPU variant: average pooling by bands ----------------------------- */
+
+/* Floats a band stages at most (BAND_CAP in cl/pool.cl). */
+#define BAND_CAP 2048
+
+/* Whether average pooling takes the bands where they fit (GPU variant):
+ * by default where windows overlap (`overlap`: a stride below its kernel)
+ * or for adaptive bins that divide the input (`overlap` 1 too); the
+ * quads read every input once per window from the caches (pool.cl).
+ * RUMUS_AVGPOOL_BAND=1 always, =0 never. */
+static int band_wanted(int overlap) {
+  const char *v = getenv("RUMUS_AVGPOOL_BAND");
+  if (v != NULL && strcmp(v, "1") == 0) return 1;
+  if (v != NULL && strcmp(v, "0") == 0) return 0;
+  return overlap;
+}
+
+/* Rows a band takes (output rows of the forward, dx rows of the
+ * backward) for at most BAND_CAP staged floats: staged rows of width
+ * `in` (W forward, OW backward), m of them at most; 0 when not one fits. */
+static uint64_t band_rows(const pool_call *c, int bwd) {
+  const uint64_t W = (uint64_t)c->io.s[1], OW = (uint64_t)c->io.s[3];
+  const uint64_t kh = (uint64_t)c->ks.s[0], sh = (uint64_t)c->ks.s[2];
+  const uint64_t staged = bwd ? (uint64_t)c->io.s[2] : (uint64_t)c->io.s[0];
+  const uint64_t out = bwd ? (uint64_t)c->io.s[0] : (uint64_t)c->io.s[2];
+  const uint64_t m = BAND_CAP / (bwd ? OW : W);
+  uint64_t br;
+  if (staged <= m) /* the whole plane */
+    br = out;
+  else if (bwd) /* dy rows of BR dx rows: at most tile_span(BR, kh, sh) */
+    br = m * sh >= kh ? m * sh - kh + 1 : 0;
+  else /* x rows of BR output rows: at most (BR - 1) sh + kh */
+    br = m >= kh ? (m - kh) / sh + 1 : 0;
+  return br < out ? br : out;
+}
+
+/* avgpool2d_{fwd,bwd}_band (cl/pool.cl) for `planes` planes: 1 when they
+ * apply, with bd = (BR, bands per plane) and the work-groups: the GPU
+ * variant, every extent, window area and window end in int, a band of
+ * one row at least. */
+static int band_plan(const rumus_ctx *ctx, const pool_call *c, int bwd,
+                     size_t planes, cl_int2 *bd, size_t *groups) {
+  const uint64_t lim = (uint64_t)1 << 31;
+  const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1],
+                 OH = (uint64_t)c->io.s[2], OW = (uint64_t)c->io.s[3];
+  if (!rumus__gpu_variant(ctx) || H * W >= lim || OH * OW >= lim ||
+      (uint64_t)c->ks.s[0] * (uint64_t)c->ks.s[1] >= lim)
+    return 0;
+  for (int a = 0; a < 2; a++) /* in + 2 p + k + s */
+    if ((uint64_t)c->io.s[a] + 2 * (uint64_t)c->pd.s[a] +
+            (uint64_t)c->ks.s[a] + (uint64_t)c->ks.s[2 + a] >= lim)
+      return 0;
+  const uint64_t br = band_rows(c, bwd), rows = bwd ? H : OH;
+  if (br == 0) return 0;
+  const uint64_t nb = (rows + br - 1) / br;
+  if ((uint64_t)planes * nb >= lim / POOL_LS) return 0;
+  *bd = (cl_int2){{(cl_int)br, (cl_int)nb}};
+  *groups = (size_t)((uint64_t)planes * nb);
+  return 1;
+}
+
+/* Runs avgpool2d_fwd_band (bwd 0) or _bwd_band over t (y or dx) where
+ * wanted and planned, with the average call's args[0 .. 11) (2 left for
+ * run_items); 1 if it ran (*rc its status). */
+static int avg_bands(rumus_ctx *ctx, const char *op, const pool_call *c,
+                     int bwd, int overlap, const rumus_tensor *t,
+                     const rumus__arg *args, int *rc) {
+  cl_int2 bd;
+  size_t groups;
+  if (!band_wanted(overlap) ||
+      !band_plan(ctx, c, bwd, t->shape[0] * t->shape[1], &bd, &groups))
+    return 0;
+  rumus__arg a[12];
+  for (int i = 0; i < 11; i++) a[i] = args[i];
+  a[11] = RUMUS__ARG(bd);
+  const size_t ls = pool_ls(ctx);
+  *rc = run_items(ctx, op, t->dtype,
+                  bwd ? "avgpool2d_bwd_band" : "avgpool2d_fwd_band",
+                  groups * ls, a, 12, ls);
+  return 1;
+}
+
+/* Windows overlap along an axis (stride below kernel). */
+static int windows_overlap(const pool_call *c) {
+  return c->ks.s[2] < c->ks.s[0] || c->ks.s[3] < c->ks.s[1];
+}
+
 /* ---- Max pooling -------------------------------------------------------- */
 
 /* 1 if the CPU variant's max backward rows gather in vectors (cl/pool.cl's
@@ -784,6 +871,8 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (k2_fwd_plan(ctx, &c, x, y, NULL, &mg, &sv, &items, &vec))
     return run_quads(ctx, op, "avgpool2d_fwd_k2", y, args, 11, items, vec, &mg,
                      &sv);
+  int rc;
+  if (avg_bands(ctx, op, &c, 0, windows_overlap(&c), y, args, &rc)) return rc;
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, items,
                          &mg, &sv);
@@ -836,9 +925,12 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   cl_uint8 mg, sv;
   size_t quads;
   cl_int vec;
+  int rc;
   if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "avgpool2d_bwd_k2", dx, args, 11, quads, vec,
                      &mg, &sv);
+  if (avg_bands(ctx, op, &c, 1, windows_overlap(&c), dx, args, &rc))
+    return rc;
   if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "avgpool2d_bwd_quad", dx, args, 11, quads, vec,
                      &mg, &sv);
@@ -850,7 +942,6 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
     return run_items(ctx, op, dx->dtype, "avgpool2d_bwd_q", dx->numel, aq, 13,
                      pool_ls(ctx));
   }
-  int rc;
   if (avg_bwd_tiles(ctx, op, &c, dx, args, &rc)) return rc;
   return run_rows(ctx, op, "avgpool2d_bwd", dx, args, 11);
 }
@@ -883,23 +974,20 @@ static int check_adaptive(rumus_ctx *ctx, const char *op, const char *in_name,
   return RUMUS_OK;
 }
 
-/* CPU variant: bins that divide the input (H = kh OH, W = kw OW) are the
- * windows of average pooling with kernel = stride = (kh, kw) and no
- * padding, with the same sums in the same order and the same divisor (kh
- * kw): its row kernels (`kernel`, over t's N C H rows: y's forward, dx's
- * backward) give the adaptive kernels' bits, in vectors (cl/pool.cl).
- * args[0 .. 7) are the adaptive call's; 1 if it ran (*rc its status). */
+/* Bins that divide the input (H = kh OH, W = kw OW) are the windows of
+ * average pooling with kernel = stride = (kh, kw) and no padding, with
+ * the same sums in the same order and the same divisor (kh kw): on the
+ * GPU variant its bands run them (avg_bands, bwd 0 forward, 1 backward),
+ * on the CPU variant its row kernels (`kernel`, over t's N C H rows: y's
+ * forward, dx's backward), in vectors (cl/pool.cl); both give the
+ * adaptive kernels' bits.  args[0 .. 7) are the adaptive call's; 1 if it
+ * ran (*rc its status). */
 static int adaptive_as_avg(rumus_ctx *ctx, const char *op, const char *kernel,
-                           const rumus_tensor *t, const pool_call *c,
+                           int bwd, const rumus_tensor *t, const pool_call *c,
                            const rumus__arg *args, int *rc) {
   const cl_long H = c->io.s[0], W = c->io.s[1], OH = c->io.s[2],
                 OW = c->io.s[3];
-  /* Bins 1, 2 or 4 wide, at least 4 a row: the vectors' cases (wider
-   * bins, and rows of fewer, ran slower than the adaptive kernels). */
-  const cl_long kw = OW > 0 ? W / OW : 0;
-  if (rumus__gpu_variant(ctx) || H % OH != 0 || W % OW != 0 || OW < 4 ||
-      (kw != 1 && kw != 2 && kw != 4))
-    return 0;
+  if (H % OH != 0 || W % OW != 0) return 0;
   pool_call a = *c;
   a.ks = (cl_long4){{H / OH, W / OW, H / OH, W / OW}};
   a.pd = (cl_long4){{0, 0, 1, 1}};
@@ -910,6 +998,12 @@ static int adaptive_as_avg(rumus_ctx *ctx, const char *op, const char *kernel,
   aa[8] = RUMUS__ARG(a.pd);
   aa[9] = RUMUS__ARG(cip);
   aa[10] = RUMUS__ARG(div);
+  if (rumus__gpu_variant(ctx))
+    return avg_bands(ctx, op, &a, bwd, 1, t, aa, rc);
+  /* Bins 1, 2 or 4 wide, at least 4 a row: the vectors' cases (wider
+   * bins, and rows of fewer, ran slower than the adaptive kernels). */
+  const cl_long kw = W / OW;
+  if (OW < 4 || (kw != 1 && kw != 2 && kw != 4)) return 0;
   *rc = run_t_rows(ctx, op, kernel, t, aa, 11);
   return 1;
 }
@@ -971,7 +1065,7 @@ int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx, const rumus_tensor *x,
                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
                         RUMUS__ARG(y->mem), RUMUS__ARG(yo), RUMUS__ARG(c.io)};
   int rc;
-  if (adaptive_as_avg(ctx, op, "avgpool2d_fwd_rows", y, &c, args, &rc))
+  if (adaptive_as_avg(ctx, op, "avgpool2d_fwd_rows", 0, y, &c, args, &rc))
     return rc;
   return run_items(ctx, op, x->dtype, "adaptive_avgpool2d_fwd", y->numel,
                    args, 7, pool_ls(ctx));
@@ -1013,7 +1107,7 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
   int rc;
-  if (adaptive_as_avg(ctx, op, "avgpool2d_bwd_rows", dx, &c, args, &rc))
+  if (adaptive_as_avg(ctx, op, "avgpool2d_bwd_rows", 1, dx, &c, args, &rc))
     return rc;
   cl_uint8 mg, sv;
   size_t quads;
