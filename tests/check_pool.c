@@ -1082,6 +1082,42 @@ END_TEST
  * the tiles run where windows overlap. */
 
 /* kh, kw, sh, sw, ph, pw, dh, dw, ceil, count_include_pad, divisor */
+/* A case's tensors in guarded buffers at element offset odd: x in [-2, 2)
+ * and dy in [-1, 1) (from seed), y and dx empty; their shapes and sizes. */
+typedef struct {
+  size_t in[4], out[4], oh, ow, planes, nin, nout;
+  float *x, *g;
+  tu_guarded gx, gy, gg, gdx;
+} gcase;
+
+static void gcase_setup(rumus_ctx *ctx, const pool_case *pc, rumus_dtype d,
+                        size_t odd, uint64_t seed, gcase *c) {
+  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &c->oh,
+                                      &c->ow));
+  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
+  const size_t out[4] = {pc->n, pc->c, c->oh, c->ow};
+  memcpy(c->in, in, sizeof in);
+  memcpy(c->out, out, sizeof out);
+  c->planes = pc->n * pc->c;
+  c->nin = c->planes * pc->h * pc->w;
+  c->nout = c->planes * c->oh * c->ow;
+  tu_rng r;
+  tu_rng_seed(&r, seed);
+  c->x = rand_typed(&r, d, c->nin, -2, 2);
+  c->g = rand_typed(&r, d, c->nout, -1, 1);
+  c->gx = tu_guarded_typed_odd(ctx, d, 4, in, c->x, odd);
+  c->gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, odd);
+  c->gg = tu_guarded_typed_odd(ctx, d, 4, out, c->g, odd);
+  c->gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
+}
+
+/* Checks the guards of c's tensors and frees them. */
+static void gcase_free(rumus_ctx *ctx, gcase *c) {
+  tu_guarded_check_free_all(ctx, &c->gx, &c->gy, &c->gg, &c->gdx, NULL);
+  free(c->x);
+  free(c->g);
+}
+
 static const pool_case TILE_CASES[] = {
     {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},   /* 1x1 image */
     {2, 3, 12, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* k3s2p1, vec */
@@ -1108,69 +1144,58 @@ static const pool_case TILE_CASES[] = {
  * offset odd: the default kernels, then the tiles (which must run), the
  * same bits, against the reference. */
 static void tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
+  gcase c;
+  gcase_setup(ctx, &TILE_CASES[k], d, odd, 300 + k, &c);
   const pool_case *pc = &TILE_CASES[k];
-  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
-  size_t oh, ow;
-  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
-  const size_t out[4] = {pc->n, pc->c, oh, ow};
-  const size_t planes = pc->n * pc->c, nin = planes * pc->h * pc->w,
-               nout = planes * oh * ow;
-  tu_rng r;
-  tu_rng_seed(&r, 300 + k);
-  float *x = rand_typed(&r, d, nin, -2, 2), *g = rand_typed(&r, d, nout, -1, 1);
-  tu_guarded gx = tu_guarded_typed_odd(ctx, d, 4, in, x, odd);
-  tu_guarded gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, odd);
-  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, odd);
-  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
-  tu_guarded gi = tu_guarded_tensor_at(ctx, RUMUS_I32, 4, out, NULL,
+  tu_guarded gi = tu_guarded_tensor_at(ctx, RUMUS_I32, 4, c.out, NULL,
                                        4096 + 4 * odd);
-  double *want = tu_malloc(nin * sizeof *want), ma, mr;
-  int32_t *idx = tu_malloc(nout * sizeof *idx);
+  double *want = tu_malloc(c.nin * sizeof *want), ma, mr;
+  int32_t *idx = tu_malloc(c.nout * sizeof *idx);
   tol_of(d, TOL_MAX_BWD, &ma, &mr);
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
   setenv("RUMUS_MAXPOOL_BWD", "old", 1);
-  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx.t, gy.t, gi.t));
-  TU_OK(ctx, rumus_tensor_download(gi.t, idx, nout * sizeof *idx));
-  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
-  float *old = tu_download_f32(ctx, gdx.t);
-  poison(gdx.t);
+  TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, c.gx.t, c.gy.t, gi.t));
+  TU_OK(ctx, rumus_tensor_download(gi.t, idx, c.nout * sizeof *idx));
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, c.gg.t, gi.t, c.gdx.t));
+  float *old = tu_download_f32(ctx, c.gdx.t);
+  poison(c.gdx.t);
   ck_assert(!tu_kernel_ran(ctx, "maxpool2d_bwd_tile"));
   setenv("RUMUS_MAXPOOL_BWD", "tile", 1);
-  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, c.gg.t, gi.t, c.gdx.t));
   unsetenv("RUMUS_MAXPOOL_BWD");
   char name[96];
   snprintf(name, sizeof name, "maxpool2d_bwd_tile_%s_case%zu_at%zu",
            tu_dtype_name(d), k, odd);
   ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_tile"), "%s: not run",
                 name);
-  float *got = tu_download_f32(ctx, gdx.t);
-  ref_maxpool2d_bwd(g, idx, planes, (long)pc->h, (long)pc->w, (long)oh,
-                    (long)ow, want);
-  tu_check_close(name, got, want, nin, ma, mr);
-  check_same_bits(name, old, got, nin * sizeof *got);
+  float *got = tu_download_f32(ctx, c.gdx.t);
+  ref_maxpool2d_bwd(c.g, idx, c.planes, (long)pc->h, (long)pc->w, (long)c.oh,
+                    (long)c.ow, want);
+  tu_check_close(name, got, want, c.nin, ma, mr);
+  check_same_bits(name, old, got, c.nin * sizeof *got);
   /* 3 x 3 windows of stride 2, padding 1 on W = 2 OW, a multiple of 4:
    * the blocks (RUMUS_MAXPOOL_BWD=block), the same bits. */
   const int k3s2 = pc->p.kernel_h == 3 && pc->p.kernel_w == 3 &&
                    pc->p.stride_h == 2 && pc->p.stride_w == 2 &&
                    pc->p.padding_h == 1 && pc->p.padding_w == 1 &&
                    pc->p.dilation_h == 1 && pc->p.dilation_w == 1 &&
-                   pc->w == 2 * ow && pc->w % 4 == 0;
+                   pc->w == 2 * c.ow && pc->w % 4 == 0;
   if (k3s2) {
-    poison(gdx.t);
+    poison(c.gdx.t);
     setenv("RUMUS_MAXPOOL_BWD", "block", 1);
-    TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+    TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, c.gg.t, gi.t, c.gdx.t));
     unsetenv("RUMUS_MAXPOOL_BWD");
     ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_k3s2b"),
                   "%s: the blocks did not run", name);
     free(got);
-    got = tu_download_f32(ctx, gdx.t);
-    check_same_bits(name, old, got, nin * sizeof *got);
+    got = tu_download_f32(ctx, c.gdx.t);
+    check_same_bits(name, old, got, c.nin * sizeof *got);
   }
   /* The default: the blocks where they apply, else the tiles where
    * windows overlap (the 1x1 image has none to overlap; the tiles take
    * only shapes the quads take). */
-  poison(gdx.t);
-  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+  poison(c.gdx.t);
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, c.gg.t, gi.t, c.gdx.t));
   const int overlap = pc->p.stride_h < pc->p.kernel_h ||
                       pc->p.stride_w < pc->p.kernel_w;
   /* One look at the profile (each look forgets what it counted). */
@@ -1182,14 +1207,13 @@ static void tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
                 "%s: the default did not take %s", name,
                 want_k ? want_k : "the quads");
   free(got);
-  got = tu_download_f32(ctx, gdx.t);
-  check_same_bits(name, old, got, nin * sizeof *got);
+  got = tu_download_f32(ctx, c.gdx.t);
+  check_same_bits(name, old, got, c.nin * sizeof *got);
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_guarded_check_free_all(ctx, &gx, &gy, &gg, &gdx, &gi, NULL);
+  gcase_free(ctx, &c);
+  tu_guarded_check_free(ctx, &gi);
   free(old);
   free(got);
-  free(x);
-  free(g);
   free(want);
   free(idx);
 }
@@ -1245,58 +1269,45 @@ static void band_run(rumus_ctx *ctx, const char *name,
  * overlap, else forced): against the reference, the same bits, guards
  * intact. */
 static void band_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
+  gcase c;
+  gcase_setup(ctx, &BAND_CASES[k], d, odd, 500 + k, &c);
   const pool_case *pc = &BAND_CASES[k];
-  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
-  size_t oh, ow;
-  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
-  const size_t out[4] = {pc->n, pc->c, oh, ow};
-  const size_t planes = pc->n * pc->c, nin = planes * pc->h * pc->w,
-               nout = planes * oh * ow;
-  tu_rng r;
-  tu_rng_seed(&r, 500 + k);
-  float *x = rand_typed(&r, d, nin, -2, 2), *g = rand_typed(&r, d, nout, -1, 1);
-  tu_guarded gx = tu_guarded_typed_odd(ctx, d, 4, in, x, odd);
-  tu_guarded gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, odd);
-  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, odd);
-  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
   char name[96];
   snprintf(name, sizeof name, "avgpool2d_band_%s_case%zu_at%zu",
            tu_dtype_name(d), k, odd);
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
   float *y0, *dx0, *y1, *dx1;
   setenv("RUMUS_AVGPOOL_BAND", "0", 1);
-  band_run(ctx, name, &pc->p, &gx, &gy, &gg, &gdx, 0, &y0, &dx0);
+  band_run(ctx, name, &pc->p, &c.gx, &c.gy, &c.gg, &c.gdx, 0, &y0, &dx0);
   const int overlap = pc->p.stride_h < pc->p.kernel_h ||
                       pc->p.stride_w < pc->p.kernel_w;
   if (overlap)
     unsetenv("RUMUS_AVGPOOL_BAND");
   else
     setenv("RUMUS_AVGPOOL_BAND", "1", 1);
-  band_run(ctx, name, &pc->p, &gx, &gy, &gg, &gdx, 1, &y1, &dx1);
+  band_run(ctx, name, &pc->p, &c.gx, &c.gy, &c.gg, &c.gdx, 1, &y1, &dx1);
   unsetenv("RUMUS_AVGPOOL_BAND");
   const ref_pool2d rp = ref_of(&pc->p);
-  double *want = tu_malloc(nout * sizeof *want);
-  double *want_dx = tu_malloc(nin * sizeof *want_dx), fa, fr, ba, br;
-  ref_avgpool2d_fwd(x, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
-                    (long)ow, want);
-  ref_avgpool2d_bwd(g, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
-                    (long)ow, want_dx);
+  double *want = tu_malloc(c.nout * sizeof *want);
+  double *want_dx = tu_malloc(c.nin * sizeof *want_dx), fa, fr, ba, br;
+  ref_avgpool2d_fwd(c.x, c.planes, (long)pc->h, (long)pc->w, &rp, (long)c.oh,
+                    (long)c.ow, want);
+  ref_avgpool2d_bwd(c.g, c.planes, (long)pc->h, (long)pc->w, &rp, (long)c.oh,
+                    (long)c.ow, want_dx);
   tol_of(d, TOL_AVG_FWD, &fa, &fr);
   tol_of(d, TOL_AVG_BWD, &ba, &br);
-  tu_check_close(name, y1, want, nout, fa, fr);
-  tu_check_close(name, dx1, want_dx, nin, ba, br);
-  check_same_bits(name, y0, y1, nout * sizeof *y1);
-  check_same_bits(name, dx0, dx1, nin * sizeof *dx1);
+  tu_check_close(name, y1, want, c.nout, fa, fr);
+  tu_check_close(name, dx1, want_dx, c.nin, ba, br);
+  check_same_bits(name, y0, y1, c.nout * sizeof *y1);
+  check_same_bits(name, dx0, dx1, c.nin * sizeof *dx1);
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_guarded_check_free_all(ctx, &gx, &gy, &gg, &gdx, NULL);
+  gcase_free(ctx, &c);
   free(y0);
   free(dx0);
   free(y1);
   free(dx1);
   free(want);
   free(want_dx);
-  free(x);
-  free(g);
 }
 
 START_TEST(avg_bands) {
@@ -1462,46 +1473,35 @@ static void special_x(float *x, size_t n, rumus_dtype d) {
  * guards intact.  The forward first (max_k3_fwd), on x and on special
  * values. */
 static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
+  gcase c;
+  gcase_setup(ctx, &MAX_K3_CASES[k], d, odd, 500 + k, &c);
   const pool_case *pc = &MAX_K3_CASES[k];
-  const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
-  size_t oh, ow;
-  TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
-  const size_t out[4] = {pc->n, pc->c, oh, ow};
-  const size_t planes = pc->n * pc->c, nin = planes * pc->h * pc->w,
-               nout = planes * oh * ow;
-  tu_rng r;
-  tu_rng_seed(&r, 500 + k);
-  float *x = rand_typed(&r, d, nin, -2, 2), *g = rand_typed(&r, d, nout, -1, 1);
-  tu_guarded gx = tu_guarded_typed_odd(ctx, d, 4, in, x, odd);
-  tu_guarded gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, odd);
-  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, odd);
-  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
-  tu_guarded gi = tu_guarded_tensor_at(ctx, RUMUS_I32, 4, out, NULL,
+  tu_guarded gi = tu_guarded_tensor_at(ctx, RUMUS_I32, 4, c.out, NULL,
                                        4096 + 4 * odd);
-  double *want = tu_malloc(nin * sizeof *want), ma, mr;
-  int32_t *idx = tu_malloc(nout * sizeof *idx);
+  double *want = tu_malloc(c.nin * sizeof *want), ma, mr;
+  int32_t *idx = tu_malloc(c.nout * sizeof *idx);
   tol_of(d, TOL_MAX_BWD, &ma, &mr);
   char name[96];
   snprintf(name, sizeof name, "maxpool2d_bwd_k3rows_%s_case%zu_at%zu",
            tu_dtype_name(d), k, odd);
   tu_set_variant(ctx, RUMUS_VARIANT_CPU);
-  float *sx = tu_malloc(nin * sizeof *sx);
-  special_x(sx, nin, d);
-  tu_guarded gs = tu_guarded_typed_odd(ctx, d, 4, in, sx, odd);
-  max_k3_fwd(ctx, k, name, &gs, &gy, &gi, nout, ow);
+  float *sx = tu_malloc(c.nin * sizeof *sx);
+  special_x(sx, c.nin, d);
+  tu_guarded gs = tu_guarded_typed_odd(ctx, d, 4, c.in, sx, odd);
+  max_k3_fwd(ctx, k, name, &gs, &c.gy, &gi, c.nout, c.ow);
   tu_guarded_check_free(ctx, &gs);
   free(sx);
-  max_k3_fwd(ctx, k, name, &gx, &gy, &gi, nout, ow);
-  TU_OK(ctx, rumus_tensor_download(gi.t, idx, nout * sizeof *idx));
+  max_k3_fwd(ctx, k, name, &c.gx, &c.gy, &gi, c.nout, c.ow);
+  TU_OK(ctx, rumus_tensor_download(gi.t, idx, c.nout * sizeof *idx));
   { /* the forward against the reference */
-    double *wy = tu_malloc(nout * sizeof *wy);
-    int32_t *wi = tu_malloc(nout * sizeof *wi);
+    double *wy = tu_malloc(c.nout * sizeof *wy);
+    int32_t *wi = tu_malloc(c.nout * sizeof *wi);
     const ref_pool2d rp = ref_of(&pc->p);
-    ref_maxpool2d_fwd(x, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
-                      (long)ow, wy, wi);
-    float *y = tu_download_f32(ctx, gy.t);
-    tu_check_close(name, y, wy, nout, 0.0, 0.0);
-    for (size_t j = 0; j < nout; j++)
+    ref_maxpool2d_fwd(c.x, c.planes, (long)pc->h, (long)pc->w, &rp, (long)c.oh,
+                      (long)c.ow, wy, wi);
+    float *y = tu_download_f32(ctx, c.gy.t);
+    tu_check_close(name, y, wy, c.nout, 0.0, 0.0);
+    for (size_t j = 0; j < c.nout; j++)
       ck_assert_msg(idx[j] == wi[j], "%s: index %zu is %d, expected %d", name,
                     j, idx[j], wi[j]);
     free(y);
@@ -1509,31 +1509,30 @@ static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
     free(wi);
   }
   setenv("RUMUS_POOL_CPU", "old", 1);
-  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+  TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, c.gg.t, gi.t, c.gdx.t));
   unsetenv("RUMUS_POOL_CPU");
   ck_assert_msg(!tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows"), "%s: old ran it",
                 name);
-  float *old = tu_download_f32(ctx, gdx.t);
-  ref_maxpool2d_bwd(g, idx, planes, (long)pc->h, (long)pc->w, (long)oh,
-                    (long)ow, want);
+  float *old = tu_download_f32(ctx, c.gdx.t);
+  ref_maxpool2d_bwd(c.g, idx, c.planes, (long)pc->h, (long)pc->w, (long)c.oh,
+                    (long)c.ow, want);
   const int planes_f32 = d == RUMUS_F32 && pc->w < 64;
   for (int nt = 0; nt < 2; nt++) {
-    poison(gdx.t);
+    poison(c.gdx.t);
     if (nt) setenv("RUMUS_POOL_NT", "1", 1);
-    TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, gg.t, gi.t, gdx.t));
+    TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, c.gg.t, gi.t, c.gdx.t));
     unsetenv("RUMUS_POOL_NT");
     ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows") == !planes_f32,
                   "%s: k3rows %s", name, planes_f32 ? "ran" : "did not run");
-    float *got = tu_download_f32(ctx, gdx.t);
-    tu_check_close(name, got, want, nin, ma, mr);
-    check_same_bits(name, old, got, nin * sizeof *got);
+    float *got = tu_download_f32(ctx, c.gdx.t);
+    tu_check_close(name, got, want, c.nin, ma, mr);
+    check_same_bits(name, old, got, c.nin * sizeof *got);
     free(got);
   }
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_guarded_check_free_all(ctx, &gx, &gy, &gg, &gdx, &gi, NULL);
+  gcase_free(ctx, &c);
+  tu_guarded_check_free(ctx, &gi);
   free(old);
-  free(x);
-  free(g);
   free(want);
   free(idx);
 }
