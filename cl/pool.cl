@@ -3135,7 +3135,10 @@ void maxpool2d_bwd_tile(ulong n, ulong first, global const real_t *dy,
  * sums are those of avgpool_at and avgpool_bwd_item in the same order
  * and the staged quotient is the element kernel's term: the same bits.
  * The host sizes the band to at most BAND_CAP staged floats and passes
- * bd = (BR, bands per plane); every extent and product fits in int.
+ * bd = (BR, bands per plane) and, to the backward, the magic numbers of
+ * the strides (lanes 2 and 3 of mg, sv: its window ranges divide by
+ * them; with integer divisions the adaptive 28 -> 7 backward took 892 us
+ * on the H100, the quads 248); every extent and product fits in int.
  * Adaptive pooling whose bins divide the input runs here as average
  * pooling with kernel = stride = the bin (pool.c, adaptive_as_avg). */
 #ifndef BAND_CAP
@@ -3150,12 +3153,13 @@ inline int avg_axis_i(int o, int k, int s, int p, int n, int *lo, int *hi) {
   return end - start;
 }
 
-/* floor(a / s) for a >= 0 and ceil(a / s) for any a, s >= 1 (no division
- * for the stride 1 the bands are for). */
-inline int band_fdiv(int a, int s) { return s == 1 ? a : a / s; }
-inline int band_cdiv(int a, int s) {
-  return s == 1 ? a : a >= 0 ? (a + s - 1) / s : -(-a / s);
-}
+/* The first and last output row (column: k = 3) whose window of kernel
+ * kk, stride lane k of (mg, sv), padding p holds input row h: floor((h +
+ * p) / s) and ceil((h + p - kk + 1) / s), the latter clamped at 0 (a
+ * negative one is), by multiplication (pool_qdiv). */
+#define BAND_LAST(h, p, k) PQ((uint)((h) + (p)), k)
+#define BAND_FIRST(h, p, kk, s, k) \
+  ((h) + (p) - (kk) + 1 <= 0 ? 0 : (int)PQ((uint)((h) + (p) - (kk) + (s)), k))
 
 /* Lane counters over the elements of a band's rows of width w: element
  * l, l + WG, ... as (row, column). */
@@ -3252,13 +3256,14 @@ inline void avgpool_fwd_band(global const real_t *x, global real_t *y,
 
 inline void avgpool_bwd_band(global const real_t *dy, global real_t *dx,
                              uint grp, int4 io, int4 ks, int2 pd, int cip,
-                             int divisor, int2 bd, local float *t) {
+                             int divisor, int2 bd, uint8 mg, uint8 sv,
+                             local float *t) {
   const int H = io.s0, W = io.s1, OH = io.s2, OW = io.s3;
   const uint plane = grp / (uint)bd.s1;
   const int h0 = (int)(grp - plane * (uint)bd.s1) * bd.s0;
   const int h1 = min(h0 + bd.s0, H);
-  const int q0 = max(0, band_cdiv(h0 + pd.s0 - ks.s0 + 1, ks.s2));
-  const int q1 = max(q0, min(OH, band_fdiv(h1 - 1 + pd.s0, ks.s2) + 1));
+  const int q0 = BAND_FIRST(h0, pd.s0, ks.s0, ks.s2, 2);
+  const int q1 = max(q0, min(OH, (int)BAND_LAST(h1 - 1, pd.s0, 2) + 1));
   band_stage_grad(dy + (size_t)plane * (size_t)(OH * OW), q0, q1 - q0, io,
                   ks, pd, cip, divisor, t);
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -3267,10 +3272,10 @@ inline void avgpool_bwd_band(global const real_t *dy, global real_t *dx,
   band_walk b = band_walk_of(W);
   for (int e = (int)get_local_id(0); e < n; e += WG) {
     const int h = h0 + b.r, w = b.c;
-    const int a0 = max(q0, band_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
-    const int a1 = min(q1 - 1, band_fdiv(h + pd.s0, ks.s2));
-    const int c0 = max(0, band_cdiv(w + pd.s1 - ks.s1 + 1, ks.s3));
-    const int c1 = min(OW - 1, band_fdiv(w + pd.s1, ks.s3));
+    const int a0 = max(q0, BAND_FIRST(h, pd.s0, ks.s0, ks.s2, 2));
+    const int a1 = min(q1 - 1, (int)BAND_LAST(h, pd.s0, 2));
+    const int c0 = BAND_FIRST(w, pd.s1, ks.s1, ks.s3, 3);
+    const int c1 = min(OW - 1, (int)BAND_LAST(w, pd.s1, 3));
     float s = 0.0f;
     for (int oh = a0; oh <= a1; oh++)
       for (int ow = c0; ow <= c1; ow++) s += t[(oh - q0) * OW + ow];
@@ -3295,11 +3300,12 @@ void avgpool2d_fwd_band(ulong n, ulong first, global const real_t *x,
 __kernel RUMUS_WG_ATTR
 void avgpool2d_bwd_band(ulong n, ulong first, global const real_t *dy,
                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
-                        long4 ks, long4 pd, int cip, int divisor, int2 bd) {
+                        long4 ks, long4 pd, int cip, int divisor, int2 bd,
+                        uint8 mg, uint8 sv) {
   local float t[BAND_CAP];
   (void)n;
   const uint grp = (uint)(first / WG) + (uint)get_group_id(0);
   avgpool_bwd_band(dy + dyo, dx + dxo, grp, convert_int4(io),
                    convert_int4(ks), convert_int2(pd.s01), cip, divisor, bd,
-                   t);
+                   mg, sv, t);
 }
