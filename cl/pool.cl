@@ -2949,12 +2949,13 @@ void adaptive_avgpool2d_fwd_o1(ulong planes, ulong first,
                   buf);
 }
 
-/* Work-item first + g of a launch: 4 dx elements of n. */
-__kernel RUMUS_WG_ATTR
-void adaptive_avgpool2d_bwd_o1(ulong items, ulong first,
-                               global const real_t *dy, ulong dyo,
-                               global real_t *dx, ulong dxo, ulong n,
-                               ulong area, int vec) {
+/* Work-item first + g of a launch: 4 dx elements of n.  No required
+ * work-group size: the host launches it in groups of O1_BWD_LS (pool.c
+ * says why). */
+__kernel void adaptive_avgpool2d_bwd_o1(ulong items, ulong first,
+                                        global const real_t *dy, ulong dyo,
+                                        global real_t *dx, ulong dxo,
+                                        ulong n, ulong area, int vec) {
   POOL_ITEM(items, first);
   adaptive_bwd_o1(dy + dyo, dx + dxo, item, (size_t)n, (size_t)area, vec);
 }
@@ -3137,10 +3138,13 @@ void maxpool2d_bwd_tile(ulong n, ulong first, global const real_t *dy,
  * The host sizes the band to at most BAND_CAP staged floats and passes
  * bd = (BR, bands per plane) and, to the backward, the magic numbers of
  * the strides (lanes 2 and 3 of mg, sv: its window ranges divide by
- * them; with integer divisions the adaptive 28 -> 7 backward took 892 us
- * on the H100, the quads 248); every extent and product fits in int.
- * Adaptive pooling whose bins divide the input runs here as average
- * pooling with kernel = stride = the bin (pool.c, adaptive_as_avg). */
+ * them; with integer divisions 3 x 3 windows of stride 2 took 442 us at
+ * 64x256x56 on the H100, by multiplication 257, the quads 355, while
+ * stride 1 ran 15% faster without either); every extent and product
+ * fits in int.
+ * Adaptive pooling whose bins divide the input may run here as average
+ * pooling with kernel = stride = the bin (where forced: pool.c,
+ * adaptive_as_avg). */
 #ifndef BAND_CAP
 #define BAND_CAP 2048
 #endif
@@ -3156,10 +3160,13 @@ inline int avg_axis_i(int o, int k, int s, int p, int n, int *lo, int *hi) {
 /* The first and last output row (column: k = 3) whose window of kernel
  * kk, stride lane k of (mg, sv), padding p holds input row h: floor((h +
  * p) / s) and ceil((h + p - kk + 1) / s), the latter clamped at 0 (a
- * negative one is), by multiplication (pool_qdiv). */
-#define BAND_LAST(h, p, k) PQ((uint)((h) + (p)), k)
-#define BAND_FIRST(h, p, kk, s, k) \
-  ((h) + (p) - (kk) + 1 <= 0 ? 0 : (int)PQ((uint)((h) + (p) - (kk) + (s)), k))
+ * negative one is), by multiplication (pool_qdiv) but for stride 1. */
+#define BAND_LAST(h, p, s, k) \
+  ((s) == 1 ? (h) + (p) : (int)PQ((uint)((h) + (p)), k))
+#define BAND_FIRST(h, p, kk, s, k)           \
+  ((h) + (p) - (kk) + 1 <= 0 ? 0             \
+   : (s) == 1 ? (h) + (p) - (kk) + 1         \
+              : (int)PQ((uint)((h) + (p) - (kk) + (s)), k))
 
 /* Lane counters over the elements of a band's rows of width w: element
  * l, l + WG, ... as (row, column). */
@@ -3263,7 +3270,7 @@ inline void avgpool_bwd_band(global const real_t *dy, global real_t *dx,
   const int h0 = (int)(grp - plane * (uint)bd.s1) * bd.s0;
   const int h1 = min(h0 + bd.s0, H);
   const int q0 = BAND_FIRST(h0, pd.s0, ks.s0, ks.s2, 2);
-  const int q1 = max(q0, min(OH, (int)BAND_LAST(h1 - 1, pd.s0, 2) + 1));
+  const int q1 = max(q0, min(OH, BAND_LAST(h1 - 1, pd.s0, ks.s2, 2) + 1));
   band_stage_grad(dy + (size_t)plane * (size_t)(OH * OW), q0, q1 - q0, io,
                   ks, pd, cip, divisor, t);
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -3273,9 +3280,9 @@ inline void avgpool_bwd_band(global const real_t *dy, global real_t *dx,
   for (int e = (int)get_local_id(0); e < n; e += WG) {
     const int h = h0 + b.r, w = b.c;
     const int a0 = max(q0, BAND_FIRST(h, pd.s0, ks.s0, ks.s2, 2));
-    const int a1 = min(q1 - 1, (int)BAND_LAST(h, pd.s0, 2));
+    const int a1 = min(q1 - 1, BAND_LAST(h, pd.s0, ks.s2, 2));
     const int c0 = BAND_FIRST(w, pd.s1, ks.s1, ks.s3, 3);
-    const int c1 = min(OW - 1, (int)BAND_LAST(w, pd.s1, 3));
+    const int c1 = min(OW - 1, BAND_LAST(w, pd.s1, ks.s3, 3));
     float s = 0.0f;
     for (int oh = a0; oh <= a1; oh++)
       for (int ow = c0; ow <= c1; ow++) s += t[(oh - q0) * OW + ow];

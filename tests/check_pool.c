@@ -128,8 +128,7 @@ static const size_t ADA_CASES[][6] = {
     /* over 512 rows (several a work-item, across planes), as average
      * pooling and not */
     {4, 40, 6, 8, 6, 4}, {4, 40, 7, 5, 3, 2},
-    /* bins dividing a plane of more than 2048: the GPU variant's bands,
-     * two of them forward */
+    /* bins dividing a plane of more than 2048 */
     {1, 2, 64, 64, 8, 8},
     /* to 1 x 1 over 512 planes: the CPU variant's plane kernels take
      * several a work-item */
@@ -1310,6 +1309,57 @@ static void band_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   free(want_dx);
 }
 
+/* Adaptive pooling with bins that divide the input (N, C, H, W, OH, OW):
+ * bins 4 wide, then 8 wide over a plane of more than 2048 (two bands
+ * forward), 1 wide (the identity) and 3 x 2. */
+static const size_t ADA_BAND_CASES[][6] = {
+    {2, 3, 12, 28, 3, 7}, {1, 2, 64, 64, 8, 8}, {1, 1, 5, 9, 5, 9},
+    {2, 2, 9, 8, 3, 4}};
+
+/* Adaptive band case k, storage d, GPU variant: the default kernels, then
+ * the bands (RUMUS_AVGPOOL_BAND=1, which must run): the same bits,
+ * against the reference. */
+static void ada_band_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
+  const size_t *s = ADA_BAND_CASES[k];
+  const size_t in[4] = {s[0], s[1], s[2], s[3]};
+  run r;
+  run_setup(ctx, &r, d, in, s[4], s[5], 0, 600 + k);
+  char name[96];
+  snprintf(name, sizeof name, "adaptive_band_%s_case%zu", tu_dtype_name(d),
+           k);
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  float *out[2][2];
+  for (int forced = 0; forced < 2; forced++) {
+    run_poison(&r);
+    if (forced) setenv("RUMUS_AVGPOOL_BAND", "1", 1);
+    TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, r.tx, r.ty));
+    ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_fwd_band") == forced,
+                  "%s: forward bands %d", name, !forced);
+    TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, r.tdy, r.tdx));
+    ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_bwd_band") == forced,
+                  "%s: backward bands %d", name, !forced);
+    unsetenv("RUMUS_AVGPOOL_BAND");
+    out[forced][0] = tu_download_f32(ctx, r.ty);
+    out[forced][1] = tu_download_f32(ctx, r.tdx);
+  }
+  double *want = tu_malloc(r.nout * sizeof *want);
+  double *want_dx = tu_malloc(r.nin * sizeof *want_dx), fa, fr, ba, br;
+  ref_adaptive_avgpool2d_fwd(r.x, r.planes, (long)s[2], (long)s[3],
+                             (long)s[4], (long)s[5], want);
+  ref_adaptive_avgpool2d_bwd(r.dy, r.planes, (long)s[2], (long)s[3],
+                             (long)s[4], (long)s[5], want_dx);
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  tu_check_close(name, out[1][0], want, r.nout, fa, fr);
+  tu_check_close(name, out[1][1], want_dx, r.nin, ba, br);
+  check_same_bits(name, out[0][0], out[1][0], r.nout * sizeof(float));
+  check_same_bits(name, out[0][1], out[1][1], r.nin * sizeof(float));
+  for (int i = 0; i < 4; i++) free(out[i / 2][i % 2]);
+  free(want);
+  free(want_dx);
+  run_free(&r);
+}
+
 START_TEST(avg_bands) {
   rumus_ctx *ctx = tu_profiling_ctx();
   const rumus_dtype d = tu_dtypes[_i];
@@ -1317,6 +1367,9 @@ START_TEST(avg_bands) {
     band_case(ctx, k, d, 0);
     band_case(ctx, k, d, 3);
   }
+  for (size_t k = 0; k < sizeof ADA_BAND_CASES / sizeof ADA_BAND_CASES[0];
+       k++)
+    ada_band_case(ctx, k, d);
   tu_free_all(ctx, NULL);
 }
 END_TEST

@@ -39,26 +39,26 @@
 
 static const char *const FILE_CL = "pool.cl";
 
-/* Local size of the CPU variant: small groups keep PoCL's work-group
- * loops short and give both cores work on small tensors.  The GPU
- * variant's is POOL_LS_GPU: on the H100 a kernel of one float4 load (or
- * store) per work-item streamed at 1.68 TB/s in groups of 64 and at 3.2
- * in groups of 128 to 512, and the pooling kernels of fewer loads in
- * flight per work-item (the adaptive backward to 1 x 1, the bands) ran at
- * about half the copy rate in groups of 64. */
+/* Local size: small groups keep PoCL's work-group loops short and give
+ * both cores work on small tensors; on the H100 groups of 256 made every
+ * pooling kernel but one slower than groups of 64 (the bands by 15%, the
+ * quads' 3x3 stride-1 backward by 16%).  The one, the adaptive backward
+ * to 1 x 1 (a float4 store per work-item, nothing else), runs in groups
+ * of O1_BWD_LS: 151 us at 64x512x56 against 249 in groups of 64, as a
+ * probe's float4 fill streamed at 1.68 TB/s in groups of 64 and 3.24
+ * from 128 (`bench/results/h100/session-0411/`). */
 #define POOL_LS 64
-#define POOL_LS_GPU 256
+#define O1_BWD_LS 256
 /* Work-items per launch at most (NDRange limits of some drivers). */
 #define MAX_ITEMS ((size_t)1 << 30)
 /* Work-group size of the CPU variant's row kernels (ROWS_WG in
  * cl/pool.cl). */
 #define ROWS_WG 8
 
-/* The variant's local size (above), at most the device's limit;
- * RUMUS_POOL_LS (a power of two from 8 to 1024) overrides it, for A/B
- * runs. */
+/* The local size (above), at most the device's limit; RUMUS_POOL_LS (a
+ * power of two from 8 to 1024) overrides it, for A/B runs. */
 static size_t pool_ls(const rumus_ctx *ctx) {
-  size_t ls = rumus__gpu_variant(ctx) ? POOL_LS_GPU : POOL_LS;
+  size_t ls = POOL_LS;
   const char *v = getenv("RUMUS_POOL_LS");
   if (v != NULL) {
     const long f = strtol(v, NULL, 10);
@@ -620,10 +620,14 @@ static int run_tiles(rumus_ctx *ctx, const char *op, const rumus_tensor *dx,
 #define BAND_CAP 2048
 
 /* Whether average pooling takes the bands where they fit (GPU variant):
- * by default where windows overlap (`overlap`: a stride below its kernel)
- * or for adaptive bins that divide the input (`overlap` 1 too); the
- * quads read every input once per window from the caches (pool.cl).
- * RUMUS_AVGPOOL_BAND=1 always, =0 never. */
+ * by default where windows overlap (`overlap`: a stride below its
+ * kernel), where the quads read every input once per window from the
+ * caches (pool.cl; on the H100 3x3 windows of stride 1 at 128x512x28
+ * forward 314 us against 511, backward 343-396 against 745; stride 2 at
+ * 64x256x56 121 against 142 and 257 against 355).  Adaptive bins that
+ * divide the input were slower as bands (28 -> 7 at 256x512: 214 us
+ * against 179 forward, 464 against 250 backward) and take them only
+ * when forced.  RUMUS_AVGPOOL_BAND=1 always, =0 never. */
 static int band_wanted(int overlap) {
   const char *v = getenv("RUMUS_AVGPOOL_BAND");
   if (v != NULL && strcmp(v, "1") == 0) return 1;
@@ -997,8 +1001,8 @@ static int check_adaptive(rumus_ctx *ctx, const char *op, const char *in_name,
 /* Bins that divide the input (H = kh OH, W = kw OW) are the windows of
  * average pooling with kernel = stride = (kh, kw) and no padding, with
  * the same sums in the same order and the same divisor (kh kw): on the
- * GPU variant its bands run them (avg_bands, bwd 0 forward, 1 backward),
- * on the CPU variant its row kernels (`kernel`, over t's N C H rows: y's
+ * GPU variant its bands may run them where forced (avg_bands, bwd 0
+ * forward, 1 backward), on the CPU variant its row kernels (`kernel`, over t's N C H rows: y's
  * forward, dx's backward), in vectors (cl/pool.cl); both give the
  * adaptive kernels' bits.  args[0 .. 7) are the adaptive call's; 1 if it
  * ran (*rc its status). */
@@ -1018,8 +1022,8 @@ static int adaptive_as_avg(rumus_ctx *ctx, const char *op, const char *kernel,
   aa[8] = RUMUS__ARG(a.pd);
   aa[9] = RUMUS__ARG(cip);
   aa[10] = RUMUS__ARG(div);
-  if (rumus__gpu_variant(ctx))
-    return avg_bands(ctx, op, &a, bwd, 1, t, aa, rc);
+  if (rumus__gpu_variant(ctx)) /* forced only: slower than the quads */
+    return avg_bands(ctx, op, &a, bwd, 0, t, aa, rc);
   /* Bins 1, 2 or 4 wide, at least 4 a row: the vectors' cases (wider
    * bins, and rows of fewer, ran slower than the adaptive kernels). */
   const cl_long kw = W / OW;
@@ -1112,8 +1116,9 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo),
                         RUMUS__ARG(n),       RUMUS__ARG(area),
                         RUMUS__ARG(vec)};
+    const size_t ls = O1_BWD_LS < ctx->max_wg ? O1_BWD_LS : ctx->max_wg;
     return run_items(ctx, op, dx->dtype, "adaptive_avgpool2d_bwd_o1",
-                     (dx->numel + 3) / 4, a4, 9, pool_ls(ctx));
+                     (dx->numel + 3) / 4, a4, 9, ls);
   }
   if (dy->shape[2] == 1 && dy->shape[3] == 1) { /* CPU variant: a fill */
     cl_ulong area = dx->shape[2] * dx->shape[3];
