@@ -3194,197 +3194,125 @@ inline void band_step(band_walk *b) {
   }
 }
 
-/* Floats a lane stages at most. */
-#define BAND_PER ((BAND_CAP + WG - 1) / WG)
-
-/* This lane's elements l, l + WG, ... of src[0 .. n) into v: every load
- * issued before any is used. */
-inline void band_fetch(global const real_t *src, int n, float *v) {
-  const int lid = (int)get_local_id(0);
-#pragma unroll
-  for (int k = 0; k < BAND_PER; k++)
-    v[k] = lid + k * WG < n ? LOAD(src, lid + k * WG) : 0.0f;
-}
-
-/* v (band_fetch's) into t[0 .. n). */
-inline void band_put(const float *v, int n, local float *t) {
-  const int lid = (int)get_local_id(0);
-#pragma unroll
-  for (int k = 0; k < BAND_PER; k++)
-    if (lid + k * WG < n) t[lid + k * WG] = v[k];
-}
-
-/* v (band_fetch's of dy rows [q0, q0 + rows), OW wide) into t, each over
- * its output's divisor. */
-inline void band_put_grad(const float *v, int q0, int rows, int4 io,
-                          int4 ks, int2 pd, int cip, int divisor,
-                          local float *t) {
-  const int lid = (int)get_local_id(0), n = rows * io.s3;
-  band_walk b = band_walk_of(io.s3);
-#pragma unroll
-  for (int k = 0; k < BAND_PER; k++) {
-    if (lid + k * WG < n) {
-      int h0, h1, w0, w1;
-      const int ph = avg_axis_i(q0 + b.r, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
-      const int pw = avg_axis_i(b.c, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
-      t[lid + k * WG] =
-          v[k] / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
-    }
-    band_step(&b);
+/* Stages src[0 .. n) into t. */
+inline void band_stage(global const real_t *src, int n, local float *t) {
+  for (int i = (int)get_local_id(0); i < n; i += 4 * WG) {
+    float v[4];
+    for (int k = 0; k < 4; k++)
+      v[k] = i + k * WG < n ? LOAD(src, i + k * WG) : 0.0f;
+    for (int k = 0; k < 4; k++)
+      if (i + k * WG < n) t[i + k * WG] = v[k];
   }
 }
 
-/* Band b of the call (plane b / bands per plane): the forward's output
- * rows [o0, o1) and the rows [s0, s1) it stages (x rows); the backward's
- * dx rows [o0, o1) and dy rows [s0, s1). */
-typedef struct {
-  uint plane;
-  int o0, o1, s0, s1;
-} band_rows;
-
-inline band_rows band_fwd_rows(uint b, int4 io, int4 ks, int2 pd, int4 bd) {
-  band_rows r;
-  r.plane = b / (uint)bd.s1;
-  r.o0 = (int)(b - r.plane * (uint)bd.s1) * bd.s0;
-  r.o1 = min(r.o0 + bd.s0, io.s2);
-  r.s0 = max(0, r.o0 * ks.s2 - pd.s0);
-  r.s1 = max(r.s0, min(io.s0, (r.o1 - 1) * ks.s2 - pd.s0 + ks.s0));
-  return r;
+/* Stages dy / divisor of output rows [q0, q0 + rows) of plane gp
+ * (rows x OW floats) into t. */
+inline void band_stage_grad(global const real_t *gp, int q0, int rows,
+                            int4 io, int4 ks, int2 pd, int cip, int divisor,
+                            local float *t) {
+  const int OW = io.s3, n = rows * OW;
+  band_walk b = band_walk_of(OW);
+  for (int i = (int)get_local_id(0); i < n; i += 4 * WG) {
+    float v[4];
+    int oh[4], ow[4];
+    for (int k = 0; k < 4; k++) {
+      oh[k] = q0 + b.r;
+      ow[k] = b.c;
+      v[k] = i + k * WG < n ? LOAD(gp, q0 * OW + i + k * WG) : 0.0f;
+      band_step(&b);
+    }
+    for (int k = 0; k < 4; k++) {
+      if (i + k * WG >= n) break;
+      int h0, h1, w0, w1;
+      const int ph = avg_axis_i(oh[k], ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+      const int pw = avg_axis_i(ow[k], ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+      t[i + k * WG] =
+          v[k] / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+    }
+  }
 }
 
-inline band_rows band_bwd_rows(uint b, int4 io, int4 ks, int2 pd, int4 bd,
-                               uint8 mg, uint8 sv) {
-  band_rows r;
-  r.plane = b / (uint)bd.s1;
-  r.o0 = (int)(b - r.plane * (uint)bd.s1) * bd.s0;
-  r.o1 = min(r.o0 + bd.s0, io.s0);
-  r.s0 = BAND_FIRST(r.o0, pd.s0, ks.s0, ks.s2, 2);
-  r.s1 = max(r.s0, min(io.s2, BAND_LAST(r.o1 - 1, pd.s0, ks.s2, 2) + 1));
-  return r;
-}
-
-/* The outputs of forward band u from the staged x rows in t. */
-inline void avgpool_fwd_band_out(global real_t *y, band_rows u, int4 io,
-                                 int4 ks, int2 pd, int cip, int divisor,
-                                 local const float *t) {
-  const int W = io.s1, OW = io.s3;
+inline void avgpool_fwd_band(global const real_t *x, global real_t *y,
+                             uint grp, int4 io, int4 ks, int2 pd, int cip,
+                             int divisor, int2 bd, local float *t) {
+  const int H = io.s0, W = io.s1, OH = io.s2, OW = io.s3;
+  const uint plane = grp / (uint)bd.s1;
+  const int oh0 = (int)(grp - plane * (uint)bd.s1) * bd.s0;
+  const int oh1 = min(oh0 + bd.s0, OH);
+  const int r0 = max(0, oh0 * ks.s2 - pd.s0);
+  const int r1 = max(r0, min(H, (oh1 - 1) * ks.s2 - pd.s0 + ks.s0));
+  band_stage(x + (size_t)plane * (size_t)(H * W) + (size_t)(r0 * W),
+             (r1 - r0) * W, t);
+  barrier(CLK_LOCAL_MEM_FENCE);
   global real_t *yp =
-      y + (size_t)u.plane * (size_t)(io.s2 * OW) + (size_t)(u.o0 * OW);
-  const int n = (u.o1 - u.o0) * OW;
+      y + (size_t)plane * (size_t)(OH * OW) + (size_t)(oh0 * OW);
+  const int n = (oh1 - oh0) * OW;
   band_walk b = band_walk_of(OW);
   for (int o = (int)get_local_id(0); o < n; o += WG) {
     int h0, h1, w0, w1;
-    const int ph = avg_axis_i(u.o0 + b.r, ks.s0, ks.s2, pd.s0, io.s0, &h0,
-                              &h1);
+    const int ph = avg_axis_i(oh0 + b.r, ks.s0, ks.s2, pd.s0, H, &h0, &h1);
     const int pw = avg_axis_i(b.c, ks.s1, ks.s3, pd.s1, W, &w0, &w1);
     float s = 0.0f;
     for (int h = h0; h < h1; h++)
-      for (int w = w0; w < w1; w++) s += t[(h - u.s0) * W + w];
+      for (int w = w0; w < w1; w++) s += t[(h - r0) * W + w];
     STORE(s / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor), yp,
           o);
     band_step(&b);
   }
 }
 
-/* The dx elements of backward band u from the staged dy / divisor in t. */
-inline void avgpool_bwd_band_out(global real_t *dx, band_rows u, int4 io,
-                                 int4 ks, int2 pd, uint8 mg, uint8 sv,
-                                 local const float *t) {
-  const int W = io.s1, OW = io.s3;
-  global real_t *dp =
-      dx + (size_t)u.plane * (size_t)(io.s0 * W) + (size_t)(u.o0 * W);
-  const int n = (u.o1 - u.o0) * W;
+inline void avgpool_bwd_band(global const real_t *dy, global real_t *dx,
+                             uint grp, int4 io, int4 ks, int2 pd, int cip,
+                             int divisor, int2 bd, uint8 mg, uint8 sv,
+                             local float *t) {
+  const int H = io.s0, W = io.s1, OH = io.s2, OW = io.s3;
+  const uint plane = grp / (uint)bd.s1;
+  const int h0 = (int)(grp - plane * (uint)bd.s1) * bd.s0;
+  const int h1 = min(h0 + bd.s0, H);
+  const int q0 = BAND_FIRST(h0, pd.s0, ks.s0, ks.s2, 2);
+  const int q1 = max(q0, min(OH, BAND_LAST(h1 - 1, pd.s0, ks.s2, 2) + 1));
+  band_stage_grad(dy + (size_t)plane * (size_t)(OH * OW), q0, q1 - q0, io,
+                  ks, pd, cip, divisor, t);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  global real_t *dp = dx + (size_t)plane * (size_t)(H * W) + (size_t)(h0 * W);
+  const int n = (h1 - h0) * W;
   band_walk b = band_walk_of(W);
   for (int e = (int)get_local_id(0); e < n; e += WG) {
-    const int h = u.o0 + b.r, w = b.c;
-    const int a0 = max(u.s0, BAND_FIRST(h, pd.s0, ks.s0, ks.s2, 2));
-    const int a1 = min(u.s1 - 1, BAND_LAST(h, pd.s0, ks.s2, 2));
+    const int h = h0 + b.r, w = b.c;
+    const int a0 = max(q0, BAND_FIRST(h, pd.s0, ks.s0, ks.s2, 2));
+    const int a1 = min(q1 - 1, BAND_LAST(h, pd.s0, ks.s2, 2));
     const int c0 = BAND_FIRST(w, pd.s1, ks.s1, ks.s3, 3);
     const int c1 = min(OW - 1, BAND_LAST(w, pd.s1, ks.s3, 3));
     float s = 0.0f;
     for (int oh = a0; oh <= a1; oh++)
-      for (int ow = c0; ow <= c1; ow++) s += t[(oh - u.s0) * OW + ow];
+      for (int ow = c0; ow <= c1; ow++) s += t[(oh - q0) * OW + ow];
     STORE(s, dp, e);
     band_step(&b);
   }
 }
 
-/* Bands bd.s2 grp .. of the bd.s3 of the call, one after another, each
- * band's loads issued before the previous band's outputs are computed. */
-inline void avgpool_fwd_bands(global const real_t *x, global real_t *y,
-                              uint grp, int4 io, int4 ks, int2 pd, int cip,
-                              int divisor, int4 bd, local float *t) {
-  const size_t area = (size_t)(io.s0 * io.s1);
-  uint b = grp * (uint)bd.s2;
-  const uint end = min(b + (uint)bd.s2, (uint)bd.s3);
-  float v[BAND_PER];
-  band_rows u = band_fwd_rows(b, io, ks, pd, bd);
-  band_fetch(x + u.plane * area + (size_t)(u.s0 * io.s1),
-             (u.s1 - u.s0) * io.s1, v);
-  for (; b < end; b++) {
-    band_put(v, (u.s1 - u.s0) * io.s1, t);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    band_rows next = u;
-    if (b + 1 < end) {
-      next = band_fwd_rows(b + 1, io, ks, pd, bd);
-      band_fetch(x + next.plane * area + (size_t)(next.s0 * io.s1),
-                 (next.s1 - next.s0) * io.s1, v);
-    }
-    avgpool_fwd_band_out(y, u, io, ks, pd, cip, divisor, t);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    u = next;
-  }
-}
-
-inline void avgpool_bwd_bands(global const real_t *dy, global real_t *dx,
-                              uint grp, int4 io, int4 ks, int2 pd, int cip,
-                              int divisor, int4 bd, uint8 mg, uint8 sv,
-                              local float *t) {
-  const size_t oarea = (size_t)(io.s2 * io.s3);
-  uint b = grp * (uint)bd.s2;
-  const uint end = min(b + (uint)bd.s2, (uint)bd.s3);
-  float v[BAND_PER];
-  band_rows u = band_bwd_rows(b, io, ks, pd, bd, mg, sv);
-  band_fetch(dy + u.plane * oarea + (size_t)(u.s0 * io.s3),
-             (u.s1 - u.s0) * io.s3, v);
-  for (; b < end; b++) {
-    band_put_grad(v, u.s0, u.s1 - u.s0, io, ks, pd, cip, divisor, t);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    band_rows next = u;
-    if (b + 1 < end) {
-      next = band_bwd_rows(b + 1, io, ks, pd, bd, mg, sv);
-      band_fetch(dy + next.plane * oarea + (size_t)(next.s0 * io.s3),
-                 (next.s1 - next.s0) * io.s3, v);
-    }
-    avgpool_bwd_band_out(dx, u, io, ks, pd, mg, sv, t);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    u = next;
-  }
-}
-
-/* GPU variant, bands: work-group first / WG + g takes bands bd.s2 (first
- * / WG + g) on, of bd.s3 (every work-item real: the barrier needs them
- * all); bd = (BR, bands per plane, bands per work-group, bands). */
+/* GPU variant, bands: work-group first / WG + g (every work-item real:
+ * the barrier needs them all). */
 __kernel RUMUS_WG_ATTR
 void avgpool2d_fwd_band(ulong n, ulong first, global const real_t *x,
                         ulong xo, global real_t *y, ulong yo, long4 io,
-                        long4 ks, long4 pd, int cip, int divisor, int4 bd) {
+                        long4 ks, long4 pd, int cip, int divisor, int2 bd) {
   local float t[BAND_CAP];
   (void)n;
   const uint grp = (uint)(first / WG) + (uint)get_group_id(0);
-  avgpool_fwd_bands(x + xo, y + yo, grp, convert_int4(io), convert_int4(ks),
-                    convert_int2(pd.s01), cip, divisor, bd, t);
+  avgpool_fwd_band(x + xo, y + yo, grp, convert_int4(io), convert_int4(ks),
+                   convert_int2(pd.s01), cip, divisor, bd, t);
 }
 
 __kernel RUMUS_WG_ATTR
 void avgpool2d_bwd_band(ulong n, ulong first, global const real_t *dy,
                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
-                        long4 ks, long4 pd, int cip, int divisor, int4 bd,
+                        long4 ks, long4 pd, int cip, int divisor, int2 bd,
                         uint8 mg, uint8 sv) {
   local float t[BAND_CAP];
   (void)n;
   const uint grp = (uint)(first / WG) + (uint)get_group_id(0);
-  avgpool_bwd_bands(dy + dyo, dx + dxo, grp, convert_int4(io),
-                    convert_int4(ks), convert_int2(pd.s01), cip, divisor, bd,
-                    mg, sv, t);
+  avgpool_bwd_band(dy + dyo, dx + dxo, grp, convert_int4(io),
+                   convert_int4(ks), convert_int2(pd.s01), cip, divisor, bd,
+                   mg, sv, t);
 }

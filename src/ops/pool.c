@@ -654,28 +654,12 @@ static uint64_t band_rows(const pool_call *c, int bwd) {
   return br < out ? br : out;
 }
 
-/* Bands a work-group takes one after another (each band's loads issued
- * before the previous band's outputs), where the call has at least
- * BAND_REP_MIN_GROUPS groups' worth; RUMUS_AVGPOOL_BAND_REP (1 to 64)
- * overrides it. */
-#define BAND_REP 4
-#define BAND_REP_MIN_GROUPS 4096
-
-static uint64_t band_rep(uint64_t bands) {
-  const char *v = getenv("RUMUS_AVGPOOL_BAND_REP");
-  if (v != NULL) {
-    const long f = strtol(v, NULL, 10);
-    if (f >= 1 && f <= 64) return (uint64_t)f;
-  }
-  return bands >= (uint64_t)BAND_REP * BAND_REP_MIN_GROUPS ? BAND_REP : 1;
-}
-
 /* avgpool2d_{fwd,bwd}_band (cl/pool.cl) for `planes` planes: 1 when they
- * apply, with bd = (BR, bands per plane, bands per work-group, bands) and
- * the work-groups: the GPU variant, every extent, window area and window
- * end in int, a band of one row at least. */
+ * apply, with bd = (BR, bands per plane) and the work-groups: the GPU
+ * variant, every extent, window area and window end in int, a band of
+ * one row at least. */
 static int band_plan(const rumus_ctx *ctx, const pool_call *c, int bwd,
-                     size_t planes, cl_int4 *bd, size_t *groups) {
+                     size_t planes, cl_int2 *bd, size_t *groups) {
   const uint64_t lim = (uint64_t)1 << 31;
   const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1],
                  OH = (uint64_t)c->io.s[2], OW = (uint64_t)c->io.s[3];
@@ -688,11 +672,10 @@ static int band_plan(const rumus_ctx *ctx, const pool_call *c, int bwd,
       return 0;
   const uint64_t br = band_rows(c, bwd), rows = bwd ? H : OH;
   if (br == 0) return 0;
-  const uint64_t nb = (rows + br - 1) / br, bands = (uint64_t)planes * nb;
-  if (bands >= lim / pool_ls(ctx)) return 0;
-  const uint64_t rep = band_rep(bands);
-  *bd = (cl_int4){{(cl_int)br, (cl_int)nb, (cl_int)rep, (cl_int)bands}};
-  *groups = (size_t)((bands + rep - 1) / rep);
+  const uint64_t nb = (rows + br - 1) / br;
+  if ((uint64_t)planes * nb >= lim / pool_ls(ctx)) return 0;
+  *bd = (cl_int2){{(cl_int)br, (cl_int)nb}};
+  *groups = (size_t)((uint64_t)planes * nb);
   return 1;
 }
 
@@ -702,7 +685,7 @@ static int band_plan(const rumus_ctx *ctx, const pool_call *c, int bwd,
 static int avg_bands(rumus_ctx *ctx, const char *op, const pool_call *c,
                      int bwd, int overlap, const rumus_tensor *t,
                      const rumus__arg *args, int *rc) {
-  cl_int4 bd;
+  cl_int2 bd;
   size_t groups;
   if (!band_wanted(overlap) ||
       !band_plan(ctx, c, bwd, t->shape[0] * t->shape[1], &bd, &groups))
