@@ -17,7 +17,9 @@
  * windows, stride 2, padding 1 runs by 2 x 4 blocks of dx
  * (k3s2_block_plan), other overlapping windows by tiles staged in local
  * memory (tile_plan, max_bwd_tiles; RUMUS_MAXPOOL_BWD=block, tile or old
- * forces a choice).  The
+ * forces a choice), and average pooling with overlapping windows by bands
+ * of rows staged in local memory (band_plan, avg_bands;
+ * RUMUS_AVGPOOL_BAND).  The
  * CPU variant's row kernels
  * take several consecutive rows a work-item (run_row_items); its F32 max
  * backward scatters by planes unless the rows gather in vectors
