@@ -625,8 +625,8 @@ static int run_tiles(rumus_ctx *ctx, const char *op, const rumus_tensor *dx,
  * by default where windows overlap (`overlap`: a stride below its
  * kernel), where the quads read every input once per window from the
  * caches (pool.cl; on the H100 3x3 windows of stride 1 at 128x512x28
- * forward 314 us against 511, backward 343-396 against 745; stride 2 at
- * 64x256x56 121 against 142 and 257 against 355).  Adaptive bins that
+ * forward 313 us against 514, backward 378 against 748; stride 2 at
+ * 64x256x56 123 against 142 and 285 against 353).  Adaptive bins that
  * divide the input were slower as bands (28 -> 7 at 256x512: 214 us
  * against 179 forward, 464 against 250 backward) and take them only
  * when forced.  RUMUS_AVGPOOL_BAND=1 always, =0 never. */
@@ -1004,10 +1004,10 @@ static int check_adaptive(rumus_ctx *ctx, const char *op, const char *in_name,
  * average pooling with kernel = stride = (kh, kw) and no padding, with
  * the same sums in the same order and the same divisor (kh kw): on the
  * GPU variant its bands may run them where forced (avg_bands, bwd 0
- * forward, 1 backward), on the CPU variant its row kernels (`kernel`, over t's N C H rows: y's
- * forward, dx's backward), in vectors (cl/pool.cl); both give the
- * adaptive kernels' bits.  args[0 .. 7) are the adaptive call's; 1 if it
- * ran (*rc its status). */
+ * forward, 1 backward), on the CPU variant its row kernels (`kernel`,
+ * over t's N C H rows: y's forward, dx's backward), in vectors
+ * (cl/pool.cl); both give the adaptive kernels' bits.  args[0 .. 7) are
+ * the adaptive call's; 1 if it ran (*rc its status). */
 static int adaptive_as_avg(rumus_ctx *ctx, const char *op, const char *kernel,
                            int bwd, const rumus_tensor *t, const pool_call *c,
                            const rumus__arg *args, int *rc) {
