@@ -914,7 +914,7 @@ inline size_t bn_draw(volatile global int *status, size_t total,
 /* Work-item 0 of channel c's last reduction group, after writing the
  * channel's results: the map tasks may start. */
 inline void bn_publish(volatile global int *status, size_t c) {
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  rumus_device_fence();
   atomic_xchg(status + RUMUS_STATUS_SETS + c, BN_DONE);
 }
 
@@ -924,7 +924,7 @@ inline void bn_wait(volatile global int *status, size_t c) {
     volatile global int *t = status + RUMUS_STATUS_SETS + c;
     while (*t < BN_DONE)
       ;
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    rumus_device_fence();
   }
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 }

@@ -569,16 +569,32 @@ inline void rumus_report(volatile global int *status, int code, int value,
 #define RUMUS_STATUS_SETS 4
 #endif
 
+/* Orders the work-item's global stores and loads before the fence ahead
+ * of those after it for every work-group of the device, which groups that
+ * hand results to one another within a launch need (a partial before its
+ * ticket, a channel's statistics before its flag).  OpenCL 1.2's
+ * mem_fence promises that order to the work-item's own group only, and
+ * NVIDIA's driver compiles it as PTX membar.cta, which does not wait for a
+ * store to reach the L2 cache that other compute units read: there the
+ * fence is membar.gl (cl_nv_pragma_unroll, an extension of NVIDIA's
+ * driver alone, names it). */
+#ifdef cl_nv_pragma_unroll
+#define rumus_device_fence() __asm__ __volatile__("membar.gl;" ::: "memory")
+#else
+#define rumus_device_fence() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+
 /* 1 in every work-item of the group that finished last of the `groups`
- * that share the ticket (barriers inside: every work-item calls it).  Each work-item
- * fences its own writes of the partial before the group takes its ticket. */
+ * that share the ticket (barriers inside: every work-item calls it).  Each
+ * work-item fences its own writes of the partial before the group takes
+ * its ticket; the last group fences again before it reads the others'. */
 inline int rumus_last_group(volatile global int *ticket, size_t groups,
                             local int *flag) {
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  rumus_device_fence();
   barrier(CLK_GLOBAL_MEM_FENCE);
   if (get_local_id(0) == 0) {
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
     *flag = atomic_inc(ticket) == (int)(groups - 1);
+    rumus_device_fence();
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   return *flag;
