@@ -691,12 +691,13 @@ int rumus_attention_bwd(rumus_ctx *ctx, const rumus_attention_params *params,
   /* delta of every query row; a stand-in of one float without queries
    * (dk and dv are then 0: the kernels read no delta). */
   cl_mem delta;
-  RUMUS__FORWARD(rumus__scratch(ctx, op, (rows ? rows : 1) * sizeof(float),
-                                &delta));
-  int st = rows ? run_delta(ctx, op, opts, &a, delta, rows) : RUMUS_OK;
+  rumus__scratch_begin(ctx);
+  int st = rumus__scratch_slot(ctx, op, RUMUS__SCRATCH_PARTIALS,
+                               (rows ? rows : 1) * sizeof(float), &delta);
+  if (st == RUMUS_OK && rows) st = run_delta(ctx, op, opts, &a, delta, rows);
   if (st == RUMUS_OK)
     st = run_grads(ctx, op, opts, &a, &s, scale, p.causal, delta);
-  clReleaseMemObject(delta);
+  rumus__scratch_end(ctx);
   return st;
 }
 

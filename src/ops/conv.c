@@ -690,9 +690,10 @@ static int run_bwd_weight_dw(rumus_ctx *ctx, const char *op,
                              rumus_tensor *dw) {
   const size_t B = dw_blocks(g), taps = g->kh * g->kw;
   cl_mem part = NULL;
-  if (B > 1)
-    RUMUS__FORWARD(
-        rumus__scratch(ctx, op, B * dw->numel * sizeof(float), &part));
+  rumus__scratch_begin(ctx);
+  int st = B > 1 ? rumus__scratch_slot(ctx, op, RUMUS__SCRATCH_PARTIALS,
+                                       B * dw->numel * sizeof(float), &part)
+                 : RUMUS_OK;
   const int wg = pr->gpu && ctx->max_wg >= DW_LANES;
   /* The CPU kernel: DW_OCB output channels per work-item, or one for
    * depthwise layers. */
@@ -710,7 +711,6 @@ static int run_bwd_weight_dw(rumus_ctx *ctx, const char *op,
                              RUMUS__ARG(pm),      RUMUS__ARG(gv),
                              RUMUS__ARG(BB),      RUMUS__ARG(t0),
                              RUMUS__ARG(gv)};
-  int st = RUMUS_OK;
   for (size_t t = 0; st == RUMUS_OK && t < taps; t += DW_TAPS) {
     t0 = (cl_int)t;
     st = launch_y(ctx, op, pr, wg ? "conv_bwd_weight_dw" : cpu_kernel,
@@ -719,7 +719,7 @@ static int run_bwd_weight_dw(rumus_ctx *ctx, const char *op,
                   sizeof args / sizeof args[0]);
   }
   if (st == RUMUS_OK && B > 1) st = run_wsum(ctx, op, pr, part, B, dw);
-  if (part) clReleaseMemObject(part);
+  rumus__scratch_end(ctx);
   return st;
 }
 
@@ -737,9 +737,10 @@ static int run_bwd_weight(rumus_ctx *ctx, const char *op, const geo *g,
   size_t kc, S;
   weight_chunks(g, &kc, &S);
   cl_mem part = NULL;
-  if (S > 1)
-    RUMUS__FORWARD(
-        rumus__scratch(ctx, op, S * dw->numel * sizeof(float), &part));
+  rumus__scratch_begin(ctx);
+  int st = S > 1 ? rumus__scratch_slot(ctx, op, RUMUS__SCRATCH_PARTIALS,
+                                       S * dw->numel * sizeof(float), &part)
+                 : RUMUS_OK;
   const cl_long16 gv = geo_arg(g);
   cl_ulong xo = rumus__off(x), dyo = rumus__off(dy), dwo = rumus__off(dw),
            KC = kc, SS = S;
@@ -751,13 +752,13 @@ static int run_bwd_weight(rumus_ctx *ctx, const char *op, const geo *g,
                        RUMUS__ARG(pm),      RUMUS__ARG(gv),
                        RUMUS__ARG(KC),      RUMUS__ARG(SS),
                        RUMUS__ARG(gv)};
-  int st = launch_z(ctx, op, &pr,
-                    pr.gpu ? "conv_bwd_weight_wg" : "conv_bwd_weight_cpu",
-                    g->c / g->g * g->kh * g->kw, g->oc / g->g, g->g * S, args,
-                    sizeof args / sizeof args[0]);
+  if (st == RUMUS_OK)
+    st = launch_z(ctx, op, &pr,
+                  pr.gpu ? "conv_bwd_weight_wg" : "conv_bwd_weight_cpu",
+                  g->c / g->g * g->kh * g->kw, g->oc / g->g, g->g * S, args,
+                  sizeof args / sizeof args[0]);
   if (st == RUMUS_OK && S > 1) st = run_wsum(ctx, op, &pr, part, S, dw);
-  /* The queue keeps the scratch buffer alive until the kernels finish. */
-  if (part) clReleaseMemObject(part);
+  rumus__scratch_end(ctx);
   return st;
 }
 

@@ -453,17 +453,19 @@ int rumus_bias_grad(rumus_ctx *ctx, const rumus_tensor *dy,
   c.gx = (c.cols + 4 * tc - 1) / (4 * tc); /* column blocks (GPU) */
   c.rc = bg_rows_per_chunk(ctx, g.gpu, c.rows, c.gx);
   c.chunks = (c.rows + c.rc - 1) / c.rc;
-  if (c.chunks > 1) {
-    RUMUS__FAIL_IF(c.chunks > (size_t)-1 / sizeof(float) / c.cols, ctx,
-                   RUMUS_ESIZE, "%s: %zu x %zu partial sums overflow size_t",
-                   op, c.chunks, c.cols);
-    RUMUS__FORWARD(rumus__scratch(ctx, op, c.chunks * c.cols * sizeof(float),
-                                  &c.part));
-  }
-  const int st = g.gpu ? bg_launch_wg(ctx, op, &c)
-                       : bg_launch_row(ctx, op, &c, g.ls);
-  /* The queue keeps the scratch buffer alive until the kernels finish. */
-  if (c.part) clReleaseMemObject(c.part);
+  RUMUS__FAIL_IF(c.chunks > 1 && c.chunks > (size_t)-1 / sizeof(float) /
+                                        c.cols,
+                 ctx, RUMUS_ESIZE, "%s: %zu x %zu partial sums overflow size_t",
+                 op, c.chunks, c.cols);
+  rumus__scratch_begin(ctx);
+  int st = c.chunks > 1 ? rumus__scratch_slot(ctx, op, RUMUS__SCRATCH_PARTIALS,
+                                              c.chunks * c.cols *
+                                                  sizeof(float),
+                                              &c.part)
+                        : RUMUS_OK;
+  if (st == RUMUS_OK)
+    st = g.gpu ? bg_launch_wg(ctx, op, &c) : bg_launch_row(ctx, op, &c, g.ls);
+  rumus__scratch_end(ctx);
   return st;
 }
 

@@ -449,17 +449,9 @@ static int launch_final(rumus_ctx *ctx, const char *op, rumus_dtype t,
   return rumus__launch(ctx, op, &k, 1, &global, &global, nargs, args);
 }
 
-int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
-                      rumus_tensor *acc) {
-  static const char *const op = "rumus_sum_squares";
-  if (ctx == NULL) return RUMUS_ENULL;
-  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "x", x));
-  RUMUS__FORWARD(check_scalar_out(ctx, op, "acc", acc));
-  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "acc", acc, 0));
-  const size_t P = sq_parts(ctx, x->numel);
-  if (P == 0) return RUMUS_OK;
-  cl_mem part;
-  RUMUS__FORWARD(rumus__scratch(ctx, op, P * sizeof(float), &part));
+/* rumus_sum_squares's launches, its P partials in part. */
+static int launch_sumsq(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
+                        rumus_tensor *acc, cl_mem part, size_t P) {
   int st;
   if (rumus__gpu_variant(ctx)) {
     /* One launch: the last work-group sums the partials (sumsq_wg). */
@@ -484,8 +476,24 @@ int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
       st = launch_final(ctx, op, x->dtype, "sumsq_final", 5, args);
     }
   }
-  /* The queued kernels keep the buffer alive until they finish. */
-  clReleaseMemObject(part);
+  return st;
+}
+
+int rumus_sum_squares(rumus_ctx *ctx, const rumus_tensor *x,
+                      rumus_tensor *acc) {
+  static const char *const op = "rumus_sum_squares";
+  if (ctx == NULL) return RUMUS_ENULL;
+  RUMUS__FORWARD(rumus__check_float_tensor(ctx, op, "x", x));
+  RUMUS__FORWARD(check_scalar_out(ctx, op, "acc", acc));
+  RUMUS__FORWARD(rumus__check_overlap(ctx, op, "x", x, "acc", acc, 0));
+  const size_t P = sq_parts(ctx, x->numel);
+  if (P == 0) return RUMUS_OK;
+  cl_mem part;
+  rumus__scratch_begin(ctx);
+  int st = rumus__scratch_slot(ctx, op, RUMUS__SCRATCH_PARTIALS,
+                               P * sizeof(float), &part);
+  if (st == RUMUS_OK) st = launch_sumsq(ctx, op, x, acc, part, P);
+  rumus__scratch_end(ctx);
   return st;
 }
 
@@ -562,10 +570,12 @@ int rumus_clip_grad_norm(rumus_ctx *ctx, rumus_tensor *const *grads, size_t n,
   RUMUS__FORWARD(check_clip(ctx, op, grads, n, max_norm, total_norm, &P));
   if (P == 0 && total_norm == NULL) return RUMUS_OK; /* nothing to scale */
   cl_mem part;
-  RUMUS__FORWARD(rumus__scratch(ctx, op, (P + 1) * sizeof(float), &part));
-  const int st = launch_clip(ctx, op, grads, n, max_norm, total_norm, part, P);
-  /* The queued kernels keep the buffer alive until they finish. */
-  clReleaseMemObject(part);
+  rumus__scratch_begin(ctx);
+  int st = rumus__scratch_slot(ctx, op, RUMUS__SCRATCH_PARTIALS,
+                               (P + 1) * sizeof(float), &part);
+  if (st == RUMUS_OK)
+    st = launch_clip(ctx, op, grads, n, max_norm, total_norm, part, P);
+  rumus__scratch_end(ctx);
   return st;
 }
 
