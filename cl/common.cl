@@ -585,14 +585,17 @@ inline void rumus_report(volatile global int *status, int code, int value,
 #endif
 
 /* 1 in every work-item of the group that finished last of the `groups`
- * that share the ticket (barriers inside: every work-item calls it).  Each
- * work-item fences its own writes of the partial before the group takes
- * its ticket; the last group fences again before it reads the others'. */
+ * that share the ticket (barriers inside: every work-item calls it).  The
+ * barrier orders the group's writes of its partial before work-item 0's
+ * device-wide fence, which orders them before the ticket; a fence after
+ * the ticket orders the last group's reads of the others' partials after
+ * it.  Fences in every work-item instead cost batch norm's statistics 2%
+ * on an H100. */
 inline int rumus_last_group(volatile global int *ticket, size_t groups,
                             local int *flag) {
-  rumus_device_fence();
   barrier(CLK_GLOBAL_MEM_FENCE);
   if (get_local_id(0) == 0) {
+    rumus_device_fence();
     *flag = atomic_inc(ticket) == (int)(groups - 1);
     rumus_device_fence();
   }

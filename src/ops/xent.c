@@ -12,8 +12,7 @@
  * the status buffer), not in a second launch: three launches at most.
  * One scratch buffer holds the per-row losses (MEAN, SUM), the loss
  * partials and the count partials plus the count: the context's reusable
- * slot RUMUS__SCRATCH_PARTIALS, held for the launches (a fresh buffer each call
- * cost its first kernel 30-45 us on an H100, the driver mapping it then).
+ * slot RUMUS__SCRATCH_PARTIALS, held for the launches.
  *
  * Types: logits F32, F16 or BF16 (the programs' RUMUS_STORAGE), grad the
  * logits' type, targets I32, loss F32 or the logits' type (the second tag
