@@ -118,12 +118,6 @@
 #define BG_TC (WG >= 8 ? 8 : WG)
 #endif
 #define BG_TR (WG / BG_TC)         /* row lanes per work-group */
-#ifndef BG_CHAINS
-/* Row chains per work-item of bias_grad_wg, 2 or 4: the loads it has in
- * flight per step.  16-bit storage takes 4 (host), its float4 being 8
- * bytes. */
-#define BG_CHAINS 2
-#endif
 #ifndef BG_COLS
 #define BG_COLS 1024 /* columns per work-item of bias_grad_row (multiple of 8) */
 #endif
@@ -529,9 +523,8 @@ __kernel void bias_add(global real_t *y, ulong y_off, global const real_t *bias,
 
 /* Global (ceil(F / (4 BG_TC)) * WG, chunks), local (WG, 1).  Work-item
  * (tx, ty) sums columns 4 c .. 4 c + 3, c = group * BG_TC + tx, over rows
- * r0 + ty, r0 + ty + BG_TR, ... in BG_CHAINS chains (loads in flight; four
- * fold into two before the rows left for two), then a tree over the ty
- * lanes.  One chunk (rc >= rows): the sums go to db.
+ * r0 + ty, r0 + ty + BG_TR, ... in two chains (loads in flight), then a
+ * tree over the ty lanes.  One chunk (rc >= rows): the sums go to db.
  * Several: chunk k's sums go to part[k * cols + j] (float scratch), and
  * the last of the chunks of each column block to finish (its ticket:
  * status word RUMUS_STATUS_SETS + block, rumus_last_group in common.cl)
@@ -556,17 +549,6 @@ EW_INLINE int bg_wg_sums(global const real_t *dy, global float *part,
   *c0_out = c0;
   if (c0 + 4 <= n) {
     size_t r = r0 + ty;
-#if BG_CHAINS == 4
-    float4 c = 0.0f, d = 0.0f;
-    for (; r + 3 * BG_TR < r1; r += 4 * BG_TR) {
-      a += LOAD4(p, r * n);
-      b += LOAD4(p, (r + BG_TR) * n);
-      c += LOAD4(p, (r + 2 * BG_TR) * n);
-      d += LOAD4(p, (r + 3 * BG_TR) * n);
-    }
-    a += c;
-    b += d;
-#endif
     for (; r + BG_TR < r1; r += 2 * BG_TR) {
       a += LOAD4(p, r * n);
       b += LOAD4(p, (r + BG_TR) * n);

@@ -80,8 +80,7 @@ static void get_geom(const rumus_ctx *ctx, rumus_dtype storage, int align4,
 /* The options of the family's program for g (warm-up and launches).  The
  * GPU variant's exp and reciprocal use special-function instructions
  * (EW_GPU_MATH in cl/elementwise.cl); 16-bit storage takes the shorter
- * math that its 11 or 8 bits allow (EW_SHORT_MATH) and four row chains in
- * the bias gradient (BG_CHAINS). */
+ * math that its 11 or 8 bits allow (EW_SHORT_MATH). */
 static void ew_options(const rumus_ctx *ctx, const geom *g, char *buf,
                        size_t len) {
   char head[96];
@@ -89,11 +88,9 @@ static void ew_options(const rumus_ctx *ctx, const geom *g, char *buf,
                       g->align4);
   snprintf(buf, len,
            "%s -DEW_VW=%zu -DEW_NV=%zu -DEW_LS=%zu -DBG_COLS=%d "
-           "-DEW_GPU_MATH=%d -DEW_SHORT_MATH=%d -DRUMUS_ALIGN8=%d "
-           "-DBG_CHAINS=%d",
+           "-DEW_GPU_MATH=%d -DEW_SHORT_MATH=%d -DRUMUS_ALIGN8=%d",
            head, g->vw, g->nv, g->ls, BG_COLS_CPU, g->gpu,
-           g->storage != RUMUS_F32, g->align8,
-           g->storage != RUMUS_F32 ? 4 : 2);
+           g->storage != RUMUS_F32, g->align8);
 }
 
 /* The geometry and program options for the op's tensors ts[0 .. nt) with
