@@ -29,9 +29,10 @@ enum {
 
 /* Reusable scratch buffers per context (rumus__scratch_begin). */
 #define RUMUS__SCRATCH_SLOTS 9 /* the embedding backward uses 9 */
-/* The slot of the small per-call partial sums (cross-entropy, the bias
- * gradient, the sum of squares, clipping, the attention backward's
- * delta): none of them runs with the larger users of slot 3. */
+/* The slot of the per-call partial sums of cross-entropy, the bias
+ * gradient, the sum of squares and clipping, the attention backward's
+ * delta and the conv weight gradient's split (any slot would do: an op
+ * holds every slot while its launches are queued). */
 #define RUMUS__SCRATCH_PARTIALS 3
 
 typedef struct rumus__program rumus__program;
