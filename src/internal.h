@@ -274,13 +274,9 @@ static inline size_t rumus__round_up(size_t n, size_t m) {
   return (n + m - 1) / m * m;
 }
 
-/* A short-lived device scratch buffer (freed by the caller). */
-RUMUS__HIDDEN int rumus__scratch(rumus_ctx *ctx, const char *op, size_t bytes,
-                                 cl_mem *out);
-
-/* Reusable per-context scratch buffers, for ops that run often enough that
- * a fresh buffer's first-touch cost shows (PoCL maps new pages during the
- * kernels).  rumus__scratch_begin() takes them for one op's launches,
+/* Reusable per-context scratch buffers, the ops' only device scratch (a
+ * fresh buffer costs a host call per op, and PoCL maps its pages during
+ * the kernels).  rumus__scratch_begin() takes them for one op's launches,
  * rumus__scratch_slot() gives slot i (0 to 8) with at least `bytes` (the
  * contents are undefined), rumus__scratch_end() lets them go.  The queue is
  * in-order, so the next op that takes them runs after this op's kernels.

@@ -421,7 +421,9 @@ int rumus__launch_pieces(rumus_ctx *ctx, const char *op,
   return RUMUS_OK;
 }
 
-int rumus__scratch(rumus_ctx *ctx, const char *op, size_t bytes, cl_mem *out) {
+/* A fresh device buffer of `bytes` (at least 4), for a scratch slot. */
+static int new_scratch(rumus_ctx *ctx, const char *op, size_t bytes,
+                       cl_mem *out) {
   cl_int e;
   *out = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes ? bytes : 4,
                         NULL, &e);
@@ -449,7 +451,7 @@ int rumus__scratch_slot(rumus_ctx *ctx, const char *op, int slot, size_t bytes,
     if (ctx->scratch_mem[slot]) clReleaseMemObject(ctx->scratch_mem[slot]);
     ctx->scratch_mem[slot] = NULL;
     ctx->scratch_size[slot] = 0;
-    RUMUS__FORWARD(rumus__scratch(ctx, op, bytes, &ctx->scratch_mem[slot]));
+    RUMUS__FORWARD(new_scratch(ctx, op, bytes, &ctx->scratch_mem[slot]));
     ctx->scratch_size[slot] = bytes;
   }
   *out = ctx->scratch_mem[slot];
