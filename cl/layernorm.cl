@@ -332,6 +332,55 @@ inline float4 ln_mask4(size_t q, size_t n) {
   return (float4)(j < n, j + 1 < n, j + 2 < n, j + 3 < n);
 }
 
+/* Stores the lanes of float4 group q of a float row of n that lie in it. */
+inline void ln_part_store4(float4 v, global float *p, size_t q, size_t n) {
+  const size_t j = q * 4;
+  if (j + 4 <= n) {
+    vstore4(v, q, p);
+    return;
+  }
+  p[j] = v.x;
+  if (j + 1 < n) p[j + 1] = v.y;
+  if (j + 2 < n) p[j + 2] = v.z;
+}
+
+/* Row groups of the register kernels (the _wgc and wide forwards, the
+ * _wgc and _blk backwards): rumus_rv of common.cl, float4, or float8
+ * where the host found a 16-bit row and every tensor, gamma and beta
+ * included, 8-element aligned (RUMUS_ALIGN8): one 16-byte access where
+ * four halves take 8 bytes, too few in flight to stream at copy speed
+ * (softmax's and cross-entropy's rows showed it).  A work-item holds the
+ * same elements either way, LN_NV(n4) groups where the host counts n4
+ * float4, so the host's geometry does not change with the width.  With
+ * RUMUS_ALIGN8 a row is a whole number of groups: a group lies in the
+ * row or past its end. */
+#define LN_NV(n4) ((n4) * 4 / RUMUS_RV)
+#if RUMUS_RV == 8
+#define PLOADV(p, i) RUMUS_LOADA(LN_PARAM, 8, p, i)
+inline float8 ln_ploadv_fill(global const param_t *p, size_t q, size_t n,
+                             float fill) {
+  return q * 8 < n ? PLOADV(p, q * 8) : (float8)(fill);
+}
+inline float8 ln_maskv(size_t q, size_t n) {
+  return (float8)(q * 8 < n ? 1.0f : 0.0f);
+}
+/* Partial rows start at multiples of cols (a multiple of 8) in a buffer
+ * of the context's scratch: float8 aligned. */
+inline void ln_part_storev(float8 v, global float *p, size_t q, size_t n) {
+  if (q * 8 < n) *(global float8 *)(p + q * 8) = v;
+}
+#else
+#define PLOADV(p, i) PLOAD4(p, i)
+#define ln_ploadv_fill ln_pload4_fill
+#define ln_maskv ln_mask4
+#define ln_part_storev ln_part_store4
+#endif
+/* The elements of group q inside a row of n. */
+inline float ln_countv(size_t q, size_t n) {
+  const size_t j = q * RUMUS_RV;
+  return j >= n ? 0.0f : (n - j >= RUMUS_RV ? (float)RUMUS_RV : (float)(n - j));
+}
+
 /* rumus_wg_sum of two sums at once (the same tree, the same bits, half
  * the barriers). */
 RUMUS_TREE_SUM(ln_tree_sum2, float2)
@@ -430,25 +479,24 @@ inline float2 ln_merge(float *na, float2 a, float nb, float2 b) {
 }
 
 /* The wide forward's row moments (mean, sum of squared deviations) in one
- * two-level sum (LN_WV float4 per work-item in v, LN_WLS work-items): each
+ * two-level sum (LN_NV(LN_WV) groups per work-item in v, LN_WLS work-items): each
  * work-item's own count, mean and M2 from its registers, then Chan's
  * merges in a fixed order, as LN_GRP_SUM adds (lc, lm: LN_WLS + 32
  * entries). */
-LN_INLINE float2 ln_wide_moments(const float4 *v, size_t n, local float *lc,
-                                 local float2 *lm) {
+LN_INLINE float2 ln_wide_moments(const rumus_rv *v, size_t n,
+                                 local float *lc, local float2 *lm) {
   const size_t lid = get_local_id(0);
   float c = 0.0f, s = 0.0f, m2 = 0.0f;
 #pragma unroll
-  for (int k = 0; k < LN_WV; k++) {
-    const size_t j = (lid + (size_t)k * LN_WLS) * 4;
-    c += j >= n ? 0.0f : (n - j >= 4 ? 4.0f : (float)(n - j));
-    s += rumus_hsum4(v[k]); /* 0 past the row's end */
+  for (int k = 0; k < LN_NV(LN_WV); k++) {
+    c += ln_countv(lid + (size_t)k * LN_WLS, n);
+    s += rumus_hsumv(v[k]); /* 0 past the row's end */
   }
   const float mi = c > 0.0f ? s / c : 0.0f;
 #pragma unroll
-  for (int k = 0; k < LN_WV; k++) {
-    const float4 d = (v[k] - mi) * ln_mask4(lid + (size_t)k * LN_WLS, n);
-    m2 += dot(d, d);
+  for (int k = 0; k < LN_NV(LN_WV); k++) {
+    const rumus_rv d = (v[k] - mi) * ln_maskv(lid + (size_t)k * LN_WLS, n);
+    m2 += rumus_dotv(d, d);
   }
   lc[lid] = c;
   lm[lid] = (float2)(mi, m2);
@@ -470,7 +518,8 @@ LN_INLINE float2 ln_wide_moments(const float4 *v, size_t n, local float *lc,
 }
 
 /* The register forward of the _wgc kernels (wide 0: rt work-items a row,
- * nv = CACHE_V4) and of the wide kernel (wide 1: LN_WLS, nv = LN_WV).
+ * nv = LN_NV(CACHE_V4) groups) and of the wide kernel (wide 1: LN_WLS, nv
+ * = LN_NV(LN_WV)).
  * Row of n elements (n = 0 for padding rows: they load and store nothing
  * but take part in the barriers); the lane holds groups lane, lane + rt,
  * ...  la and lbc are distinct, so successive reductions need no barrier
@@ -486,19 +535,19 @@ LN_INLINE void ln_fwd_regs_body(global const real_t *x, global real_t *y,
                                 float *rstd_o) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
-  float4 v[LN_FWD_MAXV];
+  rumus_rv v[LN_NV(LN_FWD_MAXV)];
   float a = 0.0f;
   /* Without the tests of the row's end where the lane's last group lies
    * inside the row (fewer registers). */
-  const int full = (lane + (size_t)(nv - 1) * rt) * 4 + 4 <= n;
+  const int full = (lane + (size_t)(nv - 1) * rt + 1) * RUMUS_RV <= n;
   if (full) {
 #pragma unroll
-    for (int k = 0; k < LN_FWD_MAXV; k++)
-      if (k < nv) v[k] = LOAD4(x, (lane + (size_t)k * rt) * 4);
+    for (int k = 0; k < LN_NV(LN_FWD_MAXV); k++)
+      if (k < nv) v[k] = LOADV(x, (lane + (size_t)k * rt) * RUMUS_RV);
   } else {
 #pragma unroll
-    for (int k = 0; k < LN_FWD_MAXV; k++)
-      if (k < nv) v[k] = rumus_load4_fill(x, lane + (size_t)k * rt, n, 0.0f);
+    for (int k = 0; k < LN_NV(LN_FWD_MAXV); k++)
+      if (k < nv) v[k] = rumus_loadv_fill(x, lane + (size_t)k * rt, n, 0.0f);
   }
   float mean = 0.0f, rstd;
   if (LN_FWD_ONE && wide && !rms) { /* one sum: two barriers, not four */
@@ -508,22 +557,22 @@ LN_INLINE void ln_fwd_regs_body(global const real_t *x, global real_t *y,
     rstd = 1.0f / sqrt((var < 0.0f ? 0.0f : var) + eps); /* NaN stays */
   } else if (rms) {
 #pragma unroll
-    for (int k = 0; k < LN_FWD_MAXV; k++)
-      if (k < nv) a += dot(v[k], v[k]);
+    for (int k = 0; k < LN_NV(LN_FWD_MAXV); k++)
+      if (k < nv) a += rumus_dotv(v[k], v[k]);
     rstd = rms_rrms(ln_fwd_sum(la, a, rt, wide), fn, eps);
   } else {
 #pragma unroll
-    for (int k = 0; k < LN_FWD_MAXV; k++)
-      if (k < nv) a += rumus_hsum4(v[k]);
+    for (int k = 0; k < LN_NV(LN_FWD_MAXV); k++)
+      if (k < nv) a += rumus_hsumv(v[k]);
     const float s0 = ln_fwd_sum(la, a, rt, wide);
     const float m0 = s0 / fn;
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
-    for (int k = 0; k < LN_FWD_MAXV; k++) {
+    for (int k = 0; k < LN_NV(LN_FWD_MAXV); k++) {
       if (k >= nv) continue; /* not break: the loop unrolls */
-      const float4 d = (v[k] - m0) * ln_mask4(lane + (size_t)k * rt, n);
-      s1 += rumus_hsum4(d);
-      s2 += dot(d, d);
+      const rumus_rv d = (v[k] - m0) * ln_maskv(lane + (size_t)k * rt, n);
+      s1 += rumus_hsumv(d);
+      s2 += rumus_dotv(d, d);
     }
     const float2 s = ln_fwd_sum2(lbc, (float2)(s1, s2), rt, wide);
     mean = m0 + s.x / fn;
@@ -531,23 +580,23 @@ LN_INLINE void ln_fwd_regs_body(global const real_t *x, global real_t *y,
   }
   if (full) {
 #pragma unroll
-    for (int k = 0; k < LN_FWD_MAXV; k++) {
+    for (int k = 0; k < LN_NV(LN_FWD_MAXV); k++) {
       if (k >= nv) continue;
-      const size_t j = (lane + (size_t)k * rt) * 4;
-      float4 o = (v[k] - mean) * rstd;
-      if (has_g) o *= PLOAD4(g, j);
-      if (has_b) o += PLOAD4(b, j);
-      STORE4(o, y, j);
+      const size_t j = (lane + (size_t)k * rt) * RUMUS_RV;
+      rumus_rv o = (v[k] - mean) * rstd;
+      if (has_g) o *= PLOADV(g, j);
+      if (has_b) o += PLOADV(b, j);
+      STOREV(o, y, j);
     }
   } else {
 #pragma unroll
-    for (int k = 0; k < LN_FWD_MAXV; k++) {
+    for (int k = 0; k < LN_NV(LN_FWD_MAXV); k++) {
       const size_t q = lane + (size_t)k * rt;
-      if (k >= nv || q * 4 >= n) continue;
-      float4 o = (v[k] - mean) * rstd;
-      if (has_g) o *= ln_pload4_fill(g, q, n, 0.0f);
-      if (has_b) o += ln_pload4_fill(b, q, n, 0.0f);
-      rumus_store4_part(o, y, q, n);
+      if (k >= nv || q * RUMUS_RV >= n) continue;
+      rumus_rv o = (v[k] - mean) * rstd;
+      if (has_g) o *= ln_ploadv_fill(g, q, n, 0.0f);
+      if (has_b) o += ln_ploadv_fill(b, q, n, 0.0f);
+      rumus_storev_part(o, y, q, n);
     }
   }
   *mean_o = mean;
@@ -560,24 +609,24 @@ LN_INLINE void ln_bwd_wgc_body(global const real_t *dy, global const real_t *x,
                                global const param_t *gm, local float2 *lab) {
   const size_t lane = get_local_id(0) % rt;
   const float fn = n ? (float)n : 1.0f;
-  float4 gv[CACHE_V4], xh[CACHE_V4];
+  rumus_rv gv[CACHE_V], xh[CACHE_V];
   float a = 0.0f, b = 0.0f;
 #pragma unroll
-  for (int k = 0; k < CACHE_V4; k++) {
+  for (int k = 0; k < CACHE_V; k++) {
     const size_t q = lane + (size_t)k * rt;
-    gv[k] = rumus_load4_fill(dy, q, n, 0.0f);
-    if (has_g) gv[k] *= ln_pload4_fill(gm, q, n, 0.0f);
-    xh[k] = (rumus_load4_fill(x, q, n, 0.0f) - mean) * rstd;
-    a += rumus_hsum4(gv[k]);
-    b += dot(gv[k], xh[k]); /* gv is 0 past the row's end */
+    gv[k] = rumus_loadv_fill(dy, q, n, 0.0f);
+    if (has_g) gv[k] *= ln_ploadv_fill(gm, q, n, 0.0f);
+    xh[k] = (rumus_loadv_fill(x, q, n, 0.0f) - mean) * rstd;
+    a += rumus_hsumv(gv[k]);
+    b += rumus_dotv(gv[k], xh[k]); /* gv is 0 past the row's end */
   }
   const float2 s = ln_seg2l2(lab, (float2)(a, b), rt);
   const float ca = rms ? 0.0f : s.x / fn, cb = s.y / fn;
 #pragma unroll
-  for (int k = 0; k < CACHE_V4; k++) {
+  for (int k = 0; k < CACHE_V; k++) {
     const size_t q = lane + (size_t)k * rt;
-    if (q * 4 >= n) continue;
-    rumus_store4_part(rstd * (gv[k] - ca - xh[k] * cb), dx, q, n);
+    if (q * RUMUS_RV >= n) continue;
+    rumus_storev_part(rstd * (gv[k] - ca - xh[k] * cb), dx, q, n);
   }
 }
 
@@ -937,7 +986,7 @@ LN_FWD_WG(rmsnorm_fwd_wg, 1)
     const size_t r = get_group_id(0);                                        \
     float mu, rs;                                                            \
     ln_fwd_regs_body(ROW_PTR(x, x_off, r), ROW_PTR(y, y_off, r), cols,      \
-                     LN_WLS, LN_WV, 1, rms, eps, has_g, g + g_off,           \
+                     LN_WLS, LN_NV(LN_WV), 1, rms, eps, has_g, g + g_off,    \
                      has_b && !rms, b + b_off, la, lbc, &mu, &rs);           \
     LN_STATS_OUT(r, get_local_id(0) == 0, rms)                               \
   }
@@ -969,7 +1018,7 @@ LN_BWD_WG(rmsnorm_bwd_wg, 1)
     const size_t r = WGC_ROW(rt);                                            \
     float mu, rs;                                                            \
     ln_fwd_regs_body(WGC_PTR(x, x_off, r), WGC_PTR(y, y_off, r), WGC_N(r),   \
-                     rt, CACHE_V4, 0, rms, eps, has_g, g + g_off,            \
+                     rt, LN_NV(CACHE_V4), 0, rms, eps, has_g, g + g_off,     \
                      has_b && !rms, b + b_off, la, lbc, &mu, &rs);           \
     LN_STATS_OUT(r, WGC_N(r) && get_local_id(0) % rt == 0, rms)                   \
   }
@@ -1095,6 +1144,7 @@ LN_BWD_FUSED(rmsnorm_bwd_fused, 1)
 #ifndef LN_BV
 #define LN_BV 2 /* float4 groups per work-item per row (host: layernorm.c's) */
 #endif
+#define LN_BVV LN_NV(LN_BV) /* row groups (rumus_rv) per work-item per row */
 #ifndef LN_BR
 #define LN_BR 4 /* rows at once, 2 or 4 (host: RUMUS_LN_BLK) */
 #endif
@@ -1131,9 +1181,9 @@ LN_BLK_INLINE float8 ln_blk_load(global const real_t *dy,
                                  global const float *mean,
                                  global const float *rstd, size_t cols,
                                  size_t r, size_t r1, int rms,
-                                 const float4 *gam, local float8 *buf,
-                                 float4 d[LN_BR][LN_BV],
-                                 float4 xh[LN_BR][LN_BV], float *rs) {
+                                 const rumus_rv *gam, local float8 *buf,
+                                 rumus_rv d[LN_BR][LN_BVV],
+                                 rumus_rv xh[LN_BR][LN_BVV], float *rs) {
   const size_t lid = get_local_id(0), ls = get_local_size(0);
   float a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 LN_BLK_UNROLL_P
@@ -1143,53 +1193,47 @@ LN_BLK_UNROLL_P
     const float mu = (rms || !live) ? 0.0f : mean[rr];
     rs[u] = live ? rstd[rr] : 0.0f;
 LN_BLK_UNROLL_P
-    for (int v = 0; v < LN_BV; v++) {
+    for (int v = 0; v < LN_BVV; v++) {
       const size_t q = lid + (size_t)v * ls;
-      d[u][v] = rumus_load4_fill(dy + rr * cols, q, n, 0.0f);
-      xh[u][v] = (rumus_load4_fill(x + rr * cols, q, n, 0.0f) - mu) * rs[u];
+      d[u][v] = rumus_loadv_fill(dy + rr * cols, q, n, 0.0f);
+      xh[u][v] = (rumus_loadv_fill(x + rr * cols, q, n, 0.0f) - mu) * rs[u];
     }
   }
 LN_BLK_UNROLL_P
   for (int u = 0; u < LN_BR; u++)
 LN_BLK_UNROLL_P
-    for (int v = 0; v < LN_BV; v++) {
-      const float4 g = d[u][v] * gam[v]; /* 0 past the row's end */
-      a[u] += rumus_hsum4(g);
-      b[u] += dot(g, xh[u][v]);
+    for (int v = 0; v < LN_BVV; v++) {
+      const rumus_rv g = d[u][v] * gam[v]; /* 0 past the row's end */
+      a[u] += rumus_hsumv(g);
+      b[u] += rumus_dotv(g, xh[u][v]);
     }
   return ln_blk_sum(buf, (float8)(a[0], a[1], a[2], a[3], b[0], b[1], b[2],
                                   b[3]));
 }
 
-/* Stores the lanes of float4 group q of a float row of n that lie in it. */
-inline void ln_part_store4(float4 v, global float *p, size_t q, size_t n) {
-  const size_t j = q * 4;
-  if (j + 4 <= n) {
-    vstore4(v, q, p);
-    return;
-  }
-  p[j] = v.x;
-  if (j + 1 < n) p[j + 1] = v.y;
-  if (j + 2 < n) p[j + 2] = v.z;
-}
-
-/* The work-item's partials (float4 groups lid + v ls, v < nv) of block k
+/* The work-item's partials (groups lid + v ls, v < nv: float4 for
+ * ln_part_out, the row groups for ln_part_outv) of block k
  * into part (cols columns, nb blocks; dbeta's after dgamma's, when has_b:
  * RMS norm has no dbeta, so its kernels neither sum nor store one, and
  * stage 2 does not store what it finds there). */
-LN_INLINE void ln_part_out(const float4 *sg, const float4 *sb, int has_b,
-                           int nv, global float *part, size_t k, size_t cols,
-                           size_t nb) {
-  const size_t lid = get_local_id(0), ls = get_local_size(0);
-  global float *pg = part + k * cols, *pb = part + (nb + k) * cols;
-#pragma unroll
-  for (int v = 0; v < nv; v++) {
-    const size_t q = lid + (size_t)v * ls;
-    if (q * 4 >= cols) continue;
-    ln_part_store4(sg[v], pg, q, cols);
-    if (has_b) ln_part_store4(sb[v], pb, q, cols);
+#define LN_PART_OUT(name, T, W, store)                                       \
+  LN_INLINE void name(const T *sg, const T *sb, int has_b, int nv,           \
+                      global float *part, size_t k, size_t cols, size_t nb) {\
+    const size_t lid = get_local_id(0), ls = get_local_size(0);              \
+    global float *pg = part + k * cols, *pb = part + (nb + k) * cols;        \
+    _Pragma("unroll") for (int v = 0; v < nv; v++) {                         \
+      const size_t q = lid + (size_t)v * ls;                                 \
+      if (q * W >= cols) continue;                                           \
+      store(sg[v], pg, q, cols);                                             \
+      if (has_b) store(sb[v], pb, q, cols);                                  \
+    }                                                                        \
   }
-}
+LN_PART_OUT(ln_part_out, float4, 4, ln_part_store4)
+#if RUMUS_RV == 8 /* the _blk kernel's row groups */
+LN_PART_OUT(ln_part_outv, float8, 8, ln_part_storev)
+#else
+#define ln_part_outv ln_part_out
+#endif
 
 LN_BLK_INLINE void ln_blk_body(global const real_t *dy, global const real_t *x,
                                global real_t *dx, global const float *mean,
@@ -1200,15 +1244,15 @@ LN_BLK_INLINE void ln_blk_body(global const real_t *dy, global const real_t *x,
                                size_t nb) {
   const size_t lid = get_local_id(0), ls = get_local_size(0);
   const float fn = (float)cols;
-  float4 gam[LN_BV], sg[LN_BV], sb[LN_BV];
+  rumus_rv gam[LN_BVV], sg[LN_BVV], sb[LN_BVV];
 LN_BLK_UNROLL_P
-  for (int v = 0; v < LN_BV; v++) {
+  for (int v = 0; v < LN_BVV; v++) {
     const size_t q = lid + (size_t)v * ls;
-    gam[v] = has_g ? ln_pload4_fill(gm, q, cols, 0.0f) : (float4)(1.0f);
-    sg[v] = sb[v] = (float4)(0.0f);
+    gam[v] = has_g ? ln_ploadv_fill(gm, q, cols, 0.0f) : (rumus_rv)(1.0f);
+    sg[v] = sb[v] = (rumus_rv)(0.0f);
   }
   for (size_t r = r0; r < r1; r += LN_BR) { /* uniform over the group */
-    float4 d[LN_BR][LN_BV], xh[LN_BR][LN_BV];
+    rumus_rv d[LN_BR][LN_BVV], xh[LN_BR][LN_BVV];
     float rs[LN_BR];
     const float8 s = ln_blk_load(dy, x, mean, rstd, cols, r, r1, rms, gam,
                                  buf, d, xh, rs);
@@ -1220,17 +1264,17 @@ LN_BLK_UNROLL_P
     for (int u = 0; u < LN_BR; u++) {
       const float ca = rms ? 0.0f : sa[u] / fn, cb = sx[u] / fn;
 LN_BLK_UNROLL_P
-      for (int v = 0; v < LN_BV; v++) {
+      for (int v = 0; v < LN_BVV; v++) {
         const size_t q = lid + (size_t)v * ls;
-        if (r + u >= r1 || q * 4 >= cols) continue;
+        if (r + u >= r1 || q * RUMUS_RV >= cols) continue;
         sg[v] = fma(d[u][v], xh[u][v], sg[v]);
         if (!rms) sb[v] += d[u][v];
-        rumus_store4_part(rs[u] * (d[u][v] * gam[v] - ca - xh[u][v] * cb),
+        rumus_storev_part(rs[u] * (d[u][v] * gam[v] - ca - xh[u][v] * cb),
                           dx + (r + u) * cols, q, cols);
       }
     }
   }
-  if (has_part) ln_part_out(sg, sb, !rms, LN_BV, part, k, cols, nb);
+  if (has_part) ln_part_outv(sg, sb, !rms, LN_BVV, part, k, cols, nb);
 }
 
 #define LN_BWD_BLK(name, rms)                                                \
@@ -1251,16 +1295,17 @@ LN_BWD_BLK(rmsnorm_bwd_blk, 1)
  * (fixed at build time, as the wide forward's) per block of rows (as
  * _blk), walking its rows one at a time.  A first pass over the row reads
  * dy and x, adds the work-item's columns' terms to its partials (LN_WBV
- * float4 each in registers; row order, one fma per term: the stage-1
- * bits) and to the row's sums; after their two-level sum a second pass,
- * last groups first, reads the row again for dx: from L2, as one row
- * (2 x 64 KiB at 16384 columns) per group is in flight, so memory sees x
- * and dy once where the rows themselves do not fit the registers beside
- * the partials.  Each pass loads LN_WBB float4 of dy and of x before it
- * uses them (loads in flight without the registers of a whole row); the
- * row sums alternate between two buffers, so a row takes two barriers,
- * or two rows (LN_WBR 2: their first passes, one sum, their second
- * passes; twice the rows' bytes held in L2 until their second pass). */
+ * float4 of elements each in registers, as row groups; row order, one
+ * fma per term: the stage-1 bits) and to the row's sums; after their
+ * two-level sum a second pass, last groups first, reads the row again for
+ * dx: from L2, as one row (2 x 64 KiB at 16384 columns) per group is in
+ * flight, so memory sees x and dy once where the rows themselves do not
+ * fit the registers beside the partials.  Each pass loads LN_WBB float4
+ * (of elements) of dy and of x before it uses them (loads in flight
+ * without the registers of a whole row); the row sums alternate between
+ * two buffers, so a row takes two barriers, or two rows (LN_WBR 2: their
+ * first passes, one sum, their second passes; twice the rows' bytes
+ * held in L2 until their second pass). */
 
 #ifndef LN_WBLS
 #define LN_WBLS 512 /* work-items of the wide backward (host: layernorm.c's) */
@@ -1274,53 +1319,56 @@ LN_BWD_BLK(rmsnorm_bwd_blk, 1)
 #ifndef LN_WBB
 #define LN_WBB 2 /* float4 of dy and of x loaded at once (divides LN_WBV) */
 #endif
+/* In row groups (rumus_rv): per work-item, and loaded at once. */
+#define LN_WBVV LN_NV(LN_WBV)
+#define LN_WBBV LN_NV(LN_WBB)
 
 /* Loads batch v0 (groups lid + (v0 + u) LN_WBLS, u < LN_WBB) of dy and x;
  * full: all of them inside the row. */
 LN_INLINE void ln_wide_batch(global const real_t *dy, global const real_t *x,
-                             size_t n, int full, int v0, float4 *d,
-                             float4 *xv) {
+                             size_t n, int full, int v0, rumus_rv *d,
+                             rumus_rv *xv) {
   const size_t lid = get_local_id(0);
 #pragma unroll
-  for (int u = 0; u < LN_WBB; u++) {
+  for (int u = 0; u < LN_WBBV; u++) {
     const size_t q = lid + (size_t)(v0 + u) * LN_WBLS;
-    d[u] = full ? LOAD4(dy, q * 4) : rumus_load4_fill(dy, q, n, 0.0f);
-    xv[u] = full ? LOAD4(x, q * 4) : rumus_load4_fill(x, q, n, 0.0f);
+    d[u] = full ? LOADV(dy, q * RUMUS_RV) : rumus_loadv_fill(dy, q, n, 0.0f);
+    xv[u] = full ? LOADV(x, q * RUMUS_RV) : rumus_loadv_fill(x, q, n, 0.0f);
   }
 }
 
-/* Float4 group q of gamma (1 without gamma; full: inside the row). */
-inline float4 ln_gam4(int has_g, global const param_t *gm, size_t q,
-                      size_t n, int full) {
-  if (!has_g) return (float4)(1.0f);
-  return full ? PLOAD4(gm, q * 4) : ln_pload4_fill(gm, q, n, 0.0f);
+/* Row group q of gamma (1 without gamma; full: inside the row). */
+inline rumus_rv ln_gamv(int has_g, global const param_t *gm, size_t q,
+                        size_t n, int full) {
+  if (!has_g) return (rumus_rv)(1.0f);
+  return full ? PLOADV(gm, q * RUMUS_RV) : ln_ploadv_fill(gm, q, n, 0.0f);
 }
 
-/* The first pass over a row of n (the work-item's float4 groups lid + v
- * LN_WBLS): the partials and the work-item's row sums.  full (a constant
+/* The first pass over a row of n (the work-item's row groups lid + v
+ * LN_WBLS, v < LN_WBVV): the partials and the work-item's row sums.  full (a constant
  * at each call: two copies of the code, the common one without the tests
  * of the row's end): the work-item's groups all lie inside the row. */
 LN_INLINE float2 ln_bwd_wide_sums(global const real_t *dy,
                                   global const real_t *x, size_t n, int rms,
                                   float mu, float rs, int has_g,
-                                  global const param_t *gm, float4 *sg,
-                                  float4 *sb, const int full) {
+                                  global const param_t *gm, rumus_rv *sg,
+                                  rumus_rv *sb, const int full) {
   const size_t lid = get_local_id(0);
   float a = 0.0f, b = 0.0f;
 #pragma unroll
-  for (int v0 = 0; v0 < LN_WBV; v0 += LN_WBB) {
-    float4 d[LN_WBB], xv[LN_WBB];
+  for (int v0 = 0; v0 < LN_WBVV; v0 += LN_WBBV) {
+    rumus_rv d[LN_WBBV], xv[LN_WBBV];
     ln_wide_batch(dy, x, n, full, v0, d, xv);
 #pragma unroll
-    for (int u = 0; u < LN_WBB; u++) {
+    for (int u = 0; u < LN_WBBV; u++) {
       const size_t q = lid + (size_t)(v0 + u) * LN_WBLS;
-      if (q * 4 >= n) continue; /* not break: the loop unrolls */
-      const float4 xh = (xv[u] - mu) * rs;
+      if (q * RUMUS_RV >= n) continue; /* not break: the loop unrolls */
+      const rumus_rv xh = (xv[u] - mu) * rs;
       sg[v0 + u] = fma(d[u], xh, sg[v0 + u]);
       if (!rms) sb[v0 + u] += d[u];
-      const float4 g = d[u] * ln_gam4(has_g, gm, q, n, full);
-      a += rumus_hsum4(g);
-      b += dot(g, xh); /* g is 0 past the row's end */
+      const rumus_rv g = d[u] * ln_gamv(has_g, gm, q, n, full);
+      a += rumus_hsumv(g);
+      b += rumus_dotv(g, xh); /* g is 0 past the row's end */
     }
   }
   return (float2)(a, b);
@@ -1333,17 +1381,17 @@ LN_INLINE void ln_bwd_wide_dx(global const real_t *dy, global const real_t *x,
                               global const param_t *gm, const int full) {
   const size_t lid = get_local_id(0);
 #pragma unroll
-  for (int v0 = LN_WBV - LN_WBB; v0 >= 0; v0 -= LN_WBB) {
-    float4 d[LN_WBB], xv[LN_WBB];
+  for (int v0 = LN_WBVV - LN_WBBV; v0 >= 0; v0 -= LN_WBBV) {
+    rumus_rv d[LN_WBBV], xv[LN_WBBV];
     ln_wide_batch(dy, x, n, full, v0, d, xv);
 #pragma unroll
-    for (int u = LN_WBB - 1; u >= 0; u--) {
+    for (int u = LN_WBBV - 1; u >= 0; u--) {
       const size_t q = lid + (size_t)(v0 + u) * LN_WBLS;
-      if (q * 4 >= n) continue;
-      const float4 g = d[u] * ln_gam4(has_g, gm, q, n, full);
-      const float4 o = rs * (g - ca - (xv[u] - mu) * rs * cb);
-      if (full) STORE4(o, dx, q * 4);
-      else rumus_store4_part(o, dx, q, n);
+      if (q * RUMUS_RV >= n) continue;
+      const rumus_rv g = d[u] * ln_gamv(has_g, gm, q, n, full);
+      const rumus_rv o = rs * (g - ca - (xv[u] - mu) * rs * cb);
+      if (full) STOREV(o, dx, q * RUMUS_RV);
+      else rumus_storev_part(o, dx, q, n);
     }
   }
 }
@@ -1359,7 +1407,7 @@ LN_INLINE void ln_bwd_wide_rows(global const real_t *dy,
                                 global const float *rstd, size_t n, size_t r,
                                 size_t r1, int rms, int has_g,
                                 global const param_t *gm, local float4 *buf,
-                                float4 *sg, float4 *sb, int full) {
+                                rumus_rv *sg, rumus_rv *sb, int full) {
   const float fn = (float)n;
   const int two = LN_WBR == 2 && r + 1 < r1; /* uniform over the group */
   const size_t r2 = two ? r + 1 : r;
@@ -1397,16 +1445,16 @@ LN_INLINE void ln_bwd_wide_rows(global const real_t *dy,
     const size_t k = get_group_id(0);                                        \
     const size_t r0 = k * (size_t)rb;                                        \
     const size_t r1 = min(r0 + (size_t)rb, (size_t)rows);                    \
-    float4 sg[LN_WBV], sb[LN_WBV];                                           \
+    rumus_rv sg[LN_WBVV], sb[LN_WBVV];                                       \
     _Pragma("unroll")                                                        \
-    for (int v = 0; v < LN_WBV; v++) sg[v] = sb[v] = (float4)(0.0f);         \
-    const int full =                                                         \
-        (get_local_id(0) + (size_t)(LN_WBV - 1) * LN_WBLS) * 4 + 4 <= cols;  \
+    for (int v = 0; v < LN_WBVV; v++) sg[v] = sb[v] = (rumus_rv)(0.0f);      \
+    const int full = (get_local_id(0) + (size_t)(LN_WBVV - 1) * LN_WBLS + 1) \
+                     * RUMUS_RV <= cols;                                     \
     for (size_t r = r0; r < r1; r += LN_WBR)                                 \
       ln_bwd_wide_rows(dy + dy_off, x + x_off, dx + dx_off, mean + m_off,    \
                        rstd + r_off, cols, r, r1, rms, has_g, g + g_off,     \
                        buf[((r - r0) / LN_WBR) & 1], sg, sb, full);          \
-    if (has_part) ln_part_out(sg, sb, !rms, LN_WBV, part, k, cols, nb);      \
+    if (has_part) ln_part_outv(sg, sb, !rms, LN_WBVV, part, k, cols, nb);   \
   }
 LN_BWD_WIDE(layernorm_bwd_wide, 0)
 LN_BWD_WIDE(rmsnorm_bwd_wide, 1)

@@ -10,7 +10,8 @@
  * of 64 (375 row blocks of the gamma / beta gradients: stage 2 by
  * groups of 64), a 3-D tensor;
  * affine and not; every tensor in a borrowed buffer at an odd element
- * offset with guard bytes; in place (the backward with and without
+ * offset with guard bytes, and at offset 0 (the aligned programs, 16-bit
+ * rows in groups of 8); in place (the backward with and without
  * dgamma / dbeta); bits equal run to run, and dgamma /
  * dbeta equal across the variants; rows far from 0 (1000 + U(-1, 1));
  * NaN and infinity confined to their rows; empty tensors; backward by
@@ -54,34 +55,32 @@ static const shp SHAPES[] = {{5, 1},    {3, 7},     {4, 32},
                              {2, 16387}, {4500, 33},  {2, 15001}};
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
-/* A guarded tensor (tu_guarded_check_free checks it) whose data starts 3
- * elements past a 4096-byte guard: an odd element offset. */
-static tu_guarded odd_guarded(rumus_ctx *ctx, rumus_dtype d, int ndim,
-                              const size_t *shape, const float *data) {
-  return tu_guarded_typed_odd(ctx, d, ndim, shape, data, 3);
-}
-
+/* A guarded tensor (tu_guarded_check_free checks it) whose data starts
+ * `off` elements past a 4096-byte guard: 3 (an odd element offset) but in
+ * the aligned test. */
 static tu_guarded g2(rumus_ctx *ctx, rumus_dtype d, const shp *s,
-                     const float *data) {
+                     const float *data, size_t off) {
   const size_t shape[2] = {s->rows, s->cols};
-  return odd_guarded(ctx, d, 2, shape, data);
+  return tu_guarded_typed_odd(ctx, d, 2, shape, data, off);
 }
 static tu_guarded g1(rumus_ctx *ctx, rumus_dtype d, size_t n,
-                     const float *data) {
-  return odd_guarded(ctx, d, 1, &n, data);
+                     const float *data, size_t off) {
+  return tu_guarded_typed_odd(ctx, d, 1, &n, data, off);
 }
 
-/* Inputs of a shape, as stored: x, dy in d; gamma, beta in pd. */
+/* Inputs of a shape, as stored: x, dy in d; gamma, beta in pd; the
+ * tensors' element offset (3 unless changed). */
 typedef struct {
   const shp *s;
   rumus_dtype d, pd;
   size_t n;
   float *x, *dy, *gamma, *beta;
+  size_t off;
 } inputs;
 
 static inputs make_inputs(const shp *s, rumus_dtype d, rumus_dtype pd,
                           uint64_t seed) {
-  inputs in = {s, d, pd, s->rows * s->cols, NULL, NULL, NULL, NULL};
+  inputs in = {s, d, pd, s->rows * s->cols, NULL, NULL, NULL, NULL, 3};
   tu_rng r;
   tu_rng_seed(&r, seed);
   in.x = tu_malloc(in.n * sizeof(float));
@@ -111,16 +110,17 @@ typedef struct {
 static ln_tensors ln_make(rumus_ctx *ctx, const inputs *in) {
   const shp *s = in->s;
   ln_tensors t;
-  t.x = g2(ctx, in->d, s, in->x);
-  t.y = g2(ctx, in->d, s, NULL);
-  t.dy = g2(ctx, in->d, s, in->dy);
-  t.dx = g2(ctx, in->d, s, NULL);
-  t.gamma = g1(ctx, in->pd, s->cols, in->gamma);
-  t.beta = g1(ctx, in->pd, s->cols, in->beta);
-  t.mean = g1(ctx, RUMUS_F32, s->rows, NULL);
-  t.rstd = g1(ctx, RUMUS_F32, s->rows, NULL);
-  t.dg = g1(ctx, in->pd, s->cols, NULL);
-  t.db = g1(ctx, in->pd, s->cols, NULL);
+  const size_t o = in->off;
+  t.x = g2(ctx, in->d, s, in->x, o);
+  t.y = g2(ctx, in->d, s, NULL, o);
+  t.dy = g2(ctx, in->d, s, in->dy, o);
+  t.dx = g2(ctx, in->d, s, NULL, o);
+  t.gamma = g1(ctx, in->pd, s->cols, in->gamma, o);
+  t.beta = g1(ctx, in->pd, s->cols, in->beta, o);
+  t.mean = g1(ctx, RUMUS_F32, s->rows, NULL, o);
+  t.rstd = g1(ctx, RUMUS_F32, s->rows, NULL, o);
+  t.dg = g1(ctx, in->pd, s->cols, NULL, o);
+  t.db = g1(ctx, in->pd, s->cols, NULL, o);
   return t;
 }
 
@@ -217,6 +217,46 @@ START_TEST(shapes) {
       }
       free_inputs(&in);
     }
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Aligned tensors (element offset 0) of x's type tu_dtypes[_i], rows of
+ * multiples of 8: the GPU variant's aligned programs (RUMUS_ALIGN4; for
+ * 16-bit rows RUMUS_ALIGN8, whose register kernels hold groups of 8) in
+ * each kernel: rows of 40 (the _wgc forward with lanes past the row's
+ * end, the _fused backward), 136 (the _blk backward with work-items past
+ * the end), 384 and 1000 (_wgc and _blk, a last block of fewer rows),
+ * 8192 (_blk at its largest) and 16384 (the wide kernels; the forward
+ * also with its one-sum statistics); gamma F32 or x's type; both
+ * variants, both norms, against the reference. */
+START_TEST(aligned_rows) {
+  static const shp S[] = {{5, 40},   {9, 136}, {300, 384},
+                          {65, 1000}, {3, 8192}, {2, 16384}};
+  rumus_ctx *ctx = tu_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  for (size_t k = 0; k < sizeof S / sizeof S[0]; k++) {
+    const rumus_dtype pd = k % 2 && d != RUMUS_F32 ? d : RUMUS_F32;
+    inputs in = make_inputs(&S[k], d, pd, 500 + k);
+    in.off = 0;
+    for (int v = 0; v < 2; v++) {
+      tu_set_variant(ctx, tu_variants[v]);
+      ln_tensors t = ln_make(ctx, &in);
+      for (int run = 0; run < (S[k].cols == 16384 ? 3 : 2); run++) {
+        const int rms = run % 2;
+        if (run == 2) setenv("RUMUS_LN_FWD_ONE", "1", 1);
+        char tag[96];
+        snprintf(tag, sizeof tag, "aligned_%s%s_%s_%s_p%s_%zux%zu",
+                 rms ? "rmsnorm" : "layernorm", run == 2 ? "_one" : "",
+                 tu_dtype_name(d), tu_variant_name(tu_variants[v]),
+                 tu_dtype_name(pd), S[k].rows, S[k].cols);
+        run_norm(ctx, &in, &t, rms, 1, tag);
+        unsetenv("RUMUS_LN_FWD_ONE");
+      }
+      ln_free(ctx, &t);
+    }
+    free_inputs(&in);
   }
   tu_free_all(ctx, NULL);
 }
@@ -816,6 +856,7 @@ int main(void) {
   Suite *s = suite_create("layernorm");
   TCase *core = tu_tcase("core");
   tcase_add_loop_test(core, shapes, 0, 3);
+  tcase_add_loop_test(core, aligned_rows, 0, 3);
   tcase_add_test(core, three_d_and_inference);
   tcase_add_test(core, bwd_finite_differences);
   suite_add_tcase(s, core);

@@ -66,10 +66,11 @@ static const char *const FILE_CL = "layernorm.cl";
  * that two rows may share a compute unit, and the backward's 16 float4
  * of partials fit a 512-wide group's 128 registers, where 1024
  * work-items have 64 each.  RUMUS_LN_WIDE=LSxV and RUMUS_LN_WIDE_BWD=
- * LSxVxB[xR] override them (powers of two, ls 32 to 1024, v to 32, b
- * dividing v; R: the backward's rows per step, LN_WBR, 1 or 2) for
- * sweeps.  ls is halved to the device's largest
- * work-group, as a program of a required size beyond it might not build. */
+ * LSxVxB[xR] override them (powers of two, ls 32 to 1024, v 2 to 32, b
+ * from 2 dividing v, as 16-bit rows move in float8, two float4; R: the
+ * backward's rows per step, LN_WBR, 1 or 2) for sweeps.  ls is halved to
+ * the device's largest work-group, as a program of a required size
+ * beyond it might not build. */
 typedef struct {
   size_t ls, v, b, r;
 } ln_wide_shape;
@@ -86,8 +87,8 @@ static ln_wide_shape wide_shape(const rumus_ctx *ctx, const char *env,
   const int pow2 = (els & (els - 1)) == 0 && (ev & (ev - 1)) == 0 &&
                    (eb & (eb - 1)) == 0;
   const size_t er = n == 4 ? (size_t)f[3] : 1;
-  if (!pow2 || els < 32 || els > ctx->max_wg || ev > 32 || eb > ev ||
-      er > 2)
+  if (!pow2 || els < 32 || els > ctx->max_wg || ev < 2 || ev > 32 ||
+      eb < 2 || eb > ev || er > 2)
     return w;
   w.ls = els;
   w.v = ev;
@@ -167,8 +168,11 @@ static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
      * driver's own figure (256) kept rows past 2048 off it. */
     rumus__nv_maxrreg(ctx, "RUMUS_LN_MAXRREG", 128, nv, sizeof nv);
   }
-  snprintf(buf, len, "%s%s%s -DLN_PARAM=%s -DLN_FOLD_LS=%zu%s", head, v4, gpu,
-           rumus__storage_tag(param), fold_ls(ctx, plan), nv);
+  /* RUMUS_ALIGN8 only where set: F32 programs keep the options that
+   * rumus_cache_fill builds. */
+  snprintf(buf, len, "%s%s%s -DLN_PARAM=%s -DLN_FOLD_LS=%zu%s%s", head, v4,
+           gpu, rumus__storage_tag(param), fold_ls(ctx, plan), nv,
+           plan->align8 ? " -DRUMUS_ALIGN8=1" : "");
 }
 
 /* Two row families, by gamma's type: F32, or x's storage type. */
@@ -334,7 +338,8 @@ static int run_rows(rumus_ctx *ctx, const char *op,
 }
 
 /* The plan of kernel `base` for x's storage, gamma's type and the tensors
- * whose alignment the GPU variant's float4 accesses need. */
+ * whose alignment the GPU variant's vector accesses need (float4, and
+ * float8 of 16-bit rows: RUMUS_ALIGN8). */
 static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
                      const rumus_tensor *x, rumus_dtype param,
                      const rumus_tensor *const *al, int nal, size_t cols,
@@ -342,7 +347,8 @@ static int make_plan(rumus_ctx *ctx, const char *op, const char *base,
   const rumus__row_family *fam =
       param == RUMUS_F32 ? &LN_F32 : &LN_XT;
   return rumus__row_plan_make(ctx, op, fam, base, x->dtype,
-                              rumus__align4(ctx, al, nal, cols), cols, plan);
+                              rumus__row_align(ctx, al, nal, cols), cols,
+                              plan);
 }
 
 /* *fits: 1 when the device runs kernel `name` of plan's program at ls
