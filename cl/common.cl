@@ -71,12 +71,14 @@
 #define RUMUS_CAT(a, b) RUMUS_CAT_(a, b)
 
 /* bfloat16 <-> float: widening is exact; narrowing rounds to nearest even,
- * overflows to +-inf as IEEE rounding does, and keeps NaN a (quiet) NaN. */
+ * overflows to +-inf as IEEE rounding does, and keeps NaN a (quiet) NaN
+ * with its sign and top payload bits (rumus_bf16_rne*: about ten integer
+ * operations a value). */
 #define RUMUS_DEFINE_BF16(n, F, U, US, AS_F, AS_U, CONV_U, CONV_US)          \
   inline __attribute__((always_inline)) F rumus_bf16_to_f##n(US b) {         \
     return AS_F(CONV_U(b) << 16);                                            \
   }                                                                          \
-  inline __attribute__((always_inline)) US rumus_f_to_bf16##n(F f) {         \
+  inline __attribute__((always_inline)) US rumus_bf16_rne##n(F f) {          \
     const U u = AS_U(f);                                                     \
     const U r = (u + (U)0x7FFFu + ((u >> 16) & (U)1u)) >> 16;                \
     const U nan = (u >> 16) | (U)0x40u;                                      \
@@ -91,10 +93,58 @@ RUMUS_DEFINE_BF16(16, float16, uint16, ushort16, as_float16, as_uint16,
 inline __attribute__((always_inline)) float rumus_bf16_to_f(ushort b) {
   return as_float((uint)b << 16);
 }
-inline __attribute__((always_inline)) ushort rumus_f_to_bf16(float f) {
+inline __attribute__((always_inline)) ushort rumus_bf16_rne(float f) {
   const uint u = as_uint(f);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (ushort)((u >> 16) | 0x40u);
   return (ushort)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* NVIDIA GPUs of compute capability 8.0 and later (RUMUS_NV_SM, the host's
+ * figure; cl_nv_pragma_unroll is defined by NVIDIA's compiler alone) round
+ * two floats to bfloat16 in one instruction, cvt.rn.bf16x2.f32, the same
+ * bits as rumus_bf16_rne* but for NaNs, which it makes the canonical NaN:
+ * so a vector with a NaN takes the portable code.  The integer code's
+ * cost showed in BF16 kernels that F16's conversion instructions keep at
+ * copy speed. */
+#ifndef RUMUS_NV_SM
+#define RUMUS_NV_SM 0
+#endif
+#if defined(cl_nv_pragma_unroll) && RUMUS_NV_SM >= 80
+/* The bits of lo in the low half, as little-endian memory wants them. */
+inline __attribute__((always_inline)) uint rumus_nv_bf16x2(float lo, float hi) {
+  uint r;
+  __asm__("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+inline __attribute__((always_inline)) ushort4 rumus_nv_bf16_4(float4 f) {
+  return as_ushort4((uint2)(rumus_nv_bf16x2(f.s0, f.s1),
+                            rumus_nv_bf16x2(f.s2, f.s3)));
+}
+inline __attribute__((always_inline)) ushort8 rumus_nv_bf16_8(float8 f) {
+  return (ushort8)(rumus_nv_bf16_4(f.lo), rumus_nv_bf16_4(f.hi));
+}
+inline __attribute__((always_inline)) ushort16 rumus_nv_bf16_16(float16 f) {
+  return (ushort16)(rumus_nv_bf16_8(f.lo), rumus_nv_bf16_8(f.hi));
+}
+#define RUMUS_F_TO_BF16(n, f)                                                \
+  (any(isnan(f)) ? rumus_bf16_rne##n(f) : rumus_nv_bf16_##n(f))
+inline __attribute__((always_inline)) ushort rumus_f_to_bf16(float f) {
+  return isnan(f) ? rumus_bf16_rne(f) : (ushort)rumus_nv_bf16x2(f, 0.0f);
+}
+#else
+#define RUMUS_F_TO_BF16(n, f) rumus_bf16_rne##n(f)
+inline __attribute__((always_inline)) ushort rumus_f_to_bf16(float f) {
+  return rumus_bf16_rne(f);
+}
+#endif
+inline __attribute__((always_inline)) ushort4 rumus_f_to_bf164(float4 f) {
+  return RUMUS_F_TO_BF16(4, f);
+}
+inline __attribute__((always_inline)) ushort8 rumus_f_to_bf168(float8 f) {
+  return RUMUS_F_TO_BF16(8, f);
+}
+inline __attribute__((always_inline)) ushort16 rumus_f_to_bf1616(float16 f) {
+  return RUMUS_F_TO_BF16(16, f);
 }
 
 #ifndef RUMUS_F16_BITS

@@ -96,15 +96,26 @@ static int device_label(cl_platform_id p, cl_device_id d, char *buf,
   return RUMUS_OK;
 }
 
-/* cl_nv_device_attribute_query's registers per block into *regs, 0 where
- * the device lacks the extension. */
+/* cl_nv_device_attribute_query's registers per block into *regs and
+ * compute capability (major 10 + minor) into *sm, 0 where the device lacks
+ * the extension. */
+#define RUMUS_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
+#define RUMUS_CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
 #define RUMUS_CL_DEVICE_REGISTERS_PER_BLOCK_NV 0x4002
-static int nv_registers_per_block(cl_device_id d, cl_uint *regs) {
+static int nv_attributes(cl_device_id d, cl_uint *regs, cl_uint *sm) {
   char ext[8192];
-  *regs = 0;
+  cl_uint major = 0, minor = 0;
+  *regs = *sm = 0;
   RUMUS__FORWARD(info_string(NULL, d, CL_DEVICE_EXTENSIONS,
                              "CL_DEVICE_EXTENSIONS", ext, sizeof ext));
   if (strstr(ext, "cl_nv_device_attribute_query") == NULL) return RUMUS_OK;
+  RUMUS__FORWARD(device_info(d, RUMUS_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV,
+                             "CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV",
+                             sizeof major, &major));
+  RUMUS__FORWARD(device_info(d, RUMUS_CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV,
+                             "CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV",
+                             sizeof minor, &minor));
+  *sm = major < 100 && minor < 10 ? major * 10 + minor : 0;
   return device_info(d, RUMUS_CL_DEVICE_REGISTERS_PER_BLOCK_NV,
                      "CL_DEVICE_REGISTERS_PER_BLOCK_NV", sizeof *regs, regs);
 }
@@ -366,7 +377,14 @@ static int read_device(rumus_ctx *ctx) {
   cl_device_fp_config fp = 0;
   RUMUS__FORWARD(DEVICE_INFO(d, CL_DEVICE_SINGLE_FP_CONFIG, fp));
   ctx->cr_divide = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
-  RUMUS__FORWARD(nv_registers_per_block(d, &ctx->regs_per_block));
+  RUMUS__FORWARD(nv_attributes(d, &ctx->regs_per_block, &ctx->nv_sm));
+  /* The kernels' NVIDIA-only code (inline PTX) asks for the instructions
+   * of the device's compute capability. */
+  if (ctx->nv_sm) {
+    const size_t used = strlen(ctx->cl_std);
+    snprintf(ctx->cl_std + used, sizeof ctx->cl_std - used,
+             " -DRUMUS_NV_SM=%u", (unsigned)ctx->nv_sm);
+  }
   if (ctx->max_wg == 0 || ctx->compute_units == 0)
     return create_fail(RUMUS_EUNSUPPORTED,
                        "the device reports %zu work-items per group and %u "

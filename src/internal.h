@@ -47,7 +47,8 @@ struct rumus_ctx {
 
   /* Device facts read once at creation. */
   char name[512];       /* "platform / device" */
-  char cl_std[24];      /* "-cl-std=CL1.2" */
+  char cl_std[48];      /* "-cl-std=CL1.2", and " -DRUMUS_NV_SM=90" on
+                           NVIDIA (every build's options start with it) */
   int is_gpu;
   cl_uint compute_units;
   size_t max_wg;        /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
@@ -56,6 +57,7 @@ struct rumus_ctx {
   int profiling;        /* the queue has CL_QUEUE_PROFILING_ENABLE */
   int cr_divide;        /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT */
   cl_uint regs_per_block; /* NVIDIA's CL_DEVICE_REGISTERS_PER_BLOCK_NV, or 0 */
+  cl_uint nv_sm;          /* NVIDIA's compute capability (major 10 + minor), or 0 */
   cl_uint float_width;  /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (CPU: SIMD) */
 
   /* Options. */
