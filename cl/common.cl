@@ -263,26 +263,14 @@ typedef struct __attribute__((packed, aligned(2))) {
 
 /* The same at an address aligned to the whole vector (the host checked
  * it: rumus__aligned), as typed accesses, which GPU compilers turn into
- * one wide memory instruction; vloadn becomes n narrow loads on NVIDIA.
- * 16-bit vectors move as 32-bit words (RUMUS_LDW / RUMUS_STW): NVIDIA's
- * compiler splits a ushort8 access into two 8-byte ones
- * (ld.global.v4.u16), where a uint4 is one 16-byte access. */
-#define RUMUS_W32_4 uint2
-#define RUMUS_W32_8 uint4
-#define RUMUS_W32_16 uint8
-#define RUMUS_AS_W32_4 as_uint2
-#define RUMUS_AS_W32_8 as_uint4
-#define RUMUS_AS_W32_16 as_uint8
-#define RUMUS_LDW(n, p, i)                                                   \
-  as_ushort##n(*(global const RUMUS_CAT(RUMUS_W32_, n) *)((p) + (i)))
-#define RUMUS_STW(n, v, p, i)                                                \
-  (*(global RUMUS_CAT(RUMUS_W32_, n) *)((p) + (i)) =                         \
-       RUMUS_CAT(RUMUS_AS_W32_, n)(v))
+ * one wide memory instruction; vloadn becomes n narrow loads on NVIDIA. */
 #define RUMUS_LDA_F32(n, p, i) (*(global const float##n *)((p) + (i)))
 #define RUMUS_STA_F32(n, v, p, i) (*(global float##n *)((p) + (i)) = (v))
 #if RUMUS_F16_BITS
-#define RUMUS_LDA_F16(n, p, i) rumus_f16_to_f##n(RUMUS_LDW(n, p, i))
-#define RUMUS_STA_F16(n, v, p, i) RUMUS_STW(n, rumus_f_to_f16##n(v), p, i)
+#define RUMUS_LDA_F16(n, p, i)                                               \
+  rumus_f16_to_f##n(*(global const ushort##n *)((p) + (i)))
+#define RUMUS_STA_F16(n, v, p, i)                                            \
+  (*(global ushort##n *)((p) + (i)) = rumus_f_to_f16##n(v))
 #else
 /* Stores convert in registers (rumus_st_half): PoCL folds a whole
  * vstorea_half8_rte into vcvtps2ph with a memory operand, which on AMD Zen
@@ -292,8 +280,10 @@ typedef struct __attribute__((packed, aligned(2))) {
 #define RUMUS_LDA_F16(n, p, i) vloada_half##n(0, (p) + (i))
 #define RUMUS_STA_F16(n, v, p, i) rumus_st_half##n((v), (p) + (i))
 #endif
-#define RUMUS_LDA_BF16(n, p, i) rumus_bf16_to_f##n(RUMUS_LDW(n, p, i))
-#define RUMUS_STA_BF16(n, v, p, i) RUMUS_STW(n, rumus_f_to_bf16##n(v), p, i)
+#define RUMUS_LDA_BF16(n, p, i)                                              \
+  rumus_bf16_to_f##n(*(global const ushort##n *)((p) + (i)))
+#define RUMUS_STA_BF16(n, v, p, i)                                           \
+  (*(global ushort##n *)((p) + (i)) = rumus_f_to_bf16##n(v))
 #define RUMUS_LOADA(T, n, p, i) RUMUS_CAT(RUMUS_LDA_, T)(n, p, i)
 #define RUMUS_STOREA(T, n, v, p, i) RUMUS_CAT(RUMUS_STA_, T)(n, v, p, i)
 
