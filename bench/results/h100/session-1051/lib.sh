@@ -4,10 +4,10 @@ O=/tmp/r
 mkdir -p $O
 export LD_LIBRARY_PATH=$B/lib
 sec() {
-  n=$1; t=$2; shift 2
+  _n=$1; _t=$2; shift 2
   s=$(date +%s)
-  timeout $t "$@" > $O/$n.txt 2>&1
+  timeout $_t "$@" > $O/$_n.txt 2>&1
   rc=$?
-  echo "== $n rc $rc $(( $(date +%s) - s )) s" | tee -a $O/status.txt
+  echo "== $_n rc $rc $(( $(date +%s) - s )) s" | tee -a $O/status.txt
 }
 pack() { tar czf $OUT/r$1.tgz -C $O . ; }
