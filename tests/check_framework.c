@@ -576,17 +576,16 @@ static rumus_tensor *view(shared_buf *s, rumus_dtype dt, size_t offset,
                   "%s: message \"%s\"", #expr, rumus_ctx_errmsg(ctx));        \
   } while (0)
 
-START_TEST(overlapping_tensors_are_rejected) {
-  shared_buf s = shared_new();
-  rumus_ctx *ctx = s.ctx;
-  /* x: rows 0-3 of 8 columns; y: one row further (overlaps 3 rows);
-   * z: after both. */
-  rumus_tensor *x = view(&s, RUMUS_F32, 0, 2, 4, 8);
-  rumus_tensor *y = view(&s, RUMUS_F32, 8, 2, 4, 8);
-  rumus_tensor *x2 = view(&s, RUMUS_F32, 0, 2, 4, 8); /* x's very bytes */
-  rumus_tensor *z = view(&s, RUMUS_F32, 64, 2, 4, 8);
-  TU_OK(ctx, rumus_tensor_fill(x, 0.5f));
-  TU_OK(ctx, rumus_tensor_fill(z, 0.25f));
+/* The rows every case below views: x, rows 0-3 of 8 columns; y, one row
+ * further (overlapping 3 rows); x2, x's very bytes; z, after both. */
+typedef struct {
+  rumus_tensor *x, *y, *x2, *z;
+} overlap_rows;
+
+/* Softmax, element-wise ops, dropout and the bias ops. */
+static void overlap_flat_ops(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
+  rumus_tensor *x = r->x, *y = r->y, *x2 = r->x2, *z = r->z;
   TU_OVERLAP(ctx, rumus_softmax_fwd(ctx, x, y));
   TU_OK(ctx, rumus_softmax_fwd(ctx, x, x2)); /* in place */
   TU_OVERLAP(ctx, rumus_softmax_bwd(ctx, z, x, y));  /* dx into dy */
@@ -601,27 +600,38 @@ START_TEST(overlapping_tensors_are_rejected) {
   TU_OVERLAP(ctx, rumus_dropout_fwd(ctx, 0.5f, 1, 0, x, y));
   TU_OVERLAP(ctx, rumus_dropout_bwd(ctx, 0.5f, 1, 0, y, x));
   TU_OK(ctx, rumus_dropout_fwd(ctx, 0.5f, 1, 0, x, x2)); /* in place */
-  rumus_tensor *bias = view(&s, RUMUS_F32, 100, 1, 8, 0);
-  rumus_tensor *bias_in_x = view(&s, RUMUS_F32, 4, 1, 8, 0);
+  rumus_tensor *bias = view(s, RUMUS_F32, 100, 1, 8, 0);
+  rumus_tensor *bias_in_x = view(s, RUMUS_F32, 4, 1, 8, 0);
   TU_OVERLAP(ctx, rumus_bias_add(ctx, x, bias_in_x));
   TU_OVERLAP(ctx, rumus_bias_grad(ctx, x, bias_in_x));
   TU_OK(ctx, rumus_bias_add(ctx, z, bias));
-  /* Cross-entropy: the gradient one row into the logits. */
-  rumus_tensor *tg = view(&s, RUMUS_I32, 200, 1, 4, 0);
-  rumus_tensor *loss = view(&s, RUMUS_F32, 210, 0, 0, 0);
-  rumus_tensor *loss_in_x = view(&s, RUMUS_F32, 3, 0, 0, 0);
+  free_tensors(bias, bias_in_x, NULL);
+}
+
+/* Cross-entropy: the gradient one row into the logits, the loss inside them. */
+static void overlap_xent(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
+  rumus_tensor *x = r->x, *y = r->y, *z = r->z;
+  rumus_tensor *tg = view(s, RUMUS_I32, 200, 1, 4, 0);
+  rumus_tensor *loss = view(s, RUMUS_F32, 210, 0, 0, 0);
+  rumus_tensor *loss_in_x = view(s, RUMUS_F32, 3, 0, 0, 0);
   TU_OK(ctx, rumus_tensor_fill(tg, 1.0f));
   TU_OVERLAP(ctx, rumus_cross_entropy(ctx, x, tg, loss, y, NULL));
   TU_OVERLAP(ctx, rumus_cross_entropy(ctx, x, tg, loss_in_x, NULL, NULL));
   TU_OK(ctx, rumus_cross_entropy(ctx, z, tg, loss, NULL, NULL));
-  /* GEMM: C over A; views of one tensor that do not meet are fine. */
-  rumus_tensor *sq = view(&s, RUMUS_F32, 300, 2, 8, 8);
-  rumus_tensor *c_in_a = view(&s, RUMUS_F32, 308, 2, 8, 8);
+  free_tensors(tg, loss, loss_in_x, NULL);
+}
+
+/* GEMM: C over A; views of one tensor that do not meet are fine. */
+static void overlap_gemm(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
+  rumus_tensor *sq = view(s, RUMUS_F32, 300, 2, 8, 8);
+  rumus_tensor *c_in_a = view(s, RUMUS_F32, 308, 2, 8, 8);
   TU_OVERLAP(ctx, rumus_gemm(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, sq,
                              sq, 0.0f, c_in_a));
   TU_OVERLAP(ctx, rumus_gemm(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, sq,
                              sq, 0.0f, sq));
-  rumus_tensor *flat = view(&s, RUMUS_F32, 1000, 1, 48, 0);
+  rumus_tensor *flat = view(s, RUMUS_F32, 1000, 1, 48, 0);
   TU_OK(ctx, rumus_tensor_fill(flat, 1.0f));
   rumus_gemm_layout l = {4, 4, 4, 1, 0, 4, 0, 16, 4, 0, 32, 4, 0};
   TU_OK(ctx, rumus_gemm_ex(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f, flat,
@@ -632,19 +642,24 @@ START_TEST(overlapping_tensors_are_rejected) {
   l.c_offset = 12; /* C's view now starts inside A's */
   TU_OVERLAP(ctx, rumus_gemm_ex(ctx, RUMUS_NO_TRANS, RUMUS_NO_TRANS, 1.0f,
                                 flat, flat, 0.0f, flat, &l));
-  /* Channel bias and batch norm: x viewed as [1, 4, 2, 4], y one row of
-   * 8 further; per-channel tensors of 4 inside x or beside it. */
+  free_tensors(sq, c_in_a, flat, NULL);
+}
+
+/* Channel bias and batch norm: x viewed as [1, 4, 2, 4], y one row of
+ * 8 further; per-channel tensors of 4 inside x or beside it. */
+static void overlap_batchnorm(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
   const size_t nchw[4] = {1, 4, 2, 4};
-  rumus_tensor *bx = view(&s, RUMUS_F32, 0, 2, 4, 8);
-  rumus_tensor *by = view(&s, RUMUS_F32, 8, 2, 4, 8);
-  rumus_tensor *bz = view(&s, RUMUS_F32, 64, 2, 4, 8);
+  rumus_tensor *bx = view(s, RUMUS_F32, 0, 2, 4, 8);
+  rumus_tensor *by = view(s, RUMUS_F32, 8, 2, 4, 8);
+  rumus_tensor *bz = view(s, RUMUS_F32, 64, 2, 4, 8);
   TU_OK(ctx, rumus_tensor_reshape(bx, 4, nchw));
   TU_OK(ctx, rumus_tensor_reshape(by, 4, nchw));
   TU_OK(ctx, rumus_tensor_reshape(bz, 4, nchw));
-  rumus_tensor *c_in_x = view(&s, RUMUS_F32, 2, 1, 4, 0);
-  rumus_tensor *c_a = view(&s, RUMUS_F32, 400, 1, 4, 0);
-  rumus_tensor *c_b = view(&s, RUMUS_F32, 404, 1, 4, 0);
-  rumus_tensor *c_ab = view(&s, RUMUS_F32, 402, 1, 4, 0); /* over both */
+  rumus_tensor *c_in_x = view(s, RUMUS_F32, 2, 1, 4, 0);
+  rumus_tensor *c_a = view(s, RUMUS_F32, 400, 1, 4, 0);
+  rumus_tensor *c_b = view(s, RUMUS_F32, 404, 1, 4, 0);
+  rumus_tensor *c_ab = view(s, RUMUS_F32, 402, 1, 4, 0); /* over both */
   TU_OK(ctx, rumus_tensor_fill(c_a, 1.0f));
   TU_OK(ctx, rumus_tensor_fill(c_b, 1.0f));
   TU_OVERLAP(ctx, rumus_channel_bias_add(ctx, bx, c_a, by));
@@ -663,29 +678,37 @@ START_TEST(overlapping_tensors_are_rejected) {
   TU_OK(ctx, rumus_batchnorm2d_fwd_eval(ctx, NULL, bz, NULL, NULL, c_a, c_b,
                                         bz));
   free_tensors(bx, by, bz, c_in_x, c_a, c_b, c_ab, NULL);
-  /* Layer norm: y one row into x, statistics inside x, dx into dy. */
-  {
-    rumus_tensor *g = view(&s, RUMUS_F32, 400, 1, 8, 0);
-    rumus_tensor *g_in_x = view(&s, RUMUS_F32, 4, 1, 8, 0);
-    rumus_tensor *m = view(&s, RUMUS_F32, 420, 1, 4, 0);
-    rumus_tensor *rs = view(&s, RUMUS_F32, 424, 1, 4, 0);
-    rumus_tensor *rs_in_x = view(&s, RUMUS_F32, 6, 1, 4, 0);
-    TU_OK(ctx, rumus_tensor_fill(g, 1.0f));
-    TU_OVERLAP(ctx, rumus_layernorm_fwd(ctx, NULL, x, g, NULL, y, m, rs));
-    TU_OVERLAP(ctx, rumus_layernorm_fwd(ctx, NULL, x, g, NULL, x2, m,
-                                        rs_in_x));
-    TU_OK(ctx, rumus_layernorm_fwd(ctx, NULL, x, g, NULL, x2, m, rs));
-    TU_OVERLAP(ctx, rumus_layernorm_bwd(ctx, z, x, g, m, rs, y, NULL, NULL));
-    TU_OVERLAP(ctx, rumus_layernorm_bwd(ctx, z, x, g, m, rs, z, g_in_x,
-                                        NULL));
-    TU_OK(ctx, rumus_layernorm_bwd(ctx, z, x, g, m, rs, z, NULL, NULL));
-    TU_OVERLAP(ctx, rumus_rmsnorm_fwd(ctx, NULL, z, g_in_x, x, NULL));
-    TU_OVERLAP(ctx, rumus_rmsnorm_bwd(ctx, z, x, g, rs, x2, NULL));
-    TU_OK(ctx, rumus_rmsnorm_fwd(ctx, NULL, z, g, z, rs));
-    free_tensors(g, g_in_x, m, rs, rs_in_x, NULL);
-  }
-  /* Permute and reduce_sum: y over x, or x's very bytes; broadcast: out
-   * may be an input's bytes, not overlap it. */
+}
+
+/* Layer norm: y one row into x, statistics inside x, dx into dy. */
+static void overlap_layernorm(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
+  rumus_tensor *x = r->x, *y = r->y, *x2 = r->x2, *z = r->z;
+  rumus_tensor *g = view(s, RUMUS_F32, 400, 1, 8, 0);
+  rumus_tensor *g_in_x = view(s, RUMUS_F32, 4, 1, 8, 0);
+  rumus_tensor *m = view(s, RUMUS_F32, 420, 1, 4, 0);
+  rumus_tensor *rs = view(s, RUMUS_F32, 424, 1, 4, 0);
+  rumus_tensor *rs_in_x = view(s, RUMUS_F32, 6, 1, 4, 0);
+  TU_OK(ctx, rumus_tensor_fill(g, 1.0f));
+  TU_OVERLAP(ctx, rumus_layernorm_fwd(ctx, NULL, x, g, NULL, y, m, rs));
+  TU_OVERLAP(ctx, rumus_layernorm_fwd(ctx, NULL, x, g, NULL, x2, m,
+                                      rs_in_x));
+  TU_OK(ctx, rumus_layernorm_fwd(ctx, NULL, x, g, NULL, x2, m, rs));
+  TU_OVERLAP(ctx, rumus_layernorm_bwd(ctx, z, x, g, m, rs, y, NULL, NULL));
+  TU_OVERLAP(ctx, rumus_layernorm_bwd(ctx, z, x, g, m, rs, z, g_in_x,
+                                      NULL));
+  TU_OK(ctx, rumus_layernorm_bwd(ctx, z, x, g, m, rs, z, NULL, NULL));
+  TU_OVERLAP(ctx, rumus_rmsnorm_fwd(ctx, NULL, z, g_in_x, x, NULL));
+  TU_OVERLAP(ctx, rumus_rmsnorm_bwd(ctx, z, x, g, rs, x2, NULL));
+  TU_OK(ctx, rumus_rmsnorm_fwd(ctx, NULL, z, g, z, rs));
+  free_tensors(g, g_in_x, m, rs, rs_in_x, NULL);
+}
+
+/* Permute and reduce_sum: y over x, or x's very bytes; broadcast: out
+ * may be an input's bytes, not overlap it. */
+static void overlap_tensorops(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
+  rumus_tensor *x = r->x, *y = r->y, *x2 = r->x2, *z = r->z;
   const int ident[2] = {0, 1};
   TU_OVERLAP(ctx, rumus_permute(ctx, x, ident, y));
   TU_OVERLAP(ctx, rumus_permute(ctx, x, ident, x2));
@@ -696,7 +719,13 @@ START_TEST(overlapping_tensors_are_rejected) {
   TU_OVERLAP(ctx, rumus_reduce_sum(ctx, x, 0u, 0, y));
   TU_OVERLAP(ctx, rumus_reduce_sum(ctx, x, 0u, 0, x2));
   TU_OK(ctx, rumus_reduce_sum(ctx, x, 0u, 0, z));
-  /* Optimizers, sums of squares, clipping. */
+}
+
+/* Optimizers, sums of squares, clipping. */
+static void overlap_optim(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
+  rumus_tensor *x = r->x, *y = r->y, *x2 = r->x2, *z = r->z;
+  rumus_tensor *loss_in_x = view(s, RUMUS_F32, 3, 0, 0, 0);
   const rumus_sgd_params sp = {0.1f, 0.9f, 0.0f, 0.0f, 0};
   const rumus_adam_params ap = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1};
   TU_OVERLAP(ctx, rumus_sgd_step(ctx, &sp, 1, x, z, y));
@@ -706,15 +735,20 @@ START_TEST(overlapping_tensors_are_rejected) {
   rumus_tensor *gs[2] = {x, y};
   TU_OVERLAP(ctx, rumus_clip_grad_norm(ctx, gs, 2, 1.0f, NULL));
   TU_OVERLAP(ctx, rumus_clip_grad_norm(ctx, gs, 1, 1.0f, loss_in_x));
-  /* Pooling: y and indices one element into x (4-D views of the rows). */
+  free_tensors(loss_in_x, NULL);
+}
+
+/* Pooling: y and indices one element into x (4-D views of the rows). */
+static void overlap_pool(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
   const size_t px[4] = {1, 1, 4, 8}, py[4] = {1, 1, 2, 4};
   rumus_tensor *p4x = NULL, *p4y = NULL, *p4i = NULL, *p4z = NULL,
                *p4j = NULL; /* indices two elements into p4z */
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, px, s.buf, 0, &p4x));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, py, s.buf, 4, &p4y));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_I32, 4, py, s.buf, 3000 * 4, &p4i));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, py, s.buf, 3100 * 4, &p4z));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_I32, 4, py, s.buf, 3102 * 4, &p4j));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, px, s->buf, 0, &p4x));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, py, s->buf, 4, &p4y));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_I32, 4, py, s->buf, 3000 * 4, &p4i));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, py, s->buf, 3100 * 4, &p4z));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_I32, 4, py, s->buf, 3102 * 4, &p4j));
   const rumus_pool2d_params pp = RUMUS_POOL2D_PARAMS(2, 2);
   TU_OVERLAP(ctx, rumus_maxpool2d_fwd(ctx, &pp, p4x, p4y, p4i));
   TU_OVERLAP(ctx, rumus_maxpool2d_fwd(ctx, &pp, p4x, p4z, p4j));
@@ -725,34 +759,43 @@ START_TEST(overlapping_tensors_are_rejected) {
   TU_OVERLAP(ctx, rumus_adaptive_avgpool2d_bwd(ctx, p4y, p4x));
   TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &pp, p4x, p4z));
   free_tensors(p4x, p4y, p4i, p4z, p4j, NULL);
-  /* conv2d: each output over an input (no aliasing at all). */
+}
+
+/* conv2d: each output over an input (no aliasing at all). */
+static void overlap_conv(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
   const size_t s4[4] = {1, 1, 4, 4}, s3[4] = {1, 1, 3, 3},
                s2[4] = {1, 1, 2, 2};
   rumus_tensor *cx = NULL, *cw = NULL, *cy = NULL, *cy_in_x = NULL,
                *cw_in_x = NULL;
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, s4, s.buf, 2000 * 4, &cx));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, s3, s.buf, 2100 * 4, &cw));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, s2, s.buf, 2200 * 4, &cy));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, s4, s->buf, 2000 * 4, &cx));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, s3, s->buf, 2100 * 4, &cw));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, s2, s->buf, 2200 * 4, &cy));
   TU_OK(ctx,
-        rumus_tensor_wrap(ctx, RUMUS_F32, 4, s2, s.buf, 2010 * 4, &cy_in_x));
+        rumus_tensor_wrap(ctx, RUMUS_F32, 4, s2, s->buf, 2010 * 4, &cy_in_x));
   TU_OK(ctx,
-        rumus_tensor_wrap(ctx, RUMUS_F32, 4, s3, s.buf, 2005 * 4, &cw_in_x));
+        rumus_tensor_wrap(ctx, RUMUS_F32, 4, s3, s->buf, 2005 * 4, &cw_in_x));
   TU_OK(ctx, rumus_tensor_fill(cx, 1.0f));
   TU_OK(ctx, rumus_tensor_fill(cw, 1.0f));
   TU_OK(ctx, rumus_conv2d_fwd(ctx, NULL, cx, cw, NULL, cy));
   TU_OVERLAP(ctx, rumus_conv2d_fwd(ctx, NULL, cx, cw, NULL, cy_in_x));
   TU_OVERLAP(ctx, rumus_conv2d_bwd_data(ctx, NULL, cy_in_x, cw, cx));
   TU_OVERLAP(ctx, rumus_conv2d_bwd_weight(ctx, NULL, cx, cy, cw_in_x));
-  /* Embedding: out over the table, dweight over ids, out beside both. */
+  free_tensors(cx, cw, cy, cy_in_x, cw_in_x, NULL);
+}
+
+/* Embedding: out over the table, dweight over ids, out beside both. */
+static void overlap_embedding(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
   const size_t e_ws[2] = {4, 2}, e_is[1] = {3}, e_os[2] = {3, 2};
   rumus_tensor *ew = NULL, *eid = NULL, *eo = NULL, *eo_in_w = NULL,
                *edw_in_id = NULL;
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_ws, s.buf, 2300 * 4, &ew));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_I32, 1, e_is, s.buf, 2320 * 4, &eid));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_os, s.buf, 2340 * 4, &eo));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_ws, s->buf, 2300 * 4, &ew));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_I32, 1, e_is, s->buf, 2320 * 4, &eid));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_os, s->buf, 2340 * 4, &eo));
   TU_OK(ctx,
-        rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_os, s.buf, 2303 * 4, &eo_in_w));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_ws, s.buf, 2318 * 4,
+        rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_os, s->buf, 2303 * 4, &eo_in_w));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 2, e_ws, s->buf, 2318 * 4,
                                &edw_in_id));
   const int32_t e_zero[3] = {0, 0, 0};
   TU_OK(ctx, rumus_tensor_upload(eid, e_zero, sizeof e_zero));
@@ -761,19 +804,23 @@ START_TEST(overlapping_tensors_are_rejected) {
   TU_OVERLAP(ctx, rumus_embedding_bwd(ctx, eo, eid, -1, edw_in_id));
   TU_OVERLAP(ctx, rumus_embedding_bwd(ctx, eo_in_w, eid, -1, ew));
   free_tensors(ew, eid, eo, eo_in_w, edw_in_id, NULL);
-  /* Attention: out over q, lse over k, dq over q, dv as v's very bytes. */
+}
+
+/* Attention: out over q, lse over k, dq over q, dv as v's very bytes. */
+static void overlap_attention(shared_buf *s, const overlap_rows *r) {
+  rumus_ctx *ctx = s->ctx;
   const size_t a_s[4] = {1, 1, 4, 8}, a_l[3] = {1, 1, 4};
   rumus_tensor *aq = NULL, *ak = NULL, *av = NULL, *ao = NULL, *al = NULL,
                *ao_in_q = NULL, *al_in_k = NULL;
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s.buf, 3200 * 4, &aq));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s.buf, 3240 * 4, &ak));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s.buf, 3280 * 4, &av));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s.buf, 3320 * 4, &ao));
-  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 3, a_l, s.buf, 3360 * 4, &al));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s->buf, 3200 * 4, &aq));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s->buf, 3240 * 4, &ak));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s->buf, 3280 * 4, &av));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s->buf, 3320 * 4, &ao));
+  TU_OK(ctx, rumus_tensor_wrap(ctx, RUMUS_F32, 3, a_l, s->buf, 3360 * 4, &al));
   TU_OK(ctx,
-        rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s.buf, 3204 * 4, &ao_in_q));
+        rumus_tensor_wrap(ctx, RUMUS_F32, 4, a_s, s->buf, 3204 * 4, &ao_in_q));
   TU_OK(ctx,
-        rumus_tensor_wrap(ctx, RUMUS_F32, 3, a_l, s.buf, 3242 * 4, &al_in_k));
+        rumus_tensor_wrap(ctx, RUMUS_F32, 3, a_l, s->buf, 3242 * 4, &al_in_k));
   TU_OK(ctx, rumus_tensor_fill(aq, 0.5f));
   TU_OK(ctx, rumus_tensor_fill(ak, 0.25f));
   TU_OK(ctx, rumus_tensor_fill(av, 1.0f));
@@ -786,8 +833,30 @@ START_TEST(overlapping_tensors_are_rejected) {
                                       NULL, NULL, av));
   free_tensors(aq, ak, av, ao, al, ao_in_q, al_in_k, NULL);
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  free_tensors(x, y, x2, z, bias, bias_in_x, tg, loss, loss_in_x, sq,
-                      c_in_a, flat, cx, cw, cy, cy_in_x, cw_in_x, NULL);
+}
+
+START_TEST(overlapping_tensors_are_rejected) {
+  shared_buf s = shared_new();
+  rumus_ctx *ctx = s.ctx;
+  const overlap_rows r = {view(&s, RUMUS_F32, 0, 2, 4, 8),
+                          view(&s, RUMUS_F32, 8, 2, 4, 8),
+                          view(&s, RUMUS_F32, 0, 2, 4, 8),
+                          view(&s, RUMUS_F32, 64, 2, 4, 8)};
+  TU_OK(ctx, rumus_tensor_fill(r.x, 0.5f));
+  TU_OK(ctx, rumus_tensor_fill(r.z, 0.25f));
+  overlap_flat_ops(&s, &r);
+  overlap_xent(&s, &r);
+  overlap_gemm(&s, &r);
+  overlap_batchnorm(&s, &r);
+  overlap_layernorm(&s, &r);
+  overlap_tensorops(&s, &r);
+  overlap_optim(&s, &r);
+  overlap_pool(&s, &r);
+  overlap_conv(&s, &r);
+  overlap_embedding(&s, &r);
+  overlap_attention(&s, &r);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  free_tensors(r.x, r.y, r.x2, r.z, NULL);
   TU_OK(ctx, rumus_ctx_free(ctx));
   clReleaseMemObject(s.buf);
 }
