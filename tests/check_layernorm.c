@@ -501,14 +501,13 @@ END_TEST
 /* The backward of both norms on variant v under environment variable
  * env's settings set[1..ns) (set[0]: NULL, unset): dx, dgamma and dbeta
  * the bits of set[0]'s, and dx also without dgamma and dbeta (nodp), on
- * rows of 257 (a tail group) and 4096 (every lane full) with a block of
- * rows that the row count does not divide. */
+ * the shapes S[0 .. nsh). */
 static void same_bits_under(int v, const char *env,
-                            const char *const *set, int ns, int nodp) {
+                            const char *const *set, int ns, int nodp,
+                            const shp *S, int nsh) {
   rumus_ctx *ctx = tu_ctx();
-  static const shp S[] = {{203, 257}, {7, 4096}};
   tu_set_variant(ctx, v);
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < nsh; k++) {
     inputs in = make_inputs(&S[k], RUMUS_F32, RUMUS_F32, 90 + k);
     ln_tensors t = ln_make(ctx, &in);
     TU_OK(ctx, rumus_layernorm_fwd(ctx, NULL, t.x.t, t.gamma.t, t.beta.t,
@@ -551,12 +550,30 @@ static void same_bits_under(int v, const char *env,
   tu_free_all(ctx, NULL);
 }
 
+/* Rows of 257 (a tail group) and 4096 (every lane full), with a block of
+ * rows that the row count does not divide. */
+static const shp BLOCK_SHAPES[] = {{203, 257}, {7, 4096}};
+
 /* The GPU variant's block backward under RUMUS_LN_BLK's settings (2 or 4
  * rows at once, unrolled or not): the bits of the default (4 rows
  * unrolled). */
 START_TEST(blk_rows_same_bits) {
   static const char *const SETTINGS[] = {NULL, "2u", "2", "4"};
-  same_bits_under(RUMUS_VARIANT_GPU, "RUMUS_LN_BLK", SETTINGS, 4, 0);
+  same_bits_under(RUMUS_VARIANT_GPU, "RUMUS_LN_BLK", SETTINGS, 4, 0,
+                  BLOCK_SHAPES, 2);
+}
+END_TEST
+
+/* The GPU variant's wide backward (rows of 12002: past the block kernel,
+ * a tail group) under RUMUS_LN_WIDE_BWD's settings of the default local
+ * size and groups (float4 loaded at once B, rows per step R): the bits of
+ * the default 512x8x2x1, as B and R change no sum's order. */
+START_TEST(wide_bwd_same_bits) {
+  static const char *const SETTINGS[] = {NULL, "512x8x4", "512x8x2x2",
+                                         "512x8x8x2"};
+  static const shp S[] = {{5, 12002}};
+  same_bits_under(RUMUS_VARIANT_GPU, "RUMUS_LN_WIDE_BWD", SETTINGS, 4, 0, S,
+                  1);
 }
 END_TEST
 
@@ -566,7 +583,8 @@ END_TEST
  * _row kernel's (the backward without dgamma and dbeta). */
 START_TEST(rowp_pairs_same_bits) {
   static const char *const SETTINGS[] = {NULL, "1", "2"};
-  same_bits_under(RUMUS_VARIANT_CPU, "RUMUS_LN_ROWP", SETTINGS, 3, 1);
+  same_bits_under(RUMUS_VARIANT_CPU, "RUMUS_LN_ROWP", SETTINGS, 3, 1,
+                  BLOCK_SHAPES, 2);
 }
 END_TEST
 
@@ -864,6 +882,7 @@ int main(void) {
   tcase_add_test(limits, in_place_repeatable);
   tcase_add_test(limits, bwd_grads_in_place);
   tcase_add_test(limits, blk_rows_same_bits);
+  tcase_add_test(limits, wide_bwd_same_bits);
   tcase_add_test(limits, rowp_pairs_same_bits);
   tcase_add_loop_test(limits, fwd_one_sum, 0, 3);
   tcase_add_test(limits, large_offset);

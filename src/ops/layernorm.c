@@ -83,12 +83,13 @@ static ln_wide_shape wide_shape(const rumus_ctx *ctx, const char *env,
   while (w.ls > 32 && w.ls > ctx->max_wg) w.ls /= 2;
   if (n == 0) return w;
   const size_t els = (size_t)f[0], ev = (size_t)f[1];
-  const size_t eb = n == 3 ? (size_t)f[2] : (ev < b ? ev : b);
+  const size_t eb = n >= 3 ? (size_t)f[2] : (ev < b ? ev : b);
   const int pow2 = (els & (els - 1)) == 0 && (ev & (ev - 1)) == 0 &&
                    (eb & (eb - 1)) == 0;
   const size_t er = n == 4 ? (size_t)f[3] : 1;
+  /* A B below 2 only where given: the forward's b (1) is not used. */
   if (!pow2 || els < 32 || els > ctx->max_wg || ev < 2 || ev > 32 ||
-      eb < 2 || eb > ev || er > 2)
+      (n >= 3 && eb < 2) || eb > ev || er > 2)
     return w;
   w.ls = els;
   w.v = ev;
