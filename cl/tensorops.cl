@@ -206,21 +206,22 @@ kernel void to_copy(global const bits_t *x, ulong xo, global bits_t *y,
   for (size_t k = 0; k < n; k++) yr[j + k] = xr[(j + k) * SI];
 }
 
-/* CPU: work-item g copies rows [g rpi, (g + 1) rpi) of y (rows of L; the
- * input offsets by odometer): vload16 / vstore16 of the bits when SI = 1,
- * a gather otherwise. */
+/* CPU: work-item g copies rows [g rpi, (g + 1) rpi) of the rows of L
+ * enumerated over the outer extents e (the host's order), at offsets by
+ * odometer in x (strides sx) and in y (sy): vload16 / vstore16 of the
+ * bits when SI = 1, a gather otherwise. */
 kernel void to_copy_rows(global const bits_t *x, ulong xo, global bits_t *y,
                          ulong yo, ulong L, ulong SI, uint nd, ulong8 e,
-                         ulong8 sx, ulong rpi, ulong rows, ulong first,
-                         ulong items) {
+                         ulong8 sx, ulong8 sy, ulong rpi, ulong rows,
+                         ulong first, ulong items) {
   const size_t g = first + get_global_id(0);
   if (g >= items) return;
   const size_t r0 = g * rpi, r1 = rows - r0 < rpi ? rows : r0 + rpi;
   to_odo d;
-  odo_start(&d, r0, nd, e, sx, sx);
+  odo_start(&d, r0, nd, e, sx, sy);
   for (size_t r = r0; r < r1; r++, odo_next(&d)) {
     global const bits_t *xr = x + xo + d.o1;
-    global bits_t *yr = y + yo + r * L;
+    global bits_t *yr = y + yo + d.o2;
     size_t j = 0;
     if (SI == 1)
       for (; j + 16 <= L; j += 16) vstore16(vload16(0, xr + j), 0, yr + j);

@@ -235,6 +235,39 @@ static int permute_tile(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
   return run_pieces(ctx, op, &k, groups, TILE_WG, TILE_WG, &first, 14, args);
 }
 
+/* The CPU row copy's walk over the outer dimensions of l (all but the
+ * last: the rows), extents and x's and y's strides (y contiguous) in
+ * walking order, into e, sx, sy; returns their number.  y's order reads
+ * x in runs of one row where the dimension x walks fastest (b) is not the
+ * one y walks fastest: a head split [B, T, H, D] -> [B, H, T, D] read
+ * rows of D, H D apart, which the CPU's prefetchers did not follow.  So b
+ * is cut into groups of bb (a divisor of its extent, at most
+ * ROWS_STREAMS) walked innermost: x is read in runs of bb rows and y
+ * written in bb sequential streams. */
+#define ROWS_STREAMS 8
+
+static int rows_walk(const layout *l, size_t *e, size_t *sx, size_t *sy) {
+  const int outer = l->nd - 1;
+  size_t ys[RUMUS_MAX_DIMS], st = l->e[outer];
+  int b = outer - 1;
+  for (int d = outer - 1; d >= 0; d--) {
+    ys[d] = st;
+    st *= l->e[d];
+    if (l->s[0][d] < l->s[0][b]) b = d;
+  }
+  size_t bb = l->e[b] < ROWS_STREAMS ? l->e[b] : ROWS_STREAMS;
+  while (l->e[b] % bb) bb--;
+  const int split = b != outer - 1 && bb > 1;
+  int n = 0;
+  for (int d = 0; d < outer; d++) {
+    const size_t k = split && d == b ? bb : 1; /* b's groups */
+    e[n] = l->e[d] / k, sx[n] = k * l->s[0][d], sy[n++] = k * ys[d];
+  }
+  if (split) /* the rows of a group */
+    e[n] = bb, sx[n] = l->s[0][b], sy[n++] = ys[b];
+  return n;
+}
+
 /* to_copy: rows of y's last dimension, gathered from x at stride SI. */
 static int permute_copy(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
                         const rumus_tensor *y, const layout *l) {
@@ -254,14 +287,19 @@ static int permute_copy(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
   if (rpi) {
     const rumus__kernel_ref kr = {FILE_CL, opts, "to_copy_rows"};
     cl_ulong rp = rpi, nr = rows, n = (rows + rpi - 1) / rpi;
-    const rumus__arg ra[13] = {
-        RUMUS__ARG(x->mem), RUMUS__ARG(xo), RUMUS__ARG(y->mem),
-        RUMUS__ARG(yo),     RUMUS__ARG(L),  RUMUS__ARG(SI),
-        RUMUS__ARG(nd),     RUMUS__ARG(e),  RUMUS__ARG(sx),
-        RUMUS__ARG(rp),     RUMUS__ARG(nr), RUMUS__ARG(first),
-        RUMUS__ARG(n)};
+    size_t we[8], wsx[8], wsy[8];
+    const int wn = rows_walk(l, we, wsx, wsy);
+    cl_uint rnd = (cl_uint)wn;
+    cl_ulong8 re = vec8(we, wn, 1), rsx = vec8(wsx, wn, 0),
+              rsy = vec8(wsy, wn, 0);
+    const rumus__arg ra[14] = {
+        RUMUS__ARG(x->mem), RUMUS__ARG(xo),  RUMUS__ARG(y->mem),
+        RUMUS__ARG(yo),     RUMUS__ARG(L),   RUMUS__ARG(SI),
+        RUMUS__ARG(rnd),    RUMUS__ARG(re),  RUMUS__ARG(rsx),
+        RUMUS__ARG(rsy),    RUMUS__ARG(rp),  RUMUS__ARG(nr),
+        RUMUS__ARG(first),  RUMUS__ARG(n)};
     return run_pieces(ctx, op, &kr, n, 0, rumus__row_local(ctx, n), &first,
-                      13, ra);
+                      14, ra);
   }
   cl_ulong items = rows * ((L + g.vw - 1) / g.vw);
   const rumus__arg args[11] = {
