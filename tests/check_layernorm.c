@@ -502,17 +502,17 @@ END_TEST
  * env's settings set[1..ns) (set[0]: NULL, unset): dx, dgamma and dbeta
  * the bits of set[0]'s, and dx also without dgamma and dbeta (nodp), on
  * the shapes S[0 .. nsh). */
-static void same_bits_under(int v, const char *env,
+static void same_bits_typed(int v, const char *env,
                             const char *const *set, int ns, int nodp,
-                            const shp *S, int nsh) {
+                            const shp *S, int nsh, rumus_dtype d, int off) {
   rumus_ctx *ctx = tu_ctx();
   tu_set_variant(ctx, v);
   for (int k = 0; k < nsh; k++) {
-    inputs in = make_inputs(&S[k], RUMUS_F32, RUMUS_F32, 90 + k);
+    inputs in = make_inputs(&S[k], d, RUMUS_F32, 90 + k);
+    if (off >= 0) in.off = (size_t)off;
     ln_tensors t = ln_make(ctx, &in);
     TU_OK(ctx, rumus_layernorm_fwd(ctx, NULL, t.x.t, t.gamma.t, t.beta.t,
                                    t.y.t, t.mean.t, t.rstd.t));
-    const size_t len[3] = {in.n, S[k].cols, S[k].cols};
     for (int rms = 0; rms < 2; rms++) {
       float *ref[3] = {NULL, NULL, NULL};
       for (int e = 0; e < ns + nodp; e++) {
@@ -533,7 +533,8 @@ static void same_bits_under(int v, const char *env,
             ref[q] = got;
             continue;
           }
-          ck_assert_msg(memcmp(got, ref[q], len[q] * 4) == 0,
+          const size_t nb = rumus_tensor_nbytes(outs[q]);
+          ck_assert_msg(memcmp(got, ref[q], nb) == 0,
                         "%s %s %zux%zu %s=%s: output %d differs",
                         rms ? "rmsnorm" : "layernorm", tu_variant_name(v),
                         S[k].rows, S[k].cols, env,
@@ -550,6 +551,13 @@ static void same_bits_under(int v, const char *env,
   tu_free_all(ctx, NULL);
 }
 
+/* same_bits_typed on F32 tensors at the inputs' default offset. */
+static void same_bits_under(int v, const char *env,
+                            const char *const *set, int ns, int nodp,
+                            const shp *S, int nsh) {
+  same_bits_typed(v, env, set, ns, nodp, S, nsh, RUMUS_F32, -1);
+}
+
 /* Rows of 257 (a tail group) and 4096 (every lane full), with a block of
  * rows that the row count does not divide. */
 static const shp BLOCK_SHAPES[] = {{203, 257}, {7, 4096}};
@@ -561,6 +569,17 @@ START_TEST(blk_rows_same_bits) {
   static const char *const SETTINGS[] = {NULL, "2u", "2", "4"};
   same_bits_under(RUMUS_VARIANT_GPU, "RUMUS_LN_BLK", SETTINGS, 4, 0,
                   BLOCK_SHAPES, 2);
+}
+END_TEST
+
+/* The same with 16-bit rows in groups of 8 (offset 0; rows of 264 with
+ * a tail group, and 4096) held as stored (RUMUS_LN_BLK=...s): the bits of
+ * the default, which holds them as floats. */
+START_TEST(blk_stored_same_bits) {
+  static const char *const SETTINGS[] = {NULL, "4us", "2s"};
+  static const shp S[] = {{203, 264}, {7, 4096}};
+  same_bits_typed(RUMUS_VARIANT_GPU, "RUMUS_LN_BLK", SETTINGS, 3, 0, S, 2,
+                  _i ? RUMUS_BF16 : RUMUS_F16, 0);
 }
 END_TEST
 
@@ -882,6 +901,7 @@ int main(void) {
   tcase_add_test(limits, in_place_repeatable);
   tcase_add_test(limits, bwd_grads_in_place);
   tcase_add_test(limits, blk_rows_same_bits);
+  tcase_add_loop_test(limits, blk_stored_same_bits, 0, 2);
   tcase_add_test(limits, wide_bwd_same_bits);
   tcase_add_test(limits, rowp_pairs_same_bits);
   tcase_add_loop_test(limits, fwd_one_sum, 0, 3);

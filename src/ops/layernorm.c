@@ -110,19 +110,25 @@ static ln_wide_shape wide_bwd(const rumus_ctx *ctx) {
  * the H200's backward at 72-84% of copy over rows of 1024-4096 where 2
  * rows ran at 51-69% (bench/results/h200/session-0116/d); without the
  * cap clang's NVPTX code wanted 135-164 registers for it.  4 rows rolled
- * keep d and xh on the stack there.  RUMUS_LN_BLK=R or Ru (R 2 or 4, u:
- * unrolled) for sweeps. */
+ * keep d and xh on the stack there.  RUMUS_LN_BLK=R[u][s] (R 2 or 4, u:
+ * unrolled, s: 16-bit rows held as stored, LN_BLK_RAW) for sweeps. */
 typedef struct {
-  int rows, unroll;
+  int rows, unroll, raw;
 } ln_blk_shape;
 
 static ln_blk_shape blk_shape(void) {
-  ln_blk_shape b = {4, 1};
+  ln_blk_shape b = {4, 1, 0};
   const char *v = getenv("RUMUS_LN_BLK");
   if (v == NULL || (v[0] != '2' && v[0] != '4')) return b;
-  if (v[1] != '\0' && strcmp(v + 1, "u") != 0) return b;
+  const char *f = v + 1;
+  const int unroll = *f == 'u';
+  f += unroll;
+  const int raw = *f == 's';
+  f += raw;
+  if (*f != '\0') return b;
   b.rows = v[0] - '0';
-  b.unroll = v[1] == 'u';
+  b.unroll = unroll;
+  b.raw = raw;
   return b;
 }
 
@@ -161,9 +167,9 @@ static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
     const ln_blk_shape k = blk_shape();
     snprintf(gpu, sizeof gpu,
              " -DLN_WLS=%zu -DLN_WV=%zu -DLN_WBLS=%zu -DLN_WBV=%zu"
-             " -DLN_WBB=%zu -DLN_WBR=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d%s",
+             " -DLN_WBB=%zu -DLN_WBR=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d%s%s",
              f.ls, f.v, b.ls, b.v, b.b, b.r, k.rows, k.unroll,
-             fwd_one() ? " -DLN_FWD_ONE=1" : "");
+             k.raw ? " -DLN_BLK_RAW=1" : "", fwd_one() ? " -DLN_FWD_ONE=1" : "");
     /* 128 registers on NVIDIA: the _blk kernel then runs at 512 work-items
      * (rows up to 4096) by rumus__kernel_wg_limit()'s count, where the
      * driver's own figure (256) kept rows past 2048 off it. */
