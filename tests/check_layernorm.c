@@ -501,7 +501,8 @@ END_TEST
 /* The backward of both norms on variant v under environment variable
  * env's settings set[1..ns) (set[0]: NULL, unset): dx, dgamma and dbeta
  * the bits of set[0]'s, and dx also without dgamma and dbeta (nodp), on
- * the shapes S[0 .. nsh). */
+ * the shapes S[0 .. nsh), x, dy and dx stored as d at offset off (-1:
+ * the inputs' default). */
 static void same_bits_typed(int v, const char *env,
                             const char *const *set, int ns, int nodp,
                             const shp *S, int nsh, rumus_dtype d, int off) {

@@ -169,7 +169,8 @@ static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
              " -DLN_WLS=%zu -DLN_WV=%zu -DLN_WBLS=%zu -DLN_WBV=%zu"
              " -DLN_WBB=%zu -DLN_WBR=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d%s%s",
              f.ls, f.v, b.ls, b.v, b.b, b.r, k.rows, k.unroll,
-             k.raw ? " -DLN_BLK_RAW=1" : "", fwd_one() ? " -DLN_FWD_ONE=1" : "");
+             k.raw ? " -DLN_BLK_RAW=1" : "",
+             fwd_one() ? " -DLN_FWD_ONE=1" : "");
     /* 128 registers on NVIDIA: the _blk kernel then runs at 512 work-items
      * (rows up to 4096) by rumus__kernel_wg_limit()'s count, where the
      * driver's own figure (256) kept rows past 2048 off it. */

@@ -248,6 +248,7 @@ static int permute_tile(rumus_ctx *ctx, const char *op, const rumus_tensor *x,
 
 static int rows_walk(const layout *l, size_t *e, size_t *sx, size_t *sy) {
   const int outer = l->nd - 1;
+  if (outer < 1) return 0;
   size_t ys[RUMUS_MAX_DIMS], st = l->e[outer];
   int b = outer - 1;
   for (int d = outer - 1; d >= 0; d--) {
