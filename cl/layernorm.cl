@@ -1173,17 +1173,18 @@ inline float8 ln_blk_sum(local float8 *buf, float8 v) {
 }
 
 #ifndef LN_BLK_RAW
-#define LN_BLK_RAW 0 /* 1: the host's RUMUS_LN_BLK=...s */
+#define LN_BLK_RAW 0 /* 1: BF16 by default, the host's RUMUS_LN_BLK */
 #endif
 /* LN_BLK_RAW 1: the block kernel holds its rows' 16-bit groups of 8
- * (RUMUS_RV 8) as stored, ushort8, and widens them where they are used,
- * before the group's sum and again after it: half the registers of
- * floats across the barrier.  Widening is exact and xhat takes the same
- * operations, so the bits are those of the default, which holds dy and
- * xhat as floats.  Written for the BF16 backward, which on an H100 took
- * 264 us at 65536 x 1024 where F16 took 160 and the same kernel with
- * F16's conversion instruction in place of BF16's widening 169; not yet
- * measured on a GPU. */
+ * (RUMUS_RV 8) as stored, ushort8, loaded under a condition with no
+ * conversion in it, and widens them where they are used, before the
+ * group's sum and again after it.  Widening is exact and xhat takes the
+ * same operations, so the bits are those of holding dy and xhat as
+ * floats.  On an H100 the BF16 backward took 264 us at 65536 x 1024
+ * holding floats, where F16 took 160 and the same kernel with F16's
+ * conversion instruction in place of BF16's widening 169; its SASS loads
+ * each row's BF16 groups behind a branch of their own, widened before
+ * the next row's loads, where F16's 16 loads issue at once. */
 #if LN_BLK_RAW && RUMUS_RV == 8
 typedef ushort8 ln_raw;
 inline float8 ln_widen_F16(ushort8 r) {

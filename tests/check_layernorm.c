@@ -574,12 +574,12 @@ START_TEST(blk_rows_same_bits) {
 END_TEST
 
 /* The same with 16-bit rows in groups of 8 (offset 0; rows of 264 with
- * a tail group, and 4096) held as stored (RUMUS_LN_BLK=...s): the bits of
- * the default, which holds them as floats. */
+ * a tail group, and 4096) held as floats (4u) and as stored (...s): the
+ * bits of the default (floats for F16, as stored for BF16). */
 START_TEST(blk_stored_same_bits) {
-  static const char *const SETTINGS[] = {NULL, "4us", "2s"};
+  static const char *const SETTINGS[] = {NULL, "4u", "4us", "2s"};
   static const shp S[] = {{203, 264}, {7, 4096}};
-  same_bits_typed(RUMUS_VARIANT_GPU, "RUMUS_LN_BLK", SETTINGS, 3, 0, S, 2,
+  same_bits_typed(RUMUS_VARIANT_GPU, "RUMUS_LN_BLK", SETTINGS, 4, 0, S, 2,
                   _i ? RUMUS_BF16 : RUMUS_F16, 0);
 }
 END_TEST

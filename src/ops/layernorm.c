@@ -110,14 +110,19 @@ static ln_wide_shape wide_bwd(const rumus_ctx *ctx) {
  * the H200's backward at 72-84% of copy over rows of 1024-4096 where 2
  * rows ran at 51-69% (bench/results/h200/session-0116/d); without the
  * cap clang's NVPTX code wanted 135-164 registers for it.  4 rows rolled
- * keep d and xh on the stack there.  RUMUS_LN_BLK=R[u][s] (R 2 or 4, u:
- * unrolled, s: 16-bit rows held as stored, LN_BLK_RAW) for sweeps. */
+ * keep d and xh on the stack there.  BF16 rows are held as stored
+ * (LN_BLK_RAW): NVIDIA's compiler put each row's BF16 loads behind a
+ * branch of their own, widened before the next row's loads, where it
+ * issued F16's 16 loads at once (session-1541's SASS); holding the bits
+ * and widening at each use lets them issue together.  RUMUS_LN_BLK=
+ * R[u][s] (R 2 or 4, u: unrolled, s: 16-bit rows held as stored) for
+ * sweeps: a setting without s holds floats for every type. */
 typedef struct {
   int rows, unroll, raw;
 } ln_blk_shape;
 
-static ln_blk_shape blk_shape(void) {
-  ln_blk_shape b = {4, 1, 0};
+static ln_blk_shape blk_shape(rumus_dtype storage) {
+  ln_blk_shape b = {4, 1, storage == RUMUS_BF16};
   const char *v = getenv("RUMUS_LN_BLK");
   if (v == NULL || (v[0] != '2' && v[0] != '4')) return b;
   const char *f = v + 1;
@@ -164,7 +169,7 @@ static void ln_options(const rumus_ctx *ctx, const rumus__row_plan *plan,
     snprintf(v4, sizeof v4, " -DCACHE_V4=%d", plan->cache_v4);
   if (plan->kind != RUMUS__ROWS_ITEM) {
     const ln_wide_shape f = wide_fwd(ctx), b = wide_bwd(ctx);
-    const ln_blk_shape k = blk_shape();
+    const ln_blk_shape k = blk_shape(plan->storage);
     snprintf(gpu, sizeof gpu,
              " -DLN_WLS=%zu -DLN_WV=%zu -DLN_WBLS=%zu -DLN_WBV=%zu"
              " -DLN_WBB=%zu -DLN_WBR=%zu -DLN_BR=%d -DLN_BLK_UNROLL=%d%s%s",
