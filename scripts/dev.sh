@@ -34,6 +34,11 @@ configure_in() { # dir, configure args...
   [ -f Makefile ] || "$top/configure" -q "$@"
 }
 
+# One line of df for the CI log: a full disk fails builds and tests.
+disk_free() {
+  df -h "$top" | sed -n '2s/^/disk: /p'
+}
+
 case "$cmd" in
   run)
     configure_in build
@@ -42,6 +47,11 @@ case "$cmd" in
     exec ./rumus-train "$@"
     ;;
   test)
+    # A failing suite prints its test-suite.log (the failed tests' own
+    # output), so that a CI log says which check failed and why.
+    VERBOSE=1
+    export VERBOSE
+    disk_free
     configure_in build
     make -s -j"$jobs"
     ./rumus-info -l
@@ -70,6 +80,7 @@ case "$cmd" in
       make -s -j"$jobs" check-TESTS TESTS=tests/check_threads \
       check_PROGRAMS=tests/check_threads check_LTLIBRARIES=tests/libtestutil.la
     echo "== make distcheck"
+    disk_free
     cd "$top/build"
     make -s -j"$jobs" distcheck
     ;;
