@@ -30,7 +30,7 @@
  */
 
 #ifndef EW_VW
-#define EW_VW 8 /* elements per vector: 4 or 8 */
+#define EW_VW 8 /* elements per vector: 4, 8 or 16 */
 #endif
 #ifndef EW_NV
 #define EW_NV 4 /* contiguous vectors per work-item */
@@ -40,8 +40,8 @@
 #endif
 #define EW_SPAN (EW_VW * EW_NV)
 
-#if EW_VW != 4 && EW_VW != 8
-#error "EW_VW must be 4 or 8"
+#if EW_VW != 4 && EW_VW != 8 && EW_VW != 16
+#error "EW_VW must be 4, 8 or 16"
 #endif
 
 #define CAST_INLINE inline __attribute__((always_inline))
@@ -65,7 +65,7 @@ typedef CAST_V(ushort) bits16_t;
 
 /* A vector of elements of tag T at p + i, and a store of one: typed
  * accesses when the host found them vector-aligned (RUMUS_ALIGN4), vloadn
- * otherwise.  The CPU setting (EW_VW 8) stores through a packed struct
+ * otherwise.  The CPU settings (EW_VW 8, 16) store through a packed struct
  * instead of vstoren: PoCL 3.1 turns vstore8 of a ushort8 into eight
  * 2-byte stores, and an access the compiler knows to be unaligned into
  * one (vmovdqu); this made the casts to F16 and BF16 up to twice as fast
@@ -81,7 +81,7 @@ typedef cast_pv_F16 cast_pv_BF16;
 #define CAST_LOADV(T, p, i) (*(global const CAST_V(CAST_E_##T) *)((p) + (i)))
 #define CAST_STOREV(T, v, p, i)                                               \
   (*(global CAST_V(CAST_E_##T) *)((p) + (i)) = (v))
-#elif EW_VW == 8
+#elif EW_VW >= 8
 #define CAST_LOADV(T, p, i) CAST_VLOAD(p, i)
 #define CAST_STOREV(T, v, p, i)                                               \
   (((global cast_pv_##T *)((p) + (i)))->bits = (v))

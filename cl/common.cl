@@ -347,6 +347,7 @@ inline float rumus_hsum4(float4 v) {
   }
 RUMUS_DEFINE_EXP_POLY(rumus_exp_poly4, float4, as_float4, as_int4)
 RUMUS_DEFINE_EXP_POLY(rumus_exp_poly8, float8, as_float8, as_int8)
+RUMUS_DEFINE_EXP_POLY(rumus_exp_poly16, float16, as_float16, as_int16)
 
 /* e^v for v <= 0, -INFINITY or NaN (a value less its row's maximum), for
  * the CPU row kernels: the polynomial above; below -87 (where e^v < 1.7e-38)

@@ -48,14 +48,16 @@
  * also keeps x^3 and x^2 from overflowing.
 
  * Index schemes.  Every work-item handles EW_NV contiguous vectors of
- * EW_VW elements (float4 / float8 through LOAD4 / LOAD8; typed, aligned
- * float4 accesses under RUMUS_ALIGN4, see common.cl): work-item g of a flat kernel covers elements
+ * EW_VW elements (float4 / float8 / float16 through LOAD4 / LOAD8 /
+ * LOAD16; typed, aligned float4 accesses under RUMUS_ALIGN4, see
+ * common.cl): work-item g of a flat kernel covers elements
  * [g * EW_VW * EW_NV, (g + 1) * EW_VW * EW_NV).  A vector that would cross
  * the end is handled lane by lane through a private array, so the math is
  * written once, on vectors.  GPUs use EW_VW 4 and EW_NV 1 (neighbouring
- * work-items read neighbouring 16-byte vectors: coalesced); PoCL uses float8
- * and several vectors per work-item (one AVX stream per work-item and fewer
- * work-items per byte).  Flat kernels run with local size EW_LS over a
+ * work-items read neighbouring 16-byte vectors: coalesced); PoCL uses the
+ * CPU's native width (float16 with AVX-512, else float8) and several
+ * vectors per work-item (one stream per work-item and fewer work-items per
+ * byte).  Flat kernels run with local size EW_LS over a
  * padded global size; padding work-items return at the bounds check.
  *
  * bias_add is 2-D: dimension 0 walks column blocks of EW_VW * EW_NV
@@ -86,7 +88,7 @@
  */
 
 #ifndef EW_VW
-#define EW_VW 8 /* elements per vector: 4 (float4) or 8 (float8) */
+#define EW_VW 8 /* elements per vector: 4, 8 or 16 (floatN) */
 #endif
 #ifndef EW_NV
 #define EW_NV 4 /* contiguous vectors per work-item */
@@ -133,6 +135,15 @@ typedef int8 ivec_t;
 #define VSTORE_PRIV(v, a) vstore8(v, 0, a)
 #define AS_VEC(v) as_float8(v)
 #define AS_IVEC(v) as_int8(v)
+#elif EW_VW == 16
+typedef float16 vec_t;
+typedef int16 ivec_t;
+#define VLOAD(p, i) LOAD16(p, i)
+#define VSTORE(v, p, i) STORE16(v, p, i)
+#define VLOAD_PRIV(a) vload16(0, a)
+#define VSTORE_PRIV(v, a) vstore16(v, 0, a)
+#define AS_VEC(v) as_float16(v)
+#define AS_IVEC(v) as_int16(v)
 #elif EW_VW == 4
 typedef float4 vec_t;
 typedef int4 ivec_t;
@@ -143,7 +154,7 @@ typedef int4 ivec_t;
 #define AS_VEC(v) as_float4(v)
 #define AS_IVEC(v) as_int4(v)
 #else
-#error "EW_VW must be 4 or 8"
+#error "EW_VW must be 4, 8 or 16"
 #endif
 
 /* Every helper is forced inline: PoCL otherwise calls ew_span once per
@@ -173,7 +184,9 @@ enum {
 #define GELU_CLAMP 20.0f /* |x| beyond which gelu_tanh' is 0 or 1 */
 
 /* e^x for x in [-87, 88]: the polynomial of common.cl (rumus_exp_poly*). */
-#if EW_VW == 8
+#if EW_VW == 16
+#define ew_exp_poly(x) rumus_exp_poly16(x)
+#elif EW_VW == 8
 #define ew_exp_poly(x) rumus_exp_poly8(x)
 #else
 #define ew_exp_poly(x) rumus_exp_poly4(x)

@@ -1070,6 +1070,75 @@ START_TEST(cast_bits) {
 }
 END_TEST
 
+/* check_bias_add_typed and check_bias_grad_typed (into dbias of dy's type)
+ * on one shape, rows x F of type d, on both variants. */
+static void check_bias_once(rumus_ctx *ctx, tu_rng *r, rumus_dtype d,
+                            size_t rows, size_t F, const char *what) {
+  const size_t n = rows * F, shape[2] = {rows, F};
+  float *y = rand_typed(r, d, n, -3, 3), *b = rand_typed(r, d, F, -3, 3);
+  float *dy = rand_typed(r, d, n, -1, 1);
+  rumus_tensor *ty = tu_tensor_typed(ctx, d, 2, shape, NULL),
+               *tb = typed_1d(ctx, d, F, b),
+               *tdy = tu_tensor_typed(ctx, d, 2, shape, dy),
+               *tdb = typed_1d(ctx, d, F, NULL);
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    char name[96];
+    snprintf(name, sizeof name, "bias_add_%s_%s_%s_%zux%zu",
+             tu_dtype_name(d), what, tu_variant_name(tu_variants[v]), rows, F);
+    check_bias_add_typed(ctx, d, ty, tb, y, b, rows, F, name);
+    snprintf(name, sizeof name, "bias_grad_%s_%s_%s_%zux%zu",
+             tu_dtype_name(d), what, tu_variant_name(tu_variants[v]), rows, F);
+    check_bias_grad_typed(ctx, tdy, tdb, dy, rows, F, name);
+  }
+  free(y);
+  free(b);
+  free(dy);
+  rumus_tensor_free(ty);
+  rumus_tensor_free(tb);
+  rumus_tensor_free(tdy);
+  rumus_tensor_free(tdb);
+}
+
+/* Loop index: the CPU variant's vector width (RUMUS_EW_VW = 8, 16; the
+ * default is the device's native width, so each machine runs one of
+ * them in the other tests).  Every op, activation and cast of the
+ * family's two programs, every storage type, on sizes with tails (9,
+ * 1023) and many spans (33339), and bias add / grad with rows of 7 and
+ * of 64. */
+START_TEST(cpu_vector_widths) {
+  static const size_t NS[] = {9, 1023, 33339};
+  const char *const vw = _i ? "16" : "8";
+  setenv("RUMUS_EW_VW", vw, 1);
+  rumus_ctx *ctx = tu_ctx();
+  tu_rng r;
+  tu_rng_seed(&r, 870 + (uint64_t)_i);
+  char what[16];
+  snprintf(what, sizeof what, "vw%s", vw);
+  for (int k = 0; k < 3; k++) {
+    const rumus_dtype d = tu_dtypes[k];
+    for (size_t s = 0; s < sizeof NS / sizeof NS[0]; s++) {
+      const size_t n = NS[s];
+      float *a = rand_typed(&r, d, n, -4, 4), *b = rand_typed(&r, d, n, -4, 4);
+      check_ops(ctx, d, a, b, n, what);
+      float *x = rand_typed(&r, d, n, -8, 8), *dy = rand_typed(&r, d, n, -2, 2);
+      for (int act = 0; act < NACT; act++) check_act(ctx, d, act, x, dy, n, what);
+      free(a);
+      free(b);
+      free(x);
+      free(dy);
+    }
+    check_bias_once(ctx, &r, d, 129, 7, what);
+    check_bias_once(ctx, &r, d, 1100, 64, what);
+  }
+  cast_16bit_patterns(ctx);
+  cast_float_cases(ctx);
+  cast_i32(ctx);
+  tu_free_all(ctx, NULL);
+  unsetenv("RUMUS_EW_VW");
+}
+END_TEST
+
 /* Every pair of types (the same type too: a copy) between guarded tensors
  * at odd offsets (the unaligned programs) and of other shapes, 37 elements
  * of a mix of values, on both variants; a copy onto itself leaves the
@@ -1591,6 +1660,7 @@ int main(void) {
   tcase_add_loop_test(core, typed_flat_ops, 0, 2);
   tcase_add_loop_test(core, typed_bias, 0, 2);
   tcase_add_test(core, cast_bits);
+  tcase_add_loop_test(core, cpu_vector_widths, 0, 2);
   suite_add_tcase(s, core);
   TCase *limits = tu_tcase("limits");
   tcase_add_test(limits, activation_special_values);
