@@ -797,6 +797,42 @@ static void check_bias_grad_typed(rumus_ctx *ctx, const rumus_tensor *tdy,
   free(again);
 }
 
+/* check_bias_add_typed, then check_bias_grad_typed into a dbias of dy's
+ * type and (with f32_too) of F32, on rows x F of type d, both variants. */
+static void check_bias_once(rumus_ctx *ctx, tu_rng *r, rumus_dtype d,
+                            size_t rows, size_t F, const char *what,
+                            int f32_too) {
+  const size_t n = rows * F, shape[2] = {rows, F};
+  float *y = rand_typed(r, d, n, -3, 3), *b = rand_typed(r, d, F, -3, 3);
+  float *dy = rand_typed(r, d, n, -1, 1);
+  rumus_tensor *ty = tu_tensor_typed(ctx, d, 2, shape, NULL),
+               *tb = typed_1d(ctx, d, F, b),
+               *tdy = tu_tensor_typed(ctx, d, 2, shape, dy),
+               *tdb[2] = {typed_1d(ctx, d, F, NULL),
+                          typed_1d(ctx, RUMUS_F32, F, NULL)};
+  for (int v = 0; v < 2; v++) {
+    tu_set_variant(ctx, tu_variants[v]);
+    const char *vn = tu_variant_name(tu_variants[v]), *dn = tu_dtype_name(d);
+    char name[96];
+    snprintf(name, sizeof name, "bias_add_%s_%s_%s_%zux%zu", dn, what, vn,
+             rows, F);
+    check_bias_add_typed(ctx, d, ty, tb, y, b, rows, F, name);
+    for (int f32 = 0; f32 <= f32_too; f32++) {
+      snprintf(name, sizeof name, "bias_grad_%s_to_%s_%s_%s_%zux%zu", dn,
+               f32 ? "f32" : dn, what, vn, rows, F);
+      check_bias_grad_typed(ctx, tdy, tdb[f32], dy, rows, F, name);
+    }
+  }
+  free(y);
+  free(b);
+  free(dy);
+  rumus_tensor_free(ty);
+  rumus_tensor_free(tb);
+  rumus_tensor_free(tdy);
+  rumus_tensor_free(tdb[0]);
+  rumus_tensor_free(tdb[1]);
+}
+
 /* Loop index: the 16-bit type.  bias_add, and bias_grad into a dbias of
  * dy's type and of F32, on rows of 1, 7 and 64 features (64: the GPU
  * variant's aligned float4 path) over 1, 129 and 1100 rows (1100: several
@@ -808,38 +844,8 @@ START_TEST(typed_bias) {
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, 850 + (uint64_t)_i);
-  for (size_t k = 0; k < 9; k++) {
-    const size_t F = TF[k % 3], rows = TR[k / 3], n = rows * F;
-    const size_t shape[2] = {rows, F};
-    float *y = rand_typed(&r, d, n, -3, 3), *b = rand_typed(&r, d, F, -3, 3);
-    float *dy = rand_typed(&r, d, n, -1, 1);
-    rumus_tensor *ty = tu_tensor_typed(ctx, d, 2, shape, NULL),
-                 *tb = typed_1d(ctx, d, F, b),
-                 *tdy = tu_tensor_typed(ctx, d, 2, shape, dy),
-                 *tdb = typed_1d(ctx, d, F, NULL),
-                 *tdb32 = typed_1d(ctx, RUMUS_F32, F, NULL);
-    for (int v = 0; v < 2; v++) {
-      tu_set_variant(ctx, tu_variants[v]);
-      char name[96];
-      snprintf(name, sizeof name, "bias_add_%s_%s_%zux%zu", tu_dtype_name(d),
-               tu_variant_name(tu_variants[v]), rows, F);
-      check_bias_add_typed(ctx, d, ty, tb, y, b, rows, F, name);
-      for (int f32 = 0; f32 < 2; f32++) {
-        snprintf(name, sizeof name, "bias_grad_%s_to_%s_%s_%zux%zu",
-                 tu_dtype_name(d), f32 ? "f32" : tu_dtype_name(d),
-                 tu_variant_name(tu_variants[v]), rows, F);
-        check_bias_grad_typed(ctx, tdy, f32 ? tdb32 : tdb, dy, rows, F, name);
-      }
-    }
-    free(y);
-    free(b);
-    free(dy);
-    rumus_tensor_free(ty);
-    rumus_tensor_free(tb);
-    rumus_tensor_free(tdy);
-    rumus_tensor_free(tdb);
-    rumus_tensor_free(tdb32);
-  }
+  for (size_t k = 0; k < 9; k++)
+    check_bias_once(ctx, &r, d, TR[k / 3], TF[k % 3], "uniform", 1);
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -1070,36 +1076,6 @@ START_TEST(cast_bits) {
 }
 END_TEST
 
-/* check_bias_add_typed and check_bias_grad_typed (into dbias of dy's type)
- * on one shape, rows x F of type d, on both variants. */
-static void check_bias_once(rumus_ctx *ctx, tu_rng *r, rumus_dtype d,
-                            size_t rows, size_t F, const char *what) {
-  const size_t n = rows * F, shape[2] = {rows, F};
-  float *y = rand_typed(r, d, n, -3, 3), *b = rand_typed(r, d, F, -3, 3);
-  float *dy = rand_typed(r, d, n, -1, 1);
-  rumus_tensor *ty = tu_tensor_typed(ctx, d, 2, shape, NULL),
-               *tb = typed_1d(ctx, d, F, b),
-               *tdy = tu_tensor_typed(ctx, d, 2, shape, dy),
-               *tdb = typed_1d(ctx, d, F, NULL);
-  for (int v = 0; v < 2; v++) {
-    tu_set_variant(ctx, tu_variants[v]);
-    char name[96];
-    snprintf(name, sizeof name, "bias_add_%s_%s_%s_%zux%zu",
-             tu_dtype_name(d), what, tu_variant_name(tu_variants[v]), rows, F);
-    check_bias_add_typed(ctx, d, ty, tb, y, b, rows, F, name);
-    snprintf(name, sizeof name, "bias_grad_%s_%s_%s_%zux%zu",
-             tu_dtype_name(d), what, tu_variant_name(tu_variants[v]), rows, F);
-    check_bias_grad_typed(ctx, tdy, tdb, dy, rows, F, name);
-  }
-  free(y);
-  free(b);
-  free(dy);
-  rumus_tensor_free(ty);
-  rumus_tensor_free(tb);
-  rumus_tensor_free(tdy);
-  rumus_tensor_free(tdb);
-}
-
 /* Loop index: the CPU variant's vector width (RUMUS_EW_VW = 8, 16; the
  * default is the device's native width, so each machine runs one of
  * them in the other tests).  Every op, activation and cast of the
@@ -1128,8 +1104,8 @@ START_TEST(cpu_vector_widths) {
       free(x);
       free(dy);
     }
-    check_bias_once(ctx, &r, d, 129, 7, what);
-    check_bias_once(ctx, &r, d, 1100, 64, what);
+    check_bias_once(ctx, &r, d, 129, 7, what, 0);
+    check_bias_once(ctx, &r, d, 1100, 64, what, 0);
   }
   cast_16bit_patterns(ctx);
   cast_float_cases(ctx);
