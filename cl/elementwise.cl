@@ -78,13 +78,14 @@
  *                  across columns), then a tree over the lanes in local
  *                  memory; the last work-group to finish folds the
  *                  partial rows (one launch).
- *   bias_grad_row  CPU: one work-item per block of BG_COLS columns of one
- *                  chunk, walking its rows with BG_COLS / 8 float8
- *                  accumulators (private memory, in L1), no barriers.
- *                  Long contiguous stretches of each row keep the hardware
- *                  prefetchers on the stream: 1024 columns ran at 66-73%
- *                  of STREAM where 64 ran at 36-45%.  bias_grad_fold
- *                  then sums the partial rows.
+ *   bias_grad_row  CPU: one work-item per block of bw (at most BG_COLS)
+ *                  columns of one chunk, walking its rows with bw / 8
+ *                  float8 accumulators (private memory, in L1), no
+ *                  barriers.  Long contiguous stretches of each row keep
+ *                  the hardware prefetchers on the stream: 1024 columns
+ *                  ran at 66-73% of STREAM where 64 ran at 36-45%, and
+ *                  4096 columns of 4096 at 87-94% where 1024 ran at
+ *                  64-67%.  bias_grad_fold then sums the partial rows.
  */
 
 #ifndef EW_VW
@@ -121,7 +122,7 @@
 #endif
 #define BG_TR (WG / BG_TC)         /* row lanes per work-group */
 #ifndef BG_COLS
-#define BG_COLS 1024 /* columns per work-item of bias_grad_row (multiple of 8) */
+#define BG_COLS 1024 /* most columns per work-item of bias_grad_row (multiple of 8) */
 #endif
 
 #define EW_SPAN (EW_VW * EW_NV) /* elements per work-item */
@@ -633,22 +634,22 @@ EW_INLINE int bg_wg_sums(global const real_t *dy, global float *part,
 BG_WG_KERNEL(bias_grad_wg, RUMUS_STORAGE)
 BG_WG_KERNEL(bias_grad_wg_f32, F32)
 
-/* Global (ceil(F / BG_COLS), chunks): work-item (b, chunk) sums columns
- * [BG_COLS b, BG_COLS b + BG_COLS) of the chunk's rows into
+/* Global (ceil(F / bw), chunks): work-item (b, chunk) sums columns
+ * [bw b, bw b + bw) of the chunk's rows into
  * out[chunk * cols + j], row by row (each row's block is read front to
  * back: a stream the prefetchers follow), into float8 accumulators and up
  * to 7 single ones for the last columns.  bg_row_sums does the sums into
  * a and t and returns the block's width (0: no work). */
 EW_INLINE size_t bg_row_sums(global const real_t *dy, ulong rows, ulong cols,
-                             ulong rc, size_t c0, size_t chunk, float8 *a,
-                             float *t) {
+                             ulong rc, size_t c0, size_t bw, size_t chunk,
+                             float8 *a, float *t) {
   const size_t n = (size_t)cols;
   const size_t r0 = chunk * (size_t)rc;
   if (c0 >= n || r0 >= (size_t)rows) return 0;
   const size_t r1 = min(r0 + (size_t)rc, (size_t)rows);
-  const size_t w = min((size_t)BG_COLS, n - c0), g8 = w / 8, rest = w % 8;
+  const size_t w = min(bw, n - c0), g8 = w / 8, rest = w % 8;
   global const real_t *p = dy + c0;
-  for (int k = 0; k < BG_COLS / 8; k++) a[k] = 0.0f;
+  for (size_t k = 0; k < g8; k++) a[k] = 0.0f;
   for (int k = 0; k < 8; k++) t[k] = 0.0f;
   for (size_t r = r0; r < r1; r++) {
     global const real_t *row = p + r * n;
@@ -663,13 +664,13 @@ EW_INLINE size_t bg_row_sums(global const real_t *dy, ulong rows, ulong cols,
 #define BG_ROW_KERNEL(name, T)                                                \
   __kernel void name(global const real_t *dy, ulong dy_off,                   \
                      global RUMUS_TYPE(T) *out, ulong out_off, ulong rows,    \
-                     ulong cols, ulong rc) {                                  \
-    const size_t c0 = get_global_id(0) * BG_COLS;                             \
+                     ulong cols, ulong rc, ulong bw) {                        \
+    const size_t c0 = get_global_id(0) * (size_t)bw;                          \
     const size_t chunk = get_global_id(1);                                    \
     float8 a[BG_COLS / 8];                                                    \
     float t[8];                                                               \
     const size_t w = bg_row_sums(dy + (size_t)dy_off, rows, cols, rc, c0,     \
-                                 chunk, a, t);                                \
+                                 (size_t)bw, chunk, a, t);                    \
     const size_t g8 = w / 8, rest = w % 8;                                    \
     global RUMUS_TYPE(T) *o =                                                 \
         out + (size_t)out_off + chunk * (size_t)cols + c0;                    \

@@ -547,11 +547,15 @@ END_TEST
 /* Many rows (more row chunks than the cap, partial column blocks) and wide
  * rows (several column tiles and blocks, a partial last one). */
 START_TEST(bias_grad_large) {
-  static const size_t CASES[][2] = {{600001, 3}, {20000, 75}, {33, 4099}};
+  /* 600 x 8195: the CPU variant's widest blocks (4096 columns) and a
+   * block of 3; 33 x 4099: narrower blocks, as one chunk gives too few
+   * work-items. */
+  static const size_t CASES[][2] = {
+      {600001, 3}, {20000, 75}, {33, 4099}, {600, 8195}};
   rumus_ctx *ctx = tu_ctx();
   tu_rng r;
   tu_rng_seed(&r, 400);
-  for (size_t c = 0; c < 3; c++) {
+  for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
     const size_t rows = CASES[c][0], F = CASES[c][1];
     float *dy = tu_malloc(rows * F * sizeof *dy);
     tu_fill_uniform(&r, dy, rows * F, -1, 1);

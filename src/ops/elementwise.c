@@ -42,11 +42,16 @@ static const char *const FILE_CAST = "cast.cl";
 #define BG_GROUPS_PER_CU 4
 #define BG_ONE_CHUNK_GPU 1024 /* rows up to which the GPU variant folds none */
 #define BG_RC_CPU 256  /* rows per chunk at least, CPU variant */
-/* Columns per work-item of bias_grad_row: whole 4 KiB rows of 1024 columns
- * stream through the CPU's prefetchers; at 65536 x 1024 and 4096 x 4096 on
- * the 2-core CI machine 1024 ran at 73% and 66% of STREAM, 256 at 78% and
- * 52%, 64 at 45% and 36%. */
-#define BG_COLS_CPU 1024
+/* Columns per work-item of bias_grad_row, at most: long stretches of each
+ * row stream through the CPU's prefetchers.  At 65536 x 1024 and 4096 x
+ * 4096 on the 2-core CI machine 1024 ran at 73% and 66% of STREAM, 256 at
+ * 78% and 52%, 64 at 45% and 36%; on the 2-vCPU AVX-512 EPYC 4096 took
+ * 4096 x 4096 from 64-67% to 87-94% in F32 and from 27-31% to 47-64% in
+ * F16 (16 KiB of float accumulators, in L1).  Fewer columns (down to
+ * BG_COLS_MIN_CPU) where the blocks and chunks would not give every
+ * compute unit two work-items. */
+#define BG_COLS_CPU 4096
+#define BG_COLS_MIN_CPU 1024
 
 /* Geometry of the flat kernels for this context's variant. */
 typedef struct {
@@ -417,6 +422,18 @@ static int bg_launch_wg(rumus_ctx *ctx, const char *op, const bg_call *c) {
   return rumus__launch(ctx, op, &k, 2, global, local, 9, args);
 }
 
+
+/* The columns per work-item of bias_grad_row: BG_COLS_CPU, halved while
+ * the blocks and chunks give fewer than two work-items per compute unit
+ * (down to BG_COLS_MIN_CPU). */
+static size_t bg_block_cols(const rumus_ctx *ctx, size_t cols, size_t chunks) {
+  const size_t want = 2 * (size_t)ctx->compute_units;
+  size_t bw = BG_COLS_CPU;
+  while (bw > BG_COLS_MIN_CPU && (cols + bw - 1) / bw * chunks < want)
+    bw /= 2;
+  return bw;
+}
+
 /* The row variant: bias_grad_row into dbias (one chunk) or into the float
  * partial rows, which bias_grad_fold then sums into dbias. */
 static int bg_launch_row(rumus_ctx *ctx, const char *op, const bg_call *c,
@@ -424,20 +441,21 @@ static int bg_launch_row(rumus_ctx *ctx, const char *op, const bg_call *c,
   cl_mem out = c->part ? c->part : c->dbias->mem;
   cl_ulong db_off = rumus__off(c->dbias), dy_off = rumus__off(c->dy);
   cl_ulong out_off = c->part ? 0 : db_off;
-  cl_ulong nrows = c->rows, ncols = c->cols, nrc = c->rc;
-  rumus__arg args[7] = {RUMUS__ARG(c->dy->mem), RUMUS__ARG(dy_off),
+  const size_t bw = bg_block_cols(ctx, c->cols, c->chunks);
+  cl_ulong nrows = c->rows, ncols = c->cols, nrc = c->rc, nbw = bw;
+  rumus__arg args[8] = {RUMUS__ARG(c->dy->mem), RUMUS__ARG(dy_off),
                         RUMUS__ARG(out),        RUMUS__ARG(out_off),
                         RUMUS__ARG(nrows),      RUMUS__ARG(ncols),
-                        RUMUS__ARG(nrc)};
+                        RUMUS__ARG(nrc),        RUMUS__ARG(nbw)};
   /* Partial rows are float: the _f32 entry unless the storage is F32. */
   const char *sfx = c->part ? (c->dy->dtype == RUMUS_F32 ? "" : "_f32")
                             : c->db_sfx;
   char kname[32];
   snprintf(kname, sizeof kname, "bias_grad_row%s", sfx);
   const rumus__kernel_ref k = {FILE_CL, c->opts, kname};
-  const size_t blocks = (c->cols + BG_COLS_CPU - 1) / BG_COLS_CPU;
+  const size_t blocks = (c->cols + bw - 1) / bw;
   size_t global[2] = {blocks, c->chunks}, local[2] = {blocks >= 8 ? 8 : 1, 1};
-  RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, 7, args));
+  RUMUS__FORWARD(rumus__launch(ctx, op, &k, 2, global, local, 8, args));
   if (!c->part) return RUMUS_OK;
   snprintf(kname, sizeof kname, "bias_grad_fold%s", c->db_sfx);
   const rumus__kernel_ref kf = {FILE_CL, c->opts, kname};
