@@ -46,8 +46,9 @@ static const char *const FILE_CAST = "cast.cl";
  * row stream through the CPU's prefetchers.  At 65536 x 1024 and 4096 x
  * 4096 on the 2-core CI machine 1024 ran at 73% and 66% of STREAM, 256 at
  * 78% and 52%, 64 at 45% and 36%; on the 2-vCPU AVX-512 EPYC 4096 took
- * 4096 x 4096 from 64-67% to 87-94% in F32 and from 27-31% to 47-64% in
- * F16 (16 KiB of float accumulators, in L1).  Fewer columns (down to
+ * 4096 x 4096 from 57-67% to 63-96% in F32 and from 24-52% to 46-94% in
+ * BF16 (16 KiB of float accumulators, in L1; alternated runs on a noisy
+ * machine, bench/results/pocl/session-1832).  Fewer columns (down to
  * BG_COLS_MIN_CPU) where the blocks and chunks would not give every
  * compute unit two work-items. */
 #define BG_COLS_CPU 4096
