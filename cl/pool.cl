@@ -1361,6 +1361,172 @@ POOL_INLINE void maxpool_fwd_k3row(global const real_t *x, global real_t *y,
   maxpool_k3_pair(xp, yr, ir, min(o, l), l, hs, io, ks, pd, nt);
 }
 
+/* ---- CPU variant: max pooling of 2 x 2 windows, stride 2 ----------------
+ * Windows that tile the image (2 x 2, stride 2, no padding or dilation,
+ * H = 2 OH, W = 2 OW, OW >= 4; the host checks, max_k2rows): every input
+ * lies in exactly one window, so a block of N (8, or 4 on rows of 4 to 7
+ * outputs) outputs from ow0 reads or writes the 2 N x 2 inputs from
+ * (2 oh, 2 ow0) with no edge, padding or division.  The row kernels' general loops spent more
+ * time than these four taps (maxpool_vec8x2 at 47-53% of STREAM on 64 x 32
+ * x 28 x 28); blocks run from ow0 = 0 by N, the last moved back to end
+ * with the row (it stores the same values again). */
+
+/* The forward's block: taps in maxpool_window's order (row 2 oh's even
+ * and odd columns, then row 2 oh + 1's) under maxpool_vec's test (max
+ * from -inf, index from the first tap, !(v <= m)); a block whose taps
+ * add up to NaN (a NaN, or inf - inf) takes maxpool_chain's exact rule. */
+#define MAXPOOL_K2_TAP(N, m, mi, nan, v, t)                                  \
+  {                                                                          \
+    const int##N k_ = !((v) <= (m));                                         \
+    m = select(m, v, k_);                                                    \
+    mi = select(mi, t, k_);                                                  \
+    nan += (v);                                                              \
+  }
+#define MAXPOOL_K2(N, H)                                                     \
+  POOL_INLINE int##N maxpool_k2_block##N(global const real_t *xp,            \
+                                         global real_t *yr, global int *ir,  \
+                                         long oh, long ow0, long W, int nt) { \
+    global const real_t *xr = xp + 2 * oh * W + 2 * ow0;                     \
+    const float##N a0 = POOL_LDN(N, xr, 0), a1 = POOL_LDN(N, xr, N);         \
+    const float##N b0 = POOL_LDN(N, xr, W), b1 = POOL_LDN(N, xr, W + N);     \
+    const int##N c = (int)(2 * oh * W + 2 * ow0) + 2 * POOL_LANES##N;        \
+    float##N m = (float##N)(a0.even, a1.even), nan = m;                      \
+    int##N mi = c;                                                           \
+    MAXPOOL_K2_TAP(N, m, mi, nan, ((float##N)(a0.odd, a1.odd)), c + 1)       \
+    MAXPOOL_K2_TAP(N, m, mi, nan, ((float##N)(b0.even, b1.even)),            \
+                   c + (int)W)                                               \
+    MAXPOOL_K2_TAP(N, m, mi, nan, ((float##N)(b0.odd, b1.odd)),              \
+                   c + (int)W + 1)                                           \
+    H(m, mi, yr, ir, ow0, nt);                                               \
+    return isnan(nan);                                                       \
+  }
+inline void pool_st8_both(float8 m, int8 mi, global real_t *yr,
+                          global int *ir, long o, int nt) {
+  pool_st8(m, yr, o, nt);
+  pool_st8i(mi, ir, o, nt);
+}
+inline void pool_st4_both(float4 m, int4 mi, global real_t *yr,
+                          global int *ir, long o, int nt) {
+  POOL_STN(4, m, yr, o);
+  vstore4(mi, 0, ir + o);
+}
+MAXPOOL_K2(8, pool_st8_both)
+MAXPOOL_K2(4, pool_st4_both)
+
+/* A row whose blocks met a NaN (or inf - inf), again by maxpool_chain's
+ * exact rule (the same blocks; lanes without one get the same answer). */
+inline void maxpool_k2_exact(global const real_t *xp, global real_t *yr,
+                             global int *ir, long oh, long4 io, long4 ks,
+                             long4 pd) {
+  const long OW = io.s3;
+  for (long o = 0;; o = min(o + 8, OW - 8)) {
+    if (OW < 8) {
+      for (o = 0;; o = OW - 4) {
+        float4 m;
+        int4 mi;
+        maxpool_chain4(xp, 2 * o, 2 * oh, io, ks, pd, &m, &mi);
+        POOL_STN(4, m, yr, o);
+        vstore4(mi, 0, ir + o);
+        if (o == OW - 4) return;
+      }
+    }
+    float8 m;
+    int8 mi;
+    maxpool_chain8(xp, 2 * o, 2 * oh, io, ks, pd, &m, &mi);
+    POOL_STN(8, m, yr, o);
+    vstore8(mi, 0, ir + o);
+    if (o == OW - 8) return;
+  }
+}
+
+/* Output row `oh` of plane `plane` (N C OH rows): the blocks, then the
+ * exact rule again where they met a NaN (one test a row: PoCL's any() is
+ * a chain of branches). */
+POOL_INLINE void maxpool_fwd_k2row(global const real_t *x, global real_t *y,
+                                   global int *idx, size_t plane, long oh,
+                                   long4 io, long4 ks, long4 pd, int nt) {
+  const size_t row = plane * (size_t)io.s2 + (size_t)oh;
+  global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
+  global real_t *yr = y + row * (size_t)io.s3;
+  global int *ir = idx + row * (size_t)io.s3;
+  const long OW = io.s3, W = io.s1;
+  int bad;
+  if (OW >= 8) {
+    int8 nan = 0;
+    POOL_BLOCKS(o, 0, OW - 8, 8) {
+      nan |= maxpool_k2_block8(xp, yr, ir, oh, o, W, nt);
+      if (o == OW - 8) break;
+    }
+    bad = any(nan);
+  } else {
+    bad = any(maxpool_k2_block4(xp, yr, ir, oh, 0, W, nt) |
+              maxpool_k2_block4(xp, yr, ir, oh, OW - 4, W, nt));
+  }
+  if (bad) maxpool_k2_exact(xp, yr, ir, oh, io, ks, pd);
+}
+
+/* The backward's block: dx of the 2 N x 2 inputs under outputs ow0 ..
+ * ow0 + N - 1 of output row oh (index row ir, dy row gr, dx row dr = 2 oh
+ * of the plane): 0 + dy where the output's index names the input, else
+ * 0 + 0 (maxpool_bwd_cols's sum: one output's window holds each input).
+ * Returns the lanes whose index names one of the window's four inputs. */
+inline void pool_st_pairs8(float8 e, float8 o, global real_t *dr, long w,
+                           int nt) {
+  const float16 eo = (float16)(e, o);
+  pool_st8x2(eo.s08192a3b, eo.s4c5d6e7f, dr, w, nt);
+}
+inline void pool_st_pairs4(float4 e, float4 o, global real_t *dr, long w,
+                           int nt) {
+  POOL_STN(8, ((float8)(e, o)).s04152637, dr, w);
+}
+#define MAXPOOL_K2_BWD(N)                                                    \
+  inline int##N maxpool_k2_bwd##N(global const int *ir,                      \
+                                  global const real_t *gr,                   \
+                                  global real_t *dr, long ow0, int q0,       \
+                                  long W, int nt) {                          \
+    const int##N t = vload##N(0, ir + ow0);                                  \
+    const float##N g = POOL_LDN(N, gr, ow0), z = 0.0f;                       \
+    const int##N c = q0 + (int)(2 * ow0) + 2 * POOL_LANES##N,                \
+                 d = c + (int)W;                                             \
+    pool_st_pairs##N(z + select(z, g, t == c), z + select(z, g, t == c + 1), \
+                     dr, 2 * ow0, nt);                                       \
+    pool_st_pairs##N(z + select(z, g, t == d), z + select(z, g, t == d + 1), \
+                     dr + W, 2 * ow0, nt);                                   \
+    return t == c | t == c + 1 | t == d | t == d + 1;                        \
+  }
+MAXPOOL_K2_BWD(8)
+MAXPOOL_K2_BWD(4)
+
+/* Output row `oh` of plane `plane` (N C OH rows): dx rows 2 oh and 2 oh +
+ * 1, then the row's indices checked (maxpool_check_cols reports the bad
+ * ones; their dy went nowhere). */
+POOL_INLINE void maxpool_bwd_k2row(global const real_t *dy,
+                                   global const int *idx, global real_t *dx,
+                                   size_t plane, long oh, long4 io, long4 ks,
+                                   long4 pd, volatile global int *status,
+                                   int nt) {
+  const long W = io.s1, OW = io.s3;
+  const size_t out0 = plane * (size_t)(io.s2 * OW);
+  global const int *ir = idx + out0 + oh * OW;
+  global const real_t *gr = dy + out0 + oh * OW;
+  global real_t *dr = dx + plane * (size_t)(io.s0 * W) + 2 * oh * W;
+  const int q0 = (int)(2 * oh * W);
+  int ok;
+  if (OW >= 8) {
+    int8 ok8 = -1;
+    POOL_BLOCKS(o, 0, OW - 8, 8) {
+      ok8 &= maxpool_k2_bwd8(ir, gr, dr, o, q0, W, nt);
+      if (o == OW - 8) break;
+    }
+    ok = all(ok8);
+  } else {
+    ok = all(maxpool_k2_bwd4(ir, gr, dr, 0, q0, W, nt) &
+             maxpool_k2_bwd4(ir, gr, dr, OW - 4, q0, W, nt));
+  }
+  if (!ok)
+    maxpool_check_cols(idx + out0, plane, oh, 0, OW, io, ks, pd, status);
+}
+
 /* ---- CPU variant: adaptive pooling to 1 x 1 ------------------------------
  * The one bin is the whole plane.  The element kernel added it in one
  * chain, an add's latency per element (0.23x the OpenMP peer at 56 x 56);
@@ -2729,6 +2895,16 @@ void maxpool2d_fwd_k3rows(ulong n, ulong base, global const real_t *x,
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void maxpool2d_fwd_k2rows(ulong n, ulong base, global const real_t *x,
+                          ulong xo, global real_t *y, ulong yo,
+                          global int *idx, ulong io_, long4 io, long4 ks,
+                          long4 pd, int nt, ulong rows, uint rpw) {
+  POOL_ROWS(io.s2, maxpool_fwd_k2row(x + xo, y + yo, idx + io_, plane_, h_,
+                                     io, ks, pd, nt));
+  pool_nt_fence(nt);
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
 void avgpool2d_fwd_rows(ulong n, ulong base, global const real_t *x, ulong xo,
                         global real_t *y, ulong yo, long4 io, long4 ks,
                         long4 pd, int cip, int divisor, ulong rows, uint rpw) {
@@ -2760,6 +2936,18 @@ void maxpool2d_bwd_k3rows(ulong n, ulong base, global const real_t *dy,
                           long4 pd, volatile global int *status, int nt,
                           ulong rows, uint rpw) {
   POOL_ROWS(io.s0, maxpool_bwd_k3row(dy + dyo, idx + io_, dx + dxo, plane_,
+                                     h_, io, ks, pd, status, nt));
+  pool_nt_fence(nt);
+}
+
+/* Over the N C OH output rows (maxpool_bwd_k2row). */
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void maxpool2d_bwd_k2rows(ulong n, ulong base, global const real_t *dy,
+                          ulong dyo, global const int *idx, ulong io_,
+                          global real_t *dx, ulong dxo, long4 io, long4 ks,
+                          long4 pd, volatile global int *status, int nt,
+                          ulong rows, uint rpw) {
+  POOL_ROWS(io.s2, maxpool_bwd_k2row(dy + dyo, idx + io_, dx + dxo, plane_,
                                      h_, io, ks, pd, status, nt));
   pool_nt_fence(nt);
 }

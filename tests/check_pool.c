@@ -1465,33 +1465,72 @@ static const pool_case MAX_K3_CASES[] = {
     {1, 2, 6, 32, {3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0}}, /* stride 1 along h */
 };
 
-/* rumus_maxpool2d_fwd of max k3 case k on the CPU variant into gy, gi:
- * RUMUS_POOL_CPU=old, then the default (which must run
- * maxpool2d_fwd_k3rows where W = 2 OW), then with non-temporal stores
- * forced: the same values and indices each time (their bits; the old
- * kernel's are checked against the reference elsewhere, NaN included). */
-static void max_k3_fwd(rumus_ctx *ctx, size_t k, const char *name,
-                       tu_guarded *gx, tu_guarded *gy, tu_guarded *gi,
-                       size_t nout, size_t ow) {
-  const pool_case *pc = &MAX_K3_CASES[k];
+/* A CPU row kernel pair of max pooling under test: its kernels and
+ * whether each runs for a case (output oh x ow, storage d). */
+typedef struct {
+  const char *label, *fwd, *bwd;
+  int (*fwd_runs)(const pool_case *pc, size_t oh, size_t ow);
+  int (*bwd_runs)(const pool_case *pc, size_t oh, size_t ow, rumus_dtype d);
+} max_rows_kind;
+
+static int k3_fwd_runs(const pool_case *pc, size_t oh, size_t ow) {
+  (void)oh;
+  return pc->w == 2 * ow;
+}
+/* F32 rows below 64 scatter by planes instead. */
+static int k3_bwd_runs(const pool_case *pc, size_t oh, size_t ow,
+                       rumus_dtype d) {
+  (void)oh;
+  (void)ow;
+  return !(d == RUMUS_F32 && pc->w < 64);
+}
+static const max_rows_kind MAX_K3 = {"k3rows", "maxpool2d_fwd_k3rows",
+                                     "maxpool2d_bwd_k3rows", k3_fwd_runs,
+                                     k3_bwd_runs};
+
+/* 2 x 2 windows of stride 2 that tile the image, rows of 4 or more. */
+static int k2_runs(const pool_case *pc, size_t oh, size_t ow) {
+  const rumus_pool2d_params *p = &pc->p;
+  return p->kernel_h == 2 && p->kernel_w == 2 && p->stride_h == 2 &&
+         p->stride_w == 2 && p->padding_h == 0 && p->padding_w == 0 &&
+         p->dilation_h == 1 && p->dilation_w == 1 && pc->h == 2 * oh &&
+         pc->w == 2 * ow && ow >= 4;
+}
+static int k2_bwd_runs(const pool_case *pc, size_t oh, size_t ow,
+                       rumus_dtype d) {
+  (void)d;
+  return k2_runs(pc, oh, ow);
+}
+static const max_rows_kind MAX_K2 = {"k2rows", "maxpool2d_fwd_k2rows",
+                                     "maxpool2d_bwd_k2rows", k2_runs,
+                                     k2_bwd_runs};
+
+/* rumus_maxpool2d_fwd of case pc on the CPU variant into gy, gi:
+ * RUMUS_POOL_CPU=old, then the default (which must run kind's forward
+ * where it applies), then with non-temporal stores forced: the same
+ * values and indices each time (their bits; the old kernel's are checked
+ * against the reference elsewhere, NaN included). */
+static void max_rows_fwd(rumus_ctx *ctx, const max_rows_kind *kind,
+                         const pool_case *pc, const char *name,
+                         tu_guarded *gx, tu_guarded *gy, tu_guarded *gi,
+                         size_t nout, size_t oh, size_t ow) {
   setenv("RUMUS_POOL_CPU", "old", 1);
   TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx->t, gy->t, gi->t));
   unsetenv("RUMUS_POOL_CPU");
-  ck_assert_msg(!tu_kernel_ran(ctx, "maxpool2d_fwd_k3rows"), "%s: old ran it",
-                name);
+  ck_assert_msg(!tu_kernel_ran(ctx, kind->fwd), "%s: old ran it", name);
   float *y0 = tu_download_f32(ctx, gy->t);
   int32_t *i0 = tu_malloc(nout * sizeof *i0),
           *i1 = tu_malloc(nout * sizeof *i1);
   TU_OK(ctx, rumus_tensor_download(gi->t, i0, nout * sizeof *i0));
-  const int k3 = pc->w == 2 * ow;
+  const int runs = kind->fwd_runs(pc, oh, ow);
   for (int nt = 0; nt < 2; nt++) {
     poison(gy->t);
     poison(gi->t);
     if (nt) setenv("RUMUS_POOL_NT", "1", 1);
     TU_OK(ctx, rumus_maxpool2d_fwd(ctx, &pc->p, gx->t, gy->t, gi->t));
     unsetenv("RUMUS_POOL_NT");
-    ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_fwd_k3rows") == k3,
-                  "%s: fwd k3rows %s", name, k3 ? "did not run" : "ran");
+    ck_assert_msg(tu_kernel_ran(ctx, kind->fwd) == runs, "%s: %s %s", name,
+                  kind->fwd, runs ? "did not run" : "ran");
     float *y1 = tu_download_f32(ctx, gy->t);
     TU_OK(ctx, rumus_tensor_download(gi->t, i1, nout * sizeof *i1));
     check_same_bits(name, y0, y1, nout * sizeof *y1);
@@ -1519,32 +1558,34 @@ static void special_x(float *x, size_t n, rumus_dtype d) {
   tu_round_to(d, x, n);
 }
 
-/* rumus_maxpool2d_bwd of max k3 case k, storage d, on the CPU variant at
- * element offset odd: RUMUS_POOL_CPU=old, then the default (which must
- * run maxpool2d_bwd_k3rows where the rows run), then with non-temporal
- * stores forced (RUMUS_POOL_NT=1): the same bits, against the reference,
- * guards intact.  The forward first (max_k3_fwd), on x and on special
- * values. */
-static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
+/* rumus_maxpool2d_bwd of case pc (number k), storage d, on the CPU
+ * variant at element offset odd: RUMUS_POOL_CPU=old, then the default
+ * (which must run kind's backward where it applies), then with
+ * non-temporal stores forced (RUMUS_POOL_NT=1): the same bits, against
+ * the reference, guards intact.  The forward first (max_rows_fwd), on x
+ * and on special values. */
+static void max_rows_case(rumus_ctx *ctx, const max_rows_kind *kind,
+                          const pool_case *pc, size_t k, rumus_dtype d,
+                          size_t odd) {
   gcase c;
-  gcase_setup(ctx, &MAX_K3_CASES[k], d, odd, 500 + k, &c);
-  const pool_case *pc = &MAX_K3_CASES[k];
+  gcase_setup(ctx, pc, d, odd, 500 + k, &c);
   tu_guarded gi = tu_guarded_tensor_at(ctx, RUMUS_I32, 4, c.out, NULL,
                                        4096 + 4 * odd);
   double *want = tu_malloc(c.nin * sizeof *want), ma, mr;
   int32_t *idx = tu_malloc(c.nout * sizeof *idx);
   tol_of(d, TOL_MAX_BWD, &ma, &mr);
   char name[96];
-  snprintf(name, sizeof name, "maxpool2d_bwd_k3rows_%s_case%zu_at%zu",
+  snprintf(name, sizeof name, "maxpool2d_%s_%s_case%zu_at%zu", kind->label,
            tu_dtype_name(d), k, odd);
   tu_set_variant(ctx, RUMUS_VARIANT_CPU);
   float *sx = tu_malloc(c.nin * sizeof *sx);
   special_x(sx, c.nin, d);
   tu_guarded gs = tu_guarded_typed_odd(ctx, d, 4, c.in, sx, odd);
-  max_k3_fwd(ctx, k, name, &gs, &c.gy, &gi, c.nout, c.ow);
+  max_rows_fwd(ctx, kind, pc, name, &gs, &c.gy, &gi, c.nout, c.oh, c.ow);
   tu_guarded_check_free(ctx, &gs);
   free(sx);
-  max_k3_fwd(ctx, k, name, &c.gx, &c.gy, &gi, c.nout, c.ow);
+  max_rows_fwd(ctx, kind, pc, name, &c.gx, &c.gy, &gi, c.nout, c.oh,
+               c.ow);
   TU_OK(ctx, rumus_tensor_download(gi.t, idx, c.nout * sizeof *idx));
   { /* the forward against the reference */
     double *wy = tu_malloc(c.nout * sizeof *wy);
@@ -1564,19 +1605,18 @@ static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   setenv("RUMUS_POOL_CPU", "old", 1);
   TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, c.gg.t, gi.t, c.gdx.t));
   unsetenv("RUMUS_POOL_CPU");
-  ck_assert_msg(!tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows"), "%s: old ran it",
-                name);
+  ck_assert_msg(!tu_kernel_ran(ctx, kind->bwd), "%s: old ran it", name);
   float *old = tu_download_f32(ctx, c.gdx.t);
   ref_maxpool2d_bwd(c.g, idx, c.planes, (long)pc->h, (long)pc->w, (long)c.oh,
                     (long)c.ow, want);
-  const int planes_f32 = d == RUMUS_F32 && pc->w < 64;
+  const int runs = kind->bwd_runs(pc, c.oh, c.ow, d);
   for (int nt = 0; nt < 2; nt++) {
     poison(c.gdx.t);
     if (nt) setenv("RUMUS_POOL_NT", "1", 1);
     TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &pc->p, c.gg.t, gi.t, c.gdx.t));
     unsetenv("RUMUS_POOL_NT");
-    ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows") == !planes_f32,
-                  "%s: k3rows %s", name, planes_f32 ? "ran" : "did not run");
+    ck_assert_msg(tu_kernel_ran(ctx, kind->bwd) == runs, "%s: %s %s", name,
+                  kind->bwd, runs ? "did not run" : "ran");
     float *got = tu_download_f32(ctx, c.gdx.t);
     tu_check_close(name, got, want, c.nin, ma, mr);
     check_same_bits(name, old, got, c.nin * sizeof *got);
@@ -1590,12 +1630,42 @@ static void max_k3_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   free(idx);
 }
 
+/* Max pooling shapes of 2 x 2 windows, stride 2: the CPU variant's
+ * maxpool2d_{fwd,bwd}_k2rows where they tile the image with rows of 4 or
+ * more outputs (rows of 4 to 7: two 4-lane blocks; 8: one block; more:
+ * the last moved back), over 512 rows; and shapes that must keep the row
+ * kernels (W or H odd, ceil mode with a window past the edge, rows of 3,
+ * padding). */
+static const pool_case MAX_K2_CASES[] = {
+    {1, 2, 6, 8, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {2, 1, 4, 14, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 3, 2, 16, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 2, 8, 28, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {2, 1, 6, 50, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {4, 40, 8, 16, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 2, 6, 29, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}}, /* W odd */
+    {1, 2, 7, 28, {2, 2, 2, 2, 0, 0, 1, 1, 1, 1, 0}}, /* H odd, ceil */
+    {1, 2, 4, 6, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},  /* rows of 3 */
+    {1, 2, 6, 16, {2, 2, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* padding */
+};
+
+START_TEST(cpu_max_k2rows) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  for (size_t k = 0; k < sizeof MAX_K2_CASES / sizeof MAX_K2_CASES[0]; k++) {
+    max_rows_case(ctx, &MAX_K2, &MAX_K2_CASES[k], k, d, 0);
+    max_rows_case(ctx, &MAX_K2, &MAX_K2_CASES[k], k, d, 3);
+  }
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
 START_TEST(cpu_max_k3rows) {
   rumus_ctx *ctx = tu_profiling_ctx();
   const rumus_dtype d = tu_dtypes[_i];
   for (size_t k = 0; k < sizeof MAX_K3_CASES / sizeof MAX_K3_CASES[0]; k++) {
-    max_k3_case(ctx, k, d, 0);
-    max_k3_case(ctx, k, d, 3);
+    max_rows_case(ctx, &MAX_K3, &MAX_K3_CASES[k], k, d, 0);
+    max_rows_case(ctx, &MAX_K3, &MAX_K3_CASES[k], k, d, 3);
   }
   tu_free_all(ctx, NULL);
 }
@@ -1603,22 +1673,27 @@ END_TEST
 
 /* maxpool2d_bwd_k3rows checks each output row's indices from one input
  * row (the first of its window inside the image; input row 0 takes
- * several output rows where sh <= ph): a wrong index in any output row
- * is caught, and its dx still arrives for the others. */
-START_TEST(cpu_max_k3rows_bad_indices) {
+ * several output rows where sh <= ph), maxpool2d_bwd_k2rows each output
+ * row's after its blocks: a wrong index in any output row is caught (for
+ * 2 x 2 windows also one inside the plane, in the next window), and its
+ * dx still arrives for the others. */
+START_TEST(cpu_max_rows_bad_indices) {
   rumus_ctx *ctx = tu_profiling_ctx();
-  const rumus_pool2d_params ps[2] = {{3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0},
-                                     {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}};
+  const rumus_pool2d_params ps[3] = {{3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0},
+                                     {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0},
+                                     {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}};
+  const char *kernel[3] = {"maxpool2d_bwd_k3rows", "maxpool2d_bwd_k3rows",
+                           "maxpool2d_bwd_k2rows"};
   const rumus_dtype d = tu_dtypes[_i];
   tu_set_variant(ctx, RUMUS_VARIANT_CPU);
-  for (int c = 0; c < 2; c++) {
-    const size_t in[4] = {1, 2, 7, 64};
+  for (int c = 0; c < 3; c++) {
+    const size_t in[4] = {1, 2, c == 2 ? 8 : 7, 64};
     size_t oh, ow;
     TU_OK(ctx, rumus_pool2d_output_size(ctx, &ps[c], in[2], in[3], &oh, &ow));
     const size_t out[4] = {1, 2, oh, ow}, nout = 2 * oh * ow;
     tu_rng r;
     tu_rng_seed(&r, 600 + c);
-    float *x = rand_typed(&r, d, 2 * 7 * 64, -2, 2);
+    float *x = rand_typed(&r, d, 2 * in[2] * 64, -2, 2);
     float *g = rand_typed(&r, d, nout, -1, 1);
     rumus_tensor *tx = tu_tensor_typed(ctx, d, 4, in, x),
                  *ty = tu_tensor_typed(ctx, d, 4, out, NULL),
@@ -1632,12 +1707,14 @@ START_TEST(cpu_max_k3rows_bad_indices) {
       const size_t at = row * ow + (row * 5) % ow;
       int32_t *bad = tu_malloc(nout * sizeof *bad);
       memcpy(bad, good, nout * sizeof *bad);
-      bad[at] = good[at] + 64 * 3; /* three rows down: outside */
+      /* three rows down, or for 2 x 2 windows on odd rows the next
+       * window: outside */
+      bad[at] = good[at] + (c == 2 && row % 2 ? 2 : 64 * 3);
       rumus_tensor *tb = tu_tensor(ctx, RUMUS_I32, 4, out, bad);
       TU_OK(ctx, rumus_maxpool2d_bwd(ctx, &ps[c], tg, tb, tdx));
       TU_STATUS(RUMUS_EINDEX, rumus_ctx_sync(ctx));
-      ck_assert_msg(tu_kernel_ran(ctx, "maxpool2d_bwd_k3rows"),
-                    "case %d row %zu: k3rows did not run", c, row);
+      ck_assert_msg(tu_kernel_ran(ctx, kernel[c]),
+                    "case %d row %zu: %s did not run", c, row, kernel[c]);
       char want[96];
       snprintf(want, sizeof want, "index %d out of range at row %zu",
                bad[at], at);
@@ -1780,6 +1857,7 @@ int main(void) {
   tcase_add_loop_test(limits, avg_bands, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k3rows, 0, 3);
+  tcase_add_loop_test(limits, cpu_max_k2rows, 0, 3);
   tcase_add_test(limits, empty_tensors);
   suite_add_tcase(s, limits);
   TCase *errors = tu_tcase("errors");
@@ -1787,7 +1865,7 @@ int main(void) {
   tcase_add_test(errors, bad_tensors);
   tcase_add_test(errors, bad_indices_on_device);
   tcase_add_loop_test(errors, bad_indices_at_row_ends, 0, 3);
-  tcase_add_loop_test(errors, cpu_max_k3rows_bad_indices, 0, 3);
+  tcase_add_loop_test(errors, cpu_max_rows_bad_indices, 0, 3);
   suite_add_tcase(s, errors);
   return tu_run(s);
 }

@@ -25,8 +25,10 @@
  * backward scatters by planes unless the rows gather in vectors
  * (max_bwd_vec); its adaptive pooling runs the average rows where the bins
  * are such windows (adaptive_as_avg) and plane kernels to 1 x 1.  On the
- * CPU variant the max pooling of 3 wide windows of stride 2, padding 1
- * along w runs row-aligned blocks (max_fwd_k3rows, max_bwd_rows) and the
+ * CPU variant the max pooling of 2 x 2 windows of stride 2 that tile the
+ * image runs blocks of output rows (max_k2rows), that of 3 wide windows
+ * of stride 2, padding 1 along w row-aligned blocks (max_fwd_k3rows,
+ * max_bwd_rows), and the
  * average backward of windows that tile the image runs by output rows
  * (avg_bwd_tiles); RUMUS_POOL_CPU=old keeps the row kernels instead.  F32
  * outputs of 32 MiB and more are stored past the caches there (pool_nt;
@@ -738,6 +740,18 @@ static int pool_cpu_new(const rumus_ctx *ctx) {
   return !rumus__gpu_variant(ctx) && (v == NULL || strcmp(v, "old") != 0);
 }
 
+/* Whether the CPU variant's max pooling takes maxpool2d_{fwd,bwd}_k2rows:
+ * 2 x 2 windows of stride 2, no padding or dilation, tiling the input (H
+ * = 2 OH, W = 2 OW) with rows of at least 4 outputs (not under
+ * RUMUS_POOL_CPU=old). */
+static int max_k2rows(const rumus_ctx *ctx, const pool_call *c) {
+  const cl_long4 io = c->io, ks = c->ks, pd = c->pd;
+  return pool_cpu_new(ctx) && ks.s[0] == 2 && ks.s[1] == 2 &&
+         ks.s[2] == 2 && ks.s[3] == 2 && pd.s[0] == 0 && pd.s[1] == 0 &&
+         pd.s[2] == 1 && pd.s[3] == 1 && io.s[0] == 2 * io.s[2] &&
+         io.s[1] == 2 * io.s[3] && io.s[3] >= 4;
+}
+
 /* Whether the CPU variant's max forward takes maxpool2d_fwd_k3rows: 3
  * wide windows of stride 2, padding 1 along w, no dilation, W = 2 OW from
  * 16 (blocks aligned to the row, whole vector stores, non-temporal where
@@ -799,12 +813,15 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, items,
                          &mg, &sv);
-  if (max_fwd_k3rows(ctx, &c)) {
+  const int k2 = max_k2rows(ctx, &c);
+  if (k2 || max_fwd_k3rows(ctx, &c)) {
     rumus__arg a[12];
     for (int i = 0; i < 11; i++) a[i] = args[i];
     const cl_int nt = pool_nt(ctx, y);
     a[11] = RUMUS__ARG(nt);
-    return run_t_rows(ctx, op, "maxpool2d_fwd_k3rows", y, a, 12);
+    return run_t_rows(ctx, op,
+                      k2 ? "maxpool2d_fwd_k2rows" : "maxpool2d_fwd_k3rows", y,
+                      a, 12);
   }
   return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
 }
@@ -860,6 +877,15 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
     aq[13] = RUMUS__ARG(sv);
     return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_q", dx->numel, aq, 14,
                      pool_ls(ctx));
+  }
+  if (max_k2rows(ctx, &c)) { /* CPU variant: over the output rows */
+    rumus__arg a[13];
+    for (int i = 0; i < 12; i++) a[i] = args[i];
+    const cl_int nt = pool_nt(ctx, dx);
+    a[12] = RUMUS__ARG(nt);
+    return run_row_items(ctx, op, "maxpool2d_bwd_k2rows", dx->dtype,
+                         dy->shape[0] * dy->shape[1] * dy->shape[2],
+                         dx->shape[3] * 2, a, 13);
   }
   /* CPU variant, F32: a plane per work-item, scattered in output order
    * (cl/pool.cl's maxpool_bwd_plane; the rows' gathers ran at a tenth of
