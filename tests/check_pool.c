@@ -1649,25 +1649,27 @@ static const pool_case MAX_K2_CASES[] = {
     {1, 2, 6, 16, {2, 2, 2, 2, 1, 1, 1, 1, 0, 1, 0}}, /* padding */
 };
 
-START_TEST(cpu_max_k2rows) {
+/* max_rows_case for each of n cases of kind, storage d, at an aligned
+ * and an odd element offset, in a fresh context. */
+static void max_rows_cases(const max_rows_kind *kind, const pool_case *cases,
+                           size_t n, rumus_dtype d) {
   rumus_ctx *ctx = tu_profiling_ctx();
-  const rumus_dtype d = tu_dtypes[_i];
-  for (size_t k = 0; k < sizeof MAX_K2_CASES / sizeof MAX_K2_CASES[0]; k++) {
-    max_rows_case(ctx, &MAX_K2, &MAX_K2_CASES[k], k, d, 0);
-    max_rows_case(ctx, &MAX_K2, &MAX_K2_CASES[k], k, d, 3);
+  for (size_t k = 0; k < n; k++) {
+    max_rows_case(ctx, kind, &cases[k], k, d, 0);
+    max_rows_case(ctx, kind, &cases[k], k, d, 3);
   }
   tu_free_all(ctx, NULL);
+}
+
+START_TEST(cpu_max_k2rows) {
+  max_rows_cases(&MAX_K2, MAX_K2_CASES,
+                 sizeof MAX_K2_CASES / sizeof MAX_K2_CASES[0], tu_dtypes[_i]);
 }
 END_TEST
 
 START_TEST(cpu_max_k3rows) {
-  rumus_ctx *ctx = tu_profiling_ctx();
-  const rumus_dtype d = tu_dtypes[_i];
-  for (size_t k = 0; k < sizeof MAX_K3_CASES / sizeof MAX_K3_CASES[0]; k++) {
-    max_rows_case(ctx, &MAX_K3, &MAX_K3_CASES[k], k, d, 0);
-    max_rows_case(ctx, &MAX_K3, &MAX_K3_CASES[k], k, d, 3);
-  }
-  tu_free_all(ctx, NULL);
+  max_rows_cases(&MAX_K3, MAX_K3_CASES,
+                 sizeof MAX_K3_CASES / sizeof MAX_K3_CASES[0], tu_dtypes[_i]);
 }
 END_TEST
 
