@@ -1419,23 +1419,24 @@ inline void maxpool_k2_exact(global const real_t *xp, global real_t *yr,
                              global int *ir, long oh, long4 io, long4 ks,
                              long4 pd) {
   const long OW = io.s3;
-  for (long o = 0;; o = min(o + 8, OW - 8)) {
-    if (OW < 8) {
-      for (o = 0;; o = OW - 4) {
-        float4 m;
-        int4 mi;
-        maxpool_chain4(xp, 2 * o, 2 * oh, io, ks, pd, &m, &mi);
-        POOL_STN(4, m, yr, o);
-        vstore4(mi, 0, ir + o);
-        if (o == OW - 4) return;
-      }
+  if (OW < 8) {
+    for (int b = 0; b < 2; b++) { /* outputs from 0, then from OW - 4 */
+      const long o = b ? OW - 4 : 0;
+      float4 m;
+      int4 mi;
+      maxpool_chain4(xp, 2 * o, 2 * oh, io, ks, pd, &m, &mi);
+      POOL_STN(4, m, yr, o);
+      vstore4(mi, 0, ir + o);
     }
+    return;
+  }
+  POOL_BLOCKS(o, 0, OW - 8, 8) {
     float8 m;
     int8 mi;
     maxpool_chain8(xp, 2 * o, 2 * oh, io, ks, pd, &m, &mi);
     POOL_STN(8, m, yr, o);
     vstore8(mi, 0, ir + o);
-    if (o == OW - 8) return;
+    if (o == OW - 8) break;
   }
 }
 
