@@ -492,6 +492,17 @@ inline float avg_grad(global const real_t *gp, long oh0, long oh1, long ow0,
 #define POOL_LANES8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
 #define POOL_LANES4 (int4)(0, 1, 2, 3)
 
+/* The divisors of the average windows of outputs o .. o + 7 along w
+ * (stride s, kw k, padding p, W inputs), given the window's padded height
+ * ph and kept height kh (avg_divisor's, lane by lane). */
+inline float8 avg_lane_div8(long o, int s, int ph, int kh, int W, int k,
+                            int p, int cip, int divisor) {
+  const int8 st = ((int)o + POOL_LANES8) * s - p, en = min(st + k, W + p);
+  const int8 kept = min(en, W) - max(st, 0);
+  return divisor > 0 ? (float8)((float)divisor)
+                     : convert_float8(cip ? ph * (en - st) : kh * kept);
+}
+
 /* Elements c, c + s, ..., c + 7 s (3 s) of row r (W elements; the last
  * one inside it), s 1, 2 or 4.  A load reads n s elements: it starts up
  * to s - 1 elements early where it would pass the row's end, and the
@@ -1268,6 +1279,16 @@ inline void maxpool_k3_taps(global const real_t *xr, long ow0, float8 *t0,
   }
 }
 
+/* Whether some lane of v may be NaN: their sum is (a NaN lane, or
+ * infinities of both signs; the callers then test the lanes).  PoCL
+ * compiles any(isnan(v)) to a chain of a test and a branch per pair of
+ * lanes, this to three vector adds and one test. */
+inline int pool_some_nan8(float8 v) {
+  const float4 a = v.lo + v.hi;
+  const float2 b = a.lo + a.hi;
+  return isnan(b.x + b.y);
+}
+
 #define MAXPOOL_K3_TAP(m, mi, nan, v, sv, t)                                 \
   {                                                                          \
     const int8 k_ = !((v) <= (m));                                           \
@@ -1332,13 +1353,14 @@ inline void maxpool_k3_pair(global const real_t *xp, global real_t *yr,
     MAXPOOL_K3_TAP(ma, ia, na, a2, a2, ca + 1);
     MAXPOOL_K3_TAP(mb, ib, nb, b2, b2, cb + 1);
   }
-  if (any(isnan(na))) {
+  const int nan = pool_some_nan8(na + nb);
+  if (nan && any(isnan(na))) {
     maxpool_k3_exact(xp, yr, ir, oa, hs, io, ks, pd);
   } else {
     pool_st8(ma, yr, oa, nt);
     pool_st8i(ia, ir, oa, nt);
   }
-  if (any(isnan(nb))) {
+  if (nan && any(isnan(nb))) {
     maxpool_k3_exact(xp, yr, ir, ob, hs, io, ks, pd);
   } else {
     pool_st8(mb, yr, ob, nt);
@@ -1526,6 +1548,56 @@ POOL_INLINE void maxpool_bwd_k2row(global const real_t *dy,
   }
   if (!ok)
     maxpool_check_cols(idx + out0, plane, oh, 0, OW, io, ks, pd, status);
+}
+
+/* ---- CPU variant: average backward of 3-wide windows of stride 2 --------
+ * Along w, windows 3 wide of stride 2 and padding 1 on rows of W = 2 OW
+ * (OW >= 8; the host checks, avg_bwd_k3rows): as in maxpool_bwd_vec3, the
+ * 16 inputs from 2 m0 under outputs m0 .. m0 + 7 are lane l's even input,
+ * in output m0 + l's window only, and its odd input, in m0 + l's and m0 +
+ * l + 1's (none past the row's last output: +0).  Each adds dy / divisor
+ * of those outputs, output rows then outputs in order: avg_grad's terms
+ * in its order, the same bits.  The row kernel took one input at a time
+ * (2% of STREAM at 64x32x28, 3x3 stride 2, padding 1). */
+inline void avgpool_bwd_vec3(global const real_t *gp, global real_t *dr,
+                             long m0, long oh0, long oh1, long4 io, long4 ks,
+                             long4 pd, int cip, int divisor, int nt) {
+  const long OW = io.s3;
+  const int W = (int)io.s1, last = m0 + 8 >= OW;
+  float8 e = 0.0f, o = 0.0f;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    long h0, h1;
+    const int ph = (int)avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1),
+              kh = (int)(h1 - h0);
+    global const real_t *gr = gp + oh * OW + m0;
+    const float8 g =
+        POOL_LDN(8, gr, 0) / avg_lane_div8(m0, 2, ph, kh, W, 3, 1, cip,
+                                           divisor);
+    /* output m0 + 8's term, as its lane would have it */
+    const float next =
+        last ? 0.0f
+             : LOAD(gr, 8) / avg_lane_div8(m0 + 8, 2, ph, kh, W, 3, 1, cip,
+                                           divisor).s0;
+    e += g;
+    o += g;
+    o += (float8)(g.s123, g.s4567, next);
+  }
+  pool_st_pairs8(e, o, dr, 2 * m0, nt);
+}
+
+/* Input row `h` of plane `plane` (N C H rows) by avgpool_bwd_vec3. */
+POOL_INLINE void avgpool_bwd_k3row(global const real_t *dy, global real_t *dx,
+                                   size_t plane, long h, long4 io, long4 ks,
+                                   long4 pd, int cip, int divisor, int nt) {
+  const long OW = io.s3;
+  global const real_t *gp = dy + plane * (size_t)(io.s2 * OW);
+  const long oh0 = max(0L, pool_cdiv(h + pd.s0 - ks.s0 + 1, ks.s2));
+  const long oh1 = min(io.s2 - 1, pool_fdiv(h + pd.s0, ks.s2));
+  global real_t *dr = dx + (plane * (size_t)io.s0 + (size_t)h) * io.s1;
+  POOL_BLOCKS(m, 0, OW - 8, 8) {
+    avgpool_bwd_vec3(gp, dr, m, oh0, oh1, io, ks, pd, cip, divisor, nt);
+    if (m == OW - 8) break;
+  }
 }
 
 /* ---- CPU variant: adaptive pooling to 1 x 1 ------------------------------
@@ -2618,11 +2690,8 @@ inline void avg_g_row(private float *g, global const real_t *gp, long oh,
   if (OW >= 8 && ph * k <= INT_MAX) {
     const int W = (int)io.s1, p = (int)pd.s1, kh = (int)(h1 - h0);
     POOL_BLOCKS(o, 0, OW - 8, 8) {
-      const int8 st = (int)o - p + POOL_LANES8, en = min(st + (int)k, W + p);
-      const int8 kept = min(en, W) - max(st, 0);
       const float8 d =
-          divisor > 0 ? (float8)((float)divisor)
-                      : convert_float8(cip ? (int)ph * (en - st) : kh * kept);
+          avg_lane_div8(o, 1, (int)ph, kh, W, (int)k, p, cip, divisor);
       vstore8(POOL_LDN(8, gr, o) / d, 0, g + k - 1 + o);
       if (o == OW - 8) break;
     }
@@ -2748,14 +2817,6 @@ inline void avg_x_row(private float *r, global const real_t *xp, long h,
 /* Output row yr (row oh) from the ring's input rows [h0, h1): lanes ow
  * add r[ow + j], j < kw, of each row in turn, over their divisors; two
  * blocks of 8 at once (see avg_g_sum). */
-inline float8 avg_x_div(long o, int ph, int kh, int W, int k, int p,
-                        int cip, int divisor) {
-  const int8 st = (int)o - p + POOL_LANES8, en = min(st + k, W + p);
-  const int8 kept = min(en, W) - max(st, 0);
-  return divisor > 0 ? (float8)((float)divisor)
-                     : convert_float8(cip ? ph * (en - st) : kh * kept);
-}
-
 inline void avg_x_sum(private const float *ring, global real_t *yr, long oh,
                       long4 io, long4 ks, long4 pd, int cip, int divisor) {
   long h0, h1;
@@ -2775,8 +2836,10 @@ inline void avg_x_sum(private const float *ring, global real_t *yr, long oh,
         sb += vload8(0, r + b + j);
       }
     }
-    POOL_STN(8, sa / avg_x_div(a, ph, kh, W, k, p, cip, divisor), yr, a);
-    POOL_STN(8, sb / avg_x_div(b, ph, kh, W, k, p, cip, divisor), yr, b);
+    POOL_STN(8, sa / avg_lane_div8(a, 1, ph, kh, W, k, p, cip, divisor), yr,
+             a);
+    POOL_STN(8, sb / avg_lane_div8(b, 1, ph, kh, W, k, p, cip, divisor), yr,
+             b);
     if (b == last) break;
   }
 }
@@ -3088,6 +3151,17 @@ void avgpool2d_bwd_tiles(ulong n, ulong base, global const real_t *dy,
   avgpool_bwd_tile_rows(dy + dyo, dx + dxo, r0,
                         min(r0 + (size_t)rpw, (size_t)rows), io, ks, divisor,
                         nt);
+}
+
+/* Over the N C H input rows (avgpool_bwd_k3row). */
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void avgpool2d_bwd_k3rows(ulong n, ulong base, global const real_t *dy,
+                          ulong dyo, global real_t *dx, ulong dxo, long4 io,
+                          long4 ks, long4 pd, int cip, int divisor, int nt,
+                          ulong rows, uint rpw) {
+  POOL_ROWS(io.s0, avgpool_bwd_k3row(dy + dyo, dx + dxo, plane_, h_, io, ks,
+                                     pd, cip, divisor, nt));
+  pool_nt_fence(nt);
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)

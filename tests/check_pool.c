@@ -1392,14 +1392,28 @@ static const pool_case AVG_TILE_CASES[] = {
     {4, 40, 6, 34, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
 };
 
-/* rumus_avgpool2d_bwd of avg tile case k, storage d, on the CPU variant
- * at element offset odd: RUMUS_POOL_CPU=old (the rows kernel), then the
- * default, which must run avgpool2d_bwd_tiles, then with non-temporal
+/* Average backward shapes of 3 wide windows of stride 2, padding 1 along
+ * w on rows of W = 2 OW >= 16: the CPU variant's avgpool2d_bwd_k3rows.
+ * One block and several (the last moved back), stride 1 and 2 along h,
+ * count_include_pad both ways, a divisor, 5 x 3 windows, over 512 input
+ * rows. */
+static const pool_case AVG_K3_CASES[] = {
+    {1, 2, 7, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 1, 8, 28, {3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0}},
+    {1, 2, 6, 34, {3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 9, 20, {5, 3, 2, 2, 2, 1, 1, 1, 0, 0, 0}},
+    {1, 1, 5, 64, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 7}},
+    {4, 20, 9, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+};
+
+/* rumus_avgpool2d_bwd of case pc (number k), storage d, on the CPU
+ * variant at element offset odd: RUMUS_POOL_CPU=old (the rows kernel),
+ * then the default, which must run `kernel`, then with non-temporal
  * stores forced (RUMUS_POOL_NT=1): the same bits, against the reference,
  * guards intact. */
-static void avg_tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d,
+static void avg_rows_case(rumus_ctx *ctx, const char *kernel,
+                          const pool_case *pc, size_t k, rumus_dtype d,
                           size_t odd) {
-  const pool_case *pc = &AVG_TILE_CASES[k];
   const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
   size_t oh, ow;
   TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
@@ -1414,14 +1428,13 @@ static void avg_tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d,
   double *want = tu_malloc(nin * sizeof *want), ba, br;
   tol_of(d, TOL_AVG_BWD, &ba, &br);
   char name[96];
-  snprintf(name, sizeof name, "avgpool2d_bwd_tiles_%s_case%zu_at%zu",
+  snprintf(name, sizeof name, "%s_%s_case%zu_at%zu", kernel,
            tu_dtype_name(d), k, odd);
   tu_set_variant(ctx, RUMUS_VARIANT_CPU);
   setenv("RUMUS_POOL_CPU", "old", 1);
   TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, gg.t, gdx.t));
   unsetenv("RUMUS_POOL_CPU");
-  ck_assert_msg(!tu_kernel_ran(ctx, "avgpool2d_bwd_tiles"), "%s: old ran it",
-                name);
+  ck_assert_msg(!tu_kernel_ran(ctx, kernel), "%s: old ran it", name);
   float *old = tu_download_f32(ctx, gdx.t);
   const ref_pool2d rp = ref_of(&pc->p);
   ref_avgpool2d_bwd(g, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
@@ -1431,8 +1444,7 @@ static void avg_tile_case(rumus_ctx *ctx, size_t k, rumus_dtype d,
     if (nt) setenv("RUMUS_POOL_NT", "1", 1);
     TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, gg.t, gdx.t));
     unsetenv("RUMUS_POOL_NT");
-    ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_bwd_tiles"), "%s: not run",
-                  name);
+    ck_assert_msg(tu_kernel_ran(ctx, kernel), "%s: not run", name);
     float *got = tu_download_f32(ctx, gdx.t);
     tu_check_close(name, got, want, nin, ba, br);
     check_same_bits(name, old, got, nin * sizeof *got);
@@ -1736,15 +1748,28 @@ START_TEST(cpu_max_rows_bad_indices) {
 }
 END_TEST
 
-START_TEST(cpu_avg_bwd_tiles) {
+/* avg_rows_case for each of n cases that run `kernel`, storage d, at an
+ * aligned and an odd element offset, in a fresh context. */
+static void avg_rows_cases(const char *kernel, const pool_case *cases,
+                           size_t n, rumus_dtype d) {
   rumus_ctx *ctx = tu_profiling_ctx();
-  const rumus_dtype d = tu_dtypes[_i];
-  for (size_t k = 0; k < sizeof AVG_TILE_CASES / sizeof AVG_TILE_CASES[0];
-       k++) {
-    avg_tile_case(ctx, k, d, 0);
-    avg_tile_case(ctx, k, d, 3);
+  for (size_t k = 0; k < n; k++) {
+    avg_rows_case(ctx, kernel, &cases[k], k, d, 0);
+    avg_rows_case(ctx, kernel, &cases[k], k, d, 3);
   }
   tu_free_all(ctx, NULL);
+}
+
+START_TEST(cpu_avg_bwd_tiles) {
+  avg_rows_cases("avgpool2d_bwd_tiles", AVG_TILE_CASES,
+                 sizeof AVG_TILE_CASES / sizeof AVG_TILE_CASES[0],
+                 tu_dtypes[_i]);
+}
+END_TEST
+
+START_TEST(cpu_avg_bwd_k3rows) {
+  avg_rows_cases("avgpool2d_bwd_k3rows", AVG_K3_CASES,
+                 sizeof AVG_K3_CASES / sizeof AVG_K3_CASES[0], tu_dtypes[_i]);
 }
 END_TEST
 
@@ -1858,6 +1883,7 @@ int main(void) {
   tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, avg_bands, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
+  tcase_add_loop_test(limits, cpu_avg_bwd_k3rows, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k3rows, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k2rows, 0, 3);
   tcase_add_test(limits, empty_tensors);
