@@ -1600,6 +1600,35 @@ POOL_INLINE void avgpool_bwd_k3row(global const real_t *dy, global real_t *dx,
   }
 }
 
+/* The forward of the same windows (W = 2 OW, OW >= 8): output row `oh`
+ * of plane `plane` in blocks of 8 outputs from ow0, the last moved back.
+ * Lane l's taps are inputs 2 (ow0 + l) - 1, + 0, + 1 of each input row of
+ * the window (maxpool_k3_taps; the padding left of input 0 adds +0, which
+ * leaves the sum avgpool_at takes without it), then one division. */
+POOL_INLINE void avgpool_fwd_k3row(global const real_t *x, global real_t *y,
+                                   size_t plane, long oh, long4 io, long4 ks,
+                                   long4 pd, int cip, int divisor, int nt) {
+  const long W = io.s1, OW = io.s3;
+  global const real_t *xp = x + plane * (size_t)(io.s0 * W);
+  global real_t *yr = y + (plane * (size_t)io.s2 + (size_t)oh) * OW;
+  long h0, h1;
+  const int ph = (int)avg_axis(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  POOL_BLOCKS(o, 0, OW - 8, 8) {
+    float8 acc = 0.0f;
+    for (long h = h0; h < h1; h++) {
+      float8 t0, s0, t1, t2;
+      maxpool_k3_taps(xp + h * W, o, &t0, &s0, &t1, &t2);
+      acc += s0;
+      acc += t1;
+      acc += t2;
+    }
+    pool_st8(acc / avg_lane_div8(o, 2, ph, (int)(h1 - h0), (int)W, 3, 1, cip,
+                                 divisor),
+             yr, o, nt);
+    if (o == OW - 8) break;
+  }
+}
+
 /* ---- CPU variant: adaptive pooling to 1 x 1 ------------------------------
  * The one bin is the whole plane.  The element kernel added it in one
  * chain, an add's latency per element (0.23x the OpenMP peer at 56 x 56);
@@ -3151,6 +3180,17 @@ void avgpool2d_bwd_tiles(ulong n, ulong base, global const real_t *dy,
   avgpool_bwd_tile_rows(dy + dyo, dx + dxo, r0,
                         min(r0 + (size_t)rpw, (size_t)rows), io, ks, divisor,
                         nt);
+}
+
+/* Over the N C OH output rows (avgpool_fwd_k3row). */
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void avgpool2d_fwd_k3rows(ulong n, ulong base, global const real_t *x,
+                          ulong xo, global real_t *y, ulong yo, long4 io,
+                          long4 ks, long4 pd, int cip, int divisor, int nt,
+                          ulong rows, uint rpw) {
+  POOL_ROWS(io.s2, avgpool_fwd_k3row(x + xo, y + yo, plane_, h_, io, ks, pd,
+                                     cip, divisor, nt));
+  pool_nt_fence(nt);
 }
 
 /* Over the N C H input rows (avgpool_bwd_k3row). */

@@ -1392,8 +1392,9 @@ static const pool_case AVG_TILE_CASES[] = {
     {4, 40, 6, 34, {2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}},
 };
 
-/* Average backward shapes of 3 wide windows of stride 2, padding 1 along
- * w on rows of W = 2 OW >= 16: the CPU variant's avgpool2d_bwd_k3rows.
+/* Average pooling shapes of 3 wide windows of stride 2, padding 1 along
+ * w on rows of W = 2 OW >= 16: the CPU variant's avgpool2d_{fwd,bwd}_
+ * k3rows.
  * One block and several (the last moved back), stride 1 and 2 along h,
  * count_include_pad both ways, a divisor, 5 x 3 windows, over 512 input
  * rows. */
@@ -1406,55 +1407,62 @@ static const pool_case AVG_K3_CASES[] = {
     {4, 20, 9, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
 };
 
-/* rumus_avgpool2d_bwd of case pc (number k), storage d, on the CPU
- * variant at element offset odd: RUMUS_POOL_CPU=old (the rows kernel),
- * then the default, which must run `kernel`, then with non-temporal
- * stores forced (RUMUS_POOL_NT=1): the same bits, against the reference,
- * guards intact. */
+/* rumus_avgpool2d_fwd (bwd: rumus_avgpool2d_bwd) of case pc (number k),
+ * storage d, on the CPU variant at element offset odd: RUMUS_POOL_CPU=old
+ * (the rows kernel), then the default, which must run `kernel`, then with
+ * non-temporal stores forced (RUMUS_POOL_NT=1): the same bits, against
+ * the reference, guards intact. */
 static void avg_rows_case(rumus_ctx *ctx, const char *kernel,
                           const pool_case *pc, size_t k, rumus_dtype d,
-                          size_t odd) {
+                          size_t odd, int bwd) {
   const size_t in[4] = {pc->n, pc->c, pc->h, pc->w};
   size_t oh, ow;
   TU_OK(ctx, rumus_pool2d_output_size(ctx, &pc->p, pc->h, pc->w, &oh, &ow));
   const size_t out[4] = {pc->n, pc->c, oh, ow};
   const size_t planes = pc->n * pc->c, nin = planes * pc->h * pc->w,
                nout = planes * oh * ow;
+  const size_t na = bwd ? nout : nin, nb = bwd ? nin : nout;
   tu_rng r;
   tu_rng_seed(&r, 400 + k);
-  float *g = rand_typed(&r, d, nout, -1, 1);
-  tu_guarded gg = tu_guarded_typed_odd(ctx, d, 4, out, g, odd);
-  tu_guarded gdx = tu_guarded_typed_odd(ctx, d, 4, in, NULL, odd);
-  double *want = tu_malloc(nin * sizeof *want), ba, br;
-  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  float *a = rand_typed(&r, d, na, -1, 1);
+  tu_guarded ga = tu_guarded_typed_odd(ctx, d, 4, bwd ? out : in, a, odd);
+  tu_guarded gb = tu_guarded_typed_odd(ctx, d, 4, bwd ? in : out, NULL, odd);
+  double *want = tu_malloc(nb * sizeof *want), ta, tr;
+  tol_of(d, bwd ? TOL_AVG_BWD : TOL_AVG_FWD, &ta, &tr);
   char name[96];
   snprintf(name, sizeof name, "%s_%s_case%zu_at%zu", kernel,
            tu_dtype_name(d), k, odd);
   tu_set_variant(ctx, RUMUS_VARIANT_CPU);
   setenv("RUMUS_POOL_CPU", "old", 1);
-  TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, gg.t, gdx.t));
+  TU_OK(ctx, bwd ? rumus_avgpool2d_bwd(ctx, &pc->p, ga.t, gb.t)
+                 : rumus_avgpool2d_fwd(ctx, &pc->p, ga.t, gb.t));
   unsetenv("RUMUS_POOL_CPU");
   ck_assert_msg(!tu_kernel_ran(ctx, kernel), "%s: old ran it", name);
-  float *old = tu_download_f32(ctx, gdx.t);
+  float *old = tu_download_f32(ctx, gb.t);
   const ref_pool2d rp = ref_of(&pc->p);
-  ref_avgpool2d_bwd(g, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
-                    (long)ow, want);
+  if (bwd)
+    ref_avgpool2d_bwd(a, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                      (long)ow, want);
+  else
+    ref_avgpool2d_fwd(a, planes, (long)pc->h, (long)pc->w, &rp, (long)oh,
+                      (long)ow, want);
   for (int nt = 0; nt < 2; nt++) { /* then non-temporal stores forced */
-    poison(gdx.t);
+    poison(gb.t);
     if (nt) setenv("RUMUS_POOL_NT", "1", 1);
-    TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, gg.t, gdx.t));
+    TU_OK(ctx, bwd ? rumus_avgpool2d_bwd(ctx, &pc->p, ga.t, gb.t)
+                   : rumus_avgpool2d_fwd(ctx, &pc->p, ga.t, gb.t));
     unsetenv("RUMUS_POOL_NT");
     ck_assert_msg(tu_kernel_ran(ctx, kernel), "%s: not run", name);
-    float *got = tu_download_f32(ctx, gdx.t);
-    tu_check_close(name, got, want, nin, ba, br);
-    check_same_bits(name, old, got, nin * sizeof *got);
+    float *got = tu_download_f32(ctx, gb.t);
+    tu_check_close(name, got, want, nb, ta, tr);
+    check_same_bits(name, old, got, nb * sizeof *got);
     free(got);
   }
   TU_OK(ctx, rumus_ctx_sync(ctx));
-  tu_guarded_check_free(ctx, &gg);
-  tu_guarded_check_free(ctx, &gdx);
+  tu_guarded_check_free(ctx, &ga);
+  tu_guarded_check_free(ctx, &gb);
   free(old);
-  free(g);
+  free(a);
   free(want);
 }
 
@@ -1748,28 +1756,31 @@ START_TEST(cpu_max_rows_bad_indices) {
 }
 END_TEST
 
-/* avg_rows_case for each of n cases that run `kernel`, storage d, at an
- * aligned and an odd element offset, in a fresh context. */
-static void avg_rows_cases(const char *kernel, const pool_case *cases,
-                           size_t n, rumus_dtype d) {
+/* avg_rows_case for each of n cases that run `fwd` (NULL: none) and
+ * `bwd`, storage d, at an aligned and an odd element offset, in a fresh
+ * context. */
+static void avg_rows_cases(const char *fwd, const char *bwd,
+                           const pool_case *cases, size_t n, rumus_dtype d) {
   rumus_ctx *ctx = tu_profiling_ctx();
-  for (size_t k = 0; k < n; k++) {
-    avg_rows_case(ctx, kernel, &cases[k], k, d, 0);
-    avg_rows_case(ctx, kernel, &cases[k], k, d, 3);
-  }
+  for (size_t k = 0; k < n; k++)
+    for (size_t odd = 0; odd <= 3; odd += 3) {
+      if (fwd != NULL) avg_rows_case(ctx, fwd, &cases[k], k, d, odd, 0);
+      avg_rows_case(ctx, bwd, &cases[k], k, d, odd, 1);
+    }
   tu_free_all(ctx, NULL);
 }
 
 START_TEST(cpu_avg_bwd_tiles) {
-  avg_rows_cases("avgpool2d_bwd_tiles", AVG_TILE_CASES,
+  avg_rows_cases(NULL, "avgpool2d_bwd_tiles", AVG_TILE_CASES,
                  sizeof AVG_TILE_CASES / sizeof AVG_TILE_CASES[0],
                  tu_dtypes[_i]);
 }
 END_TEST
 
-START_TEST(cpu_avg_bwd_k3rows) {
-  avg_rows_cases("avgpool2d_bwd_k3rows", AVG_K3_CASES,
-                 sizeof AVG_K3_CASES / sizeof AVG_K3_CASES[0], tu_dtypes[_i]);
+START_TEST(cpu_avg_k3rows) {
+  avg_rows_cases("avgpool2d_fwd_k3rows", "avgpool2d_bwd_k3rows",
+                 AVG_K3_CASES, sizeof AVG_K3_CASES / sizeof AVG_K3_CASES[0],
+                 tu_dtypes[_i]);
 }
 END_TEST
 
@@ -1883,7 +1894,7 @@ int main(void) {
   tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, avg_bands, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
-  tcase_add_loop_test(limits, cpu_avg_bwd_k3rows, 0, 3);
+  tcase_add_loop_test(limits, cpu_avg_k3rows, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k3rows, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k2rows, 0, 3);
   tcase_add_test(limits, empty_tensors);

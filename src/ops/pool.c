@@ -28,8 +28,8 @@
  * CPU variant the max pooling of 2 x 2 windows of stride 2 that tile the
  * image runs blocks of output rows (max_k2rows), that of 3 wide windows
  * of stride 2, padding 1 along w row-aligned blocks (max_fwd_k3rows,
- * max_bwd_rows), the average backward of 3 wide windows of stride 2,
- * padding 1 along w by input rows in blocks (avg_bwd_k3rows), and the
+ * max_bwd_rows), average pooling of 3 wide windows of stride 2, padding 1
+ * along w by rows in blocks (avg_k3rows), and the
  * average backward of windows that tile the image runs by output rows
  * (avg_bwd_tiles); RUMUS_POOL_CPU=old keeps the row kernels instead.  F32
  * outputs of 32 MiB and more are stored past the caches there (pool_nt;
@@ -903,6 +903,26 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
 
 /* ---- Average pooling ---------------------------------------------------- */
 
+/* CPU variant: windows 3 wide of stride 2 and padding 1 along w on rows
+ * of W = 2 OW >= 16 run avgpool2d_{fwd,bwd}_k3rows over the rows of t
+ * (the forward's output, the backward's dx: blocks of 8 outputs or 16
+ * inputs in vectors; the bits of the rows kernels).  1 if it ran (*rc its
+ * status). */
+static int avg_k3rows(rumus_ctx *ctx, const char *op, const char *kernel,
+                      const pool_call *c, const rumus_tensor *t,
+                      const rumus__arg *args, int *rc) {
+  const cl_long W = c->io.s[1], OW = c->io.s[3];
+  if (!pool_cpu_new(ctx) || c->ks.s[1] != 3 || c->ks.s[3] != 2 ||
+      c->pd.s[1] != 1 || W != 2 * OW || OW < 8)
+    return 0;
+  rumus__arg a[12];
+  for (int i = 0; i < 11; i++) a[i] = args[i];
+  const cl_int nt = pool_nt(ctx, t);
+  a[11] = RUMUS__ARG(nt);
+  *rc = run_t_rows(ctx, op, kernel, t, a, 12);
+  return 1;
+}
+
 int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *x, rumus_tensor *y) {
   const char *op = "rumus_avgpool2d_fwd";
@@ -929,6 +949,8 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, items,
                          &mg, &sv);
+  if (avg_k3rows(ctx, op, "avgpool2d_fwd_k3rows", &c, y, args, &rc))
+    return rc;
   return run_rows(ctx, op, "avgpool2d_fwd", y, args, 11);
 }
 
@@ -956,24 +978,6 @@ static int avg_bwd_tiles(rumus_ctx *ctx, const char *op, const pool_call *c,
   return 1;
 }
 
-/* CPU variant: windows 3 wide of stride 2 and padding 1 along w on rows
- * of W = 2 OW >= 16 run avgpool2d_bwd_k3rows over the N C H input rows
- * (blocks of 16 inputs in vectors; the bits of avgpool2d_bwd_rows).  1 if
- * it ran (*rc its status). */
-static int avg_bwd_k3rows(rumus_ctx *ctx, const char *op, const pool_call *c,
-                          const rumus_tensor *dx, const rumus__arg *args,
-                          int *rc) {
-  const cl_long W = c->io.s[1], OW = c->io.s[3];
-  if (!pool_cpu_new(ctx) || c->ks.s[1] != 3 || c->ks.s[3] != 2 ||
-      c->pd.s[1] != 1 || W != 2 * OW || OW < 8)
-    return 0;
-  rumus__arg a[12];
-  for (int i = 0; i < 11; i++) a[i] = args[i];
-  const cl_int nt = pool_nt(ctx, dx);
-  a[11] = RUMUS__ARG(nt);
-  *rc = run_t_rows(ctx, op, "avgpool2d_bwd_k3rows", dx, a, 12);
-  return 1;
-}
 
 int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *dy, rumus_tensor *dx) {
@@ -1015,7 +1019,8 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                      pool_ls(ctx));
   }
   if (avg_bwd_tiles(ctx, op, &c, dx, args, &rc)) return rc;
-  if (avg_bwd_k3rows(ctx, op, &c, dx, args, &rc)) return rc;
+  if (avg_k3rows(ctx, op, "avgpool2d_bwd_k3rows", &c, dx, args, &rc))
+    return rc;
   return run_rows(ctx, op, "avgpool2d_bwd", dx, args, 11);
 }
 
