@@ -1289,6 +1289,41 @@ inline int pool_some_nan8(float8 v) {
   return isnan(b.x + b.y);
 }
 
+/* maxpool_k3_taps for stride 1 along w (W = OW): the taps of outputs ow0
+ * .. ow0 + 7 are columns ow0 + l - 1, + 0, + 1, one 8-float load and a
+ * scalar at each end; the padding at either end is -inf in t0 / t2 and 0
+ * in s0 / s2 (the NaN sums). */
+inline void maxpool_k3s1_taps(global const real_t *xr, long ow0, long W,
+                              float8 *t0, float8 *s0, float8 *t1, float8 *t2,
+                              float8 *s2) {
+  *t1 = POOL_LDN(8, xr, ow0);
+  const float l = ow0 > 0 ? LOAD(xr, ow0 - 1) : -INFINITY;
+  const float r = ow0 + 8 < W ? LOAD(xr, ow0 + 8) : -INFINITY;
+  *t0 = (float8)(l, (*t1).s012, (*t1).s3456);
+  *s0 = (float8)(ow0 > 0 ? l : 0.0f, (*t1).s012, (*t1).s3456);
+  *t2 = (float8)((*t1).s123, (*t1).s4567, r);
+  *s2 = (float8)((*t1).s123, (*t1).s4567, ow0 + 8 < W ? r : 0.0f);
+}
+
+/* maxpool_k3s1_pair's fallback for the block from ow0 (stride 1, W =
+ * OW): the exact rule, outputs 0 and OW - 1 scalar and the rest in
+ * vectors, as maxpool2d_fwd_rows converts them. */
+inline void maxpool_k3s1_exact(global const real_t *xp, global real_t *yr,
+                               global int *ir, long ow0, long hs, long4 io,
+                               long4 ks, long4 pd) {
+  const long OW = io.s3, a = max(ow0, 1L), b = min(ow0 + 8, OW - 1);
+  for (int k = 0; k < 2; k++) { /* outputs [a, b): 6 to 8 of them */
+    const long o = k ? b - 4 : a;
+    float4 m;
+    int4 mi;
+    maxpool_chain4(xp, o - 1, hs, io, ks, pd, &m, &mi);
+    POOL_STN(4, m, yr, o);
+    vstore4(mi, 0, ir + o);
+  }
+  if (ow0 == 0) maxpool_fwd_cols(xp, yr, ir, 0, 1, hs, io, ks, pd);
+  if (ow0 + 8 >= OW) maxpool_fwd_cols(xp, yr, ir, OW - 1, OW, hs, io, ks, pd);
+}
+
 #define MAXPOOL_K3_TAP(m, mi, nan, v, sv, t)                                 \
   {                                                                          \
     const int8 k_ = !((v) <= (m));                                           \
@@ -1325,7 +1360,7 @@ inline void maxpool_k3_exact(global const real_t *xp, global real_t *yr,
 inline void maxpool_k3_pair(global const real_t *xp, global real_t *yr,
                             global int *ir, long oa, long ob, long hs,
                             long4 io, long4 ks, long4 pd, int nt) {
-  const long W = io.s1;
+  const long W = io.s1, s = ks.s3;
   float8 ma = -INFINITY, mb = -INFINITY, na = 0.0f, nb = 0.0f;
   int8 ia = -1, ib = -1;
   int first = 1;
@@ -1336,32 +1371,45 @@ inline void maxpool_k3_pair(global const real_t *xp, global real_t *yr,
     const long h = hs + i * pd.s2;
     if (h < 0 || h >= io.s0) continue;
     global const real_t *xr = xp + h * W;
-    const int8 ca = (int)(h * W + 2 * oa) + 2 * POOL_LANES8,
-               cb = (int)(h * W + 2 * ob) + 2 * POOL_LANES8;
+    const int8 ca = (int)(h * W + s * oa) + (int)s * POOL_LANES8,
+               cb = (int)(h * W + s * ob) + (int)s * POOL_LANES8;
     if (first) { /* the first tap inside the image */
       ia = ca - fa;
       ib = cb - fb;
       first = 0;
     }
-    float8 a0, as0, a1, a2, b0, bs0, b1, b2;
-    maxpool_k3_taps(xr, oa, &a0, &as0, &a1, &a2);
-    maxpool_k3_taps(xr, ob, &b0, &bs0, &b1, &b2);
+    float8 a0, as0, a1, a2, as2, b0, bs0, b1, b2, bs2;
+    if (s == 2) {
+      maxpool_k3_taps(xr, oa, &a0, &as0, &a1, &a2);
+      maxpool_k3_taps(xr, ob, &b0, &bs0, &b1, &b2);
+      as2 = a2;
+      bs2 = b2;
+    } else {
+      maxpool_k3s1_taps(xr, oa, W, &a0, &as0, &a1, &a2, &as2);
+      maxpool_k3s1_taps(xr, ob, W, &b0, &bs0, &b1, &b2, &bs2);
+    }
     MAXPOOL_K3_TAP(ma, ia, na, a0, as0, ca - 1);
     MAXPOOL_K3_TAP(mb, ib, nb, b0, bs0, cb - 1);
     MAXPOOL_K3_TAP(ma, ia, na, a1, a1, ca);
     MAXPOOL_K3_TAP(mb, ib, nb, b1, b1, cb);
-    MAXPOOL_K3_TAP(ma, ia, na, a2, a2, ca + 1);
-    MAXPOOL_K3_TAP(mb, ib, nb, b2, b2, cb + 1);
+    MAXPOOL_K3_TAP(ma, ia, na, a2, as2, ca + 1);
+    MAXPOOL_K3_TAP(mb, ib, nb, b2, bs2, cb + 1);
   }
   const int nan = pool_some_nan8(na + nb);
   if (nan && any(isnan(na))) {
-    maxpool_k3_exact(xp, yr, ir, oa, hs, io, ks, pd);
+    if (s == 2)
+      maxpool_k3_exact(xp, yr, ir, oa, hs, io, ks, pd);
+    else
+      maxpool_k3s1_exact(xp, yr, ir, oa, hs, io, ks, pd);
   } else {
     pool_st8(ma, yr, oa, nt);
     pool_st8i(ia, ir, oa, nt);
   }
   if (nan && any(isnan(nb))) {
-    maxpool_k3_exact(xp, yr, ir, ob, hs, io, ks, pd);
+    if (s == 2)
+      maxpool_k3_exact(xp, yr, ir, ob, hs, io, ks, pd);
+    else
+      maxpool_k3s1_exact(xp, yr, ir, ob, hs, io, ks, pd);
   } else {
     pool_st8(mb, yr, ob, nt);
     pool_st8i(ib, ir, ob, nt);

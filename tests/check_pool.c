@@ -1466,13 +1466,13 @@ static void avg_rows_case(rumus_ctx *ctx, const char *kernel,
   free(want);
 }
 
-/* Max backward shapes of 3 x 3 windows (3 x 2 in one), stride 2,
- * padding 1 along w, W even from 16: the CPU variant's
- * maxpool2d_bwd_k3rows (the F32 rows from W = 64; below it F32 scatters
- * by planes).  One block and several, the last moved back, the last
- * output's window past the row's end or not (ceil mode), H odd and
- * even, over 512 rows.  (bad_indices_at_row_ends runs it on wrong
- * indices.) */
+/* Max pooling shapes of 3 x 3 windows (3 x 2 in one), padding 1 along
+ * w: stride 2 on W even from 16, the CPU variant's maxpool2d_fwd_k3rows
+ * and maxpool2d_bwd_k3rows (the F32 rows from W = 64; below it F32
+ * scatters by planes); stride 1 on W = OW from 8, the forward's.  One
+ * block and several, the last moved back, the last output's window past
+ * the row's end or not (ceil mode), H odd and even, over 512 rows.
+ * (bad_indices_at_row_ends runs the backward on wrong indices.) */
 static const pool_case MAX_K3_CASES[] = {
     {1, 2, 7, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
     {2, 1, 8, 34, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
@@ -1483,6 +1483,11 @@ static const pool_case MAX_K3_CASES[] = {
     {1, 2, 6, 64, {2, 3, 2, 2, 0, 1, 1, 1, 0, 1, 0}},
     {4, 20, 9, 64, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
     {1, 2, 6, 32, {3, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0}}, /* stride 1 along h */
+    /* stride 1 along w (the forward): one block, a pair, several */
+    {1, 2, 5, 8, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 1, 7, 14, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 6, 37, {3, 3, 2, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {4, 20, 7, 9, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
 };
 
 /* A CPU row kernel pair of max pooling under test: its kernels and
@@ -1493,16 +1498,17 @@ typedef struct {
   int (*bwd_runs)(const pool_case *pc, size_t oh, size_t ow, rumus_dtype d);
 } max_rows_kind;
 
+/* Stride 2 along w on rows of W = 2 OW, or stride 1 on rows of W = OW. */
 static int k3_fwd_runs(const pool_case *pc, size_t oh, size_t ow) {
   (void)oh;
-  return pc->w == 2 * ow;
+  return pc->p.stride_w == 2 ? pc->w == 2 * ow : pc->w == ow && ow >= 8;
 }
-/* F32 rows below 64 scatter by planes instead. */
+/* Stride 2 along w only; F32 rows below 64 scatter by planes instead. */
 static int k3_bwd_runs(const pool_case *pc, size_t oh, size_t ow,
                        rumus_dtype d) {
   (void)oh;
   (void)ow;
-  return !(d == RUMUS_F32 && pc->w < 64);
+  return pc->p.stride_w == 2 && !(d == RUMUS_F32 && pc->w < 64);
 }
 static const max_rows_kind MAX_K3 = {"k3rows", "maxpool2d_fwd_k3rows",
                                      "maxpool2d_bwd_k3rows", k3_fwd_runs,

@@ -754,14 +754,15 @@ static int max_k2rows(const rumus_ctx *ctx, const pool_call *c) {
 }
 
 /* Whether the CPU variant's max forward takes maxpool2d_fwd_k3rows: 3
- * wide windows of stride 2, padding 1 along w, no dilation, W = 2 OW from
- * 16 (blocks aligned to the row, whole vector stores, non-temporal where
- * pool_nt says; not under RUMUS_POOL_CPU=old). */
+ * wide windows of padding 1 along w, no dilation, stride 2 on rows of W =
+ * 2 OW from 16 or stride 1 on rows of W = OW from 8 (blocks aligned to
+ * the row, whole vector stores, non-temporal where pool_nt says; not
+ * under RUMUS_POOL_CPU=old). */
 static int max_fwd_k3rows(const rumus_ctx *ctx, const pool_call *c) {
-  const cl_long W = c->io.s[1];
-  return pool_cpu_new(ctx) && c->ks.s[1] == 3 && c->ks.s[3] == 2 &&
-         c->pd.s[1] == 1 && c->pd.s[3] == 1 && W >= 16 &&
-         W == 2 * c->io.s[3];
+  const cl_long W = c->io.s[1], OW = c->io.s[3], sw = c->ks.s[3];
+  return pool_cpu_new(ctx) && c->ks.s[1] == 3 && c->pd.s[1] == 1 &&
+         c->pd.s[3] == 1 &&
+         ((sw == 2 && W >= 16 && W == 2 * OW) || (sw == 1 && W >= 8 && W == OW));
 }
 
 /* The CPU variant's max backward by rows (args[0 .. 12)): for 3 wide
