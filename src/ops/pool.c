@@ -762,7 +762,8 @@ static int max_fwd_k3rows(const rumus_ctx *ctx, const pool_call *c) {
   const cl_long W = c->io.s[1], OW = c->io.s[3], sw = c->ks.s[3];
   return pool_cpu_new(ctx) && c->ks.s[1] == 3 && c->pd.s[1] == 1 &&
          c->pd.s[3] == 1 &&
-         ((sw == 2 && W >= 16 && W == 2 * OW) || (sw == 1 && W >= 8 && W == OW));
+         ((sw == 2 && W >= 16 && W == 2 * OW) ||
+          (sw == 1 && W >= 8 && W == OW));
 }
 
 /* The CPU variant's max backward by rows (args[0 .. 12)): for 3 wide
