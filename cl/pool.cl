@@ -1436,10 +1436,11 @@ POOL_INLINE void maxpool_fwd_k3row(global const real_t *x, global real_t *y,
  * H = 2 OH, W = 2 OW, OW >= 4; the host checks, max_k2rows): every input
  * lies in exactly one window, so a block of N (8, or 4 on rows of 4 to 7
  * outputs) outputs from ow0 reads or writes the 2 N x 2 inputs from
- * (2 oh, 2 ow0) with no edge, padding or division.  The row kernels' general loops spent more
- * time than these four taps (maxpool_vec8x2 at 47-53% of STREAM on 64 x 32
- * x 28 x 28); blocks run from ow0 = 0 by N, the last moved back to end
- * with the row (it stores the same values again). */
+ * (2 oh, 2 ow0) with no edge, padding or division.  The row kernels'
+ * general loops spent more time than these four taps (maxpool_vec8x2 at
+ * 47-53% of STREAM on 64 x 32 x 28 x 28); blocks run from ow0 = 0 by N,
+ * the last moved back to end with the row (it stores the same values
+ * again). */
 
 /* The forward's block: taps in maxpool_window's order (row 2 oh's even
  * and odd columns, then row 2 oh + 1's) under maxpool_vec's test (max
