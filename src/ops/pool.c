@@ -160,6 +160,29 @@ static int run_t_rows(rumus_ctx *ctx, const char *op, const char *kernel,
                        args, na);
 }
 
+/* run_row_items of `kernel` over `rows` rows of len elements of out (the
+ * output of a forward, dx of a backward): args[0 .. na), then out's
+ * non-temporal flag (pool_nt), for the kernels that store past the
+ * caches. */
+static int run_nt_rows(rumus_ctx *ctx, const char *op, const char *kernel,
+                       const rumus_tensor *out, size_t rows, size_t len,
+                       const rumus__arg *args, size_t na) {
+  rumus__arg a[13];
+  for (size_t i = 0; i < na; i++) a[i] = args[i];
+  const cl_int nt = pool_nt(ctx, out);
+  a[na] = RUMUS__ARG(nt);
+  return run_row_items(ctx, op, kernel, out->dtype, rows, len, a, na + 1);
+}
+
+/* run_nt_rows over the N C H rows of t (H: t's axis 2). */
+static int run_nt_t_rows(rumus_ctx *ctx, const char *op, const char *kernel,
+                         const rumus_tensor *t, const rumus__arg *args,
+                         size_t na) {
+  return run_nt_rows(ctx, op, kernel, t,
+                     t->shape[0] * t->shape[1] * t->shape[2], t->shape[3],
+                     args, na);
+}
+
 /* On the GPU variant `kernel` over the elements of t (the output of a
  * forward, dx of a backward); on the CPU variant `kernel`_rows over t's
  * N C H rows (cl/pool.cl says why). */
@@ -779,11 +802,7 @@ static int max_bwd_rows(rumus_ctx *ctx, const char *op, const pool_call *c,
       c->pd.s[1] != 1 || c->pd.s[2] != 1 || c->pd.s[3] != 1 || W < 16 ||
       W % 2 != 0)
     return run_t_rows(ctx, op, "maxpool2d_bwd_rows", dx, args, 12);
-  rumus__arg a[13];
-  for (int i = 0; i < 12; i++) a[i] = args[i];
-  const cl_int nt = pool_nt(ctx, dx);
-  a[12] = RUMUS__ARG(nt);
-  return run_t_rows(ctx, op, "maxpool2d_bwd_k3rows", dx, a, 13);
+  return run_nt_t_rows(ctx, op, "maxpool2d_bwd_k3rows", dx, args, 12);
 }
 
 int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
@@ -816,16 +835,10 @@ int rumus_maxpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "maxpool2d_fwd_quad", y, args, 11, items,
                          &mg, &sv);
-  const int k2 = max_k2rows(ctx, &c);
-  if (k2 || max_fwd_k3rows(ctx, &c)) {
-    rumus__arg a[12];
-    for (int i = 0; i < 11; i++) a[i] = args[i];
-    const cl_int nt = pool_nt(ctx, y);
-    a[11] = RUMUS__ARG(nt);
-    return run_t_rows(ctx, op,
-                      k2 ? "maxpool2d_fwd_k2rows" : "maxpool2d_fwd_k3rows", y,
-                      a, 12);
-  }
+  if (max_k2rows(ctx, &c))
+    return run_nt_t_rows(ctx, op, "maxpool2d_fwd_k2rows", y, args, 11);
+  if (max_fwd_k3rows(ctx, &c))
+    return run_nt_t_rows(ctx, op, "maxpool2d_fwd_k3rows", y, args, 11);
   return run_rows(ctx, op, "maxpool2d_fwd", y, args, 11);
 }
 
@@ -881,15 +894,10 @@ int rumus_maxpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
     return run_items(ctx, op, dx->dtype, "maxpool2d_bwd_q", dx->numel, aq, 14,
                      pool_ls(ctx));
   }
-  if (max_k2rows(ctx, &c)) { /* CPU variant: over the output rows */
-    rumus__arg a[13];
-    for (int i = 0; i < 12; i++) a[i] = args[i];
-    const cl_int nt = pool_nt(ctx, dx);
-    a[12] = RUMUS__ARG(nt);
-    return run_row_items(ctx, op, "maxpool2d_bwd_k2rows", dx->dtype,
-                         dy->shape[0] * dy->shape[1] * dy->shape[2],
-                         dx->shape[3] * 2, a, 13);
-  }
+  if (max_k2rows(ctx, &c)) /* CPU variant: over the output rows */
+    return run_nt_rows(ctx, op, "maxpool2d_bwd_k2rows", dx,
+                       dy->shape[0] * dy->shape[1] * dy->shape[2],
+                       dx->shape[3] * 2, args, 12);
   /* CPU variant, F32: a plane per work-item, scattered in output order
    * (cl/pool.cl's maxpool_bwd_plane; the rows' gathers ran at a tenth of
    * an OpenMP scatter loop's speed on PoCL), but where the rows gather in
@@ -917,11 +925,7 @@ static int avg_k3rows(rumus_ctx *ctx, const char *op, const char *kernel,
   if (!pool_cpu_new(ctx) || c->ks.s[1] != 3 || c->ks.s[3] != 2 ||
       c->pd.s[1] != 1 || W != 2 * OW || OW < 8)
     return 0;
-  rumus__arg a[12];
-  for (int i = 0; i < 11; i++) a[i] = args[i];
-  const cl_int nt = pool_nt(ctx, t);
-  a[11] = RUMUS__ARG(nt);
-  *rc = run_t_rows(ctx, op, kernel, t, a, 12);
+  *rc = run_nt_t_rows(ctx, op, kernel, t, args, 11);
   return 1;
 }
 
@@ -970,16 +974,11 @@ static int avg_bwd_tiles(rumus_ctx *ctx, const char *op, const pool_call *c,
       c->pd.s[0] != 0 || c->pd.s[1] != 0 || H != kh * OH || W != kw * OW ||
       OW < 4 || (kw != 1 && kw != 2 && kw != 4))
     return 0;
-  rumus__arg a[12];
-  for (int i = 0; i < 11; i++) a[i] = args[i];
-  const cl_int nt = pool_nt(ctx, dx);
-  a[11] = RUMUS__ARG(nt);
-  *rc = run_row_items(ctx, op, "avgpool2d_bwd_tiles", dx->dtype,
-                      dx->shape[0] * dx->shape[1] * (size_t)OH,
-                      (size_t)(kh * W), a, 12);
+  *rc = run_nt_rows(ctx, op, "avgpool2d_bwd_tiles", dx,
+                     dx->shape[0] * dx->shape[1] * (size_t)OH,
+                     (size_t)(kh * W), args, 11);
   return 1;
 }
-
 
 int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *dy, rumus_tensor *dx) {
