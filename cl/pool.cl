@@ -1283,11 +1283,11 @@ inline void maxpool_k3_taps(global const real_t *xr, long ow0, float8 *t0,
  * infinities of both signs; the callers then test the lanes).  PoCL
  * compiles any(isnan(v)) to a chain of a test and a branch per pair of
  * lanes, this to three vector adds and one test. */
-inline int pool_some_nan8(float8 v) {
-  const float4 a = v.lo + v.hi;
-  const float2 b = a.lo + a.hi;
-  return isnan(b.x + b.y);
+inline int pool_some_nan4(float4 v) {
+  const float2 a = v.lo + v.hi;
+  return isnan(a.x + a.y);
 }
+inline int pool_some_nan8(float8 v) { return pool_some_nan4(v.lo + v.hi); }
 
 /* maxpool_k3_taps for stride 1 along w (W = OW): the taps of outputs ow0
  * .. ow0 + 7 are columns ow0 + l - 1, + 0, + 1, one 8-float load and a
@@ -1305,7 +1305,7 @@ inline void maxpool_k3s1_taps(global const real_t *xr, long ow0, long W,
   *s2 = (float8)((*t1).s123, (*t1).s4567, ow0 + 8 < W ? r : 0.0f);
 }
 
-/* maxpool_k3s1_pair's fallback for the block from ow0 (stride 1, W =
+/* maxpool_k3_pair's fallback for the block from ow0 (stride 1, W =
  * OW): the exact rule, outputs 0 and OW - 1 scalar and the rest in
  * vectors, as maxpool2d_fwd_rows converts them. */
 inline void maxpool_k3s1_exact(global const real_t *xp, global real_t *yr,
@@ -1445,7 +1445,8 @@ POOL_INLINE void maxpool_fwd_k3row(global const real_t *x, global real_t *y,
 /* The forward's block: taps in maxpool_window's order (row 2 oh's even
  * and odd columns, then row 2 oh + 1's) under maxpool_vec's test (max
  * from -inf, index from the first tap, !(v <= m)); a block whose taps
- * add up to NaN (a NaN, or inf - inf) takes maxpool_chain's exact rule. */
+ * add up to NaN (a NaN, or inf - inf) takes maxpool_chain's exact rule
+ * before it is stored. */
 #define MAXPOOL_K2_TAP(N, m, mi, nan, v, t)                                  \
   {                                                                          \
     const int##N k_ = !((v) <= (m));                                         \
@@ -1454,9 +1455,11 @@ POOL_INLINE void maxpool_fwd_k3row(global const real_t *x, global real_t *y,
     nan += (v);                                                              \
   }
 #define MAXPOOL_K2(N, H)                                                     \
-  POOL_INLINE int##N maxpool_k2_block##N(global const real_t *xp,            \
-                                         global real_t *yr, global int *ir,  \
-                                         long oh, long ow0, long W, int nt) { \
+  POOL_INLINE void maxpool_k2_block##N(global const real_t *xp,           \
+                                        global real_t *yr, global int *ir,   \
+                                        long oh, long ow0, long4 io,         \
+                                        long4 ks, long4 pd, int nt) {        \
+    const long W = io.s1;                                                    \
     global const real_t *xr = xp + 2 * oh * W + 2 * ow0;                     \
     const float##N a0 = POOL_LDN(N, xr, 0), a1 = POOL_LDN(N, xr, N);         \
     const float##N b0 = POOL_LDN(N, xr, W), b1 = POOL_LDN(N, xr, W + N);     \
@@ -1468,8 +1471,9 @@ POOL_INLINE void maxpool_fwd_k3row(global const real_t *x, global real_t *y,
                    c + (int)W)                                               \
     MAXPOOL_K2_TAP(N, m, mi, nan, ((float##N)(b0.odd, b1.odd)),              \
                    c + (int)W + 1)                                           \
+    if (pool_some_nan##N(nan) && any(isnan(nan)))                            \
+      maxpool_chain##N(xp, 2 * ow0, 2 * oh, io, ks, pd, &m, &mi);            \
     H(m, mi, yr, ir, ow0, nt);                                               \
-    return isnan(nan);                                                       \
   }
 inline void pool_st8_both(float8 m, int8 mi, global real_t *yr,
                           global int *ir, long o, int nt) {
@@ -1484,36 +1488,7 @@ inline void pool_st4_both(float4 m, int4 mi, global real_t *yr,
 MAXPOOL_K2(8, pool_st8_both)
 MAXPOOL_K2(4, pool_st4_both)
 
-/* A row whose blocks met a NaN (or inf - inf), again by maxpool_chain's
- * exact rule (the same blocks; lanes without one get the same answer). */
-inline void maxpool_k2_exact(global const real_t *xp, global real_t *yr,
-                             global int *ir, long oh, long4 io, long4 ks,
-                             long4 pd) {
-  const long OW = io.s3;
-  if (OW < 8) {
-    for (int b = 0; b < 2; b++) { /* outputs from 0, then from OW - 4 */
-      const long o = b ? OW - 4 : 0;
-      float4 m;
-      int4 mi;
-      maxpool_chain4(xp, 2 * o, 2 * oh, io, ks, pd, &m, &mi);
-      POOL_STN(4, m, yr, o);
-      vstore4(mi, 0, ir + o);
-    }
-    return;
-  }
-  POOL_BLOCKS(o, 0, OW - 8, 8) {
-    float8 m;
-    int8 mi;
-    maxpool_chain8(xp, 2 * o, 2 * oh, io, ks, pd, &m, &mi);
-    POOL_STN(8, m, yr, o);
-    vstore8(mi, 0, ir + o);
-    if (o == OW - 8) break;
-  }
-}
-
-/* Output row `oh` of plane `plane` (N C OH rows): the blocks, then the
- * exact rule again where they met a NaN (one test a row: PoCL's any() is
- * a chain of branches). */
+/* Output row `oh` of plane `plane` (N C OH rows). */
 POOL_INLINE void maxpool_fwd_k2row(global const real_t *x, global real_t *y,
                                    global int *idx, size_t plane, long oh,
                                    long4 io, long4 ks, long4 pd, int nt) {
@@ -1521,20 +1496,16 @@ POOL_INLINE void maxpool_fwd_k2row(global const real_t *x, global real_t *y,
   global const real_t *xp = x + plane * (size_t)(io.s0 * io.s1);
   global real_t *yr = y + row * (size_t)io.s3;
   global int *ir = idx + row * (size_t)io.s3;
-  const long OW = io.s3, W = io.s1;
-  int bad;
-  if (OW >= 8) {
-    int8 nan = 0;
-    POOL_BLOCKS(o, 0, OW - 8, 8) {
-      nan |= maxpool_k2_block8(xp, yr, ir, oh, o, W, nt);
-      if (o == OW - 8) break;
-    }
-    bad = any(nan);
-  } else {
-    bad = any(maxpool_k2_block4(xp, yr, ir, oh, 0, W, nt) |
-              maxpool_k2_block4(xp, yr, ir, oh, OW - 4, W, nt));
+  const long OW = io.s3;
+  if (OW < 8) {
+    maxpool_k2_block4(xp, yr, ir, oh, 0, io, ks, pd, nt);
+    maxpool_k2_block4(xp, yr, ir, oh, OW - 4, io, ks, pd, nt);
+    return;
   }
-  if (bad) maxpool_k2_exact(xp, yr, ir, oh, io, ks, pd);
+  POOL_BLOCKS(o, 0, OW - 8, 8) {
+    maxpool_k2_block8(xp, yr, ir, oh, o, io, ks, pd, nt);
+    if (o == OW - 8) break;
+  }
 }
 
 /* The backward's block: dx of the 2 N x 2 inputs under outputs ow0 ..
