@@ -1508,11 +1508,7 @@ POOL_INLINE void maxpool_fwd_k2row(global const real_t *x, global real_t *y,
   }
 }
 
-/* The backward's block: dx of the 2 N x 2 inputs under outputs ow0 ..
- * ow0 + N - 1 of output row oh (index row ir, dy row gr, dx row dr = 2 oh
- * of the plane): 0 + dy where the output's index names the input, else
- * 0 + 0 (maxpool_bwd_cols's sum: one output's window holds each input).
- * Returns the lanes whose index names one of the window's four inputs. */
+/* Two rows of lanes e and o interleaved (e0 o0 e1 o1 ...) to dr + w. */
 inline void pool_st_pairs8(float8 e, float8 o, global real_t *dr, long w,
                            int nt) {
   const float16 eo = (float16)(e, o);
@@ -1522,6 +1518,11 @@ inline void pool_st_pairs4(float4 e, float4 o, global real_t *dr, long w,
                            int nt) {
   POOL_STN(8, ((float8)(e, o)).s04152637, dr, w);
 }
+/* The backward's block: dx of the 2 N x 2 inputs under outputs ow0 ..
+ * ow0 + N - 1 of output row oh (index row ir, dy row gr, dx row dr = 2 oh
+ * of the plane): 0 + dy where the output's index names the input, else
+ * 0 + 0 (maxpool_bwd_cols's sum: one output's window holds each input).
+ * Returns the lanes whose index names one of the window's four inputs. */
 #define MAXPOOL_K2_BWD(N)                                                    \
   inline int##N maxpool_k2_bwd##N(global const int *ir,                      \
                                   global const real_t *gr,                   \
@@ -1572,7 +1573,7 @@ POOL_INLINE void maxpool_bwd_k2row(global const real_t *dy,
 
 /* ---- CPU variant: average backward of 3-wide windows of stride 2 --------
  * Along w, windows 3 wide of stride 2 and padding 1 on rows of W = 2 OW
- * (OW >= 8; the host checks, avg_bwd_k3rows): as in maxpool_bwd_vec3, the
+ * (OW >= 8; the host checks, avg_k3rows): as in maxpool_bwd_vec3, the
  * 16 inputs from 2 m0 under outputs m0 .. m0 + 7 are lane l's even input,
  * in output m0 + l's window only, and its odd input, in m0 + l's and m0 +
  * l + 1's (none past the row's last output: +0).  Each adds dy / divisor
