@@ -589,23 +589,19 @@ inline void xent_seg_sum2(local float *la, local float *lb, float *a, float *b,
  * registers: lane i holds the groups i, i + rt, ... (rumus_rv), so the logits
  * are read from global memory once and the loss and gradient come from
  * registers.  Lane 0 reads x[t] (before any store, so g may alias x) and
- * writes the loss.  Every row of the tensor is loaded (nl = n), whatever
- * its target: the loads then need not wait for the target's, which had
- * put a second memory latency before every row (an ignored or bad row's
- * values go into neither its loss nor its gradient).  A padding row
- * (XENT_NO_ROW, nl = 0) loads and stores nothing; every row still meets
- * every barrier. */
-inline void xent_wgc_body(global const real_t *x, size_t n, size_t nl, int t,
-                          int kind, float smooth, float scale,
-                          global real_t *g, int with_grad, uint rt,
-                          local float *lm, local float *ls, local float *ld,
-                          float *loss_out) {
+ * writes the loss.  A row that is not valid loads nothing; a padding row
+ * (XENT_NO_ROW) loads and stores nothing; both still meet every barrier. */
+inline void xent_wgc_body(global const real_t *x, size_t n, int t, int kind,
+                          float smooth, float scale, global real_t *g,
+                          int with_grad, uint rt, local float *lm,
+                          local float *ls, local float *ld, float *loss_out) {
   const size_t lane = get_local_id(0) % rt;
+  const size_t nv = kind == XENT_VALID ? n : 0;
   const float xt = (kind == XENT_VALID && lane == 0) ? LOAD(x, t) : 0.0f;
   rumus_rv v[CACHE_V];
   float m = -INFINITY;
   for (int k = 0; k < CACHE_V; k++) {
-    v[k] = rumus_loadv_fill(x, lane + (size_t)k * rt, nl, -INFINITY);
+    v[k] = rumus_loadv_fill(x, lane + (size_t)k * rt, nv, -INFINITY);
     m = fmax(m, rumus_hmaxv(v[k]));
   }
   const float M = rumus_seg_max(lm, m, rt);
@@ -616,7 +612,7 @@ inline void xent_wgc_body(global const real_t *x, size_t n, size_t nl, int t,
     const rumus_rv e = exp(v[k] - M);
     /* Lanes past the row hold exp(-inf - M) = 0: no mask needed for S. */
     S += rumus_hsumv(e);
-    if (smooth > 0.0f) D += rumus_hsumv(xent_maskv(M - v[k], q, nl));
+    if (smooth > 0.0f) D += rumus_hsumv(xent_maskv(M - v[k], q, nv));
     v[k] = e;
   }
   /* smooth is the same in the whole launch: the branch is uniform.  lm
@@ -668,8 +664,8 @@ inline void xent_wgc_entry(global const real_t *x, ulong x_off,
   global const real_t *xr = x + (size_t)x_off + base;
   global real_t *gr = with_grad ? g + (size_t)g_off + base : g;
   float loss;
-  xent_wgc_body(xr, n, r < rows ? n : 0, t, kind, smooth, scale, gr, with_grad,
-                rt, lm, ls, ld, &loss);
+  xent_wgc_body(xr, n, t, kind, smooth, scale, gr, with_grad, rt, lm, ls, ld,
+                &loss);
   if (lane == 0 && kind != XENT_NO_ROW)
     LOSS_STORE(loss, lrow, (size_t)l_off + r);
 }
