@@ -3640,3 +3640,177 @@ void avgpool2d_bwd_band(ulong n, ulong first, global const real_t *dy,
                    convert_int4(ks), convert_int2(pd.s01), cip, divisor, bd,
                    mg, sv, t);
 }
+
+/* ---- GPU variant: 3 x 3 average windows of stride 1 ------------------------
+ * The most common overlapping average pooling, and the bands' slowest
+ * case: at 128x512x28 on the H100 the bands ran at 45% of the copy
+ * bandwidth forward and 37% backward, their per-output work (window
+ * bounds, two loops of run-time trip counts, nine staged loads) costing
+ * more than the output's bytes.  Here a band stages a tile with a zero
+ * border, so that every output is the same nine terms in the same
+ * row-major order, and a lane slides down a column of the band holding
+ * the last two rows' taps in registers: three staged loads an output.
+ *
+ * Both directions are one correlation of a tile T of TW = out width + 2
+ * columns: out(j, c) = sum over i, k < 3 of T(j + i, c + k), summed from
+ * 0.0f row by row.
+ *   forward   T(r, c) = x(oh0 - ph + r, c - pw), out = y rows oh0 + j,
+ *             each sum then divided by its divisor;
+ *   backward  T(r, c) = dy / divisor at (h0 + ph - 2 + r, c + pw - 2),
+ *             out = dx rows h0 + j.
+ * T is 0 outside the source plane.  Adding +0.0f to a sum that starts at
+ * +0.0f changes nothing (such a sum is never -0.0f, and x + 0 = x for
+ * every other x), so the padded terms leave the bits of the bands and
+ * the element kernels, whose sums skip them.  The host sizes the band to
+ * bd = (BR output rows, bands per plane) with (BR + 2) TW <= BOX3_CAP,
+ * for padding 0 or 1 per axis. */
+#ifndef BOX3_CAP
+#define BOX3_CAP 4096
+#endif
+
+/* Where a band's tile comes from: the plane (rows x cols), the plane
+ * coordinates of T(0, 0), and for the backward's dy the divisors' terms
+ * (the forward's geometry, io, ks, pd, cip, divisor); grad 0 forward. */
+typedef struct {
+  int rows, cols, r0, c0, grad;
+} box3_src;
+
+/* T(r, c) from the source plane sp (0 outside it). */
+inline float box3_value(global const real_t *sp, box3_src s, int r, int c,
+                        int4 io, int4 ks, int2 pd, int cip, int divisor) {
+  const int pr = s.r0 + r, pc = s.c0 + c;
+  if (pr < 0 || pr >= s.rows || pc < 0 || pc >= s.cols) return 0.0f;
+  const float v = LOAD(sp, pr * s.cols + pc);
+  if (!s.grad) return v;
+  int h0, h1, w0, w1;
+  const int ph = avg_axis_i(pr, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const int pw = avg_axis_i(pc, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+  return v / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+}
+
+/* Stages the n = rows x tw floats of T, four loads a lane in flight. */
+inline void box3_stage(global const real_t *sp, box3_src s, int n, int tw,
+                       int4 io, int4 ks, int2 pd, int cip, int divisor,
+                       local float *t) {
+  band_walk b = band_walk_of(tw);
+  for (int i = (int)get_local_id(0); i < n; i += 4 * WG) {
+    float v[4];
+    for (int k = 0; k < 4; k++) {
+      v[k] = i + k * WG < n
+                 ? box3_value(sp, s, b.r, b.c, io, ks, pd, cip, divisor)
+                 : 0.0f;
+      band_step(&b);
+    }
+    for (int k = 0; k < 4; k++)
+      if (i + k * WG < n) t[i + k * WG] = v[k];
+  }
+}
+
+/* The sum of out(j, c) from the taps of its three tile rows. */
+inline float box3_sum(float3 a, float3 b, float3 c) {
+  float s = 0.0f;
+  s += a.x;
+  s += a.y;
+  s += a.z;
+  s += b.x;
+  s += b.y;
+  s += b.z;
+  s += c.x;
+  s += c.y;
+  s += c.z;
+  return s;
+}
+
+inline float3 box3_taps(local const float *t, int tw, int r, int c) {
+  local const float *p = t + r * tw + c;
+  return (float3)(p[0], p[1], p[2]);
+}
+
+/* Lane l's share of a band of `rows` output rows of width ow: rows [*j0,
+ * *j1) of columns c0, c0 + step, ... (lanes in WG / ow row groups where
+ * a row fits a work-group, else one). */
+inline int box3_share(int rows, int ow, int *j0, int *j1, int *step) {
+  const int lid = (int)get_local_id(0);
+  const int groups = ow <= WG ? WG / ow : 1;
+  const int g = ow <= WG ? lid / ow : 0;
+  const int per = (rows + groups - 1) / groups;
+  *j0 = min(g * per, rows);
+  *j1 = min(*j0 + per, rows);
+  *step = ow <= WG ? ow : WG;
+  return ow <= WG ? lid - g * ow : lid;
+}
+
+/* Output rows [j0, j1) of column c: forward (dx == 0) the quotients of
+ * y rows oh0 + j, backward the sums of dx rows. */
+inline void box3_column(local const float *t, int tw, int j0, int j1, int c,
+                        global real_t *op, int ow, int oh0, int4 io,
+                        int4 ks, int2 pd, int cip, int divisor, int dx) {
+  int w0, w1;
+  const int pw = avg_axis_i(c, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+  float3 a = box3_taps(t, tw, j0, c), b = box3_taps(t, tw, j0 + 1, c);
+  for (int j = j0; j < j1; j++) {
+    const float3 n = box3_taps(t, tw, j + 2, c);
+    const float s = box3_sum(a, b, n);
+    if (dx) {
+      STORE(s, op, j * ow + c);
+    } else {
+      int h0, h1;
+      const int ph = avg_axis_i(oh0 + j, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+      STORE(s / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor),
+            op, j * ow + c);
+    }
+    a = b;
+    b = n;
+  }
+}
+
+/* Band grp of the forward (dx 0: from x into y) or the backward (from dy
+ * into dx): stage, then each lane its columns. */
+inline void box3_band(global const real_t *in, global real_t *out, uint grp,
+                      int4 io, int4 ks, int2 pd, int cip, int divisor,
+                      int2 bd, int dx, local float *t) {
+  const int H = io.s0, W = io.s1, OH = io.s2, OW = io.s3;
+  const int orows = dx ? H : OH, ow = dx ? W : OW, tw = ow + 2;
+  const uint plane = grp / (uint)bd.s1;
+  const int j0 = (int)(grp - plane * (uint)bd.s1) * bd.s0;
+  const int rows = min(j0 + bd.s0, orows) - j0;
+  box3_src s;
+  s.rows = dx ? OH : H;
+  s.cols = dx ? OW : W;
+  s.r0 = dx ? j0 + pd.s0 - 2 : j0 - pd.s0;
+  s.c0 = dx ? pd.s1 - 2 : -pd.s1;
+  s.grad = dx;
+  box3_stage(in + (size_t)plane * (size_t)(s.rows * s.cols), s,
+             (rows + 2) * tw, tw, io, ks, pd, cip, divisor, t);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  global real_t *op = out + (size_t)plane * (size_t)(orows * ow) +
+                      (size_t)(j0 * ow);
+  int a, b, step;
+  for (int c = box3_share(rows, ow, &a, &b, &step); c < ow && a < b;
+       c += step)
+    box3_column(t, tw, a, b, c, op, ow, j0, io, ks, pd, cip, divisor, dx);
+}
+
+/* GPU variant, 3 x 3 windows of stride 1: work-group first / WG + g
+ * (every work-item real: the barrier needs them all). */
+__kernel RUMUS_WG_ATTR
+void avgpool2d_fwd_box3(ulong n, ulong first, global const real_t *x,
+                        ulong xo, global real_t *y, ulong yo, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor, int2 bd) {
+  local float t[BOX3_CAP];
+  (void)n;
+  const uint grp = (uint)(first / WG) + (uint)get_group_id(0);
+  box3_band(x + xo, y + yo, grp, convert_int4(io), convert_int4(ks),
+            convert_int2(pd.s01), cip, divisor, bd, 0, t);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_bwd_box3(ulong n, ulong first, global const real_t *dy,
+                        ulong dyo, global real_t *dx, ulong dxo, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor, int2 bd) {
+  local float t[BOX3_CAP];
+  (void)n;
+  const uint grp = (uint)(first / WG) + (uint)get_group_id(0);
+  box3_band(dy + dyo, dx + dxo, grp, convert_int4(io), convert_int4(ks),
+            convert_int2(pd.s01), cip, divisor, bd, 1, t);
+}

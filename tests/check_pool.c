@@ -1233,7 +1233,11 @@ END_TEST
  * (stride 1 and 2, ceil mode, rows of 300 with a divisor), mixed axes;
  * then windows that do not overlap, which take the bands only when
  * RUMUS_AVGPOOL_BAND=1 forces them (windows that tile the image, and
- * gaps between windows, whose inputs get 0). */
+ * gaps between windows, whose inputs get 0).  3 x 3 windows of stride 1
+ * take the 3 x 3 bands (avgpool2d_*_box3, at most 4096 floats staged):
+ * padding 0, 1 and mixed, two bands a plane (90 x 70, and 40 x 150 with
+ * rows wider than a work-group), a 1 x 1 image, rows of 28 (two row
+ * groups a work-group), both divisor rules and an override. */
 static const pool_case BAND_CASES[] = {
     {1, 2, 50, 61, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
     {2, 1, 70, 40, {5, 5, 2, 2, 2, 2, 1, 1, 1, 1, 0}},
@@ -1242,11 +1246,41 @@ static const pool_case BAND_CASES[] = {
     {2, 3, 7, 5, {3, 2, 1, 2, 1, 1, 1, 1, 1, 0, 0}},
     {2, 3, 12, 28, {4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 0}},
     {1, 1, 40, 100, {2, 2, 3, 3, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 1, 90, 70, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 1, 40, 150, {3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {2, 3, 7, 5, {3, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0}},
+    {1, 2, 1, 9, {3, 3, 1, 1, 1, 0, 1, 1, 0, 0, 0}},
+    {2, 2, 1, 1, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
+    {2, 3, 28, 28, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
 };
 
+/* Whether case pc takes the 3 x 3 bands (pool.c's box3_plan). */
+static int box3_case(const pool_case *pc) {
+  const rumus_pool2d_params *p = &pc->p;
+  return p->kernel_h == 3 && p->kernel_w == 3 && p->stride_h == 1 &&
+         p->stride_w == 1 && p->padding_h <= 1 && p->padding_w <= 1;
+}
+
+/* Which of the bands' kernels of one direction ran since the last look:
+ * bit 0 avgpool2d_<dir>_band, bit 1 avgpool2d_<dir>_box3. */
+static int bands_ran(rumus_ctx *ctx, const char *dir) {
+  static rumus_kernel_stat ks[256];
+  size_t n = 0;
+  char band[48], box3[48];
+  snprintf(band, sizeof band, "avgpool2d_%s_band", dir);
+  snprintf(box3, sizeof box3, "avgpool2d_%s_box3", dir);
+  TU_OK(ctx, rumus_ctx_kernel_profile(ctx, ks, 256, &n));
+  int ran = 0;
+  for (size_t i = 0; i < n && i < 256; i++) {
+    if (ks[i].launches == 0) continue;
+    if (strcmp(ks[i].kernel, band) == 0) ran |= 1;
+    if (strcmp(ks[i].kernel, box3) == 0) ran |= 2;
+  }
+  return ran;
+}
+
 /* Runs case pc's forward and backward on (gx, gy) and (gg, gdx) and
- * downloads y and dx; `ran` says whether the bands ran, both or
- * neither (asserted). */
+ * downloads y and dx; `ran` is what bands_ran must say of both. */
 static void band_run(rumus_ctx *ctx, const char *name,
                      const rumus_pool2d_params *p, tu_guarded *gx,
                      tu_guarded *gy, tu_guarded *gg, tu_guarded *gdx,
@@ -1254,19 +1288,41 @@ static void band_run(rumus_ctx *ctx, const char *name,
   poison(gy->t);
   poison(gdx->t);
   TU_OK(ctx, rumus_avgpool2d_fwd(ctx, p, gx->t, gy->t));
-  ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_fwd_band") == ran,
-                "%s: the forward bands ran: %d", name, !ran);
+  int got = bands_ran(ctx, "fwd");
+  ck_assert_msg(got == ran, "%s: forward bands ran %d, not %d", name, got,
+                ran);
   TU_OK(ctx, rumus_avgpool2d_bwd(ctx, p, gg->t, gdx->t));
-  ck_assert_msg(tu_kernel_ran(ctx, "avgpool2d_bwd_band") == ran,
-                "%s: the backward bands ran: %d", name, !ran);
+  got = bands_ran(ctx, "bwd");
+  ck_assert_msg(got == ran, "%s: backward bands ran %d, not %d", name, got,
+                ran);
   *y = tu_download_f32(ctx, gy->t);
   *dx = tu_download_f32(ctx, gdx->t);
 }
 
+/* Case pc's outputs y, dx against the float64 reference. */
+static void band_check_ref(const char *name, const gcase *c,
+                           const pool_case *pc, rumus_dtype d,
+                           const float *y, const float *dx) {
+  const ref_pool2d rp = ref_of(&pc->p);
+  double *want = tu_malloc(c->nout * sizeof *want);
+  double *want_dx = tu_malloc(c->nin * sizeof *want_dx), fa, fr, ba, br;
+  ref_avgpool2d_fwd(c->x, c->planes, (long)pc->h, (long)pc->w, &rp,
+                    (long)c->oh, (long)c->ow, want);
+  ref_avgpool2d_bwd(c->g, c->planes, (long)pc->h, (long)pc->w, &rp,
+                    (long)c->oh, (long)c->ow, want_dx);
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  tu_check_close(name, y, want, c->nout, fa, fr);
+  tu_check_close(name, dx, want_dx, c->nin, ba, br);
+  free(want);
+  free(want_dx);
+}
+
 /* Band case k, storage d, GPU variant, element offset odd: the quads
  * (RUMUS_AVGPOOL_BAND=0), then the bands (the default where windows
- * overlap, else forced): against the reference, the same bits, guards
- * intact. */
+ * overlap, else forced; 3 x 3 windows of stride 1 the 3 x 3 bands, then
+ * with RUMUS_AVGPOOL_BOX3=0 the general ones): against the reference,
+ * the same bits, guards intact. */
 static void band_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   gcase c;
   gcase_setup(ctx, &BAND_CASES[k], d, odd, 500 + k, &c);
@@ -1275,38 +1331,36 @@ static void band_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   snprintf(name, sizeof name, "avgpool2d_band_%s_case%zu_at%zu",
            tu_dtype_name(d), k, odd);
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
-  float *y0, *dx0, *y1, *dx1;
+  float *y[3], *dx[3];
+  const int box3 = box3_case(pc), runs = box3 ? 3 : 2;
   setenv("RUMUS_AVGPOOL_BAND", "0", 1);
-  band_run(ctx, name, &pc->p, &c.gx, &c.gy, &c.gg, &c.gdx, 0, &y0, &dx0);
+  band_run(ctx, name, &pc->p, &c.gx, &c.gy, &c.gg, &c.gdx, 0, &y[0], &dx[0]);
   const int overlap = pc->p.stride_h < pc->p.kernel_h ||
                       pc->p.stride_w < pc->p.kernel_w;
   if (overlap)
     unsetenv("RUMUS_AVGPOOL_BAND");
   else
     setenv("RUMUS_AVGPOOL_BAND", "1", 1);
-  band_run(ctx, name, &pc->p, &c.gx, &c.gy, &c.gg, &c.gdx, 1, &y1, &dx1);
+  band_run(ctx, name, &pc->p, &c.gx, &c.gy, &c.gg, &c.gdx, box3 ? 2 : 1,
+           &y[1], &dx[1]);
+  if (box3) {
+    setenv("RUMUS_AVGPOOL_BOX3", "0", 1);
+    band_run(ctx, name, &pc->p, &c.gx, &c.gy, &c.gg, &c.gdx, 1, &y[2],
+             &dx[2]);
+    unsetenv("RUMUS_AVGPOOL_BOX3");
+  }
   unsetenv("RUMUS_AVGPOOL_BAND");
-  const ref_pool2d rp = ref_of(&pc->p);
-  double *want = tu_malloc(c.nout * sizeof *want);
-  double *want_dx = tu_malloc(c.nin * sizeof *want_dx), fa, fr, ba, br;
-  ref_avgpool2d_fwd(c.x, c.planes, (long)pc->h, (long)pc->w, &rp, (long)c.oh,
-                    (long)c.ow, want);
-  ref_avgpool2d_bwd(c.g, c.planes, (long)pc->h, (long)pc->w, &rp, (long)c.oh,
-                    (long)c.ow, want_dx);
-  tol_of(d, TOL_AVG_FWD, &fa, &fr);
-  tol_of(d, TOL_AVG_BWD, &ba, &br);
-  tu_check_close(name, y1, want, c.nout, fa, fr);
-  tu_check_close(name, dx1, want_dx, c.nin, ba, br);
-  check_same_bits(name, y0, y1, c.nout * sizeof *y1);
-  check_same_bits(name, dx0, dx1, c.nin * sizeof *dx1);
+  band_check_ref(name, &c, pc, d, y[1], dx[1]);
+  for (int i = 0; i < runs; i += i == 0 ? 2 : 1) {
+    check_same_bits(name, y[i], y[1], c.nout * sizeof *y[1]);
+    check_same_bits(name, dx[i], dx[1], c.nin * sizeof *dx[1]);
+  }
   TU_OK(ctx, rumus_ctx_sync(ctx));
   gcase_free(ctx, &c);
-  free(y0);
-  free(dx0);
-  free(y1);
-  free(dx1);
-  free(want);
-  free(want_dx);
+  for (int i = 0; i < runs; i++) {
+    free(y[i]);
+    free(dx[i]);
+  }
 }
 
 /* Adaptive pooling with bins that divide the input (N, C, H, W, OH, OW):

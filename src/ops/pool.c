@@ -707,17 +707,57 @@ static int band_plan(const rumus_ctx *ctx, const pool_call *c, int bwd,
   return 1;
 }
 
-/* Runs avgpool2d_fwd_band (bwd 0) or _bwd_band over t (y or dx) where
- * wanted and planned, with the average call's args[0 .. 11) (2 left for
+/* Floats a 3 x 3 band stages at most (BOX3_CAP in cl/pool.cl). */
+#define BOX3_CAP 4096
+
+/* avgpool2d_{fwd,bwd}_box3 (cl/pool.cl) for `planes` planes: 1 when they
+ * apply (the GPU variant, 3 x 3 windows of stride 1, padding 0 or 1 per
+ * axis, every extent in int, room for a row a band; RUMUS_AVGPOOL_BOX3=0
+ * never), with bd = (BR, bands per plane) and the work-groups. */
+static int box3_plan(const rumus_ctx *ctx, const pool_call *c, int bwd,
+                     size_t planes, cl_int2 *bd, size_t *groups) {
+  const char *v = getenv("RUMUS_AVGPOOL_BOX3");
+  const uint64_t lim = (uint64_t)1 << 30;
+  const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1],
+                 OH = (uint64_t)c->io.s[2], OW = (uint64_t)c->io.s[3];
+  if ((v != NULL && strcmp(v, "0") == 0) || !rumus__gpu_variant(ctx) ||
+      c->ks.s[0] != 3 || c->ks.s[1] != 3 || c->ks.s[2] != 1 ||
+      c->ks.s[3] != 1 || c->pd.s[0] > 1 || c->pd.s[1] > 1 ||
+      H * W >= lim || OH * OW >= lim ||
+      OH != H + 2 * (uint64_t)c->pd.s[0] - 2 ||
+      OW != W + 2 * (uint64_t)c->pd.s[1] - 2)
+    return 0;
+  const uint64_t rows = bwd ? H : OH, tw = (bwd ? W : OW) + 2;
+  if (BOX3_CAP / tw < 3) return 0;
+  const uint64_t br = BOX3_CAP / tw - 2 < rows ? BOX3_CAP / tw - 2 : rows;
+  const uint64_t nb = (rows + br - 1) / br;
+  if ((uint64_t)planes * nb >= lim / pool_ls(ctx)) return 0;
+  *bd = (cl_int2){{(cl_int)br, (cl_int)nb}};
+  *groups = (size_t)((uint64_t)planes * nb);
+  return 1;
+}
+
+/* Runs avgpool2d_fwd_box3 (bwd 0) or _bwd_box3 where planned, else
+ * avgpool2d_fwd_band or _bwd_band, over t (y or dx) where wanted and
+ * planned, with the average call's args[0 .. 11) (2 left for
  * run_items); 1 if it ran (*rc its status). */
 static int avg_bands(rumus_ctx *ctx, const char *op, const pool_call *c,
                      int bwd, int overlap, const rumus_tensor *t,
                      const rumus__arg *args, int *rc) {
   cl_int2 bd;
   size_t groups;
-  if (!band_wanted(overlap) ||
-      !band_plan(ctx, c, bwd, t->shape[0] * t->shape[1], &bd, &groups))
-    return 0;
+  const size_t planes = t->shape[0] * t->shape[1], ls = pool_ls(ctx);
+  if (!band_wanted(overlap)) return 0;
+  if (box3_plan(ctx, c, bwd, planes, &bd, &groups)) {
+    rumus__arg a[12];
+    for (int i = 0; i < 11; i++) a[i] = args[i];
+    a[11] = RUMUS__ARG(bd);
+    *rc = run_items(ctx, op, t->dtype,
+                    bwd ? "avgpool2d_bwd_box3" : "avgpool2d_fwd_box3",
+                    groups * ls, a, 12, ls);
+    return 1;
+  }
+  if (!band_plan(ctx, c, bwd, planes, &bd, &groups)) return 0;
   /* The backward divides by the strides (lanes 2 and 3). */
   cl_uint8 mg, sv;
   for (int k = 0; k < 8; k++)
@@ -727,7 +767,6 @@ static int avg_bands(rumus_ctx *ctx, const char *op, const pool_call *c,
   a[11] = RUMUS__ARG(bd);
   a[12] = RUMUS__ARG(mg);
   a[13] = RUMUS__ARG(sv);
-  const size_t ls = pool_ls(ctx);
   *rc = run_items(ctx, op, t->dtype,
                   bwd ? "avgpool2d_bwd_band" : "avgpool2d_fwd_band",
                   groups * ls, a, bwd ? 14 : 12, ls);
