@@ -3814,3 +3814,84 @@ void avgpool2d_bwd_box3(ulong n, ulong first, global const real_t *dy,
   box3_band(dy + dyo, dx + dxo, grp, convert_int4(io), convert_int4(ks),
             convert_int2(pd.s01), cip, divisor, bd, 1, t);
 }
+
+/* ---- GPU variant: average windows that tile the input ---------------------
+ * Windows of kh x kw, stride (kh, kw), no padding, H = kh OH, W = kw OW:
+ * adaptive pooling whose bins divide the input, and average pooling of
+ * such windows other than 2 x 2.  Each input lies in one window, so the
+ * backward is a broadcast of dy / divisor and the forward a sum of
+ * whole rows of kw.  The adaptive quads and element kernels computed each
+ * window's bounds per element and moved their bytes at 60-63% of the copy
+ * bandwidth (H100, 28 -> 7 at 256x512).  Here the forward takes an output
+ * a work-item (kh loads of 4 where kw = 4 and rows are aligned), the
+ * backward a quad of dx (one load of dy where kw is 4 and the quad
+ * aligned), both in groups of TILED_LS (pool.c's local size for one
+ * access in flight a work-item).  Sums and quotients are those of the
+ * adaptive and average kernels in their order (0.0f + the one term
+ * backward): the same bits.  d is the divisor (the window's area, or
+ * the average's override); lanes of (mg, sv): 0 quads a row (backward)
+ * or OW (forward), 5 H (backward) or OH (forward), 1 kw, 2 kh. */
+
+/* Output (oh, ow) of plane xp: the window's sum over d. */
+inline float tiled_out(global const real_t *xp, uint oh, uint ow, uint W,
+                       uint kh, uint kw, float d, int vec4) {
+  float s = 0.0f;
+  for (uint i = 0; i < kh; i++) {
+    global const real_t *r = xp + (size_t)((oh * kh + i) * W + ow * kw);
+    if (vec4) {
+      const float4 v = RUMUS_LOADA(RUMUS_STORAGE, 4, r, 0);
+      s += v.x;
+      s += v.y;
+      s += v.z;
+      s += v.w;
+    } else {
+      for (uint j = 0; j < kw; j++) s += LOAD(r, j);
+    }
+  }
+  return s / d;
+}
+
+/* Work-item first + g: output item of the N C OH OW outputs (vec4: kw
+ * is 4 and every row of x aligned to 4). */
+__kernel void avgpool2d_fwd_tiled(ulong n, ulong first,
+                                  global const real_t *x, ulong xo,
+                                  global real_t *y, ulong yo, long4 io,
+                                  int d, int vec4, uint8 mg, uint8 sv) {
+  POOL_ITEM(n, first);
+  const uint H = (uint)io.s0, W = (uint)io.s1, OH = (uint)io.s2,
+             OW = (uint)io.s3, kh = H / OH, kw = W / OW;
+  const uint row = PQ((uint)item, 0), ow = (uint)item - row * OW;
+  const uint plane = PQ(row, 5), oh = row - plane * OH;
+  const float q = tiled_out(x + xo + (size_t)plane * (size_t)(H * W), oh, ow,
+                            W, kh, kw, (float)d, vec4);
+  STORE(q, y + yo, item);
+}
+
+/* Work-item first + g: quad item of dx (vec: W a multiple of 4, dx
+ * aligned). */
+__kernel void avgpool2d_bwd_tiled(ulong n, ulong first,
+                                  global const real_t *dy, ulong dyo,
+                                  global real_t *dx, ulong dxo, long4 io,
+                                  int d, int vec, uint8 mg, uint8 sv) {
+  POOL_ITEM(n, first);
+  const pool_quad u = pool_quad_of((uint)item, io, mg, sv);
+  const uint OH = (uint)io.s2, OW = (uint)io.s3, W = (uint)io.s1;
+  const uint kw = W / OW;
+  global const real_t *gr = dy + dyo + (size_t)u.plane * (size_t)(OH * OW) +
+                            (size_t)(PQ(u.h, 2) * OW);
+  uint ow = PQ(u.w0, 1), r = u.w0 - ow * kw;
+  float q = LOAD(gr, ow) / (float)d;
+  float4 s;
+  s.s0 = 0.0f + q;
+  for (uint i = 1; i < 4; i++) {
+    if (++r == kw) {
+      r = 0;
+      ow++;
+      q = i < u.nw ? LOAD(gr, ow) / (float)d : 0.0f;
+    }
+    if (i == 1) s.s1 = 0.0f + q;
+    if (i == 2) s.s2 = 0.0f + q;
+    if (i == 3) s.s3 = 0.0f + q;
+  }
+  pool_quad_store(dx + dxo + u.row * (size_t)W + u.w0, s, u.nw, vec);
+}

@@ -1104,6 +1104,9 @@ static void gcase_setup(rumus_ctx *ctx, const pool_case *pc, rumus_dtype d,
   tu_rng_seed(&r, seed);
   c->x = rand_typed(&r, d, c->nin, -2, 2);
   c->g = rand_typed(&r, d, c->nout, -1, 1);
+  /* -0.0 where a kernel that stores a lone term, not 0.0f + it, differs */
+  c->x[0] = -0.0f;
+  c->g[0] = -0.0f;
   c->gx = tu_guarded_typed_odd(ctx, d, 4, in, c->x, odd);
   c->gy = tu_guarded_typed_odd(ctx, d, 4, out, NULL, odd);
   c->gg = tu_guarded_typed_odd(ctx, d, 4, out, c->g, odd);
@@ -1424,6 +1427,131 @@ START_TEST(avg_bands) {
   for (size_t k = 0; k < sizeof ADA_BAND_CASES / sizeof ADA_BAND_CASES[0];
        k++)
     ada_band_case(ctx, k, d);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* Average pooling whose windows tile the input, for the GPU variant's
+ * tiled kernels (avgpool2d_*_tiled): 4 x 4 on rows of 28 (loads of 4),
+ * 3 x 3 and 1 x 5 (scalar loads, quads across windows), 4 wide on rows
+ * of 12 with a divisor override, a 1 x 1 image. */
+static const pool_case TILED_CASES[] = {
+    {2, 3, 28, 28, {4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 0}},
+    {1, 2, 12, 9, {3, 3, 3, 3, 0, 0, 1, 1, 0, 0, 0}},
+    {2, 1, 6, 15, {1, 5, 1, 5, 0, 0, 1, 1, 1, 1, 0}},
+    {1, 3, 8, 12, {2, 4, 2, 4, 0, 0, 1, 1, 0, 1, 5}},
+    {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
+};
+
+/* Whether the tiled kernels of both directions ran since the last look
+ * (bit 0 forward, bit 1 backward). */
+static int tiled_ran(rumus_ctx *ctx) {
+  static rumus_kernel_stat ks[256];
+  size_t n = 0;
+  TU_OK(ctx, rumus_ctx_kernel_profile(ctx, ks, 256, &n));
+  int ran = 0;
+  for (size_t i = 0; i < n && i < 256; i++) {
+    if (ks[i].launches == 0) continue;
+    if (strcmp(ks[i].kernel, "avgpool2d_fwd_tiled") == 0) ran |= 1;
+    if (strcmp(ks[i].kernel, "avgpool2d_bwd_tiled") == 0) ran |= 2;
+  }
+  return ran;
+}
+
+/* Tiled case k, storage d, GPU variant, element offset odd: the other
+ * kernels (RUMUS_POOL_TILED=0), then the tiled ones: the same bits,
+ * against the reference, guards intact. */
+static void tiled_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
+  gcase c;
+  const pool_case *pc = &TILED_CASES[k];
+  gcase_setup(ctx, pc, d, odd, 700 + k, &c);
+  char name[96];
+  snprintf(name, sizeof name, "avgpool2d_tiled_%s_case%zu_at%zu",
+           tu_dtype_name(d), k, odd);
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  float *y[2], *dx[2];
+  for (int on = 0; on < 2; on++) {
+    if (!on) setenv("RUMUS_POOL_TILED", "0", 1);
+    poison(c.gy.t);
+    poison(c.gdx.t);
+    TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &pc->p, c.gx.t, c.gy.t));
+    TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, c.gg.t, c.gdx.t));
+    unsetenv("RUMUS_POOL_TILED");
+    const int ran = tiled_ran(ctx);
+    ck_assert_msg(ran == (on ? 3 : 0), "%s: tiled kernels ran %d (on %d)",
+                  name, ran, on);
+    y[on] = tu_download_f32(ctx, c.gy.t);
+    dx[on] = tu_download_f32(ctx, c.gdx.t);
+  }
+  band_check_ref(name, &c, pc, d, y[1], dx[1]);
+  check_same_bits(name, y[0], y[1], c.nout * sizeof *y[1]);
+  check_same_bits(name, dx[0], dx[1], c.nin * sizeof *dx[1]);
+  TU_OK(ctx, rumus_ctx_sync(ctx));
+  gcase_free(ctx, &c);
+  for (int i = 0; i < 2; i++) {
+    free(y[i]);
+    free(dx[i]);
+  }
+}
+
+/* Adaptive pooling whose bins divide the input, on the tiled kernels:
+ * (N, C, H, W, OH, OW). */
+static const size_t ADA_TILED_CASES[][6] = {
+    {2, 3, 28, 28, 7, 7}, {1, 2, 14, 10, 7, 5}, {1, 1, 9, 12, 3, 1}};
+
+/* Adaptive tiled case k, storage d, GPU variant: with RUMUS_POOL_TILED=0
+ * (the adaptive kernels), then the tiled ones: the same bits, against
+ * the reference. */
+static void ada_tiled_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
+  const size_t *s = ADA_TILED_CASES[k];
+  const size_t in[4] = {s[0], s[1], s[2], s[3]};
+  run r;
+  run_setup(ctx, &r, d, in, s[4], s[5], 0, 800 + k);
+  char name[96];
+  snprintf(name, sizeof name, "adaptive_tiled_%s_case%zu", tu_dtype_name(d),
+           k);
+  tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  float *out[2][2];
+  for (int on = 0; on < 2; on++) {
+    run_poison(&r);
+    if (!on) setenv("RUMUS_POOL_TILED", "0", 1);
+    TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, r.tx, r.ty));
+    TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, r.tdy, r.tdx));
+    unsetenv("RUMUS_POOL_TILED");
+    const int ran = tiled_ran(ctx);
+    ck_assert_msg(ran == (on ? 3 : 0), "%s: tiled kernels ran %d (on %d)",
+                  name, ran, on);
+    out[on][0] = tu_download_f32(ctx, r.ty);
+    out[on][1] = tu_download_f32(ctx, r.tdx);
+  }
+  double *want = tu_malloc(r.nout * sizeof *want);
+  double *want_dx = tu_malloc(r.nin * sizeof *want_dx), fa, fr, ba, br;
+  ref_adaptive_avgpool2d_fwd(r.x, r.planes, (long)s[2], (long)s[3],
+                             (long)s[4], (long)s[5], want);
+  ref_adaptive_avgpool2d_bwd(r.dy, r.planes, (long)s[2], (long)s[3],
+                             (long)s[4], (long)s[5], want_dx);
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  tu_check_close(name, out[1][0], want, r.nout, fa, fr);
+  tu_check_close(name, out[1][1], want_dx, r.nin, ba, br);
+  check_same_bits(name, out[0][0], out[1][0], r.nout * sizeof(float));
+  check_same_bits(name, out[0][1], out[1][1], r.nin * sizeof(float));
+  for (int i = 0; i < 4; i++) free(out[i / 2][i % 2]);
+  free(want);
+  free(want_dx);
+  run_free(&r);
+}
+
+START_TEST(avg_tiled) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  for (size_t k = 0; k < sizeof TILED_CASES / sizeof TILED_CASES[0]; k++) {
+    tiled_case(ctx, k, d, 0);
+    tiled_case(ctx, k, d, 3);
+  }
+  for (size_t k = 0; k < sizeof ADA_TILED_CASES / sizeof ADA_TILED_CASES[0];
+       k++)
+    ada_tiled_case(ctx, k, d);
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -1953,6 +2081,7 @@ int main(void) {
   tcase_add_loop_test(limits, k2_offsets, 0, 3);
   tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, avg_bands, 0, 3);
+  tcase_add_loop_test(limits, avg_tiled, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_k3rows, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k3rows, 0, 3);

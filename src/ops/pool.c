@@ -54,6 +54,9 @@ static const char *const FILE_CL = "pool.cl";
  * from 128 (`bench/results/h100/session-0411/`). */
 #define POOL_LS 64
 #define O1_BWD_LS 256
+/* The tiled windows' kernels (avgpool2d_*_tiled): one access in flight a
+ * work-item, as the broadcast above. */
+#define TILED_LS 256
 /* Work-items per launch at most (NDRange limits of some drivers). */
 #define MAX_ITEMS ((size_t)1 << 30)
 /* Work-group size of the CPU variant's row kernels (ROWS_WG in
@@ -773,6 +776,62 @@ static int avg_bands(rumus_ctx *ctx, const char *op, const pool_call *c,
   return 1;
 }
 
+/* ---- GPU variant: windows that tile the input -------------------------- */
+
+/* Runs avgpool2d_fwd_tiled (bwd 0) or _bwd_tiled over out (y or dx) from
+ * in (x or dy) where the GPU variant runs, the windows of c tile the
+ * input (kernel = stride, no padding, H = kh OH, W = kw OW, unless the
+ * caller's bins say so), every index fits in 32 bits, and
+ * RUMUS_POOL_TILED is not 0; d is the divisor.  1 if it ran (*rc its
+ * status). */
+static int run_tiled(rumus_ctx *ctx, const char *op, const pool_call *c,
+                     int bwd, const rumus_tensor *in, const rumus_tensor *out,
+                     cl_int d, int *rc) {
+  const char *v = getenv("RUMUS_POOL_TILED");
+  const uint64_t lim = (uint64_t)1 << 31;
+  const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1],
+                 OH = (uint64_t)c->io.s[2], OW = (uint64_t)c->io.s[3];
+  if ((v != NULL && strcmp(v, "0") == 0) || !rumus__gpu_variant(ctx) ||
+      OH == 0 || OW == 0 || H % OH != 0 || W % OW != 0)
+    return 0;
+  const uint64_t kh = H / OH, kw = W / OW, nq = (W + 3) / 4;
+  const uint64_t planes = out->numel / (bwd ? H * W : OH * OW);
+  const uint64_t items = bwd ? planes * H * nq : out->numel;
+  if (H * W >= lim || items >= lim) return 0;
+  const uint64_t dv[8] = {bwd ? nq : OW, kw, kh, 1, 1, bwd ? H : OH, 1, 1};
+  cl_uint8 mg, sv;
+  for (int k = 0; k < 8; k++) magic_of(dv[k], &mg.s[k], &sv.s[k]);
+  const cl_int vec = bwd ? W % 4 == 0 && rumus__aligned(out, 0, 4)
+                         : kw == 4 && rumus__aligned(in, 0, 4);
+  cl_ulong io_ = rumus__off(in), oo = rumus__off(out);
+  rumus__arg a[11] = {{0, NULL},          {0, NULL},      RUMUS__ARG(in->mem),
+                      RUMUS__ARG(io_),    RUMUS__ARG(out->mem),
+                      RUMUS__ARG(oo),     RUMUS__ARG(c->io), RUMUS__ARG(d),
+                      RUMUS__ARG(vec),    RUMUS__ARG(mg), RUMUS__ARG(sv)};
+  const size_t ls = TILED_LS < ctx->max_wg ? TILED_LS : ctx->max_wg;
+  *rc = run_items(ctx, op, out->dtype,
+                  bwd ? "avgpool2d_bwd_tiled" : "avgpool2d_fwd_tiled",
+                  (size_t)items, a, 11, ls);
+  return 1;
+}
+
+/* run_tiled for average pooling p: windows that tile the input (kernel =
+ * stride, no padding, H = kh OH, W = kw OW), unless the bands are
+ * forced. */
+static int avg_tiled(rumus_ctx *ctx, const char *op, const pool_call *c,
+                     const rumus_pool2d_params *p, int bwd,
+                     const rumus_tensor *in, const rumus_tensor *out,
+                     int *rc) {
+  const cl_long kh = c->ks.s[0], kw = c->ks.s[1];
+  if (band_wanted(0) /* forced */ || c->ks.s[2] != kh || c->ks.s[3] != kw || c->pd.s[0] != 0 ||
+      c->pd.s[1] != 0 || c->io.s[0] != kh * c->io.s[2] ||
+      c->io.s[1] != kw * c->io.s[3])
+    return 0;
+  const cl_int d = p->divisor_override > 0 ? (cl_int)p->divisor_override
+                                           : (cl_int)(kh * kw);
+  return run_tiled(ctx, op, c, bwd, in, out, d, rc);
+}
+
 /* Windows overlap along an axis (stride below kernel). */
 static int windows_overlap(const pool_call *c) {
   return c->ks.s[2] < c->ks.s[0] || c->ks.s[3] < c->ks.s[1];
@@ -990,6 +1049,7 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
     return run_quads(ctx, op, "avgpool2d_fwd_k2", y, args, 11, items, vec, &mg,
                      &sv);
   int rc;
+  if (avg_tiled(ctx, op, &c, p, 0, x, y, &rc)) return rc;
   if (avg_bands(ctx, op, &c, 0, windows_overlap(&c), y, args, &rc)) return rc;
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, items,
@@ -1045,6 +1105,7 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (k2_plan(ctx, &c, dx, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "avgpool2d_bwd_k2", dx, args, 11, quads, vec,
                      &mg, &sv);
+  if (avg_tiled(ctx, op, &c, p, 1, dy, dx, &rc)) return rc;
   if (avg_bands(ctx, op, &c, 1, windows_overlap(&c), dx, args, &rc))
     return rc;
   if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
@@ -1095,13 +1156,15 @@ static int check_adaptive(rumus_ctx *ctx, const char *op, const char *in_name,
 /* Bins that divide the input (H = kh OH, W = kw OW) are the windows of
  * average pooling with kernel = stride = (kh, kw) and no padding, with
  * the same sums in the same order and the same divisor (kh kw): on the
- * GPU variant its bands may run them where forced (avg_bands, bwd 0
+ * GPU variant the tiled windows' kernels run them (run_tiled, from `in`:
+ * x forward, dy backward), or its bands where forced (avg_bands, bwd 0
  * forward, 1 backward), on the CPU variant its row kernels (`kernel`,
  * over t's N C H rows: y's forward, dx's backward), in vectors
- * (cl/pool.cl); both give the adaptive kernels' bits.  args[0 .. 7) are
+ * (cl/pool.cl); all give the adaptive kernels' bits.  args[0 .. 7) are
  * the adaptive call's; 1 if it ran (*rc its status). */
 static int adaptive_as_avg(rumus_ctx *ctx, const char *op, const char *kernel,
-                           int bwd, const rumus_tensor *t, const pool_call *c,
+                           int bwd, const rumus_tensor *in,
+                           const rumus_tensor *t, const pool_call *c,
                            const rumus__arg *args, int *rc) {
   const cl_long H = c->io.s[0], W = c->io.s[1], OH = c->io.s[2],
                 OW = c->io.s[3];
@@ -1116,8 +1179,10 @@ static int adaptive_as_avg(rumus_ctx *ctx, const char *op, const char *kernel,
   aa[8] = RUMUS__ARG(a.pd);
   aa[9] = RUMUS__ARG(cip);
   aa[10] = RUMUS__ARG(div);
-  if (rumus__gpu_variant(ctx)) /* forced only: slower than the quads */
-    return avg_bands(ctx, op, &a, bwd, 0, t, aa, rc);
+  if (rumus__gpu_variant(ctx)) /* the bands where forced: slower */
+    return avg_bands(ctx, op, &a, bwd, 0, t, aa, rc) ||
+           run_tiled(ctx, op, c, bwd, in, t, (cl_int)((H / OH) * (W / OW)),
+                     rc);
   /* Bins 1, 2 or 4 wide, at least 4 a row: the vectors' cases (wider
    * bins, and rows of fewer, ran slower than the adaptive kernels). */
   const cl_long kw = W / OW;
@@ -1183,7 +1248,7 @@ int rumus_adaptive_avgpool2d_fwd(rumus_ctx *ctx, const rumus_tensor *x,
                         RUMUS__ARG(x->mem), RUMUS__ARG(xo),
                         RUMUS__ARG(y->mem), RUMUS__ARG(yo), RUMUS__ARG(c.io)};
   int rc;
-  if (adaptive_as_avg(ctx, op, "avgpool2d_fwd_rows", 0, y, &c, args, &rc))
+  if (adaptive_as_avg(ctx, op, "avgpool2d_fwd_rows", 0, x, y, &c, args, &rc))
     return rc;
   return run_items(ctx, op, x->dtype, "adaptive_avgpool2d_fwd", y->numel,
                    args, 7, pool_ls(ctx));
@@ -1226,7 +1291,8 @@ int rumus_adaptive_avgpool2d_bwd(rumus_ctx *ctx, const rumus_tensor *dy,
                         RUMUS__ARG(dy->mem), RUMUS__ARG(go),
                         RUMUS__ARG(dx->mem), RUMUS__ARG(xo), RUMUS__ARG(c.io)};
   int rc;
-  if (adaptive_as_avg(ctx, op, "avgpool2d_bwd_rows", 1, dx, &c, args, &rc))
+  if (adaptive_as_avg(ctx, op, "avgpool2d_bwd_rows", 1, dy, dx, &c, args,
+                      &rc))
     return rc;
   cl_uint8 mg, sv;
   size_t quads;
