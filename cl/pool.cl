@@ -3895,3 +3895,72 @@ __kernel void avgpool2d_bwd_tiled(ulong n, ulong first,
   }
   pool_quad_store(dx + dxo + u.row * (size_t)W + u.w0, s, u.nw, vec);
 }
+
+/* ---- GPU variant: average backward of 3 x 3 windows, stride 2, padding 1
+ * By the blocks of maxpool_bwd_k3s2b (W = 2 OW a multiple of 4): work-item
+ * (plane, a, m) writes dx rows 2 a and 2 a + 1 at columns 4 m .. 4 m + 3
+ * from dy / divisor of output rows a and a + 1, columns 2 m .. 2 m + 2,
+ * each read by two work-items (the bands staged them once, but ran at 31%
+ * of the copy bandwidth on the H100 at 64x256x56 for the divisors and
+ * window bounds of every dx element).  Row 2 a takes output row a, row 2
+ * a + 1 rows a and a + 1, columns in the order of the element kernels:
+ * the same sums from 0.0f, the same quotients, the same bits. */
+
+/* dy / divisor of output (oh, ow) of plane gp, or 0 past the output. */
+inline float avg_k3s2_term(global const real_t *gp, int oh, int ow, int4 io,
+                           int cip, int divisor) {
+  if (oh >= io.s2 || ow >= io.s3) return 0.0f;
+  int h0, h1, w0, w1;
+  const int ph = avg_axis_i(oh, 3, 2, 1, io.s0, &h0, &h1);
+  const int pw = avg_axis_i(ow, 3, 2, 1, io.s1, &w0, &w1);
+  return LOAD(gp, oh * io.s3 + ow) /
+         avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+}
+
+/* s plus the terms g of one output row, columns 2 m .. 2 m + 2, for the
+ * dx quad at 4 m. */
+inline float4 avg_k3s2_add(float4 s, float3 g) {
+  s.s0 += g.x;
+  s.s1 += g.x;
+  s.s1 += g.y;
+  s.s2 += g.y;
+  s.s3 += g.y;
+  s.s3 += g.z;
+  return s;
+}
+
+inline void avgpool_bwd_k3s2b(global const real_t *dy, global real_t *dx,
+                              uint item, int4 io, int cip, int divisor,
+                              int vec, uint8 mg, uint8 sv) {
+  const uint H = (uint)io.s0, W = (uint)io.s1, OH = (uint)io.s2;
+  const uint OW = (uint)io.s3, A = max((H + 1u) / 2u, OH);
+  const uint rb = PQ(item, 0), m = item - rb * (W / 4u);
+  const uint plane = PQ(rb, 6), a = rb - plane * A;
+  const int ow = 2 * (int)m;
+  const uint q = 2u * a * W + 4u * m;
+  global const real_t *gp = dy + (size_t)plane * (size_t)(OH * OW);
+  global real_t *dp = dx + (size_t)plane * (size_t)(H * W);
+  float4 s0 = (float4)(0.0f), s1 = (float4)(0.0f);
+  for (uint r = 0; r < 2u; r++) {
+    const int oh = (int)(a + r);
+    const float3 g = (float3)(avg_k3s2_term(gp, oh, ow, io, cip, divisor),
+                              avg_k3s2_term(gp, oh, ow + 1, io, cip, divisor),
+                              avg_k3s2_term(gp, oh, ow + 2, io, cip, divisor));
+    if (r == 0u) s0 = avg_k3s2_add(s0, g);
+    s1 = avg_k3s2_add(s1, g);
+  }
+  if (2u * a < H) pool_quad_store(dp + q, s0, 4u, vec);
+  if (2u * a + 1u < H) pool_quad_store(dp + q + W, s1, 4u, vec);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_bwd_k3s2b(ulong n, ulong base, global const real_t *dy,
+                         ulong dyo, global real_t *dx, ulong dxo, long4 io,
+                         long4 ks, long4 pd, int cip, int divisor, int vec,
+                         uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  (void)ks;
+  (void)pd;
+  avgpool_bwd_k3s2b(dy + dyo, dx + dxo, (uint)item, convert_int4(io), cip,
+                    divisor, vec, mg, sv);
+}

@@ -1334,6 +1334,7 @@ static void band_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   snprintf(name, sizeof name, "avgpool2d_band_%s_case%zu_at%zu",
            tu_dtype_name(d), k, odd);
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
+  setenv("RUMUS_AVGPOOL_K3S2B", "0", 1); /* the bands, not the blocks */
   float *y[3], *dx[3];
   const int box3 = box3_case(pc), runs = box3 ? 3 : 2;
   setenv("RUMUS_AVGPOOL_BAND", "0", 1);
@@ -1353,6 +1354,7 @@ static void band_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
     unsetenv("RUMUS_AVGPOOL_BOX3");
   }
   unsetenv("RUMUS_AVGPOOL_BAND");
+  unsetenv("RUMUS_AVGPOOL_K3S2B");
   band_check_ref(name, &c, pc, d, y[1], dx[1]);
   for (int i = 0; i < runs; i += i == 0 ? 2 : 1) {
     check_same_bits(name, y[i], y[1], c.nout * sizeof *y[1]);
@@ -1443,43 +1445,55 @@ static const pool_case TILED_CASES[] = {
     {1, 1, 1, 1, {1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0}},
 };
 
-/* Whether the tiled kernels of both directions ran since the last look
- * (bit 0 forward, bit 1 backward). */
-static int tiled_ran(rumus_ctx *ctx) {
+/* A GPU-variant kernel pair that an environment variable set to 0 turns
+ * off (fwd NULL: the backward's only). */
+typedef struct {
+  const char *env, *fwd, *bwd;
+} pool_switch;
+
+static const pool_switch TILED = {"RUMUS_POOL_TILED", "avgpool2d_fwd_tiled",
+                                  "avgpool2d_bwd_tiled"};
+static const pool_switch K3S2B = {"RUMUS_AVGPOOL_K3S2B", NULL,
+                                  "avgpool2d_bwd_k3s2b"};
+
+/* Which of sw's kernels ran since the last look (bit 0 forward, bit 1
+ * backward). */
+static int switch_ran(rumus_ctx *ctx, const pool_switch *sw) {
   static rumus_kernel_stat ks[256];
   size_t n = 0;
   TU_OK(ctx, rumus_ctx_kernel_profile(ctx, ks, 256, &n));
   int ran = 0;
   for (size_t i = 0; i < n && i < 256; i++) {
     if (ks[i].launches == 0) continue;
-    if (strcmp(ks[i].kernel, "avgpool2d_fwd_tiled") == 0) ran |= 1;
-    if (strcmp(ks[i].kernel, "avgpool2d_bwd_tiled") == 0) ran |= 2;
+    if (sw->fwd != NULL && strcmp(ks[i].kernel, sw->fwd) == 0) ran |= 1;
+    if (strcmp(ks[i].kernel, sw->bwd) == 0) ran |= 2;
   }
   return ran;
 }
 
-/* Tiled case k, storage d, GPU variant, element offset odd: the other
- * kernels (RUMUS_POOL_TILED=0), then the tiled ones: the same bits,
- * against the reference, guards intact. */
-static void tiled_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
+/* Average case pc, storage d, GPU variant, element offset odd, with sw's
+ * kernels off, then on: the same bits, against the reference, guards
+ * intact. */
+static void switch_case(rumus_ctx *ctx, const pool_switch *sw,
+                        const pool_case *pc, size_t k, rumus_dtype d,
+                        size_t odd) {
   gcase c;
-  const pool_case *pc = &TILED_CASES[k];
   gcase_setup(ctx, pc, d, odd, 700 + k, &c);
   char name[96];
-  snprintf(name, sizeof name, "avgpool2d_tiled_%s_case%zu_at%zu",
+  snprintf(name, sizeof name, "%s_%s_case%zu_at%zu", sw->bwd,
            tu_dtype_name(d), k, odd);
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
   float *y[2], *dx[2];
   for (int on = 0; on < 2; on++) {
-    if (!on) setenv("RUMUS_POOL_TILED", "0", 1);
+    if (!on) setenv(sw->env, "0", 1);
     poison(c.gy.t);
     poison(c.gdx.t);
     TU_OK(ctx, rumus_avgpool2d_fwd(ctx, &pc->p, c.gx.t, c.gy.t));
     TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, c.gg.t, c.gdx.t));
-    unsetenv("RUMUS_POOL_TILED");
-    const int ran = tiled_ran(ctx);
-    ck_assert_msg(ran == (on ? 3 : 0), "%s: tiled kernels ran %d (on %d)",
-                  name, ran, on);
+    unsetenv(sw->env);
+    const int ran = switch_ran(ctx, sw);
+    const int want = on ? (sw->fwd != NULL ? 3 : 2) : 0;
+    ck_assert_msg(ran == want, "%s: kernels ran %d, not %d", name, ran, want);
     y[on] = tu_download_f32(ctx, c.gy.t);
     dx[on] = tu_download_f32(ctx, c.gdx.t);
   }
@@ -1518,7 +1532,7 @@ static void ada_tiled_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
     TU_OK(ctx, rumus_adaptive_avgpool2d_fwd(ctx, r.tx, r.ty));
     TU_OK(ctx, rumus_adaptive_avgpool2d_bwd(ctx, r.tdy, r.tdx));
     unsetenv("RUMUS_POOL_TILED");
-    const int ran = tiled_ran(ctx);
+    const int ran = switch_ran(ctx, &TILED);
     ck_assert_msg(ran == (on ? 3 : 0), "%s: tiled kernels ran %d (on %d)",
                   name, ran, on);
     out[on][0] = tu_download_f32(ctx, r.ty);
@@ -1546,12 +1560,35 @@ START_TEST(avg_tiled) {
   rumus_ctx *ctx = tu_profiling_ctx();
   const rumus_dtype d = tu_dtypes[_i];
   for (size_t k = 0; k < sizeof TILED_CASES / sizeof TILED_CASES[0]; k++) {
-    tiled_case(ctx, k, d, 0);
-    tiled_case(ctx, k, d, 3);
+    switch_case(ctx, &TILED, &TILED_CASES[k], k, d, 0);
+    switch_case(ctx, &TILED, &TILED_CASES[k], k, d, 3);
   }
   for (size_t k = 0; k < sizeof ADA_TILED_CASES / sizeof ADA_TILED_CASES[0];
        k++)
     ada_tiled_case(ctx, k, d);
+  tu_free_all(ctx, NULL);
+}
+END_TEST
+
+/* 3 x 3 windows, stride 2, padding 1 on W = 2 OW a multiple of 4, for
+ * the GPU variant's average backward by blocks (avgpool2d_bwd_k3s2b): H
+ * even and odd, a row of 4, both divisor rules and an override (ceil mode
+ * adds a column: W = 2 OW - 2, not theirs). */
+static const pool_case K3S2B_CASES[] = {
+    {2, 3, 12, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 13, 8, {3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0}},
+    {3, 1, 1, 4, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
+    {2, 2, 7, 24, {3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0}},
+    {1, 1, 6, 8, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 5}},
+};
+
+START_TEST(avg_k3s2_blocks) {
+  rumus_ctx *ctx = tu_profiling_ctx();
+  const rumus_dtype d = tu_dtypes[_i];
+  for (size_t k = 0; k < sizeof K3S2B_CASES / sizeof K3S2B_CASES[0]; k++) {
+    switch_case(ctx, &K3S2B, &K3S2B_CASES[k], k, d, 0);
+    switch_case(ctx, &K3S2B, &K3S2B_CASES[k], k, d, 3);
+  }
   tu_free_all(ctx, NULL);
 }
 END_TEST
@@ -2082,6 +2119,7 @@ int main(void) {
   tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, avg_bands, 0, 3);
   tcase_add_loop_test(limits, avg_tiled, 0, 3);
+  tcase_add_loop_test(limits, avg_k3s2_blocks, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_k3rows, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k3rows, 0, 3);

@@ -486,19 +486,17 @@ static int k3s2_window(const pool_call *c) {
          io.s[1] == 2 * io.s[3] && io.s[1] % 4 == 0;
 }
 
-/* The max backward of those windows by blocks of 2 x 4 inputs
- * (maxpool2d_bwd_k3s2b): 1 when it applies (GPU variant, k3s2_window,
- * every position below 2^31; not under RUMUS_MAXPOOL_BWD=old or tile),
- * with lanes 0 W / 4, 1 W and 6 A (block rows per plane: max(ceil(H /
- * 2), OH)) of (mg, sv), the blocks and vec (dx aligned to 4 elements).
- * Each output's dy and index is read by two work-items, not three, and
- * checked once. */
-static int k3s2_block_plan(const rumus_ctx *ctx, const pool_call *c,
-                           const rumus_tensor *dx, cl_uint8 *mg,
-                           cl_uint8 *sv, size_t *blocks, cl_int *vec) {
-  const char *v = getenv("RUMUS_MAXPOOL_BWD");
+/* The backwards of those windows by blocks of 2 x 4 inputs
+ * (maxpool2d_bwd_k3s2b, avgpool2d_bwd_k3s2b): 1 when they apply (GPU
+ * variant, k3s2_window, every position below 2^31), with lanes 0 W / 4,
+ * 1 W and 6 A (block rows per plane: max(ceil(H / 2), OH)) of (mg, sv),
+ * the blocks and vec (dx aligned to 4 elements).  Each output's dy (and
+ * index) is read by two work-items, not three (and checked once). */
+static int k3s2_blocks(const rumus_ctx *ctx, const pool_call *c,
+                       const rumus_tensor *dx, cl_uint8 *mg, cl_uint8 *sv,
+                       size_t *blocks, cl_int *vec) {
   if (!rumus__gpu_variant(ctx) || dx->numel >= ((size_t)1 << 31) ||
-      !k3s2_window(c) || (v != NULL && strcmp(v, "block") != 0))
+      !k3s2_window(c))
     return 0;
   const uint64_t H = (uint64_t)c->io.s[0], W = (uint64_t)c->io.s[1];
   const uint64_t OH = (uint64_t)c->io.s[2];
@@ -511,6 +509,16 @@ static int k3s2_block_plan(const rumus_ctx *ctx, const pool_call *c,
   *blocks = (size_t)(planes * A * (W / 4));
   *vec = rumus__aligned(dx, 0, 4);
   return 1;
+}
+
+/* k3s2_blocks for the max backward, not under RUMUS_MAXPOOL_BWD=old or
+ * tile. */
+static int k3s2_block_plan(const rumus_ctx *ctx, const pool_call *c,
+                           const rumus_tensor *dx, cl_uint8 *mg,
+                           cl_uint8 *sv, size_t *blocks, cl_int *vec) {
+  const char *v = getenv("RUMUS_MAXPOOL_BWD");
+  if (v != NULL && strcmp(v, "block") != 0) return 0;
+  return k3s2_blocks(ctx, c, dx, mg, sv, blocks, vec);
 }
 
 /* The max forward of 3 x 3 windows, stride 2, padding 1 (cl/pool.cl,
@@ -1106,6 +1114,12 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
     return run_quads(ctx, op, "avgpool2d_bwd_k2", dx, args, 11, quads, vec,
                      &mg, &sv);
   if (avg_tiled(ctx, op, &c, p, 1, dy, dx, &rc)) return rc;
+  /* RUMUS_AVGPOOL_K3S2B=0 leaves these windows to the bands */
+  const char *k3 = getenv("RUMUS_AVGPOOL_K3S2B");
+  if ((k3 == NULL || strcmp(k3, "0") != 0) && !band_wanted(0) &&
+      k3s2_blocks(ctx, &c, dx, &mg, &sv, &quads, &vec))
+    return run_quads(ctx, op, "avgpool2d_bwd_k3s2b", dx, args, 11, quads, vec,
+                     &mg, &sv);
   if (avg_bands(ctx, op, &c, 1, windows_overlap(&c), dx, args, &rc))
     return rc;
   if (quad_plan(ctx, &c, dx, 0, &mg, &sv, &quads, &vec))
