@@ -19,7 +19,13 @@
  * memory (tile_plan, max_bwd_tiles; RUMUS_MAXPOOL_BWD=block, tile or old
  * forces a choice), and average pooling with overlapping windows by bands
  * of rows staged in local memory (band_plan, avg_bands;
- * RUMUS_AVGPOOL_BAND).  The
+ * RUMUS_AVGPOOL_BAND), those of 3 x 3 windows of stride 1 with a zero
+ * border (box3_plan; RUMUS_AVGPOOL_BOX3), but the backward of 3 x 3
+ * windows of stride 2, padding 1, which runs the max backward's blocks
+ * (k3s2_blocks; RUMUS_AVGPOOL_K3S2B).  Windows that tile the input
+ * (adaptive bins that divide it, average windows of kernel = stride)
+ * run a sum per output and a broadcast per quad (run_tiled;
+ * RUMUS_POOL_TILED).  The
  * CPU variant's row kernels
  * take several consecutive rows a work-item (run_row_items); its F32 max
  * backward scatters by planes unless the rows gather in vectors
