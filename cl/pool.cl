@@ -3896,6 +3896,58 @@ __kernel void avgpool2d_bwd_tiled(ulong n, ulong first,
   pool_quad_store(dx + dxo + u.row * (size_t)W + u.w0, s, u.nw, vec);
 }
 
+/* ---- GPU variant: average forward of 3 x 3 windows, stride 2, padding 1
+ * As maxpool_fwd_k3s2 (W = 2 OW, OW a multiple of 4): a work-item takes
+ * outputs 4 p .. 4 p + 3 of output row (plane, oh) and reads the 3 x 9
+ * block of x under them once, per row column 8 p - 1 and two loads of 4
+ * (the bands ran at 71% of the copy bandwidth on the H100 at 64x256x56).
+ * Rows outside the image add nothing and column -1 adds +0.0 (which a
+ * sum from +0.0 keeps): the element kernel's sums and divisors. */
+/* The divisor of output (oh, ow) of 3 x 3 windows, stride 2, padding 1. */
+inline float avg_k3s2_div(int oh, int ow, int4 io, int cip, int divisor) {
+  int h0, h1, w0, w1;
+  const int ph = avg_axis_i(oh, 3, 2, 1, io.s0, &h0, &h1);
+  const int pw = avg_axis_i(ow, 3, 2, 1, io.s1, &w0, &w1);
+  return avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+}
+
+inline void avgpool_fwd_k3s2(global const real_t *x, global real_t *y,
+                             uint item, int4 io, int cip, int divisor,
+                             int vec, uint8 mg, uint8 sv) {
+  const pool_pair u = pool_oq2_of(item, convert_long4(io), mg, sv);
+  const int H = io.s0, W = io.s1, c0 = 8 * (int)u.p - 1;
+  float4 s = (float4)(0.0f);
+  for (int i = 0; i < 3; i++) {
+    const int h = 2 * (int)u.oh - 1 + i;
+    if (h < 0 || h >= H) continue;
+    const size_t e = u.e + (size_t)((i - 1) * W); /* (h, 8 p) */
+    float4 ev, od;
+    pool_row8(x, e, vec, &ev, &od);
+    const float left = c0 >= 0 ? LOAD(x, e - 1) : 0.0f;
+    s += (float4)(left, od.s0, od.s1, od.s2);
+    s += ev;
+    s += od;
+  }
+  const int ow = 4 * (int)u.p, oh = (int)u.oh;
+  const float4 d = (float4)(avg_k3s2_div(oh, ow, io, cip, divisor),
+                            avg_k3s2_div(oh, ow + 1, io, cip, divisor),
+                            avg_k3s2_div(oh, ow + 2, io, cip, divisor),
+                            avg_k3s2_div(oh, ow + 3, io, cip, divisor));
+  pool_store4(y + u.o, s / d, vec);
+}
+
+__kernel RUMUS_WG_ATTR
+void avgpool2d_fwd_k3s2(ulong n, ulong base, global const real_t *x,
+                        ulong xo, global real_t *y, ulong yo, long4 io,
+                        long4 ks, long4 pd, int cip, int divisor, int vec,
+                        uint8 mg, uint8 sv) {
+  POOL_ITEM(n, base);
+  (void)ks;
+  (void)pd;
+  avgpool_fwd_k3s2(x + xo, y + yo, (uint)item, convert_int4(io), cip,
+                   divisor, vec, mg, sv);
+}
+
 /* ---- GPU variant: average backward of 3 x 3 windows, stride 2, padding 1
  * By the blocks of maxpool_bwd_k3s2b (W = 2 OW a multiple of 4): work-item
  * (plane, a, m) writes dx rows 2 a and 2 a + 1 at columns 4 m .. 4 m + 3
@@ -3910,11 +3962,7 @@ __kernel void avgpool2d_bwd_tiled(ulong n, ulong first,
 inline float avg_k3s2_term(global const real_t *gp, int oh, int ow, int4 io,
                            int cip, int divisor) {
   if (oh >= io.s2 || ow >= io.s3) return 0.0f;
-  int h0, h1, w0, w1;
-  const int ph = avg_axis_i(oh, 3, 2, 1, io.s0, &h0, &h1);
-  const int pw = avg_axis_i(ow, 3, 2, 1, io.s1, &w0, &w1);
-  return LOAD(gp, oh * io.s3 + ow) /
-         avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+  return LOAD(gp, oh * io.s3 + ow) / avg_k3s2_div(oh, ow, io, cip, divisor);
 }
 
 /* s plus the terms g of one output row, columns 2 m .. 2 m + 2, for the

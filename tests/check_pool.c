@@ -1334,7 +1334,7 @@ static void band_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   snprintf(name, sizeof name, "avgpool2d_band_%s_case%zu_at%zu",
            tu_dtype_name(d), k, odd);
   tu_set_variant(ctx, RUMUS_VARIANT_GPU);
-  setenv("RUMUS_AVGPOOL_K3S2B", "0", 1); /* the bands, not the blocks */
+  setenv("RUMUS_AVGPOOL_K3S2", "0", 1); /* the bands, not the blocks */
   float *y[3], *dx[3];
   const int box3 = box3_case(pc), runs = box3 ? 3 : 2;
   setenv("RUMUS_AVGPOOL_BAND", "0", 1);
@@ -1354,7 +1354,7 @@ static void band_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
     unsetenv("RUMUS_AVGPOOL_BOX3");
   }
   unsetenv("RUMUS_AVGPOOL_BAND");
-  unsetenv("RUMUS_AVGPOOL_K3S2B");
+  unsetenv("RUMUS_AVGPOOL_K3S2");
   band_check_ref(name, &c, pc, d, y[1], dx[1]);
   for (int i = 0; i < runs; i += i == 0 ? 2 : 1) {
     check_same_bits(name, y[i], y[1], c.nout * sizeof *y[1]);
@@ -1446,15 +1446,19 @@ static const pool_case TILED_CASES[] = {
 };
 
 /* A GPU-variant kernel pair that an environment variable set to 0 turns
- * off (fwd NULL: the backward's only). */
+ * off; the forward runs where fwd_runs says (NULL: always). */
 typedef struct {
   const char *env, *fwd, *bwd;
+  int (*fwd_runs)(const pool_case *pc);
 } pool_switch;
 
+/* The average k3s2 forward's rows: OW = W / 2 a multiple of 4. */
+static int k3s2_fwd_runs(const pool_case *pc) { return pc->w % 8 == 0; }
+
 static const pool_switch TILED = {"RUMUS_POOL_TILED", "avgpool2d_fwd_tiled",
-                                  "avgpool2d_bwd_tiled"};
-static const pool_switch K3S2B = {"RUMUS_AVGPOOL_K3S2B", NULL,
-                                  "avgpool2d_bwd_k3s2b"};
+                                  "avgpool2d_bwd_tiled", NULL};
+static const pool_switch K3S2 = {"RUMUS_AVGPOOL_K3S2", "avgpool2d_fwd_k3s2",
+                                 "avgpool2d_bwd_k3s2b", k3s2_fwd_runs};
 
 /* Which of sw's kernels ran since the last look (bit 0 forward, bit 1
  * backward). */
@@ -1465,7 +1469,7 @@ static int switch_ran(rumus_ctx *ctx, const pool_switch *sw) {
   int ran = 0;
   for (size_t i = 0; i < n && i < 256; i++) {
     if (ks[i].launches == 0) continue;
-    if (sw->fwd != NULL && strcmp(ks[i].kernel, sw->fwd) == 0) ran |= 1;
+    if (strcmp(ks[i].kernel, sw->fwd) == 0) ran |= 1;
     if (strcmp(ks[i].kernel, sw->bwd) == 0) ran |= 2;
   }
   return ran;
@@ -1492,7 +1496,8 @@ static void switch_case(rumus_ctx *ctx, const pool_switch *sw,
     TU_OK(ctx, rumus_avgpool2d_bwd(ctx, &pc->p, c.gg.t, c.gdx.t));
     unsetenv(sw->env);
     const int ran = switch_ran(ctx, sw);
-    const int want = on ? (sw->fwd != NULL ? 3 : 2) : 0;
+    const int fwd = sw->fwd_runs == NULL || sw->fwd_runs(pc);
+    const int want = on ? (fwd ? 3 : 2) : 0;
     ck_assert_msg(ran == want, "%s: kernels ran %d, not %d", name, ran, want);
     y[on] = tu_download_f32(ctx, c.gy.t);
     dx[on] = tu_download_f32(ctx, c.gdx.t);
@@ -1571,10 +1576,11 @@ START_TEST(avg_tiled) {
 END_TEST
 
 /* 3 x 3 windows, stride 2, padding 1 on W = 2 OW a multiple of 4, for
- * the GPU variant's average backward by blocks (avgpool2d_bwd_k3s2b): H
- * even and odd, a row of 4, both divisor rules and an override (ceil mode
+ * the GPU variant's average backward by blocks (avgpool2d_bwd_k3s2b) and
+ * where OW is a multiple of 4 its forward (avgpool2d_fwd_k3s2): H even
+ * and odd, a row of 4, both divisor rules and an override (ceil mode
  * adds a column: W = 2 OW - 2, not theirs). */
-static const pool_case K3S2B_CASES[] = {
+static const pool_case K3S2_CASES[] = {
     {2, 3, 12, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
     {1, 2, 13, 8, {3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0}},
     {3, 1, 1, 4, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
@@ -1582,12 +1588,12 @@ static const pool_case K3S2B_CASES[] = {
     {1, 1, 6, 8, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 5}},
 };
 
-START_TEST(avg_k3s2_blocks) {
+START_TEST(avg_k3s2) {
   rumus_ctx *ctx = tu_profiling_ctx();
   const rumus_dtype d = tu_dtypes[_i];
-  for (size_t k = 0; k < sizeof K3S2B_CASES / sizeof K3S2B_CASES[0]; k++) {
-    switch_case(ctx, &K3S2B, &K3S2B_CASES[k], k, d, 0);
-    switch_case(ctx, &K3S2B, &K3S2B_CASES[k], k, d, 3);
+  for (size_t k = 0; k < sizeof K3S2_CASES / sizeof K3S2_CASES[0]; k++) {
+    switch_case(ctx, &K3S2, &K3S2_CASES[k], k, d, 0);
+    switch_case(ctx, &K3S2, &K3S2_CASES[k], k, d, 3);
   }
   tu_free_all(ctx, NULL);
 }
@@ -2119,7 +2125,7 @@ int main(void) {
   tcase_add_loop_test(limits, max_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, avg_bands, 0, 3);
   tcase_add_loop_test(limits, avg_tiled, 0, 3);
-  tcase_add_loop_test(limits, avg_k3s2_blocks, 0, 3);
+  tcase_add_loop_test(limits, avg_k3s2, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_k3rows, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k3rows, 0, 3);

@@ -22,7 +22,8 @@
  * RUMUS_AVGPOOL_BAND), those of 3 x 3 windows of stride 1 with a zero
  * border (box3_plan; RUMUS_AVGPOOL_BOX3), but the backward of 3 x 3
  * windows of stride 2, padding 1, which runs the max backward's blocks
- * (k3s2_blocks; RUMUS_AVGPOOL_K3S2B).  Windows that tile the input
+ * (k3s2_blocks; its forward the max forward's, k3s2_fwd_plan;
+ * RUMUS_AVGPOOL_K3S2).  Windows that tile the input
  * (adaptive bins that divide it, average windows of kernel = stride)
  * run a sum per output and a broadcast per quad (run_tiled;
  * RUMUS_POOL_TILED).  The
@@ -790,6 +791,15 @@ static int avg_bands(rumus_ctx *ctx, const char *op, const pool_call *c,
   return 1;
 }
 
+/* Whether the average pooling of 3 x 3 windows, stride 2, padding 1 may
+ * take the max pooling's blocks (avgpool2d_fwd_k3s2, _bwd_k3s2b):
+ * RUMUS_AVGPOOL_K3S2=0 leaves them to the bands, as forcing the bands
+ * does. */
+static int avg_k3s2_wanted(void) {
+  const char *v = getenv("RUMUS_AVGPOOL_K3S2");
+  return (v == NULL || strcmp(v, "0") != 0) && !band_wanted(0);
+}
+
 /* ---- GPU variant: windows that tile the input -------------------------- */
 
 /* Runs avgpool2d_fwd_tiled (bwd 0) or _bwd_tiled over out (y or dx) from
@@ -1064,6 +1074,10 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                      &sv);
   int rc;
   if (avg_tiled(ctx, op, &c, p, 0, x, y, &rc)) return rc;
+  if (avg_k3s2_wanted() && k3s2_fwd_plan(ctx, &c, x, y, y, &mg, &sv, &items,
+                                         &vec))
+    return run_quads(ctx, op, "avgpool2d_fwd_k3s2", y, args, 11, items, vec,
+                     &mg, &sv);
   if (avg_bands(ctx, op, &c, 0, windows_overlap(&c), y, args, &rc)) return rc;
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, items,
@@ -1120,10 +1134,7 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
     return run_quads(ctx, op, "avgpool2d_bwd_k2", dx, args, 11, quads, vec,
                      &mg, &sv);
   if (avg_tiled(ctx, op, &c, p, 1, dy, dx, &rc)) return rc;
-  /* RUMUS_AVGPOOL_K3S2B=0 leaves these windows to the bands */
-  const char *k3 = getenv("RUMUS_AVGPOOL_K3S2B");
-  if ((k3 == NULL || strcmp(k3, "0") != 0) && !band_wanted(0) &&
-      k3s2_blocks(ctx, &c, dx, &mg, &sv, &quads, &vec))
+  if (avg_k3s2_wanted() && k3s2_blocks(ctx, &c, dx, &mg, &sv, &quads, &vec))
     return run_quads(ctx, op, "avgpool2d_bwd_k3s2b", dx, args, 11, quads, vec,
                      &mg, &sv);
   if (avg_bands(ctx, op, &c, 1, windows_overlap(&c), dx, args, &rc))
