@@ -4012,3 +4012,206 @@ void avgpool2d_bwd_k3s2b(ulong n, ulong base, global const real_t *dy,
   avgpool_bwd_k3s2b(dy + dyo, dx + dxo, (uint)item, convert_int4(io), cip,
                     divisor, vec, mg, sv);
 }
+
+/* ---- CPU variant: 3 x 3 windows of stride 1 on rows of at most 16 -------
+ * On rows of 14 (the 14 x 14 images of the last stages of a CNN) the ring
+ * kernels above ran at 13-25% of STREAM forward and 13-14% backward on
+ * PoCL: a row is one block of 8 and one overlapping block of 8, each a
+ * chain of nine dependent adds from a private ring just written (whose
+ * loads wait for the stores).  Here a row is one float16: an input row
+ * (the backward: a dy row over its divisors) with its lanes past the row
+ * set to 0, and the taps of a window row are that vector shifted by one
+ * lane either way (constant swizzles), zeros shifted in.  Output (dx)
+ * row k sums its three rows' taps in the element kernels' order; the
+ * zeros stand for the columns and rows outside, which they skip: the
+ * same bits (a sum from +0.0 does not change by adding +0.0).  A row is
+ * loaded whole where 16 elements from its start lie inside the tensor,
+ * else element by element.  Work-item i takes output (dx) rows i rpw ..
+ * of the N C rows. */
+
+#define R16_LANES (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+
+/* v moved by one or two lanes: lane l takes v's lane l + 1 (l - 1, l + 2,
+ * l - 2), 0 where that is outside. */
+inline float16 r16_next(float16 v) {
+  return (float16)(v.s1234, v.s5678, v.s9abc, v.sdef, 0.0f);
+}
+inline float16 r16_prev(float16 v) {
+  return (float16)(0.0f, v.s0123, v.s4567, v.s89ab, v.scde);
+}
+
+/* The three taps of a window row, lanes l: columns l - p, l - p + 1, l -
+ * p + 2 of row v, for p 0, 1 or 2 (selects on a scalar: no branch in the
+ * loops). */
+inline void r16_taps(float16 v, int p, float16 t[3]) {
+  const float16 nx = r16_next(v), pv = r16_prev(v);
+  t[0] = p == 0 ? v : p == 1 ? pv : r16_prev(pv);
+  t[1] = p == 0 ? nx : p == 1 ? v : pv;
+  t[2] = p == 0 ? r16_next(nx) : p == 1 ? nx : v;
+}
+
+/* Row r (n elements, n <= 16) of a tensor of `total` elements at p, its
+ * lanes from n on 0. */
+inline float16 r16_row(global const real_t *p, size_t r, int n,
+                       size_t total) {
+  const size_t e = r * (size_t)n;
+  float16 v;
+  if (e + 16 <= total) {
+    v = POOL_LDN(16, p, e);
+  } else {
+    float t[16];
+    for (int l = 0; l < 16; l++) t[l] = l < n ? LOAD(p, e + l) : 0.0f;
+    v = vload16(0, t);
+  }
+  return select((float16)(0.0f), v, R16_LANES < n);
+}
+
+/* The divisors of output row oh's lanes (3 x 3 windows, stride 1). */
+inline float16 r16_div(int oh, int4 io, int2 pd, int cip, int divisor) {
+  if (divisor > 0) return (float16)((float)divisor);
+  int h0, h1;
+  const int ph = avg_axis_i(oh, 3, 1, pd.s0, io.s0, &h0, &h1);
+  const int16 st = R16_LANES - pd.s1, en = min(st + 3, io.s1 + pd.s1);
+  const int16 kept = min(en, io.s1) - max(st, 0);
+  return convert_float16(cip ? ph * (en - st) : (h1 - h0) * kept);
+}
+
+/* Stores the first n lanes of v at p + e; `spill`: all 16, the lanes past
+ * n landing where a later store of the same work-item writes. */
+inline void r16_store(float16 v, global real_t *p, size_t e, int n,
+                      int spill) {
+  if (n == 16 || spill) {
+    POOL_STN(16, v, p, e);
+    return;
+  }
+  float8 h = v.lo;
+  if (n >= 8) {
+    POOL_STN(8, h, p, e);
+    h = v.hi;
+    e += 8;
+    n -= 8;
+  }
+  float4 q = h.lo;
+  if (n >= 4) {
+    POOL_STN(4, q, p, e);
+    q = h.hi;
+    e += 4;
+    n -= 4;
+  }
+  if (n >= 2) {
+    STORE(q.s0, p, e);
+    STORE(q.s1, p, e + 1);
+    q.lo = q.hi;
+    e += 2;
+    n -= 2;
+  }
+  if (n >= 1) STORE(q.s0, p, e);
+}
+
+/* Row k of the rows a window reads, as the taps add it: forward input row
+ * k of plane `plane`, backward dy row k over its divisors (lanes past the
+ * row 0 again: their divisors may be 0); 0 outside the plane. */
+inline float16 r16_source(global const real_t *in, size_t plane, int k,
+                          int4 io, int2 pd, int cip, int divisor,
+                          size_t total, int bwd) {
+  const int rows = bwd ? io.s2 : io.s0, n = bwd ? io.s3 : io.s1;
+  if (k < 0 || k >= rows) return (float16)(0.0f);
+  const float16 v = r16_row(in, plane * (size_t)rows + (size_t)k, n, total);
+  if (!bwd) return v;
+  return select((float16)(0.0f), v / r16_div(k, io, pd, cip, divisor),
+                R16_LANES < n);
+}
+
+/* s plus the three taps of row v (lanes l: columns l - p .. l - p + 2). */
+inline float16 r16_add_row(float16 s, float16 v, int p) {
+  float16 t[3];
+  r16_taps(v, p, t);
+  s += t[0];
+  s += t[1];
+  s += t[2];
+  return s;
+}
+
+/* The output row over source rows a, b, c (the forward's quotients). */
+inline float16 r16_out(float16 a, float16 b, float16 c, int p, int h,
+                       int4 io, int2 pd, int cip, int divisor, int bwd) {
+  float16 s = r16_add_row((float16)(0.0f), a, p);
+  s = r16_add_row(r16_add_row(s, b, p), c, p);
+  return bwd ? s : s / r16_div(h, io, pd, cip, divisor);
+}
+
+/* Output rows [r0, r1) of the N C OH (forward), dx rows of the N C H
+ * (backward): output row h sums source rows h + off .. h + off + 2 (off
+ * -ph forward, ph - 2 backward), which slide down a plane in registers,
+ * each loaded (and divided) once; two rows at a time within a plane, two
+ * chains of adds in flight (one row's chain and division took as long as
+ * the row's other work). */
+inline void r16_rows(global const real_t *in, global real_t *out, size_t r0,
+                     size_t r1, size_t rows, int4 io, int2 pd, int cip,
+                     int divisor, int bwd) {
+  const int height = bwd ? io.s0 : io.s2, width = bwd ? io.s1 : io.s3;
+  const int off = bwd ? pd.s0 - 2 : -pd.s0, p = bwd ? 2 - pd.s1 : pd.s1;
+  /* the elements of `in` (x forward, dy backward) */
+  const size_t total = rows / (size_t)height *
+                       (size_t)(bwd ? io.s2 * io.s3 : io.s0 * io.s1);
+  long h;
+  size_t plane = pool_plane(r0, height, &h);
+  float16 a = (float16)(0.0f), b = (float16)(0.0f);
+  int fresh = 1;
+  for (size_t r = r0; r < r1;) {
+    const int k = (int)h + off, two = r + 1 < r1 && h + 1 < height;
+    if (fresh) {
+      a = r16_source(in, plane, k, io, pd, cip, divisor, total, bwd);
+      b = r16_source(in, plane, k + 1, io, pd, cip, divisor, total, bwd);
+    }
+    const float16 c =
+        r16_source(in, plane, k + 2, io, pd, cip, divisor, total, bwd);
+    const float16 d =
+        two ? r16_source(in, plane, k + 3, io, pd, cip, divisor, total, bwd)
+            : (float16)(0.0f);
+    const float16 s = r16_out(a, b, c, p, (int)h, io, pd, cip, divisor, bwd);
+    const float16 t =
+        r16_out(b, c, d, p, (int)h + 1, io, pd, cip, divisor, bwd);
+    /* spill where rows of this work-item still to come cover the lanes */
+    r16_store(s, out, r * (size_t)width, width,
+              (size_t)(16 - width) <= (r1 - 1 - r) * (size_t)width);
+    if (two)
+      r16_store(t, out, (r + 1) * (size_t)width, width,
+                (size_t)(16 - width) <= (r1 - 2 - r) * (size_t)width);
+    a = two ? c : b;
+    b = two ? d : c;
+    r += two ? 2 : 1;
+    h += two ? 2 : 1;
+    fresh = h == height;
+    if (fresh) {
+      h = 0;
+      plane++;
+    }
+  }
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void avgpool2d_fwd_r16(ulong n, ulong base, global const real_t *x, ulong xo,
+                       global real_t *y, ulong yo, long4 io, long4 ks,
+                       long4 pd, int cip, int divisor, ulong rows,
+                       uint rpw) {
+  (void)ks;
+  POOL_ITEM(n, base);
+  const size_t r0 = item * (size_t)rpw;
+  r16_rows(x + xo, y + yo, r0, min(r0 + (size_t)rpw, (size_t)rows),
+           (size_t)rows, convert_int4(io), convert_int2(pd.s01), cip, divisor,
+           0);
+}
+
+__kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
+void avgpool2d_bwd_r16(ulong n, ulong base, global const real_t *dy,
+                       ulong dyo, global real_t *dx, ulong dxo, long4 io,
+                       long4 ks, long4 pd, int cip, int divisor, ulong rows,
+                       uint rpw) {
+  (void)ks;
+  POOL_ITEM(n, base);
+  const size_t r0 = item * (size_t)rpw;
+  r16_rows(dy + dyo, dx + dxo, r0, min(r0 + (size_t)rpw, (size_t)rows),
+           (size_t)rows, convert_int4(io), convert_int2(pd.s01), cip, divisor,
+           1);
+}

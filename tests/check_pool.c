@@ -1632,6 +1632,22 @@ static const pool_case AVG_K3_CASES[] = {
     {4, 20, 9, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0}},
 };
 
+/* 3 x 3 windows of stride 1 on rows of at most 16, the CPU variant's
+ * avgpool2d_*_r16: rows of 14 (padding 1, both divisor rules), 16 (the
+ * whole vector), 1 x 1 and 7 x 5 images, padding 0 and mixed, an
+ * override, and enough planes that most rows load whole. */
+static const pool_case AVG_R16_CASES[] = {
+    {2, 3, 14, 14, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 14, 14, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
+    {1, 2, 16, 16, {3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {3, 1, 1, 1, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0}},
+    {2, 2, 7, 5, {3, 3, 1, 1, 0, 0, 1, 1, 0, 0, 0}},
+    {1, 3, 6, 9, {3, 3, 1, 1, 0, 1, 1, 1, 0, 1, 0}},
+    {1, 2, 5, 12, {3, 3, 1, 1, 1, 0, 1, 1, 0, 0, 0}},
+    {1, 1, 9, 16, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 7}},
+    {8, 16, 7, 7, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0}},
+};
+
 /* rumus_avgpool2d_fwd (bwd: rumus_avgpool2d_bwd) of case pc (number k),
  * storage d, on the CPU variant at element offset odd: RUMUS_POOL_CPU=old
  * (the rows kernel), then the default, which must run `kernel`, then with
@@ -2015,6 +2031,13 @@ START_TEST(cpu_avg_k3rows) {
 }
 END_TEST
 
+START_TEST(cpu_avg_r16) {
+  avg_rows_cases("avgpool2d_fwd_r16", "avgpool2d_bwd_r16", AVG_R16_CASES,
+                 sizeof AVG_R16_CASES / sizeof AVG_R16_CASES[0],
+                 tu_dtypes[_i]);
+}
+END_TEST
+
 /* Indices outside the plane, or inside it but outside their window, are
  * caught on the device: RUMUS_EINDEX at the next sync, naming the index
  * and its position; the other outputs' gradients still arrive, and the
@@ -2128,6 +2151,7 @@ int main(void) {
   tcase_add_loop_test(limits, avg_k3s2, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_bwd_tiles, 0, 3);
   tcase_add_loop_test(limits, cpu_avg_k3rows, 0, 3);
+  tcase_add_loop_test(limits, cpu_avg_r16, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k3rows, 0, 3);
   tcase_add_loop_test(limits, cpu_max_k2rows, 0, 3);
   tcase_add_test(limits, empty_tensors);

@@ -36,7 +36,8 @@
  * image runs blocks of output rows (max_k2rows), that of 3 wide windows
  * of stride 2, padding 1 along w row-aligned blocks (max_fwd_k3rows,
  * max_bwd_rows), average pooling of 3 wide windows of stride 2, padding 1
- * along w by rows in blocks (avg_k3rows), and the
+ * along w by rows in blocks (avg_k3rows), of 3 x 3 windows of stride 1
+ * on rows of at most 16 a row a vector (avg_r16), and the
  * average backward of windows that tile the image runs by output rows
  * (avg_bwd_tiles); RUMUS_POOL_CPU=old keeps the row kernels instead.  F32
  * outputs of 32 MiB and more are stored past the caches there (pool_nt;
@@ -1051,6 +1052,22 @@ static int avg_k3rows(rumus_ctx *ctx, const char *op, const char *kernel,
   return 1;
 }
 
+/* CPU variant: 3 x 3 windows of stride 1, padding 0 or 1 per axis, on
+ * rows of at most 16 (input forward, dx backward) run `kernel`
+ * (avgpool2d_{fwd,bwd}_r16: a row a float16, cl/pool.cl) over t's N C H
+ * rows (y forward, dx backward).  1 if it ran (*rc its status). */
+static int avg_r16(rumus_ctx *ctx, const char *op, const char *kernel,
+                   const pool_call *c, const rumus_tensor *t,
+                   const rumus__arg *args, int *rc) {
+  if (!pool_cpu_new(ctx) || c->ks.s[0] != 3 || c->ks.s[1] != 3 ||
+      c->ks.s[2] != 1 || c->ks.s[3] != 1 || c->pd.s[0] > 1 ||
+      c->pd.s[1] > 1 || c->io.s[1] > 16 || c->io.s[3] > 16 ||
+      c->io.s[0] * c->io.s[1] > INT32_MAX)
+    return 0;
+  *rc = run_t_rows(ctx, op, kernel, t, args, 11);
+  return 1;
+}
+
 int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                         const rumus_tensor *x, rumus_tensor *y) {
   const char *op = "rumus_avgpool2d_fwd";
@@ -1082,7 +1099,8 @@ int rumus_avgpool2d_fwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
   if (fwd_quad_plan(ctx, &c, y, &mg, &sv, &items))
     return run_fwd_quads(ctx, op, "avgpool2d_fwd_quad", y, args, 11, items,
                          &mg, &sv);
-  if (avg_k3rows(ctx, op, "avgpool2d_fwd_k3rows", &c, y, args, &rc))
+  if (avg_k3rows(ctx, op, "avgpool2d_fwd_k3rows", &c, y, args, &rc) ||
+      avg_r16(ctx, op, "avgpool2d_fwd_r16", &c, y, args, &rc))
     return rc;
   return run_rows(ctx, op, "avgpool2d_fwd", y, args, 11);
 }
@@ -1151,7 +1169,8 @@ int rumus_avgpool2d_bwd(rumus_ctx *ctx, const rumus_pool2d_params *p,
                      pool_ls(ctx));
   }
   if (avg_bwd_tiles(ctx, op, &c, dx, args, &rc)) return rc;
-  if (avg_k3rows(ctx, op, "avgpool2d_bwd_k3rows", &c, dx, args, &rc))
+  if (avg_k3rows(ctx, op, "avgpool2d_bwd_k3rows", &c, dx, args, &rc) ||
+      avg_r16(ctx, op, "avgpool2d_bwd_r16", &c, dx, args, &rc))
     return rc;
   return run_rows(ctx, op, "avgpool2d_bwd", dx, args, 11);
 }
