@@ -1368,6 +1368,29 @@ static void band_case(rumus_ctx *ctx, size_t k, rumus_dtype d, size_t odd) {
   }
 }
 
+/* Adaptive case s (N, C, H, W, OH, OW) of storage d run twice into out[k]
+ * = {y, dx}: run 1 against the float64 reference, both the same bits;
+ * frees out and r. */
+static void ada_pair_check(const char *name, run *r, const size_t *s,
+                           rumus_dtype d, float *out[2][2]) {
+  double *want = tu_malloc(r->nout * sizeof *want);
+  double *want_dx = tu_malloc(r->nin * sizeof *want_dx), fa, fr, ba, br;
+  ref_adaptive_avgpool2d_fwd(r->x, r->planes, (long)s[2], (long)s[3],
+                             (long)s[4], (long)s[5], want);
+  ref_adaptive_avgpool2d_bwd(r->dy, r->planes, (long)s[2], (long)s[3],
+                             (long)s[4], (long)s[5], want_dx);
+  tol_of(d, TOL_AVG_FWD, &fa, &fr);
+  tol_of(d, TOL_AVG_BWD, &ba, &br);
+  tu_check_close(name, out[1][0], want, r->nout, fa, fr);
+  tu_check_close(name, out[1][1], want_dx, r->nin, ba, br);
+  check_same_bits(name, out[0][0], out[1][0], r->nout * sizeof(float));
+  check_same_bits(name, out[0][1], out[1][1], r->nin * sizeof(float));
+  for (int i = 0; i < 4; i++) free(out[i / 2][i % 2]);
+  free(want);
+  free(want_dx);
+  run_free(r);
+}
+
 /* Adaptive pooling with bins that divide the input (N, C, H, W, OH, OW):
  * bins 4 wide, then 8 wide over a plane of more than 2048 (two bands
  * forward), 1 wide (the identity) and 3 x 2. */
@@ -1401,22 +1424,7 @@ static void ada_band_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
     out[forced][0] = tu_download_f32(ctx, r.ty);
     out[forced][1] = tu_download_f32(ctx, r.tdx);
   }
-  double *want = tu_malloc(r.nout * sizeof *want);
-  double *want_dx = tu_malloc(r.nin * sizeof *want_dx), fa, fr, ba, br;
-  ref_adaptive_avgpool2d_fwd(r.x, r.planes, (long)s[2], (long)s[3],
-                             (long)s[4], (long)s[5], want);
-  ref_adaptive_avgpool2d_bwd(r.dy, r.planes, (long)s[2], (long)s[3],
-                             (long)s[4], (long)s[5], want_dx);
-  tol_of(d, TOL_AVG_FWD, &fa, &fr);
-  tol_of(d, TOL_AVG_BWD, &ba, &br);
-  tu_check_close(name, out[1][0], want, r.nout, fa, fr);
-  tu_check_close(name, out[1][1], want_dx, r.nin, ba, br);
-  check_same_bits(name, out[0][0], out[1][0], r.nout * sizeof(float));
-  check_same_bits(name, out[0][1], out[1][1], r.nin * sizeof(float));
-  for (int i = 0; i < 4; i++) free(out[i / 2][i % 2]);
-  free(want);
-  free(want_dx);
-  run_free(&r);
+  ada_pair_check(name, &r, s, d, out);
 }
 
 START_TEST(avg_bands) {
@@ -1543,22 +1551,7 @@ static void ada_tiled_case(rumus_ctx *ctx, size_t k, rumus_dtype d) {
     out[on][0] = tu_download_f32(ctx, r.ty);
     out[on][1] = tu_download_f32(ctx, r.tdx);
   }
-  double *want = tu_malloc(r.nout * sizeof *want);
-  double *want_dx = tu_malloc(r.nin * sizeof *want_dx), fa, fr, ba, br;
-  ref_adaptive_avgpool2d_fwd(r.x, r.planes, (long)s[2], (long)s[3],
-                             (long)s[4], (long)s[5], want);
-  ref_adaptive_avgpool2d_bwd(r.dy, r.planes, (long)s[2], (long)s[3],
-                             (long)s[4], (long)s[5], want_dx);
-  tol_of(d, TOL_AVG_FWD, &fa, &fr);
-  tol_of(d, TOL_AVG_BWD, &ba, &br);
-  tu_check_close(name, out[1][0], want, r.nout, fa, fr);
-  tu_check_close(name, out[1][1], want_dx, r.nin, ba, br);
-  check_same_bits(name, out[0][0], out[1][0], r.nout * sizeof(float));
-  check_same_bits(name, out[0][1], out[1][1], r.nin * sizeof(float));
-  for (int i = 0; i < 4; i++) free(out[i / 2][i % 2]);
-  free(want);
-  free(want_dx);
-  run_free(&r);
+  ada_pair_check(name, &r, s, d, out);
 }
 
 START_TEST(avg_tiled) {
