@@ -4066,14 +4066,44 @@ inline float16 r16_row(global const real_t *p, size_t r, int n,
   return select((float16)(0.0f), v, R16_LANES < n);
 }
 
-/* The divisors of output row oh's lanes (3 x 3 windows, stride 1). */
-inline float16 r16_div(int oh, int4 io, int2 pd, int cip, int divisor) {
-  if (divisor > 0) return (float16)((float)divisor);
-  int h0, h1;
-  const int ph = avg_axis_i(oh, 3, 1, pd.s0, io.s0, &h0, &h1);
+/* A call's geometry: io, pd, the divisor override (0: none), cip, the
+ * column factor of every lane's divisor (count_include_pad: the padded
+ * width, else the columns kept), the direction, the taps' p (ph forward,
+ * 2 - ph backward: lanes l take columns l - p .. l - p + 2), the source
+ * row of output row 0 (off) and the elements of the source (x forward,
+ * dy backward). */
+typedef struct {
+  int4 io;
+  int2 pd;
+  int divisor, cip, bwd, p, off;
+  float16 wf;
+  size_t total;
+} r16_geom;
+
+inline r16_geom r16_geom_of(int4 io, int2 pd, int cip, int divisor,
+                            size_t rows, int bwd) {
+  r16_geom g;
+  g.io = io;
+  g.pd = pd;
+  g.divisor = divisor;
+  g.cip = cip;
+  g.bwd = bwd;
+  g.p = bwd ? 2 - pd.s1 : pd.s1;
+  g.off = bwd ? pd.s0 - 2 : -pd.s0;
   const int16 st = R16_LANES - pd.s1, en = min(st + 3, io.s1 + pd.s1);
-  const int16 kept = min(en, io.s1) - max(st, 0);
-  return convert_float16(cip ? ph * (en - st) : (h1 - h0) * kept);
+  g.wf = convert_float16(cip ? en - st : min(en, io.s1) - max(st, 0));
+  g.total = rows / (size_t)(bwd ? io.s0 : io.s2) *
+            (size_t)(bwd ? io.s2 * io.s3 : io.s0 * io.s1);
+  return g;
+}
+
+/* The divisors of output row oh's lanes (3 x 3 windows, stride 1): the
+ * row's factor times the lane's, small integers, exact in float. */
+inline float16 r16_div(const r16_geom *g, int oh) {
+  if (g->divisor > 0) return (float16)((float)g->divisor);
+  int h0, h1;
+  const int ph = avg_axis_i(oh, 3, 1, g->pd.s0, g->io.s0, &h0, &h1);
+  return (float)(g->cip ? ph : h1 - h0) * g->wf;
 }
 
 /* Stores the first n lanes of v at p + e; `spill`: all 16, the lanes past
@@ -4112,14 +4142,14 @@ inline void r16_store(float16 v, global real_t *p, size_t e, int n,
  * k of plane `plane`, backward dy row k over its divisors (lanes past the
  * row 0 again: their divisors may be 0); 0 outside the plane. */
 inline float16 r16_source(global const real_t *in, size_t plane, int k,
-                          int4 io, int2 pd, int cip, int divisor,
-                          size_t total, int bwd) {
-  const int rows = bwd ? io.s2 : io.s0, n = bwd ? io.s3 : io.s1;
+                          const r16_geom *g) {
+  const int rows = g->bwd ? g->io.s2 : g->io.s0;
+  const int n = g->bwd ? g->io.s3 : g->io.s1;
   if (k < 0 || k >= rows) return (float16)(0.0f);
-  const float16 v = r16_row(in, plane * (size_t)rows + (size_t)k, n, total);
-  if (!bwd) return v;
-  return select((float16)(0.0f), v / r16_div(k, io, pd, cip, divisor),
-                R16_LANES < n);
+  const float16 v =
+      r16_row(in, plane * (size_t)rows + (size_t)k, n, g->total);
+  if (!g->bwd) return v;
+  return select((float16)(0.0f), v / r16_div(g, k), R16_LANES < n);
 }
 
 /* s plus the three taps of row v (lanes l: columns l - p .. l - p + 2). */
@@ -4132,51 +4162,42 @@ inline float16 r16_add_row(float16 s, float16 v, int p) {
   return s;
 }
 
-/* The output row over source rows a, b, c (the forward's quotients). */
-inline float16 r16_out(float16 a, float16 b, float16 c, int p, int h,
-                       int4 io, int2 pd, int cip, int divisor, int bwd) {
-  float16 s = r16_add_row((float16)(0.0f), a, p);
-  s = r16_add_row(r16_add_row(s, b, p), c, p);
-  return bwd ? s : s / r16_div(h, io, pd, cip, divisor);
+/* Output row h over source rows a, b, c (the forward's quotients). */
+inline float16 r16_out(float16 a, float16 b, float16 c, int h,
+                       const r16_geom *g) {
+  float16 s = r16_add_row((float16)(0.0f), a, g->p);
+  s = r16_add_row(r16_add_row(s, b, g->p), c, g->p);
+  return g->bwd ? s : s / r16_div(g, h);
 }
 
 /* Output rows [r0, r1) of the N C OH (forward), dx rows of the N C H
- * (backward): output row h sums source rows h + off .. h + off + 2 (off
- * -ph forward, ph - 2 backward), which slide down a plane in registers,
- * each loaded (and divided) once; two rows at a time within a plane, two
- * chains of adds in flight (one row's chain and division took as long as
- * the row's other work). */
+ * (backward): output row h sums source rows h + off .. h + off + 2, which
+ * slide down a plane in registers, each loaded (and divided) once; two
+ * rows at a time within a plane, two chains of adds in flight (one row's
+ * chain and division took as long as the row's other work). */
 inline void r16_rows(global const real_t *in, global real_t *out, size_t r0,
-                     size_t r1, size_t rows, int4 io, int2 pd, int cip,
-                     int divisor, int bwd) {
-  const int height = bwd ? io.s0 : io.s2, width = bwd ? io.s1 : io.s3;
-  const int off = bwd ? pd.s0 - 2 : -pd.s0, p = bwd ? 2 - pd.s1 : pd.s1;
-  /* the elements of `in` (x forward, dy backward) */
-  const size_t total = rows / (size_t)height *
-                       (size_t)(bwd ? io.s2 * io.s3 : io.s0 * io.s1);
+                     size_t r1, const r16_geom *g) {
+  const int height = g->bwd ? g->io.s0 : g->io.s2;
+  const int width = g->bwd ? g->io.s1 : g->io.s3;
   long h;
   size_t plane = pool_plane(r0, height, &h);
   float16 a = (float16)(0.0f), b = (float16)(0.0f);
   int fresh = 1;
   for (size_t r = r0; r < r1;) {
-    const int k = (int)h + off, two = r + 1 < r1 && h + 1 < height;
+    const int k = (int)h + g->off, two = r + 1 < r1 && h + 1 < height;
     if (fresh) {
-      a = r16_source(in, plane, k, io, pd, cip, divisor, total, bwd);
-      b = r16_source(in, plane, k + 1, io, pd, cip, divisor, total, bwd);
+      a = r16_source(in, plane, k, g);
+      b = r16_source(in, plane, k + 1, g);
     }
-    const float16 c =
-        r16_source(in, plane, k + 2, io, pd, cip, divisor, total, bwd);
+    const float16 c = r16_source(in, plane, k + 2, g);
     const float16 d =
-        two ? r16_source(in, plane, k + 3, io, pd, cip, divisor, total, bwd)
-            : (float16)(0.0f);
-    const float16 s = r16_out(a, b, c, p, (int)h, io, pd, cip, divisor, bwd);
-    const float16 t =
-        r16_out(b, c, d, p, (int)h + 1, io, pd, cip, divisor, bwd);
+        two ? r16_source(in, plane, k + 3, g) : (float16)(0.0f);
     /* spill where rows of this work-item still to come cover the lanes */
-    r16_store(s, out, r * (size_t)width, width,
+    r16_store(r16_out(a, b, c, (int)h, g), out, r * (size_t)width, width,
               (size_t)(16 - width) <= (r1 - 1 - r) * (size_t)width);
     if (two)
-      r16_store(t, out, (r + 1) * (size_t)width, width,
+      r16_store(r16_out(b, c, d, (int)h + 1, g), out,
+                (r + 1) * (size_t)width, width,
                 (size_t)(16 - width) <= (r1 - 2 - r) * (size_t)width);
     a = two ? c : b;
     b = two ? d : c;
@@ -4198,9 +4219,9 @@ void avgpool2d_fwd_r16(ulong n, ulong base, global const real_t *x, ulong xo,
   (void)ks;
   POOL_ITEM(n, base);
   const size_t r0 = item * (size_t)rpw;
-  r16_rows(x + xo, y + yo, r0, min(r0 + (size_t)rpw, (size_t)rows),
-           (size_t)rows, convert_int4(io), convert_int2(pd.s01), cip, divisor,
-           0);
+  const r16_geom g = r16_geom_of(convert_int4(io), convert_int2(pd.s01), cip,
+                                 divisor, (size_t)rows, 0);
+  r16_rows(x + xo, y + yo, r0, min(r0 + (size_t)rpw, (size_t)rows), &g);
 }
 
 __kernel RUMUS_REQD_WG(ROWS_WG, 1, 1)
@@ -4211,7 +4232,7 @@ void avgpool2d_bwd_r16(ulong n, ulong base, global const real_t *dy,
   (void)ks;
   POOL_ITEM(n, base);
   const size_t r0 = item * (size_t)rpw;
-  r16_rows(dy + dyo, dx + dxo, r0, min(r0 + (size_t)rpw, (size_t)rows),
-           (size_t)rows, convert_int4(io), convert_int2(pd.s01), cip, divisor,
-           1);
+  const r16_geom g = r16_geom_of(convert_int4(io), convert_int2(pd.s01), cip,
+                                 divisor, (size_t)rows, 1);
+  r16_rows(dy + dyo, dx + dxo, r0, min(r0 + (size_t)rpw, (size_t)rows), &g);
 }
