@@ -3668,9 +3668,9 @@ void avgpool2d_bwd_band(ulong n, ulong first, global const real_t *dy,
 #define BOX3_CAP 4096
 #endif
 
-/* Where a band's tile comes from: the plane (rows x cols), the plane
- * coordinates of T(0, 0), and for the backward's dy the divisors' terms
- * (the forward's geometry, io, ks, pd, cip, divisor); grad 0 forward. */
+/* Where a band's tile comes from: the source plane (rows x cols), the
+ * plane coordinates of T(0, 0), and grad: 1 for dy, each value over its
+ * output's divisor, 0 for x. */
 typedef struct {
   int rows, cols, r0, c0, grad;
 } box3_src;
