@@ -3481,6 +3481,15 @@ inline int avg_axis_i(int o, int k, int s, int p, int n, int *lo, int *hi) {
   return end - start;
 }
 
+/* avg_divisor of output (oh, ow), in int. */
+inline float avg_divisor_i(int oh, int ow, int4 io, int4 ks, int2 pd, int cip,
+                           int divisor) {
+  int h0, h1, w0, w1;
+  const int ph = avg_axis_i(oh, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
+  const int pw = avg_axis_i(ow, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
+  return avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+}
+
 /* The first and last output row (column: k = 3) whose window of kernel
  * kk, stride lane k of (mg, sv), padding p holds input row h: floor((h +
  * p) / s) and ceil((h + p - kk + 1) / s), the latter clamped at 0 (a
@@ -3681,11 +3690,7 @@ inline float box3_value(global const real_t *sp, box3_src s, int r, int c,
   const int pr = s.r0 + r, pc = s.c0 + c;
   if (pr < 0 || pr >= s.rows || pc < 0 || pc >= s.cols) return 0.0f;
   const float v = LOAD(sp, pr * s.cols + pc);
-  if (!s.grad) return v;
-  int h0, h1, w0, w1;
-  const int ph = avg_axis_i(pr, ks.s0, ks.s2, pd.s0, io.s0, &h0, &h1);
-  const int pw = avg_axis_i(pc, ks.s1, ks.s3, pd.s1, io.s1, &w0, &w1);
-  return v / avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+  return s.grad ? v / avg_divisor_i(pr, pc, io, ks, pd, cip, divisor) : v;
 }
 
 /* Stages the n = rows x tw floats of T, four loads a lane in flight. */
@@ -3905,10 +3910,8 @@ __kernel void avgpool2d_bwd_tiled(ulong n, ulong first,
  * sum from +0.0 keeps): the element kernel's sums and divisors. */
 /* The divisor of output (oh, ow) of 3 x 3 windows, stride 2, padding 1. */
 inline float avg_k3s2_div(int oh, int ow, int4 io, int cip, int divisor) {
-  int h0, h1, w0, w1;
-  const int ph = avg_axis_i(oh, 3, 2, 1, io.s0, &h0, &h1);
-  const int pw = avg_axis_i(ow, 3, 2, 1, io.s1, &w0, &w1);
-  return avg_divisor(ph * pw, (h1 - h0) * (w1 - w0), cip, divisor);
+  return avg_divisor_i(oh, ow, io, (int4)(3, 3, 2, 2), (int2)(1, 1), cip,
+                       divisor);
 }
 
 inline void avgpool_fwd_k3s2(global const real_t *x, global real_t *y,
